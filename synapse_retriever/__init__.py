@@ -1,0 +1,61 @@
+"""synapse-retriever: associative recall that learns from use and never costs a token more.
+
+Examples
+--------
+>>> from synapse_retriever import SynapseStore
+>>> store = SynapseStore(":memory:")
+>>> store.reinforce(["auth/jwt.py", "config/secrets.py"], at=0)
+1
+>>> hits = [("auth/jwt.py", 0.9), ("auth/login.py", 0.8), ("auth/views.py", 0.7),
+...         ("docs/auth.md", 0.4)]
+>>> [h.id for h in store.recall(hits, at=0)]
+['auth/jwt.py', 'auth/login.py', 'auth/views.py', 'config/secrets.py']
+"""
+
+from synapse_retriever.activation import Activation, hub_factor, spread_activation
+from synapse_retriever.capture import coactivation_set, content_id, validate_node_id
+from synapse_retriever.config import SynapseConfig, validate_namespace
+from synapse_retriever.decay import (
+    decayed_weight,
+    effective_weight,
+    learned_half_life,
+    reinforced_weight,
+)
+from synapse_retriever.errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    NotASynapseDatabaseError,
+    SynapseError,
+)
+from synapse_retriever.graph import Edge
+from synapse_retriever.injection import ANNOTATION_KEYS, Hit, RecallPlan, candidates, inject
+from synapse_retriever.store import DecayReport, SynapseStore
+
+__all__ = [
+    "ANNOTATION_KEYS",
+    "Activation",
+    "DecayReport",
+    "Edge",
+    "Hit",
+    "InvalidTypeError",
+    "InvalidValueError",
+    "NotASynapseDatabaseError",
+    "RecallPlan",
+    "SynapseConfig",
+    "SynapseError",
+    "SynapseStore",
+    "candidates",
+    "coactivation_set",
+    "content_id",
+    "decayed_weight",
+    "effective_weight",
+    "hub_factor",
+    "inject",
+    "learned_half_life",
+    "reinforced_weight",
+    "spread_activation",
+    "validate_namespace",
+    "validate_node_id",
+]
+
+__version__ = "0.1.0"

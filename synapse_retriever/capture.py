@@ -1,0 +1,98 @@
+"""Turning activity into co-activation events: id checks, de-duplication, stable ids.
+
+Examples
+--------
+>>> coactivation_set(["auth/jwt.py", "config/secrets.py", "auth/jwt.py"])
+['auth/jwt.py', 'config/secrets.py']
+>>> content_id("def load_keys(): ...")
+'sha256:bc98021b1b25ad7c1e15bf34'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+
+from synapse_retriever.config import MAX_NAME_LENGTH
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+__all__ = ["coactivation_set", "content_id", "validate_node_id"]
+
+logger = logging.getLogger("synapse_retriever")
+
+
+def validate_node_id(node: object) -> str:
+    """Return ``node`` if it is a usable node id: a non-empty str of valid Unicode.
+
+    Examples
+    --------
+    >>> validate_node_id("")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: node id must be a non-empty string, got ''
+    """
+    if not isinstance(node, str):
+        raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {node!r}")
+    if not node:
+        raise InvalidValueError(f"node id must be a non-empty string, got {node!r}")
+    if len(node) > MAX_NAME_LENGTH:
+        raise InvalidValueError(
+            f"node id must be at most {MAX_NAME_LENGTH} characters, "
+            f"got {len(node)}: {node[:40]!r}..."
+        )
+    try:
+        node.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidValueError(f"node id must be valid Unicode, got {node!r}") from None
+    return node
+
+
+def coactivation_set(nodes: Iterable[str], *, limit: int | None = None) -> list[str]:
+    """Validated, de-duplicated ids of one co-activation event, in first-seen order.
+
+    Parameters
+    ----------
+    nodes : iterable of str
+        The ids used together. A bare string is refused: it would be read as characters.
+    limit : int, optional
+        Keep only the first ``limit`` distinct ids and log a warning: the number of
+        pairs grows as k², the known way to flood a graph with artificial hubs.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``nodes`` is a str or bytes, or not iterable, or holds a non-str id.
+    InvalidValueError
+        An empty or otherwise unusable id.
+    """
+    if isinstance(nodes, (str, bytes)):
+        raise InvalidTypeError(
+            f"nodes must be a list of ids, got a bare {type(nodes).__name__} {nodes!r}"
+        )
+    try:
+        items = list(nodes)
+    except TypeError:
+        raise InvalidTypeError(
+            f"nodes must be an iterable of ids, got {type(nodes).__name__}"
+        ) from None
+    unique = list(dict.fromkeys(validate_node_id(node) for node in items))
+    if limit is not None and len(unique) > limit:
+        logger.warning(
+            "co-activation event of %d nodes: only the first %d are reinforced "
+            "(max_coactivation), to keep k² pairs from flooding the graph",
+            len(unique),
+            limit,
+        )
+        unique = unique[:limit]
+    return unique
+
+
+def content_id(text: str) -> str:
+    """A stable id for content that carries none: ``sha256:`` and 24 hex digits of its hash.
+
+    The same text always gets the same id, in every process and on every machine.
+    """
+    if not isinstance(text, str):
+        raise InvalidTypeError(f"content must be a str, got {type(text).__name__}")
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]

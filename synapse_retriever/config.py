@@ -1,0 +1,230 @@
+"""Every constant of the method in one validated, immutable object.
+
+The defaults are the published values (Budget-Neutral Synaptic Recall); where the
+project's issues pin a value more exactly, the issue's value is used.
+
+Examples
+--------
+>>> config = SynapseConfig()
+>>> config.default_half_life("branch:feature/login")
+30.0
+>>> config.merge_factors("personal")["shared"]
+0.5
+>>> SynapseConfig(seeds=0)
+Traceback (most recent call last):
+...
+synapse_retriever.errors.InvalidValueError: seeds must be an integer >= 1, got 0
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+__all__ = ["BASE_NAMESPACES", "MAX_NAME_LENGTH", "SynapseConfig", "validate_namespace"]
+
+BASE_NAMESPACES = ("personal", "shared", "ephemeral")
+"""The fixed namespaces; branches are ``"branch:<name>"``."""
+
+MAX_NAME_LENGTH = 4096
+"""Longest node id or namespace accepted, in characters."""
+
+
+def validate_namespace(namespace: object) -> str:
+    """Return ``namespace`` if it is ``personal``, ``shared``, ``ephemeral`` or ``branch:<name>``.
+
+    Examples
+    --------
+    >>> validate_namespace("branch:main")
+    'branch:main'
+    >>> validate_namespace("team")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: namespace must be 'personal', 'shared', \
+'ephemeral' or 'branch:<name>', got 'team'
+    """
+    if not isinstance(namespace, str):
+        raise InvalidTypeError(f"namespace must be a str, got {type(namespace).__name__}")
+    if namespace in BASE_NAMESPACES:
+        return namespace
+    if namespace.startswith("branch:"):
+        name = namespace[len("branch:") :]
+        if name.strip() and len(namespace) <= MAX_NAME_LENGTH and _printable(name):
+            return namespace
+        raise InvalidValueError(
+            f"branch namespace needs a printable, non-blank name, got {namespace!r}"
+        )
+    raise InvalidValueError(
+        f"namespace must be 'personal', 'shared', 'ephemeral' or 'branch:<name>', got {namespace!r}"
+    )
+
+
+def _printable(text: str) -> bool:
+    return not any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
+
+
+def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class SynapseConfig:
+    """The method's constants, validated on construction.
+
+    Parameters
+    ----------
+    learning_rate : float
+        Δw per event at strength 1: Δw = learning_rate × clamp(strength, 0, max_strength).
+    max_strength : float
+        Upper clamp of an event's strength.
+    half_life_days : Mapping[str, float]
+        Namespace defaults (``branch`` covers every ``branch:<name>``).
+    half_life_bounds : tuple[float, float]
+        Learned half-lives are clamped here, widened to include the namespace default.
+    learned_scale : float
+        ratio = log1p(count / learned_scale).
+    ltp_min_count, ltp_floor : int, float
+        Long-term potentiation: edges reinforced ``ltp_min_count`` times or more, outside
+        ``ephemeral``, with a stored weight >= ``ltp_floor``, never decay below ``ltp_floor``.
+    prune_threshold : float
+        Effective weights below it are pruned: absent from every read.
+    seeds : int
+        How many of the first hits seed spreading activation (energy 1.0 each).
+    spread_rate : float
+        Energy kept per hop: propagated = energy × weight × spread_rate × hub factor.
+    hub_degree : int
+        Above this live degree a node's hub factor is sqrt(hub_degree / degree).
+    boost : float
+        A present hit gains ``boost × energy`` in score.
+    inject_threshold : float
+        Absent nodes need at least this energy to displace a hit.
+    max_inject : int
+        At most this many hits are displaced per query.
+    merge_weights : Mapping[str, float]
+        Factor of each non-active namespace in the merged graph (the active one is 1.0).
+        ``ephemeral`` is read only when active; unknown namespaces weigh 0.
+    max_coactivation : int
+        An event with more distinct nodes reinforces only the first ones (and warns).
+    refresh_interval_s : float
+        How often, at most, reads check whether another process changed the file.
+    busy_timeout_s : float
+        How long a writer waits for another process's write lock.
+    injection_enabled : bool
+        False makes ``recall`` the identity.
+    """
+
+    learning_rate: float = 0.30
+    max_strength: float = 2.0
+    half_life_days: Mapping[str, float] = field(
+        default_factory=lambda: _frozen(
+            {"personal": 30.0, "branch": 30.0, "shared": 60.0, "ephemeral": 1.0}
+        )
+    )
+    half_life_bounds: tuple[float, float] = (3.0, 120.0)
+    learned_scale: float = 10.0
+    ltp_min_count: int = 5
+    ltp_floor: float = 0.20
+    prune_threshold: float = 0.01
+    seeds: int = 3
+    spread_rate: float = 0.6
+    hub_degree: int = 50
+    boost: float = 0.3
+    inject_threshold: float = 0.15
+    max_inject: int = 2
+    merge_weights: Mapping[str, float] = field(
+        default_factory=lambda: _frozen({"personal": 0.8, "shared": 0.5})
+    )
+    max_coactivation: int = 32
+    refresh_interval_s: float = 1.0
+    busy_timeout_s: float = 30.0
+    injection_enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("ltp_floor", "prune_threshold", "spread_rate", "inject_threshold"):
+            _check_unit(name, getattr(self, name))
+        for name in ("learning_rate", "max_strength", "boost", "refresh_interval_s"):
+            _check_non_negative(name, getattr(self, name))
+        for name in ("learned_scale", "busy_timeout_s"):
+            _check_positive(name, getattr(self, name))
+        for name, minimum in (
+            ("seeds", 1),
+            ("hub_degree", 1),
+            ("max_inject", 0),
+            ("ltp_min_count", 1),
+            ("max_coactivation", 2),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        bounds = self.half_life_bounds
+        _check_positive("half_life_bounds[0]", bounds[0])
+        if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
+            raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
+        half_lives = dict(self.half_life_days)
+        missing = {"personal", "branch", "shared", "ephemeral"} - half_lives.keys()
+        if missing:
+            raise InvalidValueError(f"half_life_days misses {sorted(missing)}")
+        for ns, days in half_lives.items():
+            _check_positive(f"half_life_days[{ns!r}]", days)
+        weights = dict(self.merge_weights)
+        for ns, factor in weights.items():
+            validate_namespace(ns)
+            _check_unit(f"merge_weights[{ns!r}]", factor)
+        object.__setattr__(self, "half_life_days", _frozen(half_lives))
+        object.__setattr__(self, "merge_weights", _frozen(weights))
+
+    def default_half_life(self, namespace: str) -> float:
+        """The half-life a new edge of ``namespace`` starts with, in days."""
+        kind = "branch" if namespace.startswith("branch:") else namespace
+        return float(self.half_life_days[kind])
+
+    def half_life_range(self, namespace: str) -> tuple[float, float]:
+        """The clamp of learned half-lives: ``half_life_bounds`` widened to include the default."""
+        default = self.default_half_life(namespace)
+        low, high = self.half_life_bounds
+        return min(low, default), max(high, default)
+
+    def merge_factors(self, active_namespace: str) -> dict[str, float]:
+        """Factor of each namespace in the merged graph: 1.0 for the active one.
+
+        ``ephemeral`` is read only when active; namespaces with factor 0 are left out.
+
+        Examples
+        --------
+        >>> SynapseConfig().merge_factors("branch:main")
+        {'branch:main': 1.0, 'personal': 0.8, 'shared': 0.5}
+        """
+        validate_namespace(active_namespace)
+        factors = {active_namespace: 1.0}
+        for ns, factor in self.merge_weights.items():
+            if ns != active_namespace and ns != "ephemeral" and factor > 0:
+                factors[ns] = float(factor)
+        return factors
+
+    def is_ltp_namespace(self, namespace: str) -> bool:
+        """Whether long-term potentiation may floor edges of ``namespace``."""
+        return namespace != "ephemeral"
+
+
+def _check_unit(name: str, value: object) -> None:
+    if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
+        raise InvalidValueError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+def _check_non_negative(name: str, value: object) -> None:
+    if not _is_number(value) or not (math.isfinite(value) and value >= 0):  # type: ignore[arg-type, operator]
+        raise InvalidValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_positive(name: str, value: object) -> None:
+    if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
+        raise InvalidValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -1,0 +1,124 @@
+"""Forgetting: exponential decay at a half-life learned per edge, LTP floor, pruning.
+
+Pure functions over plain floats; the store calls them, and so can users who keep
+their own graph.
+
+Examples
+--------
+A personal edge reinforced twice, one day apart, learns a 21.25-day half-life:
+
+>>> round(learned_half_life(count=2, gap_days=1.0, default_days=30.0), 2)
+21.25
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "decayed_weight",
+    "effective_weight",
+    "learned_half_life",
+    "reinforced_weight",
+]
+
+LN2 = math.log(2.0)
+
+
+def decayed_weight(w0: float, half_life_days: float, age_days: float) -> float:
+    """Plain exponential decay: w0 × exp(−ln2 / half_life × age); a negative age counts as 0.
+
+    Examples
+    --------
+    >>> decayed_weight(0.8, 30.0, 30.0)  # one half-life: 0.8 / 2
+    0.4
+    """
+    return w0 * math.exp(-LN2 / half_life_days * max(0.0, age_days))
+
+
+def effective_weight(
+    w0: float,
+    half_life_days: float,
+    age_days: float,
+    *,
+    count: int,
+    ltp: bool = True,
+    ltp_min_count: int = 5,
+    ltp_floor: float = 0.20,
+    prune_threshold: float = 0.01,
+) -> float:
+    """The weight every read sees: decay, then the LTP floor, then pruning to 0.0.
+
+    Notes
+    -----
+    Long-term potentiation floors the weight at ``ltp_floor`` when ``ltp`` is allowed
+    (every namespace but ``ephemeral``), ``count >= ltp_min_count`` and
+    ``w0 >= ltp_floor``. A weight below ``prune_threshold`` is pruned: 0.0.
+
+    Examples
+    --------
+    w0 = 0.3 at a 30-day half-life reaches 0.01 at 30 × log2(30) = 147.2 days:
+
+    >>> effective_weight(0.3, 30.0, 147.0, count=1) > 0
+    True
+    >>> effective_weight(0.3, 30.0, 147.5, count=1)
+    0.0
+
+    Reinforced 5 times, the same edge is floored at 0.20 instead:
+
+    >>> effective_weight(0.3, 30.0, 147.5, count=5)
+    0.2
+    """
+    weight = decayed_weight(w0, half_life_days, age_days)
+    if ltp and count >= ltp_min_count and w0 >= ltp_floor:
+        weight = max(ltp_floor, weight)
+    return weight if weight >= prune_threshold else 0.0
+
+
+def reinforced_weight(current: float, delta: float) -> float:
+    """Hebbian update: min(1, current + delta).
+
+    Examples
+    --------
+    >>> reinforced_weight(0.9, 0.3)
+    1.0
+    """
+    return min(1.0, current + delta)
+
+
+def learned_half_life(
+    count: int,
+    gap_days: float,
+    default_days: float,
+    *,
+    bounds: tuple[float, float] = (3.0, 120.0),
+    scale: float = 10.0,
+) -> float:
+    """Half-life learned from how often (``count``) and how recently (``gap_days``) an edge fired.
+
+    Notes
+    -----
+    With ``count`` the activation count after this reinforcement (so
+    freq × age_days = count, with no division by an age that may be 0)::
+
+        ratio      = log1p(count / scale)
+        learned    = lo + (hi − lo) × ratio / (1 + ratio)
+        confidence = exp(−ln2 × gap_days / default_days)
+        half_life  = (1 − confidence) × default_days + confidence × learned
+
+    clamped to ``bounds`` widened to include ``default_days``. ``gap_days`` is the time
+    since the previous reinforcement: a long-idle edge falls back toward the default.
+
+    Examples
+    --------
+    Twice, 60 days apart: confidence 0.25, so mostly the 30-day default.
+
+    >>> round(learned_half_life(count=2, gap_days=60.0, default_days=30.0), 2)
+    27.76
+    """
+    low, high = bounds
+    ratio = math.log1p(count / scale)
+    learned = low + (high - low) * ratio / (1.0 + ratio)
+    confidence = math.exp(-LN2 * max(0.0, gap_days) / default_days)
+    half_life = (1.0 - confidence) * default_days + confidence * learned
+    return min(max(half_life, min(low, default_days)), max(high, default_days))

@@ -1,0 +1,461 @@
+"""`SynapseStore`: learn co-activations, forget them, recall them. The public entry point.
+
+The store validates input, runs each write as one transaction on its
+:class:`~synapse_retriever.storage.Storage`, and keeps an in-memory
+:class:`~synapse_retriever.graph.MemoryGraph` current so that recall does no SQL.
+
+Examples
+--------
+>>> from synapse_retriever import SynapseStore
+>>> with SynapseStore(":memory:") as store:
+...     store.reinforce(["auth/jwt.py", "config/secrets.py"], at=0)
+...     round(store.weight("auth/jwt.py", "config/secrets.py", at=0), 2)
+1
+0.3
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from synapse_retriever.activation import Activation, spread_activation
+from synapse_retriever.capture import coactivation_set, validate_node_id
+from synapse_retriever.clock import Clock, days_between, to_seconds
+from synapse_retriever.config import SynapseConfig, validate_namespace
+from synapse_retriever.decay import learned_half_life, reinforced_weight
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.graph import Edge, MemoryGraph
+from synapse_retriever.injection import Hit, RecallPlan, Resolvable
+from synapse_retriever.storage import SQLiteStorage, Storage, WriteTransaction
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["DecayReport", "SynapseStore"]
+
+
+@dataclass(frozen=True)
+class DecayReport:
+    """What a :meth:`SynapseStore.decay` sweep did.
+
+    Attributes
+    ----------
+    at : float
+        The sweep's time, POSIX seconds.
+    pruned : int
+        Edges deleted (their effective weight was below the prune threshold).
+    remaining : int
+        Edges left in the store.
+    pruned_by_namespace : dict[str, int]
+        ``pruned``, split by namespace.
+    """
+
+    at: float
+    pruned: int
+    remaining: int
+    pruned_by_namespace: dict[str, int] = field(default_factory=dict)
+
+
+class SynapseStore:
+    """An associative memory of co-used nodes, persisted in SQLite.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        SQLite file (created if missing), or ``":memory:"``.
+    config : SynapseConfig, optional
+        The method's constants; the published values by default.
+    storage : Storage, optional
+        Another backend instead of SQLite at ``path``.
+
+    Examples
+    --------
+    >>> store = SynapseStore(":memory:")
+    >>> store.reinforce(["verify_token", "load_keys"], strength=3.0, at=0)  # clamped to 2: Δw 0.6
+    1
+    >>> store.activate(["verify_token"], at=0)  # 0.6 × 0.6 (spread rate)
+    {'load_keys': 0.36}
+    >>> hits = [("verify_token", 0.9), ("login", 0.8), ("logout", 0.7), ("auth_doc", 0.3)]
+    >>> [(h.id, h.origin) for h in store.recall(hits, at=0)][-1]
+    ('load_keys', 'injected')
+    >>> store.close()
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        config: SynapseConfig | None = None,
+        storage: Storage | None = None,
+    ) -> None:
+        if config is not None and not isinstance(config, SynapseConfig):
+            raise InvalidTypeError(f"config must be a SynapseConfig, got {type(config).__name__}")
+        self.config = config or SynapseConfig()
+        self.path = str(path)
+        self._storage: Storage = storage or SQLiteStorage(
+            path, busy_timeout_s=self.config.busy_timeout_s
+        )
+        self._lock = threading.RLock()
+        self._graph = MemoryGraph(self.config)
+        edges, self._version = self._storage.load()
+        for edge in edges:
+            self._graph.put(edge)
+        self._polled = time.monotonic()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database; further calls raise :class:`SynapseError`."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._storage.close()
+
+    def __enter__(self) -> SynapseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SynapseStore({self.path!r})"
+
+    # -- learning ----------------------------------------------------------------------
+
+    def reinforce(
+        self,
+        nodes: Iterable[str],
+        strength: float = 1.0,
+        namespace: str = "personal",
+        at: Clock = None,
+    ) -> int:
+        """Reinforce every pair of ``nodes`` as one co-activation event (one transaction).
+
+        Parameters
+        ----------
+        nodes : iterable of str
+            Ids used together; duplicates are dropped, order kept; only the first
+            ``config.max_coactivation`` distinct ids are used (with a warning).
+        strength : float
+            Δw = learning_rate × clamp(strength, 0, max_strength); 0 writes nothing.
+        namespace : str
+            ``personal``, ``shared``, ``ephemeral`` or ``branch:<name>``.
+        at : datetime, float or None
+            The event's time; None reads the clock inside the write transaction.
+
+        Returns
+        -------
+        int
+            The number of edges written.
+
+        Notes
+        -----
+        For each pair: decay the stored weight to ``at`` with its old half-life and
+        count (an edge already pruned starts afresh: count 1, the namespace default
+        half-life); add Δw, capped at 1; count += 1; learn the half-life from the gap
+        since the previous reinforcement (:func:`~synapse_retriever.decay.learned_half_life`).
+
+        Raises
+        ------
+        InvalidTypeError, InvalidValueError
+            Bad ids, strength, namespace or time, or an explicit ``at`` earlier than an
+            edge's last reinforcement. Nothing is written.
+        """
+        ns = validate_namespace(namespace)
+        delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
+        explicit = None if at is None else to_seconds(at)
+        ids = coactivation_set(nodes, limit=self.config.max_coactivation)
+        if len(ids) < 2 or delta == 0.0:
+            return 0
+        keys = [(ns, *_ordered(x, y)) for i, x in enumerate(ids) for y in ids[i + 1 :]]
+        with self._lock:
+            self._check_open()
+            with self._storage.write() as tx:
+                others = self._catch_up(tx)
+                now = explicit if explicit is not None else time.time()
+                stored = tx.get(keys)
+                written = []
+                for key in keys:
+                    old = stored.get(key)
+                    if (
+                        old is not None
+                        and explicit is not None
+                        and explicit < old.last_reinforced_at
+                    ):
+                        raise InvalidValueError(
+                            f"at={explicit} is earlier than the last reinforcement of "
+                            f"{old.a!r}-{old.b!r} in {ns!r} ({old.last_reinforced_at}): "
+                            "time must not run backwards"
+                        )
+                    when = now if old is None else max(now, old.last_reinforced_at)
+                    written.append(self._reinforced(key, old, when, delta))
+                tx.put(written)
+            self._apply(others + written, tx.version)
+        return len(written)
+
+    def _reinforced(
+        self, key: tuple[str, str, str], old: Edge | None, now: float, delta: float
+    ) -> Edge:
+        ns, a, b = key
+        config = self.config
+        default = config.default_half_life(ns)
+        current = 0.0 if old is None else old.weight_at(now, config)
+        if old is None or current == 0.0:
+            return Edge(a, b, ns, reinforced_weight(0.0, delta), 1, default, now, now)
+        count = old.activation_count + 1
+        half_life = learned_half_life(
+            count,
+            days_between(old.last_reinforced_at, now),
+            default,
+            bounds=config.half_life_bounds,
+            scale=config.learned_scale,
+        )
+        weight = reinforced_weight(current, delta)
+        return Edge(a, b, ns, weight, count, half_life, old.created_at, now)
+
+    def decay(self, at: Clock = None) -> DecayReport:
+        """Delete the edges that have decayed below the prune threshold at ``at``.
+
+        Weights and timestamps are never rewritten (decay is applied lazily at every
+        read), so sweeps are idempotent and compose.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days
+        >>> store.decay(at=147 * 86400).pruned, store.decay(at=148 * 86400).pruned
+        (0, 1)
+        """
+        now = to_seconds(at)
+        with self._lock:
+            self._check_open()
+            with self._storage.write() as tx:
+                others = self._catch_up(tx)
+                remaining = 0
+                pruned: list[tuple[str, str, str]] = []
+                for edge in tx.scan():
+                    if edge.weight_at(now, self.config) == 0.0:
+                        pruned.append((edge.namespace, edge.a, edge.b))
+                    else:
+                        remaining += 1
+                tx.delete(pruned)
+            self._apply(others, tx.version)
+            for key in pruned:
+                self._graph.remove(*key)
+        by_namespace = Counter(ns for ns, _, _ in pruned)
+        return DecayReport(now, len(pruned), remaining, dict(sorted(by_namespace.items())))
+
+    # -- reading -----------------------------------------------------------------------
+
+    def edge(self, a: str, b: str, namespace: str = "personal") -> Edge | None:
+        """The stored state of the edge between ``a`` and ``b`` (no decay), or None."""
+        ns = validate_namespace(namespace)
+        a, b = sorted((validate_node_id(a), validate_node_id(b)))
+        with self._lock:
+            self._refresh()
+            return self._graph.get(ns, a, b)
+
+    def weight(self, a: str, b: str, namespace: str = "personal", at: Clock = None) -> float:
+        """The effective (decayed, LTP-floored) weight at ``at``; 0.0 if absent or pruned."""
+        now = to_seconds(at)
+        edge = self.edge(a, b, namespace)
+        return 0.0 if edge is None else edge.weight_at(now, self.config)
+
+    def spread(
+        self, seeds: Iterable[str], at: Clock = None, active_namespace: str = "personal"
+    ) -> Activation:
+        """Spreading activation from ``seeds`` with the paths that carried the energy."""
+        ids = coactivation_set(seeds)
+        now = to_seconds(at)
+        config = self.config
+        with self._lock:
+            self._refresh()
+            view = self._graph.merged(now, active_namespace)
+            return spread_activation(
+                view,
+                ids,
+                spread_rate=config.spread_rate,
+                hub_degree=config.hub_degree,
+                degree=view.hub_degree,
+            )
+
+    def activate(
+        self, seeds: Iterable[str], at: Clock = None, active_namespace: str = "personal"
+    ) -> dict[str, float]:
+        """Energy of every node reached from ``seeds`` (hub factor applied), seeds excluded.
+
+        See :func:`~synapse_retriever.activation.spread_activation` for the formula.
+        """
+        return self.spread(seeds, at, active_namespace).energy
+
+    def plan(
+        self,
+        hits: Sequence[tuple[str, float]],
+        at: Clock = None,
+        active_namespace: str = "personal",
+    ) -> RecallPlan:
+        """Validate ``hits`` and spread activation from their first ``config.seeds`` ids.
+
+        The returned plan lists the candidate ids to resolve, then injects; use it
+        where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)``.
+        """
+        rows = _validated_hits(hits)
+        config = self.config
+        seeds = [node for node, _ in rows[: config.seeds]]
+        if config.injection_enabled and len(rows) > 1:
+            activation = self.spread(seeds, at, active_namespace)
+        else:
+            validate_namespace(active_namespace)
+            to_seconds(at)
+            activation = Activation()
+        return RecallPlan(
+            rows,
+            activation,
+            seeds=config.seeds,
+            boost=config.boost,
+            threshold=config.inject_threshold,
+            max_inject=config.max_inject,
+        )
+
+    def recall(
+        self,
+        hits: Sequence[tuple[str, float]],
+        at: Clock = None,
+        active_namespace: str = "personal",
+        resolvable: Resolvable | None = None,
+        cost: object = None,
+    ) -> list[Hit]:
+        """Fold learned associations into ranked ``(id, score)`` hits; never grows the list.
+
+        Parameters
+        ----------
+        hits : sequence of (id, score)
+            Vector hits, best first.
+        at : datetime, float or None
+            The query's time.
+        active_namespace : str
+            Weighs 1.0 in the merged graph (personal 0.8, shared 0.5 otherwise).
+        resolvable : callable or container, optional
+            Which absent ids can become results; the others never take a slot.
+        cost : callable, optional
+            ``id -> cost`` (e.g. tokens): an injection may not raise the total.
+
+        Returns
+        -------
+        list of Hit
+            Same length as ``hits``; on a cold graph, the input unchanged.
+
+        See :func:`~synapse_retriever.injection.inject` for the rule.
+        """
+        if cost is not None and not callable(cost):
+            raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r}")
+        return self.plan(hits, at, active_namespace).inject(resolvable, cost)
+
+    def graph(
+        self, at: Clock = None, namespaces: str | Iterable[str] | None = None
+    ) -> nx.Graph[str] | nx.MultiGraph[str]:
+        """The live graph as networkx, with decayed weights, built on demand.
+
+        One namespace (a str) gives an ``nx.Graph``; several, or None for all, an
+        ``nx.MultiGraph`` keyed by namespace. Edge attributes: ``weight`` (decayed),
+        ``stored_weight``, ``count``, ``half_life_days``, ``namespace``,
+        ``last_reinforced_at``. Pruned edges are left out.
+        """
+        import networkx as nx
+
+        now = to_seconds(at)
+        single = isinstance(namespaces, str)
+        chosen = (
+            [validate_namespace(namespaces)]
+            if isinstance(namespaces, str)
+            else None
+            if namespaces is None
+            else [validate_namespace(ns) for ns in namespaces]
+        )
+        result: nx.Graph[str] = nx.Graph() if single else nx.MultiGraph()
+        with self._lock:
+            self._refresh()
+            for ns in chosen if chosen is not None else self._graph.namespaces():
+                for edge in self._graph.edges(ns):
+                    weight = edge.weight_at(now, self.config)
+                    if weight == 0.0:
+                        continue
+                    attrs = {
+                        "weight": weight,
+                        "stored_weight": edge.weight,
+                        "count": edge.activation_count,
+                        "half_life_days": edge.half_life_days,
+                        "namespace": ns,
+                        "last_reinforced_at": edge.last_reinforced_at,
+                    }
+                    if single:
+                        result.add_edge(edge.a, edge.b, **attrs)
+                    else:
+                        result.add_edge(edge.a, edge.b, key=ns, **attrs)
+        return result
+
+    # -- keeping the in-memory graph current -------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SynapseError(f"{self!r} is closed")
+
+    def _catch_up(self, tx: WriteTransaction) -> list[Edge]:
+        """Rows other processes wrote since our last look (read inside ``tx``)."""
+        if tx.version - 1 == self._version:
+            return []
+        return tx.changed_since(self._version)
+
+    def _apply(self, edges: Iterable[Edge], version: int) -> None:
+        for edge in edges:
+            self._graph.put(edge)
+        self._version = max(self._version, version)
+
+    def _refresh(self) -> None:
+        """Apply other processes' writes, checking at most once per refresh interval."""
+        self._check_open()
+        clock = time.monotonic()
+        if clock - self._polled < self.config.refresh_interval_s:
+            return
+        self._polled = clock
+        changed = self._storage.poll(self._version)
+        if changed is not None:
+            self._apply(*changed)
+
+
+def _ordered(x: str, y: str) -> tuple[str, str]:
+    return (x, y) if x < y else (y, x)
+
+
+def _clamped_strength(strength: object, maximum: float) -> float:
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)):
+        raise InvalidTypeError(
+            f"strength must be a number, got {type(strength).__name__} {strength!r}"
+        )
+    if not math.isfinite(strength):
+        raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
+    return min(max(float(strength), 0.0), maximum)
+
+
+def _validated_hits(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    if isinstance(hits, (str, bytes)) or not isinstance(hits, Sequence):
+        raise InvalidTypeError(f"hits must be a sequence of (id, score) pairs, got {hits!r}")
+    rows: list[tuple[str, float]] = []
+    for position, hit in enumerate(hits):
+        if isinstance(hit, (str, bytes)) or not isinstance(hit, Sequence) or len(hit) < 2:
+            raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
+        node, score = validate_node_id(hit[0]), hit[1]
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise InvalidTypeError(f"hit {position} ({node!r}) has a non-numeric score {score!r}")
+        if not math.isfinite(score):
+            raise InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")
+        rows.append((node, score))
+    return rows

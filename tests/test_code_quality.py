@@ -1,0 +1,30 @@
+"""The README's test command also enforces ruff and mypy --strict on the core."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_ruff_check_is_clean() -> None:
+    result = run("ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    result = run("ruff", "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_on_the_core() -> None:
+    result = run("mypy", "--strict", "synapse_retriever")
+    assert result.returncode == 0, result.stdout + result.stderr
