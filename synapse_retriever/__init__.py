@@ -29,6 +29,7 @@ from synapse_retriever.errors import (
 )
 from synapse_retriever.graph import Edge
 from synapse_retriever.injection import ANNOTATION_KEYS, Hit, RecallPlan, candidates, inject
+from synapse_retriever.items import ItemRecall, plan_items, rank_scores, usable_scores
 from synapse_retriever.store import DecayReport, SynapseStore
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Hit",
     "InvalidTypeError",
     "InvalidValueError",
+    "ItemRecall",
     "NotASynapseDatabaseError",
     "RecallPlan",
     "SynapseConfig",
@@ -52,8 +54,11 @@ __all__ = [
     "hub_factor",
     "inject",
     "learned_half_life",
+    "plan_items",
+    "rank_scores",
     "reinforced_weight",
     "spread_activation",
+    "usable_scores",
     "validate_namespace",
     "validate_node_id",
 ]
