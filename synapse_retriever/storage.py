@@ -48,6 +48,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX edges_by_version ON edges (version);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
     INSERT INTO meta (key, value) VALUES ('version', 0);
+    CREATE TABLE events (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -91,6 +92,10 @@ class WriteTransaction(Protocol):
 
     def changed_since(self, version: int) -> list[Edge]:
         """Rows written by transactions after ``version``."""
+        ...
+
+    def record_event(self, event_id: str, at: float) -> bool:
+        """Record an event id; False if it was recorded before (the event is a replay)."""
         ...
 
 
@@ -161,6 +166,12 @@ class _SQLiteTransaction:
     def changed_since(self, version: int) -> list[Edge]:
         rows = self._db.execute(f"SELECT {_COLUMNS} FROM edges WHERE version > ?", (version,))
         return [_edge(row) for row in rows]
+
+    def record_event(self, event_id: str, at: float) -> bool:
+        cursor = self._db.execute(
+            "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", (event_id, at)
+        )
+        return cursor.rowcount == 1
 
 
 class SQLiteStorage:

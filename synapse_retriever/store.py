@@ -136,6 +136,8 @@ class SynapseStore:
         strength: float = 1.0,
         namespace: str = "personal",
         at: Clock = None,
+        *,
+        event_id: str | None = None,
     ) -> int:
         """Reinforce every pair of ``nodes`` as one co-activation event (one transaction).
 
@@ -150,6 +152,10 @@ class SynapseStore:
             ``personal``, ``shared``, ``ephemeral`` or ``branch:<name>``.
         at : datetime, float or None
             The event's time; None reads the clock inside the write transaction.
+        event_id : str, optional
+            Makes the call idempotent: an event id already recorded in this store is a
+            no-op (returns 0), so replays (a resumed import, a redelivered callback) never
+            count twice. The id is recorded in the same transaction as the edges.
 
         Returns
         -------
@@ -173,6 +179,8 @@ class SynapseStore:
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
         explicit = None if at is None else to_seconds(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
+        if event_id is not None and (not isinstance(event_id, str) or not event_id):
+            raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
         if len(ids) < 2 or delta == 0.0:
             return 0
         keys = [(ns, *_ordered(x, y)) for i, x in enumerate(ids) for y in ids[i + 1 :]]
@@ -181,6 +189,8 @@ class SynapseStore:
             with self._storage.write() as tx:
                 others = self._catch_up(tx)
                 now = explicit if explicit is not None else time.time()
+                if event_id is not None and not tx.record_event(event_id, now):
+                    return 0
                 stored = tx.get(keys)
                 written = []
                 for key in keys:
