@@ -317,6 +317,7 @@ class SynapseStore:
         The returned plan lists the candidate ids to resolve, then injects; use it
         where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)``.
         """
+        self._check_open()
         rows = _validated_hits(hits)
         config = self.config
         seeds = [node for node, _ in rows[: config.seeds]]

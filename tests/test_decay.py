@@ -1,0 +1,93 @@
+"""Forgetting: hand-worked numbers for every formula in decay.py, and its invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from synapse_retriever.decay import (
+    decayed_weight,
+    effective_weight,
+    learned_half_life,
+    reinforced_weight,
+)
+
+
+def test_learned_half_life_twice_one_day_apart() -> None:
+    # count 2: ratio = ln(1.2) = 0.182322; learned = 3 + 117 × 0.182322 / 1.182322 = 21.0421
+    # confidence = exp(−ln2 × 1 / 30) = 0.977160
+    # half_life = 0.022840 × 30 + 0.977160 × 21.0421 = 0.6852 + 20.5615 = 21.2467
+    assert learned_half_life(2, 1.0, 30.0) == pytest.approx(21.2467, abs=1e-3)
+
+
+def test_learned_half_life_twice_sixty_days_apart() -> None:
+    # confidence = exp(−ln2 × 60 / 30) = 0.25
+    # half_life = 0.75 × 30 + 0.25 × 21.0421 = 22.5 + 5.2605 = 27.7605
+    assert learned_half_life(2, 60.0, 30.0) == pytest.approx(27.7605, abs=1e-3)
+
+
+def test_learned_half_life_same_timestamp_has_full_confidence() -> None:
+    # gap 0: confidence 1, half_life = learned; count 10: ratio = ln 2 = 0.693147
+    # learned = 3 + 117 × 0.693147 / 1.693147 = 3 + 47.898 = 50.898
+    assert learned_half_life(10, 0.0, 30.0) == pytest.approx(50.898, abs=1e-3)
+
+
+def test_learned_half_life_is_clamped_to_bounds_widened_by_the_default() -> None:
+    # ephemeral default 1 day: the clamp is [1, 120], so a long idle gap falls back to 1
+    # confidence = exp(−ln2 × 30 / 1) ≈ 9.3e-10: half_life ≈ 1.0
+    assert learned_half_life(2, 30.0, 1.0) == pytest.approx(1.0, abs=1e-6)
+    # count 10**9 at gap 0: learned → 120 (ratio/(1+ratio) → 1), never above
+    assert learned_half_life(10**9, 0.0, 30.0) <= 120.0
+
+
+def test_decay_is_half_per_half_life() -> None:
+    # 0.8 × exp(−ln2 / 30 × 60) = 0.8 × 0.25 = 0.2
+    assert decayed_weight(0.8, 30.0, 60.0) == pytest.approx(0.2)
+    assert decayed_weight(0.8, 30.0, -5.0) == 0.8  # a read before the last reinforcement
+
+
+def test_pruned_at_147_2_days_for_w0_0_3_and_30_day_half_life() -> None:
+    # 0.3 × 2^(−d / 30) = 0.01  ⇔  d = 30 × log2(30) = 30 × 4.906891 = 147.2067 days
+    assert 30 * math.log2(30) == pytest.approx(147.2067, abs=1e-4)
+    assert effective_weight(0.3, 30.0, 147.20, count=1) == pytest.approx(0.0100, abs=1e-5)
+    assert effective_weight(0.3, 30.0, 147.21, count=1) == 0.0
+
+
+def test_ltp_floor_needs_count_5_w0_0_2_and_a_non_ephemeral_namespace() -> None:
+    # 365 days at 30 days: 0.5 × 2^(−12.17) ≈ 1.1e-4, floored at 0.2 when proven
+    assert effective_weight(0.5, 30.0, 365.0, count=5) == 0.2
+    assert effective_weight(0.5, 30.0, 365.0, count=4) == 0.0  # not proven: pruned
+    assert effective_weight(0.5, 30.0, 365.0, count=5, ltp=False) == 0.0  # ephemeral
+    assert effective_weight(0.15, 30.0, 365.0, count=9) == 0.0  # w0 below the floor
+    # the floor never lowers a weight: 0.5 × 2^(−1) = 0.25 > 0.2
+    assert effective_weight(0.5, 30.0, 30.0, count=5) == pytest.approx(0.25)
+
+
+def test_reinforced_weight_caps_at_one() -> None:
+    assert reinforced_weight(0.3, 0.3) == pytest.approx(0.6)
+    assert reinforced_weight(0.9, 0.6) == 1.0
+
+
+@given(
+    w0=st.floats(0.0, 1.0),
+    half_life=st.floats(1.0, 120.0),
+    age=st.floats(0.0, 10_000.0),
+    count=st.integers(1, 100),
+)
+def test_effective_weight_stays_in_unit_interval_and_never_grows(
+    w0: float, half_life: float, age: float, count: int
+) -> None:
+    weight = effective_weight(w0, half_life, age, count=count)
+    assert 0.0 <= weight <= max(w0, 0.2)
+    later = effective_weight(w0, half_life, age + 1.0, count=count)
+    assert later <= weight
+
+
+@given(count=st.integers(1, 10_000), gap=st.floats(0.0, 10_000.0))
+def test_learned_half_life_stays_in_bounds(count: int, gap: float) -> None:
+    for default in (1.0, 30.0, 60.0):
+        half_life = learned_half_life(count, gap, default)
+        assert min(3.0, default) <= half_life <= 120.0

@@ -1,0 +1,390 @@
+"""SynapseStore: reinforcement, time, namespaces, persistence and bad input."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from synapse_retriever import (
+    InvalidTypeError,
+    InvalidValueError,
+    NotASynapseDatabaseError,
+    SynapseConfig,
+    SynapseError,
+    SynapseStore,
+)
+
+DAY = 86_400.0
+
+
+@pytest.fixture
+def store() -> SynapseStore:
+    return SynapseStore(":memory:")
+
+
+def test_first_reinforcement_creates_an_edge_at_the_namespace_default(store: SynapseStore) -> None:
+    assert store.reinforce(["b", "a", "c"], at=10.0) == 3
+    edge = store.edge("b", "a")
+    assert edge is not None
+    assert (edge.a, edge.b) == ("a", "b")  # canonical order
+    assert edge.weight == pytest.approx(0.3)  # 0.30 × 1.0
+    assert edge.activation_count == 1
+    assert edge.half_life_days == 30.0
+    assert edge.created_at == edge.last_reinforced_at == 10.0
+    assert store.edge("a", "b", namespace="shared") is None
+
+
+def test_namespace_defaults() -> None:
+    store = SynapseStore(":memory:")
+    for namespace, days in [("personal", 30), ("branch:x", 30), ("shared", 60), ("ephemeral", 1)]:
+        store.reinforce(["a", "b"], namespace=namespace, at=0)
+        edge = store.edge("a", "b", namespace=namespace)
+        assert edge is not None and edge.half_life_days == days
+
+
+def test_second_reinforcement_one_day_later(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=0)
+    store.reinforce(["a", "b"], at=DAY)
+    edge = store.edge("a", "b")
+    assert edge is not None
+    # decayed with the OLD half-life: 0.3 × 2^(−1/30) = 0.3 × 0.977160 = 0.293148; + 0.3
+    assert edge.weight == pytest.approx(0.593148, abs=1e-6)
+    assert edge.activation_count == 2
+    assert edge.half_life_days == pytest.approx(21.2467, abs=1e-3)  # see test_decay
+    assert edge.created_at == 0 and edge.last_reinforced_at == DAY
+
+
+def test_second_reinforcement_sixty_days_later(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=0)
+    store.reinforce(["a", "b"], at=60 * DAY)
+    edge = store.edge("a", "b")
+    assert edge is not None
+    # 0.3 × 2^(−60/30) = 0.075; + 0.3 = 0.375
+    assert edge.weight == pytest.approx(0.375)
+    assert edge.half_life_days == pytest.approx(27.7605, abs=1e-3)
+
+
+def test_strength_is_clamped_and_weight_capped(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], strength=5.0, at=0)  # clamp 2: Δw 0.6
+    assert store.weight("a", "b", at=0) == pytest.approx(0.6)
+    store.reinforce(["a", "b"], strength=2.0, at=0)  # 0.6 + 0.6 capped at 1
+    assert store.weight("a", "b", at=0) == 1.0
+    assert store.reinforce(["c", "d"], strength=0.0, at=0) == 0
+    assert store.reinforce(["c", "d"], strength=-1.0, at=0) == 0  # clamped to 0
+    assert store.edge("c", "d") is None
+
+
+def test_fewer_than_two_distinct_ids_is_a_no_op(store: SynapseStore) -> None:
+    assert store.reinforce([], at=0) == 0
+    assert store.reinforce(["a"], at=0) == 0
+    assert store.reinforce(["a", "a", "a"], at=0) == 0
+    assert store.graph().number_of_edges() == 0
+
+
+def test_a_pruned_edge_starts_afresh(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=0)
+    store.reinforce(["a", "b"], at=1.0)
+    # 0.6 at a ~30-day half-life is long gone after 1000 days: fresh count 1, default half-life
+    store.reinforce(["a", "b"], at=1000 * DAY)
+    edge = store.edge("a", "b")
+    assert edge is not None
+    assert (edge.activation_count, edge.half_life_days, edge.weight) == (1, 30.0, 0.3)
+    assert edge.created_at == 1000 * DAY
+
+
+def test_ltp_floor_through_the_store(store: SynapseStore) -> None:
+    for i in range(5):
+        store.reinforce(["a", "b"], at=i * DAY)
+    assert store.weight("a", "b", at=10_000 * DAY) == 0.2
+    for i in range(5):
+        store.reinforce(["a", "b"], namespace="ephemeral", at=i * DAY)
+    assert store.weight("a", "b", namespace="ephemeral", at=10_000 * DAY) == 0.0
+
+
+def test_weight_reads_at_a_time_before_the_last_reinforcement_as_age_zero(
+    store: SynapseStore,
+) -> None:
+    store.reinforce(["a", "b"], at=100 * DAY)
+    assert store.weight("a", "b", at=0) == pytest.approx(0.3)
+    assert store.weight("a", "x", at=0) == 0.0
+
+
+def test_explicit_time_running_backwards_is_refused_and_nothing_is_written(
+    store: SynapseStore,
+) -> None:
+    store.reinforce(["a", "b"], at=10 * DAY)
+    with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
+        store.reinforce(["c", "a", "b"], at=5 * DAY)
+    assert store.edge("a", "c") is None  # the whole event was rolled back
+    edge = store.edge("a", "b")
+    assert edge is not None and edge.activation_count == 1
+
+
+def test_clock_none_never_runs_earlier_than_the_edge() -> None:
+    store = SynapseStore(":memory:")
+    future = datetime.now(UTC) + timedelta(days=3)
+    store.reinforce(["a", "b"], at=future)
+    store.reinforce(["a", "b"])  # now < future: taken as the edge's own time, no error
+    edge = store.edge("a", "b")
+    assert edge is not None and edge.last_reinforced_at == pytest.approx(future.timestamp())
+    assert edge.activation_count == 2
+
+
+def test_datetimes_and_seconds_are_the_same_clock(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert store.weight("a", "b", at=datetime(2026, 1, 31, tzinfo=UTC)) == pytest.approx(0.15)
+
+
+def test_max_coactivation_keeps_the_first_ids_and_warns(
+    store: SynapseStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = [f"n{i:02d}" for i in range(40)]
+    with caplog.at_level(logging.WARNING, logger="synapse_retriever"):
+        written = store.reinforce(ids, at=0)
+    assert written == 32 * 31 // 2
+    assert "40 nodes" in caplog.text
+    assert store.edge("n00", "n31") is not None
+    assert store.edge("n00", "n32") is None
+
+
+def test_merged_namespaces_weigh_by_factor_and_cap_at_one(store: SynapseStore) -> None:
+    store.reinforce(["s", "m"], strength=2, namespace="personal", at=0)  # 0.6
+    store.reinforce(["s", "m"], strength=2, namespace="shared", at=0)  # 0.6
+    store.reinforce(["s", "m"], strength=2, namespace="branch:feature", at=0)  # 0.6
+    store.reinforce(["s", "e"], strength=2, namespace="ephemeral", at=0)
+    store.reinforce(["s", "o"], strength=2, namespace="branch:other", at=0)
+    # active personal: 1.0 × 0.6 + 0.5 × 0.6 = 0.9; × 0.6 = 0.54. ephemeral and other branches: 0
+    assert store.activate(["s"], at=0) == {"m": pytest.approx(0.54)}
+    # active branch:feature: min(1, 0.6 + 0.8 × 0.6 + 0.5 × 0.6) = 1.0; × 0.6 = 0.6
+    assert store.activate(["s"], at=0, active_namespace="branch:feature") == {
+        "m": pytest.approx(0.6)
+    }
+    # ephemeral is read when active: 1.0 × 0.6 × 0.6 = 0.36
+    assert store.activate(["s"], at=0, active_namespace="ephemeral")["e"] == pytest.approx(0.36)
+
+
+def test_configured_extra_namespace_weights() -> None:
+    config = SynapseConfig(merge_weights={"personal": 0.8, "shared": 0.5, "branch:main": 0.25})
+    store = SynapseStore(":memory:", config=config)
+    store.reinforce(["s", "m"], strength=2, namespace="branch:main", at=0)
+    # 0.25 × 0.6 × 0.6 = 0.09
+    assert store.activate(["s"], at=0)["m"] == pytest.approx(0.09)
+
+
+def test_hub_degree_counts_live_merged_neighbours_only(store: SynapseStore) -> None:
+    # 200 live neighbours of the hub at t=0; 100 of them in ephemeral die within days
+    for i in range(100):
+        store.reinforce(["hub", f"p{i}"], strength=2, at=0)
+        store.reinforce(["hub", f"e{i}"], strength=2, namespace="ephemeral", at=0)
+    store.reinforce(["hub", "q"], strength=2, namespace="shared", at=0)
+    store.reinforce(["s", "hub"], strength=2, at=0)
+    # active ephemeral: degree 202 (100 p + 100 e + q + s): hf = sqrt(50/202) = 0.497519
+    # s–hub is personal 0.6, merged × 0.8 = 0.48; E1[hub] = 0.48 × 0.6 = 0.288
+    # reported × hf(hub): 0.288 × 0.497519 = 0.143285
+    energy = store.activate(["s"], at=0, active_namespace="ephemeral")
+    assert energy["hub"] == pytest.approx(0.143285, abs=1e-6)
+    # 30 days later the ephemeral edges are pruned: degree 102 (personal 0.3, shared 0.42)
+    later = 30 * DAY
+    energy = store.activate(["s"], at=later, active_namespace="ephemeral")
+    w = 0.6 * 0.5  # s–hub: one personal half-life, merged factor 0.8 when ephemeral is active
+    assert energy["hub"] == pytest.approx(0.8 * w * 0.6 * (50 / 102) ** 0.5)
+
+
+def test_decay_sweep_prunes_and_is_idempotent(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=0)  # prunes at 147.2 days
+    store.reinforce(["c", "d"], strength=2, at=0)  # 0.6: prunes at 30 × log2(60) = 177.2 days
+    report = store.decay(at=150 * DAY)
+    assert (report.pruned, report.remaining) == (1, 1)
+    assert report.pruned_by_namespace == {"personal": 1}
+    assert store.decay(at=150 * DAY).pruned == 0
+    assert store.edge("a", "b") is None
+    assert store.edge("c", "d") is not None
+    assert store.decay(at=0).pruned == 0  # a sweep in the past prunes nothing new
+
+
+def test_graph_is_networkx_with_decayed_weights(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=0)
+    store.reinforce(["a", "c"], namespace="shared", at=0)
+    graph = store.graph(at=30 * DAY, namespaces="personal")
+    assert isinstance(graph, nx.Graph) and not graph.is_multigraph()
+    assert graph["a"]["b"]["weight"] == pytest.approx(0.15)
+    assert graph["a"]["b"]["count"] == 1 and graph["a"]["b"]["half_life_days"] == 30.0
+    multi = store.graph(at=0)
+    assert multi.is_multigraph()
+    assert multi["a"]["c"]["shared"]["weight"] == pytest.approx(0.3)
+    assert store.graph(at=1000 * DAY).number_of_edges() == 0  # pruned edges are left out
+
+
+def test_persistence_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "synapses.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["auth/jwt.py", "config/secrets.py"], at=0)
+    with SynapseStore(path) as again:
+        edge = again.edge("auth/jwt.py", "config/secrets.py")
+        assert edge is not None and edge.weight == pytest.approx(0.3)
+
+
+def test_a_closed_store_says_so(store: SynapseStore) -> None:
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(SynapseError, match="closed"):
+        store.reinforce(["a", "b"])
+    with pytest.raises(SynapseError, match="closed"):
+        store.recall([("a", 1.0)])
+
+
+# -- bad input -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nodes", "error", "message"),
+    [
+        ("ab", InvalidTypeError, "bare str 'ab'"),
+        (b"ab", InvalidTypeError, "bare bytes"),
+        (["a", 3], InvalidTypeError, "int 3"),
+        (["a", None], InvalidTypeError, "NoneType"),
+        (["a", ""], InvalidValueError, "non-empty"),
+        (["a", "\ud800"], InvalidValueError, "valid Unicode"),
+        (["a", "x" * 5000], InvalidValueError, "at most 4096"),
+        (42, InvalidTypeError, "iterable"),
+    ],
+)
+def test_bad_ids_are_refused_by_name(nodes: object, error: type, message: str) -> None:
+    store = SynapseStore(":memory:")
+    with pytest.raises(error, match=message):
+        store.reinforce(nodes, at=0)  # type: ignore[arg-type]
+    assert store.graph().number_of_edges() == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"strength": float("nan")}, InvalidValueError, "finite number, got nan"),
+        ({"strength": float("inf")}, InvalidValueError, "finite number, got inf"),
+        ({"strength": "1"}, InvalidTypeError, "strength must be a number"),
+        ({"namespace": "team"}, InvalidValueError, "got 'team'"),
+        ({"namespace": "branch:"}, InvalidValueError, "branch namespace"),
+        ({"namespace": "branch:a\nb"}, InvalidValueError, "branch namespace"),
+        ({"at": datetime(2026, 1, 1)}, InvalidValueError, "naive"),
+        ({"at": float("nan")}, InvalidValueError, "finite"),
+        ({"at": "yesterday"}, InvalidTypeError, "at must be"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(
+    kwargs: dict[str, object], error: type, message: str
+) -> None:
+    store = SynapseStore(":memory:")
+    with pytest.raises(error, match=message):
+        store.reinforce(["a", "b"], **kwargs)  # type: ignore[arg-type]
+    assert store.edge("a", "b") is None
+
+
+def test_bad_hits_are_refused_by_name(store: SynapseStore) -> None:
+    with pytest.raises(InvalidTypeError, match="sequence of"):
+        store.recall("ab")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="hit 1"):
+        store.recall([("a", 1.0), "b"])  # type: ignore[list-item]
+    with pytest.raises(InvalidValueError, match=r"hit 0 \('a'\) has a non-finite score nan"):
+        store.recall([("a", float("nan"))])
+    with pytest.raises(InvalidTypeError, match="non-numeric score"):
+        store.recall([("a", "high")])  # type: ignore[list-item]
+    with pytest.raises(InvalidValueError, match="namespace"):
+        store.recall([("a", 1.0)], active_namespace="nope")
+    assert store.recall([]) == []
+
+
+def test_hostile_and_unicode_ids_and_branch_names_are_just_data(tmp_path: Path) -> None:
+    hostile = "x'); DROP TABLE edges; --"
+    branch = "branch:'; DELETE FROM edges WHERE '1'='1"
+    ids = [hostile, "Ünïcødé/файл.py", "🧠", 'quote"d', "a b"]
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce(ids, namespace=branch, at=0)
+        assert store.weight(hostile, "🧠", namespace=branch, at=0) == pytest.approx(0.3)
+    with SynapseStore(tmp_path / "s.db") as store:
+        assert store.graph(at=0, namespaces=branch).number_of_edges() == 10
+        assert store.edge("🧠", hostile, namespace=branch) is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seeds": 0}, "seeds must be an integer >= 1, got 0"),
+        ({"learning_rate": -0.1}, "learning_rate must be a finite number >= 0"),
+        ({"spread_rate": 1.5}, r"spread_rate must be a number in \[0, 1\]"),
+        ({"inject_threshold": float("nan")}, "inject_threshold"),
+        ({"prune_threshold": -0.01}, "prune_threshold"),
+        ({"half_life_days": {"personal": 30.0}}, "misses"),
+        ({"half_life_bounds": (10.0, 5.0)}, "half_life_bounds"),
+        ({"merge_weights": {"team": 0.5}}, "got 'team'"),
+        ({"max_inject": True}, "max_inject"),
+    ],
+)
+def test_config_refuses_out_of_range_constants(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        SynapseConfig(**kwargs)  # type: ignore[arg-type]
+
+
+# -- files that are not ours ----------------------------------------------------------
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are my notes, not a database\n")
+    with pytest.raises(NotASynapseDatabaseError, match="not an SQLite file"):
+        SynapseStore(path)
+    assert path.read_bytes() == b"these are my notes, not a database\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+def test_another_applications_sqlite_file_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE edges (x)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(NotASynapseDatabaseError, match="another application"):
+        SynapseStore(path)
+    assert path.read_bytes() == before
+    assert isinstance(NotASynapseDatabaseError("x"), ValueError)
+
+
+def test_a_zero_length_file_is_a_new_store(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] == 0x53594E41
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.close()
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NotASynapseDatabaseError, match="directory"):
+        SynapseStore(tmp_path)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    SynapseStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(NotASynapseDatabaseError, match="newer"):
+        SynapseStore(path)
+
+
+def test_event_ids_make_replays_idempotent(store: SynapseStore) -> None:
+    assert store.reinforce(["a", "b"], at=0, event_id="git:abc") == 1
+    assert store.reinforce(["a", "b"], at=1, event_id="git:abc") == 0
+    edge = store.edge("a", "b")
+    assert edge is not None and edge.activation_count == 1
+    with pytest.raises(InvalidValueError, match="event_id"):
+        store.reinforce(["a", "b"], event_id="")
