@@ -1,0 +1,123 @@
+"""Evidence of use gathered over nested runs: one co-activation event per top-level run.
+
+Frameworks report work as a tree of runs: LangChain callbacks carry ``run_id`` and
+``parent_run_id``, LlamaIndex instrumentation opens spans with a parent span. What a
+top-level run and all its descendants used (the sources an answer cites, the files an
+agent's tools read or edited) is one co-activation event, emitted when the top-level run
+ends. Both adapters feed their run tree to a :class:`RunCollector` and reinforce what
+:meth:`RunCollector.end` returns.
+
+Examples
+--------
+>>> runs = RunCollector()
+>>> runs.start("agent")
+>>> runs.start("tool-1", parent="agent")
+>>> runs.start("tool-2", parent="agent")
+>>> runs.add("tool-1", ["auth/jwt.py"])
+>>> runs.add("tool-2", ["config/secrets.py"])
+>>> runs.end("tool-1") is None  # not a top-level run: nothing to emit yet
+True
+>>> runs.end("agent")
+['auth/jwt.py', 'config/secrets.py']
+>>> len(runs)  # everything about the finished run is forgotten
+0
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+__all__ = ["RunCollector"]
+
+T = TypeVar("T")
+
+
+class RunCollector(Generic[T]):
+    """Collect items per top-level run; hand them over when that run ends.
+
+    Thread-safe: frameworks report runs from worker threads and event loops.
+
+    Notes
+    -----
+    A run whose parent is unknown (never started, or already ended) is a top-level run,
+    and so is a run first seen in :meth:`add`. Items added outside any run (``run`` None)
+    are a complete event at once. A top-level run that fails (:meth:`drop`) emits nothing:
+    an aborted query or agent run is no evidence that its parts worked together.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._root: dict[str, str] = {}
+        self._members: dict[str, set[str]] = {}
+        self._items: dict[str, list[T]] = {}
+
+    def __len__(self) -> int:
+        """The number of open runs, top-level or not."""
+        with self._lock:
+            return len(self._root)
+
+    def start(self, run: str, parent: str | None = None) -> None:
+        """Open ``run``, a descendant of ``parent``'s top-level run if ``parent`` is open."""
+        with self._lock:
+            root = self._root.get(parent, run) if parent is not None else run
+            self._root[run] = root
+            self._members.setdefault(root, set()).add(run)
+
+    def add(self, run: str | None, items: Iterable[T]) -> list[T] | None:
+        """Collect ``items`` for ``run``'s top-level run.
+
+        Returns
+        -------
+        list or None
+            The items themselves, as a complete event, when ``run`` is None; else None
+            (they are returned by :meth:`end` of the top-level run).
+
+        Examples
+        --------
+        >>> RunCollector().add(None, ["a", "b"])
+        ['a', 'b']
+        """
+        batch = list(items)
+        if run is None:
+            return batch
+        with self._lock:
+            if run not in self._root:
+                self._root[run] = run
+                self._members.setdefault(run, set()).add(run)
+            self._items.setdefault(self._root[run], []).extend(batch)
+        return None
+
+    def end(self, run: str) -> list[T] | None:
+        """Close ``run``; a top-level run returns everything collected under it.
+
+        Returns
+        -------
+        list or None
+            For a top-level run, its items in arrival order (possibly empty); None for a
+            descendant or an unknown run.
+        """
+        with self._lock:
+            root = self._root.pop(run, None)
+            if root is None:
+                return None
+            if root != run:
+                self._members.get(root, set()).discard(run)
+                return None
+            for member in self._members.pop(run, set()):
+                self._root.pop(member, None)
+            return self._items.pop(run, [])
+
+    def drop(self, run: str) -> None:
+        """Close a failed ``run``; if it is top-level, its items are discarded.
+
+        Examples
+        --------
+        >>> runs = RunCollector()
+        >>> runs.add("query", ["a", "b"])
+        >>> runs.drop("query")
+        >>> runs.end("query") is None
+        True
+        """
+        self.end(run)
