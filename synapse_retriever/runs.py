@@ -26,7 +26,7 @@ True
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 __all__ = ["RunCollector"]
@@ -37,35 +37,37 @@ T = TypeVar("T")
 class RunCollector(Generic[T]):
     """Collect items per top-level run; hand them over when that run ends.
 
-    Thread-safe: frameworks report runs from worker threads and event loops.
+    Runs are any hashable ids (span ids, UUIDs). Thread-safe: frameworks report runs
+    from worker threads and event loops.
 
     Notes
     -----
     A run whose parent is unknown (never started, or already ended) is a top-level run,
     and so is a run first seen in :meth:`add`. Items added outside any run (``run`` None)
-    are a complete event at once. A top-level run that fails (:meth:`drop`) emits nothing:
-    an aborted query or agent run is no evidence that its parts worked together.
+    are a complete event at once. A run that fails ends like any other: what its finished
+    parts used was used all the same (a caller that disagrees ignores what :meth:`end`
+    returns).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._root: dict[str, str] = {}
-        self._members: dict[str, set[str]] = {}
-        self._items: dict[str, list[T]] = {}
+        self._root: dict[Hashable, Hashable] = {}
+        self._members: dict[Hashable, set[Hashable]] = {}
+        self._items: dict[Hashable, list[T]] = {}
 
     def __len__(self) -> int:
         """The number of open runs, top-level or not."""
         with self._lock:
             return len(self._root)
 
-    def start(self, run: str, parent: str | None = None) -> None:
+    def start(self, run: Hashable, parent: Hashable | None = None) -> None:
         """Open ``run``, a descendant of ``parent``'s top-level run if ``parent`` is open."""
         with self._lock:
             root = self._root.get(parent, run) if parent is not None else run
             self._root[run] = root
             self._members.setdefault(root, set()).add(run)
 
-    def add(self, run: str | None, items: Iterable[T]) -> list[T] | None:
+    def add(self, run: Hashable | None, items: Iterable[T]) -> list[T] | None:
         """Collect ``items`` for ``run``'s top-level run.
 
         Returns
@@ -89,7 +91,7 @@ class RunCollector(Generic[T]):
             self._items.setdefault(self._root[run], []).extend(batch)
         return None
 
-    def end(self, run: str) -> list[T] | None:
+    def end(self, run: Hashable) -> list[T] | None:
         """Close ``run``; a top-level run returns everything collected under it.
 
         Returns
@@ -108,16 +110,3 @@ class RunCollector(Generic[T]):
             for member in self._members.pop(run, set()):
                 self._root.pop(member, None)
             return self._items.pop(run, [])
-
-    def drop(self, run: str) -> None:
-        """Close a failed ``run``; if it is top-level, its items are discarded.
-
-        Examples
-        --------
-        >>> runs = RunCollector()
-        >>> runs.add("query", ["a", "b"])
-        >>> runs.drop("query")
-        >>> runs.end("query") is None
-        True
-        """
-        self.end(run)
