@@ -20,8 +20,11 @@ def normalized(line: str) -> str:
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_example_runs_and_prints_what_it_says(code: str, tmp_path: Path) -> None:
-    """Lines written ``#> text`` in an example are what it prints, in that order."""
-    expected = [normalized(line.split("#>", 1)[1]) for line in code.splitlines() if "#>" in line]
+    """Lines written ``# out: text`` in an example are what it prints, in that order."""
+    marker = "# out:"
+    expected = [
+        normalized(line.split(marker, 1)[1]) for line in code.splitlines() if marker in line
+    ]
     printed = io.StringIO()
     cwd = os.getcwd()
     os.chdir(tmp_path)
