@@ -1,0 +1,168 @@
+"""`SynapseCallbackHandler`: learn co-usage from what an agent's tools read and edit."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from synapse_retriever import SynapseStore
+
+__all__ = ["DEFAULT_INPUT_KEYS", "SynapseCallbackHandler"]
+
+DEFAULT_INPUT_KEYS = (
+    "path",
+    "paths",
+    "file_path",
+    "file_paths",
+    "filename",
+    "source_path",
+    "destination_path",
+    "document_id",
+    "document_ids",
+)
+"""Tool arguments read as the ids of the files or documents a tool reads or edits."""
+
+
+class SynapseCallbackHandler(BaseCallbackHandler):
+    """Reinforce, as one co-activation event, what the tools of one run read or edited.
+
+    A run is a top-level invocation (an agent, a graph, a chain) and every run nested
+    in it. Each tool that finishes without error contributes the ids found in its
+    arguments (the keys in ``input_keys``, a str or a list of str each), or whatever
+    ``extract`` returns. When the top-level run ends (or fails), the ids of all its
+    successful tool calls are reinforced together in ``store``. Retrievals are ignored
+    on purpose: documents retrieved together are similar already, and reinforcing them
+    would feed vector search back into the graph (a rich-get-richer loop).
+
+    Args:
+        store: The association graph, e.g. ``retriever.store``.
+        namespace: Namespace of the edges written.
+        strength: Strength of each event (Δw = learning_rate × strength).
+        tools: Names of the tools to listen to; None listens to every tool.
+        input_keys: Tool arguments that name files or documents.
+        extract: ``(tool_name, tool_input) -> ids``, replacing the lookup of
+            ``input_keys``; ``tool_input`` is the arguments dict, or the input string.
+
+    Example:
+        >>> from langchain_core.runnables import RunnableLambda
+        >>> from langchain_core.tools import tool
+        >>> from synapse_retriever import SynapseStore
+        >>> @tool
+        ... def read_file(path: str) -> str:
+        ...     '''Read a file.'''
+        ...     return "..."
+        >>> store = SynapseStore(":memory:")
+        >>> agent = RunnableLambda(
+        ...     lambda task, config: [
+        ...         read_file.invoke({"path": p}, config) for p in ["auth/jwt.py", "keys.py"]
+        ...     ]
+        ... )
+        >>> _ = agent.invoke("fix the token check", {"callbacks": [SynapseCallbackHandler(store)]})
+        >>> store.weight("auth/jwt.py", "keys.py") > 0
+        True
+    """
+
+    def __init__(
+        self,
+        store: SynapseStore,
+        *,
+        namespace: str = "personal",
+        strength: float = 1.0,
+        tools: Collection[str] | None = None,
+        input_keys: Collection[str] = DEFAULT_INPUT_KEYS,
+        extract: Callable[[str, Any], Iterable[str]] | None = None,
+    ) -> None:
+        if not isinstance(store, SynapseStore):
+            raise TypeError(f"store must be a SynapseStore, got {type(store).__name__}")
+        self.store = store
+        self.namespace = namespace
+        self.strength = strength
+        self.tools = None if tools is None else frozenset(tools)
+        self.input_keys = tuple(input_keys)
+        self.extract = extract or self._ids_in_arguments
+        self._lock = threading.Lock()
+        self._parents: dict[UUID, UUID | None] = {}  # runs in flight -> known parent
+        self._pending: dict[UUID, list[str]] = {}  # tool runs in flight -> their ids
+        self._used: dict[UUID, list[str]] = {}  # top-level runs -> ids of finished tools
+
+    def _ids_in_arguments(self, tool: str, tool_input: Any) -> list[str]:
+        if not isinstance(tool_input, Mapping):
+            return []
+        ids: list[str] = []
+        for key in self.input_keys:
+            value = tool_input.get(key)
+            values = [value] if isinstance(value, str) else value
+            if isinstance(values, (list, tuple)):
+                ids.extend(item for item in values if isinstance(item, str) and item)
+        return ids
+
+    # -- run tree ------------------------------------------------------------------------
+
+    def _start(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+        with self._lock:
+            self._parents[run_id] = parent_run_id if parent_run_id in self._parents else None
+
+    def _root(self, run_id: UUID) -> UUID:
+        while (parent := self._parents.get(run_id)) is not None:
+            run_id = parent
+        return run_id
+
+    def _end(self, run_id: UUID, ids: list[str] | None = None) -> None:
+        with self._lock:
+            root = self._root(run_id)
+            if ids:
+                self._used.setdefault(root, []).extend(ids)
+            self._parents.pop(run_id, None)
+            used = self._used.pop(root, None) if root == run_id else None
+        if used:
+            self.store.reinforce(used, self.strength, self.namespace)
+
+    # -- callbacks -----------------------------------------------------------------------
+
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)  # what finished tools read or edited was used all the same
+
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id)
+        name = str((serialized or {}).get("name") or kwargs.get("name") or "")
+        if self.tools is None or name in self.tools:
+            ids = list(self.extract(name, input_str if inputs is None else inputs))
+            with self._lock:
+                self._pending[run_id] = ids
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            ids = self._pending.pop(run_id, None)
+        self._end(run_id, ids)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._pending.pop(run_id, None)  # a failed read or edit used nothing
+        self._end(run_id)

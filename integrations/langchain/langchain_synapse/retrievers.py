@@ -1,0 +1,254 @@
+"""`SynapseRetriever`: wrap any retriever with associative recall that never grows its output."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever, RetrieverLike
+from langchain_core.runnables.config import run_in_executor
+from langchain_core.stores import BaseStore
+from langchain_core.vectorstores import VectorStore
+from pydantic import Field, model_validator
+
+from synapse_retriever import Hit, ItemRecall, SynapseConfig, SynapseStore, content_id, plan_items
+from synapse_retriever.tokens import approximate_tokens
+
+__all__ = ["SynapseRetriever", "document_id"]
+
+Docstore = VectorStore | BaseStore[str, Document] | Callable[[str], Document | None]
+
+
+def document_id(document: Document, id_key: str | None = None) -> str:
+    """The graph id of ``document``: its ``id``, else ``metadata[id_key]``, else a content hash."""
+    if document.id:
+        return str(document.id)
+    if id_key is not None and document.metadata.get(id_key):
+        return str(document.metadata[id_key])
+    return content_id(document.page_content)
+
+
+class SynapseRetriever(BaseRetriever):
+    """Fold learned co-usage into any retriever's results without ever adding a document.
+
+    Documents used together (see :meth:`record_usage` and
+    :class:`~langchain_synapse.SynapseCallbackHandler`) are linked in a
+    :class:`~synapse_retriever.SynapseStore`. At query time the upstream's documents
+    present in the graph's neighbourhood are boosted, and at most two strongly
+    associated documents it missed (resolved through ``docstore``) take the slots of
+    its weakest hits. The output has exactly ``min(k, len(upstream))`` documents; a
+    cold graph returns the upstream's own Document objects. Boosted and injected
+    documents are annotated copies whose ``metadata`` says why they are there
+    (``synapse_origin``, ``synapse_energy``, ``synapse_path``, ``synapse_displaced``).
+
+    Example:
+        A runnable stands in for a vector store retriever here; with a real one, pass
+        ``vectorstore.as_retriever()`` as ``base_retriever`` and the vector store itself as
+        ``docstore``.
+
+        >>> from langchain_core.documents import Document
+        >>> from langchain_core.runnables import RunnableLambda
+        >>> from langchain_core.stores import InMemoryStore
+        >>> from langchain_synapse import SynapseRetriever
+        >>> names = ["auth/jwt.py", "auth/login.py", "auth/views.py", "README.md", "keys.py"]
+        >>> corpus = {name: Document(page_content=f"source of {name}", id=name) for name in names}
+        >>> docstore = InMemoryStore()
+        >>> docstore.mset(list(corpus.items()))
+        >>> search = RunnableLambda(lambda query: [corpus[name] for name in names[:4]])
+        >>> retriever = SynapseRetriever(base_retriever=search, store=":memory:", docstore=docstore)
+        >>> retriever.record_usage(["auth/jwt.py", "keys.py"])  # used together: 1 edge
+        1
+        >>> docs = retriever.invoke("verify a token")  # keys.py takes README.md's slot
+        >>> [doc.id for doc in docs]
+        ['auth/jwt.py', 'auth/login.py', 'auth/views.py', 'keys.py']
+        >>> docs[-1].metadata["synapse_path"], docs[-1].metadata["synapse_displaced"]
+        ('auth/jwt.py -> keys.py', 'README.md')
+    """
+
+    base_retriever: RetrieverLike = Field(
+        description="The upstream: any retriever or runnable that maps a query to Documents."
+    )
+    store: SynapseStore = Field(
+        description="The association graph, or a path to its SQLite file (opened at construction)."
+    )
+    docstore: Docstore | None = Field(
+        default=None,
+        description=(
+            "How injected ids become Documents: a VectorStore (get_by_ids / aget_by_ids), a "
+            "BaseStore[str, Document] (mget / amget) or a callable id -> Document | None. "
+            "None boosts and re-ranks only."
+        ),
+    )
+    id_key: str | None = Field(
+        default=None,
+        description="Metadata key holding a document's id when Document.id is empty "
+        "(e.g. 'source'); without either, the id is a hash of page_content.",
+    )
+    score_key: str | None = Field(
+        default=None,
+        description="Metadata key holding a similarity score (higher is better); when every "
+        "document has one and they are sorted, they drive recall instead of rank scores "
+        "1 - rank / n.",
+    )
+    k: int | None = Field(
+        default=None,
+        ge=1,
+        strict=True,
+        description="Keep the first k upstream documents before recall (never forwarded "
+        "upstream); None keeps them all. invoke(query, k=...) overrides it per call.",
+    )
+    active_namespace: str = Field(
+        default="personal",
+        description="Namespace weighted 1.0 when merging the graph; record_usage's default.",
+    )
+    config: SynapseConfig | None = Field(
+        default=None,
+        description="The method's constants, used to open `store` when it is a path.",
+    )
+    token_budget: Literal["strict"] | None = Field(
+        default=None,
+        description="'strict': an injection may not raise the output's total token count.",
+    )
+    token_counter: Callable[[str], int] = Field(
+        default=approximate_tokens,
+        description="Tokens in a page_content, for token_budget='strict'.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _open_store(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("store"), (str, os.PathLike)):
+            return data
+        path = data["store"]
+        try:
+            store = SynapseStore(path, config=data.get("config"))
+        except Exception as exc:
+            raise ValueError(f"cannot open the synapse store at {str(path)!r}: {exc}") from exc
+        return {**data, "store": store}
+
+    @model_validator(mode="after")
+    def _check_config(self) -> SynapseRetriever:
+        if self.config is not None and self.config != self.store.config:
+            raise ValueError("config differs from the given SynapseStore's config; pass one")
+        return self
+
+    def record_usage(
+        self,
+        used: Iterable[Document | str],
+        strength: float = 1.0,
+        namespace: str | None = None,
+    ) -> int:
+        """Reinforce documents (or ids) the application used together; returns edges written.
+
+        Only use is evidence: do not record documents merely because they were retrieved
+        together, or vector similarity feeds back into the graph.
+        """
+        ids = [u if isinstance(u, str) else document_id(u, self.id_key) for u in used]
+        return self.store.reinforce(ids, strength, namespace or self.active_namespace)
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        upstream = self.base_retriever.invoke(
+            query, {"callbacks": run_manager.get_child()}, **kwargs
+        )
+        recall = self._plan(upstream, k)
+        return self._finish(recall, self._resolve(recall.candidates))
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        upstream = await self.base_retriever.ainvoke(
+            query, {"callbacks": run_manager.get_child()}, **kwargs
+        )
+        recall = self._plan(upstream, k)
+        return self._finish(recall, await self._aresolve(recall.candidates))
+
+    def _plan(self, upstream: Sequence[Document], k: int | None) -> ItemRecall[Document]:
+        limit = self.k if k is None else k
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"k must be an int or None, got {limit!r}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"k must be at least 1, got {limit}")
+        docs = list(upstream)[:limit]
+        if not all(isinstance(doc, Document) for doc in docs):
+            raise TypeError(f"base_retriever must return Documents, got {docs!r}")
+        key = self.score_key
+        return plan_items(
+            self.store,
+            docs,
+            ids=[document_id(doc, self.id_key) for doc in docs],
+            scores=[None if key is None else doc.metadata.get(key) for doc in docs],
+            active_namespace=self.active_namespace,
+        )
+
+    def _resolve(self, ids: list[str]) -> dict[str, Document]:
+        store = self.docstore
+        if not ids or store is None:
+            return {}
+        if isinstance(store, VectorStore):
+            return _by_id(ids, store.get_by_ids(ids))
+        if isinstance(store, BaseStore):
+            return _by_id(ids, store.mget(ids), aligned=True)
+        return _by_id(ids, [store(node) for node in ids], aligned=True)
+
+    async def _aresolve(self, ids: list[str]) -> dict[str, Document]:
+        store = self.docstore
+        if not ids or store is None:
+            return {}
+        if isinstance(store, VectorStore):
+            return _by_id(ids, await store.aget_by_ids(ids))
+        if isinstance(store, BaseStore):
+            return _by_id(ids, await store.amget(ids), aligned=True)
+        return await run_in_executor(None, self._resolve, ids)
+
+    def _finish(
+        self, recall: ItemRecall[Document], resolved: dict[str, Document]
+    ) -> list[Document]:
+        count = self.token_counter
+        cost = (lambda doc: count(doc.page_content)) if self.token_budget == "strict" else None
+        pairs = recall.finish(resolved, cost)
+        score_key = self.score_key if recall.scored else None
+        return [_annotated(doc, hit, score_key) for doc, hit in pairs]
+
+
+def _annotated(doc: Document, hit: Hit, score_key: str | None) -> Document:
+    """``doc`` itself for a plain hit; else a copy whose metadata says why it is here."""
+    notes = hit.annotation()
+    if not notes:
+        return doc
+    if score_key is not None:
+        notes[score_key] = hit.score  # boosted, or the displaced hit's score
+    return doc.model_copy(update={"metadata": {**doc.metadata, **notes}})
+
+
+def _by_id(
+    ids: list[str], found: Sequence[Document | None], *, aligned: bool = False
+) -> dict[str, Document]:
+    """Map resolved Documents to the requested ids (by position, or by ``Document.id``)."""
+    wanted = set(ids)
+    pairs = zip(ids, found, strict=True) if aligned else ((doc.id, doc) for doc in found)
+    resolved: dict[str, Document] = {}
+    for node, doc in pairs:
+        if doc is None or node not in wanted:
+            continue
+        if not isinstance(doc, Document):
+            raise TypeError(f"docstore returned {doc!r} for id {node!r}, expected a Document")
+        resolved[node] = doc
+    return resolved

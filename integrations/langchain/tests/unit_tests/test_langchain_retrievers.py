@@ -1,0 +1,468 @@
+"""Unit tests for langchain_synapse.retrievers: SynapseRetriever over in-memory parts.
+
+Worked numbers used throughout: one reinforcement at strength 1 gives an edge weight of
+0.3 (learning rate 0.3 × 1), so a seed sends 1.0 × 0.3 × 0.6 (spread rate) = 0.18 to
+its neighbour, above the 0.15 injection threshold. The first 3 hits are seeds.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    BaseCallbackHandler,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from langchain_core.stores import InMemoryStore
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_synapse import SynapseRetriever, document_id
+from pydantic import Field, ValidationError
+
+from synapse_retriever import SynapseConfig, SynapseStore, content_id
+
+UPSTREAM = ["a", "b", "c", "d", "e"]  # the upstream's ranking, best first
+ABSENT = ["x", "y"]  # in the corpus, never returned by the upstream
+
+
+class ListRetriever(BaseRetriever):
+    """Returns the same Document objects every time; records what it was called with."""
+
+    docs: list[Document]
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        self.calls.append({"query": query, **kwargs})
+        return list(self.docs)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        self.calls.append({"query": query, "async": True, **kwargs})
+        return list(self.docs)
+
+
+@pytest.fixture
+def corpus() -> dict[str, Document]:
+    return {
+        name: Document(page_content=f"text of {name}", id=name, metadata={"name": name})
+        for name in UPSTREAM + ABSENT
+    }
+
+
+@pytest.fixture
+def upstream(corpus: dict[str, Document]) -> ListRetriever:
+    return ListRetriever(docs=[corpus[name] for name in UPSTREAM])
+
+
+@pytest.fixture
+def docstore(corpus: dict[str, Document]) -> InMemoryStore:
+    store = InMemoryStore()
+    store.mset(list(corpus.items()))
+    return store
+
+
+def make(upstream: Any, **fields: Any) -> SynapseRetriever:
+    return SynapseRetriever(base_retriever=upstream, **{"store": ":memory:", **fields})
+
+
+def ids(docs: list[Document]) -> list[str | None]:
+    return [doc.id for doc in docs]
+
+
+# -- cold graph and counts ---------------------------------------------------------------
+
+
+def test_cold_graph_returns_the_upstream_documents_themselves(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    before = copy.deepcopy(upstream.docs)
+    result = make(upstream, docstore=docstore).invoke("q")
+    assert all(out is doc for out, doc in zip(result, upstream.docs, strict=True))
+    assert result == before
+
+
+def test_unrelated_edges_change_nothing(upstream: ListRetriever, docstore: InMemoryStore) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["x", "y"])  # an edge that no hit reaches
+    result = retriever.invoke("q")
+    assert all(out is doc for out, doc in zip(result, upstream.docs, strict=True))
+
+
+@pytest.mark.parametrize(("k", "expected"), [(None, 5), (1, 1), (3, 3), (4, 4), (5, 5), (9, 5)])
+def test_output_has_min_k_upstream_documents(
+    upstream: ListRetriever, docstore: InMemoryStore, k: int | None, expected: int
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["a", "x"])
+    retriever.record_usage(["a", "y"])  # two candidates, enough to fill any free slot
+    assert len(retriever.invoke("q", k=k)) == expected
+    assert len(make(upstream, docstore=docstore, k=k).invoke("q")) == expected
+
+
+def test_k_truncates_before_recall_and_is_never_forwarded(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    retriever = make(upstream, docstore=docstore, k=5)
+    retriever.record_usage(["a", "x"])
+    assert ids(retriever.invoke("q", k=4)) == ["a", "b", "c", "x"]  # x displaced d, not e
+    assert upstream.calls == [{"query": "q"}]
+
+
+def test_invoke_k_overrides_the_field(upstream: ListRetriever) -> None:
+    assert ids(make(upstream, k=2).invoke("q", k=4)) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("k", [0, -1, 1.5, True])
+def test_bad_k_is_refused(upstream: ListRetriever, k: Any) -> None:
+    with pytest.raises((ValueError, TypeError), match="k must be"):
+        make(upstream).invoke("q", k=k)
+    with pytest.raises(ValidationError):
+        make(upstream, k=k)
+
+
+def test_fewer_than_two_upstream_documents_come_back_as_they_are(
+    corpus: dict[str, Document],
+) -> None:
+    single = ListRetriever(docs=[corpus["a"]])
+    retriever = make(single, docstore=lambda node: corpus.get(node))
+    retriever.record_usage(["a", "x"])
+    assert retriever.invoke("q")[0] is corpus["a"]
+    assert make(ListRetriever(docs=[])).invoke("q") == []
+
+
+# -- injection and boosting ----------------------------------------------------------------
+
+
+def test_a_co_used_document_displaces_the_weakest_hit_with_its_reasons(
+    upstream: ListRetriever, docstore: InMemoryStore, corpus: dict[str, Document]
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    assert retriever.record_usage([corpus["a"], corpus["x"]]) == 1
+    result = retriever.invoke("q")
+    assert ids(result) == ["a", "b", "c", "d", "x"]
+    assert result[:4] == upstream.docs[:4]
+    injected = result[4]
+    assert injected.page_content == "text of x"
+    assert injected.metadata == {
+        "name": "x",
+        "synapse_origin": "injected",
+        "synapse_energy": 0.18,  # 0.3 × 0.6
+        "synapse_path": "a -> x",
+        "synapse_displaced": "e",
+    }
+    assert corpus["x"].metadata == {"name": "x"}  # the docstore's object is untouched
+    assert docstore.mget(["x"])[0].metadata == {"name": "x"}
+
+
+def test_upstream_documents_are_never_mutated(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    before = copy.deepcopy(upstream.docs)
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["a", "d"])  # d is boosted
+    retriever.record_usage(["b", "x"])  # x is injected
+    result = retriever.invoke("q")
+    assert upstream.docs == before
+    boosted = result[3]
+    assert boosted.id == "d" and boosted is not upstream.docs[3]
+    assert boosted.metadata["synapse_origin"] == "boosted"
+    assert boosted.metadata["synapse_path"] == "a -> d"
+    assert "synapse_displaced" not in boosted.metadata
+
+
+def test_without_a_docstore_only_boosts(upstream: ListRetriever) -> None:
+    retriever = make(upstream)  # docstore=None
+    retriever.record_usage(["a", "x"])
+    retriever.record_usage(["a", "e"])
+    result = retriever.invoke("q")
+    assert ids(result) == UPSTREAM
+    assert result[4].metadata["synapse_origin"] == "boosted"
+    assert result[:4] == upstream.docs[:4]
+
+
+def test_an_id_the_docstore_cannot_return_never_displaces_anything(
+    upstream: ListRetriever, corpus: dict[str, Document]
+) -> None:
+    retriever = make(upstream, docstore=lambda node: corpus.get(node))
+    retriever.record_usage(["a", "ghost"], strength=2.0)  # stronger, but unresolvable
+    retriever.record_usage(["a", "x"])
+    result = retriever.invoke("q")
+    assert ids(result) == ["a", "b", "c", "d", "x"]
+
+
+def test_scores_in_metadata_drive_recall_and_are_updated(corpus: dict[str, Document]) -> None:
+    scores = {"a": 0.9, "b": 0.8, "c": 0.7, "d": 0.65, "e": 0.5}
+    docs = [corpus[n].model_copy(update={"metadata": {"score": s}}) for n, s in scores.items()]
+    retriever = make(ListRetriever(docs=docs), score_key="score")
+    retriever.record_usage(["a", "d"])
+    retriever.record_usage(["a", "d"])  # weight 0.3 + 0.3 = 0.6: energy 0.36
+    result = retriever.invoke("q")
+    assert ids(result) == ["a", "b", "d", "c", "e"]  # d: 0.65 + 0.3 × 0.36 = 0.758 > 0.7
+    assert math.isclose(result[2].metadata["score"], 0.758, abs_tol=1e-6)
+    assert docs[3].metadata == {"score": 0.65}
+    # Without score_key the same history only annotates: rank scores cannot lift d past c.
+    assert ids(make(ListRetriever(docs=docs), store=retriever.store).invoke("q")) == UPSTREAM
+
+
+# -- strict token budget -------------------------------------------------------------------
+
+
+def test_strict_budget_skips_an_injection_that_would_add_tokens(
+    upstream: ListRetriever, corpus: dict[str, Document]
+) -> None:
+    long = corpus["x"].model_copy(update={"page_content": "many more words than the victim"})
+    short = corpus["y"]  # "text of y": 3 tokens, as many as the victim "text of e"
+    resolve = {"x": long, "y": short}.get
+    kwargs = {"docstore": resolve, "token_budget": "strict"}
+    retriever = make(upstream, **kwargs)
+    retriever.record_usage(["a", "x"], strength=2.0)  # x is the stronger candidate
+    retriever.record_usage(["a", "y"])
+    assert ids(retriever.invoke("q", k=4)) == ["a", "b", "c", "y"]
+    assert ids(make(upstream, store=retriever.store, docstore=resolve).invoke("q", k=4)) == [
+        "a",
+        "b",
+        "c",
+        "x",
+    ]
+
+
+def test_strict_budget_uses_the_given_token_counter(
+    upstream: ListRetriever, corpus: dict[str, Document]
+) -> None:
+    seen: list[str] = []
+
+    def count(text: str) -> int:
+        seen.append(text)
+        return 1 if text == "text of x" else 5
+
+    retriever = make(upstream, docstore=corpus.get, token_budget="strict", token_counter=count)
+    retriever.record_usage(["a", "x"])
+    assert ids(retriever.invoke("q")) == ["a", "b", "c", "d", "x"]
+    assert "text of x" in seen and "text of e" in seen
+
+
+def test_token_budget_accepts_only_strict(upstream: ListRetriever) -> None:
+    with pytest.raises(ValidationError, match="strict"):
+        make(upstream, token_budget="loose")
+
+
+# -- ids -------------------------------------------------------------------------------
+
+
+def test_document_id_prefers_id_then_metadata_then_content_hash() -> None:
+    assert document_id(Document(page_content="t", id="i", metadata={"src": "s"}), "src") == "i"
+    assert document_id(Document(page_content="t", metadata={"src": "s"}), "src") == "s"
+    assert document_id(Document(page_content="t", metadata={"src": "s"})) == content_id("t")
+    assert document_id(Document(page_content="t")) == content_id("t")
+
+
+def test_documents_without_ids_are_linked_by_metadata_key() -> None:
+    docs = [Document(page_content=f"text {n}", metadata={"source": n}) for n in UPSTREAM]
+    extra = Document(page_content="text x", metadata={"source": "x"})
+    retriever = make(ListRetriever(docs=docs), id_key="source", docstore={"x": extra}.get)
+    retriever.record_usage([docs[0], extra])
+    result = retriever.invoke("q")
+    assert [doc.metadata["source"] for doc in result] == ["a", "b", "c", "d", "x"]
+
+
+# -- async, batch, vector store docstore -----------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_sync_and_async_return_the_same_documents(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["a", "x"])
+    retriever.record_usage(["b", "d"])
+    expected = retriever.invoke("q")
+    assert ids(expected) == ["a", "b", "c", "d", "x"]
+    assert await retriever.ainvoke("q") == expected
+    assert await retriever.ainvoke("q", k=4) == retriever.invoke("q", k=4)
+    assert upstream.calls[1] == {"query": "q", "async": True}  # the upstream's native async
+
+
+@pytest.mark.asyncio
+async def test_batch_and_abatch(upstream: ListRetriever, docstore: InMemoryStore) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["a", "x"])
+    single = retriever.invoke("q")
+    assert retriever.batch(["q", "r"]) == [single, single]
+    assert await retriever.abatch(["q", "r"]) == [single, single]
+
+
+class AsyncOnlyVectorStore(InMemoryVectorStore):
+    """Fails if the async path falls back to the sync get_by_ids."""
+
+    async_calls: int = 0
+
+    def get_by_ids(self, ids: Any, /) -> list[Document]:
+        raise AssertionError("the async path must use aget_by_ids")
+
+    async def aget_by_ids(self, ids: Any, /) -> list[Document]:
+        self.async_calls += 1
+        return InMemoryVectorStore.get_by_ids(self, ids)
+
+
+@pytest.mark.asyncio
+async def test_async_resolves_injected_ids_with_aget_by_ids(corpus: dict[str, Document]) -> None:
+    vectors = AsyncOnlyVectorStore(DeterministicFakeEmbedding(size=8))
+    vectors.add_documents(list(corpus.values()))
+    retriever = make(ListRetriever(docs=[corpus[n] for n in UPSTREAM]), docstore=vectors)
+    retriever.record_usage(["a", "x"])
+    result = await retriever.ainvoke("q")
+    assert ids(result) == ["a", "b", "c", "d", "x"]
+    assert result[4].metadata["synapse_displaced"] == "e"
+    assert vectors.async_calls == 1
+
+
+def test_a_vector_store_docstore_resolves_by_id(corpus: dict[str, Document]) -> None:
+    vectors = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    vectors.add_documents(list(corpus.values()))
+    retriever = make(ListRetriever(docs=[corpus[n] for n in UPSTREAM]), docstore=vectors)
+    retriever.record_usage(["a", "x"])
+    assert ids(retriever.invoke("q")) == ["a", "b", "c", "d", "x"]
+
+
+def test_a_runnable_upstream_works(corpus: dict[str, Document]) -> None:
+    search = RunnableLambda(lambda query: [corpus[n] for n in UPSTREAM])
+    retriever = make(search, docstore=corpus.get)
+    retriever.record_usage(["a", "x"])
+    assert ids(retriever.invoke("q")) == ["a", "b", "c", "d", "x"]
+
+
+def test_a_docstore_that_returns_no_document_is_an_error(upstream: ListRetriever) -> None:
+    retriever = make(upstream, docstore=lambda node: "not a document")
+    retriever.record_usage(["a", "x"])
+    with pytest.raises(TypeError, match="docstore returned 'not a document' for id 'x'"):
+        retriever.invoke("q")
+
+
+def test_an_upstream_that_returns_no_documents_is_an_error() -> None:
+    with pytest.raises(TypeError, match="base_retriever must return Documents"):
+        make(RunnableLambda(lambda query: ["a", "b"])).invoke("q")
+
+
+# -- errors and construction -----------------------------------------------------------------
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_upstream_errors_propagate_unchanged() -> None:
+    error = Boom("upstream down")
+
+    def fail(query: str) -> list[Document]:
+        raise error
+
+    retriever = make(RunnableLambda(fail))
+    with pytest.raises(Boom) as caught:
+        retriever.invoke("q")
+    assert caught.value is error
+
+
+@pytest.mark.asyncio
+async def test_upstream_errors_propagate_unchanged_async() -> None:
+    error = Boom("upstream down")
+
+    async def fail(query: str) -> list[Document]:
+        raise error
+
+    with pytest.raises(Boom) as caught:
+        await make(RunnableLambda(fail)).ainvoke("q")
+    assert caught.value is error
+
+
+def test_a_store_path_that_cannot_be_opened_fails_at_construction(tmp_path: Any) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a database")
+    with pytest.raises(ValueError, match=r"cannot open the synapse store at .*notes\.txt"):
+        make(ListRetriever(docs=[]), store=str(bad))
+    with pytest.raises(ValueError, match="cannot open the synapse store"):
+        make(ListRetriever(docs=[]), store=tmp_path)  # a directory
+    assert bad.read_text() == "not a database"
+
+
+def test_a_store_path_is_opened_and_persists(tmp_path: Any, upstream: ListRetriever) -> None:
+    path = tmp_path / "synapses.db"
+    first = make(upstream, store=path, config=SynapseConfig(max_inject=1))
+    assert first.store.config.max_inject == 1
+    first.record_usage(["a", "x"])
+    first.store.close()
+    with SynapseStore(path) as reopened:
+        assert math.isclose(reopened.weight("a", "x"), 0.3, rel_tol=1e-6)
+
+
+def test_config_must_match_a_given_store(upstream: ListRetriever) -> None:
+    store = SynapseStore(":memory:")
+    assert make(upstream, store=store, config=SynapseConfig()).store is store
+    with pytest.raises(ValidationError, match="config differs"):
+        make(upstream, store=store, config=SynapseConfig(max_inject=1))
+
+
+def test_record_usage_defaults_to_the_active_namespace(upstream: ListRetriever) -> None:
+    retriever = make(upstream, active_namespace="branch:feature")
+    assert retriever.record_usage(["a", "b", "c"]) == 3  # 3 pairs
+    assert retriever.store.edge("a", "b", "branch:feature") is not None
+    assert retriever.store.edge("a", "b", "personal") is None
+    retriever.record_usage(["a", "x"], namespace="shared")
+    assert retriever.store.edge("a", "x", "shared") is not None
+
+
+def test_record_usage_refuses_bad_input(upstream: ListRetriever) -> None:
+    retriever = make(upstream)
+    with pytest.raises(ValueError, match="strength must be a finite number"):
+        retriever.record_usage(["a", "b"], strength=float("nan"))
+    with pytest.raises(ValueError, match="namespace"):
+        retriever.record_usage(["a", "b"], namespace="team")
+
+
+# -- tracing -----------------------------------------------------------------------------------
+
+
+class Runs(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.starts: list[tuple[str, Any, Any]] = []
+
+    def on_retriever_start(
+        self, serialized: Any, query: str, *, run_id: Any, parent_run_id: Any = None, **kw: Any
+    ) -> None:
+        self.starts.append((kw.get("name", ""), run_id, parent_run_id))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_upstream_run_nests_under_the_synapse_run(upstream: ListRetriever, mode: str) -> None:
+    runs = Runs()
+    retriever = make(upstream)
+    config: Any = {"callbacks": [runs]}
+    if mode == "sync":
+        retriever.invoke("q", config)
+    else:
+        import asyncio
+
+        asyncio.run(retriever.ainvoke("q", config))
+    (outer, outer_id, outer_parent), (inner, _, inner_parent) = runs.starts
+    assert (outer, inner) == ("SynapseRetriever", "ListRetriever")
+    assert outer_parent is None and inner_parent == outer_id
+
+
+def test_extra_invoke_kwargs_reach_the_upstream(upstream: ListRetriever) -> None:
+    make(upstream).invoke("q", k=2, filter={"lang": "py"})
+    assert upstream.calls == [{"query": "q", "filter": {"lang": "py"}}]
+
+
+def test_every_field_is_described() -> None:
+    own = set(SynapseRetriever.model_fields) - {"name", "tags", "metadata"}
+    assert {"base_retriever", "store", "docstore", "id_key", "k", "active_namespace"} <= own
+    assert all(SynapseRetriever.model_fields[f].description for f in own)
