@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 from uuid import UUID
@@ -10,6 +9,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from synapse_retriever import SynapseStore
+from synapse_retriever.runs import RunCollector
 
 __all__ = ["DEFAULT_INPUT_KEYS", "SynapseCallbackHandler"]
 
@@ -34,7 +34,8 @@ class SynapseCallbackHandler(BaseCallbackHandler):
     in it. Each tool that finishes without error contributes the ids found in its
     arguments (the keys in ``input_keys``, a str or a list of str each), or whatever
     ``extract`` returns. When the top-level run ends (or fails), the ids of all its
-    successful tool calls are reinforced together in ``store``. Retrievals are ignored
+    successful tool calls are reinforced together in ``store``, once per run even when
+    several handlers on the same store and namespace see it. Retrievals are ignored
     on purpose: documents retrieved together are similar already, and reinforcing them
     would feed vector search back into the graph (a rich-get-richer loop).
 
@@ -84,10 +85,8 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         self.tools = None if tools is None else frozenset(tools)
         self.input_keys = tuple(input_keys)
         self.extract = extract or self._ids_in_arguments
-        self._lock = threading.Lock()
-        self._parents: dict[UUID, UUID | None] = {}  # runs in flight -> known parent
-        self._pending: dict[UUID, list[str]] = {}  # tool runs in flight -> their ids
-        self._used: dict[UUID, list[str]] = {}  # top-level runs -> ids of finished tools
+        self._runs: RunCollector[str] = RunCollector()
+        self._pending: dict[UUID, list[str]] = {}  # tool runs in flight -> ids in their input
 
     def _ids_in_arguments(self, tool: str, tool_input: Any) -> list[str]:
         if not isinstance(tool_input, Mapping):
@@ -100,26 +99,11 @@ class SynapseCallbackHandler(BaseCallbackHandler):
                 ids.extend(item for item in values if isinstance(item, str) and item)
         return ids
 
-    # -- run tree ------------------------------------------------------------------------
-
-    def _start(self, run_id: UUID, parent_run_id: UUID | None) -> None:
-        with self._lock:
-            self._parents[run_id] = parent_run_id if parent_run_id in self._parents else None
-
-    def _root(self, run_id: UUID) -> UUID:
-        while (parent := self._parents.get(run_id)) is not None:
-            run_id = parent
-        return run_id
-
-    def _end(self, run_id: UUID, ids: list[str] | None = None) -> None:
-        with self._lock:
-            root = self._root(run_id)
-            if ids:
-                self._used.setdefault(root, []).extend(ids)
-            self._parents.pop(run_id, None)
-            used = self._used.pop(root, None) if root == run_id else None
-        if used:
-            self.store.reinforce(used, self.strength, self.namespace)
+    def _end(self, run_id: UUID) -> None:
+        used = self._runs.end(run_id)
+        if used:  # an event id: handlers sharing a store count a run once
+            event = f"langchain:{self.namespace}:{run_id}"
+            self.store.reinforce(used, self.strength, self.namespace, event_id=event)
 
     # -- callbacks -----------------------------------------------------------------------
 
@@ -132,7 +116,7 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id)
+        self._runs.start(run_id, parent_run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
@@ -150,19 +134,17 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id)
+        self._runs.start(run_id, parent_run_id)
         name = str((serialized or {}).get("name") or kwargs.get("name") or "")
         if self.tools is None or name in self.tools:
-            ids = list(self.extract(name, input_str if inputs is None else inputs))
-            with self._lock:
-                self._pending[run_id] = ids
+            self._pending[run_id] = list(
+                self.extract(name, input_str if inputs is None else inputs)
+            )
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        with self._lock:
-            ids = self._pending.pop(run_id, None)
-        self._end(run_id, ids)
+        self._runs.add(run_id, self._pending.pop(run_id, ()))
+        self._end(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        with self._lock:
-            self._pending.pop(run_id, None)  # a failed read or edit used nothing
+        self._pending.pop(run_id, None)  # a failed read or edit used nothing
         self._end(run_id)

@@ -234,12 +234,23 @@ def test_async_runs_learn_the_same(store: SynapseStore) -> None:
     }
 
 
+def test_two_handlers_on_one_store_count_a_run_once(store: SynapseStore) -> None:
+    handlers = [SynapseCallbackHandler(store), SynapseCallbackHandler(store)]
+    run = agent((read_file, {"path": "a.py"}), (read_file, {"path": "b.py"}))
+    run.invoke("task", {"callbacks": handlers})
+    edge = store.edge("a.py", "b.py")
+    assert edge is not None and edge.activation_count == 1
+    run.invoke("again", {"callbacks": handlers})  # another run is another event
+    edge = store.edge("a.py", "b.py")
+    assert edge is not None and edge.activation_count == 2
+
+
 def test_nothing_is_left_in_flight_after_a_run(store: SynapseStore) -> None:
     handler = SynapseCallbackHandler(store)
     agent((read_file, {"path": "a.py"}), (broken_read, {"path": "b.py"})).invoke(
         "task", {"callbacks": [handler]}
     )
-    assert (handler._parents, handler._pending, handler._used) == ({}, {}, {})
+    assert (len(handler._runs), handler._pending) == (0, {})
 
 
 def test_the_store_must_be_a_synapse_store() -> None:
