@@ -1,0 +1,281 @@
+"""`SynapsePostprocessor`: associative recall for any LlamaIndex query or chat engine."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal
+
+from llama_index.core.bridge.pydantic import Field, model_validator
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.settings import Settings
+from llama_index.core.storage.docstore.types import BaseDocumentStore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+from pydantic import InstanceOf
+
+from synapse_retriever import (
+    ANNOTATION_KEYS,
+    Hit,
+    InvalidTypeError,
+    ItemRecall,
+    SynapseConfig,
+    SynapseStore,
+    plan_items,
+    validate_namespace,
+)
+from synapse_retriever.clock import Clock
+
+__all__ = ["NodeFetcher", "SynapsePostprocessor", "SynapseRecallEvent"]
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+NodeLike = NodeWithScore | BaseNode | str
+NodeFetcher = Callable[[list[str]], Iterable[BaseNode] | Awaitable[Iterable[BaseNode]]]
+"""``ids -> nodes``, sync or async: the nodes of candidate ids (missing ones are skipped)."""
+
+
+class SynapseRecallEvent(BaseEvent):
+    """Instrumentation event: the postprocessor boosted or injected; ``nodes`` is its output."""
+
+    nodes: list[NodeWithScore]
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynapseRecallEvent"
+
+
+class SynapsePostprocessor(BaseNodePostprocessor):
+    """Fold nodes used together with the top hits into the results, never adding a node.
+
+    Nodes already present that were used with the top hits move up; at most two strongly
+    associated absent nodes, fetched from ``docstore``, take the slots of the weakest hits.
+    The number of nodes never grows, an id that cannot be fetched displaces nothing, and on
+    a cold graph the output is the input, unchanged. Changed nodes are copies that say why
+    in ``metadata`` (``synapse_origin``, ``synapse_path``...), keys kept out of the prompt
+    and the embedding. Associations are learned from use: :meth:`record_usage`, or
+    :class:`~llama_index.postprocessor.synapse.SynapseUsageHandler`.
+
+    Scores: when every node has a score and they are sorted best first, the output carries
+    the method's scores (boosted nodes gain ``boost × energy``, injected ones take their
+    victim's). Otherwise (None scores, a reranker's order) the current order drives recall,
+    only the order changes, and every kept node keeps its score (None stays None).
+
+    Args:
+        store: A ``SynapseStore``, or the path of its SQLite file.
+        docstore: Where injected nodes come from: a ``BaseDocumentStore`` (e.g.
+            ``index.docstore``), a vector store that returns nodes by id, or a ``NodeFetcher``.
+            None: boost only.
+        id_mode: ``"node_id"``, or ``"ref_doc_id"`` to learn and recall whole documents
+            (stable across re-ingestion; a docstore then injects a document's first node).
+        active_namespace: Namespace that weighs 1.0 in recall and receives recorded usage.
+        config: The method's constants, when ``store`` is a path.
+        token_budget: ``"strict"``: an injection may not raise the total token count.
+        token_counter: Tokens in a text for the budget; default ``Settings.tokenizer``.
+
+    Example:
+        >>> from llama_index.core.schema import NodeWithScore, TextNode
+        >>> from llama_index.core.storage.docstore import SimpleDocumentStore
+        >>> docstore = SimpleDocumentStore()
+        >>> docstore.add_documents([TextNode(id_=i, text=f"node {i}") for i in "abcdz"])
+        >>> synapse = SynapsePostprocessor(store=":memory:", docstore=docstore)
+        >>> synapse.record_usage(["a", "z"])  # used together: one edge
+        1
+        >>> hits = [NodeWithScore(node=docstore.get_node(i), score=s)
+        ...         for i, s in zip("abcd", [0.9, 0.8, 0.7, 0.4])]
+        >>> [(n.node_id, n.score) for n in synapse.postprocess_nodes(hits)]
+        [('a', 0.9), ('b', 0.8), ('c', 0.7), ('z', 0.4)]
+
+        In an engine: ``index.as_query_engine(node_postprocessors=[synapse])``.
+    """
+
+    store: InstanceOf[SynapseStore] = Field(exclude=True, description="The association graph.")
+    docstore: (
+        InstanceOf[BaseDocumentStore] | InstanceOf[BasePydanticVectorStore] | NodeFetcher | None
+    ) = Field(default=None, exclude=True, description="Source of injected nodes.")
+    id_mode: Literal["node_id", "ref_doc_id"] = Field(
+        default="node_id", description="Which id of a node the graph learns."
+    )
+    active_namespace: str = Field(default="personal", description="Namespace weighing 1.0.")
+    config: InstanceOf[SynapseConfig] | None = Field(
+        default=None, exclude=True, description="The method's constants (store given as a path)."
+    )
+    token_budget: Literal["strict"] | None = Field(
+        default=None, description="'strict': an injection may not raise the total tokens."
+    )
+    token_counter: Callable[[str], int] | None = Field(
+        default=None, exclude=True, description="Tokens in a text; default Settings.tokenizer."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _open_store(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("store"), str | os.PathLike):
+            data = {**data, "store": SynapseStore(data["store"], config=data.get("config"))}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> SynapsePostprocessor:
+        validate_namespace(self.active_namespace)
+        if self.config is not None and self.config != self.store.config:
+            raise ValueError("config differs from store.config: pass config with a store path")
+        return self
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynapsePostprocessor"
+
+    def node_id(self, node: NodeLike) -> str:
+        """The graph id of a node (a str is taken as an id): ``node_id`` or ``ref_doc_id``."""
+        if isinstance(node, str):
+            return node
+        base = node.node if isinstance(node, NodeWithScore) else node
+        if not isinstance(base, BaseNode):
+            raise InvalidTypeError(f"expected a node, NodeWithScore or id, got {node!r}")
+        if self.id_mode == "ref_doc_id" and base.ref_doc_id:
+            return base.ref_doc_id
+        return base.node_id
+
+    def record_usage(
+        self,
+        nodes_or_ids: Iterable[NodeLike],
+        strength: float = 1.0,
+        namespace: str | None = None,
+        at: Clock = None,
+    ) -> int:
+        """Reinforce nodes used together (one co-activation event); returns edges written.
+
+        Record what was *used* (cited, read, edited), not merely retrieved: reinforcing
+        every retrieved node would feed recall's own output back into the graph.
+        """
+        if isinstance(nodes_or_ids, str | BaseNode | NodeWithScore):
+            raise InvalidTypeError(f"nodes_or_ids must be a list, got {nodes_or_ids!r}")
+        ids = [self.node_id(node) for node in nodes_or_ids]
+        return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        recall = self._plan(nodes)
+        return self._finish(nodes, recall, self._fetch(recall.candidates))
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        recall = self._plan(nodes)
+        return self._finish(nodes, recall, await self._afetch(recall.candidates))
+
+    def _plan(self, nodes: Sequence[NodeWithScore]) -> ItemRecall[NodeWithScore]:
+        ids = [self.node_id(node) for node in nodes]
+        scores = [node.score for node in nodes]
+        return plan_items(
+            self.store, nodes, ids=ids, scores=scores, active_namespace=self.active_namespace
+        )
+
+    def _fetch(self, ids: list[str]) -> dict[str, NodeWithScore]:
+        source = self.docstore
+        if not ids or source is None:
+            return {}
+        try:
+            if isinstance(source, BaseDocumentStore):
+                if self.id_mode == "ref_doc_id":
+                    ids = _first_node_ids([source.get_ref_doc_info(i) for i in ids])
+                return self._keyed(source.get_nodes(ids, raise_error=False))
+            if isinstance(source, BasePydanticVectorStore):
+                return self._keyed(source.get_nodes(node_ids=ids))
+            found = source(ids)
+            if inspect.isawaitable(found):
+                _close(found)
+                raise TypeError("an async NodeFetcher works only on the async path")
+            return self._keyed(found)
+        except Exception:
+            logger.warning("could not fetch %s: they displace nothing", ids, exc_info=True)
+            return {}
+
+    async def _afetch(self, ids: list[str]) -> dict[str, NodeWithScore]:
+        source = self.docstore
+        if not ids or source is None:
+            return {}
+        try:
+            if isinstance(source, BaseDocumentStore):
+                if self.id_mode == "ref_doc_id":
+                    ids = _first_node_ids([await source.aget_ref_doc_info(i) for i in ids])
+                return self._keyed(await source.aget_nodes(ids, raise_error=False))
+            if isinstance(source, BasePydanticVectorStore):
+                return self._keyed(await source.aget_nodes(node_ids=ids))
+            found = source(ids)
+            return self._keyed(await found if inspect.isawaitable(found) else found)
+        except Exception:
+            logger.warning("could not fetch %s: they displace nothing", ids, exc_info=True)
+            return {}
+
+    def _keyed(self, nodes: Iterable[BaseNode]) -> dict[str, NodeWithScore]:
+        """Fetched nodes by graph id; a node that maps to another id is not a candidate."""
+        keyed: dict[str, NodeWithScore] = {}
+        for node in nodes:
+            if isinstance(node, BaseNode):
+                keyed.setdefault(self.node_id(node), NodeWithScore(node=node))
+        return keyed
+
+    def _finish(
+        self,
+        nodes: list[NodeWithScore],
+        recall: ItemRecall[NodeWithScore],
+        fetched: dict[str, NodeWithScore],
+    ) -> list[NodeWithScore]:
+        cost = None
+        if self.token_budget == "strict":
+            count = self.token_counter or (lambda text: len(Settings.tokenizer(text)))
+            cost = lambda item: count(item.node.get_content(metadata_mode=MetadataMode.LLM))  # noqa: E731
+        pairs = recall.finish(fetched, cost)
+        if all(hit.origin == "vector" for _, hit in pairs):
+            return nodes  # nothing boosted or injected: the input, unchanged
+        kept = Counter(id(item) for item, hit in pairs if hit.origin != "injected")
+        displaced: dict[str, list[float | None]] = {}  # upstream scores of the victims
+        for node, item in zip(recall.ids, nodes, strict=True):
+            if kept[id(item)]:
+                kept[id(item)] -= 1
+            else:
+                displaced.setdefault(node, []).append(item.score)
+        output = []
+        for item, hit in pairs:
+            if hit.origin == "vector":
+                output.append(item)
+                continue
+            if recall.scored:
+                score = hit.score
+            else:  # keep the upstream's scores; an injected node takes its victim's
+                score = item.score if hit.origin == "boosted" else displaced[hit.displaced].pop(0)
+            output.append(NodeWithScore(node=_annotated(item.node, hit), score=score))
+        dispatcher.event(SynapseRecallEvent(nodes=output))
+        return output
+
+
+def _annotated(node: BaseNode, hit: Hit) -> BaseNode:
+    """A copy of ``node`` saying why it is here, the notes kept out of prompt and embedding."""
+    notes = hit.annotation()
+    metadata = {k: v for k, v in node.metadata.items() if k not in ANNOTATION_KEYS}
+    llm_keys = [k for k in node.excluded_llm_metadata_keys if k not in notes]
+    embed_keys = [k for k in node.excluded_embed_metadata_keys if k not in notes]
+    return node.model_copy(
+        update={
+            "metadata": {**metadata, **notes},
+            "excluded_llm_metadata_keys": [*llm_keys, *notes],
+            "excluded_embed_metadata_keys": [*embed_keys, *notes],
+        }
+    )
+
+
+def _first_node_ids(infos: Iterable[Any]) -> list[str]:
+    return [info.node_ids[0] for info in infos if info is not None and info.node_ids]
+
+
+def _close(awaitable: Awaitable[Any]) -> None:
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()

@@ -1,0 +1,208 @@
+"""Usage capture: evidence of use becomes one co-activation event per query or agent run.
+
+Evidence of use is what an answer cites (``CitationQueryEngine``), what an agent's tools
+read or edited (:func:`mark_used` inside the tool), or what the application marks with
+:func:`mark_used`. Everything reported inside one top-level span (a query, a chat turn,
+an agent run) is reinforced together when that span ends; outside any span, each
+:func:`mark_used` is an event of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from llama_index.core.base.response.schema import Response
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import Dispatcher, get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.query import QueryEndEvent
+from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
+from llama_index.core.instrumentation.span import BaseSpan
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
+from llama_index.postprocessor.synapse.base import (
+    NodeLike,
+    SynapsePostprocessor,
+    SynapseRecallEvent,
+)
+from pydantic import InstanceOf
+
+from synapse_retriever import InvalidTypeError
+from synapse_retriever.runs import RunCollector
+
+__all__ = ["SynapseUsageEvent", "SynapseUsageHandler", "mark_used"]
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+_CITATION = re.compile(r"\[(\d+)\]")
+
+
+class SynapseUsageEvent(BaseEvent):
+    """Instrumentation event: nodes (or ids) used in the current query or agent run."""
+
+    used: list[Any]
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynapseUsageEvent"
+
+
+def mark_used(nodes_or_ids: Iterable[NodeLike]) -> None:
+    """Report nodes as used, e.g. from inside an agent's tool; a no-op without a handler.
+
+    Example:
+        >>> from llama_index.core.tools import FunctionTool
+        >>> def read_file(path: str) -> str:
+        ...     '''Read a file of the repository.'''
+        ...     mark_used([path])  # the file's node id, here its path
+        ...     return open(path).read()
+        >>> tool = FunctionTool.from_defaults(read_file)
+    """
+    if isinstance(nodes_or_ids, str | BaseNode | NodeWithScore):
+        raise InvalidTypeError(f"nodes_or_ids must be a list, got {nodes_or_ids!r}")
+    dispatcher.event(SynapseUsageEvent(used=list(nodes_or_ids)))
+
+
+class SynapseUsageHandler(BaseEventHandler):
+    """Learn from evidence of use: one co-activation event per top-level span.
+
+    Attach it once (:meth:`attach`). It reinforces, through ``postprocessor`` (its store,
+    id mode and namespace): the sources a ``CitationQueryEngine`` answer cites as ``[n]``,
+    and the nodes passed to :func:`mark_used` during the same query or agent run. Plain
+    ``source_nodes`` are only what was retrieved (injected nodes included): reinforcing
+    them feeds recall's output back into the graph, so that needs ``reinforce_retrieved``.
+
+    Args:
+        postprocessor: The ``SynapsePostprocessor`` whose store learns.
+        reinforce_retrieved: Also reinforce every source node of a query's response when
+            it cites nothing. Off by default (a rich-get-richer loop).
+        strength: Strength of each event (Δw = learning_rate × strength).
+
+    Example:
+        >>> from llama_index.postprocessor.synapse import SynapsePostprocessor
+        >>> synapse = SynapsePostprocessor(store=":memory:")
+        >>> handler = SynapseUsageHandler(postprocessor=synapse).attach()
+        >>> mark_used(["auth/jwt.py", "config/secrets.py"])  # outside any span: one event
+        >>> synapse.store.weight("auth/jwt.py", "config/secrets.py") > 0
+        True
+        >>> handler.detach()
+    """
+
+    postprocessor: InstanceOf[SynapsePostprocessor]
+    reinforce_retrieved: bool = Field(default=False, description="Reinforce retrieved nodes.")
+    strength: float = Field(default=1.0, description="Strength of each event.")
+    _runs: RunCollector[tuple[str, Any]] = PrivateAttr(default_factory=RunCollector)
+    _spans: _SpanTree = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._spans = _SpanTree(self)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynapseUsageHandler"
+
+    def attach(self, dispatcher: Dispatcher | None = None) -> SynapseUsageHandler:
+        """Listen to ``dispatcher`` (default: the root one, which sees every event)."""
+        target = dispatcher or get_dispatcher()
+        target.add_event_handler(self)
+        target.add_span_handler(self._spans)
+        return self
+
+    def detach(self, dispatcher: Dispatcher | None = None) -> None:
+        """Stop listening to ``dispatcher`` (default: the root one)."""
+        target = dispatcher or get_dispatcher()
+        target.event_handlers = [h for h in target.event_handlers if h is not self]
+        target.span_handlers = [h for h in target.span_handlers if h is not self._spans]
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, SynapseUsageEvent):
+            items = [("used", node) for node in event.used]
+        elif isinstance(event, RetrievalEndEvent | SynapseRecallEvent):
+            items = [("seen", node) for node in event.nodes]
+        elif isinstance(event, QueryEndEvent):
+            sources = list(getattr(event.response, "source_nodes", None) or [])
+            citing = bool(sources) and _chunk_text(sources[0], 1) is not None
+            used = _cited(event.response, sources) if citing else []
+            if not used and self.reinforce_retrieved:
+                used = sources
+            items = [("chunk" if citing else "used", node) for node in used]
+        else:
+            return
+        self._record(self._runs.add(event.span_id, items))
+
+    def _record(self, items: list[tuple[str, Any]] | None) -> None:
+        if not items:
+            return
+        try:
+            seen = [node for kind, node in items if kind == "seen"]
+            ids = [
+                self._source_id(node, seen) if kind == "chunk" else self.postprocessor.node_id(node)
+                for kind, node in items
+                if kind != "seen"
+            ]
+            self.postprocessor.record_usage([i for i in ids if i], strength=self.strength)
+        except Exception:  # the dispatcher would swallow it silently
+            logger.exception("synapse usage capture failed; nothing was reinforced")
+
+    def _source_id(self, chunk: NodeWithScore, seen: list[NodeWithScore]) -> str | None:
+        """The graph id of the node a citation chunk was cut from (the chunk's id is new)."""
+        if self.postprocessor.id_mode == "ref_doc_id" and chunk.node.ref_doc_id:
+            return chunk.node.ref_doc_id
+        text = _words(chunk.node.get_content().split("\n", 1)[-1])
+        for node in reversed(seen):  # the latest first: postprocessed after retrieved
+            for mode in (MetadataMode.NONE, MetadataMode.LLM):
+                if text and text in _words(node.node.get_content(metadata_mode=mode)):
+                    return self.postprocessor.node_id(node)
+        return None
+
+
+class _SpanTree(BaseSpanHandler[BaseSpan]):
+    """Feeds LlamaIndex's span tree to the handler's runs; a top-level span's end records."""
+
+    _handler: SynapseUsageHandler = PrivateAttr()
+
+    def __init__(self, handler: SynapseUsageHandler) -> None:
+        super().__init__()
+        self._handler = handler
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynapseSpanTree"
+
+    def new_span(
+        self, id_: str, bound_args: Any, instance: Any = None, parent_span_id: str | None = None,
+        tags: Any = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
+        self._handler._runs.start(id_, parent_span_id)
+
+    def prepare_to_exit_span(
+        self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any
+    ) -> None:
+        self._handler._record(self._handler._runs.end(id_))
+
+    def prepare_to_drop_span(
+        self, id_: str, bound_args: Any, instance: Any = None, err: Any = None, **kwargs: Any
+    ) -> None:
+        self._handler._record(self._handler._runs.end(id_))  # used all the same
+
+
+def _cited(response: Any, sources: list[NodeWithScore]) -> list[NodeWithScore]:
+    """The sources a citation answer cites as ``[n]``."""
+    if not isinstance(response, Response) or not response.response:
+        return []
+    numbers = {int(n) for n in _CITATION.findall(response.response)}
+    return [s for i, s in enumerate(sources, 1) if i in numbers and _chunk_text(s, i) is not None]
+
+
+def _chunk_text(source: NodeWithScore, number: int) -> str | None:
+    text = source.node.get_content()
+    return text if text.startswith(f"Source {number}:") else None
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,404 @@
+"""SynapsePostprocessor: count-preserving recall over NodeWithScore lists."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    RelatedNodeInfo,
+    TextNode,
+)
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    VectorStoreQuery,
+    VectorStoreQueryResult,
+)
+from llama_index.postprocessor.synapse import SynapsePostprocessor
+from pydantic import ValidationError
+
+from synapse_retriever import ANNOTATION_KEYS, SynapseConfig, SynapseStore, usable_scores
+
+IDS = "abcdefyz"
+
+
+def make_node(node_id: str, text: str | None = None, doc: str | None = None) -> TextNode:
+    relationships = {NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc)} if doc else {}
+    return TextNode(id_=node_id, text=text or f"text of {node_id}", relationships=relationships)
+
+
+def ranked(ids: str, scores: list[float | None] | None = None) -> list[NodeWithScore]:
+    values = scores if scores is not None else [1.0 - i / 10 for i in range(len(ids))]
+    return [NodeWithScore(node=make_node(i), score=s) for i, s in zip(ids, values, strict=True)]
+
+
+def ids_of(nodes: list[NodeWithScore]) -> list[str]:
+    return [n.node.node_id for n in nodes]
+
+
+def snapshot(nodes: list[NodeWithScore]) -> list[tuple[float | None, dict[str, Any]]]:
+    return [(n.score, n.node.model_dump()) for n in nodes]
+
+
+@pytest.fixture
+def docstore() -> SimpleDocumentStore:
+    store = SimpleDocumentStore()
+    store.add_documents([make_node(i) for i in IDS])
+    return store
+
+
+@pytest.fixture
+def synapse(docstore: SimpleDocumentStore) -> SynapsePostprocessor:
+    return SynapsePostprocessor(store=SynapseStore(":memory:"), docstore=docstore)
+
+
+def test_class_name_and_serialization_leave_out_live_objects(
+    synapse: SynapsePostprocessor,
+) -> None:
+    assert SynapsePostprocessor.class_name() == "SynapsePostprocessor"
+    data = synapse.to_dict()
+    assert data["class_name"] == "SynapsePostprocessor"
+    assert "store" not in data and "docstore" not in data
+    assert data["id_mode"] == "node_id"
+
+
+def test_cold_graph_returns_the_input_unchanged(synapse: SynapsePostprocessor) -> None:
+    hits = ranked("abcd", [0.9, None, 0.95, 0.1])
+    before = snapshot(hits)
+    out = synapse.postprocess_nodes(hits)
+    assert out is hits
+    assert snapshot(out) == before
+
+
+def test_empty_input_stays_empty(synapse: SynapsePostprocessor) -> None:
+    assert synapse.postprocess_nodes([]) == []
+
+
+def test_co_used_node_takes_the_weakest_slot_and_says_why(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "z"])  # w 0.3: energy 0.3 × 0.6 = 0.18 >= 0.15
+    out = synapse.postprocess_nodes(ranked("abcd", [0.9, 0.8, 0.7, 0.4]))
+    assert ids_of(out) == ["a", "b", "c", "z"]
+    injected = out[3]
+    assert injected.score == 0.4  # the victim's
+    notes = {k: v for k, v in injected.node.metadata.items() if k in ANNOTATION_KEYS}
+    assert notes == {
+        "synapse_origin": "injected",
+        "synapse_energy": 0.18,
+        "synapse_path": "a -> z",
+        "synapse_displaced": "d",
+    }
+    for key in notes:
+        assert key in injected.node.excluded_llm_metadata_keys
+        assert key in injected.node.excluded_embed_metadata_keys
+    assert "synapse" not in injected.node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "synapse" not in injected.node.get_content(metadata_mode=MetadataMode.EMBED)
+    assert "synapse_origin" in injected.node.get_content(metadata_mode=MetadataMode.ALL)
+
+
+def test_annotations_go_on_copies_never_on_the_upstreams_nodes(
+    synapse: SynapsePostprocessor, docstore: SimpleDocumentStore
+) -> None:
+    synapse.record_usage(["a", "f"], strength=2.0)
+    synapse.record_usage(["a", "z"], strength=2.0)
+    hits = ranked("abcdef")
+    hits[5].node.metadata["team"] = "auth"
+    hits[5].node.excluded_llm_metadata_keys.append("team")
+    before = snapshot(hits)
+    out = synapse.postprocess_nodes(hits)
+    assert snapshot(hits) == before
+    boosted = next(n for n in out if n.node.node_id == "f")
+    assert boosted.node.metadata["synapse_origin"] == "boosted"
+    assert boosted.node is not hits[5].node and boosted is not hits[5]
+    assert boosted.node.metadata["team"] == "auth"  # the upstream's metadata is kept
+    assert boosted.node.excluded_llm_metadata_keys[0] == "team"
+    assert "synapse_origin" not in docstore.get_node("z").metadata
+    plain = next(n for n in out if n.node.node_id == "a")
+    assert plain is hits[0]  # a plain vector hit is passed through as it came
+
+
+def test_usable_scores_give_the_methods_scores(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "f"], strength=2.0)  # w 0.6: energy 0.36, boost 0.108
+    scores: list[float | None] = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    out = synapse.postprocess_nodes(ranked("abcdef", scores))
+    assert ids_of(out) == ["a", "b", "c", "d", "f", "e"]
+    assert out[4].score == pytest.approx(0.4 + 0.3 * 0.36)  # 0.508 > e's 0.5
+
+
+def test_missing_scores_stay_none_and_only_the_order_changes(
+    synapse: SynapsePostprocessor,
+) -> None:
+    synapse.record_usage(["a", "f"], strength=2.0)
+    synapse.record_usage(["b", "f"], strength=2.0)  # energy 0.72 from two seeds
+    synapse.record_usage(["a", "z"], strength=2.0)
+    out = synapse.postprocess_nodes(ranked("abcdef", [None] * 6))
+    # rank scores 1, .83, .67, .5, .33, .17: f rises to .17 + .216 = .38 > e's .33,
+    # then z (energy .36) takes the weakest slot, e's.
+    assert ids_of(out) == ["a", "b", "c", "d", "f", "z"]
+    assert [n.score for n in out] == [None] * 6
+
+
+def test_unsorted_scores_are_kept_by_every_kept_node(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "z"])
+    scores: list[float | None] = [0.2, 0.9, 0.5, 0.1]  # e.g. after a reranker
+    out = synapse.postprocess_nodes(ranked("abcd", scores))
+    assert ids_of(out) == ["a", "b", "c", "z"]
+    assert [n.score for n in out] == [0.2, 0.9, 0.5, 0.1]  # z took d's slot and score
+
+
+def test_unresolvable_candidate_displaces_nothing(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "unknown"], strength=2.0)
+    hits = ranked("abcd")
+    assert synapse.postprocess_nodes(hits) is hits
+
+
+def test_an_unresolvable_candidate_lets_the_next_one_in(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "unknown"], strength=2.0)  # energy 0.36, strongest
+    synapse.record_usage(["a", "y"])  # energy 0.18
+    out = synapse.postprocess_nodes(ranked("abcd"))
+    assert ids_of(out) == ["a", "b", "c", "y"]
+
+
+def test_without_a_docstore_it_only_boosts() -> None:
+    synapse = SynapsePostprocessor(store=":memory:")
+    synapse.record_usage(["a", "z"], strength=2.0)
+    hits = ranked("abcd")
+    assert synapse.postprocess_nodes(hits) is hits
+
+
+class BrokenVectorStore(BasePydanticVectorStore):
+    """A remote vector store whose lookup by id fails (or, with nodes, works)."""
+
+    stores_text: bool = True
+    nodes: list[TextNode] = Field(default_factory=list)
+
+    @property
+    def client(self) -> Any:
+        return None
+
+    def add(self, nodes: Any, **kwargs: Any) -> list[str]:
+        raise NotImplementedError
+
+    def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        raise NotImplementedError
+
+    def get_nodes(self, node_ids: Any = None, filters: Any = None) -> list[BaseNode]:
+        if not self.nodes:
+            raise ConnectionError("remote store unreachable")
+        return [n for n in self.nodes if n.node_id in (node_ids or [])]
+
+
+def test_a_failing_fetch_displaces_nothing_and_warns(caplog: pytest.LogCaptureFixture) -> None:
+    synapse = SynapsePostprocessor(store=":memory:", docstore=BrokenVectorStore())
+    synapse.record_usage(["a", "z"])
+    hits = ranked("abcd")
+    with caplog.at_level(logging.WARNING):
+        assert synapse.postprocess_nodes(hits) is hits
+    assert "displace nothing" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_failing_async_fetch_displaces_nothing() -> None:
+    synapse = SynapsePostprocessor(store=":memory:", docstore=BrokenVectorStore())
+    synapse.record_usage(["a", "z"])
+    hits = ranked("abcd")
+    assert await synapse.apostprocess_nodes(hits) is hits
+
+
+def test_a_vector_store_that_returns_nodes_by_id_feeds_injection() -> None:
+    store = BrokenVectorStore(nodes=[make_node("z", "from the vector store")])
+    synapse = SynapsePostprocessor(store=":memory:", docstore=store)
+    synapse.record_usage(["a", "z"])
+    out = synapse.postprocess_nodes(ranked("abcd"))
+    assert ids_of(out) == ["a", "b", "c", "z"]
+    assert out[3].node.get_content() == "from the vector store"
+
+
+def test_a_callable_fetches_nodes_sync_and_async() -> None:
+    asked: list[list[str]] = []
+
+    def fetch(ids: list[str]) -> list[BaseNode]:
+        asked.append(ids)
+        return [make_node(i) for i in ids if i == "z"]
+
+    synapse = SynapsePostprocessor(store=":memory:", docstore=fetch)
+    synapse.record_usage(["a", "z"])
+    assert ids_of(synapse.postprocess_nodes(ranked("abcd"))) == ["a", "b", "c", "z"]
+    assert asked == [["z"]]
+
+
+@pytest.mark.asyncio
+async def test_an_async_callable_works_on_the_async_path_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def fetch(ids: list[str]) -> list[BaseNode]:
+        return [make_node(i) for i in ids]
+
+    synapse = SynapsePostprocessor(store=":memory:", docstore=fetch)
+    synapse.record_usage(["a", "z"])
+    out = await synapse.apostprocess_nodes(ranked("abcd"))
+    assert ids_of(out) == ["a", "b", "c", "z"]
+    hits = ranked("abcd")
+    with caplog.at_level(logging.WARNING):
+        assert synapse.postprocess_nodes(hits) is hits  # sync path: nothing to await with
+    assert "async NodeFetcher" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_sync_and_async_give_the_same_nodes(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "f"], strength=2.0)
+    synapse.record_usage(["b", "z"])
+    sync = synapse.postprocess_nodes(ranked("abcdef"))
+    asynchronous = await synapse.apostprocess_nodes(ranked("abcdef"))
+    assert ids_of(sync) == ids_of(asynchronous) == ["a", "b", "c", "d", "f", "z"]
+    assert [n.score for n in sync] == pytest.approx([n.score for n in asynchronous])  # decay
+
+
+def test_a_fetched_node_that_maps_to_another_id_is_not_injected() -> None:
+    synapse = SynapsePostprocessor(store=":memory:", docstore=lambda ids: [make_node("other")])
+    synapse.record_usage(["a", "z"])
+    hits = ranked("abcd")
+    assert synapse.postprocess_nodes(hits) is hits
+
+
+def test_ref_doc_id_mode_learns_and_injects_documents() -> None:
+    chunks = {
+        "a1": "A",
+        "a2": "A",
+        "b1": "B",
+        "c1": "C",
+        "d1": "D",
+        "z1": "Z",
+        "z2": "Z",
+    }
+    docstore = SimpleDocumentStore()
+    docstore.add_documents([make_node(n, doc=doc) for n, doc in chunks.items()])
+    synapse = SynapsePostprocessor(store=":memory:", docstore=docstore, id_mode="ref_doc_id")
+    synapse.record_usage([docstore.get_node("a2"), docstore.get_node("z2")])
+    assert synapse.store.weight("A", "Z") > 0  # documents, not chunks, are learned
+    hits = [NodeWithScore(node=docstore.get_node(n), score=0.5) for n in ["a1", "a2", "b1", "d1"]]
+    out = synapse.postprocess_nodes(hits)
+    assert ids_of(out) == ["a1", "a2", "b1", "z1"]  # Z enters as its first node
+    assert out[3].node.metadata["synapse_displaced"] == "D"
+    assert synapse.node_id(out[3]) == "Z"
+
+
+def test_ref_doc_id_mode_falls_back_to_node_id() -> None:
+    synapse = SynapsePostprocessor(store=":memory:", id_mode="ref_doc_id")
+    assert synapse.node_id(make_node("n1")) == "n1"
+    assert synapse.node_id(make_node("n1", doc="D")) == "D"
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_strict_token_budget_refuses_an_injection_that_costs_more() -> None:
+    docstore = SimpleDocumentStore()
+    docstore.add_documents([make_node("z", "long " * 50)])
+    synapse = SynapsePostprocessor(
+        store=":memory:", docstore=docstore, token_budget="strict", token_counter=words
+    )
+    synapse.record_usage(["a", "z"])
+    hits = ranked("abcd")  # 3 words each
+    assert synapse.postprocess_nodes(hits) is hits
+    synapse.token_budget = None
+    assert ids_of(synapse.postprocess_nodes(ranked("abcd"))) == ["a", "b", "c", "z"]
+
+
+def test_strict_token_budget_lets_a_cheaper_injection_in(synapse: SynapsePostprocessor) -> None:
+    synapse.token_budget = "strict"  # default counter: Settings.tokenizer, offline
+    synapse.record_usage(["a", "z"])
+    hits = ranked("abcd")
+    hits[3].node.set_content("a weak hit that is much longer than the node replacing it")
+    assert ids_of(synapse.postprocess_nodes(hits)) == ["a", "b", "c", "z"]
+
+
+def test_store_as_a_path_with_a_config(tmp_path: Any) -> None:
+    path = tmp_path / "synapses.db"
+    synapse = SynapsePostprocessor(store=path, config=SynapseConfig(max_inject=1))
+    assert synapse.store.config.max_inject == 1
+    synapse.record_usage(["a", "b"])
+    assert SynapseStore(path).weight("a", "b") > 0
+
+
+def test_config_that_contradicts_the_store_is_refused() -> None:
+    with pytest.raises(ValidationError, match="config differs"):
+        SynapsePostprocessor(store=SynapseStore(":memory:"), config=SynapseConfig(max_inject=1))
+
+
+def test_bad_namespace_and_id_mode_are_refused() -> None:
+    with pytest.raises(ValidationError, match="namespace"):
+        SynapsePostprocessor(store=":memory:", active_namespace="team")
+    with pytest.raises(ValidationError):
+        SynapsePostprocessor(store=":memory:", id_mode="hash")
+
+
+def test_record_usage_takes_nodes_scored_nodes_and_ids(synapse: SynapsePostprocessor) -> None:
+    assert synapse.record_usage([NodeWithScore(node=make_node("a")), make_node("b"), "c"]) == 3
+    assert synapse.store.weight("a", "c") > 0
+
+
+def test_record_usage_writes_to_the_active_namespace() -> None:
+    synapse = SynapsePostprocessor(store=":memory:", active_namespace="branch:auth")
+    synapse.record_usage(["a", "b"])
+    assert synapse.store.weight("a", "b", namespace="branch:auth") > 0
+    assert synapse.store.weight("a", "b", namespace="personal") == 0
+
+
+def test_record_usage_refuses_a_bare_string_or_node(synapse: SynapsePostprocessor) -> None:
+    with pytest.raises(TypeError, match="must be a list"):
+        synapse.record_usage("ab")
+    with pytest.raises(TypeError, match="must be a list"):
+        synapse.record_usage(make_node("a"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="expected a node"):
+        synapse.record_usage([1, 2])  # type: ignore[list-item]
+
+
+EDGES = st.lists(st.lists(st.sampled_from(IDS), min_size=2, max_size=4), max_size=6)
+SCORES = st.one_of(
+    st.none(), st.floats(min_value=0, max_value=1, allow_nan=False, allow_infinity=False)
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    events=EDGES,
+    hits=st.lists(st.tuples(st.sampled_from(IDS), SCORES), min_size=1, max_size=7),
+)
+def test_never_more_nodes_out_than_in_and_upstream_untouched(
+    docstore: SimpleDocumentStore, events: list[list[str]], hits: list[tuple[str, float | None]]
+) -> None:
+    synapse = SynapsePostprocessor(store=":memory:", docstore=docstore)
+    for event in events:
+        synapse.record_usage(event, strength=2.0)
+    nodes = [NodeWithScore(node=make_node(i), score=s) for i, s in hits]
+    before = snapshot(nodes)
+    out = synapse.postprocess_nodes(nodes)
+    assert len(out) == len(nodes)
+    assert snapshot(nodes) == before
+    scored = usable_scores([s for _, s in hits])
+    kept = [n for n in out if n.node.metadata.get("synapse_origin") != "injected"]
+    injected = [n for n in out if n.node.metadata.get("synapse_origin") == "injected"]
+    assert len(injected) <= 2
+    assert {n.node.node_id for n in injected}.isdisjoint(i for i, _ in hits)
+    if not scored:  # scores are the upstream's, None included: only the order changes
+        key = lambda s: (s is None, s or 0.0)  # noqa: E731
+        assert sorted(map(key, (n.score for n in out))) == sorted(key(s) for _, s in hits)
+        upstream: dict[str, list[float | None]] = {}
+        for node_id, score in hits:
+            upstream.setdefault(node_id, []).append(score)
+        assert all(n.score in upstream[n.node.node_id] for n in kept)
