@@ -15,9 +15,18 @@ from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from synapse_retriever import Hit, ItemRecall, SynapseConfig, SynapseStore, content_id, plan_items
+from synapse_retriever import (
+    Hit,
+    ItemRecall,
+    SynapseConfig,
+    SynapseError,
+    SynapseStore,
+    content_id,
+    plan_items,
+    validate_namespace,
+)
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = ["SynapseRetriever", "document_id"]
@@ -128,9 +137,14 @@ class SynapseRetriever(BaseRetriever):
         path = data["store"]
         try:
             store = SynapseStore(path, config=data.get("config"))
-        except Exception as exc:
+        except (SynapseError, OSError) as exc:
             raise ValueError(f"cannot open the synapse store at {str(path)!r}: {exc}") from exc
         return {**data, "store": store}
+
+    @field_validator("active_namespace")
+    @classmethod
+    def _check_namespace(cls, namespace: str) -> str:
+        return validate_namespace(namespace)
 
     @model_validator(mode="after")
     def _check_config(self) -> SynapseRetriever:
@@ -144,10 +158,19 @@ class SynapseRetriever(BaseRetriever):
         strength: float = 1.0,
         namespace: str | None = None,
     ) -> int:
-        """Reinforce documents (or ids) the application used together; returns edges written.
+        """Reinforce documents (or ids) the application used together, as one event.
 
         Only use is evidence: do not record documents merely because they were retrieved
         together, or vector similarity feeds back into the graph.
+
+        Args:
+            used: Documents (their id as in retrieval: ``Document.id``, else
+                ``metadata[id_key]``, else a content hash) or ids, used together.
+            strength: Δw = learning_rate × strength, clamped to ``[0, max_strength]``.
+            namespace: Where the edges go; ``active_namespace`` by default.
+
+        Returns:
+            The number of edges written (pairs of distinct ids).
         """
         ids = [u if isinstance(u, str) else document_id(u, self.id_key) for u in used]
         return self.store.reinforce(ids, strength, namespace or self.active_namespace)
@@ -239,14 +262,14 @@ def _annotated(doc: Document, hit: Hit, score_key: str | None) -> Document:
 
 
 def _by_id(
-    ids: list[str], found: Sequence[Document | None], *, aligned: bool = False
+    ids: list[str], found: Sequence[object], *, aligned: bool = False
 ) -> dict[str, Document]:
-    """Map resolved Documents to the requested ids (by position, or by ``Document.id``)."""
+    """Requested ids -> resolved Documents, matched by position or else by ``Document.id``."""
+    keys = ids if aligned else [getattr(doc, "id", None) for doc in found]
     wanted = set(ids)
-    pairs = zip(ids, found, strict=True) if aligned else ((doc.id, doc) for doc in found)
     resolved: dict[str, Document] = {}
-    for node, doc in pairs:
-        if doc is None or node not in wanted:
+    for node, doc in zip(keys, found, strict=True):
+        if doc is None or node is None or node not in wanted:
             continue
         if not isinstance(doc, Document):
             raise TypeError(f"docstore returned {doc!r} for id {node!r}, expected a Document")

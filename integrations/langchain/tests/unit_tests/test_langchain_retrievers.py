@@ -420,6 +420,11 @@ def test_record_usage_defaults_to_the_active_namespace(upstream: ListRetriever) 
     assert retriever.store.edge("a", "x", "shared") is not None
 
 
+def test_a_bad_active_namespace_fails_at_construction(upstream: ListRetriever) -> None:
+    with pytest.raises(ValidationError, match="namespace must be 'personal'"):
+        make(upstream, active_namespace="team")
+
+
 def test_record_usage_refuses_bad_input(upstream: ListRetriever) -> None:
     retriever = make(upstream)
     with pytest.raises(ValueError, match="strength must be a finite number"):
