@@ -1,0 +1,382 @@
+"""Export and import of edges: JSON and GraphML, and a merge that never loses newer state.
+
+Both formats carry the same attributes per edge, named as in
+:meth:`SynapseStore.graph <synapse_retriever.store.SynapseStore.graph>`:
+
+================== ===========================================================
+``namespace``      the edge's namespace
+``stored_weight``  w0, the weight at its last reinforcement (what import reads)
+``weight``         the decayed weight at export time (for viewers; ignored on import)
+``count``          activation count
+``half_life_days`` the learned half-life
+``created_at``     POSIX seconds of the first reinforcement
+``last_reinforced_at`` POSIX seconds of the last reinforcement
+================== ===========================================================
+
+Merge rule (:func:`merge_edges`), per edge key ``(namespace, a, b)``:
+
+* absent from the store: inserted as it is;
+* present, and the incoming edge was reinforced **strictly later**
+  (``last_reinforced_at``): the incoming state replaces the stored one, keeping the
+  earlier ``created_at`` of the two;
+* otherwise the stored edge is at least as new and is kept untouched, and the edge is
+  counted in ``kept``: a newer edge is never overwritten.
+
+So importing the same file twice changes nothing the second time, and importing an old
+backup over a store that kept learning leaves every edge it relearned alone. Counts
+are not added up: two stores that saw the same events would double-count them.
+
+Examples
+--------
+>>> from synapse_retriever import SynapseStore
+>>> from synapse_retriever.storage import SQLiteStorage
+>>> with SynapseStore(":memory:") as store:
+...     _ = store.reinforce(["a", "b"], namespace="shared", at=0)
+...     edges = export_edges(store, at=0)
+>>> [(e.a, e.b, e.weight) for e in edges]
+[('a', 'b', 0.3)]
+>>> storage = SQLiteStorage(":memory:")
+>>> merge_edges(storage, edges), merge_edges(storage, edges)
+(MergeReport(inserted=1, replaced=0, kept=0), MergeReport(inserted=0, replaced=0, kept=1))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from synapse_retriever.capture import validate_node_id
+from synapse_retriever.clock import Clock, to_seconds
+from synapse_retriever.config import validate_namespace
+from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.graph import Edge
+from synapse_retriever.storage import Storage
+from synapse_retriever.store import SynapseStore
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "Format",
+    "MergeReport",
+    "export_edges",
+    "guess_format",
+    "merge_edges",
+    "read_edges",
+    "write_edges",
+]
+
+FORMAT_NAME = "synapse-retriever/edges"
+FORMAT_VERSION = 1
+
+Format = Literal["json", "graphml"]
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """What :func:`merge_edges` did: edges inserted, replaced by newer ones, and kept."""
+
+    inserted: int
+    replaced: int
+    kept: int
+
+
+def export_edges(store: SynapseStore, at: Clock = None) -> list[Edge]:
+    """The stored state of every edge still live at ``at``, sorted by (namespace, a, b).
+
+    Edges that decayed below the prune threshold are left out: a sweep would delete them.
+    """
+    graph = store.graph(at=at)
+    edges: list[Edge] = []
+    for a, b, namespace in graph.edges(keys=True):
+        edge = store.edge(a, b, namespace)
+        if edge is not None:
+            edges.append(edge)
+    return sorted(edges, key=lambda e: (e.namespace, e.a, e.b))
+
+
+def merge_edges(storage: Storage, edges: Iterable[Edge]) -> MergeReport:
+    """Merge ``edges`` into ``storage`` in one transaction; newer state always wins.
+
+    See the module docstring for the rule. ``storage`` is any
+    :class:`~synapse_retriever.storage.Storage` (for a file:
+    ``SQLiteStorage(path)``); a :class:`~synapse_retriever.store.SynapseStore` open on
+    the same file picks the changes up like any other process's writes.
+
+    Raises
+    ------
+    InvalidValueError
+        An edge that is not a valid stored state; nothing is written.
+    """
+    incoming: dict[tuple[str, str, str], Edge] = {}
+    for position, edge in enumerate(edges):
+        checked = _checked(edge, position)
+        key = (checked.namespace, checked.a, checked.b)
+        if key in incoming:
+            checked = _newer(incoming[key], checked)
+        incoming[key] = checked
+    with storage.write() as tx:
+        if hasattr(tx, "rows_among"):
+            counts = _merge_by_ids(tx, incoming)
+        else:
+            counts = _merge_by_keys(tx, incoming)
+    return MergeReport(*counts)
+
+
+def _replacement(old: Edge | None, edge: Edge) -> Edge | None:
+    """The state to write for ``edge`` given the stored ``old`` one, or None to keep ``old``."""
+    if old is None:
+        return edge
+    if edge.last_reinforced_at > old.last_reinforced_at:
+        return replace(edge, created_at=min(edge.created_at, old.created_at))
+    return None
+
+
+def _merge_by_keys(tx: Any, incoming: dict[tuple[str, str, str], Edge]) -> tuple[int, int, int]:
+    """Merge through a transaction keyed by ``(namespace, a, b)`` names (``get``/``put``)."""
+    stored = tx.get(list(incoming))
+    writes = []
+    inserted = replaced = kept = 0
+    for key, edge in incoming.items():
+        old = stored.get(key)
+        new = _replacement(old, edge)
+        if new is None:
+            kept += 1
+            continue
+        inserted += old is None
+        replaced += old is not None
+        writes.append(new)
+    tx.put(writes)
+    return inserted, replaced, kept
+
+
+def _merge_by_ids(tx: Any, incoming: dict[tuple[str, str, str], Edge]) -> tuple[int, int, int]:
+    """Merge through a transaction over integer node and namespace ids (``rows_among``,
+    ``insert``, ``update``)."""
+    from synapse_retriever import storage as storage_module
+
+    row_type: Any = getattr(storage_module, "EdgeRow")  # noqa: B009 - absent from older storage
+    inserted = replaced = kept = 0
+    names = list(dict.fromkeys(n for _, a, b in incoming for n in (a, b)))
+    ids = dict(zip(names, tx.node_ids(names), strict=True))
+    spaces = {ns: tx.namespace_id(ns) for ns in dict.fromkeys(ns for ns, _, _ in incoming)}
+    inserts, updates = [], []
+    for (ns, a, b), edge in incoming.items():
+        found = tx.rows_among(spaces[ns], [ids[a], ids[b]])
+        row = found[0] if found else None
+        old = None
+        if row is not None:
+            old = Edge(a, b, ns, *row[4:])
+        new = _replacement(old, edge)
+        if new is None:
+            kept += 1
+            continue
+        values = (
+            new.weight,
+            new.activation_count,
+            new.half_life_days,
+            new.created_at,
+            new.last_reinforced_at,
+        )
+        if row is None:
+            inserted += 1
+            inserts.append(row_type(0, spaces[ns], ids[a], ids[b], *values))
+        else:
+            replaced += 1
+            updates.append(row_type(row[0], row[1], row[2], row[3], *values))
+    tx.insert(inserts)
+    tx.update(updates)
+    return inserted, replaced, kept
+
+
+def _newer(x: Edge, y: Edge) -> Edge:
+    winner = y if y.last_reinforced_at > x.last_reinforced_at else x
+    return replace(winner, created_at=min(x.created_at, y.created_at))
+
+
+def _checked(edge: Edge, position: int) -> Edge:
+    where = f"edge {position}"
+    try:
+        a, b = validate_node_id(edge.a), validate_node_id(edge.b)
+        namespace = validate_namespace(edge.namespace)
+    except (TypeError, ValueError) as exc:
+        raise InvalidValueError(f"{where}: {exc}") from None
+    if a == b:
+        raise InvalidValueError(f"{where}: a self-loop on {a!r}")
+    if a > b:
+        a, b = b, a
+    weight = _number(edge.weight, f"{where} ({a!r}-{b!r}): stored_weight")
+    if not 0.0 < weight <= 1.0:
+        raise InvalidValueError(
+            f"{where} ({a!r}-{b!r}): stored_weight must be in (0, 1], got {weight}"
+        )
+    count = edge.activation_count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidValueError(
+            f"{where} ({a!r}-{b!r}): count must be an integer >= 1, got {count!r}"
+        )
+    half_life = _number(edge.half_life_days, f"{where} ({a!r}-{b!r}): half_life_days")
+    if half_life <= 0.0:
+        raise InvalidValueError(
+            f"{where} ({a!r}-{b!r}): half_life_days must be > 0, got {half_life}"
+        )
+    created = _number(edge.created_at, f"{where} ({a!r}-{b!r}): created_at")
+    last = _number(edge.last_reinforced_at, f"{where} ({a!r}-{b!r}): last_reinforced_at")
+    if created > last:
+        raise InvalidValueError(
+            f"{where} ({a!r}-{b!r}): created_at {created} is after last_reinforced_at {last}"
+        )
+    return Edge(a, b, namespace, weight, count, half_life, created, last)
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidValueError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise InvalidValueError(f"{what} must be finite, got {value!r}")
+    return float(value)
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+def guess_format(path: str | os.PathLike[str]) -> Format:
+    """``graphml`` for ``.graphml``/``.xml`` files, else ``json``.
+
+    Examples
+    --------
+    >>> guess_format("edges.graphml"), guess_format("edges.json")
+    ('graphml', 'json')
+    """
+    return "graphml" if Path(path).suffix.lower() in (".graphml", ".xml") else "json"
+
+
+def _attributes(edge: Edge, at: float, store: SynapseStore) -> dict[str, Any]:
+    return {
+        "namespace": edge.namespace,
+        "stored_weight": edge.weight,
+        "weight": edge.weight_at(at, store.config),
+        "count": edge.activation_count,
+        "half_life_days": edge.half_life_days,
+        "created_at": edge.created_at,
+        "last_reinforced_at": edge.last_reinforced_at,
+    }
+
+
+def write_edges(
+    store: SynapseStore,
+    path: str | os.PathLike[str],
+    *,
+    fmt: Format | None = None,
+    at: Clock = None,
+) -> int:
+    """Write the live edges of ``store`` to ``path`` as JSON or GraphML; returns their count.
+
+    The file is written next to ``path`` and renamed into place, so a failed export
+    leaves no half-written file.
+    """
+    now = to_seconds(at)
+    fmt = fmt or guess_format(path)
+    edges = export_edges(store, at=now)
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.partial")
+    if fmt == "json":
+        document = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "exported_at": now,
+            "edges": [{"a": e.a, "b": e.b, **_attributes(e, now, store)} for e in edges],
+        }
+        temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    else:
+        import networkx as nx
+
+        graph = nx.MultiGraph(format=FORMAT_NAME, version=FORMAT_VERSION, exported_at=now)
+        for e in edges:
+            graph.add_edge(e.a, e.b, key=e.namespace, **_attributes(e, now, store))
+        nx.write_graphml(graph, temporary)
+    os.replace(temporary, target)
+    return len(edges)
+
+
+def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> list[Edge]:
+    """Edges from a file written by :func:`write_edges` (JSON or GraphML).
+
+    Raises
+    ------
+    InvalidValueError
+        The file is not an export of this library, or an edge lacks an attribute.
+    OSError
+        The file cannot be read.
+    """
+    fmt = fmt or guess_format(path)
+    rows = _json_rows(path) if fmt == "json" else _graphml_rows(path)
+    edges: list[Edge] = []
+    for position, row in enumerate(rows):
+        try:
+            edges.append(
+                Edge(
+                    row["a"],
+                    row["b"],
+                    row["namespace"],
+                    row["stored_weight"],
+                    row["count"],
+                    row["half_life_days"],
+                    row["created_at"],
+                    row["last_reinforced_at"],
+                )
+            )
+        except KeyError as missing:
+            raise InvalidValueError(
+                f"{os.fspath(path)!r}: edge {position} has no {missing}"
+            ) from None
+        except TypeError:
+            raise InvalidValueError(
+                f"{os.fspath(path)!r}: edge {position} is not an object"
+            ) from None
+    return edges
+
+
+def _json_rows(path: str | os.PathLike[str]) -> Sequence[Any]:
+    name = os.fspath(path)
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InvalidValueError(f"{name!r} is not a JSON edge export (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidValueError(f"{name!r} is not a JSON edge export ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
+        raise InvalidValueError(
+            f"{name!r} is not a synapse edge export (no format {FORMAT_NAME!r})"
+        )
+    if document.get("version") != FORMAT_VERSION:
+        raise InvalidValueError(
+            f"{name!r} has export version {document.get('version')!r}; this library reads "
+            f"version {FORMAT_VERSION}"
+        )
+    rows = document.get("edges")
+    if not isinstance(rows, list):
+        raise InvalidValueError(f"{name!r} has no list of edges")
+    return rows
+
+
+def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    import networkx as nx
+
+    name = os.fspath(path)
+    try:
+        graph = nx.read_graphml(path, node_type=str, edge_key_type=str, force_multigraph=True)
+    except (nx.NetworkXError, SyntaxError, ValueError, KeyError) as exc:  # ParseError: SyntaxError
+        raise InvalidValueError(f"{name!r} is not a GraphML edge export ({exc})") from None
+    if graph.graph.get("format") != FORMAT_NAME:
+        raise InvalidValueError(
+            f"{name!r} is not a synapse edge export (no format {FORMAT_NAME!r})"
+        )
+    rows = []
+    for a, b, attrs in graph.edges(data=True):
+        rows.append({"a": a, "b": b, **attrs})
+    return rows

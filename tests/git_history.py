@@ -1,0 +1,115 @@
+"""Small git repositories with fixed dates, for the gitlog, bootstrap, CLI and benchmark tests.
+
+Not a test module: imported by ``test_gitlog.py``, ``test_cli.py`` and ``test_bench_quality.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+DAY = 86_400
+BASE = 1_700_000_000  # 2023-11-14T22:13:20Z
+
+AUTH_MESSAGE = "verify jwt token expiry"
+DB_MESSAGE = "speed up session pooling"
+WEB_MESSAGE = "render html templates"
+
+FEATURES = [
+    # (message, file the message matches, partner it never mentions)
+    (AUTH_MESSAGE, "src/auth/jwt.py", "src/auth/keys.py"),
+    (DB_MESSAGE, "src/db/session.py", "src/db/pool_config.py"),
+    (WEB_MESSAGE, "src/web/render.py", "src/web/assets.py"),
+]
+
+CONTENT = {
+    "src/auth/jwt.py": "def verify(token):\n    # jwt token verification, checks expiry\n",
+    "src/auth/keys.py": "def load_rsa_material():\n    return read_pem()\n",
+    "src/db/session.py": "def open_session():\n    # session pooling\n",
+    "src/db/pool_config.py": "MAX_CONNECTIONS = 10\n",
+    "src/web/render.py": "def render(template):\n    # html templates\n",
+    "src/web/assets.py": "STATIC_DIR = 'static'\n",
+}
+FILLERS = [f"aaa/filler_{i:02d}.txt" for i in range(12)]
+"""Files no query matches; they sort first, so the vector top-k's zero-score tail is fillers."""
+
+
+def git(repo: Path, *args: str, at: float | None = None, author_at: float | None = None) -> str:
+    env = dict(os.environ)
+    env.update(
+        {
+            "GIT_AUTHOR_NAME": "Test",
+            "GIT_AUTHOR_EMAIL": "test@example.com",
+            "GIT_COMMITTER_NAME": "Test",
+            "GIT_COMMITTER_EMAIL": "test@example.com",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+    )
+    if at is not None:
+        env["GIT_COMMITTER_DATE"] = f"@{int(at)} +0000"
+        env["GIT_AUTHOR_DATE"] = f"@{int(author_at if author_at is not None else at)} +0000"
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return result.stdout.strip()
+
+
+def init(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    return path
+
+
+def commit(
+    repo: Path,
+    message: str,
+    files: dict[str, str | None],
+    *,
+    at: float,
+    author_at: float | None = None,
+) -> str:
+    """Write (or, for None, delete) ``files``, commit everything at ``at``; the new sha."""
+    for name, text in files.items():
+        target = repo / name
+        if text is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message, at=at, author_at=author_at)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def make_project(path: Path, *, cycles: int = 10) -> Path:
+    """A repository where each feature's message matches one file and never its partner.
+
+    History, one commit a day: every file is added alone (18 single-file commits), then
+    ``cycles`` rounds of the three features, each commit touching its two files. With
+    the default 10 cycles there are 48 usable commits: 38 teach (80%), the last 10 test.
+    """
+    repo = init(path)
+    day = 0
+    for name in FILLERS:
+        commit(
+            repo, f"add {name}", {name: f"lorem ipsum filler {name[-6:-4]}\n"}, at=BASE + day * DAY
+        )
+        day += 1
+    for name, text in CONTENT.items():
+        commit(repo, f"add {name}", {name: text}, at=BASE + day * DAY)
+        day += 1
+    lines = dict(CONTENT)
+    for cycle in range(cycles):
+        for message, matched, partner in FEATURES:
+            for name in (matched, partner):
+                lines[name] += f"# change {cycle}\n"
+            commit(
+                repo,
+                message,
+                {matched: lines[matched], partner: lines[partner]},
+                at=BASE + day * DAY,
+            )
+            day += 1
+    return repo

@@ -1,0 +1,183 @@
+"""Export and import: round trips in both formats, and the merge rule (newer state wins)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from synapse_retriever import Edge, SynapseConfig, SynapseStore
+from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.storage import SQLiteStorage
+from synapse_retriever.transfer import (
+    MergeReport,
+    export_edges,
+    merge_edges,
+    read_edges,
+    write_edges,
+)
+
+DAY = 86_400.0
+
+
+def _learned(path: Path | str = ":memory:") -> SynapseStore:
+    store = SynapseStore(path)
+    store.reinforce(["a", "b", "c"], namespace="shared", at=0.0)
+    store.reinforce(["a", "b"], namespace="shared", at=2 * DAY)
+    store.reinforce(["a", "z"], namespace="personal", at=DAY)
+    store.reinforce(["x", "y"], namespace="ephemeral", at=0.0)  # 1-day half-life
+    return store
+
+
+def test_export_leaves_out_pruned_edges_and_sorts() -> None:
+    with _learned() as store:
+        # at day 3 the ephemeral edge is 0.3 / 2^3 = 0.0375 (alive); at day 6, 0.0047 (pruned)
+        assert len(export_edges(store, at=3 * DAY)) == 5
+        edges = export_edges(store, at=6 * DAY)
+    assert [(e.namespace, e.a, e.b) for e in edges] == [
+        ("personal", "a", "z"),
+        ("shared", "a", "b"),
+        ("shared", "a", "c"),
+        ("shared", "b", "c"),
+    ]
+
+
+@pytest.mark.parametrize("name", ["edges.json", "edges.graphml"])
+def test_round_trip_keeps_the_stored_state_exactly(tmp_path: Path, name: str) -> None:
+    with _learned() as store:
+        written = write_edges(store, tmp_path / name, at=3 * DAY)
+        expected = export_edges(store, at=3 * DAY)
+    edges = read_edges(tmp_path / name)
+    assert written == len(edges) == 5
+    assert sorted(edges, key=lambda e: (e.namespace, e.a, e.b)) == expected
+    assert not list(tmp_path.glob(".*partial"))
+
+
+def test_json_carries_the_decayed_weight_for_readers(tmp_path: Path) -> None:
+    with _learned() as store:
+        write_edges(store, tmp_path / "e.json", at=3 * DAY)
+    document = json.loads((tmp_path / "e.json").read_text())
+    ephemeral = next(e for e in document["edges"] if e["namespace"] == "ephemeral")
+    # stored 0.3, three 1-day half-lives later: 0.3 / 8 = 0.0375
+    assert ephemeral["stored_weight"] == 0.3
+    assert ephemeral["weight"] == pytest.approx(0.0375)
+    assert document["format"] == "synapse-retriever/edges" and document["version"] == 1
+
+
+def _edge(last: float, *, weight: float = 0.5, count: int = 2, created: float = 0.0) -> Edge:
+    return Edge("a", "b", "shared", weight, count, 30.0, created, last)
+
+
+def _merged(path: Path, *batches: list[Edge]) -> list[MergeReport]:
+    """Merge each batch through its own connection, as ``synapse import`` does."""
+    reports = []
+    for batch in batches:
+        storage = SQLiteStorage(path)
+        try:
+            reports.append(merge_edges(storage, batch))
+        finally:
+            storage.close()
+    return reports
+
+
+def test_merge_inserts_replaces_older_and_keeps_newer(tmp_path: Path) -> None:
+    first = [_edge(100.0), replace(_edge(100.0), b="c"), replace(_edge(100.0), b="d")]
+    incoming = [
+        _edge(200.0, weight=0.9, count=7, created=50.0),  # newer: replaces, keeps created 0.0
+        replace(_edge(100.0, weight=0.1), b="c"),  # same time: the stored edge is kept
+        replace(_edge(50.0, weight=0.1), b="d"),  # older: kept
+        replace(_edge(10.0), b="e"),  # absent: inserted
+    ]
+    path = tmp_path / "s.db"
+    assert _merged(path, first, incoming)[1] == MergeReport(inserted=1, replaced=1, kept=2)
+    with SynapseStore(path) as store:
+        assert store.edge("a", "b", "shared") == Edge("a", "b", "shared", 0.9, 7, 30.0, 0.0, 200.0)
+        assert store.edge("a", "c", "shared") == replace(_edge(100.0), b="c")
+        assert store.edge("a", "d", "shared") == replace(_edge(100.0), b="d")
+        assert store.edge("a", "e", "shared") == replace(_edge(10.0), b="e")
+
+
+def test_merge_twice_changes_nothing_the_second_time(tmp_path: Path) -> None:
+    edges = [_edge(100.0), replace(_edge(5.0), namespace="personal")]
+    assert _merged(tmp_path / "s.db", edges, edges) == [MergeReport(2, 0, 0), MergeReport(0, 0, 2)]
+
+
+def test_merge_orders_ids_and_folds_duplicates_newest_first(tmp_path: Path) -> None:
+    flipped = Edge("b", "a", "shared", 0.4, 1, 30.0, 20.0, 30.0)
+    report = _merged(tmp_path / "s.db", [_edge(100.0, created=40.0), flipped])
+    assert report == [MergeReport(1, 0, 0)]
+    with SynapseStore(tmp_path / "s.db") as store:
+        # the newer duplicate wins, with the earlier creation time of the two
+        assert store.edge("a", "b", "shared") == _edge(100.0, created=20.0)
+
+
+@pytest.mark.parametrize(
+    ("edge", "message"),
+    [
+        (_edge(1.0, weight=1.5), "stored_weight must be in"),
+        (_edge(1.0, weight=float("nan")), "must be finite"),
+        (_edge(1.0, count=0), "count must be an integer"),
+        (replace(_edge(1.0), half_life_days=-1.0), "half_life_days must be > 0"),
+        (_edge(1.0, created=2.0), "created_at 2.0 is after"),
+        (replace(_edge(1.0), b="a"), "self-loop"),
+        (replace(_edge(1.0), namespace="team"), "namespace must be"),
+        (replace(_edge(1.0), a=""), "non-empty"),
+    ],
+)
+def test_merge_refuses_bad_edges_and_writes_nothing(
+    tmp_path: Path, edge: Edge, message: str
+) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        _merged(tmp_path / "s.db", [replace(_edge(1.0), b="ok"), edge])
+    with SynapseStore(tmp_path / "s.db") as store:
+        assert store.edge("a", "ok", "shared") is None
+
+
+def test_a_store_open_on_the_file_sees_the_import(tmp_path: Path) -> None:
+    path = tmp_path / "live.db"
+    with SynapseStore(path, config=SynapseConfig(refresh_interval_s=0.0)) as store:
+        store.reinforce(["p", "q"], namespace="shared", at=0.0)
+        storage = SQLiteStorage(path)  # another connection, as the CLI uses
+        merge_edges(storage, [_edge(100.0)])
+        storage.close()
+        assert store.edge("a", "b", "shared") == _edge(100.0)
+        assert store.weight("p", "q", "shared", at=0.0) == 0.3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "not a JSON edge export"),
+        ('{"format": "other"}', "not a synapse edge export"),
+        ('{"format": "synapse-retriever/edges", "version": 99, "edges": []}', "version 99"),
+        ('{"format": "synapse-retriever/edges", "version": 1, "edges": {}}', "no list of edges"),
+        (
+            '{"format": "synapse-retriever/edges", "version": 1, "edges": [{"a": "x"}]}',
+            "has no 'b'",
+        ),
+        ('{"format": "synapse-retriever/edges", "version": 1, "edges": [3]}', "not an object"),
+    ],
+)
+def test_read_edges_names_what_is_wrong_with_a_file(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(InvalidValueError, match=message):
+        read_edges(path)
+
+
+def test_read_edges_refuses_foreign_graphml(tmp_path: Path) -> None:
+    import networkx as nx
+
+    path = tmp_path / "other.graphml"
+    graph = nx.Graph()
+    graph.add_edge("a", "b", weight=1.0)
+    nx.write_graphml(graph, path)
+    with pytest.raises(InvalidValueError, match="not a synapse edge export"):
+        read_edges(path)
+    (tmp_path / "broken.graphml").write_text("<graphml><unclosed>")
+    with pytest.raises(InvalidValueError, match="not a GraphML edge export"):
+        read_edges(tmp_path / "broken.graphml")
