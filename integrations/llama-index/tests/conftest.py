@@ -25,9 +25,15 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
             raise OSError(f"network access attempted in an offline test: {address!r}")
         return real_connect(self, address, *args)
 
-    real_connect = socket.socket.connect
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in (None, "localhost", "127.0.0.1", "::1"):
+            raise OSError(f"network access attempted in an offline test: {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
 
 
 @pytest.fixture(autouse=True)
