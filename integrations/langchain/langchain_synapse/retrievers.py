@@ -84,7 +84,8 @@ class SynapseRetriever(BaseRetriever):
         description="The upstream: any retriever or runnable that maps a query to Documents."
     )
     store: SynapseStore = Field(
-        description="The association graph, or a path to its SQLite file (opened at construction)."
+        description="The association graph, or a path to its SQLite file (opened at "
+        "construction; close it with retriever.store.close())."
     )
     docstore: Docstore | None = Field(
         default=None,
