@@ -125,15 +125,16 @@ def _open(path: str, *, must_exist: bool) -> SynapseStore:
 @contextmanager
 def _progress(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
     """A rich progress display on stderr and a ``(phase, done, total)`` callback for it."""
+    console = _console(stderr=True)
     progress = Progress(
         TextColumn("{task.description:<16}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=_console(stderr=True),
+        console=console,
         transient=True,
-        disable=not enabled,
+        disable=not (enabled and console.is_terminal),  # no bars in logs and pipes
     )
     tasks: dict[str, TaskID] = {}
 
@@ -422,7 +423,7 @@ def _config(overrides: Sequence[str]) -> SynapseConfig:
                 raise CliError(f"--set cannot set {name!r} (not a number)")
         except ValueError:
             raise CliError(
-                f"--set {name}: expected a {type(current).__name__}, got {text!r}"
+                f"--set {name}: expected {type(current).__name__}, got {text!r}"
             ) from None
     return SynapseConfig(**values)
 

@@ -1,0 +1,325 @@
+"""The ``synapse`` command end to end: every command on a generated git repository, and the
+one-line errors (exit code 2) for bad paths and bad files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from git_history import BASE, DAY, make_project
+
+from synapse_retriever import SynapseStore
+from synapse_retriever.cli import histogram, main
+
+JWT, KEYS = "src/auth/jwt.py", "src/auth/keys.py"
+NEAR = str(BASE + 30 * DAY)  # a week after the last commit
+FAR = "2030-01-01"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(tmp_path_factory.mktemp("cli") / "project", cycles=3)
+
+
+@pytest.fixture
+def store(project: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "synapses.db"
+    assert main(["bootstrap", str(path), "--git", str(project), "--quiet"]) == 0
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bootstrap_reports_and_resumes(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "s.db")
+    code, out, err = run(capsys, "bootstrap", path, "--git", str(project))
+    assert code == 0 and err == ""
+    assert "27 non-merge commits read, 9 touch 2 to 32 files" in out
+    assert "replayed 9 into 'shared' (9 edge upserts); 0 were already replayed" in out
+    code, out, _ = run(capsys, "bootstrap", path, "--git", str(project), "--json")
+    assert code == 0
+    assert json.loads(out) | {"first": None, "last": None} == {
+        "commits": 27,
+        "eligible": 9,
+        "replayed": 0,
+        "already_seen": 9,
+        "clamped": 0,
+        "edges_written": 0,
+        "first": None,
+        "last": None,
+        "namespace": "shared",
+    }
+
+
+def test_bootstrap_since_and_namespace(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "s.db")
+    since = "2023-12-06"  # day 21.07 after BASE: the last two cycles (days 22 to 26)
+    args = ["bootstrap", path, "--git", str(project), "--since", since, "--namespace", "personal"]
+    code, out, _ = run(capsys, *args, "--json")
+    assert code == 0 and json.loads(out)["replayed"] == 5
+    with SynapseStore(path) as s:
+        assert s.edge(JWT, KEYS, "personal") is not None
+        assert s.edge(JWT, KEYS, "shared") is None
+
+
+def test_stats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json")
+    assert code == 0
+    stats = json.loads(out)
+    assert (stats["nodes"], stats["edges"]) == (6, 3)
+    assert list(stats["namespaces"]) == ["shared"]
+    assert stats["namespaces"]["shared"]["edges"] == 3
+    assert sum(b["edges"] for b in stats["weight_histogram"]) == 3
+    assert sum(b["edges"] for b in stats["half_life_histogram_days"]) == 3
+    code, out, _ = run(capsys, "stats", str(store), "--at", NEAR)
+    assert code == 0
+    assert "6 nodes, 3 live edges" in out and "half-life (days)" in out and "shared" in out
+    code, out, _ = run(capsys, "stats", str(store), "--at", FAR)
+    assert code == 0 and "0 live edges" in out and "no live edges" in out
+
+
+def test_edges(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "edges", str(store), JWT, "--at", NEAR, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [n["neighbour"] for n in data["neighbours"]] == [KEYS]
+    neighbour = data["neighbours"][0]
+    assert (neighbour["namespace"], neighbour["count"]) == ("shared", 3)
+    assert neighbour["last_reinforced_at"] == "2023-12-08T22:13:20Z"  # day 24
+    assert 0.0 < neighbour["weight"] < neighbour["stored_weight"] <= 1.0
+    code, out, _ = run(capsys, "edges", str(store), JWT, "--at", NEAR, "--namespace", "shared")
+    assert code == 0 and KEYS in out and "1 live edges" in out
+    code, out, _ = run(capsys, "edges", str(store), "nowhere.py")
+    assert code == 0 and "'nowhere.py' has no live edges" in out
+
+
+def test_decay(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "decay", str(store), "--at", NEAR)
+    assert code == 0 and out.startswith("pruned 0 edges, 3 remain")
+    code, out, _ = run(capsys, "decay", str(store), "--at", FAR, "--json")
+    assert code == 0
+    assert json.loads(out) | {"at": None} == {
+        "at": None,
+        "pruned": 3,
+        "remaining": 0,
+        "pruned_by_namespace": {"shared": 3},
+    }
+
+
+@pytest.mark.parametrize("suffix", [".json", ".graphml"])
+def test_export_then_import_round_trips_and_merges(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    exported = tmp_path / f"edges{suffix}"
+    code, out, _ = run(capsys, "export", str(store), str(exported), "--at", NEAR)
+    assert code == 0 and "exported 3 live edges" in out
+    copy = tmp_path / "copy.db"
+    code, out, _ = run(capsys, "import", str(copy), str(exported))
+    assert code == 0 and "3 inserted, 0 replaced by newer ones, 0 kept" in out
+    with SynapseStore(store) as original, SynapseStore(copy) as imported:
+        assert imported.edge(JWT, KEYS, "shared") == original.edge(JWT, KEYS, "shared")
+    code, out, _ = run(capsys, "import", str(copy), str(exported), "--json")
+    assert code == 0 and json.loads(out) == {"inserted": 0, "replaced": 0, "kept": 3}
+
+
+def test_import_never_overwrites_a_newer_edge(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported = tmp_path / "edges.json"
+    assert run(capsys, "export", str(store), str(exported), "--at", NEAR)[0] == 0
+    with SynapseStore(store) as s:  # the store keeps learning after the export
+        s.reinforce([JWT, KEYS], namespace="shared", at=BASE + 29 * DAY)
+        newer = s.edge(JWT, KEYS, "shared")
+    code, out, _ = run(capsys, "import", str(store), str(exported), "--json")
+    assert code == 0 and json.loads(out) == {"inserted": 0, "replaced": 0, "kept": 3}
+    with SynapseStore(store) as s:
+        assert s.edge(JWT, KEYS, "shared") == newer
+
+
+def test_bench_quality(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "report.json"
+    learned = tmp_path / "learned.db"
+    code, out, err = run(
+        capsys,
+        "bench",
+        "quality",
+        "--git",
+        str(project),
+        "--json",
+        str(report),
+        "--store",
+        str(learned),
+        "--quiet",
+    )
+    assert code == 0
+    data = json.loads(report.read_text())
+    # 3 cycles: 27 events, 21 teach, the last 6 feature commits test
+    assert (data["commits"]["teach"], data["commits"]["queries"]) == (21, 6)
+    online = data["variants"]["online"]["by_k"]["10"]["rows"]
+    assert online["vector"]["recall"] == 0.5 and online["synapse"]["recall"] == 1.0
+    assert "frozen k=10: synapse +50.0" in out and "report written to" in err
+    assert "oracle-reachable" in out
+    # the frozen graph was kept for inspection
+    with SynapseStore(learned) as s:
+        edge = s.edge(JWT, KEYS, "shared")
+        assert edge is not None and edge.activation_count == 1  # the one teaching auth commit
+    code, out, _ = run(
+        capsys,
+        "bench",
+        "quality",
+        "--git",
+        str(project),
+        "--markdown",
+        "--quiet",
+        "--variant",
+        "online",
+        "--k",
+        "5",
+        "--rows",
+        "synapse",
+        "recency",
+        "--set",
+        "max_inject=1",
+        "--retriever",
+        "bm25",
+    )
+    assert code == 0
+    assert "| synapse | 100.0 | +50.0 [+50.0, +50.0] |" in out
+    assert "| recency | 50.0 |" in out and "frozen" not in out
+
+
+def test_bench_quality_json_to_stdout(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "quality", "--git", str(project), "--json", "-", "--quiet"]
+    code, out, _ = run(capsys, *args, "--variant", "frozen", "--k", "5", "--rows", "oracle")
+    assert code == 0
+    assert list(json.loads(out)["variants"]["frozen"]["by_k"]["5"]["rows"]) == ["vector", "oracle"]
+
+
+def _one_error_line(err: str, *fragments: str) -> None:
+    assert err.count("\n") == 1 and err.startswith("synapse: error: "), err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+@pytest.mark.parametrize("command", ["stats", "edges", "decay", "export"])
+def test_read_commands_refuse_a_missing_store(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "missing.db")
+    extra = {"edges": ["node"], "export": [str(tmp_path / "out.json")]}.get(command, [])
+    code, out, err = run(capsys, command, missing, *extra)
+    assert code == 2 and out == ""
+    _one_error_line(err, "no synapse database at", "missing.db")
+    assert not Path(missing).exists()
+
+
+@pytest.mark.parametrize("command", ["stats", "decay", "bootstrap", "import"])
+def test_foreign_files_are_refused_and_left_untouched(
+    command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("my notes\n")
+    exported = tmp_path / "e.json"
+    exported.write_text('{"format": "synapse-retriever/edges", "version": 1, "edges": []}')
+    extra = {"bootstrap": ["--git", str(project), "--quiet"], "import": [str(exported)]}
+    code, _, err = run(capsys, command, str(foreign), *extra.get(command, []))
+    assert code == 2
+    _one_error_line(err, "notes.txt", "not a synapse database")
+    assert foreign.read_text() == "my notes\n"
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "stats", str(tmp_path))
+    assert code == 2
+    _one_error_line(err, "is a directory")
+
+
+def test_bad_git_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "s.db")
+    code, _, err = run(capsys, "bootstrap", db, "--git", str(tmp_path / "nope"))
+    assert code == 2
+    _one_error_line(err, "no such directory")
+    code, _, err = run(capsys, "bench", "quality", "--git", str(tmp_path), "--quiet")
+    assert code == 2
+    _one_error_line(err, "is not a git repository")
+
+
+def test_bad_arguments(
+    project: Path, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [
+        (["bootstrap", str(store), "--git", str(project), "--since", "last week"], "ISO 8601"),
+        (["bootstrap", str(store), "--git", str(project), "--namespace", "team"], "namespace"),
+        (["bootstrap", str(tmp_path / "no" / "s.db"), "--git", str(project)], "cannot create"),
+        (["stats", str(store), "--namespace", "team"], "namespace"),
+        (["edges", str(store), "x", "--at", "soon"], "ISO 8601"),
+        (["export", str(store), str(tmp_path / "no" / "e.json")], "no such directory"),
+        (["import", str(store), str(tmp_path / "absent.json")], "no export file"),
+        (["bench", "quality", "--git", str(project), "--set", "colour=blue"], "--set expects"),
+        (["bench", "quality", "--git", str(project), "--set", "seeds=many"], "expected int"),
+        (["bench", "quality", "--git", str(project), "--set", "seeds=0"], "seeds must be"),
+        (["bench", "quality", "--git", str(project), "--split", "2"], "split"),
+        (["bench", "quality", "--git", str(project), "--store", str(store)], "exists"),
+    ]
+    for args, fragment in cases:
+        code, _, err = run(
+            capsys, *args, *(["--quiet"] if args[0] in ("bootstrap", "bench") else [])
+        )
+        assert code == 2, args
+        _one_error_line(err, fragment)
+
+
+def test_bad_import_files(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    for content, fragment in [
+        ("{", "not a JSON edge export"),
+        ("[]", "not a synapse edge export"),
+        (
+            '{"format": "synapse-retriever/edges", "version": 1, "edges": [{"a": "x", "b": "y", '
+            '"namespace": "shared", "stored_weight": 7, "count": 1, "half_life_days": 30, '
+            '"created_at": 0, "last_reinforced_at": 0}]}',
+            "stored_weight must be in (0, 1], got 7.0",
+        ),
+    ]:
+        bad.write_text(content)
+        code, _, err = run(capsys, "import", str(store), str(bad))
+        assert code == 2
+        _one_error_line(err, fragment)
+    (tmp_path / "bad.graphml").write_text("<graphml>")
+    code, _, err = run(capsys, "import", str(store), str(tmp_path / "bad.graphml"))
+    assert code == 2
+    _one_error_line(err, "not a GraphML edge export")
+
+
+def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "synapse_retriever.cli", "stats", str(tmp_path / "none.db")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"synapse: error: no synapse database at '{tmp_path / 'none.db'}'\n"
+    version = subprocess.run(
+        [sys.executable, "-m", "synapse_retriever.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("synapse ")
+
+
+def test_histogram_bins() -> None:
+    # bins [0, 0.1) [0.1, 0.2) [0.2, 1.0]; 1.0 closes the last bin; -1 and 2 are outside
+    assert histogram([0.0, 0.05, 0.1, 0.5, 1.0, -1.0, 2.0], [0.0, 0.1, 0.2, 1.0]) == [2, 1, 2]
