@@ -11,29 +11,38 @@ from typing import Any
 
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail any test that reaches for the network (NLTK data, tiktoken files, model APIs)."""
+def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Refuse the network (NLTK data, tiktoken files, model APIs), and fail the test on any
+    attempt, even one the library caught and swallowed (NLTK's downloader does)."""
+    attempts: list[str] = []
 
-    def refuse(self: socket.socket, address: Any, *args: Any) -> None:
+    def refuse(what: object) -> OSError:
+        attempts.append(repr(what))
+        return OSError(f"network access attempted in an offline test: {what!r}")
+
+    def connect(self: socket.socket, address: Any, *args: Any) -> Any:
         if self.family in (socket.AF_INET, socket.AF_INET6):
-            raise OSError(f"network access attempted in an offline test: {address!r}")
+            raise refuse(address)
         return real_connect(self, address, *args)
 
     def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
         if host not in (None, "localhost", "127.0.0.1", "::1"):
-            raise OSError(f"network access attempted in an offline test: {host!r}")
+            raise refuse(host)
         return real_getaddrinfo(host, *args, **kwargs)
 
     real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect)
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    yield attempts
+    assert not attempts, f"network access attempted: {attempts}"
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +63,7 @@ class HashEmbedding(BaseEmbedding):
     makes a co-used node that shares no words invisible to vector search.
     """
 
-    dim: int = 256
+    dim: int = 1024
 
     @classmethod
     def class_name(cls) -> str:
@@ -78,9 +87,18 @@ class HashEmbedding(BaseEmbedding):
 
 
 class CitingLLM(CustomLLM):
-    """Answers with a fixed text (e.g. one that cites ``[2]``), whatever the prompt."""
+    """Answers with a fixed text (e.g. one citing ``[2]``), or cites the prompt's sources
+    that contain each of ``cite`` (as a ``CitationQueryEngine`` prompt numbers them)."""
 
     answer: str = "It is verified with the loaded keys [1][3]."
+    cite: list[str] = Field(default_factory=list)
+
+    def respond(self, prompt: str) -> str:
+        if not self.cite:
+            return self.answer
+        sources = re.findall(r"Source (\d+):\n([^\n]*)", prompt)  # one-line chunks
+        numbers = [n for text in self.cite for n, source in sources if text in source]
+        return "As the sources say " + "".join(f"[{n}]" for n in numbers) + "."
 
     @classmethod
     def class_name(cls) -> str:
@@ -92,11 +110,12 @@ class CitingLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self.answer)
+        return CompletionResponse(text=self.respond(prompt))
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
-        yield CompletionResponse(text=self.answer, delta=self.answer)
+        text = self.respond(prompt)
+        yield CompletionResponse(text=text, delta=text)
 
 
 @pytest.fixture

@@ -48,10 +48,12 @@ def edges(synapse: SynapsePostprocessor) -> set[frozenset[str]]:
     return {frozenset(edge) for edge in synapse.store.graph(namespaces="personal").edges}
 
 
-def test_the_offline_guard_refuses_connections() -> None:
+def test_the_offline_guard_refuses_connections(offline: list[str]) -> None:
     for url in ("http://example.com", "http://93.184.216.34"):
         with pytest.raises(OSError, match="network access attempted"):
             urllib.request.urlopen(url, timeout=1)
+    assert len(offline) == 2
+    offline.clear()  # expected here; any other test that tries fails at teardown
 
 
 def test_mark_used_outside_any_span_is_one_event(
