@@ -1,7 +1,7 @@
 """Forgetting: exponential decay at a half-life learned per edge, LTP floor, pruning.
 
-Pure functions over plain floats; the store calls them, and so can users who keep
-their own graph.
+Pure functions over floats or NumPy arrays (element-wise); the store calls them on
+whole batches of edges, users who keep their own graph on single values.
 
 Examples
 --------
@@ -14,6 +14,10 @@ A personal edge reinforced twice, one day apart, learns a 21.25-day half-life:
 from __future__ import annotations
 
 import math
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "decayed_weight",
@@ -24,8 +28,22 @@ __all__ = [
 
 LN2 = math.log(2.0)
 
+Array = npt.NDArray[np.float64]
+ArrayLike = float | npt.NDArray[np.floating] | npt.NDArray[np.integer]
 
-def decayed_weight(w0: float, half_life_days: float, age_days: float) -> float:
+
+@overload
+def _result(value: Array, *inputs: float) -> float: ...
+@overload
+def _result(value: Array, *inputs: ArrayLike) -> float | Array: ...
+def _result(value: Array, *inputs: ArrayLike) -> float | Array:
+    """Plain floats in, a plain float out; arrays in, an array out."""
+    if all(np.ndim(x) == 0 for x in inputs):
+        return float(value)
+    return value
+
+
+def decayed_weight(w0: ArrayLike, half_life_days: ArrayLike, age_days: ArrayLike) -> float | Array:
     """Plain exponential decay: w0 × exp(−ln2 / half_life × age); a negative age counts as 0.
 
     Examples
@@ -33,20 +51,21 @@ def decayed_weight(w0: float, half_life_days: float, age_days: float) -> float:
     >>> decayed_weight(0.8, 30.0, 30.0)  # one half-life: 0.8 / 2
     0.4
     """
-    return w0 * math.exp(-LN2 / half_life_days * max(0.0, age_days))
+    value = np.multiply(w0, np.exp(-LN2 / np.asarray(half_life_days) * np.maximum(0.0, age_days)))
+    return _result(value, w0, half_life_days, age_days)
 
 
 def effective_weight(
-    w0: float,
-    half_life_days: float,
-    age_days: float,
+    w0: ArrayLike,
+    half_life_days: ArrayLike,
+    age_days: ArrayLike,
     *,
-    count: int,
-    ltp: bool = True,
+    count: ArrayLike,
+    ltp: bool | npt.NDArray[np.bool_] = True,
     ltp_min_count: int = 5,
     ltp_floor: float = 0.20,
     prune_threshold: float = 0.01,
-) -> float:
+) -> float | Array:
     """The weight every read sees: decay, then the LTP floor, then pruning to 0.0.
 
     Notes
@@ -69,13 +88,16 @@ def effective_weight(
     >>> effective_weight(0.3, 30.0, 147.5, count=5)
     0.2
     """
-    weight = decayed_weight(w0, half_life_days, age_days)
-    if ltp and count >= ltp_min_count and w0 >= ltp_floor:
-        weight = max(ltp_floor, weight)
-    return weight if weight >= prune_threshold else 0.0
+    weight = np.asarray(decayed_weight(w0, half_life_days, age_days))
+    floored = np.logical_and(
+        ltp, np.logical_and(np.greater_equal(count, ltp_min_count), np.greater_equal(w0, ltp_floor))
+    )
+    weight = np.where(floored, np.maximum(weight, ltp_floor), weight)
+    value = np.where(weight >= prune_threshold, weight, 0.0)
+    return _result(value, w0, half_life_days, age_days, count)
 
 
-def reinforced_weight(current: float, delta: float) -> float:
+def reinforced_weight(current: ArrayLike, delta: float) -> float | Array:
     """Hebbian update: min(1, current + delta).
 
     Examples
@@ -83,17 +105,17 @@ def reinforced_weight(current: float, delta: float) -> float:
     >>> reinforced_weight(0.9, 0.3)
     1.0
     """
-    return min(1.0, current + delta)
+    return _result(np.minimum(1.0, np.add(current, delta)), current)
 
 
 def learned_half_life(
-    count: int,
-    gap_days: float,
-    default_days: float,
+    count: ArrayLike,
+    gap_days: ArrayLike,
+    default_days: ArrayLike,
     *,
     bounds: tuple[float, float] = (3.0, 120.0),
     scale: float = 10.0,
-) -> float:
+) -> float | Array:
     """Half-life learned from how often (``count``) and how recently (``gap_days``) an edge fired.
 
     Notes
@@ -117,8 +139,11 @@ def learned_half_life(
     27.76
     """
     low, high = bounds
-    ratio = math.log1p(count / scale)
+    ratio = np.log1p(np.divide(count, scale))
     learned = low + (high - low) * ratio / (1.0 + ratio)
-    confidence = math.exp(-LN2 * max(0.0, gap_days) / default_days)
+    confidence = np.exp(-LN2 * np.maximum(0.0, gap_days) / np.asarray(default_days))
     half_life = (1.0 - confidence) * default_days + confidence * learned
-    return min(max(half_life, min(low, default_days)), max(high, default_days))
+    clamped = np.minimum(
+        np.maximum(half_life, np.minimum(low, default_days)), np.maximum(high, default_days)
+    )
+    return _result(clamped, count, gap_days, default_days)

@@ -1,12 +1,15 @@
 """Persistence: the only module that does I/O. SQLite is the embedded default.
 
-The store talks to a :class:`Storage` (a small protocol) so that another backend,
-e.g. PostgreSQL, can slot in without touching the math. Every write runs in one
-transaction that takes the write lock first (``BEGIN IMMEDIATE``) and reads the rows
-it updates inside that transaction.
+The store talks to a :class:`Storage` (a small protocol over integer ids) so that
+another backend, e.g. PostgreSQL, can slot in without touching the math. Every write
+runs in one transaction that takes the write lock first (``BEGIN IMMEDIATE``) and
+reads the rows it updates inside that transaction.
 
-Rows carry a ``version``: every write transaction bumps a counter in ``meta`` and
-stamps the rows it writes, so a store can fetch just what other processes changed.
+Node and namespace names are stored once, in their own tables; an edge row holds
+their integer ids. Ids are never reused, so every process that opens the file can
+index its in-memory arrays by them. Every write transaction bumps a version counter
+and stamps the rows it writes (and the ids it deletes), so a store fetches exactly
+what other processes changed since it last looked.
 """
 
 from __future__ import annotations
@@ -16,82 +19,117 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from synapse_retriever.errors import NotASynapseDatabaseError
-from synapse_retriever.graph import Edge
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SQLiteStorage", "Storage", "WriteTransaction"]
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "Changes",
+    "EdgeRow",
+    "SQLiteStorage",
+    "Storage",
+    "WriteTransaction",
+]
 
 APPLICATION_ID = 0x53594E41  # "SYNA"
 """``PRAGMA application_id`` of a synapse database; other SQLite files are refused."""
 
-EdgeKey = tuple[str, str, str]  # (namespace, a, b) with a < b
+
+class EdgeRow(NamedTuple):
+    """One stored edge, by integer ids (``a``'s name sorts before ``b``'s)."""
+
+    id: int
+    namespace: int
+    a: int
+    b: int
+    weight: float
+    activation_count: int
+    half_life_days: float
+    created_at: float
+    last_reinforced_at: float
+
+
+@dataclass
+class Changes:
+    """What changed in storage after a version: new names, written rows, deleted ids."""
+
+    version: int
+    nodes: list[tuple[int, str]] = field(default_factory=list)
+    namespaces: list[tuple[int, str]] = field(default_factory=list)
+    rows: list[EdgeRow] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+
 
 MIGRATIONS: list[str] = [
-    # 1: edges keyed by (namespace, a, b) with a < b, stamped with the write's version.
+    # 1: names stored once; edges by integer ids, stamped with the version that wrote them.
     """
+    CREATE TABLE nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+    CREATE TABLE namespaces (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
     CREATE TABLE edges (
-        namespace          TEXT    NOT NULL,
-        a                  TEXT    NOT NULL,
-        b                  TEXT    NOT NULL,
+        id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace          INTEGER NOT NULL REFERENCES namespaces (id),
+        a                  INTEGER NOT NULL REFERENCES nodes (id),
+        b                  INTEGER NOT NULL REFERENCES nodes (id),
         weight             REAL    NOT NULL,
         activation_count   INTEGER NOT NULL,
         half_life_days     REAL    NOT NULL,
         created_at         REAL    NOT NULL,
         last_reinforced_at REAL    NOT NULL,
         version            INTEGER NOT NULL,
-        PRIMARY KEY (namespace, a, b),
-        CHECK (a < b)
-    ) WITHOUT ROWID;
+        CHECK (a <> b)
+    );
+    CREATE UNIQUE INDEX edges_by_pair ON edges (a, b, namespace);
     CREATE INDEX edges_by_version ON edges (version);
+    CREATE TABLE removed (id INTEGER PRIMARY KEY, version INTEGER NOT NULL);
+    CREATE INDEX removed_by_version ON removed (version);
+    CREATE TABLE events (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
     INSERT INTO meta (key, value) VALUES ('version', 0);
-    CREATE TABLE events (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _COLUMNS = (
-    "a, b, namespace, weight, activation_count, half_life_days, created_at, last_reinforced_at"
+    "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
 )
-_UPSERT = f"""
-    INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (namespace, a, b) DO UPDATE SET
-        weight = excluded.weight,
-        activation_count = excluded.activation_count,
-        half_life_days = excluded.half_life_days,
-        created_at = excluded.created_at,
-        last_reinforced_at = excluded.last_reinforced_at,
-        version = excluded.version
-"""
 
 
 class WriteTransaction(Protocol):
     """What a store may do inside one write transaction."""
 
     version: int
-    """The version this transaction stamps on the rows it writes."""
+    """The version this transaction stamps on what it writes."""
 
-    def get(self, keys: Sequence[EdgeKey]) -> dict[EdgeKey, Edge]:
-        """Current rows for ``keys`` (absent keys are missing from the result)."""
+    def node_ids(self, names: Sequence[str]) -> list[int]:
+        """Ids of ``names``, in order, creating the missing ones."""
         ...
 
-    def put(self, edges: Sequence[Edge]) -> None:
-        """Upsert ``edges``."""
+    def namespace_id(self, name: str) -> int:
+        """Id of namespace ``name``, created if missing."""
         ...
 
-    def delete(self, keys: Sequence[EdgeKey]) -> None:
-        """Delete ``keys``."""
+    def rows_among(self, namespace: int, nodes: Sequence[int]) -> list[EdgeRow]:
+        """Current rows of ``namespace`` whose two ends are both in ``nodes``."""
         ...
 
-    def scan(self) -> Iterator[Edge]:
-        """Every row."""
+    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
+        """Insert new edges (their ``id`` is ignored); returns them with their new ids."""
         ...
 
-    def changed_since(self, version: int) -> list[Edge]:
-        """Rows written by transactions after ``version``."""
+    def update(self, rows: Sequence[EdgeRow]) -> None:
+        """Overwrite the state of existing edges, by id."""
+        ...
+
+    def delete(self, ids: Sequence[int]) -> None:
+        """Delete edges by id."""
+        ...
+
+    def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
+        """Everything written after version ``since``; names with ids above the maxima."""
         ...
 
     def record_event(self, event_id: str, at: float) -> bool:
@@ -102,12 +140,12 @@ class WriteTransaction(Protocol):
 class Storage(Protocol):
     """A backend for :class:`~synapse_retriever.store.SynapseStore`."""
 
-    def load(self) -> tuple[list[Edge], int]:
-        """Every row and the current version."""
+    def load(self) -> Changes:
+        """Everything stored, as changes since version 0."""
         ...
 
-    def poll(self, version: int) -> tuple[list[Edge], int] | None:
-        """Rows changed after ``version`` and the new version, or None if nothing changed."""
+    def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
+        """Changes since ``since``, or None when no other connection wrote (cheap check)."""
         ...
 
     def write(self) -> AbstractContextManager[WriteTransaction]:
@@ -119,59 +157,100 @@ class Storage(Protocol):
         ...
 
 
-def _edge(row: tuple[object, ...]) -> Edge:
-    return Edge(*row)  # type: ignore[arg-type]
-
-
 class _SQLiteTransaction:
     def __init__(self, db: sqlite3.Connection, version: int) -> None:
         self._db = db
         self.version = version
 
-    def get(self, keys: Sequence[EdgeKey]) -> dict[EdgeKey, Edge]:
-        found: dict[EdgeKey, Edge] = {}
-        query = f"SELECT {_COLUMNS} FROM edges WHERE namespace = ? AND a = ? AND b = ?"
-        for key in keys:
-            row = self._db.execute(query, key).fetchone()
-            if row is not None:
-                found[key] = _edge(row)
-        return found
+    def node_ids(self, names: Sequence[str]) -> list[int]:
+        found = dict(self._select_in("SELECT name, id FROM nodes WHERE name IN ({})", names))
+        missing = [name for name in dict.fromkeys(names) if name not in found]
+        if missing:
+            start = self._db.execute("SELECT coalesce(max(id), 0) FROM nodes").fetchone()[0] + 1
+            new = list(zip(missing, range(start, start + len(missing)), strict=True))
+            self._db.executemany("INSERT INTO nodes (name, id) VALUES (?, ?)", new)
+            found.update(new)
+        return [found[name] for name in names]
 
-    def put(self, edges: Sequence[Edge]) -> None:
+    def namespace_id(self, name: str) -> int:
+        row = self._db.execute("SELECT id FROM namespaces WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        cursor = self._db.execute("INSERT INTO namespaces (name) VALUES (?)", (name,))
+        return int(cursor.lastrowid or 0)
+
+    def rows_among(self, namespace: int, nodes: Sequence[int]) -> list[EdgeRow]:
+        marks = ", ".join("?" * len(nodes))
+        query = (
+            f"SELECT {_COLUMNS} FROM edges "
+            f"WHERE a IN ({marks}) AND b IN ({marks}) AND namespace = ?"
+        )
+        return [EdgeRow(*row) for row in self._db.execute(query, (*nodes, *nodes, namespace))]
+
+    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
+        if not rows:
+            return []
+        last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'edges'").fetchone()
+        start = (last[0] if last else 0) + 1
+        placed = [row._replace(id=start + i) for i, row in enumerate(rows)]
         self._db.executemany(
-            _UPSERT,
+            f"INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*row, self.version) for row in placed],
+        )
+        return placed
+
+    def update(self, rows: Sequence[EdgeRow]) -> None:
+        self._db.executemany(
+            "UPDATE edges SET weight = ?, activation_count = ?, half_life_days = ?, "
+            "created_at = ?, last_reinforced_at = ?, version = ? WHERE id = ?",
             [
                 (
-                    e.a,
-                    e.b,
-                    e.namespace,
-                    e.weight,
-                    e.activation_count,
-                    e.half_life_days,
-                    e.created_at,
-                    e.last_reinforced_at,
+                    r.weight,
+                    r.activation_count,
+                    r.half_life_days,
+                    r.created_at,
+                    r.last_reinforced_at,
                     self.version,
+                    r.id,
                 )
-                for e in edges
+                for r in rows
             ],
         )
 
-    def delete(self, keys: Sequence[EdgeKey]) -> None:
-        self._db.executemany("DELETE FROM edges WHERE namespace = ? AND a = ? AND b = ?", keys)
+    def delete(self, ids: Sequence[int]) -> None:
+        self._db.executemany("DELETE FROM edges WHERE id = ?", [(i,) for i in ids])
+        self._db.executemany(
+            "INSERT OR REPLACE INTO removed (id, version) VALUES (?, ?)",
+            [(i, self.version) for i in ids],
+        )
 
-    def scan(self) -> Iterator[Edge]:
-        for row in self._db.execute(f"SELECT {_COLUMNS} FROM edges"):
-            yield _edge(row)
-
-    def changed_since(self, version: int) -> list[Edge]:
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM edges WHERE version > ?", (version,))
-        return [_edge(row) for row in rows]
+    def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
+        db = self._db
+        return Changes(
+            version=int(db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]),
+            nodes=db.execute("SELECT id, name FROM nodes WHERE id > ?", (max_node,)).fetchall(),
+            namespaces=db.execute(
+                "SELECT id, name FROM namespaces WHERE id > ?", (max_namespace,)
+            ).fetchall(),
+            # plain tuples in EdgeRow's order: a million NamedTuples would double the load time
+            rows=db.execute(f"SELECT {_COLUMNS} FROM edges WHERE version > ?", (since,)).fetchall(),
+            removed=[
+                row[0] for row in db.execute("SELECT id FROM removed WHERE version > ?", (since,))
+            ],
+        )
 
     def record_event(self, event_id: str, at: float) -> bool:
         cursor = self._db.execute(
             "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", (event_id, at)
         )
         return cursor.rowcount == 1
+
+    def _select_in(self, query: str, values: Sequence[str]) -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
+            found += self._db.execute(query.format(", ".join("?" * len(chunk))), chunk).fetchall()
+        return found
 
 
 class SQLiteStorage:
@@ -189,7 +268,7 @@ class SQLiteStorage:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
-        self.path = str(path)
+        self.path = os.fspath(path)
         self._lock = threading.RLock()
         self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         if not self._in_memory:
@@ -235,9 +314,9 @@ class SQLiteStorage:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
         if user_version < SCHEMA_VERSION:
-            self._migrate(user_version)
+            self._migrate()
 
-    def _migrate(self, from_version: int) -> None:
+    def _migrate(self) -> None:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -253,33 +332,25 @@ class SQLiteStorage:
             db.execute("ROLLBACK")
             raise
 
-    def load(self) -> tuple[list[Edge], int]:
+    def load(self) -> Changes:
         with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                version = self._version()
-                edges = [_edge(row) for row in self._db.execute(f"SELECT {_COLUMNS} FROM edges")]
-            finally:
-                self._db.execute("COMMIT")
-            self._data_version = self._pragma("data_version")
-            return edges, version
+            changes = self._read(0, 0, 0)
+            changes.removed = []
+            return changes
 
-    def _version(self) -> int:
-        return int(self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0])
-
-    def poll(self, version: int) -> tuple[list[Edge], int] | None:
+    def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
         with self._lock:
-            data_version = self._pragma("data_version")
-            if data_version == self._data_version:
+            if self._pragma("data_version") == self._data_version:
                 return None
-            self._db.execute("BEGIN")
-            try:
-                current = self._version()
-                changed = _SQLiteTransaction(self._db, current).changed_since(version)
-            finally:
-                self._db.execute("COMMIT")
-            self._data_version = data_version
-            return changed, current
+            return self._read(since, max_node, max_namespace)
+
+    def _read(self, since: int, max_node: int, max_namespace: int) -> Changes:
+        self._db.execute("BEGIN")
+        try:
+            return _SQLiteTransaction(self._db, 0).changes(since, max_node, max_namespace)
+        finally:
+            self._db.execute("COMMIT")
+            self._data_version = self._pragma("data_version")
 
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
@@ -287,9 +358,10 @@ class SQLiteStorage:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                version = self._version() + 1
-                db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (version,))
-                yield _SQLiteTransaction(db, version)
+                version = db.execute(
+                    "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
+                ).fetchone()[0]
+                yield _SQLiteTransaction(db, int(version))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")

@@ -25,15 +25,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from synapse_retriever.activation import Activation, spread_activation
+import numpy as np
+
+from synapse_retriever.activation import Activation, NamedPaths
 from synapse_retriever.capture import coactivation_set, validate_node_id
-from synapse_retriever.clock import Clock, days_between, to_seconds
+from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
-from synapse_retriever.decay import learned_half_life, reinforced_weight
+from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 from synapse_retriever.graph import Edge, MemoryGraph
-from synapse_retriever.injection import Hit, RecallPlan, Resolvable
-from synapse_retriever.storage import SQLiteStorage, Storage, WriteTransaction
+from synapse_retriever.injection import ENERGY_TOLERANCE, Hit, RecallPlan, Resolvable
+from synapse_retriever.storage import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -104,9 +106,9 @@ class SynapseStore:
         )
         self._lock = threading.RLock()
         self._graph = MemoryGraph(self.config)
-        edges, self._version = self._storage.load()
-        for edge in edges:
-            self._graph.put(edge)
+        self._version = 0
+        self._apply(self._storage.load())
+        self._graph.rebuild()
         self._polled = time.monotonic()
         self._closed = False
 
@@ -183,53 +185,101 @@ class SynapseStore:
             raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
         if len(ids) < 2 or delta == 0.0:
             return 0
-        keys = [(ns, *_ordered(x, y)) for i, x in enumerate(ids) for y in ids[i + 1 :]]
         with self._lock:
             self._check_open()
             with self._storage.write() as tx:
-                others = self._catch_up(tx)
+                self._catch_up(tx)
                 now = explicit if explicit is not None else time.time()
                 if event_id is not None and not tx.record_event(event_id, now):
                     return 0
-                stored = tx.get(keys)
-                written = []
-                for key in keys:
-                    old = stored.get(key)
-                    if (
-                        old is not None
-                        and explicit is not None
-                        and explicit < old.last_reinforced_at
-                    ):
-                        raise InvalidValueError(
-                            f"at={explicit} is earlier than the last reinforcement of "
-                            f"{old.a!r}-{old.b!r} in {ns!r} ({old.last_reinforced_at}): "
-                            "time must not run backwards"
-                        )
-                    when = now if old is None else max(now, old.last_reinforced_at)
-                    written.append(self._reinforced(key, old, when, delta))
-                tx.put(written)
-            self._apply(others + written, tx.version)
-        return len(written)
+                node_ids = tx.node_ids(ids)
+                ns_id = tx.namespace_id(ns)
+                inserted, updated = self._reinforced(
+                    tx.rows_among(ns_id, node_ids), ids, node_ids, ns, ns_id, now, explicit, delta
+                )
+                inserted = tx.insert(inserted)
+                tx.update(updated)
+            self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
+            self._graph.apply([*inserted, *updated])
+            self._version = tx.version
+        return len(inserted) + len(updated)
 
     def _reinforced(
-        self, key: tuple[str, str, str], old: Edge | None, now: float, delta: float
-    ) -> Edge:
-        ns, a, b = key
+        self,
+        stored: list[EdgeRow],
+        names: list[str],
+        node_ids: list[int],
+        ns: str,
+        ns_id: int,
+        now: float,
+        explicit: float | None,
+        delta: float,
+    ) -> tuple[list[EdgeRow], list[EdgeRow]]:
+        """New states of every pair of one event, from the rows read inside the transaction."""
         config = self.config
-        default = config.default_half_life(ns)
-        current = 0.0 if old is None else old.weight_at(now, config)
-        if old is None or current == 0.0:
-            return Edge(a, b, ns, reinforced_weight(0.0, delta), 1, default, now, now)
-        count = old.activation_count + 1
-        half_life = learned_half_life(
-            count,
-            days_between(old.last_reinforced_at, now),
-            default,
-            bounds=config.half_life_bounds,
-            scale=config.learned_scale,
+        rows = {(row[2], row[3]): EdgeRow(*row) for row in stored}
+        pairs = [
+            (x, y) if names[i] < names[j] else (y, x)
+            for i, x in enumerate(node_ids)
+            for j, y in enumerate(node_ids[i + 1 :], start=i + 1)
+        ]
+        old = [rows.get(pair) for pair in pairs]
+        if explicit is not None:
+            for row in old:
+                if row is not None and explicit < row.last_reinforced_at:
+                    a, b = (
+                        self._name_of(row.a, names, node_ids),
+                        self._name_of(row.b, names, node_ids),
+                    )
+                    raise InvalidValueError(
+                        f"at={explicit} is earlier than the last reinforcement of {a!r}-{b!r} "
+                        f"in {ns!r} ({row.last_reinforced_at}): time must not run backwards"
+                    )
+        blank = EdgeRow(0, ns_id, 0, 0, 0.0, 0, 1.0, now, now)
+        state = np.asarray([row or blank for row in old], dtype=np.float64)
+        w0, count, half_life, created, last = (state[:, k] for k in (4, 5, 6, 7, 8))
+        when = np.maximum(now, last)
+        gap = (when - last) / SECONDS_PER_DAY
+        current = np.asarray(
+            effective_weight(
+                w0,
+                half_life,
+                gap,
+                count=count,
+                ltp=config.is_ltp_namespace(ns),
+                ltp_min_count=config.ltp_min_count,
+                ltp_floor=config.ltp_floor,
+                prune_threshold=config.prune_threshold,
+            )
         )
-        weight = reinforced_weight(current, delta)
-        return Edge(a, b, ns, weight, count, half_life, old.created_at, now)
+        fresh = current == 0.0  # absent, or already pruned: starts afresh
+        default = config.default_half_life(ns)
+        count = np.where(fresh, 1, count + 1)
+        learned = learned_half_life(
+            count, gap, default, bounds=config.half_life_bounds, scale=config.learned_scale
+        )
+        weight = np.minimum(1.0, current + delta)
+        half_life = np.where(fresh, default, learned)
+        created = np.where(fresh, when, created)
+        inserted: list[EdgeRow] = []
+        updated: list[EdgeRow] = []
+        for k, (pair, row) in enumerate(zip(pairs, old, strict=True)):
+            new = EdgeRow(
+                0 if row is None else row.id,
+                ns_id,
+                *pair,
+                float(weight[k]),
+                int(count[k]),
+                float(half_life[k]),
+                float(created[k]),
+                float(when[k]),
+            )
+            (inserted if row is None else updated).append(new)
+        return inserted, updated
+
+    @staticmethod
+    def _name_of(node: int, names: list[str], node_ids: list[int]) -> str:
+        return names[node_ids.index(node)]
 
     def decay(self, at: Clock = None) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.
@@ -245,23 +295,21 @@ class SynapseStore:
         (0, 1)
         """
         now = to_seconds(at)
+        graph = self._graph
         with self._lock:
             self._check_open()
             with self._storage.write() as tx:
-                others = self._catch_up(tx)
-                remaining = 0
-                pruned: list[tuple[str, str, str]] = []
-                for edge in tx.scan():
-                    if edge.weight_at(now, self.config) == 0.0:
-                        pruned.append((edge.namespace, edge.a, edge.b))
-                    else:
-                        remaining += 1
-                tx.delete(pruned)
-            self._apply(others, tx.version)
-            for key in pruned:
-                self._graph.remove(*key)
-        by_namespace = Counter(ns for ns, _, _ in pruned)
-        return DecayReport(now, len(pruned), remaining, dict(sorted(by_namespace.items())))
+                self._catch_up(tx)
+                ids = graph.live_ids()
+                pruned = ids[graph.weights(ids, now) == 0.0]
+                tx.delete(pruned.tolist())
+            namespaces = [graph.ns_names[int(ns)] for ns in graph._ns[pruned]]
+            graph.remove(pruned.tolist())
+            self._version = tx.version
+        by_namespace = Counter(namespaces)
+        return DecayReport(
+            now, int(pruned.size), int(ids.size - pruned.size), dict(sorted(by_namespace.items()))
+        )
 
     # -- reading -----------------------------------------------------------------------
 
@@ -271,7 +319,7 @@ class SynapseStore:
         a, b = sorted((validate_node_id(a), validate_node_id(b)))
         with self._lock:
             self._refresh()
-            return self._graph.get(ns, a, b)
+            return self._graph.edge(ns, a, b)
 
     def weight(self, a: str, b: str, namespace: str = "personal", at: Clock = None) -> float:
         """The effective (decayed, LTP-floored) weight at ``at``; 0.0 if absent or pruned."""
@@ -280,21 +328,33 @@ class SynapseStore:
         return 0.0 if edge is None else edge.weight_at(now, self.config)
 
     def spread(
-        self, seeds: Iterable[str], at: Clock = None, active_namespace: str = "personal"
+        self,
+        seeds: Iterable[str],
+        at: Clock = None,
+        active_namespace: str = "personal",
+        *,
+        report_min: float = 0.0,
+        report: Iterable[str] = (),
     ) -> Activation:
-        """Spreading activation from ``seeds`` with the paths that carried the energy."""
+        """Spreading activation from ``seeds``, with the paths that carried the energy.
+
+        ``report_min`` and ``report`` limit which reached nodes are returned (all by
+        default); see :func:`~synapse_retriever.activation.spread`.
+        """
         ids = coactivation_set(seeds)
         now = to_seconds(at)
-        config = self.config
+        validate_namespace(active_namespace)
         with self._lock:
             self._refresh()
-            view = self._graph.merged(now, active_namespace)
-            return spread_activation(
-                view,
-                ids,
-                spread_rate=config.spread_rate,
-                hub_degree=config.hub_degree,
-                degree=view.hub_degree,
+            graph = self._graph
+            result = graph.spread(ids, now, active_namespace, report_min=report_min, report=report)
+            names = graph.names
+            return Activation(
+                energy={
+                    names[n]: e
+                    for n, e in zip(result.nodes.tolist(), result.energy.tolist(), strict=True)
+                },
+                paths=NamedPaths(result.paths, names, graph.index),
             )
 
     def activate(
@@ -322,7 +382,13 @@ class SynapseStore:
         config = self.config
         seeds = [node for node, _ in rows[: config.seeds]]
         if config.injection_enabled and len(rows) > 1:
-            activation = self.spread(seeds, at, active_namespace)
+            activation = self.spread(
+                seeds,
+                at,
+                active_namespace,
+                report_min=config.inject_threshold - ENERGY_TOLERANCE,
+                report=[node for node, _ in rows],
+            )
         else:
             validate_namespace(active_namespace)
             to_seconds(at)
@@ -394,11 +460,12 @@ class SynapseStore:
         result: nx.Graph[str] = nx.Graph() if single else nx.MultiGraph()
         with self._lock:
             self._refresh()
-            for ns in chosen if chosen is not None else self._graph.namespaces():
-                for edge in self._graph.edges(ns):
-                    weight = edge.weight_at(now, self.config)
-                    if weight == 0.0:
-                        continue
+            graph = self._graph
+            for ns in chosen if chosen is not None else graph.namespaces():
+                ids = graph.live_ids(ns)
+                weights = graph.weights(ids, now)
+                ids, weights = ids[weights > 0], weights[weights > 0]
+                for edge, weight in zip(graph.edges(ids), weights.tolist(), strict=True):
                     attrs = {
                         "weight": weight,
                         "stored_weight": edge.weight,
@@ -419,16 +486,17 @@ class SynapseStore:
         if self._closed:
             raise SynapseError(f"{self!r} is closed")
 
-    def _catch_up(self, tx: WriteTransaction) -> list[Edge]:
-        """Rows other processes wrote since our last look (read inside ``tx``)."""
-        if tx.version - 1 == self._version:
-            return []
-        return tx.changed_since(self._version)
+    def _apply(self, changes: Changes) -> None:
+        self._graph.add_names(changes.nodes, changes.namespaces)
+        self._graph.apply(changes.rows)
+        self._graph.remove(changes.removed)
+        self._version = max(self._version, changes.version)
 
-    def _apply(self, edges: Iterable[Edge], version: int) -> None:
-        for edge in edges:
-            self._graph.put(edge)
-        self._version = max(self._version, version)
+    def _catch_up(self, tx: WriteTransaction) -> None:
+        """Apply what other processes committed since our last look (read inside ``tx``)."""
+        if tx.version - 1 != self._version:
+            graph = self._graph
+            self._apply(tx.changes(self._version, graph.max_node, graph.max_namespace))
 
     def _refresh(self) -> None:
         """Apply other processes' writes, checking at most once per refresh interval."""
@@ -437,13 +505,10 @@ class SynapseStore:
         if clock - self._polled < self.config.refresh_interval_s:
             return
         self._polled = clock
-        changed = self._storage.poll(self._version)
-        if changed is not None:
-            self._apply(*changed)
-
-
-def _ordered(x: str, y: str) -> tuple[str, str]:
-    return (x, y) if x < y else (y, x)
+        graph = self._graph
+        changes = self._storage.poll(self._version, graph.max_node, graph.max_namespace)
+        if changes is not None:
+            self._apply(changes)
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:

@@ -75,11 +75,11 @@ from synapse_retriever import storage
 store = SynapseStore(sys.argv[1])
 store.reinforce(["a", "b"], at=0)          # committed before the crash
 
-real_put = storage._SQLiteTransaction.put
-def put_then_die(self, edges):
-    real_put(self, edges)                   # rows are in the WAL, not committed
+real_update = storage._SQLiteTransaction.update
+def update_then_die(self, rows):
+    real_update(self, rows)                 # new and updated rows are written, not committed
     os.kill(os.getpid(), signal.SIGKILL)
-storage._SQLiteTransaction.put = put_then_die
+storage._SQLiteTransaction.update = update_then_die
 store.reinforce(["a", "b", "c", "d"], at=86400)
 """
 
