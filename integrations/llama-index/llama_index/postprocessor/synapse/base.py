@@ -68,7 +68,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     only the order changes, and every kept node keeps its score (None stays None).
 
     Args:
-        store: A ``SynapseStore``, or the path of its SQLite file.
+        store: A ``SynapseStore``, or the path of its SQLite file (a store opened from a path
+            is the postprocessor's: close it with ``synapse.store.close()``).
         docstore: Where injected nodes come from: a ``BaseDocumentStore`` (e.g.
             ``index.docstore``), a vector store that returns nodes by id, or a ``NodeFetcher``.
             None: boost only.
@@ -248,10 +249,11 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             if hit.origin == "vector":
                 output.append(item)
                 continue
-            if recall.scored:
-                score = hit.score
-            else:  # keep the upstream's scores; an injected node takes its victim's
-                score = item.score if hit.origin == "boosted" else displaced[hit.displaced].pop(0)
+            score: float | None = hit.score
+            if not recall.scored and hit.origin == "boosted":  # keep the upstream's scores
+                score = item.score
+            elif not recall.scored:  # an injected node takes its victim's
+                score = displaced[hit.displaced or ""].pop(0)
             output.append(NodeWithScore(node=_annotated(item.node, hit), score=score))
         dispatcher.event(SynapseRecallEvent(nodes=output))
         return output

@@ -145,7 +145,9 @@ class SynapseUsageHandler(BaseEventHandler):
                 for kind, node in items
                 if kind != "seen"
             ]
-            self.postprocessor.record_usage([i for i in ids if i], strength=self.strength)
+            used = [node for node in ids if node]
+            if len(set(used)) > 1:
+                self.postprocessor.record_usage(used, strength=self.strength)
         except Exception:  # the dispatcher would swallow it silently
             logger.exception("synapse usage capture failed; nothing was reinforced")
 
