@@ -267,7 +267,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
         "count",
         "half-life (days)",
         "last reinforced",
-        title=f"{args.node} at {_iso(now)}: {len(rows)} live edges",
+        title=f"{args.node} at {_iso(now)}: {len(rows)} live edge{'s' if len(rows) != 1 else ''}",
         title_justify="left",
     )
     for r in shown:
