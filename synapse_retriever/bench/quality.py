@@ -63,9 +63,9 @@ from synapse_retriever.gitlog import (
 
 __all__ = [
     "VARIANTS",
+    "HeldOut",
     "Prepared",
     "QualitySettings",
-    "TestItem",
     "evaluate",
     "markdown_tables",
     "prepare",
@@ -114,8 +114,8 @@ class QualitySettings:
 
 
 @dataclass(frozen=True)
-class TestItem:
-    """A test commit, with its query and vector hits (None: the commit asks no query)."""
+class HeldOut:
+    """A held-out (test) commit, with its query and vector hits (None: it asks no query)."""
 
     commit: Commit
     query: Query | None
@@ -130,7 +130,7 @@ class Prepared:
     head: str
     commits_read: int
     teach: tuple[Commit, ...]
-    test: tuple[TestItem, ...]
+    test: tuple[HeldOut, ...]
     documents_at_split: int
 
 
@@ -178,7 +178,7 @@ def prepare(
         )
     retriever: Retriever = RETRIEVERS[settings.retriever]()
     k_max = max(settings.ks)
-    items: list[TestItem] = []
+    items: list[HeldOut] = []
     with BlobReader(repo) as blobs:
         at_split = _documents(tree_files(repo, teach[-1].sha), blobs)
         retriever.fit(at_split)
@@ -192,7 +192,7 @@ def prepare(
                     documents = _documents(tree, blobs)
                     query = Query(commit.message, commit.commit_time, relevant, frozenset(tree))
                     hits = tuple(retriever.search(commit.message, documents, k_max))
-            items.append(TestItem(commit, query, hits))
+            items.append(HeldOut(commit, query, hits))
             if progress is not None:
                 progress("vector search", done, len(test))
     if not any(item.query is not None for item in items):
