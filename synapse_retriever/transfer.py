@@ -55,7 +55,7 @@ from synapse_retriever.clock import Clock, to_seconds
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.graph import Edge
-from synapse_retriever.storage import Storage
+from synapse_retriever.storage import EdgeRow, Storage, WriteTransaction
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -120,10 +120,7 @@ def merge_edges(storage: Storage, edges: Iterable[Edge]) -> MergeReport:
             checked = _newer(incoming[key], checked)
         incoming[key] = checked
     with storage.write() as tx:
-        if hasattr(tx, "rows_among"):
-            counts = _merge_by_ids(tx, incoming)
-        else:
-            counts = _merge_by_keys(tx, incoming)
+        counts = _merge(tx, incoming)
     return MergeReport(*counts)
 
 
@@ -136,41 +133,20 @@ def _replacement(old: Edge | None, edge: Edge) -> Edge | None:
     return None
 
 
-def _merge_by_keys(tx: Any, incoming: dict[tuple[str, str, str], Edge]) -> tuple[int, int, int]:
-    """Merge through a transaction keyed by ``(namespace, a, b)`` names (``get``/``put``)."""
-    stored = tx.get(list(incoming))
-    writes = []
-    inserted = replaced = kept = 0
-    for key, edge in incoming.items():
-        old = stored.get(key)
-        new = _replacement(old, edge)
-        if new is None:
-            kept += 1
-            continue
-        inserted += old is None
-        replaced += old is not None
-        writes.append(new)
-    tx.put(writes)
-    return inserted, replaced, kept
-
-
-def _merge_by_ids(tx: Any, incoming: dict[tuple[str, str, str], Edge]) -> tuple[int, int, int]:
-    """Merge through a transaction over integer node and namespace ids (``rows_among``,
-    ``insert``, ``update``)."""
-    from synapse_retriever import storage as storage_module
-
-    row_type: Any = getattr(storage_module, "EdgeRow")  # noqa: B009 - absent from older storage
+def _merge(
+    tx: WriteTransaction, incoming: dict[tuple[str, str, str], Edge]
+) -> tuple[int, int, int]:
+    """Inserted, replaced and kept counts of merging ``incoming`` inside ``tx``."""
     inserted = replaced = kept = 0
     names = list(dict.fromkeys(n for _, a, b in incoming for n in (a, b)))
     ids = dict(zip(names, tx.node_ids(names), strict=True))
     spaces = {ns: tx.namespace_id(ns) for ns in dict.fromkeys(ns for ns, _, _ in incoming)}
-    inserts, updates = [], []
+    inserts: list[EdgeRow] = []
+    updates: list[EdgeRow] = []
     for (ns, a, b), edge in incoming.items():
         found = tx.rows_among(spaces[ns], [ids[a], ids[b]])
-        row = found[0] if found else None
-        old = None
-        if row is not None:
-            old = Edge(a, b, ns, *row[4:])
+        row = EdgeRow(*found[0]) if found else None
+        old = None if row is None else Edge(a, b, ns, *row[4:])
         new = _replacement(old, edge)
         if new is None:
             kept += 1
@@ -184,10 +160,10 @@ def _merge_by_ids(tx: Any, incoming: dict[tuple[str, str, str], Edge]) -> tuple[
         )
         if row is None:
             inserted += 1
-            inserts.append(row_type(0, spaces[ns], ids[a], ids[b], *values))
+            inserts.append(EdgeRow(0, spaces[ns], ids[a], ids[b], *values))
         else:
             replaced += 1
-            updates.append(row_type(row[0], row[1], row[2], row[3], *values))
+            updates.append(EdgeRow(row.id, row.namespace, row.a, row.b, *values))
     tx.insert(inserts)
     tx.update(updates)
     return inserted, replaced, kept
