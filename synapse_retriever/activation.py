@@ -1,8 +1,8 @@
 """Recall: energy spreads two hops out from the seeds, damped at hubs.
 
-One vectorized engine, :func:`spread`, works over any graph that can list the live
-neighbours of a batch of nodes (an ``expand`` callback over integer node ids): the
-store's in-memory arrays, or a plain dict of dicts through :func:`spread_activation`.
+One vectorized engine, :func:`spread`, works over sparse matrices of merged live
+weights (scipy CSR) and each node's hub factor: the store's in-memory graph provides
+them, and :func:`spread_activation` builds them from a plain dict of dicts.
 
 Examples
 --------
@@ -14,11 +14,13 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+from scipy import sparse
 
 __all__ = [
     "Activation",
@@ -32,10 +34,8 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-Expand = Callable[[IntArray], tuple[IntArray, IntArray, FloatArray]]
-"""``expand(nodes)`` for sorted unique ``nodes``: ``(owner, neighbour, weight)`` arrays, one
-entry per live neighbour, ``owner`` the position in ``nodes``; ``weight`` is the merged
-weight in (0, 1], and each ``(owner, neighbour)`` appears once."""
+Matrix: TypeAlias = Any  # scipy.sparse.csr_matrix (scipy ships no type information)
+"""A symmetric ``n × n`` matrix of merged live weights in (0, 1], one entry per neighbour."""
 
 
 def hub_factor(degree: int, *, hub_degree: int = 50) -> float:
@@ -94,36 +94,31 @@ class Activation:
 
 def spread(
     seeds: Sequence[int],
-    expand: Expand,
-    n_nodes: int,
+    matrices: Sequence[Matrix],
+    hub: FloatArray,
     *,
     spread_rate: float = 0.6,
-    hub_degree: int = 50,
     report_min: float = 0.0,
     report: Iterable[int] = (),
-    degree_bound: Callable[[IntArray], npt.NDArray[np.integer]] | None = None,
 ) -> Spread:
-    """Spread energy 1.0 from each seed for exactly two hops (vectorized).
+    """Spread energy 1.0 from each seed for exactly two hops (sparse, vectorized).
 
     Parameters
     ----------
     seeds : sequence of int
-        Seed node ids in ``range(n_nodes)``, energy 1.0 each; duplicates count once.
-    expand : callable
-        Live merged neighbours of a batch of nodes (see ``Expand``).
-    n_nodes : int
-        Node ids are below it.
-    spread_rate, hub_degree : float, int
-        Energy kept per hop (0.6); degree above which hubs are damped (50).
+        Seed node ids in ``range(n)``, energy 1.0 each; duplicates count once.
+    matrices : sequence of scipy.sparse.csr_matrix
+        Their sum is the graph: symmetric ``n × n``, merged live weights in (0, 1].
+    hub : array of float
+        Each node's hub factor (:func:`hub_factors` of its live merged degree).
+    spread_rate : float
+        Energy kept per hop (0.6).
     report_min : float
         Report the nodes whose energy before their own hub factor reaches this
         (0 reports every reached node); since hub factors are at most 1, no node
         below it can reach it after.
     report : iterable of int
         Nodes to report whatever their energy (e.g. the hits present in a result list).
-    degree_bound : callable, optional
-        An upper bound of nodes' degrees, to skip computing exact degrees where the
-        bound shows the hub factor is 1.
 
     Notes
     -----
@@ -134,93 +129,83 @@ def spread(
         E[m]  = min(1, E1[m] + E2[m]),  reported as E[m] × hf(m)
 
     Energy never flows into a seed; propagation uses the unscaled E1, and the final
-    hub factor keeps a hub from flooding the top-k.
+    hub factor keeps a hub from flooding the top-k. Each hop reads only the rows of the
+    nodes it spreads from.
     """
+    n = hub.size
     seed_ids = np.unique(np.asarray(seeds, dtype=np.int64))
-    empty = Spread(np.zeros(0, np.int64), np.zeros(0), {})
-    if seed_ids.size == 0 or n_nodes == 0:
-        return empty
+    seed_ids = seed_ids[(seed_ids >= 0) & (seed_ids < n)]
+    if seed_ids.size == 0:
+        return Spread(np.zeros(0, np.int64), np.zeros(0), {})
+    is_seed = np.zeros(n, bool)
+    is_seed[seed_ids] = True
 
-    # hop 1
-    s_owner, s_other, s_weight = expand(seed_ids)
-    seed_hf = hub_factors(np.bincount(s_owner, minlength=seed_ids.size), hub_degree=hub_degree)
-    keep = ~np.isin(s_other, seed_ids)
-    s_owner, s_other = s_owner[keep], s_other[keep]
-    s_flow = s_weight[keep] * spread_rate * seed_hf[s_owner]
-    first = np.minimum(1.0, np.bincount(s_other, s_flow, minlength=n_nodes))
+    seed_carry = spread_rate * hub[seed_ids]
+    first = _push(matrices, seed_ids, seed_carry, n)
+    first[is_seed] = 0.0
+    np.minimum(first, 1.0, out=first)
 
-    # hop 2
     vias = np.flatnonzero(first)
-    v_owner, v_other, v_weight = expand(vias)
-    via_degree = np.bincount(v_owner, minlength=vias.size)
-    carry = first[vias] * spread_rate * hub_factors(via_degree, hub_degree=hub_degree)
-    keep = ~np.isin(v_other, seed_ids)
-    v_owner, v_other = v_owner[keep], v_other[keep]
-    v_flow = carry[v_owner] * v_weight[keep]
-    total = np.minimum(1.0, first + np.bincount(v_other, v_flow, minlength=n_nodes))
+    carry = first[vias] * spread_rate * hub[vias]
+    second = _push(matrices, vias, carry, n)
+    second[is_seed] = 0.0
+    total = np.minimum(1.0, first + second)
 
-    # what to report, and each reported node's own hub factor
     reached = np.flatnonzero(total)
     wanted = total[reached] >= report_min if report_min > 0.0 else np.ones(reached.size, bool)
-    extra = np.asarray(sorted(set(report)), dtype=np.int64)
-    wanted |= np.isin(reached, extra)
+    wanted |= np.isin(reached, np.fromiter(report, np.int64))
     nodes = reached[wanted]
-    degree = np.zeros(nodes.size, np.int64)
-    known = np.searchsorted(vias, nodes)
-    is_via = (known < vias.size) & (vias[np.minimum(known, vias.size - 1)] == nodes)
-    degree[is_via] = via_degree[known[is_via]]
-    unknown = np.flatnonzero(~is_via)
-    if unknown.size:
-        if degree_bound is not None:
-            bound = np.asarray(degree_bound(nodes[unknown]))
-            degree[unknown] = bound
-            unknown = unknown[bound > hub_degree]
-        if unknown.size:
-            owner, _, _ = expand(nodes[unknown])
-            degree[unknown] = np.bincount(owner, minlength=unknown.size)
-    energy = total[nodes] * hub_factors(degree, hub_degree=hub_degree)
+    energy = total[nodes] * hub[nodes]
+    sources = np.zeros(n)  # flow each seed or via sends per unit of weight
+    sources[vias] = carry
+    first_sources = np.zeros(n)
+    first_sources[seed_ids] = seed_carry
+    return Spread(nodes, energy, _Paths(nodes, matrices, first_sources, sources))
 
-    paths = _Paths(nodes, seed_ids[s_owner], s_other, s_flow, vias[v_owner], v_other, v_flow)
-    return Spread(nodes, energy, paths)
+
+def _push(matrices: Sequence[Matrix], rows: IntArray, amounts: FloatArray, n: int) -> FloatArray:
+    """Σ_r amounts[r] × row r of the summed matrices, as a dense vector of length n."""
+    out = np.zeros(n)
+    if rows.size:
+        for matrix in matrices:
+            if matrix.nnz:
+                out += matrix[rows].T @ amounts
+    return out
 
 
 class _Paths(Mapping[int, tuple[int, ...]]):
-    """The strongest single contribution into each reported node, found on demand.
-
-    Ties go to the first hop, then to the earlier entry.
-    """
+    """The strongest single contribution into each reported node, found on demand
+    from the node's own row (a recall needs a few). Ties go to the first hop, then to
+    the smaller node id."""
 
     def __init__(
-        self,
-        nodes: IntArray,
-        seed: IntArray,
-        first_target: IntArray,
-        first_flow: FloatArray,
-        via: IntArray,
-        second_target: IntArray,
-        second_flow: FloatArray,
+        self, nodes: IntArray, matrices: Sequence[Matrix], seeds: FloatArray, vias: FloatArray
     ) -> None:
-        self._first = (seed, first_target, first_flow)
-        self._second = (via, second_target, second_flow)
         self._nodes = nodes  # sorted
+        self._matrices = matrices
+        self._seeds, self._vias = seeds, vias
 
-    def _strongest(self, hop: int, node: int) -> tuple[float, int]:
-        source, target, flow = self._first if hop == 1 else self._second
-        where = np.flatnonzero(target == node)
-        if where.size == 0:
-            return -1.0, -1
-        best = where[int(np.argmax(flow[where]))]
-        return float(flow[best]), int(source[best])
+    def _strongest(self, node: int, sources: FloatArray) -> tuple[float, int]:
+        best, source = -1.0, -1
+        for matrix in self._matrices:
+            start, stop = matrix.indptr[node], matrix.indptr[node + 1]
+            cols = matrix.indices[start:stop]
+            flows = matrix.data[start:stop] * sources[cols]
+            if flows.size and flows.max() > 0:
+                at = int(np.argmax(flows))
+                if flows[at] > best or (flows[at] == best and cols[at] < source):
+                    best, source = float(flows[at]), int(cols[at])
+        return best, source
 
     def __getitem__(self, node: int) -> tuple[int, ...]:
         at = int(np.searchsorted(self._nodes, node))
         if at == self._nodes.size or self._nodes[at] != node:
             raise KeyError(node)
-        flow1, seed = self._strongest(1, node)
-        flow2, via = self._strongest(2, node)
+        flow1, seed = self._strongest(node, self._seeds)
+        flow2, via = self._strongest(node, self._vias)
         if flow1 >= flow2:
             return (seed, node)
-        return (self._strongest(1, via)[1], via, node)
+        return (self._strongest(via, self._seeds)[1], via, node)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._nodes.tolist())
@@ -255,27 +240,17 @@ def spread_activation(
     """
     names = sorted({*graph, *(m for row in graph.values() for m in row), *seeds})
     index = {name: i for i, name in enumerate(names)}
-    rows = [
-        [(index[m], float(w)) for m, w in graph.get(name, {}).items() if w > 0 and m != name]
-        for name in names
-    ]
-
-    def expand(nodes: IntArray) -> tuple[IntArray, IntArray, FloatArray]:
-        owner = [pos for pos, node in enumerate(nodes.tolist()) for _ in rows[node]]
-        pairs = [pair for node in nodes.tolist() for pair in rows[node]]
-        return (
-            np.asarray(owner, np.int64),
-            np.asarray([m for m, _ in pairs], np.int64),
-            np.asarray([w for _, w in pairs], np.float64),
-        )
-
-    result = spread(
-        [index[s] for s in seeds],
-        expand,
-        len(names),
-        spread_rate=spread_rate,
-        hub_degree=hub_degree,
-    )
+    rows, cols, data = [], [], []
+    for name, row in graph.items():
+        for other, weight in row.items():
+            if weight > 0 and other != name:
+                rows.append(index[name])
+                cols.append(index[other])
+                data.append(float(weight))
+    n = len(names)
+    matrix = sparse.csr_matrix((data, (rows, cols)), shape=(n, n))
+    hub = hub_factors(np.diff(matrix.indptr), hub_degree=hub_degree)
+    result = spread([index[s] for s in seeds], [matrix], hub, spread_rate=spread_rate)
     return Activation(
         energy={
             names[n]: e for n, e in zip(result.nodes.tolist(), result.energy.tolist(), strict=True)

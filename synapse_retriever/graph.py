@@ -3,8 +3,9 @@
 No I/O here. The store loads storage rows into a :class:`MemoryGraph` and applies every
 later change, so a query never touches SQL. Edges live in NumPy columns indexed by
 their storage id (ids are never reused); adjacency is a CSR index over node ids plus a
-small log of edges added since it was built, merged back when it grows. A query
-decays only the edges it touches, vectorized.
+log of edges added since it was built, folded in when it grows. For each active
+namespace, a *view* holds every entry's merged live weight and every node's hub factor
+as sparse matrices, so spreading activation reads only the rows it spreads through.
 
 Examples
 --------
@@ -19,14 +20,14 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from itertools import chain
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import sparse
 
-from synapse_retriever.activation import Spread, spread
+from synapse_retriever.activation import Spread, hub_factors, spread
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.decay import effective_weight
@@ -79,23 +80,41 @@ class Edge:
 
 
 _COLUMNS: dict[str, tuple[type, float]] = {
-    "ns": (np.int64, 0),
-    "a": (np.int64, -1),
-    "b": (np.int64, -1),
+    "ns": (np.int32, 0),
+    "a": (np.int32, -1),  # -1: a slot never used, or a deleted edge
+    "b": (np.int32, -1),
+    "count": (np.int32, 0),
     "w0": (np.float64, 0.0),
-    "count": (np.int64, 0),
-    "half_life": (np.float64, 0.0),
+    "half_life": (np.float64, 1.0),
     "created": (np.float64, 0.0),
     "last": (np.float64, 0.0),
-    "multi": (np.bool_, False),  # the same pair also exists in another namespace
+    "multi": (np.bool_, False),  # the same pair is stored in another namespace too
+    "pos_a": (np.int64, -1),  # where the edge's two adjacency entries sit (-1: in the log)
+    "pos_b": (np.int64, -1),
 }
+
+
+@dataclass
+class _View:
+    """Merged live weights for one active namespace, evaluated at time ``at``."""
+
+    at: float
+    factors: FloatArray  # merge factor per namespace id
+    data: FloatArray  # aligned with the CSR entries
+    hub: FloatArray  # hub factor per node
+    main: sparse.csr_matrix
+    log: sparse.csr_matrix | None = None  # edges added since the CSR was built
+    log_degree: IntArray | None = None
+    dirty: set[int] = field(default_factory=set)  # nodes whose hub factor is stale
 
 
 class MemoryGraph:
     """Every stored edge, in NumPy columns by storage id, with a CSR adjacency over nodes.
 
-    A removed or never-used slot has ``a == -1``; a pruned edge stays until a sweep
-    deletes it (reads see it as weight 0).
+    Recall reads :meth:`view`: per active namespace, the merged live weight of every
+    adjacency entry and the hub factor of every node, evaluated at a time within
+    ``config.weight_tolerance_s`` of the query's and kept current by every write, so a
+    query only reads the rows it spreads through.
     """
 
     def __init__(self, config: SynapseConfig) -> None:
@@ -111,14 +130,16 @@ class MemoryGraph:
         }
         self._grow(1024)
         self.size = 0  # one past the highest edge id seen
-        # CSR over node ids (built for ids < len(indptr) - 1), and the edges added since
-        self._indptr = np.zeros(1, np.int64)
-        self._entries = np.zeros(0, np.int64)
-        self._log: dict[int, list[int]] = {}
+        # CSR over node ids < built, entries sorted by node: the other end and the edge id
+        self._built = 0
+        self._indptr = np.zeros(1, np.int32)
+        self._other = np.zeros(0, np.int32)
+        self._entry_edge = np.zeros(0, np.int32)
+        self._log = np.zeros(1024, np.int64)  # ids of edges added since the CSR was built
         self._log_len = 0
-        self._in_log = np.zeros(1, bool)
+        self._views: dict[str, _View] = {}
 
-    # -- columns -----------------------------------------------------------------------
+    # -- columns and names -------------------------------------------------------------
 
     def _grow(self, needed: int) -> None:
         capacity = max(needed, int(self._capacity * 1.5), 1024)
@@ -135,7 +156,7 @@ class MemoryGraph:
             c["last"],
             c["created"],
         )
-        self._multi = c["multi"]
+        self._multi, self._pos_a, self._pos_b = c["multi"], c["pos_a"], c["pos_b"]
 
     def add_names(
         self, nodes: Iterable[tuple[int, str]] = (), namespaces: Iterable[tuple[int, str]] = ()
@@ -146,17 +167,22 @@ class MemoryGraph:
                 self.names.extend([""] * (node_id + 1 - len(self.names)))
             self.names[node_id] = name
             self.index[name] = node_id
-        if self._in_log.size < len(self.names):
-            grown = np.zeros(2 * len(self.names), bool)
-            grown[: self._in_log.size] = self._in_log
-            self._in_log = grown
+        added = False
         for ns_id, name in namespaces:
+            added |= ns_id not in self.ns_names
             self.ns_names[ns_id] = name
             self.ns_index[name] = ns_id
-        ltp = np.zeros(max(self.ns_names, default=0) + 1, bool)
-        for ns_id, name in self.ns_names.items():
-            ltp[ns_id] = self.config.is_ltp_namespace(name)
-        self._ltp_ns = ltp
+        if added:
+            ltp = np.zeros(max(self.ns_names) + 1, bool)
+            for ns_id, name in self.ns_names.items():
+                ltp[ns_id] = self.config.is_ltp_namespace(name)
+            self._ltp_ns = ltp
+            self._views.clear()  # merge factors depend on which namespaces exist
+
+    @property
+    def n(self) -> int:
+        """Number of node ids (the largest id plus one)."""
+        return len(self.names)
 
     @property
     def max_node(self) -> int:
@@ -190,95 +216,173 @@ class MemoryGraph:
         self._last[ids] = table[:, 8]
         self.size = max(self.size, top)
         if new.size:
-            self._link(new)
+            self._add(new)
+        self._touch(np.setdiff1d(ids, new))
 
     def remove(self, ids: Iterable[int]) -> None:
-        """Forget edges by id (their adjacency entries are dropped at the next rebuild)."""
+        """Forget edges by id."""
         gone = np.asarray([i for i in ids if 0 <= i < self.size], np.int64)
-        self._a[gone] = self._b[gone] = -1
-        self._w0[gone] = 0.0
+        gone = gone[self._a[gone] >= 0]
+        if gone.size:
+            self._w0[gone] = 0.0
+            self._touch(gone)
+            self._a[gone] = self._b[gone] = -1
 
-    def _link(self, new: IntArray) -> None:
-        """Add new edges to the adjacency and flag pairs present in several namespaces."""
-        if len(self.ns_names) > 1:
-            self._flag_multi(new)
-        if new.size > max(4096, self._entries.size // 8):
+    def _add(self, new: IntArray) -> None:
+        """New edges go to the log; a pair also stored in another namespace forces a rebuild
+        (one merged, capped weight per pair needs both in the same structure)."""
+        if len(self.ns_names) > 1 and self._twins(new):
             self.rebuild()
             return
-        for edge, x, y in zip(
-            new.tolist(), self._a[new].tolist(), self._b[new].tolist(), strict=True
-        ):
-            self._log.setdefault(x, []).append(edge)
-            self._log.setdefault(y, []).append(edge)
-            self._in_log[x] = self._in_log[y] = True
-        self._log_len += 2 * new.size
-        if self._log_len > max(4096, self._entries.size // 8):
+        needed = self._log_len + new.size
+        if needed > self._log.size:
+            self._log = np.resize(self._log, max(needed, 2 * self._log.size))
+        self._log[self._log_len : needed] = new
+        self._log_len = needed
+        if self._log_len > max(8192, self._other.size // 16):
             self.rebuild()
+            return
+        for view in self._views.values():
+            view.log = None
 
-    def _flag_multi(self, new: IntArray) -> None:
-        """Flag new edges whose pair is stored in another namespace too (and their twins)."""
-        a, b = self._a[new], self._b[new]
-        by_lower = np.where(self.degree_bound(a) <= self.degree_bound(b), a, b)
-        nodes = np.unique(by_lower)
-        _, edges = self._incident(nodes)
-        edges = np.union1d(edges, new)
-        key = self._a[edges] * (self.max_node + 1) + self._b[edges]
-        keys, counts = np.unique(key, return_counts=True)
-        shared = keys[counts > 1]
-        if shared.size:
-            self._multi[edges[np.isin(key, shared)]] = True
+    def _twins(self, new: IntArray) -> bool:
+        """Flag new edges whose pair exists in another namespace; True if any does."""
+        key = self._pair_key(new)
+        live = self.live_ids()
+        stored = self._pair_key(live)
+        shared = np.isin(stored, key) & ~np.isin(live, new)
+        within = np.unique(key, return_counts=True)
+        repeated = within[0][within[1] > 1]
+        twins = np.concatenate([stored[shared], repeated])
+        if twins.size == 0:
+            return False
+        self._multi[live[np.isin(stored, twins)]] = True
+        return True
+
+    def _pair_key(self, edges: IntArray) -> IntArray:
+        key: IntArray = self._a[edges].astype(np.int64) * self.n + self._b[edges]
+        return key
+
+    def _touch(self, edges: IntArray) -> None:
+        """Bring every view up to date with changed edges (weight, or removal)."""
+        if edges.size == 0 or not self._views:
+            return
+        in_main = edges[self._pos_a[edges] >= 0]
+        if self._multi[edges].any():
+            self._views.clear()  # merged pairs: recompute from scratch at the next query
+            return
+        ends = np.concatenate([self._a[edges], self._b[edges]]).tolist()
+        for view in self._views.values():
+            if in_main.size:
+                value = view.factors[self._ns[in_main]] * self.weights(in_main, view.at)
+                view.data[self._pos_a[in_main]] = value
+                view.data[self._pos_b[in_main]] = value
+            if in_main.size < edges.size:
+                view.log = None
+            view.dirty.update(ends)
 
     def rebuild(self) -> None:
         """Rebuild the CSR adjacency from the live edges and empty the log."""
-        live = np.flatnonzero(self._a[: self.size] >= 0)
-        ends = np.concatenate([self._a[live], self._b[live]])
-        edges = np.concatenate([live, live])
+        live = self.live_ids()
+        ends = np.concatenate([self._a[live], self._b[live]]).astype(np.int64)
+        others = np.concatenate([self._b[live], self._a[live]])
         order = np.argsort(ends, kind="stable")
-        self._entries = edges[order]
-        counts = np.bincount(ends, minlength=self.max_node + 1)
-        self._indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        if len(self.ns_names) > 1:  # one vectorized pass flags every multi-namespace pair
-            key = self._a[live] * (self.max_node + 1) + self._b[live]
+        self._other = others[order].astype(np.int32)
+        self._entry_edge = np.concatenate([live, live])[order].astype(np.int32)
+        slot = np.empty(order.size, np.int64)
+        slot[order] = np.arange(order.size)
+        self._pos_a[: self.size] = -1
+        self._pos_b[: self.size] = -1
+        self._pos_a[live] = slot[: live.size]
+        self._pos_b[live] = slot[live.size :]
+        self._built = self.n
+        counts = np.bincount(ends, minlength=self._built)
+        self._indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        if len(self.ns_names) > 1:
+            key = self._pair_key(live)
             keys, counts = np.unique(key, return_counts=True)
             self._multi[live] = np.isin(key, keys[counts > 1])
-        self._log.clear()
         self._log_len = 0
-        self._in_log[:] = False
+        self._views.clear()
 
-    # -- reads -------------------------------------------------------------------------
+    # -- the recall view ---------------------------------------------------------------
 
-    def _incident(self, nodes: IntArray) -> tuple[IntArray, IntArray]:
-        """``(owner position, edge id)`` of every adjacency entry of sorted unique ``nodes``."""
-        built = self._indptr.size - 1
-        inside = np.minimum(nodes, built)
-        starts = self._indptr[inside]
-        lengths = np.where(nodes < built, self._indptr[np.minimum(inside + 1, built)] - starts, 0)
-        total = int(lengths.sum())
-        owner = np.repeat(np.arange(nodes.size), lengths)
-        offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths - starts, lengths)
-        edges = self._entries[offsets]
-        if self._log_len:
-            logged = np.flatnonzero(self._in_log[nodes])
-            if logged.size:
-                extra = [self._log[n] for n in nodes[logged].tolist()]
-                owner = np.concatenate([owner, np.repeat(logged, [len(x) for x in extra])])
-                edges = np.concatenate([edges, np.fromiter(chain.from_iterable(extra), np.int64)])
-        alive = self._a[edges] >= 0
-        return owner[alive], edges[alive]
+    def view(self, active_namespace: str, now: float) -> _View:
+        """Merged live weights and hub factors for a query in ``active_namespace`` at ``now``."""
+        view = self._views.get(active_namespace)
+        if view is None or abs(view.at - now) > self.config.weight_tolerance_s:
+            view = self._views[active_namespace] = self._build_view(active_namespace, now)
+        n = self.n
+        if view.main.shape[0] < n:
+            view.main = self._main_matrix(view.data)
+            view.hub = np.concatenate([view.hub, np.ones(n - view.hub.size)])
+        if view.log is None:
+            self._build_log(view)
+        if view.dirty:
+            self._rehub(view, np.fromiter(view.dirty, np.int64))
+            view.dirty.clear()
+        return view
 
-    def degree_bound(self, nodes: IntArray) -> IntArray:
-        """Stored degree of each node over every namespace: an upper bound of its live degree."""
-        built = self._indptr.size - 1
-        inside = np.minimum(nodes, built)
-        bound = np.where(
-            nodes < built, self._indptr[np.minimum(inside + 1, built)] - self._indptr[inside], 0
+    def _main_matrix(self, data: FloatArray) -> sparse.csr_matrix:
+        n = self.n
+        indptr = np.concatenate(
+            [self._indptr, np.full(n - self._built, self._indptr[-1], np.int32)]
         )
-        if self._log_len:
-            logged = np.flatnonzero(self._in_log[nodes])
-            bound[logged] += np.asarray(
-                [len(self._log[n]) for n in nodes[logged].tolist()], np.int64
-            )
-        return bound
+        return sparse.csr_matrix((data, self._other, indptr), shape=(n, n), copy=False)
+
+    def _build_view(self, active_namespace: str, now: float) -> _View:
+        factors = self.factors(active_namespace)
+        edges = self._entry_edge
+        unique_edges = self.live_ids()
+        weight = np.zeros(self._capacity)
+        weight[unique_edges] = factors[self._ns[unique_edges]] * self.weights(unique_edges, now)
+        data = weight[edges]
+        multi = np.flatnonzero(self._multi[edges] & (data > 0))
+        if multi.size:  # one merged weight per pair, capped at 1, on its first entry
+            rows = np.searchsorted(self._indptr, multi, side="right") - 1
+            key = rows * self.n + self._other[multi]
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            merged = np.minimum(1.0, np.bincount(inverse, data[multi]))
+            data[multi] = 0.0
+            data[multi[first]] = merged
+        degree = np.bincount(
+            np.repeat(np.arange(self._built), np.diff(self._indptr)), weights=data > 0,
+            minlength=self.n,
+        )  # fmt: skip
+        hub = hub_factors(degree.astype(np.int64), hub_degree=self.config.hub_degree)
+        view = _View(now, factors, data, hub, self._main_matrix(data))
+        return view
+
+    def _build_log(self, view: _View) -> None:
+        n = self.n
+        edges = self._log[: self._log_len]
+        edges = edges[self._a[edges] >= 0]
+        weight = view.factors[self._ns[edges]] * self.weights(edges, view.at)
+        edges, weight = edges[weight > 0], weight[weight > 0]
+        a, b = self._a[edges], self._b[edges]
+        matrix = sparse.csr_matrix(
+            (np.concatenate([weight, weight]), (np.concatenate([a, b]), np.concatenate([b, a]))),
+            shape=(n, n),
+        )
+        np.minimum(matrix.data, 1.0, out=matrix.data)  # twins in the log: merged, capped
+        old = view.log_degree
+        view.log = matrix
+        view.log_degree = np.diff(matrix.indptr).astype(np.int64)
+        touched = np.flatnonzero(view.log_degree)
+        if old is not None:
+            touched = np.union1d(touched, np.flatnonzero(old))
+        view.dirty.update(touched.tolist())
+
+    def _rehub(self, view: _View, nodes: IntArray) -> None:
+        """Recompute the hub factor of ``nodes`` from their rows."""
+        built = nodes < self._built
+        degree = np.zeros(nodes.size, np.int64)
+        for i, node in enumerate(nodes[built].tolist()):
+            start, stop = self._indptr[node], self._indptr[node + 1]
+            degree[np.flatnonzero(built)[i]] = int(np.count_nonzero(view.data[start:stop]))
+        if view.log_degree is not None:
+            degree += view.log_degree[nodes]
+        view.hub[nodes] = hub_factors(degree, hub_degree=self.config.hub_degree)
 
     def weights(self, edges: IntArray, now: float) -> FloatArray:
         """Effective weights of edge ids at ``now``: decay, LTP floor, pruning to 0."""
@@ -305,29 +409,6 @@ class MemoryGraph:
                 factors[ns_id] = factor
         return factors
 
-    def expand(
-        self, nodes: IntArray, now: float, factors: FloatArray
-    ) -> tuple[IntArray, IntArray, FloatArray]:
-        """Live merged neighbours of sorted unique ``nodes`` (see ``activation.Expand``)."""
-        owner, edges = self._incident(nodes)
-        factor = factors[self._ns[edges]]
-        read = factor > 0
-        owner, edges, factor = owner[read], edges[read], factor[read]
-        weight = factor * self.weights(edges, now)
-        live = weight > 0
-        owner, edges, weight = owner[live], edges[live], weight[live]
-        other = self._a[edges] + self._b[edges] - nodes[owner]
-        multi = self._multi[edges]
-        if multi.any():  # a pair in several namespaces: one merged weight, capped at 1
-            key = owner[multi] * (self.max_node + 1) + other[multi]
-            keys, inverse = np.unique(key, return_inverse=True)
-            merged = np.minimum(1.0, np.bincount(inverse, weight[multi]))
-            single = ~multi
-            owner = np.concatenate([owner[single], keys // (self.max_node + 1)])
-            other = np.concatenate([other[single], keys % (self.max_node + 1)])
-            weight = np.concatenate([weight[single], merged])
-        return owner, other, weight
-
     def spread(
         self,
         seeds: Sequence[str],
@@ -338,27 +419,35 @@ class MemoryGraph:
         report: Iterable[str] = (),
     ) -> Spread:
         """Spreading activation from named seeds (unknown names spread nothing)."""
-        factors = self.factors(active_namespace)
-        config = self.config
+        view = self.view(active_namespace, now)
+        matrices = [view.main] if view.log is None or not view.log.nnz else [view.main, view.log]
         return spread(
             [self.index[s] for s in seeds if s in self.index],
-            lambda nodes: self.expand(nodes, now, factors),
-            self.max_node + 1,
-            spread_rate=config.spread_rate,
-            hub_degree=config.hub_degree,
+            matrices,
+            view.hub,
+            spread_rate=self.config.spread_rate,
             report_min=report_min,
             report=[self.index[r] for r in report if r in self.index],
-            degree_bound=self.degree_bound,
         )
 
     # -- stored state ------------------------------------------------------------------
+
+    def _incident(self, node: int) -> IntArray:
+        """Ids of the stored edges of ``node``."""
+        found = []
+        if node < self._built:
+            found.append(self._entry_edge[self._indptr[node] : self._indptr[node + 1]])
+        log = self._log[: self._log_len]
+        found.append(log[(self._a[log] == node) | (self._b[log] == node)])
+        edges = np.concatenate(found).astype(np.int64)
+        return edges[self._a[edges] >= 0]
 
     def edge(self, namespace: str, a: str, b: str) -> Edge | None:
         """The stored edge between ``a`` and ``b`` in ``namespace``, or None."""
         ns_id, x, y = self.ns_index.get(namespace), self.index.get(a), self.index.get(b)
         if ns_id is None or x is None or y is None:
             return None
-        _, edges = self._incident(np.asarray([x], np.int64))
+        edges = self._incident(x)
         match = edges[(self._a[edges] + self._b[edges] == x + y) & (self._ns[edges] == ns_id)]
         return self._edge(int(match[0])) if match.size else None
 
@@ -392,6 +481,8 @@ class MemoryGraph:
         return sorted(self.ns_names[int(i)] for i in used)
 
     def nbytes(self) -> int:
-        """Bytes held by the arrays (columns, adjacency, log)."""
-        arrays = [*self._cols.values(), self._indptr, self._entries, self._in_log]
+        """Bytes held by the arrays: columns, adjacency, log and recall views."""
+        arrays = [*self._cols.values(), self._indptr, self._other, self._entry_edge, self._log]
+        for view in self._views.values():
+            arrays += [view.data, view.hub]
         return sum(a.nbytes for a in arrays)

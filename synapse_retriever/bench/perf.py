@@ -1,0 +1,306 @@
+"""``synapse bench perf``: what the method costs per query and per write, by graph size.
+
+Synthetic graphs grow from 10-node activity events whose node popularity follows a Zipf
+law (real usage has hubs). For each size the run measures, on a real SQLite file:
+
+- reinforcement throughput: 10-node events through ``SynapseStore.reinforce``, one
+  transaction each, in edge upserts per second;
+- recall overhead on top of the vector hits: ``SynapseStore.recall`` on 10 hits
+  (spreading activation + injection), p50 and p99 in microseconds;
+- a full decay sweep, open-and-load time, and memory per edge (the in-memory arrays,
+  and the process's resident-set growth on open);
+- the same spread done naively, one SQL query per frontier node on each hop (how the
+  published reference implementation works), and the ratio to ours.
+
+Everything is written to JSON; ``plot`` draws latency against graph size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from synapse_retriever.clock import SECONDS_PER_DAY
+from synapse_retriever.config import SynapseConfig
+from synapse_retriever.decay import effective_weight, learned_half_life
+from synapse_retriever.storage import EdgeRow, SQLiteStorage
+from synapse_retriever.store import SynapseStore
+
+__all__ = ["PerfResult", "grow_graph", "naive_spread", "run_perf", "zipf_events"]
+
+EVENT_SIZE = 10
+NOW = 1_800_000_000.0  # the benchmark's clock: explicit, so runs are reproducible
+
+
+def zipf_events(
+    n_nodes: int, n_events: int, *, size: int = EVENT_SIZE, exponent: float = 1.0, seed: int = 0
+) -> npt.NDArray[np.int64]:
+    """``n_events`` rows of ``size`` distinct node indices drawn by Zipf popularity.
+
+    Examples
+    --------
+    >>> events = zipf_events(100, 3, size=4)
+    >>> events.shape, all(len(set(row)) == 4 for row in events.tolist())
+    ((3, 4), True)
+    """
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n_nodes + 1) ** exponent
+    weights /= weights.sum()
+    rows = np.empty((n_events, size), np.int64)
+    for i in range(n_events):
+        rows[i] = rng.choice(n_nodes, size=size, replace=False, p=weights)
+    return rows
+
+
+def _pair_keys(events: npt.NDArray[np.int64], n_nodes: int) -> npt.NDArray[np.int64]:
+    i, j = np.triu_indices(events.shape[1], k=1)
+    a, b = events[:, i].ravel(), events[:, j].ravel()
+    return np.minimum(a, b) * n_nodes + np.maximum(a, b)
+
+
+def grow_graph(
+    path: str | os.PathLike[str], edges: int, *, seed: int = 0, config: SynapseConfig | None = None
+) -> dict[str, Any]:
+    """Write a store of about ``edges`` personal edges grown from Zipf events.
+
+    Each distinct pair's state is what its co-activations would leave: count n,
+    weight min(1, 0.3 n), the half-life learned for n, last reinforced within the
+    past 60 days. Returns the graph's shape (nodes, edges, largest degree).
+    """
+    config = config or SynapseConfig()
+    n_nodes = max(1000, edges // 5)
+    rng = np.random.default_rng(seed)
+    keys = np.zeros(0, np.int64)
+    counts = np.zeros(0, np.int64)
+    batch = max(1000, edges // 20)
+    while keys.size < edges:
+        new = _pair_keys(zipf_events(n_nodes, batch, seed=int(rng.integers(1 << 31))), n_nodes)
+        keys, counts = _merge_counts(keys, counts, new)
+    keep = rng.permutation(keys.size)[:edges]
+    keys, counts = keys[keep], counts[keep]
+    a, b = keys // n_nodes, keys % n_nodes
+    last = NOW - rng.uniform(0, 60, keys.size) * SECONDS_PER_DAY
+    half_life = np.asarray(learned_half_life(counts, 1.0, config.default_half_life("personal")))
+    half_life = np.where(counts == 1, config.default_half_life("personal"), half_life)
+    weight = np.minimum(1.0, config.learning_rate * counts)
+    names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
+    storage = SQLiteStorage(path)
+    try:
+        with storage.write() as tx:
+            ids = tx.node_ids(names)
+            ns = tx.namespace_id("personal")
+            order = [(ids[x], ids[y]) if names[x] < names[y] else (ids[y], ids[x])
+                     for x, y in zip(a.tolist(), b.tolist(), strict=True)]  # fmt: skip
+            tx.insert(
+                [
+                    EdgeRow(0, ns, x, y, w, n, h, t, t)
+                    for (x, y), w, n, h, t in zip(
+                        order,
+                        weight.tolist(),
+                        counts.tolist(),
+                        half_life.tolist(),
+                        last.tolist(),
+                        strict=True,
+                    )
+                ]
+            )
+    finally:
+        storage.close()
+    degree = np.bincount(np.concatenate([a, b]), minlength=n_nodes)
+    return {
+        "nodes": int((degree > 0).sum()),
+        "edges": int(keys.size),
+        "max_degree": int(degree.max()),
+    }
+
+
+def _merge_counts(
+    keys: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], new: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    merged, inverse = np.unique(np.concatenate([keys, new]), return_inverse=True)
+    total = np.bincount(inverse, np.concatenate([counts, np.ones(new.size, np.int64)]))
+    return merged, total.astype(np.int64)
+
+
+def naive_spread(
+    db: sqlite3.Connection, seeds: Sequence[str], now: float, config: SynapseConfig
+) -> dict[str, float]:
+    """The same two-hop spread as the store's, with one SQL query per frontier node.
+
+    This is how the published reference implementation reads its graph; it is here
+    only to be measured against.
+    """
+    query = (
+        "SELECT n.name, e.weight, e.activation_count, e.half_life_days, e.last_reinforced_at "
+        "FROM nodes m JOIN edges e ON e.a = m.id OR e.b = m.id "
+        "JOIN nodes n ON n.id = (CASE WHEN e.a = m.id THEN e.b ELSE e.a END) WHERE m.name = ?"
+    )
+
+    def neighbours(node: str) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for other, w0, count, half_life, last in db.execute(query, (node,)):
+            weight = float(
+                effective_weight(w0, half_life, (now - last) / SECONDS_PER_DAY, count=count)
+            )
+            if weight > 0:
+                found[other] = weight
+        return found
+
+    def hub(degree: int) -> float:
+        return math.sqrt(config.hub_degree / degree) if degree > config.hub_degree else 1.0
+
+    seed_set = set(seeds)
+    first: dict[str, float] = {}
+    for seed in seed_set:
+        row = neighbours(seed)
+        for node, weight in row.items():
+            if node not in seed_set:
+                first[node] = first.get(node, 0.0) + weight * config.spread_rate * hub(len(row))
+    first = {node: min(1.0, e) for node, e in first.items()}
+    energy = dict(first)
+    for via, e1 in first.items():
+        row = neighbours(via)
+        for node, weight in row.items():
+            if node not in seed_set:
+                energy[node] = energy.get(node, 0.0) + e1 * weight * config.spread_rate * hub(
+                    len(row)
+                )
+    return {node: min(1.0, e) for node, e in energy.items()}
+
+
+@dataclass
+class PerfResult:
+    """Figures for one graph size (times in microseconds unless named otherwise)."""
+
+    edges: int
+    nodes: int
+    max_degree: int
+    reinforce_upserts_per_s: float
+    recall_p50_us: float
+    recall_p99_us: float
+    decay_sweep_s: float
+    decay_pruned: int
+    open_load_s: float
+    array_bytes_per_edge: float
+    rss_bytes_per_edge: float
+    naive_spread_p50_us: float
+    naive_queries: int
+    naive_ratio: float
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_size(
+    folder: Path,
+    edges: int,
+    *,
+    queries: int = 300,
+    events: int = 200,
+    naive_budget_s: float = 10.0,
+    seed: int = 0,
+    progress: Callable[[str], None] = lambda _: None,
+) -> PerfResult:
+    """Measure one graph size (see the module docstring)."""
+    path = folder / f"perf-{edges}.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    progress(f"{edges:,} edges: growing the graph")
+    shape = grow_graph(path, edges, seed=seed)
+
+    progress(f"{edges:,} edges: open and load")
+    before = _rss()
+    started = time.perf_counter()
+    store = SynapseStore(path)
+    open_load = time.perf_counter() - started
+    rss = _rss() - before
+    try:
+        graph = store._graph
+        n_nodes = max(1000, edges // 5)
+        names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
+        rng = np.random.default_rng(seed + 1)
+        hits = [
+            [(names[i], 1.0 - rank / 10) for rank, i in enumerate(row)]
+            for row in zipf_events(n_nodes, queries, seed=seed + 2).tolist()
+        ]
+        progress(f"{edges:,} edges: recall")
+        store.recall(hits[0], at=NOW)  # warm up
+        latencies = []
+        for row in hits:
+            started = time.perf_counter()
+            store.recall(row, at=NOW)
+            latencies.append((time.perf_counter() - started) * 1e6)
+
+        progress(f"{edges:,} edges: naive spread")
+        db = sqlite3.connect(path)
+        config = store.config
+        naive: list[float] = []
+        deadline = time.perf_counter() + naive_budget_s
+        for row in hits:
+            if naive and time.perf_counter() > deadline:
+                break
+            started = time.perf_counter()
+            naive_spread(db, [node for node, _ in row[:3]], NOW, config)
+            naive.append((time.perf_counter() - started) * 1e6)
+        db.close()
+
+        progress(f"{edges:,} edges: reinforce")
+        upserts = 0
+        started = time.perf_counter()
+        for row in zipf_events(n_nodes, events, seed=int(rng.integers(1 << 31))).tolist():
+            upserts += store.reinforce([names[i] for i in row], at=NOW)
+        throughput = upserts / (time.perf_counter() - started)
+
+        progress(f"{edges:,} edges: decay sweep")
+        started = time.perf_counter()
+        report = store.decay(at=NOW + 90 * SECONDS_PER_DAY)
+        sweep = time.perf_counter() - started
+        stored = max(1, report.pruned + report.remaining)
+        array_bytes = graph.nbytes() / stored
+    finally:
+        store.close()
+    p50 = statistics.median(latencies)
+    naive_p50 = statistics.median(naive)
+    return PerfResult(
+        edges=shape["edges"],
+        nodes=shape["nodes"],
+        max_degree=shape["max_degree"],
+        reinforce_upserts_per_s=round(throughput),
+        recall_p50_us=round(p50, 1),
+        recall_p99_us=round(_percentile(latencies, 0.99), 1),
+        decay_sweep_s=round(sweep, 4),
+        decay_pruned=report.pruned,
+        open_load_s=round(open_load, 3),
+        array_bytes_per_edge=round(array_bytes, 1),
+        rss_bytes_per_edge=round(rss / max(1, shape["edges"]), 1),
+        naive_spread_p50_us=round(naive_p50, 1),
+        naive_queries=len(naive),
+        naive_ratio=round(naive_p50 / p50, 1),
+    )
+
+
+def run_perf(
+    folder: Path,
+    sizes: Sequence[int] = (10_000, 100_000, 1_000_000),
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Measure every size; a list of :class:`PerfResult` as dicts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [asdict(run_size(folder, size, **options)) for size in sizes]
