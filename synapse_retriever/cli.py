@@ -494,6 +494,49 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_perf(args: argparse.Namespace) -> int:
+    """Cost per query and per write on synthetic Zipf graphs of several sizes."""
+    import tempfile
+
+    from synapse_retriever.bench.perf import plot_latency, run_perf
+
+    for target in (args.json, args.plot):
+        if target is not None and target != "-" and not Path(target).parent.is_dir():
+            raise CliError(f"cannot write {target!r}: no such directory")
+    console = _console(stderr=True)
+    with tempfile.TemporaryDirectory(dir=args.dir) as folder, console.status("graphs") as status:
+        results = run_perf(
+            Path(folder),
+            args.sizes,
+            queries=args.queries,
+            events=args.events,
+            naive_budget_s=args.naive_budget,
+            progress=lambda text: status.update(text) if not args.quiet else None,
+        )
+    if args.plot is not None:
+        plot_latency(results, Path(args.plot))
+    if args.json == "-":
+        _print_json(results)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    table = Table(
+        "edges", "max degree", "recall p50 µs", "p99 µs", "naive p50 µs", "naive ×",
+        "upserts/s", "sweep s", "open s", "B/edge (arrays)", "B/edge (RSS)",
+        title="synapse bench perf", title_justify="left",
+    )  # fmt: skip
+    for r in results:
+        table.add_row(
+            f"{r['edges']:,}", f"{r['max_degree']:,}", f"{r['recall_p50_us']:,.0f}",
+            f"{r['recall_p99_us']:,.0f}", f"{r['naive_spread_p50_us']:,.0f}",
+            f"{r['naive_ratio']:,.0f}", f"{r['reinforce_upserts_per_s']:,.0f}",
+            f"{r['decay_sweep_s']:.3f}", f"{r['open_load_s']:.2f}",
+            f"{r['array_bytes_per_edge']:.0f}", f"{r['rss_bytes_per_edge']:.0f}",
+        )  # fmt: skip
+    _console().print(table)
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------
 
 
@@ -599,6 +642,29 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--json", metavar="FILE", help="write the full report ('-': stdout)")
     quality.add_argument("--markdown", action="store_true", help="print Markdown tables")
     quality.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    perf = benches.add_parser(
+        "perf",
+        help="Cost per query and per write on synthetic Zipf graphs of several sizes.",
+        description=(
+            "Grow co-activation graphs from 10-node Zipf events; measure reinforcement "
+            "throughput, recall overhead (p50, p99), a decay sweep, open-and-load, bytes per "
+            "edge, and a naive spread with one SQL query per frontier node."
+        ),
+    )
+    perf.set_defaults(handler=cmd_bench_perf)
+    perf.add_argument(
+        "--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="edges"
+    )
+    perf.add_argument("--queries", type=int, default=300, help="recalls per size (300)")
+    perf.add_argument("--events", type=int, default=200, help="10-node events per size (200)")
+    perf.add_argument(
+        "--naive-budget", type=float, default=10.0, help="seconds for the naive spread (10)"
+    )
+    perf.add_argument("--dir", help="folder for the temporary databases (system temp)")
+    perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")
+    perf.add_argument("--plot", metavar="PNG", help="plot latency against graph size")
+    perf.add_argument("--quiet", action="store_true", help="no progress messages")
     return parser
 
 
