@@ -20,7 +20,15 @@ from typing import Literal, NamedTuple
 
 from synapse_retriever.activation import Activation
 
-__all__ = ["ANNOTATION_KEYS", "Hit", "Origin", "RecallPlan", "candidates", "inject"]
+__all__ = [
+    "ANNOTATION_KEYS",
+    "Hit",
+    "Origin",
+    "RecallPlan",
+    "candidates",
+    "inject",
+    "injection_slots",
+]
 
 Origin = Literal["vector", "boosted", "injected"]
 
@@ -102,6 +110,19 @@ def candidates(
     return [node for _, node in sorted(strong)]
 
 
+def injection_slots(n: int, *, seeds: int = 3, max_inject: int = 2) -> int:
+    """Absent nodes that ``n`` hits can take in: ``min(max_inject, n − seeds, n − 1)``, at least 0.
+
+    Seeds are never displaced, and at least one original hit stays.
+
+    Examples
+    --------
+    >>> injection_slots(5), injection_slots(4), injection_slots(3), injection_slots(2, seeds=1)
+    (2, 1, 0, 1)
+    """
+    return max(0, min(max_inject, n - seeds, n - 1))
+
+
 def inject(
     hits: Sequence[tuple[str, float]],
     activation: Activation,
@@ -166,7 +187,7 @@ def inject(
         (slot for slot, index in enumerate(order) if index >= seeds),
         key=lambda slot: (ranked[slot].score, -slot),
     )
-    limit = min(max_inject, len(pool), len(rows) - 1)
+    limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)
     accepted: list[str] = []
     if limit > 0:
         budget = sum(cost(node) for _, node, _ in rows) if cost is not None else 0.0
@@ -222,9 +243,14 @@ class RecallPlan:
     max_inject: int = 2
 
     @property
+    def slots(self) -> int:
+        """How many candidates can be injected at most (see :func:`injection_slots`)."""
+        return injection_slots(len(self.hits), seeds=self.seeds, max_inject=self.max_inject)
+
+    @property
     def candidates(self) -> list[str]:
         """Absent ids that could displace a hit, strongest first (resolve these)."""
-        if self.max_inject == 0 or len(self.hits) <= self.seeds:
+        if self.slots == 0:
             return []
         return candidates(self.hits, self.activation.energy, threshold=self.threshold)
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.activation import Activation
-from synapse_retriever.injection import Hit, candidates, inject
+from synapse_retriever.injection import Hit, RecallPlan, candidates, inject, injection_slots
 
 WALKTHROUGH_HITS = [
     ("verify_token", 0.95),
@@ -110,6 +110,32 @@ def test_at_most_two_injected_strongest_takes_the_better_slot() -> None:
         ("x", 0.6, "h4"),
         ("y", 0.5, "h5"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("n", "seeds", "max_inject", "slots"),
+    [
+        (0, 3, 2, 0),
+        (3, 3, 2, 0),  # every hit is a seed
+        (4, 3, 2, 1),  # one non-seed
+        (5, 3, 2, 2),
+        (9, 3, 2, 2),  # capped by max_inject
+        (2, 1, 2, 1),
+        (1, 1, 2, 0),
+        (6, 1, 5, 5),
+        (6, 3, 0, 0),  # injection disabled
+    ],
+)
+def test_injection_slots_is_what_inject_fills_with_enough_candidates(
+    n: int, seeds: int, max_inject: int, slots: int
+) -> None:
+    assert injection_slots(n, seeds=seeds, max_inject=max_inject) == slots
+    act = Activation({f"x{i}": 0.9 for i in range(9)}, {})
+    out = inject(hits(n), act, seeds=seeds, max_inject=max_inject)
+    assert sum(hit.origin == "injected" for hit in out) == slots
+    plan = RecallPlan(hits(n), act, seeds=seeds, max_inject=max_inject)
+    assert plan.slots == slots
+    assert len(plan.candidates) == (9 if slots else 0)
 
 
 def test_ties_between_victims_take_the_later_position() -> None:
