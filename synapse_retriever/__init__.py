@@ -28,9 +28,26 @@ from synapse_retriever.errors import (
     SynapseError,
 )
 from synapse_retriever.graph import Edge
-from synapse_retriever.injection import ANNOTATION_KEYS, Hit, RecallPlan, candidates, inject
-from synapse_retriever.items import ItemRecall, plan_items, rank_scores, usable_scores
+from synapse_retriever.injection import (
+    ANNOTATION_KEYS,
+    Hit,
+    RecallPlan,
+    candidates,
+    inject,
+    injection_slots,
+)
+from synapse_retriever.items import (
+    ItemRecall,
+    Recalled,
+    annotate,
+    plan_items,
+    rank_scores,
+    usable_scores,
+    usage_ids,
+)
+from synapse_retriever.runs import RunCollector
 from synapse_retriever.store import DecayReport, SynapseStore
+from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -43,9 +60,13 @@ __all__ = [
     "ItemRecall",
     "NotASynapseDatabaseError",
     "RecallPlan",
+    "Recalled",
+    "RunCollector",
     "SynapseConfig",
     "SynapseError",
     "SynapseStore",
+    "annotate",
+    "approximate_tokens",
     "candidates",
     "coactivation_set",
     "content_id",
@@ -53,12 +74,14 @@ __all__ = [
     "effective_weight",
     "hub_factor",
     "inject",
+    "injection_slots",
     "learned_half_life",
     "plan_items",
     "rank_scores",
     "reinforced_weight",
     "spread_activation",
     "usable_scores",
+    "usage_ids",
     "validate_namespace",
     "validate_node_id",
 ]

@@ -1,8 +1,10 @@
 """Recall over result objects (LangChain Documents, LlamaIndex nodes, anything).
 
-What every adapter needs, in one place: scores that may be missing or unsorted,
-the two phases of recall around resolving injected ids (sync or async), an optional
-cost per object for a strict token budget, and mapping hits back to objects.
+What every adapter needs, in one place: scores that may be missing or unsorted, the
+resolution of injected ids through the caller's docstore in small batches (sync or
+async), an optional cost per object for a strict token budget, mapping hits back to
+objects with the score each should show, the metadata that says why an object is
+there, and the ids of objects used together.
 
 Examples
 --------
@@ -14,28 +16,48 @@ Examples
 ...                     ids=["a", "b", "c", "d"], scores=[None] * 4, at=0)
 >>> recall.candidates
 ['z']
->>> [item for item, hit in recall.finish({"z": docs["z"]})]
+>>> [r.item for r in recall.resolve(lambda ids: {i: docs.get(i) for i in ids})]
 ['doc a', 'doc b', 'doc c', 'doc z']
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Generic, TypeVar
+from numbers import Real
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from synapse_retriever.clock import Clock
-from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.injection import Hit, RecallPlan
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.injection import ANNOTATION_KEYS, Hit, RecallPlan
 
 if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
 
-__all__ = ["ItemRecall", "plan_items", "rank_scores", "usable_scores"]
+__all__ = [
+    "ItemRecall",
+    "Recalled",
+    "annotate",
+    "plan_items",
+    "rank_scores",
+    "usable_scores",
+    "usage_ids",
+]
 
 T = TypeVar("T")
+
+Fetch = Callable[[list[str]], Mapping[str, T | None]]
+"""``ids -> {id: object}`` for the ids it can resolve (missing or None: unresolvable)."""
+
+AsyncFetch = Callable[[list[str]], Awaitable[Mapping[str, T | None]]]
+
+OnError = Callable[[Exception, list[str]], object]
+"""``(exception, ids) -> None``: a failed fetch is reported here and ends resolution."""
+
+_Steps = Generator[list[str], Mapping[str, Any] | None, list["Recalled[T]"]]
 
 
 def rank_scores(n: int) -> list[float]:
@@ -49,69 +71,280 @@ def rank_scores(n: int) -> list[float]:
     return [1.0 - rank / n for rank in range(n)]
 
 
-def usable_scores(scores: Sequence[float | None]) -> bool:
-    """Whether ``scores`` can drive recall: all present, finite and non-increasing.
+def usable_scores(scores: Sequence[object]) -> bool:
+    """Whether ``scores`` can drive recall: all real numbers, finite and non-increasing.
 
     Examples
     --------
     >>> usable_scores([0.9, 0.9, 0.4]), usable_scores([0.4, 0.9]), usable_scores([0.9, None])
     (True, False, False)
+    >>> usable_scores([0.9, "0.4"])  # e.g. a metadata value that is not a number
+    False
     """
     values = list(scores)
-    if any(s is None or isinstance(s, bool) or not math.isfinite(s) for s in values):
+    if not all(isinstance(s, Real) and not isinstance(s, bool) for s in values):
         return False
-    return all(x >= y for x, y in pairwise(values))  # type: ignore[operator]
+    floats = [float(s) for s in values]  # type: ignore[arg-type]
+    return all(math.isfinite(s) for s in floats) and all(x >= y for x, y in pairwise(floats))
+
+
+def annotate(metadata: Mapping[str, Any], hit: Hit) -> dict[str, Any]:
+    """A new metadata dict saying why ``hit`` is here (``metadata`` itself is not changed).
+
+    Earlier annotations (:data:`~synapse_retriever.injection.ANNOTATION_KEYS`) are
+    dropped first, so an object that passes through recall twice never keeps a stale
+    ``synapse_displaced``; then :meth:`Hit.annotation` is added.
+
+    Examples
+    --------
+    >>> old = {"source": "b.py", "synapse_origin": "injected", "synapse_displaced": "e"}
+    >>> annotate(old, Hit("b", 0.6, "boosted", 0.2, ("a", "b")))
+    {'source': 'b.py', 'synapse_origin': 'boosted', 'synapse_energy': 0.2, 'synapse_path': 'a -> b'}
+    """
+    kept = {key: value for key, value in metadata.items() if key not in ANNOTATION_KEYS}
+    return {**kept, **hit.annotation()}
+
+
+def usage_ids(
+    used: Iterable[object],
+    id_of: Callable[[Any], str],
+    kind: type | tuple[type, ...],
+) -> list[str]:
+    """The ids of objects used together (one co-activation event): a str is an id as it is,
+    an instance of ``kind`` goes through ``id_of``.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``used`` is a bare str or a single object of ``kind`` (iterating it would give
+        characters or fields), or it holds something that is neither.
+
+    Examples
+    --------
+    >>> usage_ids(["a.py", 3], lambda n: f"n{n}", int)
+    ['a.py', 'n3']
+    >>> usage_ids("a.py", str.upper, int)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: must be a list of ids or int objects, got 'a.py'
+    """
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = "/".join(k.__name__ for k in kinds)
+    if isinstance(used, (str, bytes, *kinds)):
+        raise InvalidTypeError(f"must be a list of ids or {names} objects, got {used!r}")
+    ids: list[str] = []
+    for item in used:
+        if isinstance(item, str):
+            ids.append(item)
+        elif isinstance(item, kinds):
+            ids.append(id_of(item))
+        else:
+            raise InvalidTypeError(
+                f"expected an id or a {names}, got {type(item).__name__} {item!r}"
+            )
+    return ids
+
+
+class Recalled(NamedTuple, Generic[T]):
+    """One result of recall over objects.
+
+    Attributes
+    ----------
+    item : object
+        The input object kept here, or the resolved object injected here.
+    hit : Hit
+        Why it is here (``hit.annotation()`` says it in metadata).
+    score : float or None
+        The score to show. When the input's scores were usable, the method's
+        (``hit.score``: boosted objects gain ``boost × energy``). Otherwise only the order
+        changed: a kept object shows its own input score, an injected one its victim's
+        (None stays None).
+    """
+
+    item: T
+    hit: Hit
+    score: float | None
 
 
 @dataclass(frozen=True)
 class ItemRecall(Generic[T]):
-    """Recall planned over ``items``; resolve :attr:`candidates`, then :meth:`finish`."""
+    """Recall planned over ``items``: :meth:`resolve` (or :meth:`aresolve`) finishes it."""
 
     plan: RecallPlan
     items: Sequence[T]
     ids: Sequence[str]
+    scores: Sequence[float | None]
     scored: bool
     """True when the items' own scores drove recall; False when rank scores did."""
 
     @property
     def candidates(self) -> list[str]:
-        """Ids to resolve into objects before :meth:`finish` (strongest first)."""
+        """Every absent id that could displace a hit, strongest first.
+
+        It can be long on a dense graph: :meth:`resolve` asks for them a batch at a time.
+        """
         return self.plan.candidates
+
+    @property
+    def batch_size(self) -> int:
+        """Ids asked of the resolver at a time: ``2 × max_inject`` (the slots and a spare each)."""
+        return max(1, 2 * self.plan.max_inject)
 
     def finish(
         self,
-        resolved: Mapping[str, T] | None = None,
+        resolved: Mapping[str, T | None] | None = None,
         cost: Callable[[T], float] | None = None,
-    ) -> list[tuple[T, Hit]]:
-        """Inject and map hits back to objects: ``(item, hit)`` pairs, same length as the input.
+    ) -> list[Recalled[T]]:
+        """Inject from objects already resolved; same length as the input.
 
         Parameters
         ----------
         resolved : mapping id -> object, optional
-            Objects for the candidate ids; ids missing here never take a slot. None
-            means boost only.
+            Objects for candidate ids; ids missing here (or None) never take a slot.
+            None means boost only.
         cost : callable, optional
             Cost of an object (e.g. its tokens): an injection may not raise the total.
         """
-        found: Mapping[str, T] = resolved or {}
-        cost_of: Callable[[str], float] | None = None
-        if cost is not None:
-            by_id = dict(zip(self.ids, self.items, strict=True))
-            costs: dict[str, float] = {}
+        found = {node: item for node, item in (resolved or {}).items() if item is not None}
+        return self._finish(found, self._cost_of(found, cost))
 
-            def cost_of(node: str) -> float:
-                if node not in costs:
-                    costs[node] = float(cost(by_id[node] if node in by_id else found[node]))
-                return costs[node]
+    def resolve(
+        self,
+        fetch: Fetch[T] | None,
+        cost: Callable[[T], float] | None = None,
+        on_error: OnError | None = None,
+    ) -> list[Recalled[T]]:
+        """Resolve candidates through ``fetch`` in batches, then inject; see :meth:`aresolve`.
 
+        Examples
+        --------
+        >>> from synapse_retriever import SynapseStore
+        >>> store = SynapseStore(":memory:")
+        >>> for node in "vwxyz":  # five candidates, v the strongest
+        ...     _ = store.reinforce(["a", node], strength=2.0 if node == "v" else 1.0, at=0)
+        >>> recall = plan_items(store, list("abcde"), ids=list("abcde"), scores=[None] * 5, at=0)
+        >>> asked = []
+        >>> def fetch(ids):
+        ...     asked.append(ids)
+        ...     return {node: node.upper() for node in ids if node in "wxyz"}  # v is gone
+        >>> [r.item for r in recall.resolve(fetch)]
+        ['a', 'b', 'c', 'W', 'X']
+        >>> asked  # two slots: 4 ids at a time, and v cost no slot
+        [['v', 'w', 'x', 'y']]
+        """
+        if fetch is None:
+            return self.finish(None, cost)
+        steps = self._steps(cost)
+        try:
+            batch = next(steps)
+            while True:
+                try:
+                    answer: Mapping[str, T | None] | None = fetch(batch)
+                except Exception as exc:
+                    if on_error is None:
+                        raise
+                    on_error(exc, batch)
+                    answer = None
+                batch = steps.send(answer)
+        except StopIteration as done:
+            result: list[Recalled[T]] = done.value
+            return result
+
+    async def aresolve(
+        self,
+        fetch: AsyncFetch[T] | None,
+        cost: Callable[[T], float] | None = None,
+        on_error: OnError | None = None,
+    ) -> list[Recalled[T]]:
+        """Resolve candidates through ``await fetch(ids)`` in batches, then inject.
+
+        Candidates are asked for :attr:`batch_size` at a time, strongest first, until
+        every injection slot is filled or no candidate is left: an id ``fetch`` does not
+        return (or returns None for) never costs a slot, and neither does one that
+        ``cost`` keeps out; the result is the same as resolving every candidate at once.
+
+        Parameters
+        ----------
+        fetch : callable, optional
+            ``ids -> {id: object}``; objects for ids not asked for are ignored. None
+            means boost only: nothing is asked.
+        cost : callable, optional
+            Cost of an object (e.g. its tokens): an injection may not raise the total.
+        on_error : callable, optional
+            ``(exception, ids) -> None``, called when ``fetch`` raises; resolution then
+            stops and injects only what was resolved before. Without it the exception
+            propagates.
+        """
+        if fetch is None:
+            return self.finish(None, cost)
+        steps = self._steps(cost)
+        try:
+            batch = next(steps)
+            while True:
+                try:
+                    answer: Mapping[str, T | None] | None = await fetch(batch)
+                except Exception as exc:
+                    if on_error is None:
+                        raise
+                    on_error(exc, batch)
+                    answer = None
+                batch = steps.send(answer)
+        except StopIteration as done:
+            result: list[Recalled[T]] = done.value
+            return result
+
+    def _steps(self, cost: Callable[[T], float] | None) -> _Steps[T]:
+        """The batching loop, shared by :meth:`resolve` and :meth:`aresolve`: yields the
+        ids to fetch, receives what was found (None: stop asking), returns the recall."""
+        found: dict[str, T] = {}
+        cost_of = self._cost_of(found, cost)
+        pending = self.candidates
+        step = self.batch_size
+        while pending:
+            batch, pending = pending[:step], pending[step:]
+            answer = yield batch
+            if answer is None:
+                break
+            found.update((node, answer[node]) for node in batch if answer.get(node) is not None)
+            if found:
+                result = self._finish(found, cost_of)
+                injected = sum(r.hit.origin == "injected" for r in result)
+                if injected == self.plan.slots or not pending:
+                    return result
+        return self._finish(found, cost_of)
+
+    def _cost_of(
+        self, found: Mapping[str, T], cost: Callable[[T], float] | None
+    ) -> Callable[[str], float] | None:
+        """``cost`` by id, each object counted once (``found`` may grow between calls)."""
+        if cost is None:
+            return None
+        by_id = dict(zip(self.ids, self.items, strict=True))
+        costs: dict[str, float] = {}
+
+        def cost_of(node: str) -> float:
+            if node not in costs:
+                costs[node] = float(cost(by_id[node] if node in by_id else found[node]))
+            return costs[node]
+
+        return cost_of
+
+    def _finish(
+        self, found: Mapping[str, T], cost_of: Callable[[str], float] | None
+    ) -> list[Recalled[T]]:
         hits = self.plan.inject(resolvable=found.keys(), cost=cost_of)
-        queues: dict[str, list[T]] = {}
-        for node, item in zip(self.ids, self.items, strict=True):
-            queues.setdefault(node, []).append(item)
-        return [
-            (found[hit.id] if hit.origin == "injected" else queues[hit.id].pop(0), hit)
-            for hit in hits
-        ]
+        waiting: dict[str, deque[int]] = {}
+        for position, node in enumerate(self.ids):
+            waiting.setdefault(node, deque()).append(position)
+        kept = [None if hit.origin == "injected" else waiting[hit.id].popleft() for hit in hits]
+        result: list[Recalled[T]] = []
+        for hit, index in zip(hits, kept, strict=True):
+            if index is not None:
+                item, source = self.items[index], index
+            else:  # the victim is an input left waiting under the displaced id
+                item, source = found[hit.id], waiting[hit.displaced or ""].popleft()
+            result.append(Recalled(item, hit, hit.score if self.scored else self.scores[source]))
+        return result
 
 
 def plan_items(
@@ -135,4 +368,4 @@ def plan_items(
     scored = usable_scores(scores)
     values = [float(s) for s in scores] if scored else rank_scores(len(items))  # type: ignore[arg-type]
     plan = store.plan(list(zip(ids, values, strict=True)), at, active_namespace)
-    return ItemRecall(plan, items, ids, scored)
+    return ItemRecall(plan, items, ids, list(scores), scored)

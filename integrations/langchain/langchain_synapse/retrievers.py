@@ -20,14 +20,17 @@ from pydantic import Field, field_validator, model_validator
 from synapse_retriever import (
     Hit,
     ItemRecall,
+    Recalled,
     SynapseConfig,
     SynapseError,
     SynapseStore,
+    annotate,
+    approximate_tokens,
     content_id,
     plan_items,
+    usage_ids,
     validate_namespace,
 )
-from synapse_retriever.tokens import approximate_tokens
 
 __all__ = ["SynapseRetriever", "document_id"]
 
@@ -173,7 +176,7 @@ class SynapseRetriever(BaseRetriever):
         Returns:
             The number of edges written (pairs of distinct ids).
         """
-        ids = [u if isinstance(u, str) else document_id(u, self.id_key) for u in used]
+        ids = usage_ids(used, lambda doc: document_id(doc, self.id_key), Document)
         return self.store.reinforce(ids, strength, namespace or self.active_namespace)
 
     def _get_relevant_documents(
@@ -188,7 +191,8 @@ class SynapseRetriever(BaseRetriever):
             query, {"callbacks": run_manager.get_child()}, **kwargs
         )
         recall = self._plan(upstream, k)
-        return self._finish(recall, self._resolve(recall.candidates))
+        fetch = None if self.docstore is None else self._fetch
+        return self._annotated(recall.resolve(fetch, self._cost()))
 
     async def _aget_relevant_documents(
         self,
@@ -202,7 +206,8 @@ class SynapseRetriever(BaseRetriever):
             query, {"callbacks": run_manager.get_child()}, **kwargs
         )
         recall = self._plan(upstream, k)
-        return self._finish(recall, await self._aresolve(recall.candidates))
+        fetch = None if self.docstore is None else self._afetch
+        return self._annotated(await recall.aresolve(fetch, self._cost()))
 
     def _plan(self, upstream: Sequence[Document], k: int | None) -> ItemRecall[Document]:
         limit = self.k if k is None else k
@@ -222,9 +227,10 @@ class SynapseRetriever(BaseRetriever):
             active_namespace=self.active_namespace,
         )
 
-    def _resolve(self, ids: list[str]) -> dict[str, Document]:
+    def _fetch(self, ids: list[str]) -> dict[str, Document]:
+        """One batch of candidate ids -> the Documents ``docstore`` has for them."""
         store = self.docstore
-        if not ids or store is None:
+        if store is None:
             return {}
         if isinstance(store, VectorStore):
             return _by_id(ids, store.get_by_ids(ids))
@@ -232,45 +238,42 @@ class SynapseRetriever(BaseRetriever):
             return _by_id(ids, store.mget(ids), aligned=True)
         return _by_id(ids, [store(node) for node in ids], aligned=True)
 
-    async def _aresolve(self, ids: list[str]) -> dict[str, Document]:
+    async def _afetch(self, ids: list[str]) -> dict[str, Document]:
         store = self.docstore
-        if not ids or store is None:
-            return {}
         if isinstance(store, VectorStore):
             return _by_id(ids, await store.aget_by_ids(ids))
         if isinstance(store, BaseStore):
             return _by_id(ids, await store.amget(ids), aligned=True)
-        return await run_in_executor(None, self._resolve, ids)
+        return await run_in_executor(None, self._fetch, ids)
 
-    def _finish(
-        self, recall: ItemRecall[Document], resolved: dict[str, Document]
-    ) -> list[Document]:
+    def _cost(self) -> Callable[[Document], float] | None:
+        if self.token_budget != "strict":
+            return None
         count = self.token_counter
-        cost = (lambda doc: count(doc.page_content)) if self.token_budget == "strict" else None
-        pairs = recall.finish(resolved, cost)
-        score_key = self.score_key if recall.scored else None
-        return [_annotated(doc, hit, score_key) for doc, hit in pairs]
+        return lambda doc: count(doc.page_content)
 
+    def _annotated(self, recalled: list[Recalled[Document]]) -> list[Document]:
+        """Plain hits as they came; boosted and injected ones as copies that say why."""
+        return [
+            doc if hit.origin == "vector" else self._copy(doc, hit, score)
+            for doc, hit, score in recalled
+        ]
 
-def _annotated(doc: Document, hit: Hit, score_key: str | None) -> Document:
-    """``doc`` itself for a plain hit; else a copy whose metadata says why it is here."""
-    notes = hit.annotation()
-    if not notes:
-        return doc
-    if score_key is not None:
-        notes[score_key] = hit.score  # boosted, or the displaced hit's score
-    return doc.model_copy(update={"metadata": {**doc.metadata, **notes}})
+    def _copy(self, doc: Document, hit: Hit, score: float | None) -> Document:
+        metadata = annotate(doc.metadata, hit)
+        if self.score_key is not None and score is not None:
+            metadata[self.score_key] = score  # the method's, or an injected one's victim's
+        return doc.model_copy(update={"metadata": metadata})
 
 
 def _by_id(
     ids: list[str], found: Sequence[object], *, aligned: bool = False
 ) -> dict[str, Document]:
-    """Requested ids -> resolved Documents, matched by position or else by ``Document.id``."""
+    """Asked ids -> Documents, matched by position (``aligned``) or else by ``Document.id``."""
     keys = ids if aligned else [getattr(doc, "id", None) for doc in found]
-    wanted = set(ids)
     resolved: dict[str, Document] = {}
     for node, doc in zip(keys, found, strict=True):
-        if doc is None or node is None or node not in wanted:
+        if doc is None or node is None:
             continue
         if not isinstance(doc, Document):
             raise TypeError(f"docstore returned {doc!r} for id {node!r}, expected a Document")

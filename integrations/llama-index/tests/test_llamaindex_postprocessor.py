@@ -255,6 +255,67 @@ async def test_an_async_callable_works_on_the_async_path_only(
     assert "async NodeFetcher" in caplog.text
 
 
+def ten_candidates(synapse: SynapsePostprocessor) -> None:
+    """a used once with each of k0 … k9; k9 the strongest: energy 0.3 × (1 + i / 10) × 0.6."""
+    for i in range(10):
+        synapse.record_usage(["a", f"k{i}"], strength=1 + i / 10)
+
+
+BATCHES = [["k9", "k8", "k7", "k6"], ["k5", "k4", "k3", "k2"]]  # 2 × max_inject each
+
+
+@pytest.mark.asyncio
+async def test_candidates_are_fetched_a_few_at_a_time_sync_and_async() -> None:
+    asked: list[list[str]] = []
+
+    def fetch(ids: list[str]) -> list[BaseNode]:
+        asked.append(ids)
+        return [make_node(i) for i in ids if i in {"k2", "k3", "k4"}]
+
+    async def afetch(ids: list[str]) -> list[BaseNode]:
+        return fetch(ids)
+
+    synapse = SynapsePostprocessor(store=":memory:", docstore=fetch)
+    ten_candidates(synapse)
+    assert ids_of(synapse.postprocess_nodes(ranked("abcde"))) == ["a", "b", "c", "k4", "k3"]
+    assert asked == BATCHES  # k1 and k0 are never asked for
+    asked.clear()
+    synapse.docstore = afetch
+    assert ids_of(await synapse.apostprocess_nodes(ranked("abcde"))) == ["a", "b", "c", "k4", "k3"]
+    assert asked == BATCHES
+
+
+def test_a_docstore_that_fails_midway_is_asked_no_more(caplog: pytest.LogCaptureFixture) -> None:
+    asked: list[list[str]] = []
+
+    def fetch(ids: list[str]) -> list[BaseNode]:
+        asked.append(ids)
+        if len(asked) > 1:
+            raise ConnectionError("remote store unreachable")
+        return [make_node("k7")]
+
+    synapse = SynapsePostprocessor(store=":memory:", docstore=fetch)
+    ten_candidates(synapse)
+    with caplog.at_level(logging.WARNING):
+        out = synapse.postprocess_nodes(ranked("abcde"))
+    assert ids_of(out) == ["a", "b", "c", "d", "k7"]  # what came back before the failure
+    assert asked == BATCHES  # and no third call
+    assert "could not fetch ['k5', 'k4', 'k3', 'k2']: they displace nothing" in caplog.text
+
+
+def test_a_boosted_node_loses_annotations_it_came_with(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "d"])
+    hits = ranked("abcd")
+    hits[3].node.metadata.update(synapse_origin="injected", synapse_displaced="old")
+    out = synapse.postprocess_nodes(hits)
+    assert {k: v for k, v in out[3].node.metadata.items() if k in ANNOTATION_KEYS} == {
+        "synapse_origin": "boosted",
+        "synapse_energy": 0.18,  # 0.3 × 0.6
+        "synapse_path": "a -> d",
+    }
+    assert hits[3].node.metadata["synapse_displaced"] == "old"  # the input is untouched
+
+
 @pytest.mark.asyncio
 async def test_sync_and_async_give_the_same_nodes(synapse: SynapsePostprocessor) -> None:
     synapse.record_usage(["a", "f"], strength=2.0)
@@ -362,7 +423,7 @@ def test_record_usage_refuses_a_bare_string_or_node(synapse: SynapsePostprocesso
         synapse.record_usage("ab")
     with pytest.raises(TypeError, match="must be a list"):
         synapse.record_usage(make_node("a"))  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="expected a node"):
+    with pytest.raises(TypeError, match="expected an id or a BaseNode/NodeWithScore, got int 1"):
         synapse.record_usage([1, 2])  # type: ignore[list-item]
 
 

@@ -214,6 +214,67 @@ def test_scores_in_metadata_drive_recall_and_are_updated(corpus: dict[str, Docum
     assert ids(make(ListRetriever(docs=docs), store=retriever.store).invoke("q")) == UPSTREAM
 
 
+def test_unsorted_scores_are_kept_and_an_injected_document_takes_its_victims(
+    corpus: dict[str, Document],
+) -> None:
+    scores = {"a": 0.2, "b": 0.9, "c": 0.5, "d": 0.4, "e": 0.1}  # e.g. after a reranker
+    docs = [corpus[n].model_copy(update={"metadata": {"score": s}}) for n, s in scores.items()]
+    retriever = make(ListRetriever(docs=docs), score_key="score", docstore=corpus.get)
+    retriever.record_usage(["a", "x"])
+    result = retriever.invoke("q")
+    assert ids(result) == ["a", "b", "c", "d", "x"]  # rank scores drove recall: x took e's slot
+    assert result[:4] == docs[:4]
+    assert result[4].metadata["score"] == 0.1  # e's score, not a rank score
+    assert corpus["x"].metadata == {"name": "x"}
+
+
+def test_a_boosted_document_loses_annotations_it_came_with(corpus: dict[str, Document]) -> None:
+    stale = {"synapse_origin": "injected", "synapse_displaced": "old", "name": "d"}
+    docs = [corpus[n] for n in "abc"] + [Document(page_content="d", id="d", metadata=stale)]
+    docs.append(corpus["e"])
+    retriever = make(ListRetriever(docs=docs))
+    retriever.record_usage(["a", "d"])
+    boosted = retriever.invoke("q")[3]
+    assert boosted.metadata == {
+        "name": "d",
+        "synapse_origin": "boosted",
+        "synapse_energy": 0.18,  # 0.3 × 0.6
+        "synapse_path": "a -> d",
+    }
+    assert docs[3].metadata == stale
+
+
+class CountingStore(InMemoryStore):
+    """Records the ids each mget / amget call asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[list[str]] = []
+
+    def mget(self, keys: Any) -> list[Document | None]:
+        self.asked.append(list(keys))
+        return super().mget(keys)
+
+    async def amget(self, keys: Any) -> list[Document | None]:
+        self.asked.append(["async", *keys])
+        return InMemoryStore.mget(self, keys)  # not self.mget: that would record twice
+
+
+@pytest.mark.asyncio
+async def test_candidates_are_fetched_a_few_at_a_time(upstream: ListRetriever) -> None:
+    docstore = CountingStore()
+    docstore.mset([(n, Document(page_content=f"text of {n}", id=n)) for n in ["k2", "k3", "k4"]])
+    retriever = make(upstream, docstore=docstore)
+    for i in range(10):  # ten candidates, k9 the strongest: energy 0.3 × (1 + i / 10) × 0.6
+        retriever.record_usage(["a", f"k{i}"], strength=1 + i / 10)
+    batches = [["k9", "k8", "k7", "k6"], ["k5", "k4", "k3", "k2"]]  # 2 × max_inject each
+    assert ids(retriever.invoke("q")) == ["a", "b", "c", "k4", "k3"]  # k1, k0 never asked
+    assert docstore.asked == batches
+    docstore.asked.clear()
+    assert ids(await retriever.ainvoke("q")) == ["a", "b", "c", "k4", "k3"]
+    assert docstore.asked == [["async", *batch] for batch in batches]  # the native amget
+
+
 # -- strict token budget -------------------------------------------------------------------
 
 
@@ -427,6 +488,12 @@ def test_a_bad_active_namespace_fails_at_construction(upstream: ListRetriever) -
 
 def test_record_usage_refuses_bad_input(upstream: ListRetriever) -> None:
     retriever = make(upstream)
+    with pytest.raises(TypeError, match="must be a list of ids or Document objects, got 'ab'"):
+        retriever.record_usage("ab")  # not the ids 'a' and 'b'
+    with pytest.raises(TypeError, match="must be a list of ids or Document objects"):
+        retriever.record_usage(upstream.docs[0])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="expected an id or a Document, got int 3"):
+        retriever.record_usage(["a", 3])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="strength must be a finite number"):
         retriever.record_usage(["a", "b"], strength=float("nan"))
     with pytest.raises(ValueError, match="namespace"):

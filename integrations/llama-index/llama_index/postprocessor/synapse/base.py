@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -20,13 +19,15 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from pydantic import InstanceOf
 
 from synapse_retriever import (
-    ANNOTATION_KEYS,
     Hit,
     InvalidTypeError,
     ItemRecall,
+    Recalled,
     SynapseConfig,
     SynapseStore,
+    annotate,
     plan_items,
+    usage_ids,
     validate_namespace,
 )
 from synapse_retriever.clock import Clock
@@ -155,22 +156,20 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         Record what was *used* (cited, read, edited), not merely retrieved: reinforcing
         every retrieved node would feed recall's own output back into the graph.
         """
-        if isinstance(nodes_or_ids, str | BaseNode | NodeWithScore):
-            raise InvalidTypeError(f"nodes_or_ids must be a list, got {nodes_or_ids!r}")
-        ids = [self.node_id(node) for node in nodes_or_ids]
+        ids = usage_ids(nodes_or_ids, self.node_id, (BaseNode, NodeWithScore))
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        recall = self._plan(nodes)
-        return self._finish(nodes, recall, self._fetch(recall.candidates))
+        recall, fetch = self._plan(nodes), None if self.docstore is None else self._fetch
+        return self._output(nodes, recall.resolve(fetch, self._cost(), _unfetched))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        recall = self._plan(nodes)
-        return self._finish(nodes, recall, await self._afetch(recall.candidates))
+        recall, fetch = self._plan(nodes), None if self.docstore is None else self._afetch
+        return self._output(nodes, await recall.aresolve(fetch, self._cost(), _unfetched))
 
     def _plan(self, nodes: Sequence[NodeWithScore]) -> ItemRecall[NodeWithScore]:
         ids = [self.node_id(node) for node in nodes]
@@ -180,41 +179,30 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         )
 
     def _fetch(self, ids: list[str]) -> dict[str, NodeWithScore]:
+        """One batch of candidate ids -> the nodes ``docstore`` has for them."""
         source = self.docstore
-        if not ids or source is None:
-            return {}
-        try:
-            if isinstance(source, BaseDocumentStore):
-                if self.id_mode == "ref_doc_id":
-                    ids = _first_node_ids([source.get_ref_doc_info(i) for i in ids])
-                return self._keyed(source.get_nodes(ids, raise_error=False))
-            if isinstance(source, BasePydanticVectorStore):
-                return self._keyed(source.get_nodes(node_ids=ids))
-            found = source(ids)
-            if inspect.isawaitable(found):
-                _close(found)
-                raise TypeError("an async NodeFetcher works only on the async path")
-            return self._keyed(found)
-        except Exception:
-            logger.warning("could not fetch %s: they displace nothing", ids, exc_info=True)
-            return {}
+        if isinstance(source, BaseDocumentStore):
+            if self.id_mode == "ref_doc_id":
+                ids = _first_node_ids([source.get_ref_doc_info(i) for i in ids])
+            return self._keyed(source.get_nodes(ids, raise_error=False))
+        if isinstance(source, BasePydanticVectorStore):
+            return self._keyed(source.get_nodes(node_ids=ids))
+        found = source(ids) if source is not None else []
+        if inspect.isawaitable(found):
+            _close(found)
+            raise TypeError("an async NodeFetcher works only on the async path")
+        return self._keyed(found)
 
     async def _afetch(self, ids: list[str]) -> dict[str, NodeWithScore]:
         source = self.docstore
-        if not ids or source is None:
-            return {}
-        try:
-            if isinstance(source, BaseDocumentStore):
-                if self.id_mode == "ref_doc_id":
-                    ids = _first_node_ids([await source.aget_ref_doc_info(i) for i in ids])
-                return self._keyed(await source.aget_nodes(ids, raise_error=False))
-            if isinstance(source, BasePydanticVectorStore):
-                return self._keyed(await source.aget_nodes(node_ids=ids))
-            found = source(ids)
-            return self._keyed(await found if inspect.isawaitable(found) else found)
-        except Exception:
-            logger.warning("could not fetch %s: they displace nothing", ids, exc_info=True)
-            return {}
+        if isinstance(source, BaseDocumentStore):
+            if self.id_mode == "ref_doc_id":
+                ids = _first_node_ids([await source.aget_ref_doc_info(i) for i in ids])
+            return self._keyed(await source.aget_nodes(ids, raise_error=False))
+        if isinstance(source, BasePydanticVectorStore):
+            return self._keyed(await source.aget_nodes(node_ids=ids))
+        found = source(ids) if source is not None else []
+        return self._keyed(await found if inspect.isawaitable(found) else found)
 
     def _keyed(self, nodes: Iterable[BaseNode]) -> dict[str, NodeWithScore]:
         """Fetched nodes by graph id; a node that maps to another id is not a candidate."""
@@ -224,50 +212,42 @@ class SynapsePostprocessor(BaseNodePostprocessor):
                 keyed.setdefault(self.node_id(node), NodeWithScore(node=node))
         return keyed
 
-    def _finish(
-        self,
-        nodes: list[NodeWithScore],
-        recall: ItemRecall[NodeWithScore],
-        fetched: dict[str, NodeWithScore],
+    def _cost(self) -> Callable[[NodeWithScore], float] | None:
+        """Tokens of a node as the LLM sees it, for ``token_budget="strict"``."""
+        if self.token_budget != "strict":
+            return None
+        count = self.token_counter or (lambda text: len(Settings.tokenizer(text)))
+        return lambda item: count(item.node.get_content(metadata_mode=MetadataMode.LLM))
+
+    def _output(
+        self, nodes: list[NodeWithScore], recalled: list[Recalled[NodeWithScore]]
     ) -> list[NodeWithScore]:
-        cost = None
-        if self.token_budget == "strict":
-            count = self.token_counter or (lambda text: len(Settings.tokenizer(text)))
-            cost = lambda item: count(item.node.get_content(metadata_mode=MetadataMode.LLM))  # noqa: E731
-        pairs = recall.finish(fetched, cost)
-        if all(hit.origin == "vector" for _, hit in pairs):
+        if all(hit.origin == "vector" for _, hit, _ in recalled):
             return nodes  # nothing boosted or injected: the input, unchanged
-        kept = Counter(id(item) for item, hit in pairs if hit.origin != "injected")
-        displaced: dict[str, list[float | None]] = {}  # upstream scores of the victims
-        for node, item in zip(recall.ids, nodes, strict=True):
-            if kept[id(item)]:
-                kept[id(item)] -= 1
-            else:
-                displaced.setdefault(node, []).append(item.score)
-        output = []
-        for item, hit in pairs:
-            if hit.origin == "vector":
-                output.append(item)
-                continue
-            score: float | None = hit.score
-            if not recall.scored and hit.origin == "boosted":  # keep the upstream's scores
-                score = item.score
-            elif not recall.scored:  # an injected node takes its victim's
-                score = displaced[hit.displaced or ""].pop(0)
-            output.append(NodeWithScore(node=_annotated(item.node, hit), score=score))
+        output = [
+            item
+            if hit.origin == "vector"
+            else NodeWithScore(node=_annotated(item.node, hit), score=score)
+            for item, hit, score in recalled
+        ]
         dispatcher.event(SynapseRecallEvent(nodes=output))
         return output
+
+
+def _unfetched(error: Exception, ids: list[str]) -> None:
+    """A docstore that fails (e.g. a remote vector store) is asked no more in this query:
+    the ids it did not return displace nothing, the query goes on."""
+    logger.warning("could not fetch %s: they displace nothing", ids, exc_info=error)
 
 
 def _annotated(node: BaseNode, hit: Hit) -> BaseNode:
     """A copy of ``node`` saying why it is here, the notes kept out of prompt and embedding."""
     notes = hit.annotation()
-    metadata = {k: v for k, v in node.metadata.items() if k not in ANNOTATION_KEYS}
     llm_keys = [k for k in node.excluded_llm_metadata_keys if k not in notes]
     embed_keys = [k for k in node.excluded_embed_metadata_keys if k not in notes]
     return node.model_copy(
         update={
-            "metadata": {**metadata, **notes},
+            "metadata": annotate(node.metadata, hit),
             "excluded_llm_metadata_keys": [*llm_keys, *notes],
             "excluded_embed_metadata_keys": [*embed_keys, *notes],
         }
