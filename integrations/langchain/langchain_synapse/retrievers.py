@@ -107,7 +107,8 @@ class SynapseRetriever(BaseRetriever):
         default=None,
         description="Metadata key holding a similarity score (higher is better); when every "
         "document has one and they are sorted, they drive recall instead of rank scores "
-        "1 - rank / n.",
+        "1 - rank / n, and a boosted document's copy carries its new score. An injected "
+        "document's copy carries the score of the document it displaced.",
     )
     k: int | None = Field(
         default=None,

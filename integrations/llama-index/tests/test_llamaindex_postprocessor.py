@@ -384,6 +384,8 @@ def test_strict_token_budget_lets_a_cheaper_injection_in(synapse: SynapsePostpro
     hits = ranked("abcd")
     hits[3].node.set_content("a weak hit that is much longer than the node replacing it")
     assert ids_of(synapse.postprocess_nodes(hits)) == ["a", "b", "c", "z"]
+    hits[3].node.set_content("d")  # 1 token: "text of z" (3 words, 3 tokens or more) costs more
+    assert synapse.postprocess_nodes(hits) is hits
 
 
 def test_store_as_a_path_with_a_config(tmp_path: Any) -> None:
