@@ -8,8 +8,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from synapse_retriever import SynapseStore
-from synapse_retriever.runs import RunCollector
+from synapse_retriever import RunCollector, SynapseStore
 
 __all__ = ["DEFAULT_INPUT_KEYS", "SynapseCallbackHandler"]
 

@@ -31,8 +31,7 @@ from llama_index.postprocessor.synapse.base import (
 )
 from pydantic import InstanceOf
 
-from synapse_retriever import InvalidTypeError
-from synapse_retriever.runs import RunCollector
+from synapse_retriever import InvalidTypeError, RunCollector
 
 __all__ = ["SynapseUsageEvent", "SynapseUsageHandler", "mark_used"]
 
