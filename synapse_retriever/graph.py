@@ -205,7 +205,7 @@ class MemoryGraph:
         top = int(ids.max()) + 1
         if top > self._capacity:
             self._grow(top)
-        new = np.unique(ids[self._a[ids] < 0])
+        fresh = self._a[ids] < 0
         self._ns[ids] = table[:, 1]
         self._a[ids] = table[:, 2]
         self._b[ids] = table[:, 3]
@@ -215,9 +215,9 @@ class MemoryGraph:
         self._created[ids] = table[:, 7]
         self._last[ids] = table[:, 8]
         self.size = max(self.size, top)
-        if new.size:
-            self._add(new)
-        self._touch(np.setdiff1d(ids, new))
+        if fresh.any():
+            self._add(ids[fresh])  # storage ids are unique: no need to sort them
+        self._touch(ids[~fresh])
 
     def remove(self, ids: Iterable[int]) -> None:
         """Forget edges by id."""
@@ -231,7 +231,9 @@ class MemoryGraph:
     def _add(self, new: IntArray) -> None:
         """New edges go to the log; a pair also stored in another namespace forces a rebuild
         (one merged, capped weight per pair needs both in the same structure)."""
-        if len(self.ns_names) > 1 and self._twins(new):
+        if new.size > max(8192, self._other.size // 16) or (
+            len(self.ns_names) > 1 and self._twins(new)
+        ):
             self.rebuild()
             return
         needed = self._log_len + new.size

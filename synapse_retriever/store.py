@@ -108,7 +108,6 @@ class SynapseStore:
         self._graph = MemoryGraph(self.config)
         self._version = 0
         self._apply(self._storage.load())
-        self._graph.rebuild()
         self._polled = time.monotonic()
         self._closed = False
 

@@ -196,12 +196,25 @@ class PerfResult:
     recall_p99_us: float
     decay_sweep_s: float
     decay_pruned: int
+    idle_sweep_s: float
+    idle_pruned: int
+    uniform_recall_p50_us: float
+    uniform_recall_p99_us: float
     open_load_s: float
     array_bytes_per_edge: float
     rss_bytes_per_edge: float
     naive_spread_p50_us: float
     naive_queries: int
     naive_ratio: float
+
+
+def _timed_recalls(store: SynapseStore, queries: Sequence[list[tuple[str, float]]]) -> list[float]:
+    latencies = []
+    for hits in queries:
+        started = time.perf_counter()
+        store.recall(hits, at=NOW)
+        latencies.append((time.perf_counter() - started) * 1e6)
+    return latencies
 
 
 def _rss() -> int:
@@ -247,26 +260,13 @@ def run_size(
             for row in zipf_events(n_nodes, queries, seed=seed + 2).tolist()
         ]
         progress(f"{edges:,} edges: recall")
-        store.recall(hits[0], at=NOW)  # warm up
-        latencies = []
-        for row in hits:
-            started = time.perf_counter()
-            store.recall(row, at=NOW)
-            latencies.append((time.perf_counter() - started) * 1e6)
-
-        progress(f"{edges:,} edges: naive spread")
-        db = sqlite3.connect(path)
-        db.execute("CREATE INDEX IF NOT EXISTS bench_edges_by_b ON edges (b)")
-        config = store.config
-        naive: list[float] = []
-        deadline = time.perf_counter() + naive_budget_s
-        for row in hits:
-            if naive and time.perf_counter() > deadline:
-                break
-            started = time.perf_counter()
-            naive_spread(db, [node for node, _ in row[:3]], NOW, config)
-            naive.append((time.perf_counter() - started) * 1e6)
-        db.close()
+        store.recall(hits[0], at=NOW)  # warm up: the first query builds the recall view
+        latencies = _timed_recalls(store, hits)
+        uniform = [
+            [(names[int(i)], 1.0 - rank / 10) for rank, i in enumerate(row)]
+            for row in rng.choice(n_nodes, size=(queries, 10))
+        ]
+        uniform_latencies = _timed_recalls(store, uniform)
 
         progress(f"{edges:,} edges: reinforce")
         upserts = 0
@@ -275,14 +275,31 @@ def run_size(
             upserts += store.reinforce([names[i] for i in row], at=NOW)
         throughput = upserts / (time.perf_counter() - started)
 
-        progress(f"{edges:,} edges: decay sweep")
+        progress(f"{edges:,} edges: decay sweeps")
+        started = time.perf_counter()
+        idle = store.decay(at=NOW)
+        idle_sweep = time.perf_counter() - started
         started = time.perf_counter()
         report = store.decay(at=NOW + 90 * SECONDS_PER_DAY)
         sweep = time.perf_counter() - started
         stored = max(1, report.pruned + report.remaining)
         array_bytes = graph.nbytes() / stored
+        config = store.config
     finally:
         store.close()
+
+    progress(f"{edges:,} edges: naive spread")  # last: its index build rewrites the file
+    db = sqlite3.connect(path)
+    db.execute("CREATE INDEX IF NOT EXISTS bench_edges_by_b ON edges (b)")
+    naive: list[float] = []
+    deadline = time.perf_counter() + naive_budget_s
+    for row in hits:
+        if naive and time.perf_counter() > deadline:
+            break
+        started = time.perf_counter()
+        naive_spread(db, [node for node, _ in row[:3]], NOW, config)
+        naive.append((time.perf_counter() - started) * 1e6)
+    db.close()
     p50 = statistics.median(latencies)
     naive_p50 = statistics.median(naive)
     return PerfResult(
@@ -294,6 +311,10 @@ def run_size(
         recall_p99_us=round(_percentile(latencies, 0.99), 1),
         decay_sweep_s=round(sweep, 4),
         decay_pruned=report.pruned,
+        idle_sweep_s=round(idle_sweep, 4),
+        idle_pruned=idle.pruned,
+        uniform_recall_p50_us=round(statistics.median(uniform_latencies), 1),
+        uniform_recall_p99_us=round(_percentile(uniform_latencies, 0.99), 1),
         open_load_s=round(open_load, 3),
         array_bytes_per_edge=round(array_bytes, 1),
         rss_bytes_per_edge=round(rss / max(1, shape["edges"]), 1),
