@@ -111,6 +111,39 @@ class SynapseStore:
         self._polled = time.monotonic()
         self._closed = False
 
+    @classmethod
+    def coerce(
+        cls, store: SynapseStore | str | os.PathLike[str], config: SynapseConfig | None = None
+    ) -> SynapseStore:
+        """``store`` itself, or a store opened at the path ``store`` with ``config``.
+
+        What adapters accept as their ``store`` field. A ``config`` that differs from a
+        given store's own is refused: it would silently not apply.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> SynapseStore.coerce(store) is store
+        True
+        >>> SynapseStore.coerce(store, SynapseConfig(seeds=1))
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: config differs from the given store's \
+config: pass config together with a store path instead
+        """
+        if isinstance(store, SynapseStore):
+            if config is not None and config != store.config:
+                raise InvalidValueError(
+                    "config differs from the given store's config: "
+                    "pass config together with a store path instead"
+                )
+            return store
+        if not isinstance(store, (str, os.PathLike)):
+            raise InvalidTypeError(
+                f"store must be a SynapseStore or a path, got {type(store).__name__}"
+            )
+        return cls(store, config=config)
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self) -> None:

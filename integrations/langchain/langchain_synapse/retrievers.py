@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -137,25 +136,21 @@ class SynapseRetriever(BaseRetriever):
     @model_validator(mode="before")
     @classmethod
     def _open_store(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not isinstance(data.get("store"), (str, os.PathLike)):
+        if not isinstance(data, dict) or "store" not in data:
             return data
-        path = data["store"]
+        given = data["store"]
         try:
-            store = SynapseStore(path, config=data.get("config"))
+            store = SynapseStore.coerce(given, data.get("config"))
         except (SynapseError, OSError) as exc:
-            raise ValueError(f"cannot open the synapse store at {str(path)!r}: {exc}") from exc
+            if isinstance(given, SynapseStore):
+                raise ValueError(str(exc)) from exc
+            raise ValueError(f"cannot open the synapse store at {str(given)!r}: {exc}") from exc
         return {**data, "store": store}
 
     @field_validator("active_namespace")
     @classmethod
     def _check_namespace(cls, namespace: str) -> str:
         return validate_namespace(namespace)
-
-    @model_validator(mode="after")
-    def _check_config(self) -> SynapseRetriever:
-        if self.config is not None and self.config != self.store.config:
-            raise ValueError("config differs from the given SynapseStore's config; pass one")
-        return self
 
     def record_usage(
         self,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -118,15 +117,13 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     @model_validator(mode="before")
     @classmethod
     def _open_store(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("store"), str | os.PathLike):
-            data = {**data, "store": SynapseStore(data["store"], config=data.get("config"))}
+        if isinstance(data, dict) and "store" in data:
+            data = {**data, "store": SynapseStore.coerce(data["store"], data.get("config"))}
         return data
 
     @model_validator(mode="after")
     def _check(self) -> SynapsePostprocessor:
         validate_namespace(self.active_namespace)
-        if self.config is not None and self.config != self.store.config:
-            raise ValueError("config differs from store.config: pass config with a store path")
         return self
 
     @classmethod
