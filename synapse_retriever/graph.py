@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,10 @@ _COLUMNS: dict[str, tuple[type, float]] = {
 }
 
 
+MAX_VIEWS = 4
+"""Recall views kept at once (one per active namespace recently queried)."""
+
+
 @dataclass
 class _View:
     """Merged live weights for one active namespace, evaluated at time ``at``."""
@@ -137,7 +142,7 @@ class MemoryGraph:
         self._entry_edge = np.zeros(0, np.int32)
         self._log = np.zeros(1024, np.int64)  # ids of edges added since the CSR was built
         self._log_len = 0
-        self._views: dict[str, _View] = {}
+        self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
 
     # -- columns and names -------------------------------------------------------------
 
@@ -314,6 +319,9 @@ class MemoryGraph:
         view = self._views.get(active_namespace)
         if view is None or abs(view.at - now) > self.config.weight_tolerance_s:
             view = self._views[active_namespace] = self._build_view(active_namespace, now)
+            while len(self._views) > MAX_VIEWS:  # each view holds 16 bytes per edge
+                self._views.popitem(last=False)
+        self._views.move_to_end(active_namespace)
         n = self.n
         if view.main.shape[0] < n:
             view.main = self._main_matrix(view.data)

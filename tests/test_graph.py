@@ -95,3 +95,15 @@ def test_writes_after_the_adjacency_is_built_update_the_cached_view_in_place() -
     store.decay(at=0)
     store._graph.remove([1])  # a deletion seen from another process
     assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
+
+
+def test_recall_views_are_kept_for_a_few_active_namespaces_only() -> None:
+    from synapse_retriever.graph import MAX_VIEWS
+
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], namespace="personal", at=0)
+    for i in range(MAX_VIEWS + 3):  # one view per active branch queried
+        assert store.activate(["a"], at=0, active_namespace=f"branch:b{i}") == {
+            "b": pytest.approx(0.3 * 0.8 * 0.6)  # personal seen from a branch: × 0.8
+        }
+    assert len(store._graph._views) == MAX_VIEWS
