@@ -233,24 +233,19 @@ def cmd_edges(args: argparse.Namespace) -> int:
     """A node's live neighbours, strongest first, with decayed weights and half-lives."""
     now = _time(args.at)
     with _open(args.store, must_exist=True) as store:
-        graph = store.graph(at=now, namespaces=args.namespace)
-    rows = []
-    if args.node in graph:
-        for other, keyed in graph[args.node].items():
-            attr_sets = keyed.values() if graph.is_multigraph() else [keyed]
-            for attrs in attr_sets:
-                rows.append(
-                    {
-                        "neighbour": other,
-                        "namespace": attrs["namespace"],
-                        "weight": attrs["weight"],
-                        "stored_weight": attrs["stored_weight"],
-                        "count": attrs["count"],
-                        "half_life_days": attrs["half_life_days"],
-                        "last_reinforced_at": _iso(attrs["last_reinforced_at"]),
-                    }
-                )
-    rows.sort(key=lambda r: (-r["weight"], r["neighbour"], r["namespace"]))
+        found = store.neighbours(args.node, at=now, namespace=args.namespace)
+    rows = [
+        {
+            "neighbour": other,
+            "namespace": edge.namespace,
+            "weight": weight,
+            "stored_weight": edge.weight,
+            "count": edge.activation_count,
+            "half_life_days": edge.half_life_days,
+            "last_reinforced_at": _iso(edge.last_reinforced_at),
+        }
+        for other, edge, weight in found
+    ]
     shown = rows[: args.limit] if args.limit else rows
     if args.json:
         _print_json({"node": args.node, "at": _iso(now), "neighbours": shown, "total": len(rows)})

@@ -452,6 +452,24 @@ class MemoryGraph:
         edges = np.concatenate(found).astype(np.int64)
         return edges[self._a[edges] >= 0]
 
+    def neighbours(
+        self, node: str, now: float, namespace: str | None = None
+    ) -> list[tuple[str, Edge, float]]:
+        """Live edges of ``node``, optionally of one namespace: (neighbour, edge, weight)."""
+        x = self.index.get(node)
+        if x is None:
+            return []
+        edges = self._incident(x)
+        if namespace is not None:
+            edges = edges[self._ns[edges] == self.ns_index.get(namespace, -1)]
+        weights = self.weights(edges, now)
+        found = []
+        for edge, weight in zip(edges.tolist(), weights.tolist(), strict=True):
+            if weight > 0:
+                stored = self._edge(edge)
+                found.append((stored.b if stored.a == node else stored.a, stored, weight))
+        return found
+
     def edge(self, namespace: str, a: str, b: str) -> Edge | None:
         """The stored edge between ``a`` and ``b`` in ``namespace``, or None."""
         ns_id, x, y = self.ns_index.get(namespace), self.index.get(a), self.index.get(b)

@@ -353,6 +353,29 @@ config: pass config together with a store path instead
             self._refresh()
             return self._graph.edge(ns, a, b)
 
+    def neighbours(
+        self, node: str, at: Clock = None, namespace: str | None = None
+    ) -> list[tuple[str, Edge, float]]:
+        """Live edges of ``node``, strongest first: ``(neighbour, stored edge, weight at at)``.
+
+        Reads only the node's own edges (``graph()`` builds the whole graph).
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["jwt", "keys"], strength=2.0, at=0)
+        >>> _ = store.reinforce(["jwt", "login"], at=0)
+        >>> [(other, round(weight, 2)) for other, _, weight in store.neighbours("jwt", at=0)]
+        [('keys', 0.6), ('login', 0.3)]
+        """
+        validate_node_id(node)
+        ns = None if namespace is None else validate_namespace(namespace)
+        now = to_seconds(at)
+        with self._lock:
+            self._refresh()
+            found = self._graph.neighbours(node, now, ns)
+        return sorted(found, key=lambda row: (-row[2], row[0], row[1].namespace))
+
     def weight(self, a: str, b: str, namespace: str = "personal", at: Clock = None) -> float:
         """The effective (decayed, LTP-floored) weight at ``at``; 0.0 if absent or pruned."""
         now = to_seconds(at)
