@@ -234,7 +234,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
     now = _time(args.at)
     with _open(args.store, must_exist=True) as store:
         found = store.neighbours(args.node, at=now, namespace=args.namespace)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "neighbour": other,
             "namespace": edge.namespace,
