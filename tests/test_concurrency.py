@@ -99,3 +99,22 @@ def test_a_process_killed_mid_reinforce_leaves_the_database_as_before(tmp_path: 
         assert store.edge("a", "c") is None
         assert store.graph(at=0).number_of_edges() == 1
         store.reinforce(["a", "b"], at=86400)  # and it is writable again
+
+
+def test_a_sweep_by_another_process_removes_the_edges_here_too(tmp_path: Path) -> None:
+    path = tmp_path / "swept.db"
+    reader = SynapseStore(path, config=SynapseConfig(refresh_interval_s=0.0))
+    reader.reinforce(["a", "b"], at=0)
+    assert set(reader.activate(["a"], at=0)) == {"b"}
+    script = textwrap.dedent(
+        f"""
+        from synapse_retriever import SynapseStore
+        with SynapseStore({str(path)!r}) as s:
+            assert s.decay(at=200 * 86400).pruned == 1
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    # read at t=0, before the sweep's time: only the tombstone can tell the edge is gone
+    assert reader.activate(["a"], at=0) == {}
+    assert reader.edge("a", "b") is None
+    reader.close()
