@@ -88,6 +88,22 @@ def test_marks_in_one_top_level_span_are_one_event_when_it_ends(
     assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
 
 
+def test_two_handlers_on_one_store_count_a_span_once(synapse: SynapsePostprocessor) -> None:
+    first = SynapseUsageHandler(postprocessor=synapse).attach()
+    second = SynapseUsageHandler(postprocessor=synapse).attach()
+    try:
+
+        @dispatcher.span
+        def run() -> None:
+            mark_used(["a", "b"])
+
+        run()
+    finally:
+        first.detach()
+        second.detach()
+    assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
+
+
 def test_two_top_level_spans_are_two_events(
     synapse: SynapsePostprocessor, handler: SynapseUsageHandler
 ) -> None:

@@ -134,7 +134,11 @@ class SynapseUsageHandler(BaseEventHandler):
             return
         self._record(self._runs.add(event.span_id, items))
 
-    def _record(self, items: list[tuple[str, Any]] | None) -> None:
+    def _record(self, items: list[tuple[str, Any]] | None, span: str | None = None) -> None:
+        """Reinforce the ids of one top-level span's evidence of use, as one event.
+
+        The span id becomes the event id, so handlers sharing a store count a span once.
+        """
         if not items:
             return
         try:
@@ -146,7 +150,10 @@ class SynapseUsageHandler(BaseEventHandler):
             ]
             used = [node for node in ids if node]
             if len(set(used)) > 1:
-                self.postprocessor.record_usage(used, strength=self.strength)
+                processor = self.postprocessor
+                namespace = processor.active_namespace
+                event = None if span is None else f"llamaindex:{namespace}:{span}"
+                processor.store.reinforce(used, self.strength, namespace, event_id=event)
         except Exception:  # the dispatcher would swallow it silently
             logger.exception("synapse usage capture failed; nothing was reinforced")
 
@@ -184,12 +191,12 @@ class _SpanTree(BaseSpanHandler[BaseSpan]):
     def prepare_to_exit_span(
         self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any
     ) -> None:
-        self._handler._record(self._handler._runs.end(id_))
+        self._handler._record(self._handler._runs.end(id_), id_)
 
     def prepare_to_drop_span(
         self, id_: str, bound_args: Any, instance: Any = None, err: Any = None, **kwargs: Any
     ) -> None:
-        self._handler._record(self._handler._runs.end(id_))  # used all the same
+        self._handler._record(self._handler._runs.end(id_), id_)  # used all the same
 
 
 def _cited(response: Any, sources: list[NodeWithScore]) -> list[NodeWithScore]:
