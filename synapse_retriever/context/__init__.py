@@ -1,0 +1,68 @@
+"""Conversation memory that fades like a brain: importance, graded detail, consolidation.
+
+Every turn of a long chat keeps a detail level (FULL, CHUNKS, SUMMARY or DROPPED) that
+degrades smoothly with its importance for the current query, and the assembled history
+always fits a fixed token budget: no cliff into one batch summary.
+
+Examples
+--------
+>>> from synapse_retriever.context import ConversationMemory
+>>> with ConversationMemory(":memory:") as memory:
+...     turn_id = memory.add_turn("I moved the deploy to Fridays", role="user", session="s1")
+...     [(t.turn_id, t.role, t.level.value) for t in memory.assemble("when do we deploy?", 2000)]
+[(1, 'user', 'full')]
+"""
+
+from synapse_retriever.context.assemble import AssembledTurn
+from synapse_retriever.context.config import MODES, PRESETS, ContextConfig
+from synapse_retriever.context.consolidate import Consolidator
+from synapse_retriever.context.embed import Embedder, HashingEmbedder, TurnIndex
+from synapse_retriever.context.history import (
+    HistoryMessage,
+    TrimmedMessage,
+    tool_groups,
+    trim_history,
+)
+from synapse_retriever.context.importance import habituation, importance, recency, surprise
+from synapse_retriever.context.levels import ContextBudgetError, Level, plan_levels, threshold_level
+from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
+from synapse_retriever.context.storage import ContextStorage, TurnRecord
+from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer, focus
+from synapse_retriever.context.tokens import TokenCounter, checked_counter, tiktoken_counter
+
+__all__ = [
+    "MODES",
+    "PRESETS",
+    "AssembledTurn",
+    "Condensed",
+    "Consolidator",
+    "ContextBudgetError",
+    "ContextConfig",
+    "ContextStorage",
+    "ConversationMemory",
+    "Embedder",
+    "ExtractiveSummarizer",
+    "HashingEmbedder",
+    "HistoryMessage",
+    "Level",
+    "Summarizer",
+    "TfidfThemes",
+    "ThemeExtractor",
+    "TokenCounter",
+    "TrimmedMessage",
+    "TurnIndex",
+    "TurnRecord",
+    "checked_counter",
+    "focus",
+    "habituation",
+    "importance",
+    "matching",
+    "plan_levels",
+    "recency",
+    "surprise",
+    "threshold_level",
+    "tiktoken_counter",
+    "tool_groups",
+    "trim_history",
+]

@@ -1,0 +1,211 @@
+"""From turns and a query to the assembled context: signals, levels, texts, budget.
+
+Shared by :class:`~synapse_retriever.context.ConversationMemory` (persistent turns) and
+:func:`~synapse_retriever.context.trim_history` (a message list, e.g. from an agent
+framework), so both adapters and the memory decide the same way.
+
+Notes
+-----
+For a query, every turn's relevance is its similarity to the query (one FAISS search);
+with ``relevance="relative"`` it is divided by the best turn's, so the best match has
+relevance 1. The ``recall_k`` most similar turns are *recalled*: their CHUNKS and
+SUMMARY texts are the sentences that match the query (:func:`~.summarize.focus`), so
+when the budget condenses them, what the question needs is what stays. Other turns use
+their pre-computed condensation, or the extractive default when none is stored yet (it
+is cheap; assembling never waits on a background summarizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from synapse_retriever.context.config import ContextConfig
+from synapse_retriever.context.embed import Embedder, TurnIndex, Vectors, normalized
+from synapse_retriever.context.importance import habituation, importance, recency
+from synapse_retriever.context.levels import Level, plan_levels
+from synapse_retriever.context.summarize import Condensed, focus
+
+__all__ = ["AssembledTurn", "Decision", "TurnsView", "plan_context"]
+
+TokenCounter = Callable[[str], int]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class AssembledTurn:
+    """One turn of an assembled context.
+
+    Attributes
+    ----------
+    turn_id : int
+        The id :meth:`~synapse_retriever.context.ConversationMemory.add_turn` returned.
+    role : str
+        The turn's role (``user``, ``assistant``...).
+    level : Level
+        ``full``, ``chunks`` or ``summary`` (a ``str`` enum: ``level == "full"`` works).
+    text : str
+        What goes into the prompt.
+    tokens : int
+        ``token_counter(text)``.
+    importance : float
+        The turn's importance for this query, in [0, 1].
+    session : str
+        The session the turn was added in.
+    """
+
+    turn_id: int
+    role: str
+    level: Level
+    text: str
+    tokens: int
+    importance: float
+    session: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The level and text of turn ``index`` (position in the view)."""
+
+    index: int
+    level: Level
+    text: str
+    tokens: int
+    importance: float
+
+
+@dataclass
+class TurnsView:
+    """What the planner reads about the turns, oldest first (row i = turn i).
+
+    ``condensed(i)`` returns the stored condensation of turn ``i`` or None. ``pinned``
+    turns are always FULL; ``groups`` are kept or dropped together; a turn that is not
+    ``degradable`` is FULL or dropped; ``fixed_tokens`` are added to a turn's cost at
+    every level (text that is never condensed, e.g. a tool call's arguments).
+    """
+
+    texts: Sequence[str]
+    index: TurnIndex
+    surprise: FloatArray
+    repeats: FloatArray
+    boost: FloatArray
+    at: FloatArray
+    condensed: Callable[[int], Condensed | None]
+    pinned: Sequence[bool] | None = None
+    groups: Sequence[int | None] | None = None
+    degradable: Sequence[bool] | None = None
+    fixed_tokens: Sequence[int] | None = None
+    full_tokens: Sequence[int] | None = None
+
+
+def importances(
+    view: TurnsView,
+    query: Vectors | None,
+    config: ContextConfig,
+    *,
+    now: float,
+    mode: str | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """(importance, similarity to the query) of every turn."""
+    n = len(view.texts)
+    pinned = np.asarray(view.pinned if view.pinned is not None else [False] * n, dtype=bool)
+    order = np.cumsum(~pinned[::-1])[::-1]  # unpinned turns from here to the end
+    age_turns = np.where(pinned, 0, order - 1).astype(np.float64)
+    age_days = np.maximum(0.0, now - view.at) / 86_400.0
+    similarity = view.index.similarities(query) if query is not None else np.zeros(n)
+    relevance = similarity
+    if config.relevance == "relative" and n and similarity.max() > 0:
+        relevance = similarity / similarity.max()
+    score = importance(
+        recency(age_turns, config.recency_half_life_turns, age_days, config.recency_half_life_days),
+        view.surprise,
+        relevance,
+        habituation(view.repeats, config.habituation_half_count),
+        weights=config.weights,
+        temperature=config.temperature(mode),
+        boost=view.boost,
+    )
+    return np.asarray(score, dtype=np.float64).reshape(n), similarity
+
+
+def plan_context(
+    view: TurnsView,
+    query: str | None,
+    budget: int,
+    *,
+    config: ContextConfig,
+    embedder: Embedder,
+    token_counter: TokenCounter,
+    fallback: Callable[[str], Condensed],
+    now: float,
+    mode: str | None = None,
+) -> list[Decision]:
+    """The kept turns, oldest first, with their level and text; their tokens fit ``budget``."""
+    n = len(view.texts)
+    if n == 0:
+        return []
+    query_vector = None
+    if query is not None and query.strip():
+        query_vector = normalized(embedder.embed([query]), embedder.dim)[0]
+    scores, _ = importances(view, query_vector, config, now=now, mode=mode)
+    recalled: set[int] = set()
+    if query_vector is not None and config.recall_k > 0:
+        recalled = {row for row, _ in view.index.top(query_vector, config.recall_k)}
+    degradable = view.degradable if view.degradable is not None else [True] * n
+    fixed = view.fixed_tokens if view.fixed_tokens is not None else [0] * n
+    full_tokens = view.full_tokens
+    pinned = view.pinned if view.pinned is not None else [False] * n
+    unpinned = [i for i in range(n) if not pinned[i]]
+    # Working memory is never condensed unless it may shrink: skip condensing it.
+    working = set()
+    if config.overflow == "raise" and config.working_memory:
+        working = set(unpinned[-config.working_memory :])
+    texts: list[tuple[str, str, str]] = []
+    costs: list[tuple[int, int, int]] = []
+    for i, text in enumerate(view.texts):
+        full = full_tokens[i] if full_tokens is not None else token_counter(text)
+        if not degradable[i] or not text.strip() or pinned[i] or i in working:
+            texts.append((text, text, text))
+            costs.append((full + fixed[i],) * 3)
+            continue
+        if i in recalled and query_vector is not None:
+            condensed = focus(
+                text,
+                query_vector,
+                embedder,
+                chunks_ratio=config.chunks_ratio,
+                token_counter=token_counter,
+            )
+        else:
+            condensed = view.condensed(i) or fallback(text)
+        texts.append((text, condensed.chunks, condensed.summary))
+        costs.append(
+            (
+                full + fixed[i],
+                token_counter(condensed.chunks) + fixed[i],
+                token_counter(condensed.summary) + fixed[i],
+            )
+        )
+    levels = plan_levels(
+        [float(s) for s in scores],
+        costs,
+        budget,
+        working_memory=config.working_memory,
+        thresholds=(config.full_threshold, config.chunks_threshold, config.summary_threshold),
+        demotion=config.demotion,
+        level_values=config.level_values,
+        pinned=view.pinned,
+        groups=view.groups,
+        overflow=config.overflow,
+    )
+    slot = {Level.FULL: 0, Level.CHUNKS: 1, Level.SUMMARY: 2}
+    return [
+        Decision(
+            i, level, texts[i][slot[level]], costs[i][slot[level]] - fixed[i], float(scores[i])
+        )
+        for i, level in enumerate(levels)
+        if level is not Level.DROPPED
+    ]

@@ -1,0 +1,293 @@
+"""Every constant of conversation memory in one validated, immutable object.
+
+Two presets: :meth:`ContextConfig.published` is the method as published (weights 0.4
+recency, 0.3 surprise, 0.2 relevance, 0.1 habituation; thresholds 0.7 / 0.4 / 0.2; the
+least important turn is demoted first). The default, ``ContextConfig()``, keeps the
+published structure and constants but adds query-time recall: relevance is measured
+against the best-matching turn, weighs more, and the turns recalled by the query are
+condensed around the sentences that match it; the budget rule demotes whatever frees
+tokens at the least loss of importance. It keeps more of what an old question needs
+(see ``synapse bench memory`` and the README's table).
+
+Examples
+--------
+>>> ContextConfig().working_memory, ContextConfig().temperature("analytical")
+(5, 1.3)
+>>> ContextConfig.published().weights
+(0.4, 0.3, 0.2, 0.1)
+>>> ContextConfig(chunks_threshold=0.8)
+Traceback (most recent call last):
+...
+synapse_retriever.errors.InvalidValueError: thresholds must satisfy summary_threshold <= \
+chunks_threshold <= full_threshold, got 0.2, 0.8, 0.7
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from synapse_retriever.context.importance import Weights
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+__all__ = ["MODES", "PRESETS", "ContextConfig"]
+
+MODES = ("analytical", "creative", "conversational")
+"""The processing modes; each has a temperature."""
+
+PRESETS = ("default", "published")
+"""Names accepted by :meth:`ContextConfig.preset`."""
+
+
+def _temperatures() -> Mapping[str, float]:
+    return MappingProxyType({"analytical": 1.3, "creative": 0.8, "conversational": 1.0})
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """The constants of conversation memory, validated on construction.
+
+    Parameters
+    ----------
+    working_memory : int
+        The last this-many turns are always FULL (working memory).
+    recency_weight, surprise_weight, relevance_weight, habituation_weight : float
+        Weights of the four importance signals (each in [0, 1]).
+    full_threshold, chunks_threshold, summary_threshold : float
+        Beyond working memory a turn is FULL above ``full_threshold``, CHUNKS above
+        ``chunks_threshold``, SUMMARY above ``summary_threshold``, else DROPPED.
+    chunks_ratio, summary_ratio : float
+        Target share of a turn's tokens kept by CHUNKS (key sentences) and SUMMARY (one
+        sentence).
+    temperatures : Mapping[str, float]
+        Importance multiplier of each mode: analytical keeps more detail, creative less.
+    mode : str
+        The mode used when :meth:`~synapse_retriever.context.ConversationMemory.assemble`
+        is given none.
+    recency_half_life_turns : float
+        Recency halves every this-many turns of age.
+    recency_half_life_days : float or None
+        If set, recency also halves every this-many days of wall-clock age.
+    habituation_similarity : float
+        Earlier turns at least this similar count as repeats of a turn.
+    habituation_half_count : float
+        Habituation = 1 − 2^(−repeats / habituation_half_count).
+    relevance : {"absolute", "relative"}
+        ``absolute``: relevance is the similarity to the query. ``relative``: divided by
+        the best turn's similarity, so the best match always has relevance 1.
+    recall_k : int
+        The query's ``recall_k`` nearest turns (a FAISS search) are *recalled*: at CHUNKS
+        or SUMMARY their text is the sentences that match the query best, not the
+        query-blind pre-computed condensation. 0 disables recall.
+    demotion : {"importance", "value"}
+        The budget rule's order. ``importance``: demote the least important turn one
+        level, repeatedly (as published). ``value``: demote the turn whose next level
+        frees tokens at the smallest loss, importance × (value of its level − value of the
+        next) per token freed, so long turns are condensed before short ones are dropped.
+    level_values : tuple[float, float, float]
+        What FULL, CHUNKS and SUMMARY keep of a turn's value (``value`` demotion only).
+    consolidation_interval : int
+        Consolidation and replay run in the background every this-many turns.
+    consolidation_ages : tuple[int, int]
+        Turns aged within these bounds (inclusive, in turns; the newest turn has age 0)
+        get their chunks and summary pre-computed...
+    consolidation_threshold : float
+        ...if their importance is above this.
+    replay_window : int
+        Themes are extracted from the last this-many turns...
+    replay_boost : float
+        ...and each of those turns that matches a theme gains this much importance
+        (persisted, capped at 1 in total).
+    replay_themes : int
+        At most this many themes per replay.
+    overflow : {"raise", "shrink"}
+        When working memory alone exceeds the budget: ``raise``
+        :class:`~synapse_retriever.context.ContextBudgetError`, or ``shrink`` working
+        memory to the newest whole turns that fit (a turn is never cut).
+    """
+
+    working_memory: int = 5
+    recency_weight: float = 0.2
+    surprise_weight: float = 0.1
+    relevance_weight: float = 0.6
+    habituation_weight: float = 0.1
+    full_threshold: float = 0.7
+    chunks_threshold: float = 0.4
+    summary_threshold: float = 0.2
+    chunks_ratio: float = 0.3
+    summary_ratio: float = 0.1
+    temperatures: Mapping[str, float] = field(default_factory=_temperatures)
+    mode: str = "conversational"
+    recency_half_life_turns: float = 20.0
+    recency_half_life_days: float | None = None
+    habituation_similarity: float = 0.9
+    habituation_half_count: float = 1.0
+    relevance: Literal["absolute", "relative"] = "relative"
+    recall_k: int = 32
+    demotion: Literal["importance", "value"] = "value"
+    level_values: tuple[float, float, float] = (1.0, 0.6, 0.4)
+    consolidation_interval: int = 10
+    consolidation_ages: tuple[int, int] = (5, 20)
+    consolidation_threshold: float = 0.2
+    replay_window: int = 10
+    replay_boost: float = 0.2
+    replay_themes: int = 5
+    overflow: Literal["raise", "shrink"] = "raise"
+
+    @classmethod
+    def published(cls, **changes: Any) -> ContextConfig:
+        """The method as published: weights 0.4 / 0.3 / 0.2 / 0.1, absolute relevance, no
+        query recall, least-important-first demotion."""
+        values: dict[str, Any] = {
+            "recency_weight": 0.4,
+            "surprise_weight": 0.3,
+            "relevance_weight": 0.2,
+            "habituation_weight": 0.1,
+            "relevance": "absolute",
+            "recall_k": 0,
+            "demotion": "importance",
+        }
+        return cls(**{**values, **changes})
+
+    @classmethod
+    def preset(cls, name: str, **changes: Any) -> ContextConfig:
+        """A named preset (``default`` or ``published``) with ``changes`` applied.
+
+        Examples
+        --------
+        >>> ContextConfig.preset("published", working_memory=3).working_memory
+        3
+        """
+        if name == "published":
+            return cls.published(**changes)
+        if name == "default":
+            return cls(**changes)
+        raise InvalidValueError(f"preset must be one of {PRESETS}, got {name!r}")
+
+    def replace(self, **changes: Any) -> ContextConfig:
+        """A copy with ``changes`` applied (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def weights(self) -> Weights:
+        """(recency, surprise, relevance, habituation) weights."""
+        return (
+            self.recency_weight,
+            self.surprise_weight,
+            self.relevance_weight,
+            self.habituation_weight,
+        )
+
+    def temperature(self, mode: str | None = None) -> float:
+        """The temperature of ``mode`` (default: the configured mode)."""
+        mode = self.mode if mode is None else mode
+        if mode not in self.temperatures:
+            raise InvalidValueError(
+                f"mode must be one of {sorted(self.temperatures)}, got {mode!r}"
+            )
+        return float(self.temperatures[mode])
+
+    def __post_init__(self) -> None:
+        for name in (
+            "recency_weight",
+            "surprise_weight",
+            "relevance_weight",
+            "habituation_weight",
+            "full_threshold",
+            "chunks_threshold",
+            "summary_threshold",
+            "habituation_similarity",
+            "consolidation_threshold",
+            "replay_boost",
+        ):
+            _check_unit(name, getattr(self, name))
+        for name in ("chunks_ratio", "summary_ratio"):
+            value = getattr(self, name)
+            _check_unit(name, value)
+            if value == 0:
+                raise InvalidValueError(f"{name} must be in (0, 1], got {value!r}")
+        if not self.summary_threshold <= self.chunks_threshold <= self.full_threshold:
+            raise InvalidValueError(
+                "thresholds must satisfy summary_threshold <= chunks_threshold <= "
+                f"full_threshold, got {self.summary_threshold}, {self.chunks_threshold}, "
+                f"{self.full_threshold}"
+            )
+        if self.summary_ratio > self.chunks_ratio:
+            raise InvalidValueError(
+                f"summary_ratio must be <= chunks_ratio, got {self.summary_ratio} > "
+                f"{self.chunks_ratio}"
+            )
+        for name, minimum in (
+            ("working_memory", 0),
+            ("recall_k", 0),
+            ("consolidation_interval", 1),
+            ("replay_window", 1),
+            ("replay_themes", 0),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        _check_positive("recency_half_life_turns", self.recency_half_life_turns)
+        _check_positive("habituation_half_count", self.habituation_half_count)
+        if self.recency_half_life_days is not None:
+            _check_positive("recency_half_life_days", self.recency_half_life_days)
+        for name, allowed in (
+            ("relevance", ("absolute", "relative")),
+            ("demotion", ("importance", "value")),
+            ("overflow", ("raise", "shrink")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise InvalidValueError(
+                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        values = tuple(self.level_values)
+        if len(values) != 3:
+            raise InvalidValueError(f"level_values must have 3 numbers, got {values!r}")
+        for i, value in enumerate(values):
+            _check_unit(f"level_values[{i}]", value)
+        if not values[0] >= values[1] >= values[2]:
+            raise InvalidValueError(f"level_values must not increase, got {values!r}")
+        ages = tuple(self.consolidation_ages)
+        if len(ages) != 2:
+            raise InvalidValueError(f"consolidation_ages must be (low, high), got {ages!r}")
+        for i, age in enumerate(ages):
+            _check_int(f"consolidation_ages[{i}]", age, 0)
+        if ages[0] > ages[1]:
+            raise InvalidValueError(f"consolidation_ages must satisfy low <= high, got {ages!r}")
+        if not isinstance(self.temperatures, Mapping):
+            raise InvalidTypeError(
+                f"temperatures must be a mapping, got {type(self.temperatures).__name__}"
+            )
+        temperatures = dict(self.temperatures)
+        for mode, value in temperatures.items():
+            if not isinstance(mode, str):
+                raise InvalidTypeError(f"temperatures keys must be str, got {mode!r}")
+            _check_positive(f"temperatures[{mode!r}]", value)
+        if self.mode not in temperatures:
+            raise InvalidValueError(
+                f"mode must be one of {sorted(temperatures)}, got {self.mode!r}"
+            )
+        object.__setattr__(self, "temperatures", MappingProxyType(temperatures))
+        object.__setattr__(self, "level_values", tuple(float(v) for v in values))
+        object.__setattr__(self, "consolidation_ages", (int(ages[0]), int(ages[1])))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_unit(name: str, value: object) -> None:
+    if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
+        raise InvalidValueError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+def _check_positive(name: str, value: object) -> None:
+    if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
+        raise InvalidValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

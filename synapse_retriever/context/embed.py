@@ -1,0 +1,201 @@
+"""Similarity between turns: a pluggable embedder and a FAISS index of turn vectors.
+
+Every similarity of the conversation memory (surprise, habituation, relevance to the
+query) is the inner product of L2-normalized vectors, clipped to [0, 1]. Nearest-turn
+search runs in FAISS (an exact ``IndexFlatIP``), never in a Python loop over turns.
+
+The default :class:`HashingEmbedder` needs no model and no network: each content term
+(see :func:`~synapse_retriever.context.text.terms`) is hashed into one of ``dim``
+signed buckets, counts are damped to 1 + log(count), and the vector is normalized.
+Texts sharing terms are close, texts sharing none are orthogonal. Any other embedder
+(a sentence-transformer, an API) plugs in through the :class:`Embedder` protocol.
+
+Examples
+--------
+>>> embedder = HashingEmbedder(dim=64)
+>>> index = TurnIndex(embedder.dim)
+>>> index.add(embedder.embed(["deploy on fridays", "lunch was great"]))
+>>> round(index.nearest(embedder.embed(["fridays deploy"])[0]), 3)
+1.0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import faiss
+import numpy as np
+import numpy.typing as npt
+
+from synapse_retriever.context.text import terms
+from synapse_retriever.errors import InvalidValueError
+
+__all__ = ["Embedder", "HashingEmbedder", "TurnIndex", "Vectors", "normalized"]
+
+Vectors = npt.NDArray[np.float32]
+"""A (rows, dim) float32 matrix of L2-normalized vectors (a zero row for an empty text)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors; the memory normalizes them.
+
+    ``name`` identifies the vector space: vectors stored under another name are
+    recomputed when a memory is reopened with a different embedder.
+    """
+
+    @property
+    def name(self) -> str:
+        """A stable identifier of the model and its settings."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """The vector length."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
+        """One row per text."""
+        ...
+
+
+def normalized(vectors: npt.ArrayLike, dim: int) -> Vectors:
+    """``vectors`` as a C-contiguous float32 (rows, dim) matrix of unit rows (zero rows stay 0).
+
+    Raises
+    ------
+    InvalidValueError
+        The shape is not (rows, dim), or a value is not finite.
+
+    Examples
+    --------
+    >>> normalized([[3.0, 4.0], [0.0, 0.0]], 2).tolist()
+    [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+    """
+    matrix = np.array(vectors, dtype=np.float32, ndmin=2)
+    if matrix.ndim != 2 or matrix.shape[1] != dim:
+        raise InvalidValueError(f"embedder returned shape {matrix.shape}, expected (rows, {dim})")
+    if not np.all(np.isfinite(matrix)):
+        raise InvalidValueError("embedder returned a non-finite value")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of content terms: offline, deterministic, no model.
+
+    Parameters
+    ----------
+    dim : int
+        Number of hash buckets (the vector length).
+
+    Examples
+    --------
+    >>> embedder = HashingEmbedder(dim=256)
+    >>> a, b, c = embedder.embed(["staging database host", "the staging database", "lunch"])
+    >>> round(float(a @ b), 3), round(float(a @ c), 3)  # 2 shared terms of 3 and 2; none
+    (0.816, 0.0)
+    """
+
+    def __init__(self, dim: int = 1024) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
+            raise InvalidValueError(f"dim must be an integer >= 8, got {dim!r}")
+        self._dim = dim
+
+    @property
+    def name(self) -> str:
+        return f"hashing-v1-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        matrix = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for term, count in Counter(terms(text)).items():
+                bucket, sign = self._bucket(term)
+                matrix[row, bucket] += sign * (1.0 + math.log(count))
+        return normalized(matrix, self._dim)
+
+    def _bucket(self, term: str) -> tuple[int, float]:
+        digest = int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "big")
+        return digest % self._dim, 1.0 if (digest >> 63) & 1 else -1.0
+
+
+class TurnIndex:
+    """An exact inner-product FAISS index over turn vectors, in insertion order.
+
+    Row ``i`` of the index is the ``i``-th vector added. Similarities are clipped to
+    [0, 1] (for unit vectors they lie in [−1, 1]; opposite texts count as unrelated).
+
+    Examples
+    --------
+    >>> index = TurnIndex(2)
+    >>> index.add(normalized([[1, 0], [1, 1], [0, 1]], 2))
+    >>> index.nearest(normalized([[1, 0]], 2)[0])
+    1.0
+    >>> index.count_at_least(normalized([[1, 0]], 2)[0], 0.7)  # cos 1.0 and cos 0.707
+    2
+    >>> [round(float(s), 3) for s in index.similarities(normalized([[0, 1]], 2)[0])]
+    [0.0, 0.707, 1.0]
+    """
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._index = faiss.IndexFlatIP(dim)
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def add(self, vectors: Vectors) -> None:
+        """Append rows (unit vectors, float32)."""
+        if len(vectors):
+            self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def nearest(self, vector: Vectors) -> float:
+        """The highest similarity of ``vector`` to any indexed row; 0.0 when empty."""
+        if len(self) == 0:
+            return 0.0
+        scores, _ = self._index.search(vector.reshape(1, -1), 1)
+        return float(np.clip(scores[0, 0], 0.0, 1.0))
+
+    def count_at_least(self, vector: Vectors, threshold: float) -> int:
+        """How many indexed rows have a similarity of at least ``threshold`` to ``vector``."""
+        if len(self) == 0 or not np.any(vector):
+            return 0
+        radius = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))
+        limits, _, _ = self._index.range_search(vector.reshape(1, -1), radius)
+        return int(limits[1] - limits[0])
+
+    def top(self, vector: Vectors, k: int) -> list[tuple[int, float]]:
+        """The ``k`` most similar rows as (row, similarity), best first; similarity > 0 only."""
+        k = min(k, len(self))
+        if k <= 0 or not np.any(vector):
+            return []
+        scores, rows = self._index.search(vector.reshape(1, -1), k)
+        return [
+            (int(r), float(min(s, 1.0)))
+            for r, s in zip(rows[0], scores[0], strict=True)
+            if s > 1e-6
+        ]
+
+    def similarities(self, vector: Vectors) -> npt.NDArray[np.float64]:
+        """Similarity of ``vector`` to every row, in row order (one FAISS search)."""
+        count = len(self)
+        result = np.zeros(count, dtype=np.float64)
+        if count == 0 or not np.any(vector):
+            return result
+        scores, rows = self._index.search(vector.reshape(1, -1), count)
+        result[rows[0]] = np.clip(scores[0], 0.0, 1.0)
+        return result
+
+    def vectors(self) -> Vectors:
+        """Every row, as a (len, dim) matrix."""
+        if len(self) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self._index.reconstruct_n(0, len(self)), dtype=np.float32)

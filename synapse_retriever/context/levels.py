@@ -1,0 +1,293 @@
+"""Detail levels and the budget rule: which turns stay FULL, condensed, summarized or dropped.
+
+A pure function over importances and token costs; it reads no text.
+
+Notes
+-----
+1. The last ``working_memory`` turns, and pinned turns (e.g. a system message), are FULL.
+2. Every other turn gets a level by importance: FULL above ``full``, CHUNKS above
+   ``chunks``, SUMMARY above ``summary``, else DROPPED.
+3. While the total cost exceeds the budget, one turn is demoted one level (never a cliff
+   for all at once): the least important (``demotion="importance"``), or the one whose
+   demotion frees tokens at the smallest loss of importance × level value per token
+   (``demotion="value"``). A level that costs no less than the one above it is skipped.
+4. If working memory alone does not fit, :class:`ContextBudgetError` says by how much
+   (or, with ``overflow="shrink"``, the oldest working-memory turns become ordinary turns
+   until it fits). A turn is never cut mid-text.
+
+Groups (e.g. an assistant message with tool calls and the tool results that answer them)
+are present together or dropped together, so tool-call pairing survives degradation.
+
+Examples
+--------
+Seven turns, the last five in working memory, each FULL turn costing 100 tokens, CHUNKS
+30, SUMMARY 10. Turn 0 has importance 0.8 (FULL), turn 1 has 0.5 (CHUNKS):
+5 × 100 + 100 + 30 = 630 tokens.
+
+>>> costs = [(100, 30, 10)] * 7
+>>> [lv.value for lv in plan_levels([0.8, 0.5, 0, 0, 0, 0, 0], costs, 1000)]
+['full', 'chunks', 'full', 'full', 'full', 'full', 'full']
+
+With a budget of 600, the least important turn (turn 1) is demoted first: to SUMMARY
+(610 tokens, still too many), then dropped (600):
+
+>>> [lv.value for lv in plan_levels([0.8, 0.5, 0, 0, 0, 0, 0], costs, 600)][:2]
+['full', 'dropped']
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from enum import StrEnum
+
+from synapse_retriever.errors import InvalidValueError
+
+__all__ = ["ContextBudgetError", "Level", "plan_levels", "threshold_level"]
+
+
+class Level(StrEnum):
+    """How much of a turn goes into the prompt (a ``str``: ``Level.FULL == "full"``)."""
+
+    FULL = "full"
+    CHUNKS = "chunks"
+    SUMMARY = "summary"
+    DROPPED = "dropped"
+
+
+log = logging.getLogger(__name__)
+
+_KEPT = (Level.FULL, Level.CHUNKS, Level.SUMMARY)
+
+
+class ContextBudgetError(InvalidValueError):
+    """Working memory (and pinned turns) alone need more tokens than the budget.
+
+    Attributes
+    ----------
+    needed : int
+        Tokens the turns that must stay FULL need.
+    budget : int
+        The budget that was asked for.
+    """
+
+    def __init__(self, needed: int, budget: int, what: str = "working memory") -> None:
+        self.needed = needed
+        self.budget = budget
+        super().__init__(
+            f"{what} alone needs {needed} tokens, more than budget_tokens={budget}; no turn is "
+            "cut mid-text: raise the budget, lower working_memory, or use overflow='shrink'"
+        )
+
+
+def threshold_level(
+    importance: float, thresholds: tuple[float, float, float] = (0.7, 0.4, 0.2)
+) -> Level:
+    """FULL above ``thresholds[0]``, CHUNKS above ``[1]``, SUMMARY above ``[2]``, else DROPPED.
+
+    Examples
+    --------
+    >>> [threshold_level(x).value for x in (0.71, 0.7, 0.4, 0.2)]
+    ['full', 'chunks', 'summary', 'dropped']
+    """
+    full, chunks, summary = thresholds
+    if importance > full:
+        return Level.FULL
+    if importance > chunks:
+        return Level.CHUNKS
+    if importance > summary:
+        return Level.SUMMARY
+    return Level.DROPPED
+
+
+def plan_levels(
+    importance: Sequence[float],
+    costs: Sequence[tuple[int, int, int]],
+    budget: int,
+    *,
+    working_memory: int = 5,
+    thresholds: tuple[float, float, float] = (0.7, 0.4, 0.2),
+    demotion: str = "importance",
+    level_values: tuple[float, float, float] = (1.0, 0.6, 0.4),
+    pinned: Sequence[bool] | None = None,
+    groups: Sequence[int | None] | None = None,
+    overflow: str = "raise",
+) -> list[Level]:
+    """The level of each turn (oldest first) so that the total cost fits ``budget``.
+
+    Parameters
+    ----------
+    importance : sequence of float
+        Importance of each turn, in conversation order.
+    costs : sequence of (int, int, int)
+        Tokens of each turn at FULL, CHUNKS and SUMMARY.
+    budget : int
+        The most tokens the kept turns may cost together.
+    working_memory : int
+        The last this-many unpinned turns are FULL.
+    thresholds : (float, float, float)
+        FULL, CHUNKS and SUMMARY thresholds.
+    demotion : {"importance", "value"}
+        The budget rule's order (see the module notes).
+    level_values : (float, float, float)
+        What FULL, CHUNKS and SUMMARY keep of a turn's value (``value`` demotion only).
+    pinned : sequence of bool, optional
+        Turns kept FULL whatever the budget, outside working memory (a system message).
+    groups : sequence of int or None, optional
+        Turns with the same group id are kept or dropped together; ``None``: alone.
+    overflow : {"raise", "shrink"}
+        What to do when the turns that must stay FULL exceed the budget.
+
+    Returns
+    -------
+    list of Level
+        One level per turn; the costs of the kept levels sum to at most ``budget``.
+
+    Raises
+    ------
+    ContextBudgetError
+        The turns that must stay FULL do not fit (with ``overflow="shrink"``: even with
+        no working memory).
+
+    Examples
+    --------
+    ``value`` demotion condenses the costly turn first: at a budget of 560 the 0.8 turn
+    goes to CHUNKS, losing 0.8 × (1 − 0.6) = 0.32 for 70 tokens (0.0046 per token),
+    before the 0.5 turn goes to SUMMARY, losing 0.5 × (0.6 − 0.4) = 0.1 for 20 tokens
+    (0.005 per token):
+
+    >>> costs = [(100, 30, 10)] * 7
+    >>> plan = plan_levels([0.8, 0.5, 0, 0, 0, 0, 0], costs, 560, demotion="value")
+    >>> [lv.value for lv in plan][:2]
+    ['chunks', 'chunks']
+    """
+    n = len(importance)
+    if len(costs) != n:
+        raise InvalidValueError(f"got {n} importances but {len(costs)} costs")
+    pinned_flags = [bool(p) for p in pinned] if pinned is not None else [False] * n
+    group_ids = list(groups) if groups is not None else [None] * n
+    if len(pinned_flags) != n or len(group_ids) != n:
+        raise InvalidValueError("pinned and groups must have one entry per turn")
+    ladders = [_ladder(cost) for cost in costs]
+    members: dict[int, list[int]] = defaultdict(list)
+    for i, group_id in enumerate(group_ids):
+        if group_id is not None:
+            members[group_id].append(i)
+
+    def group_of(i: int) -> list[int]:
+        group = group_ids[i]
+        return members[group] if group is not None else [i]
+
+    unpinned = [i for i in range(n) if not pinned_flags[i]]
+    working = unpinned[len(unpinned) - min(working_memory, len(unpinned)) :]
+    shrunk = 0
+    while True:
+        forced = set(working) | {i for i in range(n) if pinned_flags[i]}
+        floor = {j for i in forced for j in group_of(i) if j not in forced}  # cannot drop
+        needed = sum(costs[i][0] for i in forced) + sum(ladders[j][-1][1] for j in floor)
+        if needed <= budget:
+            break
+        if overflow != "shrink" or not working:
+            pinned_only = not working
+            raise ContextBudgetError(
+                needed, budget, "pinned turns" if pinned_only else "working memory"
+            )
+        working = working[1:]
+        shrunk += 1
+    if shrunk:
+        log.warning(
+            "working memory exceeds budget_tokens=%d: its %d oldest turn(s) may be condensed",
+            budget,
+            shrunk,
+        )
+
+    # 1-2: working memory and pinned turns FULL, the others by threshold.
+    rung = [0] * n  # index into ladders[i]; len(ladders[i]) means dropped
+    for i in range(n):
+        if i not in forced:
+            rung[i] = _rung_for(ladders[i], costs[i], threshold_level(importance[i], thresholds))
+    for together in members.values():  # a group is present if any member is
+        if any(rung[i] < len(ladders[i]) for i in together) or forced & set(together):
+            for i in together:
+                rung[i] = min(rung[i], len(ladders[i]) - 1)
+
+    def cost(i: int) -> int:
+        return ladders[i][rung[i]][1] if rung[i] < len(ladders[i]) else 0
+
+    def value(i: int) -> float:
+        if rung[i] >= len(ladders[i]):
+            return 0.0
+        return float(importance[i]) * level_values[_KEPT.index(ladders[i][rung[i]][0])]
+
+    total = sum(cost(i) for i in range(n))
+    if total <= budget:
+        return [_level(ladders[i], rung[i]) for i in range(n)]
+
+    # 3: demote one step at a time until the total fits.
+    version = [0] * n
+    heap: list[tuple[float, float, int, int]] = []
+
+    def push(i: int) -> None:
+        if i in forced or rung[i] >= len(ladders[i]):
+            return
+        last = rung[i] == len(ladders[i]) - 1
+        if last and i in floor:
+            return
+        if last:  # the step drops the whole group
+            alive = [j for j in group_of(i) if rung[j] < len(ladders[j])]
+            saved = sum(cost(j) for j in alive)
+            loss = sum(value(j) for j in alive)
+            rank = max(float(importance[j]) for j in alive)
+        else:
+            saved = cost(i) - ladders[i][rung[i] + 1][1]
+            kept = level_values[_KEPT.index(ladders[i][rung[i] + 1][0])]
+            loss = float(importance[i]) * (level_values[_KEPT.index(ladders[i][rung[i]][0])] - kept)
+            rank = float(importance[i])
+        key = rank
+        if demotion == "value":
+            key = loss / saved if saved > 0 else float("inf")
+        heapq.heappush(heap, (key, rank, i, version[i]))
+
+    for i in range(n):
+        push(i)
+    while total > budget and heap:
+        _, _, i, seen = heapq.heappop(heap)
+        if seen != version[i]:
+            continue
+        if rung[i] == len(ladders[i]) - 1:
+            for j in group_of(i):
+                total -= cost(j)
+                rung[j] = len(ladders[j])
+        else:
+            total -= cost(i) - ladders[i][rung[i] + 1][1]
+            rung[i] += 1
+        for j in group_of(i):  # the group's drop step changed with it
+            version[j] += 1
+            push(j)
+    return [_level(ladders[i], rung[i]) for i in range(n)]
+
+
+def _ladder(cost: tuple[int, int, int]) -> list[tuple[Level, int]]:
+    """The levels of a turn whose cost strictly decreases: FULL, then cheaper ones only."""
+    ladder = [(Level.FULL, int(cost[0]))]
+    for level, tokens in zip((Level.CHUNKS, Level.SUMMARY), cost[1:], strict=True):
+        if tokens < ladder[-1][1]:
+            ladder.append((level, int(tokens)))
+    return ladder
+
+
+def _rung_for(ladder: list[tuple[Level, int]], cost: tuple[int, int, int], level: Level) -> int:
+    """The most detailed rung that costs no more than ``level`` (a dropped level: past the end)."""
+    if level is Level.DROPPED:
+        return len(ladder)
+    limit = cost[_KEPT.index(level)]
+    for i, (_, tokens) in enumerate(ladder):
+        if tokens <= limit:
+            return i
+    return len(ladder) - 1
+
+
+def _level(ladder: list[tuple[Level, int]], rung: int) -> Level:
+    return ladder[rung][0] if rung < len(ladder) else Level.DROPPED

@@ -1,0 +1,416 @@
+"""`ConversationMemory`: a chat history that fades like a brain inside a fixed token budget.
+
+Every turn keeps a detail level (FULL, CHUNKS, SUMMARY, DROPPED) that degrades smoothly
+with its importance for the current query; the last turns stay verbatim; aging turns are
+condensed in the background; themes the conversation keeps coming back to are
+reinforced. Turns, condensations, boosts and repeat counts persist in SQLite, in the
+same file as a :class:`~synapse_retriever.SynapseStore` by default.
+
+Examples
+--------
+>>> memory = ConversationMemory(":memory:", config=ContextConfig(working_memory=2))
+>>> for text in ["I moved the deploy to Fridays.", "Nice weather today.", "Lunch?", "Sure!"]:
+...     _ = memory.add_turn(text, at=0)
+>>> [(t.level.value, t.text) for t in memory.assemble("when do we deploy?", 12, at=0)]
+[('full', 'I moved the deploy to Fridays.'), ('full', 'Lunch?'), ('full', 'Sure!')]
+>>> [(t.level.value, t.text) for t in memory.assemble("when do we deploy?", 8, at=0)]
+[('summary', 'moved deploy Fridays.'), ('full', 'Lunch?'), ('full', 'Sure!')]
+>>> memory.close()
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from synapse_retriever.clock import Clock, to_seconds
+from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
+from synapse_retriever.context.config import ContextConfig
+from synapse_retriever.context.consolidate import Consolidator
+from synapse_retriever.context.embed import Embedder, HashingEmbedder, TurnIndex, normalized
+from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
+from synapse_retriever.context.storage import ContextStorage, TurnRecord
+from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
+from synapse_retriever.context.text import TermStats
+from synapse_retriever.context.tokens import TokenCounter, checked_counter
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+
+__all__ = ["ConversationMemory"]
+
+log = logging.getLogger(__name__)
+
+
+class ConversationMemory:
+    """A persistent conversation whose assembled context always fits a token budget.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A synapse database file (shared with a :class:`~synapse_retriever.SynapseStore`,
+        created if missing), or ``":memory:"``.
+    token_counter : callable, optional
+        ``str -> int``; every budget decision uses it. Default:
+        :func:`~synapse_retriever.approximate_tokens` (see
+        :mod:`synapse_retriever.context.tokens` for why not tiktoken by default).
+    config : ContextConfig, optional
+        The method's constants (``ContextConfig()``; ``ContextConfig.published()`` for the
+        method exactly as published).
+    embedder : Embedder, optional
+        Similarities (default: :class:`~synapse_retriever.context.HashingEmbedder`).
+    summarizer : Summarizer, optional
+        Condenses aging turns in the background (default: extractive, no model).
+    themes : ThemeExtractor, optional
+        Replay's theme extractor (default: TF-IDF over the conversation).
+    background : bool
+        Consolidate on a worker thread (default) or, if False, inside :meth:`add_turn`.
+
+    Raises
+    ------
+    NotASynapseDatabaseError
+        ``path`` is a file of another application (left untouched).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        token_counter: TokenCounter | None = None,
+        config: ContextConfig | None = None,
+        *,
+        embedder: Embedder | None = None,
+        summarizer: Summarizer | None = None,
+        themes: ThemeExtractor | None = None,
+        background: bool = True,
+        busy_timeout_s: float = 30.0,
+    ) -> None:
+        if config is not None and not isinstance(config, ContextConfig):
+            raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise InvalidTypeError(
+                f"embedder must have name, dim and embed(texts), got {type(embedder).__name__}"
+            )
+        if summarizer is not None and not isinstance(summarizer, Summarizer):
+            raise InvalidTypeError(
+                f"summarizer must have condense(text, ...), got {type(summarizer).__name__}"
+            )
+        if themes is not None and not isinstance(themes, ThemeExtractor):
+            raise InvalidTypeError(f"themes must have themes(texts), got {type(themes).__name__}")
+        self.config = config or ContextConfig()
+        self.path = os.fspath(path)
+        self.token_counter = checked_counter(token_counter)
+        self._cached_count = functools.lru_cache(maxsize=16_384)(self.token_counter)
+        self.embedder: Embedder = embedder or HashingEmbedder()
+        self._stats = TermStats()
+        self._extractive = ExtractiveSummarizer(self.token_counter, self._stats.idf)
+        self.summarizer: Summarizer = summarizer or self._extractive
+        self.themes: ThemeExtractor = themes or TfidfThemes(
+            self.config.replay_themes, idf=self._stats.idf
+        )
+        self._lock = threading.RLock()
+        self._closed = False
+        self._storage = ContextStorage(self.path, busy_timeout_s=busy_timeout_s)
+        try:
+            self._load()
+        except BaseException:
+            self._storage.close()
+            raise
+        self._consolidator = Consolidator(self._consolidate, background=background)
+        if len(self._turns) - self._consolidated_through >= self.config.consolidation_interval:
+            self._consolidator.request()  # a consolidation due before the last close
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _load(self) -> None:
+        loaded = self._storage.load()
+        self._turns: list[TurnRecord] = loaded.turns
+        self._tokens: list[int] = [self.token_counter(t.text) for t in self._turns]
+        self._consolidated_through = loaded.consolidated_through
+        for turn in self._turns:
+            self._stats.add(turn.text)
+        dim = self.embedder.dim
+        stale = [i for i, name in enumerate(loaded.embedders) if name != self.embedder.name]
+        vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
+        for i, blob in enumerate(loaded.embeddings):
+            if i not in stale:
+                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+        if stale:  # stored by another embedder: recompute them in this one's space
+            log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
+            fresh = normalized(self.embedder.embed([self._turns[i].text for i in stale]), dim)
+            vectors[stale] = fresh
+            self._storage.replace_embeddings(
+                self.embedder.name,
+                [(self._turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
+            )
+        self._index = TurnIndex(dim)
+        self._index.add(vectors)
+        self._at = np.array([t.at for t in self._turns], dtype=np.float64)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Finish pending consolidation, then close the database."""
+        if self._closed:
+            return
+        self._consolidator.close(timeout)
+        with self._lock:
+            self._closed = True
+            self._storage.close()
+
+    def __enter__(self) -> ConversationMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def __repr__(self) -> str:
+        return f"ConversationMemory({self.path!r}, turns={len(self._turns)})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SynapseError("this ConversationMemory is closed")
+
+    # -- writing -----------------------------------------------------------------------
+
+    def add_turn(
+        self,
+        text: str,
+        role: str = "user",
+        at: Clock = None,
+        session: str = "default",
+    ) -> int:
+        """Store one turn; returns its id. Every ``consolidation_interval`` turns, starts a
+        consolidation in the background.
+
+        Raises
+        ------
+        InvalidTypeError
+            ``text`` is not a str (multimodal content: pass its text parts).
+        InvalidValueError
+            ``text`` is empty or blank, ``role`` or ``session`` is empty, or ``at`` is
+            earlier than the previous turn's time.
+        """
+        if not isinstance(text, str):
+            raise InvalidTypeError(
+                f"text must be a str, got {type(text).__name__}; for multimodal content, "
+                "pass the text parts joined"
+            )
+        if not text.strip():
+            raise InvalidValueError("text must contain non-blank characters, got an empty turn")
+        for name, value in (("role", role), ("session", session)):
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
+        seconds = to_seconds(at)
+        vector = normalized(self.embedder.embed([text]), self.embedder.dim)[0]
+        tokens = self.token_counter(text)
+        with self._lock:
+            self._check_open()
+            if self._turns and seconds < self._turns[-1].at:
+                if at is not None:
+                    raise InvalidValueError(
+                        f"at={seconds} is earlier than the previous turn's {self._turns[-1].at}"
+                    )
+                seconds = self._turns[-1].at
+            if np.any(vector):
+                novelty = 1.0 - self._index.nearest(vector)
+                repeats = self._index.count_at_least(vector, self.config.habituation_similarity)
+            else:  # no content terms ("ok", "?"): nothing new, nothing to compare
+                novelty, repeats = 0.0, 0
+            record = TurnRecord(0, session, role, text, seconds, novelty, repeats, 0.0, None, None)
+            record.id = self._storage.insert(record, self.embedder.name, vector.tobytes())
+            self._turns.append(record)
+            self._tokens.append(tokens)
+            self._index.add(vector.reshape(1, -1))
+            self._at = np.append(self._at, seconds)
+            self._stats.add(text)
+            due = len(self._turns) - self._consolidated_through >= (
+                self.config.consolidation_interval
+            )
+        if due:
+            self._consolidator.request()
+        return record.id
+
+    # -- reading -----------------------------------------------------------------------
+
+    def assemble(
+        self,
+        query: str | None,
+        budget_tokens: int,
+        at: Clock = None,
+        *,
+        mode: str | None = None,
+    ) -> list[AssembledTurn]:
+        """The context for ``query``: kept turns in conversation order, within the budget.
+
+        Parameters
+        ----------
+        query : str or None
+            What the next model call is about (usually the new user message); None or
+            blank for no query (relevance 0 for every turn).
+        budget_tokens : int
+            The most tokens, by ``token_counter``, the texts may total.
+        at : datetime, float or None
+            The time of the query (wall-clock recency; default now).
+        mode : str, optional
+            ``analytical``, ``creative`` or ``conversational`` (its temperature).
+
+        Returns
+        -------
+        list of AssembledTurn
+            Dropped turns are absent; an empty memory gives ``[]``.
+
+        Raises
+        ------
+        ContextBudgetError
+            Working memory alone exceeds the budget (with the default ``overflow``).
+        """
+        if query is not None and not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+            raise InvalidTypeError(
+                f"budget_tokens must be an int, got {type(budget_tokens).__name__}"
+            )
+        if budget_tokens < 0:
+            raise InvalidValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+        now = to_seconds(at)
+        self.config.temperature(mode)  # validates the mode
+        with self._lock:
+            self._check_open()
+            view = self._view()
+            turns = list(self._turns)
+        decisions = plan_context(
+            view,
+            query,
+            budget_tokens,
+            config=self.config,
+            embedder=self.embedder,
+            token_counter=self._cached_count,
+            fallback=self._fallback,
+            now=now,
+            mode=mode,
+        )
+        return [
+            AssembledTurn(
+                turns[d.index].id,
+                turns[d.index].role,
+                d.level,
+                d.text,
+                d.tokens,
+                d.importance,
+                turns[d.index].session,
+            )
+            for d in decisions
+        ]
+
+    def turns(self) -> list[TurnRecord]:
+        """Copies of the stored turns, oldest first."""
+        with self._lock:
+            return [TurnRecord(**vars(t)) for t in self._turns]
+
+    def replays(self) -> list[tuple[int, list[str]]]:
+        """Each replay so far: (turns it covered, its themes)."""
+        with self._lock:
+            self._check_open()
+            return self._storage.themes()
+
+    def _view(self) -> TurnsView:
+        turns = self._turns
+        return TurnsView(
+            texts=[t.text for t in turns],
+            index=self._index,
+            surprise=np.array([t.surprise for t in turns], dtype=np.float64),
+            repeats=np.array([t.repeats for t in turns], dtype=np.float64),
+            boost=np.array([t.boost for t in turns], dtype=np.float64),
+            at=self._at.copy(),
+            condensed=_Stored(list(turns)),
+            full_tokens=list(self._tokens),
+        )
+
+    def _fallback(self, text: str) -> Condensed:
+        return self._extractive.condense(
+            text, chunks_ratio=self.config.chunks_ratio, summary_ratio=self.config.summary_ratio
+        )
+
+    # -- consolidation -----------------------------------------------------------------
+
+    def consolidate(self) -> None:
+        """Run a consolidation now, in the caller's thread."""
+        self._consolidate()
+
+    def wait_for_consolidation(self, timeout: float | None = None) -> bool:
+        """Block until background consolidation is idle; False if ``timeout`` passed first."""
+        return self._consolidator.wait(timeout)
+
+    @property
+    def consolidation_error(self) -> BaseException | None:
+        """The last background consolidation failure, if any (also logged)."""
+        return self._consolidator.last_error
+
+    def _consolidate(self) -> None:
+        config = self.config
+        with self._lock:
+            if self._closed:
+                return
+            n = len(self._turns)
+            if n == 0:
+                return
+            view = self._view()
+            low, high = config.consolidation_ages
+            query = normalized(self.embedder.embed([self._turns[-1].text]), self.embedder.dim)[0]
+            scores, _ = importances(view, query, config, now=self._turns[-1].at)
+            due = [
+                (i, self._turns[i].id, self._turns[i].text)
+                for i in range(max(0, n - 1 - high), n - low)
+                if scores[i] > config.consolidation_threshold and self._turns[i].chunks is None
+            ]
+            window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
+        condensed = [
+            (turn_id, self.summarizer.condense(
+                text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
+            ))
+            for _, turn_id, text in due
+        ]  # fmt: skip
+        for turn_id, result in condensed:
+            if not isinstance(result, tuple) or not all(isinstance(s, str) for s in result):
+                raise InvalidTypeError(
+                    f"summarizer.condense must return Condensed(chunks, summary), got "
+                    f"{type(result).__name__} for turn {turn_id}"
+                )
+        themes = self.themes.themes([text for _, text, _ in window]) if window else []
+        hits = matching([text for _, text, _ in window], themes)
+        boosts = [
+            (turn_id, min(1.0, boost + config.replay_boost))
+            for (turn_id, _, boost), hit in zip(window, hits, strict=True)
+            if hit and config.replay_boost > 0
+        ]
+        with self._lock:
+            if self._closed:
+                return
+            self._storage.consolidate(
+                [(turn_id, c.chunks, c.summary) for turn_id, c in condensed], boosts, themes, n
+            )
+            by_id = {
+                t.id: t for t in self._turns[max(0, n - 1 - max(high, config.replay_window)) :]
+            }
+            for turn_id, result in condensed:
+                by_id[turn_id].chunks, by_id[turn_id].summary = result.chunks, result.summary
+            for turn_id, boost in boosts:
+                by_id[turn_id].boost = boost
+            self._consolidated_through = n
+
+
+class _Stored:
+    """``condensed(i)``: the stored condensation of turn ``i``, or None."""
+
+    def __init__(self, turns: Sequence[TurnRecord]) -> None:
+        self._turns = turns
+
+    def __call__(self, i: int) -> Condensed | None:
+        turn = self._turns[i]
+        if turn.chunks is None or turn.summary is None:
+            return None
+        return Condensed(turn.chunks, turn.summary)

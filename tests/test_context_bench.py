@@ -1,0 +1,61 @@
+"""The conversation-memory benchmark on a tiny input, and its CLI command."""
+
+from __future__ import annotations
+
+from synapse_retriever.bench.memory import (
+    _FACTS,
+    generate_conversation,
+    last_n,
+    markdown_table,
+    pool_reports,
+    run_memory_bench,
+    vector_top_k,
+)
+from synapse_retriever.context import ContextConfig
+from synapse_retriever.context.text import telegraphic
+
+
+def test_the_generated_conversation_plants_facts_and_asks_them_later() -> None:
+    conversation = generate_conversation(turns=80, facts=4, sessions=2, distractors=3, seed=3)
+    assert len(conversation.turns) == 80
+    assert [t.role for t in conversation.turns[:4]] == ["user", "assistant"] * 2
+    assert {t.session for t in conversation.turns} == {"s1", "s2"}
+    times = [t.at for t in conversation.turns]
+    assert times == sorted(times)
+    for question in conversation.questions:
+        assert question.answer in conversation.turns[question.fact_turn].text
+        assert question.asked_after - question.fact_turn > 80 // 4
+        later = conversation.turns[question.fact_turn + 1 :]
+        assert not any(question.answer in t.text for t in later)
+    again = generate_conversation(turns=80, facts=4, sessions=2, distractors=3, seed=3)
+    assert again == conversation  # deterministic
+
+
+def test_answers_survive_telegraphic_summaries() -> None:
+    for fact, _, _, _, answers in _FACTS:
+        for answer in answers:
+            assert answer in telegraphic(fact.format(k=answer))
+
+
+def test_the_baselines() -> None:
+    assert last_n([5, 3, 4, 2], 9) == [1, 2, 3]
+    assert last_n([5], 4) == []
+    # best first: 0 (6 tokens), then 2 (3, would make 9 > 8: skipped), then 1 (2)
+    assert vector_top_k([0.9, 0.1, 0.5], [6, 2, 3], 8) == [0, 1]
+
+
+def test_the_benchmark_runs_on_a_tiny_input() -> None:
+    conversation = generate_conversation(turns=60, facts=3, sessions=2, distractors=2, seed=5)
+    presets = {"default": ContextConfig(), "published": ContextConfig.published()}
+    report = run_memory_bench(conversation, budgets=(300, 600), presets=presets)
+    assert report["methods"] == ["default", "published", "last-N", "vector top-k"]
+    assert [row["budget"] for row in report["rows"]] == [300, 600]
+    for row in report["rows"]:
+        assert all(0.0 <= row[m] <= 1.0 for m in report["methods"])
+    assert report["questions"] == 3
+    pooled = pool_reports([report, report])
+    assert pooled["questions"] == 6 and pooled["rows"] == report["rows"]
+    table = markdown_table(pooled)
+    assert table.splitlines()[0] == (
+        "| budget (tokens) | synapse (default) | synapse (published) | last-N | vector top-k |"
+    )
