@@ -8,6 +8,7 @@ from synapse_retriever.context import (
     Condensed,
     ExtractiveSummarizer,
     HashingEmbedder,
+    PromptSummarizer,
     TfidfThemes,
     focus,
     matching,
@@ -78,3 +79,18 @@ def test_themes_are_recurring_terms_ranked_by_tfidf() -> None:
     assert TfidfThemes(max_themes=1).themes(window) == ["deploy"]
     assert TfidfThemes().themes([]) == []
     assert matching(window, ["Deploys"]) == [True, True, False, True, False]
+
+
+def test_a_prompt_summarizer_asks_for_both_levels_and_falls_back_when_empty() -> None:
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return "" if "one sentence" in prompt else "  The deploy moved to Fridays.  "
+
+    text = "Morning! The deploy moved to Fridays. Coffee?"  # 7 words
+    condensed = PromptSummarizer(model).condense(text, chunks_ratio=0.3, summary_ratio=0.1)
+    # chunks from the model (stripped); the empty summary falls back to the extractive one
+    assert condensed == Condensed("The deploy moved to Fridays.", "deploy moved Fridays.")
+    assert "about 2 words" in prompts[0] and text in prompts[0]  # round(7 × 0.3)
+    assert "at most 8 words" in prompts[1]  # never fewer than 8

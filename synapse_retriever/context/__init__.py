@@ -28,7 +28,13 @@ from synapse_retriever.context.levels import ContextBudgetError, Level, plan_lev
 from synapse_retriever.context.memory import ConversationMemory
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, TurnRecord
-from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer, focus
+from synapse_retriever.context.summarize import (
+    Condensed,
+    ExtractiveSummarizer,
+    PromptSummarizer,
+    Summarizer,
+    focus,
+)
 from synapse_retriever.context.tokens import TokenCounter, checked_counter, tiktoken_counter
 
 __all__ = [
@@ -46,6 +52,7 @@ __all__ = [
     "HashingEmbedder",
     "HistoryMessage",
     "Level",
+    "PromptSummarizer",
     "Summarizer",
     "TfidfThemes",
     "ThemeExtractor",

@@ -38,7 +38,29 @@ from synapse_retriever.context.embed import Embedder, Vectors, normalized
 from synapse_retriever.context.text import sentences, telegraphic, terms
 from synapse_retriever.tokens import approximate_tokens
 
-__all__ = ["Condensed", "ExtractiveSummarizer", "Summarizer", "focus"]
+__all__ = [
+    "CHUNKS_PROMPT",
+    "SUMMARY_PROMPT",
+    "Condensed",
+    "ExtractiveSummarizer",
+    "PromptSummarizer",
+    "Summarizer",
+    "focus",
+]
+
+CHUNKS_PROMPT = (
+    "Copy the key sentences of the message below: the facts, names, numbers, decisions "
+    "and requests, about {words} words in all, in their original order, with nothing "
+    "added. Reply with the sentences only.\n\nMessage:\n{text}"
+)
+"""Prompt for CHUNKS; ``{words}`` is ``chunks_ratio`` of the message's words."""
+
+SUMMARY_PROMPT = (
+    "Summarize the message below in one sentence of at most {words} words that keeps its "
+    "most important fact (names, numbers, dates exactly). Reply with the sentence only."
+    "\n\nMessage:\n{text}"
+)
+"""Prompt for SUMMARY; ``{words}`` is ``summary_ratio`` of the message's words (at least 8)."""
 
 TokenCounter = Callable[[str], int]
 
@@ -104,6 +126,58 @@ class ExtractiveSummarizer:
             _pick(parts, scores, chunks_ratio, self.token_counter, text),
             telegraphic(_pick(parts, scores, 0.0, self.token_counter, text)),
         )
+
+
+class PromptSummarizer:
+    """Condenses with a language model: any ``prompt -> completion`` callable.
+
+    The LangChain and LlamaIndex adapters wrap a chat model or an LLM in one of these.
+    It runs only in background consolidation. An empty completion falls back to the
+    extractive default, so a misbehaving model never leaves a turn without a summary.
+
+    Parameters
+    ----------
+    complete : callable
+        Sends a prompt, returns the model's text.
+    chunks_prompt, summary_prompt : str
+        Templates with ``{text}`` and ``{words}``.
+    fallback : Summarizer, optional
+        Used when the model returns nothing (default: :class:`ExtractiveSummarizer`).
+
+    Examples
+    --------
+    >>> echo = PromptSummarizer(lambda prompt: "Deploys move to Fridays.")
+    >>> echo.condense("Hi! Deploys move to Fridays. Bye!", chunks_ratio=0.3, summary_ratio=0.1)
+    Condensed(chunks='Deploys move to Fridays.', summary='Deploys move to Fridays.')
+    """
+
+    def __init__(
+        self,
+        complete: Callable[[str], str],
+        *,
+        chunks_prompt: str = CHUNKS_PROMPT,
+        summary_prompt: str = SUMMARY_PROMPT,
+        fallback: Summarizer | None = None,
+    ) -> None:
+        self.complete = complete
+        self.chunks_prompt = chunks_prompt
+        self.summary_prompt = summary_prompt
+        self.fallback = fallback or ExtractiveSummarizer()
+
+    def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        words = len(text.split())
+        chunks = self.complete(
+            self.chunks_prompt.format(text=text, words=max(1, round(words * chunks_ratio)))
+        ).strip()
+        summary = self.complete(
+            self.summary_prompt.format(text=text, words=max(8, round(words * summary_ratio)))
+        ).strip()
+        if not chunks or not summary:
+            backup = self.fallback.condense(
+                text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio
+            )
+            chunks, summary = chunks or backup.chunks, summary or backup.summary
+        return Condensed(chunks, summary)
 
 
 def focus(

@@ -11,3 +11,13 @@ from langchain_synapse.retrievers import SynapseRetriever, document_id
 __all__ = ["DEFAULT_INPUT_KEYS", "SynapseCallbackHandler", "SynapseRetriever", "document_id"]
 
 __version__ = "0.1.0"
+
+# Conversation memory: a trim_messages-style function, a summarizer for the core's
+# ConversationMemory, and an agent middleware when langchain >= 1 is installed.
+from langchain_synapse import memory as _memory
+from langchain_synapse.memory import chat_model_summarizer, synapse_trim_messages
+
+__all__ += ["chat_model_summarizer", "synapse_trim_messages"]
+if "SynapseMemoryMiddleware" in _memory.__all__:
+    SynapseMemoryMiddleware = _memory.SynapseMemoryMiddleware
+    __all__ += ["SynapseMemoryMiddleware"]

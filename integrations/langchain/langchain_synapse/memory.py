@@ -1,0 +1,206 @@
+"""Conversation memory for LangChain: trim a message list by importance, not by age.
+
+`synapse_trim_messages` is a drop-in for ``trim_messages`` that, instead of cutting the
+oldest messages, keeps every message at a detail level that fades with its importance
+for the current question (FULL, key sentences, one-line summary, dropped), within
+``max_tokens``. `SynapseMemoryMiddleware` applies it before each model call of a
+``create_agent`` agent (``langchain>=1``). The decisions are the core's
+(:func:`synapse_retriever.context.trim_history`); this module only maps messages.
+
+Roles never change, system messages are always kept, an AI message with tool calls
+and the tool messages answering them are kept or dropped together (their tool calls are
+never altered), and messages with non-text content blocks are kept whole or dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from synapse_retriever.context import (
+    ContextConfig,
+    Embedder,
+    HistoryMessage,
+    Level,
+    PromptSummarizer,
+    trim_history,
+)
+
+try:  # langchain >= 1 is optional: only the agent middleware needs it
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+except ImportError:  # pragma: no cover - exercised when langchain is not installed
+    AgentMiddleware = None
+
+__all__ = ["chat_model_summarizer", "synapse_trim_messages", "to_history"]
+
+TokenCounter = Callable[[str], int] | BaseLanguageModel
+
+
+def _counter(token_counter: TokenCounter | None) -> Callable[[str], int] | None:
+    if isinstance(token_counter, BaseLanguageModel):
+        return token_counter.get_num_tokens
+    return token_counter
+
+
+def _text_only(message: BaseMessage) -> bool:
+    content = message.content
+    if isinstance(content, str):
+        return True
+    return all(
+        isinstance(block, str) or (isinstance(block, dict) and block.get("type") == "text")
+        for block in content
+    )
+
+
+def to_history(message: BaseMessage) -> HistoryMessage:
+    """The core's view of a LangChain message (its role is ``message.type``)."""
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    rendered = " ".join(
+        f"{call['name']}({json.dumps(call['args'], sort_keys=True, default=str)})" for call in calls
+    )
+    return HistoryMessage(
+        role=message.type,
+        text=message.text,
+        tool_call_ids=tuple(str(call["id"]) for call in calls if call.get("id")),
+        tool_call_id=message.tool_call_id if isinstance(message, ToolMessage) else None,
+        fixed_text=rendered,
+        pinned=message.type == "system",
+        degradable=_text_only(message),
+    )
+
+
+def synapse_trim_messages(
+    messages: Sequence[BaseMessage],
+    query: str | None = None,
+    *,
+    max_tokens: int,
+    token_counter: TokenCounter | None = None,
+    config: ContextConfig | None = None,
+    embedder: Embedder | None = None,
+) -> list[BaseMessage]:
+    """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
+
+    Args:
+        messages: The conversation, oldest first.
+        query: What the next model call is about; default: the last human message.
+        max_tokens: Budget for the messages' text and tool-call arguments.
+        token_counter: ``str -> int``, or a language model (its ``get_num_tokens``);
+            default: the core's approximation.
+        config: The method's constants; default ``ContextConfig(overflow="shrink")``,
+            so a working memory larger than the budget has its oldest turns condensed
+            instead of raising (a warning is logged; a turn is never cut mid-text).
+        embedder: Similarities; default: the core's offline hashing embedder.
+
+    Returns:
+        The kept messages in order: the originals where FULL, copies with condensed
+        ``content`` (same id, role and tool calls) where degraded.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_core.messages import AIMessage, HumanMessage
+            from langchain_synapse import synapse_trim_messages
+
+            history = [HumanMessage("I moved the deploy to Fridays."), AIMessage("Noted.")]
+            trimmed = synapse_trim_messages(history, "when is the deploy?", max_tokens=500)
+    """
+    messages = list(messages)
+    if query is None:
+        query = next((m.text for m in reversed(messages) if m.type == "human"), None)
+    kept = trim_history(
+        [to_history(message) for message in messages],
+        query,
+        max_tokens,
+        token_counter=_counter(token_counter),
+        config=config or ContextConfig(overflow="shrink"),
+        embedder=embedder,
+    )
+    result: list[BaseMessage] = []
+    for item in kept:
+        original = messages[item.index]
+        if item.level is Level.FULL or item.text == original.text:
+            result.append(original)
+        else:
+            result.append(original.model_copy(update={"content": item.text}))
+    return result
+
+
+def chat_model_summarizer(model: BaseLanguageModel, **prompts: str) -> PromptSummarizer:
+    """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
+    ``model`` for the key sentences and the one-line summary (in the background)."""
+
+    def complete(prompt: str) -> str:
+        answer = model.invoke(prompt)
+        return answer if isinstance(answer, str) else answer.text
+
+    return PromptSummarizer(complete, **prompts)
+
+
+if AgentMiddleware is not None:
+
+    class SynapseMemoryMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
+        """Degrades the agent's history by importance before each model call.
+
+        The agent's state keeps every message; only what the model sees is trimmed
+        (``wrap_model_call``), so a message condensed now is still whole next time.
+
+        Example:
+            .. code-block:: python
+
+                from langchain.agents import create_agent
+                from langchain_synapse import SynapseMemoryMiddleware
+
+                agent = create_agent(model, tools, middleware=[SynapseMemoryMiddleware(4000)])
+        """
+
+        def __init__(
+            self,
+            max_tokens: int,
+            *,
+            token_counter: TokenCounter | None = None,
+            config: ContextConfig | None = None,
+            embedder: Embedder | None = None,
+        ) -> None:
+            super().__init__()
+            self.max_tokens = max_tokens
+            self.token_counter = token_counter
+            self.config = config
+            self.embedder = embedder
+
+        def _trimmed(self, request: ModelRequest) -> ModelRequest:
+            system = [request.system_message] if request.system_message is not None else []
+            kept = synapse_trim_messages(
+                [*system, *request.messages],
+                max_tokens=self.max_tokens,
+                token_counter=self.token_counter,
+                config=self.config,
+                embedder=self.embedder,
+            )
+            return request.override(messages=kept[len(system) :])
+
+        def wrap_model_call(
+            self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+        ) -> ModelResponse:
+            return handler(self._trimmed(request))
+
+        async def awrap_model_call(
+            self,
+            request: ModelRequest,
+            handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+        ) -> ModelResponse:
+            return await handler(self._trimmed(request))
+
+    __all__ += ["SynapseMemoryMiddleware"]
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "SynapseMemoryMiddleware":
+            raise ImportError(
+                "SynapseMemoryMiddleware needs the langchain package (>= 1): "
+                "pip install 'langchain>=1,<2'"
+            )
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

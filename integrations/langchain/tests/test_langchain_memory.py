@@ -1,0 +1,220 @@
+"""langchain_synapse.memory: trimming by importance, the agent middleware, a summarizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    trim_messages,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_synapse import chat_model_summarizer, synapse_trim_messages
+from langchain_synapse.memory import to_history
+from pydantic import Field
+
+from synapse_retriever.bench.memory import last_n
+from synapse_retriever.context import ContextBudgetError, ContextConfig, ConversationMemory
+from synapse_retriever.tokens import approximate_tokens
+
+
+def history() -> list[BaseMessage]:
+    return [
+        SystemMessage("You are a helpful release assistant.", id="sys"),
+        HumanMessage("We moved the production deploy to Fridays. Lovely weather.", id="h1"),
+        AIMessage("Noted, Fridays. Anything else?", id="a1"),
+        HumanMessage("Check the build status please.", id="h2"),
+        AIMessage(
+            "",
+            id="a2",
+            tool_calls=[
+                {"name": "build_status", "args": {"branch": "main"}, "id": "call_1"},
+                {"name": "build_logs", "args": {"lines": 20}, "id": "call_2"},
+            ],
+        ),
+        ToolMessage("Build 812 passed. All 340 tests green.", tool_call_id="call_1", id="t1"),
+        ToolMessage("Log: compiled. Log: tested. Log: wheel.", tool_call_id="call_2", id="t2"),
+        AIMessage("The build passed, all tests are green.", id="a3"),
+        HumanMessage("Great. Chat later.", id="h3"),
+        AIMessage("Talk soon!", id="a4"),
+        HumanMessage("Thanks.", id="h4"),
+        AIMessage("You are welcome.", id="a5"),
+    ]
+
+
+def valid(messages: list[BaseMessage]) -> bool:
+    """Every tool message answers a call of an earlier AI message, and every call of a
+    kept AI message is answered."""
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        if isinstance(message, AIMessage):
+            calls |= {str(call["id"]) for call in message.tool_calls}
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in calls:
+                return False
+            answered.add(message.tool_call_id)
+    return calls == answered
+
+
+def test_a_roomy_budget_returns_the_same_message_objects() -> None:
+    messages = history()
+    trimmed = synapse_trim_messages(messages, "when is the deploy?", max_tokens=10_000)
+    assert [m.id for m in trimmed] == [m.id for m in messages]
+    full = [
+        m for m in trimmed if m.content == messages[[x.id for x in messages].index(m.id)].content
+    ]
+    assert all(any(m is original for original in messages) for m in full)
+
+
+@pytest.mark.parametrize("budget", range(30, 100, 3))
+def test_degradation_keeps_roles_and_tool_call_pairing_valid(budget: int) -> None:
+    messages = history()
+    trimmed = synapse_trim_messages(messages, "when is the deploy?", max_tokens=budget)
+    assert valid(trimmed)
+    assert trimmed[0].id == "sys"
+    by_id = {m.id: m for m in messages}
+    for message in trimmed:
+        original = by_id[message.id]
+        assert type(message) is type(original)
+        if isinstance(message, AIMessage):
+            assert message.tool_calls == original.tool_calls
+    # the budget covers the text and the rendered tool calls of what is kept
+    cost = sum(approximate_tokens(m.text + " " + to_history(m).fixed_text) for m in trimmed)
+    assert cost <= budget
+
+
+def test_an_old_fact_is_condensed_not_cut() -> None:
+    trimmed = synapse_trim_messages(history(), "when is the production deploy?", max_tokens=38)
+    assert [(m.id, m.content) for m in trimmed][:2] == [
+        ("sys", "You are a helpful release assistant."),
+        ("h1", "We moved the production deploy to Fridays."),
+    ]
+
+
+def test_multimodal_messages_are_kept_whole_or_dropped() -> None:
+    image = HumanMessage(
+        content=[
+            {"type": "text", "text": "Here is the error. It happens on login. Any idea?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ],
+        id="img",
+    )
+    messages = [image, AIMessage("Looks like a token issue.", id="a")]
+    config = ContextConfig(working_memory=1)
+    roomy = synapse_trim_messages(messages, max_tokens=100, config=config)
+    assert roomy[0] is image
+    tight = synapse_trim_messages(messages, max_tokens=10, config=config)
+    assert [m.id for m in tight] == ["a"]
+
+
+def test_the_budget_counts_with_a_models_tokenizer() -> None:
+    class WordCounter(FakeListChatModel):
+        def get_num_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    model = WordCounter(responses=["-"])
+    trimmed = synapse_trim_messages(history(), "deploy", max_tokens=40, token_counter=model)
+    assert sum(len(m.text.split()) for m in trimmed) <= 40
+
+
+def test_bad_input() -> None:
+    assert synapse_trim_messages([], max_tokens=10) == []
+    with pytest.raises(ValueError, match="max_tokens must be >= 0"):
+        synapse_trim_messages(history(), max_tokens=-1)
+    strict = ContextConfig(overflow="raise")
+    with pytest.raises(ContextBudgetError, match="working memory alone needs"):
+        synapse_trim_messages(history(), max_tokens=5, config=strict)
+
+
+def test_the_last_n_baseline_of_the_benchmark_is_trim_messages() -> None:
+    messages = [m for m in history() if m.text][1:]  # plain chat
+    tokens = [approximate_tokens(m.text) for m in messages]
+    for budget in range(0, 80, 5):
+        ours = [messages[i].id for i in last_n(tokens, budget)]
+        theirs = trim_messages(
+            messages,
+            max_tokens=budget,
+            strategy="last",
+            token_counter=lambda batch: sum(approximate_tokens(m.text) for m in batch),
+        )
+        assert ours == [m.id for m in theirs]
+
+
+def test_a_chat_model_condenses_turns_in_the_background() -> None:
+    model = FakeListChatModel(responses=["The deploy moved to Fridays.", "Deploy: Fridays."])
+    config = ContextConfig(consolidation_interval=1, consolidation_ages=(0, 0))
+    with ConversationMemory(config=config, summarizer=chat_model_summarizer(model)) as memory:
+        memory.add_turn("Morning! The deploy moved to Fridays. Coffee?", at=0)
+        assert memory.wait_for_consolidation(timeout=10)
+        turn = memory.turns()[0]
+    assert (turn.chunks, turn.summary) == ("The deploy moved to Fridays.", "Deploy: Fridays.")
+
+
+class Recorder(BaseChatModel):
+    """A chat model that records what it was sent and answers "ok"."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "recorder"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("ok"))])
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:
+        return self
+
+
+@pytest.fixture
+def create_agent() -> Any:
+    agents = pytest.importorskip("langchain.agents", reason="the middleware needs langchain>=1")
+    return agents.create_agent
+
+
+def long_chat() -> list[BaseMessage]:
+    messages: list[BaseMessage] = [HumanMessage("We moved the production deploy to Fridays.")]
+    for i in range(30):
+        messages.append(AIMessage(f"Small talk reply {i}. The weather is nice. Enjoy the day."))
+        messages.append(HumanMessage(f"More small talk number {i}, about lunch and coffee."))
+    messages.append(HumanMessage("When is the production deploy?"))
+    return messages
+
+
+def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: Any) -> None:
+    from langchain_synapse import SynapseMemoryMiddleware
+
+    model = Recorder()
+    agent = create_agent(
+        model,
+        tools=[],
+        system_prompt="You are terse.",
+        middleware=[SynapseMemoryMiddleware(max_tokens=120)],
+    )
+    chat = long_chat()
+    result = agent.invoke({"messages": chat})
+    seen = model.seen[-1]
+    assert seen[0].type == "system" and seen[0].text == "You are terse."
+    assert sum(approximate_tokens(m.text) for m in seen) <= 120
+    assert len(seen) < len(chat)
+    assert any("Fridays" in m.text for m in seen)  # the relevant old fact, condensed or not
+    assert len(result["messages"]) == len(chat) + 1  # the state keeps every message
+
+
+@pytest.mark.asyncio
+async def test_the_middleware_works_async(create_agent: Any) -> None:
+    from langchain_synapse import SynapseMemoryMiddleware
+
+    model = Recorder()
+    agent = create_agent(model, tools=[], middleware=[SynapseMemoryMiddleware(max_tokens=120)])
+    await agent.ainvoke({"messages": long_chat()})
+    assert sum(approximate_tokens(m.text) for m in model.seen[-1]) <= 120
