@@ -1,0 +1,181 @@
+"""The documentation site builds with ``mkdocs build --strict``, and its links all resolve.
+
+The site is built once per session into a temporary folder; the checks then read the built
+HTML (no browser, no server). The pages' Python examples compile, and those that say what they
+print (``# out: ...``, as in the README) print it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("mkdocs", reason="building the docs needs mkdocs")
+    pytest.importorskip("material", reason="building the docs needs mkdocs-material")
+    pytest.importorskip("mkdocstrings_handlers.python", reason="needs mkdocstrings[python]")
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+class _Links(HTMLParser):
+    """Every link target (href, src) and every element id of one HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.add(value)
+            if value and (name == "src" or (name == "href" and tag in ("a", "link"))):
+                self.targets.append(value)
+
+
+def _parsed(page: Path, cache: dict[Path, _Links]) -> _Links:
+    if page not in cache:
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8"))
+        cache[page] = parser
+    return cache[page]
+
+
+def test_mkdocs_build_strict_succeeds(site: Path) -> None:
+    assert (site / "index.html").is_file()
+    assert (site / "reference" / "store" / "index.html").is_file()
+
+
+def test_every_internal_link_and_anchor_resolves(site: Path) -> None:
+    cache: dict[Path, _Links] = {}
+    broken = []
+    pages = sorted(site.rglob("*.html"))
+    for page in pages:
+        for target in _parsed(page, cache).targets:
+            parts = urlsplit(target)
+            if parts.scheme or parts.netloc or target.startswith(("mailto:", "data:")):
+                continue  # external: not checked offline
+            path = unquote(parts.path)
+            if path.startswith("/"):  # site-absolute (the 404 page's): from the site's root
+                resolved = (site / path.lstrip("/")).resolve()
+            else:
+                resolved = page if not path else (page.parent / path).resolve()
+            if resolved.is_dir():
+                resolved = resolved / "index.html"
+            if not resolved.is_file():
+                broken.append(f"{page.relative_to(site)}: {target} (no such file)")
+            elif (
+                parts.fragment
+                and resolved.suffix == ".html"
+                and unquote(parts.fragment) not in _parsed(resolved, cache).ids
+            ):
+                broken.append(f"{page.relative_to(site)}: {target} (no such anchor)")
+    assert len(pages) > 10
+    assert not broken, "\n".join(broken)
+
+
+def test_the_notebooks_are_downloadable_from_the_site(site: Path) -> None:
+    for notebook in (ROOT / "notebooks").glob("*.ipynb"):
+        assert (site / "notebooks" / notebook.name).read_bytes() == notebook.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["synapse_retriever", "langchain_synapse", "llama_index.postprocessor.synapse"],
+)
+def test_every_public_name_is_in_the_api_reference(package: str) -> None:
+    module = pytest.importorskip(package)
+    documented = {
+        line.split()[1]
+        for page in (DOCS / "reference").glob("*.md")
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("::: ")
+    }
+    missing = [name for name in module.__all__ if f"{package}.{name}" not in documented]
+    assert not missing, f"not in docs/reference: {missing}"
+
+
+def test_configuration_page_lists_every_field_with_its_default() -> None:
+    from synapse_retriever import SynapseConfig
+
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    default = SynapseConfig()
+    for field in dataclasses.fields(SynapseConfig):
+        value = getattr(default, field.name)
+        if field.name in ("half_life_days", "merge_weights"):
+            value = dict(value)  # shown as a dict, not as the read-only mapping it is stored as
+        shown = repr(value)
+        assert f"| `{field.name}` | `{shown}` |" in text, f"configuration.md: {field.name}"
+
+
+def test_cli_page_shows_every_command() -> None:
+    from synapse_retriever.cli import build_parser
+
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+
+    def commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    nested = commands(sub, f"{prefix}{name} ")
+                    found.extend(nested or [f"{prefix}{name}"])
+        return found
+
+    missing = [c for c in commands(build_parser()) if f"<!-- cli-help: {c} -->" not in text]
+    assert not missing, f"docs/cli.md shows no --help of: {missing}"
+
+
+EXAMPLES = [
+    pytest.param(page, code, id=f"{page.relative_to(DOCS)}:{number}")
+    for page in PAGES
+    for number, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8")))
+]
+
+
+@pytest.mark.parametrize(("page", "code"), EXAMPLES)
+def test_page_examples_compile_and_print_what_they_say(
+    page: Path, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every example compiles; one that says what it prints (``# out: ...``) runs and prints it."""
+    compiled = compile(code, str(page), "exec")
+    expected = [
+        line.split("# out:", 1)[1].strip() for line in code.splitlines() if "# out:" in line
+    ]
+    if not expected:
+        return  # a fragment (it names your vector store, your agent...): compiling is the check
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compiled, {"__name__": "__docs__"})
+    output = [line.strip() for line in printed.getvalue().splitlines()]
+    assert output == expected
