@@ -65,6 +65,11 @@ def coactivation_set(nodes: Iterable[str], *, limit: int | None = None) -> list[
         ``nodes`` is a str or bytes, or not iterable, or holds a non-str id.
     InvalidValueError
         An empty or otherwise unusable id.
+
+    Examples
+    --------
+    >>> coactivation_set(["a.py", "b.py", "a.py", "c.py"], limit=2)  # logs a warning
+    ['a.py', 'b.py']
     """
     if isinstance(nodes, (str, bytes)):
         raise InvalidTypeError(
@@ -92,6 +97,13 @@ def content_id(text: str) -> str:
     """A stable id for content that carries none: ``sha256:`` and 24 hex digits of its hash.
 
     The same text always gets the same id, in every process and on every machine.
+
+    Examples
+    --------
+    >>> content_id("def load_keys(): ...") == content_id("def load_keys(): ...")
+    True
+    >>> content_id("def load_keys(): ...")
+    'sha256:bc98021b1b25ad7c1e15bf34'
     """
     if not isinstance(text, str):
         raise InvalidTypeError(f"content must be a str, got {type(text).__name__}")

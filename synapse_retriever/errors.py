@@ -21,16 +21,60 @@ __all__ = [
 
 
 class SynapseError(Exception):
-    """Base class of every error this library raises on purpose."""
+    """Base class of every error this library raises on purpose.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> try:
+    ...     SynapseStore(":memory:").reinforce("auth/jwt.py")  # a bare str, not a list of ids
+    ... except SynapseError as error:
+    ...     print(type(error).__name__)
+    InvalidTypeError
+    """
 
 
 class InvalidValueError(SynapseError, ValueError):
-    """A value of the right type but outside what the method accepts (NaN, empty, past...)."""
+    """A value of the right type but outside what the method accepts (NaN, empty, past...).
+
+    Examples
+    --------
+    >>> from synapse_retriever import validate_node_id
+    >>> try:
+    ...     validate_node_id("")
+    ... except ValueError as error:  # an InvalidValueError is a ValueError too
+    ...     print(error)
+    node id must be a non-empty string, got ''
+    """
 
 
 class InvalidTypeError(SynapseError, TypeError):
-    """A value of the wrong type (a bare string where a list of ids was expected...)."""
+    """A value of the wrong type (a bare string where a list of ids was expected...).
+
+    Examples
+    --------
+    >>> from synapse_retriever import coactivation_set
+    >>> try:
+    ...     coactivation_set("auth/jwt.py")
+    ... except TypeError as error:  # an InvalidTypeError is a TypeError too
+    ...     print(error)
+    nodes must be a list of ids, got a bare str 'auth/jwt.py'
+    """
 
 
 class NotASynapseDatabaseError(SynapseError, ValueError):
-    """A file that is not a synapse database; it is left untouched."""
+    """A file that is not a synapse database; it is left untouched.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from synapse_retriever import SynapseStore
+    >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
+    >>> with open(path, "w") as file:
+    ...     _ = file.write("not a database")
+    >>> try:
+    ...     SynapseStore(path)
+    ... except NotASynapseDatabaseError:
+    ...     print(open(path).read())  # left untouched
+    not a database
+    """

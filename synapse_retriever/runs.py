@@ -47,6 +47,15 @@ class RunCollector(Generic[T]):
     are a complete event at once. A run that fails ends like any other: what its finished
     parts used was used all the same (a caller that disagrees ignores what :meth:`end`
     returns).
+
+    Examples
+    --------
+    >>> runs = RunCollector()
+    >>> runs.start("agent-run")
+    >>> runs.add("agent-run", ["auth/jwt.py"])
+    >>> runs.add("agent-run", ["config/keys.py"])
+    >>> runs.end("agent-run")
+    ['auth/jwt.py', 'config/keys.py']
     """
 
     def __init__(self) -> None:
@@ -61,7 +70,17 @@ class RunCollector(Generic[T]):
             return len(self._root)
 
     def start(self, run: Hashable, parent: Hashable | None = None) -> None:
-        """Open ``run``, a descendant of ``parent``'s top-level run if ``parent`` is open."""
+        """Open ``run``, a descendant of ``parent``'s top-level run if ``parent`` is open.
+
+        Examples
+        --------
+        >>> runs = RunCollector()
+        >>> runs.start("query")
+        >>> runs.start("retrieve", parent="query")
+        >>> runs.add("retrieve", ["a.py"])  # collected for the top-level run "query"
+        >>> runs.end("query")
+        ['a.py']
+        """
         with self._lock:
             root = self._root.get(parent, run) if parent is not None else run
             self._root[run] = root
@@ -99,6 +118,17 @@ class RunCollector(Generic[T]):
         list or None
             For a top-level run, its items in arrival order (possibly empty); None for a
             descendant or an unknown run.
+
+        Examples
+        --------
+        >>> runs = RunCollector()
+        >>> runs.start("agent")
+        >>> runs.start("tool", parent="agent")
+        >>> runs.add("tool", ["a.py", "b.py"])
+        >>> runs.end("tool") is None, runs.end("agent")
+        (True, ['a.py', 'b.py'])
+        >>> runs.end("never-started") is None
+        True
         """
         with self._lock:
             root = self._root.pop(run, None)
