@@ -159,6 +159,16 @@ class Recalled(NamedTuple, Generic[T]):
         (``hit.score``: boosted objects gain ``boost × energy``). Otherwise only the order
         changed: a kept object shows its own input score, an injected one its victim's
         (None stays None).
+
+    Examples
+    --------
+    >>> from synapse_retriever import Activation, RecallPlan
+    >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
+    ...                   seeds=1)
+    >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [0.9, 0.5], scored=True)
+    >>> item, hit, score = recall.finish({"x": "doc x"})[1]
+    >>> item, hit.origin, hit.displaced, score
+    ('doc x', 'injected', 'b', 0.5)
     """
 
     item: T
@@ -168,7 +178,21 @@ class Recalled(NamedTuple, Generic[T]):
 
 @dataclass(frozen=True)
 class ItemRecall(Generic[T]):
-    """Recall planned over ``items``: :meth:`resolve` (or :meth:`aresolve`) finishes it."""
+    """Recall planned over ``items``: :meth:`resolve` (or :meth:`aresolve`) finishes it.
+
+    Made by :func:`plan_items`; built by hand here from a plan, to show the pieces.
+
+    Examples
+    --------
+    >>> from synapse_retriever import Activation, RecallPlan
+    >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
+    ...                   seeds=1)
+    >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [None, None], scored=False)
+    >>> recall.candidates
+    ['x']
+    >>> [(r.item, r.score) for r in recall.resolve(lambda ids: {"x": "doc x"})]
+    [('doc a', None), ('doc x', None)]
+    """
 
     plan: RecallPlan
     items: Sequence[T]
@@ -182,12 +206,28 @@ class ItemRecall(Generic[T]):
         """Every absent id that could displace a hit, strongest first.
 
         It can be long on a dense graph: :meth:`resolve` asks for them a batch at a time.
+
+        Examples
+        --------
+        >>> from synapse_retriever import Activation, RecallPlan
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"y": 0.2, "x": 0.6}),
+        ...                   seeds=1)
+        >>> ItemRecall(plan, ["A", "B"], ["a", "b"], [0.9, 0.5], scored=True).candidates
+        ['x', 'y']
         """
         return self.plan.candidates
 
     @property
     def batch_size(self) -> int:
-        """Ids asked of the resolver at a time: ``2 × max_inject`` (the slots and a spare each)."""
+        """Ids asked of the resolver at a time: ``2 × max_inject`` (the slots and a spare each).
+
+        Examples
+        --------
+        >>> from synapse_retriever import Activation, RecallPlan
+        >>> plan = RecallPlan([("a", 0.9)], Activation(), max_inject=2)
+        >>> ItemRecall(plan, ["A"], ["a"], [0.9], scored=True).batch_size
+        4
+        """
         return max(1, 2 * self.plan.max_inject)
 
     def finish(
@@ -204,6 +244,17 @@ class ItemRecall(Generic[T]):
             None means boost only.
         cost : callable, optional
             Cost of an object (e.g. its tokens): an injection may not raise the total.
+
+        Examples
+        --------
+        >>> from synapse_retriever import Activation, RecallPlan
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
+        ...                   seeds=1)
+        >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [0.9, 0.5], scored=True)
+        >>> [r.item for r in recall.finish({"x": "doc x"})]
+        ['doc a', 'doc x']
+        >>> [r.item for r in recall.finish({"x": "a much longer doc x"}, cost=len)]  # over budget
+        ['doc a', 'doc b']
         """
         found = {node: item for node, item in (resolved or {}).items() if item is not None}
         return self._finish(found, self._cost_of(found, cost))
@@ -274,6 +325,18 @@ class ItemRecall(Generic[T]):
             ``(exception, ids) -> None``, called when ``fetch`` raises; resolution then
             stops and injects only what was resolved before. Without it the exception
             propagates.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> from synapse_retriever import Activation, RecallPlan
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
+        ...                   seeds=1)
+        >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [0.9, 0.5], scored=True)
+        >>> async def fetch(ids):  # e.g. a remote docstore
+        ...     return {node: f"doc {node}" for node in ids}
+        >>> [r.item for r in asyncio.run(recall.aresolve(fetch))]
+        ['doc a', 'doc x']
         """
         if fetch is None:
             return self.finish(None, cost)
@@ -360,6 +423,18 @@ def plan_items(
 
     Scores drive recall when :func:`usable_scores`; otherwise the current order does,
     through :func:`rank_scores`, and only the order can change.
+
+    Examples
+    --------
+    On a cold graph nothing is a candidate, and the items come back as they were:
+
+    >>> from synapse_retriever import SynapseStore
+    >>> recall = plan_items(SynapseStore(":memory:"), ["doc a", "doc b"], ids=["a", "b"],
+    ...                     scores=[0.9, 0.4])
+    >>> recall.candidates, recall.scored
+    ([], True)
+    >>> [r.item for r in recall.resolve(lambda ids: {})]
+    ['doc a', 'doc b']
     """
     if not len(items) == len(ids) == len(scores):
         raise InvalidValueError(
