@@ -86,6 +86,16 @@ class Activation:
     paths : dict[str, tuple[str, ...]]
         For each reported node, the path of its largest single contribution:
         ``(seed, node)`` after one hop, ``(seed, via, node)`` after two.
+
+    Examples
+    --------
+    >>> act = spread_activation({"a": {"b": 0.5}, "b": {"c": 1.0}}, ["a"])
+    >>> act.energy
+    {'b': 0.3, 'c': 0.18}
+    >>> dict(act.paths)
+    {'b': ('a', 'b'), 'c': ('a', 'b', 'c')}
+    >>> Activation().energy  # nothing reached
+    {}
     """
 
     energy: dict[str, float] = field(default_factory=dict)

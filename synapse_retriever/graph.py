@@ -46,6 +46,15 @@ class Edge:
     ``weight`` is the stored w0; read the decayed weight with
     :meth:`SynapseStore.weight <synapse_retriever.store.SynapseStore.weight>` or
     :meth:`weight_at`.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> store = SynapseStore(":memory:")
+    >>> _ = store.reinforce(["auth/jwt.py", "config/keys.py"], at=0)
+    >>> edge = store.edge("auth/jwt.py", "config/keys.py")
+    >>> edge.weight, edge.activation_count, edge.half_life_days
+    (0.3, 1, 30.0)
     """
 
     a: str

@@ -56,6 +56,15 @@ class Hit(NamedTuple):
         The strongest path that brought the energy: ``(seed, id)`` or ``(seed, via, id)``.
     displaced : str or None
         For injected hits, the id of the hit whose slot it took.
+
+    Examples
+    --------
+    >>> Hit("auth/jwt.py", 0.91)  # a plain vector hit
+    Hit(id='auth/jwt.py', score=0.91, origin='vector', energy=0.0, path=(), displaced=None)
+    >>> hit = Hit("config/keys.py", 0.55, "injected", 0.54, ("auth/jwt.py", "config/keys.py"),
+    ...           "docs/auth-stub.md")
+    >>> hit.origin, hit.displaced
+    ('injected', 'docs/auth-stub.md')
     """
 
     id: str
@@ -167,6 +176,19 @@ def inject(
     non-seed hits (lowest score; ties: the later position), the strongest candidate
     the better slot, each taking its victim's score. At least one original hit stays.
     (c) If nothing was boosted or injected, the input comes back unchanged.
+
+    Examples
+    --------
+    ``d`` is present and reached (boosted by 0.3 × 0.5); ``x`` is absent with energy
+    0.54 ≥ 0.15 and takes the weakest slot (``e``'s) and score; ``y`` is too weak:
+
+    >>> from synapse_retriever.activation import Activation
+    >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5)]
+    >>> act = Activation(energy={"d": 0.5, "x": 0.54, "y": 0.1},
+    ...                  paths={"d": ("a", "d"), "x": ("a", "x"), "y": ("b", "y")})
+    >>> [(h.id, round(h.score, 2), h.origin) for h in inject(hits, act)]
+    [('a', 0.9, 'vector'), ('b', 0.8, 'vector'), ('d', 0.75, 'boosted'), ('c', 0.7, 'vector'), \
+('x', 0.5, 'injected')]
     """
     energy = activation.energy
     rows = [(index, hit[0], hit[1]) for index, hit in enumerate(hits)]
@@ -244,12 +266,26 @@ class RecallPlan:
 
     @property
     def slots(self) -> int:
-        """How many candidates can be injected at most (see :func:`injection_slots`)."""
+        """How many candidates can be injected at most (see :func:`injection_slots`).
+
+        Examples
+        --------
+        >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+        >>> RecallPlan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
+        1
+        """
         return injection_slots(len(self.hits), seeds=self.seeds, max_inject=self.max_inject)
 
     @property
     def candidates(self) -> list[str]:
-        """Absent ids that could displace a hit, strongest first (resolve these)."""
+        """Absent ids that could displace a hit, strongest first (resolve these).
+
+        Examples
+        --------
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"y": 0.2, "x": 0.6}), seeds=1)
+        >>> plan.candidates
+        ['x', 'y']
+        """
         if self.slots == 0:
             return []
         return candidates(self.hits, self.activation.energy, threshold=self.threshold)
@@ -259,7 +295,14 @@ class RecallPlan:
         resolvable: Resolvable | None = None,
         cost: Callable[[str], float] | None = None,
     ) -> list[Hit]:
-        """Run :func:`inject` on the planned hits; same length as the input."""
+        """Run :func:`inject` on the planned hits; same length as the input.
+
+        Examples
+        --------
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}), seeds=1)
+        >>> [(h.id, h.origin) for h in plan.inject(resolvable={"x"})]
+        [('a', 'vector'), ('x', 'injected')]
+        """
         return inject(
             self.hits,
             self.activation,
