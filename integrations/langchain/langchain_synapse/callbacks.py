@@ -115,12 +115,15 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
+        """A run (agent, graph, chain) starts: nested in ``parent_run_id``'s run, if any."""
         self._runs.start(run_id, parent_run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A run ends: a top-level run reinforces what its tools read or edited, as one event."""
         self._end(run_id)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A run fails: it ends like :meth:`on_chain_end` (its finished tools' use counts)."""
         self._end(run_id)  # what finished tools read or edited was used all the same
 
     def on_tool_start(
@@ -133,6 +136,7 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        """A tool starts: the ids in its arguments are kept until it ends without error."""
         self._runs.start(run_id, parent_run_id)
         name = str((serialized or {}).get("name") or kwargs.get("name") or "")
         if self.tools is None or name in self.tools:
@@ -141,9 +145,11 @@ class SynapseCallbackHandler(BaseCallbackHandler):
             )
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A tool succeeded: its ids join its top-level run's event."""
         self._runs.add(run_id, self._pending.pop(run_id, ()))
         self._end(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A tool failed: its ids are dropped (a failed read or edit used nothing)."""
         self._pending.pop(run_id, None)  # a failed read or edit used nothing
         self._end(run_id)

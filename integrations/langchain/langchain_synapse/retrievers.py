@@ -37,7 +37,17 @@ Docstore = VectorStore | BaseStore[str, Document] | Callable[[str], Document | N
 
 
 def document_id(document: Document, id_key: str | None = None) -> str:
-    """The graph id of ``document``: its ``id``, else ``metadata[id_key]``, else a content hash."""
+    """The graph id of ``document``: its ``id``, else ``metadata[id_key]``, else a content hash.
+
+    Example:
+        >>> from langchain_core.documents import Document
+        >>> document_id(Document("def verify(): ...", id="auth/jwt.py"))
+        'auth/jwt.py'
+        >>> document_id(Document("def verify(): ...", metadata={"source": "auth/jwt.py"}), "source")
+        'auth/jwt.py'
+        >>> document_id(Document("def verify(): ..."))
+        'sha256:f2993a9f47fcc2084f222bf1'
+    """
     if document.id:
         return str(document.id)
     if id_key is not None and document.metadata.get(id_key):
@@ -171,6 +181,18 @@ class SynapseRetriever(BaseRetriever):
 
         Returns:
             The number of edges written (pairs of distinct ids).
+
+        Example:
+            >>> from langchain_core.documents import Document
+            >>> from langchain_core.runnables import RunnableLambda
+            >>> retriever = SynapseRetriever(
+            ...     base_retriever=RunnableLambda(lambda query: []), store=":memory:"
+            ... )
+            >>> cited = [Document("...", id="auth/jwt.py"), Document("...", id="config/keys.py")]
+            >>> retriever.record_usage(cited)  # Documents...
+            1
+            >>> retriever.record_usage(["auth/jwt.py", "config/keys.py", "tests/test_jwt.py"])
+            3
         """
         ids = usage_ids(used, lambda doc: document_id(doc, self.id_key), Document)
         return self.store.reinforce(ids, strength, namespace or self.active_namespace)
