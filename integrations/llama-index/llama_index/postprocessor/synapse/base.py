@@ -42,12 +42,23 @@ NodeFetcher = Callable[[list[str]], Iterable[BaseNode] | Awaitable[Iterable[Base
 
 
 class SynapseRecallEvent(BaseEvent):
-    """Instrumentation event: the postprocessor boosted or injected; ``nodes`` is its output."""
+    """Instrumentation event: the postprocessor boosted or injected; ``nodes`` is its output.
+
+    Event handlers attached to a dispatcher above this module's (the root one, by default)
+    receive it, inside the span of the query that ran the postprocessor.
+
+    Example:
+        >>> from llama_index.core.schema import NodeWithScore, TextNode
+        >>> event = SynapseRecallEvent(nodes=[NodeWithScore(node=TextNode(id_="a"), score=0.9)])
+        >>> event.class_name(), [n.node_id for n in event.nodes]
+        ('SynapseRecallEvent', ['a'])
+    """
 
     nodes: list[NodeWithScore]
 
     @classmethod
     def class_name(cls) -> str:
+        """The event's name in LlamaIndex instrumentation."""
         return "SynapseRecallEvent"
 
 
@@ -128,10 +139,21 @@ class SynapsePostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The component's name in LlamaIndex serialization."""
         return "SynapsePostprocessor"
 
     def node_id(self, node: NodeLike) -> str:
-        """The graph id of a node (a str is taken as an id): ``node_id`` or ``ref_doc_id``."""
+        """The graph id of a node (a str is taken as an id): ``node_id`` or ``ref_doc_id``.
+
+        Example:
+            >>> from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+            >>> chunk = TextNode(id_="chunk-1", text="def verify(): ...")
+            >>> chunk.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id="jwt.py")
+            >>> SynapsePostprocessor(store=":memory:").node_id(chunk)
+            'chunk-1'
+            >>> SynapsePostprocessor(store=":memory:", id_mode="ref_doc_id").node_id(chunk)
+            'jwt.py'
+        """
         if isinstance(node, str):
             return node
         base = node.node if isinstance(node, NodeWithScore) else node
@@ -152,6 +174,14 @@ class SynapsePostprocessor(BaseNodePostprocessor):
 
         Record what was *used* (cited, read, edited), not merely retrieved: reinforcing
         every retrieved node would feed recall's own output back into the graph.
+
+        Example:
+            >>> from llama_index.core.schema import TextNode
+            >>> synapse = SynapsePostprocessor(store=":memory:")
+            >>> synapse.record_usage([TextNode(id_="auth/jwt.py"), "config/keys.py"])
+            1
+            >>> synapse.store.weight("auth/jwt.py", "config/keys.py") > 0
+            True
         """
         ids = usage_ids(nodes_or_ids, self.node_id, (BaseNode, NodeWithScore))
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)

@@ -42,12 +42,22 @@ _CITATION = re.compile(r"\[(\d+)\]")
 
 
 class SynapseUsageEvent(BaseEvent):
-    """Instrumentation event: nodes (or ids) used in the current query or agent run."""
+    """Instrumentation event: nodes (or ids) used in the current query or agent run.
+
+    Emitted by :func:`mark_used`; a :class:`SynapseUsageHandler` turns the events of one
+    top-level span into one co-activation event.
+
+    Example:
+        >>> event = SynapseUsageEvent(used=["auth/jwt.py", "config/keys.py"])
+        >>> event.class_name(), event.used
+        ('SynapseUsageEvent', ['auth/jwt.py', 'config/keys.py'])
+    """
 
     used: list[Any]
 
     @classmethod
     def class_name(cls) -> str:
+        """The event's name in LlamaIndex instrumentation."""
         return "SynapseUsageEvent"
 
 
@@ -99,26 +109,46 @@ class SynapseUsageHandler(BaseEventHandler):
     _spans: _SpanTree = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
+        """Pydantic hook: create the span handler that feeds the span tree to this handler."""
         self._spans = _SpanTree(self)
 
     @classmethod
     def class_name(cls) -> str:
+        """The handler's name in LlamaIndex instrumentation."""
         return "SynapseUsageHandler"
 
     def attach(self, dispatcher: Dispatcher | None = None) -> SynapseUsageHandler:
-        """Listen to ``dispatcher`` (default: the root one, which sees every event)."""
+        """Listen to ``dispatcher`` (default: the root one, which sees every event).
+
+        Example:
+            >>> from llama_index.postprocessor.synapse import SynapsePostprocessor
+            >>> synapse = SynapsePostprocessor(store=":memory:")
+            >>> handler = SynapseUsageHandler(postprocessor=synapse).attach()
+            >>> mark_used(["a.py", "b.py"])
+            >>> handler.detach()
+            >>> mark_used(["a.py", "c.py"])  # detached: not learned
+            >>> synapse.store.weight("a.py", "b.py") > 0, synapse.store.weight("a.py", "c.py")
+            (True, 0.0)
+        """
         target = dispatcher or get_dispatcher()
         target.add_event_handler(self)
         target.add_span_handler(self._spans)
         return self
 
     def detach(self, dispatcher: Dispatcher | None = None) -> None:
-        """Stop listening to ``dispatcher`` (default: the root one)."""
+        """Stop listening to ``dispatcher`` (default: the root one); see :meth:`attach`.
+
+        Example:
+            >>> from llama_index.postprocessor.synapse import SynapsePostprocessor
+            >>> handler = SynapseUsageHandler(postprocessor=SynapsePostprocessor(store=":memory:"))
+            >>> handler.attach().detach()
+        """
         target = dispatcher or get_dispatcher()
         target.event_handlers = [h for h in target.event_handlers if h is not self]
         target.span_handlers = [h for h in target.span_handlers if h is not self._spans]
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        """Collect the evidence of use in one event (the dispatcher calls it)."""
         if isinstance(event, SynapseUsageEvent):
             items = [("used", node) for node in event.used]
         elif isinstance(event, RetrievalEndEvent | SynapseRecallEvent):
