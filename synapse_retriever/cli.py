@@ -22,7 +22,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -395,10 +395,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(overrides: Sequence[str]) -> SynapseConfig:
+def _config(overrides: Sequence[str], preset: str | None = None) -> SynapseConfig:
     known = {f.name: f for f in fields(SynapseConfig)}
     values: dict[str, Any] = {}
-    default = SynapseConfig()
+    default = SynapseConfig() if preset is None else SynapseConfig.preset(preset)
     for item in overrides:
         name, sep, text = item.partition("=")
         name = name.strip()
@@ -420,7 +420,7 @@ def _config(overrides: Sequence[str]) -> SynapseConfig:
             raise CliError(
                 f"--set {name}: expected {type(current).__name__}, got {text!r}"
             ) from None
-    return SynapseConfig(**values)
+    return replace(default, **values)
 
 
 def cmd_bench_quality(args: argparse.Namespace) -> int:
@@ -440,7 +440,7 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
         variants=tuple(args.variant),
         rows=tuple(args.rows) if args.rows else QualitySettings().rows,
         namespace=args.namespace,
-        config=_config(args.set or []),
+        config=_config(args.set or [], args.preset),
     )
     since = parse_since(args.since) if args.since is not None else None
     if args.store is not None:
@@ -615,7 +615,10 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--split", type=float, default=0.8, help="teaching share (0.8)")
     quality.add_argument("--k", type=int, nargs="+", default=[5, 10], help="cut-offs (5 10)")
     quality.add_argument(
-        "--retriever", default="tfidf", choices=["tfidf", "bm25"], help="vector baseline (tfidf)"
+        "--retriever",
+        default="tfidf",
+        choices=["tfidf", "bm25", "minilm"],
+        help="vector baseline (tfidf); minilm needs the optional dense packages",
     )
     quality.add_argument(
         "--variant",
@@ -626,6 +629,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quality.add_argument("--rows", nargs="+", metavar="ROW", help="rows to score (all)")
     quality.add_argument("--namespace", default="shared", help="namespace the graph learns in")
+    quality.add_argument(
+        "--preset",
+        default="actr",
+        choices=["actr", "published"],
+        help="configuration of the synapse row (actr); synapse-published is always published",
+    )
     quality.add_argument(
         "--set",
         action="append",

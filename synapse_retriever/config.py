@@ -1,7 +1,10 @@
 """Every constant of the method in one validated, immutable object.
 
-The defaults are the published values (Budget-Neutral Synaptic Recall); where the
-project's issues pin a value more exactly, the issue's value is used.
+The learning and forgetting constants are the published values (Budget-Neutral
+Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
+is used. ``SynapseConfig.actr()`` selects the ACT-R recall rule, which beat the published
+rule on real histories (README, "Quality"); ``SynapseConfig.published()`` names the
+published method (today also the default).
 
 Examples
 --------
@@ -26,7 +29,20 @@ from types import MappingProxyType
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["BASE_NAMESPACES", "MAX_NAME_LENGTH", "SynapseConfig", "validate_namespace"]
+__all__ = [
+    "BASE_NAMESPACES",
+    "MAX_NAME_LENGTH",
+    "PRESETS",
+    "RULES",
+    "SynapseConfig",
+    "validate_namespace",
+]
+
+RULES = ("published", "actr")
+"""Recall rules: ``published`` (the default) and ``actr``."""
+
+PRESETS = ("actr", "published")
+"""Named configurations (:meth:`SynapseConfig.preset`)."""
 
 BASE_NAMESPACES = ("personal", "shared", "ephemeral")
 """The fixed namespaces; branches are ``"branch:<name>"``."""
@@ -93,8 +109,16 @@ class SynapseConfig:
         ``ephemeral``, with a stored weight >= ``ltp_floor``, never decay below ``ltp_floor``.
     prune_threshold : float
         Effective weights below it are pruned: absent from every read.
+    rule : {"published", "actr"}
+        The recall rule. ``published`` (default): spreading activation from the seeds
+        with boost and threshold, as the method was published. ``actr`` (the preset
+        :meth:`actr`, which beat it on real histories): every hit's and candidate's ACT-R
+        activation, base level (recency and frequency of use) plus log-lift association
+        with the query's hits; an absent node displaces the weakest hit if it beats that
+        hit's activation plus ``keep_bonus`` (:mod:`synapse_retriever.actr`).
     seeds : int
-        How many of the first hits seed spreading activation (energy 1.0 each).
+        How many of the first hits are never displaced; under ``published`` they also
+        seed spreading activation (energy 1.0 each).
     spread_rate : float
         Energy kept per hop: propagated = energy × weight × spread_rate × hub factor.
     hub_degree : int
@@ -121,6 +145,21 @@ class SynapseConfig:
         How long a writer waits for another process's write lock.
     injection_enabled : bool
         False makes ``recall`` the identity.
+    base_decay : float
+        ``actr``: d of the base-level activation B = ln Σ (t − t_j)^(−d), ages in days.
+    association : float
+        ``actr``: W, the weight of the mean log-lift association with the hits.
+    keep_bonus : float
+        ``actr``: what a hit adds to its activation when defending its slot.
+    unused_base : float
+        ``actr``: the base level of a node never used.
+    recent_events : int
+        ``actr``: the nodes of this many latest events per namespace are candidates
+        (besides the hits' neighbours).
+    use_history : int
+        ``actr``: use times kept exactly per node (older ones are approximated).
+    association_fan : int
+        ``actr``: per hit, only this many most co-used neighbours are read.
     """
 
     learning_rate: float = 0.30
@@ -135,6 +174,7 @@ class SynapseConfig:
     ltp_min_count: int = 5
     ltp_floor: float = 0.20
     prune_threshold: float = 0.01
+    rule: str = "published"
     seeds: int = 3
     spread_rate: float = 0.6
     hub_degree: int = 50
@@ -149,6 +189,57 @@ class SynapseConfig:
     weight_tolerance_s: float = 60.0
     busy_timeout_s: float = 30.0
     injection_enabled: bool = True
+    base_decay: float = 0.5
+    association: float = 1.0
+    keep_bonus: float = 2.0
+    unused_base: float = -6.0
+    recent_events: int = 50
+    use_history: int = 8
+    association_fan: int = 256
+
+    @classmethod
+    def published(cls, **overrides: object) -> SynapseConfig:
+        """The method exactly as published: spreading activation from the first 3 hits,
+        boost 0.3, threshold 0.15, at most 2 displaced hits.
+
+        Examples
+        --------
+        >>> config = SynapseConfig.published()
+        >>> config.rule, config.seeds, config.max_inject
+        ('published', 3, 2)
+        """
+        values: dict[str, object] = {"rule": "published", "seeds": 3, "max_inject": 2}
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def actr(cls, **overrides: object) -> SynapseConfig:
+        """The ACT-R recall rule with the constants chosen by cross-validation across
+        repositories: only the first hit is fixed, at most 3 swaps.
+
+        Examples
+        --------
+        >>> config = SynapseConfig.actr()
+        >>> config.rule, config.seeds, config.max_inject, config.keep_bonus, config.association
+        ('actr', 1, 3, 2.0, 1.0)
+        """
+        values: dict[str, object] = {"rule": "actr", "seeds": 1, "max_inject": 3}
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> SynapseConfig:
+        """A named configuration: ``"actr"`` or ``"published"``.
+
+        Examples
+        --------
+        >>> SynapseConfig.preset("published") == SynapseConfig.published()
+        True
+        """
+        if name in PRESETS:
+            factory = cls.actr if name == "actr" else cls.published
+            return factory(**overrides)
+        raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {name!r}")
 
     def __post_init__(self) -> None:
         for name in ("ltp_floor", "prune_threshold", "spread_rate", "inject_threshold"):
@@ -163,12 +254,27 @@ class SynapseConfig:
             _check_non_negative(name, getattr(self, name))
         for name in ("learned_scale", "busy_timeout_s"):
             _check_positive(name, getattr(self, name))
+        if self.rule not in RULES:
+            raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
+        for name in ("association", "keep_bonus"):
+            _check_non_negative(name, getattr(self, name))
+        if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):
+            raise InvalidValueError(
+                f"base_decay must be a number in (0, 1), got {self.base_decay!r}"
+            )
+        if not (_is_number(self.unused_base) and math.isfinite(self.unused_base)):
+            raise InvalidValueError(
+                f"unused_base must be a finite number, got {self.unused_base!r}"
+            )
         for name, minimum in (
             ("seeds", 1),
             ("hub_degree", 1),
             ("max_inject", 0),
             ("ltp_min_count", 1),
             ("max_coactivation", 2),
+            ("recent_events", 0),
+            ("use_history", 1),
+            ("association_fan", 1),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

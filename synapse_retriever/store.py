@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synapse_retriever.activation import Activation, NamedPaths
+from synapse_retriever.actr import ActrPlan, lift_association
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
@@ -36,6 +37,7 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError, Synaps
 from synapse_retriever.graph import Edge, MemoryGraph
 from synapse_retriever.injection import ENERGY_TOLERANCE, Hit, RecallPlan, Resolvable
 from synapse_retriever.storage import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
+from synapse_retriever.usage import UsageLog
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -110,6 +112,7 @@ class SynapseStore:
         self._apply(self._storage.load())
         self._polled = time.monotonic()
         self._closed = False
+        self._usage: UsageLog | None = None  # built on first need (rule "actr")
 
     @classmethod
     def coerce(
@@ -219,6 +222,7 @@ config: pass config together with a store path instead
             return 0
         with self._lock:
             self._check_open()
+            usage = self._usage_log() if self.config.rule == "actr" else None
             with self._storage.write() as tx:
                 self._catch_up(tx)
                 now = explicit if explicit is not None else time.time()
@@ -234,7 +238,45 @@ config: pass config together with a store path instead
             self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
             self._graph.apply([*inserted, *updated])
             self._version = tx.version
+            if usage is not None:
+                usage.record(ids, ns, now)
         return len(inserted) + len(updated)
+
+    def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
+        """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
+
+        Feeds the base-level activation of the ``actr`` rule: a single node used alone is
+        a use, not a co-activation. Kept in memory only (see :class:`UsageLog`);
+        :meth:`reinforce` records its own events.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:", config=SynapseConfig.actr())
+        >>> store.use(["README.md"], at=0)
+        >>> [h.id for h in store.recall([("a", 0.9), ("b", 0.5)], at=86400)]
+        ['a', 'README.md']
+        """
+        ns = validate_namespace(namespace)
+        ids = coactivation_set(nodes, limit=self.config.max_coactivation)
+        now = time.time() if at is None else to_seconds(at)
+        with self._lock:
+            self._check_open()
+            if ids:
+                self._usage_log().record(ids, ns, now)
+
+    def _usage_log(self) -> UsageLog:
+        """The use history, rebuilt approximately from the stored edges on first need."""
+        if self._usage is None:
+            graph, config = self._graph, self.config
+            ids = graph.live_ids()
+            edges = (
+                (e.a, e.b, e.namespace, e.activation_count, e.created_at, e.last_reinforced_at)
+                for e in graph.edges(ids)
+            )
+            self._usage = UsageLog.from_edges(
+                edges, history=config.use_history, window=config.recent_events
+            )
+        return self._usage
 
     def _reinforced(
         self,
@@ -435,6 +477,8 @@ config: pass config together with a store path instead
         self._check_open()
         rows = _validated_hits(hits)
         config = self.config
+        if config.rule == "actr":
+            return self._actr_plan(rows, to_seconds(at), validate_namespace(active_namespace))
         seeds = [node for node, _ in rows[: config.seeds]]
         if config.injection_enabled and len(rows) > 1:
             activation = self.spread(
@@ -456,6 +500,71 @@ config: pass config together with a store path instead
             threshold=config.inject_threshold,
             max_inject=config.max_inject,
         )
+
+    def _actr_plan(self, rows: list[tuple[str, float]], now: float, active: str) -> ActrPlan:
+        """Activation of the hits and their candidates under the ``actr`` rule."""
+        config = self.config
+        plan = {
+            "seeds": config.seeds,
+            "max_inject": config.max_inject,
+            "keep_bonus": config.keep_bonus,
+            "unused_base": config.unused_base,
+        }
+        if not config.injection_enabled or len(rows) < 2:
+            return ActrPlan(rows, Activation(), **plan)  # type: ignore[arg-type]
+        factors = config.merge_factors(active)
+        with self._lock:
+            self._refresh()
+            usage = self._usage_log()
+            hit_ids = list(dict.fromkeys(node for node, _ in rows))
+            sources = self._co_uses(hit_ids, now, active)
+        reached = {node for _, row in sources for node in row}
+        pool = (reached | set(usage.recent_nodes(factors, until=now))) - set(hit_ids)
+        nodes = [*hit_ids, *sorted(pool)]
+        uses = {node: usage.uses(node, factors) for node in nodes}
+        lift = lift_association(sources, uses, usage.events(factors))
+        activation: dict[str, float] = {}
+        for node in nodes:
+            base = usage.base_level(node, now, factors, config.base_decay)
+            base = config.unused_base if base == -math.inf else base
+            activation[node] = base + config.association * lift.get(node, 0.0)
+        order = sorted(pool, key=lambda node: (-activation[node], node))
+        return ActrPlan(
+            rows,
+            Activation(activation, _strongest_sources(sources, order[: config.max_inject * 4])),
+            order=tuple(order),
+            **plan,  # type: ignore[arg-type]
+        )
+
+    def _co_uses(
+        self, hits: list[str], now: float, active: str
+    ) -> list[tuple[str, dict[str, float]]]:
+        """Each hit with its live neighbours' co-use counts, merged over the namespaces by
+        their factors; at most ``config.association_fan`` most co-used per hit."""
+        graph = self._graph
+        factors = graph.factors(active)
+        fan = self.config.association_fan
+        found: list[tuple[str, dict[str, float]]] = []
+        for name in hits:
+            x = graph.index.get(name)
+            if x is None:
+                found.append((name, {}))
+                continue
+            edges = graph._incident(x)
+            weight = factors[graph._ns[edges]]
+            keep = (weight > 0) & (graph.weights(edges, now) > 0)
+            edges, weight = edges[keep], weight[keep]
+            other = np.where(graph._a[edges] == x, graph._b[edges], graph._a[edges])
+            others, inverse = np.unique(other, return_inverse=True)
+            counts = np.bincount(inverse, weights=graph._count[edges] * weight)
+            if others.size > fan:
+                top = np.argpartition(-counts, fan - 1)[:fan]
+                others, counts = others[top], counts[top]
+            names = graph.names
+            found.append(
+                (name, {names[o]: c for o, c in zip(others.tolist(), counts.tolist(), strict=True)})
+            )
+        return found
 
     def recall(
         self,
@@ -564,6 +673,18 @@ config: pass config together with a store path instead
         changes = self._storage.poll(self._version, graph.max_node, graph.max_namespace)
         if changes is not None:
             self._apply(changes)
+
+
+def _strongest_sources(
+    sources: list[tuple[str, dict[str, float]]], nodes: Iterable[str]
+) -> dict[str, tuple[str, ...]]:
+    """For each node, ``(hit, node)`` with the hit it co-occurred with most often."""
+    paths: dict[str, tuple[str, ...]] = {}
+    for node in nodes:
+        best = max(((row.get(node, 0.0), hit) for hit, row in sources), default=(0.0, ""))
+        if best[0] > 0:
+            paths[node] = (best[1], node)
+    return paths
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:

@@ -271,7 +271,7 @@ def test_split_and_queries(report: dict) -> None:  # type: ignore[type-arg]
 def test_vector_finds_the_named_file_and_synapse_its_partner(report: dict) -> None:  # type: ignore[type-arg]
     for variant in ("frozen", "online"):
         vector = _row(report, variant, 5, "vector")
-        synapse = _row(report, variant, 5, "synapse")
+        synapse = _row(report, variant, 5, "synapse-published")
         # each query's message matches one of its two files, at rank 1: recall 1/2;
         # nDCG = 1 / (1 + 1/log2(3)) = 1 / 1.63093 = 0.61315
         assert (vector["recall"], vector["hit"]) == (0.5, 1.0)
@@ -285,14 +285,19 @@ def test_vector_finds_the_named_file_and_synapse_its_partner(report: dict) -> No
         # the oracle uses the better of the two weak slots (rank 4):
         # (1 + 1/log2(5)) / 1.63093 = 1.43068 / 1.63093 = 0.87722
         assert _row(report, variant, 5, "oracle")["ndcg"] == pytest.approx(0.87722, abs=1e-5)
+    # the actr row, online at k = 10: the partner of the queried feature was used long
+    # ago, the files of the latest features are stronger on recency alone; association
+    # with the query's hit brings the partner back in 8 of 10 queries
     misses = report["variants"]["online"]["by_k"]["10"]["synapse_misses"]
     assert misses == {
         "unseen": 0,
         "unreached": 0,
         "below_threshold": 0,
-        "outranked": 0,
-        "recalled": 10,
+        "outranked": 2,
+        "recalled": 8,
     }
+    # its query-blind twin only has recency: it recalls none of them
+    assert _row(report, "online", 10, "synapse-blind")["improved"] == 0
 
 
 def test_recency_depends_on_the_variant(report: dict) -> None:  # type: ignore[type-arg]
@@ -306,7 +311,7 @@ def test_recency_depends_on_the_variant(report: dict) -> None:  # type: ignore[t
 
 def test_markdown_tables(report: dict) -> None:  # type: ignore[type-arg]
     text = markdown_tables(report)
-    assert "| synapse | 100.0 | +50.0 [+50.0, +50.0] | 85.0 | 100.0 | 10/0 |" in text
+    assert "| synapse-published | 100.0 | +50.0 [+50.0, +50.0] | 85.0 | 100.0 | 10/0 |" in text
     assert text.count("| row |") == 2
 
 
@@ -332,8 +337,10 @@ def test_too_short_histories_are_refused(tmp_path: Path) -> None:
 
 
 def test_bm25_and_a_subset_of_rows(project: Path) -> None:
-    settings = QualitySettings(retriever="bm25", rows=("synapse",), variants=("online",), ks=(5,))
+    settings = QualitySettings(
+        retriever="bm25", rows=("synapse-published",), variants=("online",), ks=(5,)
+    )
     result = run_quality(project, settings)
     rows = result["variants"]["online"]["by_k"]["5"]["rows"]
-    assert list(rows) == ["vector", "synapse"]  # the baseline is always scored
-    assert rows["synapse"]["recall"] == 1.0
+    assert list(rows) == ["vector", "synapse-published"]  # the baseline is always scored
+    assert rows["synapse-published"]["recall"] == 1.0

@@ -167,8 +167,8 @@ def test_bench_quality(project: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     # 3 cycles: 27 events, 21 teach, the last 6 feature commits test
     assert (data["commits"]["teach"], data["commits"]["queries"]) == (21, 6)
     online = data["variants"]["online"]["by_k"]["10"]["rows"]
-    assert online["vector"]["recall"] == 0.5 and online["synapse"]["recall"] == 1.0
-    assert "online k=10: synapse +50.0" in out and "frozen k=10: synapse" in out
+    assert online["vector"]["recall"] == 0.5 and online["synapse-published"]["recall"] == 1.0
+    assert "synapse-published +50.0" in out and "frozen k=10: synapse" in out
     assert "report written to" in err
     assert "oracle-reachable" in out
     # the frozen graph was kept for inspection
@@ -190,6 +190,8 @@ def test_bench_quality(project: Path, tmp_path: Path, capsys: pytest.CaptureFixt
         "--rows",
         "synapse",
         "recency",
+        "--preset",
+        "published",
         "--set",
         "max_inject=1",
         "--retriever",

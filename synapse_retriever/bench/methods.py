@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from synapse_retriever.bench.metrics import displace
@@ -140,7 +140,9 @@ class Synapse:
         *,
         namespace: str = "shared",
         path: str = ":memory:",
+        name: str = "synapse",
     ) -> None:
+        self.name = name
         self.store = SynapseStore(path, config=config)
         self.namespace = namespace
         self.seen: set[str] = set()
@@ -155,11 +157,19 @@ class Synapse:
                 event_id=commit.event_id,
             )
             self.seen.update(commit.files)
+        elif self.store.config.rule == "actr" and 0 < len(commit.files) <= MAX_FILES:
+            # a commit of one file is a use (base level), not a co-activation
+            self.store.use(commit.files, namespace=self.namespace, at=commit.commit_time)
 
     def rerank(self, query: Query, hits: Sequence[tuple[str, float]]) -> list[str]:
         plan = self.store.plan(hits, at=query.time, active_namespace=self.namespace)
         result = [hit.id for hit in plan.inject(resolvable=query.documents)]
-        self._count_misses(query, hits, plan.activation.energy, set(result))
+        if self.store.config.rule == "actr":
+            strong = set(plan.candidates)
+            energy = {n: (1.0 if n in strong else 0.0) for n in plan.activation.energy}
+            self._count_misses(query, hits, energy, set(result), threshold=0.5)
+        else:
+            self._count_misses(query, hits, plan.activation.energy, set(result))
         return result
 
     def reach(self, query: Query, hits: Sequence[tuple[str, float]]) -> set[str]:
@@ -173,16 +183,20 @@ class Synapse:
         hits: Sequence[tuple[str, float]],
         energy: dict[str, float],
         result: set[str],
+        threshold: float | None = None,
     ) -> None:
+        """Bucket the misses; under ``actr``, ``energy`` is 1 for candidates that beat the
+        weakest movable hit, 0 for other reached or recent nodes (threshold 0.5)."""
         present = {node for node, _ in hits}
-        threshold = self.store.config.inject_threshold
+        if threshold is None:
+            threshold = self.store.config.inject_threshold
         misses = MissCounts()
         for node in sorted(query.relevant - present):
             if node in result:
                 misses.recalled += 1
             elif node not in self.seen:
                 misses.unseen += 1
-            elif energy.get(node, 0.0) <= 0.0:
+            elif node not in energy or (threshold != 0.5 and energy[node] <= 0.0):
                 misses.unreached += 1
             elif energy[node] < threshold:
                 misses.below_threshold += 1
@@ -343,7 +357,7 @@ class Oracle:
 class RowSettings:
     """What the row factories may use: the method's configuration and where it learns."""
 
-    config: SynapseConfig = field(default_factory=SynapseConfig)
+    config: SynapseConfig = field(default_factory=SynapseConfig.actr)
     namespace: str = "shared"
     store_path: str = ":memory:"
 
@@ -374,13 +388,30 @@ ROWS: dict[str, Callable[[RowContext], Method]] = {
     "vector": lambda c: VectorOnly(),
     "synapse": lambda c: c.graph(),
     "co-change": lambda c: CoChange(),
+    "synapse-published": lambda c: Synapse(
+        SynapseConfig.published(), namespace=c.settings.namespace, name="synapse-published"
+    ),
+    "synapse-blind": lambda c: Synapse(
+        _blind(c.settings.config), namespace=c.settings.namespace, name="synapse-blind"
+    ),
     "recency": lambda c: Recency(),
     "actr-prior": lambda c: ActrPrior(),
     "oracle": lambda c: Oracle(),
     "oracle-reachable": _oracle_reachable,
 }
 """Rows by name, in table order. ``vector`` is the baseline every delta is taken against;
-``oracle-reachable`` is the oracle restricted to files the graph links to the seeds."""
+``synapse`` is the method with the run's configuration (the ``actr`` preset unless told
+otherwise), ``synapse-published`` the method as published, ``synapse-blind`` the run's
+configuration with its query seeds removed (its query-blind twin: no association with
+the hits, only their and the candidates' base levels); ``oracle-reachable`` is the
+oracle restricted to files the graph links to the seeds."""
+
+
+def _blind(config: SynapseConfig) -> SynapseConfig:
+    """The query-blind twin of ``config``: the same rule without association with the hits."""
+    if config.rule == "actr":
+        return replace(config, association=0.0)
+    return replace(config, spread_rate=0.0)
 
 
 def build_rows(names: Sequence[str], settings: RowSettings | None = None) -> list[Method]:

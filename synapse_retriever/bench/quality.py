@@ -93,7 +93,7 @@ class QualitySettings:
     namespace: str = "shared"
     max_files: int = MAX_FILES
     resamples: int = 2000
-    config: SynapseConfig = field(default_factory=SynapseConfig)
+    config: SynapseConfig = field(default_factory=SynapseConfig.actr)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.split < 1.0:
@@ -264,7 +264,7 @@ def evaluate(
                             hit_at_k(ranked, relevant, k),
                         )
                     )
-                    if isinstance(row, Synapse):
+                    if isinstance(row, Synapse) and row.name == "synapse":
                         for key, value in row.last_misses.as_dict().items():
                             setattr(misses[k], key, getattr(misses[k], key) + value)
         if variant == "online":
@@ -458,7 +458,13 @@ def summary(report: dict[str, Any]) -> Sequence[str]:
             parts = [f"{variant} k={k}: synapse {_signed(rows['synapse']['delta_recall'])}"]
             parts += [
                 f"{name} {_signed(rows[name]['delta_recall'])}"
-                for name in ("co-change", "recency", "actr-prior")
+                for name in (
+                    "synapse-published",
+                    "synapse-blind",
+                    "co-change",
+                    "recency",
+                    "actr-prior",
+                )
                 if name in rows
             ]
             lines.append(", ".join(parts) + " recall points vs vector")

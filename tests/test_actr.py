@@ -1,0 +1,135 @@
+"""The ACT-R recall rule: hand-worked activations and the invariants of the preset."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synapse_retriever import SynapseConfig, SynapseStore
+from synapse_retriever.actr import lift_association, swap
+
+DAY = 86400.0
+
+
+def test_lift_association_worked_by_hand() -> None:
+    # N = 20 events; j used 5 times, i 4 times, together 3 times: lift = 3 × 20 / 20 = 3,
+    # S = ln 3 = 1.09861; h (used 10 times) met i once: 1 × 20 / 40 = 0.5 < 1, S = 0
+    # (never negative); mean over the 2 sources: 1.09861 / 2 = 0.54931
+    s = lift_association([("j", {"i": 3}), ("h", {"i": 1})], {"i": 4, "j": 5, "h": 10}, 20)
+    assert s["i"] == pytest.approx(0.54931, abs=1e-5)
+    assert lift_association([], {}, 10) == {}
+    assert lift_association([("j", {"i": 1})], {"i": 1}, 10) == {}  # j never used: no row
+
+
+def test_swap_needs_to_beat_the_victim_plus_the_bonus() -> None:
+    hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+    # victims by A + 2: d (−6 + 2 = −4), c (−1 + 2 = 1), b (0 + 2 = 2); a is fixed
+    activation = {"a": 5.0, "b": 0.0, "c": -1.0, "x": 1.5, "y": 0.9, "z": 3.0}
+    out = swap(hits, activation, ["z", "x", "y"], keep_bonus=2.0)
+    # z (3.0) beats d (−4), x (1.5) beats c (1.0), y (0.9) does not beat b (2.0);
+    # z, the stronger, takes the better of the two slots (c's), x takes d's
+    assert [(h.id, h.score, h.origin, h.displaced) for h in out] == [
+        ("a", 0.9, "vector", None),
+        ("b", 0.8, "vector", None),
+        ("z", 0.7, "injected", "c"),
+        ("x", 0.6, "injected", "d"),
+    ]
+    # a larger bonus protects c: only z gets in
+    out = swap(hits, activation, ["z", "x", "y"], keep_bonus=2.6)
+    assert [h.id for h in out] == ["a", "b", "c", "z"]
+    # unresolvable candidates never cost a slot; the cap holds
+    out = swap(hits, activation, ["z", "x"], resolvable={"x"}, max_inject=1)
+    assert [h.id for h in out] == ["a", "b", "c", "x"]
+
+
+def test_swap_keeps_the_token_budget() -> None:
+    hits = [("a", 0.9), ("b", 0.5)]
+    cost = {"a": 10, "b": 5, "big": 50, "small": 3}.__getitem__
+    out = swap(hits, {"big": 9.0, "small": 1.0}, ["big", "small"], cost=cost)
+    assert [h.id for h in out] == ["a", "small"]
+
+
+def test_the_store_computes_base_level_plus_association() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+    store.reinforce(["jwt", "keys"], namespace="shared", at=0)
+    store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
+    store.use(["readme"], namespace="shared", at=2 * DAY)
+    plan = store.plan([("jwt", 0.9), ("login", 0.5), ("docs", 0.4)], at=4 * DAY,
+                      active_namespace="shared")  # fmt: skip
+    a = plan.activation.energy
+    # keys: uses 4 and 3 days ago: B = ln(0.5 + 0.57735) = 0.07450; lift from jwt: N = 3
+    # events, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547, mean over the 3 hits
+    # (login and docs never used): 0.13516; A = 0.07450 + 1.0 × 0.13516 = 0.20966
+    assert a["keys"] == pytest.approx(0.20966, abs=1e-5)
+    # readme: one use 2 days ago, B = ln 2^-0.5 = −0.34657, no association
+    assert a["readme"] == pytest.approx(-0.34657, abs=1e-5)
+    assert a["login"] == -6.0  # never used: unused_base
+    assert plan.candidates == ["keys", "readme"]
+    hits = plan.inject()
+    assert [(h.id, h.origin) for h in hits] == [
+        ("jwt", "vector"),
+        ("keys", "injected"),
+        ("readme", "injected"),
+    ]
+    assert hits[1].path == ("jwt", "keys")
+    store.close()
+
+
+def test_published_preset_is_the_default_and_the_actr_preset_differs() -> None:
+    assert SynapseConfig.published() == SynapseConfig()
+    assert SynapseConfig.preset("actr") == SynapseConfig.actr()
+    with pytest.raises(ValueError, match="preset"):
+        SynapseConfig.preset("best")
+    with pytest.raises(ValueError, match="rule"):
+        SynapseConfig(rule="magic")
+
+
+events = st.lists(
+    st.tuples(st.lists(st.sampled_from("abcdefghij"), min_size=1, max_size=4), st.floats(0, 9)),
+    max_size=12,
+)
+hit_lists = st.lists(st.sampled_from("abcdefghijklm"), min_size=0, max_size=10, unique=True)
+
+
+def _recall(history: list[tuple[list[str], float]], ids: list[str]) -> list[str]:
+    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+    at = 0.0
+    for nodes, gap in history:
+        at += gap * DAY
+        if len(set(nodes)) > 1:
+            store.reinforce(nodes, at=at)
+        else:
+            store.use(nodes, at=at)
+    hits = [(node, 1.0 - i / 20) for i, node in enumerate(ids)]
+    result = [h.id for h in store.recall(hits, at=at + DAY)]
+    store.close()
+    return result
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, hit_lists)
+def test_recall_never_grows_the_result_and_keeps_an_original(
+    history: list[tuple[list[str], float]], ids: list[str]
+) -> None:
+    result = _recall(history, ids)
+    assert len(result) == len(ids)
+    assert len(set(result)) == len(result)
+    if ids:
+        assert result[0] == ids[0]  # the first hit never moves: at least one original stays
+        assert sum(node in ids for node in result) >= max(1, len(ids) - 3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(hit_lists)
+def test_a_cold_store_is_the_identity(ids: list[str]) -> None:
+    hits = [(node, 1.0 - i / 20) for i, node in enumerate(ids)]
+    with SynapseStore(":memory:", config=SynapseConfig.actr()) as store:
+        result = store.recall(hits, at=0)
+    assert [(h.id, h.score, h.origin) for h in result] == [(n, s, "vector") for n, s in hits]
+
+
+def test_unused_base_is_the_floor_of_every_activation() -> None:
+    assert math.isfinite(SynapseConfig.actr().unused_base)
