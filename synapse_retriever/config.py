@@ -160,6 +160,18 @@ class SynapseConfig:
         ``actr``: use times kept exactly per node (older ones are approximated).
     association_fan : int
         ``actr``: per hit, only this many most co-used neighbours are read.
+
+    Examples
+    --------
+    >>> config = SynapseConfig(seeds=1, inject_threshold=0.1)
+    >>> config.seeds, config.spread_rate  # the others keep their published values
+    (1, 0.6)
+    >>> config.default_half_life("shared")
+    60.0
+    >>> SynapseConfig(spread_rate=1.5)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: spread_rate must be a number in [0, 1], got 1.5
     """
 
     learning_rate: float = 0.30
@@ -297,12 +309,29 @@ class SynapseConfig:
         object.__setattr__(self, "merge_weights", _frozen(weights))
 
     def default_half_life(self, namespace: str) -> float:
-        """The half-life a new edge of ``namespace`` starts with, in days."""
+        """The half-life a new edge of ``namespace`` starts with, in days.
+
+        Examples
+        --------
+        >>> config = SynapseConfig()
+        >>> config.default_half_life("personal"), config.default_half_life("branch:sso")
+        (30.0, 30.0)
+        >>> config.default_half_life("ephemeral")
+        1.0
+        """
         kind = "branch" if namespace.startswith("branch:") else namespace
         return float(self.half_life_days[kind])
 
     def half_life_range(self, namespace: str) -> tuple[float, float]:
-        """The clamp of learned half-lives: ``half_life_bounds`` widened to include the default."""
+        """The clamp of learned half-lives: ``half_life_bounds`` widened to include the default.
+
+        Examples
+        --------
+        >>> SynapseConfig().half_life_range("ephemeral")  # its 1-day default is below 3
+        (1.0, 120.0)
+        >>> SynapseConfig().half_life_range("shared")
+        (3.0, 120.0)
+        """
         default = self.default_half_life(namespace)
         low, high = self.half_life_bounds
         return min(low, default), max(high, default)
@@ -325,7 +354,14 @@ class SynapseConfig:
         return factors
 
     def is_ltp_namespace(self, namespace: str) -> bool:
-        """Whether long-term potentiation may floor edges of ``namespace``."""
+        """Whether long-term potentiation may floor edges of ``namespace``.
+
+        Examples
+        --------
+        >>> config = SynapseConfig()
+        >>> config.is_ltp_namespace("shared"), config.is_ltp_namespace("ephemeral")
+        (True, False)
+        """
         return namespace != "ephemeral"
 
 
