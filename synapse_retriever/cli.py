@@ -489,6 +489,24 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_macro(args: argparse.Namespace) -> int:
+    """Macro-averaged tables over several ``bench quality --json`` reports."""
+    from synapse_retriever.bench.macro import macro_markdown, recall_markdown
+
+    reports = []
+    for path in args.reports:
+        try:
+            report = json.loads(Path(path).read_text())
+        except ValueError as exc:
+            raise CliError(f"{path!r} is not a bench quality report: {exc}") from None
+        if not isinstance(report, dict) or "variants" not in report:
+            raise CliError(f"{path!r} is not a bench quality report (no 'variants')")
+        reports.append(report)
+    sys.stdout.write(recall_markdown(reports) + "\n")
+    sys.stdout.write(macro_markdown(reports, row=args.row, resamples=args.resamples) + "\n")
+    return 0
+
+
 def cmd_bench_perf(args: argparse.Namespace) -> int:
     """Cost per query and per write on synthetic Zipf graphs of several sizes."""
     import tempfile
@@ -646,6 +664,20 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--json", metavar="FILE", help="write the full report ('-': stdout)")
     quality.add_argument("--markdown", action="store_true", help="print Markdown tables")
     quality.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    macro = benches.add_parser(
+        "macro",
+        help="Macro-average several quality reports (one per repository), with paired CIs.",
+        description=(
+            "Recall@k of every row per repository and macro-averaged, then one row's "
+            "paired gain over each other row with a stratified paired bootstrap 95% "
+            "interval and the share of queries that got worse."
+        ),
+    )
+    macro.set_defaults(handler=cmd_bench_macro)
+    macro.add_argument("reports", nargs="+", metavar="REPORT", help="bench quality --json files")
+    macro.add_argument("--row", default="synapse", help="the row compared with the others")
+    macro.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
 
     perf = benches.add_parser(
         "perf",

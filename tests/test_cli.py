@@ -209,6 +209,33 @@ def test_bench_quality_json_to_stdout(project: Path, capsys: pytest.CaptureFixtu
     assert list(json.loads(out)["variants"]["frozen"]["by_k"]["5"]["rows"]) == ["vector", "oracle"]
 
 
+def test_bench_macro_averages_reports(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = []
+    for name, retriever in (("one", "tfidf"), ("two", "bm25")):
+        path = tmp_path / f"{name}.json"
+        args = ["--git", str(project), "--json", str(path), "--quiet", "--name", name]
+        code, _, _ = run(capsys, "bench", "quality", *args, "--retriever", retriever,
+                         "--variant", "online", "--k", "5")  # fmt: skip
+        assert code == 0
+        paths.append(str(path))
+    code, out, _ = run(capsys, "bench", "macro", *paths, "--resamples", "50")
+    assert code == 0
+    # both baselines find one of the two files of each query (recall 50), and the
+    # published rule injects the partner in both: +50 points, an interval of one point
+    assert "| 5 | vector | 50.0 | 50.0 | 50.0 |" in out
+    assert "| 5 | synapse-published | 100.0 | 100.0 | 100.0 |" in out
+    code, out, _ = run(capsys, "bench", "macro", *paths, "--row", "synapse-published",
+                       "--resamples", "50")  # fmt: skip
+    assert "| 5 | vector | +50.0 | +50.0 | +50.0 [+50.0, +50.0] | 0.0% |" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    code, _, err = run(capsys, "bench", "macro", str(bad))
+    assert code == 2
+    _one_error_line(err, "not a bench quality report")
+
+
 def _one_error_line(err: str, *fragments: str) -> None:
     assert err.count("\n") == 1 and err.startswith("synapse: error: "), err
     for fragment in fragments:
