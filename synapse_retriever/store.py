@@ -59,6 +59,13 @@ class DecayReport:
         Edges left in the store.
     pruned_by_namespace : dict[str, int]
         ``pruned``, split by namespace.
+
+    Examples
+    --------
+    >>> store = SynapseStore(":memory:")
+    >>> _ = store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned at 147 days
+    >>> store.decay(at=200 * 86400)
+    DecayReport(at=17280000.0, pruned=1, remaining=0, pruned_by_namespace={'personal': 1})
     """
 
     at: float
@@ -150,7 +157,19 @@ config: pass config together with a store path instead
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the database; further calls raise :class:`SynapseError`."""
+        """Close the database; further calls raise :class:`SynapseError`.
+
+        ``with SynapseStore(path) as store:`` closes it on leaving the block.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> store.close()
+        >>> store.weight("a", "b")
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.SynapseError: SynapseStore(':memory:') is closed
+        """
         with self._lock:
             if not self._closed:
                 self._closed = True
@@ -211,6 +230,21 @@ config: pass config together with a store path instead
         InvalidTypeError, InvalidValueError
             Bad ids, strength, namespace or time, or an explicit ``at`` earlier than an
             edge's last reinforcement. Nothing is written.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> store.reinforce(["a", "b", "c"], at=0)  # three pairs
+        3
+        >>> store.reinforce(["a", "b"], at=86400)  # a day later: 0.3 decayed to 0.293, + 0.3
+        1
+        >>> edge = store.edge("a", "b")
+        >>> edge.activation_count, round(edge.weight, 3), round(edge.half_life_days, 2)
+        (2, 0.593, 21.25)
+        >>> store.reinforce(["a", "b"], at=86400, event_id="chat:42")
+        1
+        >>> store.reinforce(["a", "b"], at=86400, event_id="chat:42")  # a replay: a no-op
+        0
         """
         ns = validate_namespace(namespace)
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
@@ -388,7 +422,18 @@ config: pass config together with a store path instead
     # -- reading -----------------------------------------------------------------------
 
     def edge(self, a: str, b: str, namespace: str = "personal") -> Edge | None:
-        """The stored state of the edge between ``a`` and ``b`` (no decay), or None."""
+        """The stored state of the edge between ``a`` and ``b`` (no decay), or None.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["config/keys.py", "auth/jwt.py"], at=0)
+        >>> store.edge("config/keys.py", "auth/jwt.py")  # either order; a < b in the result
+        Edge(a='auth/jwt.py', b='config/keys.py', namespace='personal', weight=0.3, \
+activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
+        >>> store.edge("auth/jwt.py", "config/keys.py", namespace="shared") is None
+        True
+        """
         ns = validate_namespace(namespace)
         a, b = sorted((validate_node_id(a), validate_node_id(b)))
         with self._lock:
@@ -419,7 +464,17 @@ config: pass config together with a store path instead
         return sorted(found, key=lambda row: (-row[2], row[0], row[1].namespace))
 
     def weight(self, a: str, b: str, namespace: str = "personal", at: Clock = None) -> float:
-        """The effective (decayed, LTP-floored) weight at ``at``; 0.0 if absent or pruned."""
+        """The effective (decayed, LTP-floored) weight at ``at``; 0.0 if absent or pruned.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], at=0)
+        >>> store.weight("a", "b", at=0), store.weight("a", "b", at=30 * 86400)  # a half-life
+        (0.3, 0.15)
+        >>> store.weight("a", "b", at=148 * 86400)  # below 0.01: pruned
+        0.0
+        """
         now = to_seconds(at)
         edge = self.edge(a, b, namespace)
         return 0.0 if edge is None else edge.weight_at(now, self.config)
@@ -437,6 +492,17 @@ config: pass config together with a store path instead
 
         ``report_min`` and ``report`` limit which reached nodes are returned (all by
         default); see :func:`~synapse_retriever.activation.spread`.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], at=0)
+        >>> _ = store.reinforce(["b", "c"], at=0)
+        >>> activation = store.spread(["a"], at=0)
+        >>> activation.energy  # b: 0.3 × 0.6; c: 0.18 × 0.3 × 0.6
+        {'b': 0.18, 'c': 0.0324}
+        >>> activation.paths["c"]
+        ('a', 'b', 'c')
         """
         ids = coactivation_set(seeds)
         now = to_seconds(at)
@@ -460,6 +526,13 @@ config: pass config together with a store path instead
         """Energy of every node reached from ``seeds`` (hub factor applied), seeds excluded.
 
         See :func:`~synapse_retriever.activation.spread_activation` for the formula.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], strength=2.0, at=0)  # w 0.6
+        >>> store.activate(["a"], at=0)  # 0.6 × 0.6
+        {'b': 0.36}
         """
         return self.spread(seeds, at, active_namespace).energy
 
@@ -473,6 +546,16 @@ config: pass config together with a store path instead
 
         The returned plan lists the candidate ids to resolve, then injects; use it
         where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)``.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], at=0)
+        >>> plan = store.plan([("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)], at=0)
+        >>> plan.candidates, plan.slots  # b: energy 0.18 >= 0.15; 4 hits, 3 seeds: 1 slot
+        (['b'], 1)
+        >>> [h.id for h in plan.inject(resolvable={"b"})]  # once b is known to resolve
+        ['a', 'x', 'y', 'b']
         """
         self._check_open()
         rows = _validated_hits(hits)
@@ -595,6 +678,16 @@ config: pass config together with a store path instead
             Same length as ``hits``; on a cold graph, the input unchanged.
 
         See :func:`~synapse_retriever.injection.inject` for the rule.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> hits = [("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)]
+        >>> store.recall(hits, at=0) == [Hit(node, score) for node, score in hits]  # cold
+        True
+        >>> _ = store.reinforce(["a", "b"], at=0)
+        >>> store.recall(hits, at=0)[-1]  # b takes the weakest slot, and its score
+        Hit(id='b', score=0.6, origin='injected', energy=0.18, path=('a', 'b'), displaced='z')
         """
         if cost is not None and not callable(cost):
             raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r}")
@@ -609,6 +702,17 @@ config: pass config together with a store path instead
         ``nx.MultiGraph`` keyed by namespace. Edge attributes: ``weight`` (decayed),
         ``stored_weight``, ``count``, ``half_life_days``, ``namespace``,
         ``last_reinforced_at``. Pruned edges are left out.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], at=0)
+        >>> _ = store.reinforce(["b", "c"], namespace="shared", at=0)
+        >>> sorted(store.graph(at=30 * 86400, namespaces="personal").edges(data="weight"))
+        [('a', 'b', 0.15)]
+        >>> graph = store.graph(at=0)  # every namespace: a MultiGraph keyed by namespace
+        >>> sorted(graph.edges(keys=True))
+        [('a', 'b', 'personal'), ('b', 'c', 'shared')]
         """
         import networkx as nx
 
