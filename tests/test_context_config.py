@@ -21,7 +21,7 @@ def test_the_published_constants() -> None:
     }  # fmt: skip
     assert (published.consolidation_interval, published.consolidation_ages) == (10, (5, 20))
     assert (published.consolidation_threshold, published.replay_window) == (0.2, 10)
-    assert published.replay_boost == 0.2
+    assert published.replay_boost == 0.2 and ContextConfig().replay_boost == 0.05
     assert (published.relevance, published.recall_k, published.demotion) == (
         "absolute", 0, "importance",
     )  # fmt: skip
@@ -36,7 +36,7 @@ def test_the_default_differs_only_where_the_benchmark_says_so() -> None:
     }
     assert changed == {
         "recency_weight", "surprise_weight", "relevance_weight", "demotion", "relevance",
-        "recall_k",
+        "recall_k", "replay_boost",
     }  # fmt: skip
     assert default.weights == (0.2, 0.1, 0.6, 0.1)
 
@@ -70,8 +70,6 @@ def test_the_config_is_frozen() -> None:
         ({"relevance": "fuzzy"}, "relevance must be one of"),
         ({"demotion": "random"}, "demotion must be one of"),
         ({"overflow": "truncate"}, "overflow must be one of"),
-        ({"level_values": (1.0, 0.5)}, "level_values must have 3 numbers"),
-        ({"level_values": (0.5, 0.6, 0.1)}, "level_values must not increase"),
         ({"consolidation_ages": (20, 5)}, "consolidation_ages must satisfy low <= high"),
         ({"temperatures": {"analytical": 0.0}}, r"temperatures\['analytical'\] must be"),
         ({"mode": "dreaming"}, "mode must be one of"),

@@ -50,16 +50,26 @@ def test_budget_rule_demotes_the_least_important_one_level_at_a_time() -> None:
     assert plan_levels(importance, costs, 200, **kwargs) == [D, D, D, F, F]
 
 
-def test_value_demotion_condenses_long_turns_before_dropping_short_ones() -> None:
-    # Turn 0 (0.9) is 300 tokens FULL, 60 CHUNKS, 20 SUMMARY; turn 1 (0.5) is a 10-token
-    # SUMMARY. Working memory: 100. Total 300 + 10 + 100 = 410; budget 200.
-    importance = [0.9, 0.3, 0.0]
-    costs = [(300, 60, 20), (100, 30, 10), COSTS]
-    # importance order drops turn 1 first (10 tokens), then condenses turn 0: CHUNKS.
-    assert plan_levels(importance, costs, 200, working_memory=1) == [C, D, F]
-    # value order: turn 0 FULL → CHUNKS loses 0.9 × 0.4 = 0.36 for 240 tokens (0.0015 per
-    # token); dropping turn 1 loses 0.3 × 0.4 = 0.12 for 10 (0.012 per token). 170 fits.
-    assert plan_levels(importance, costs, 200, working_memory=1, demotion="value") == [C, S, F]
+def test_fade_condenses_every_turn_before_it_drops_any() -> None:
+    # The same turns as above at 230 tokens: importance order dropped the 0.5 and 0.3
+    # turns; fade first condenses all three, least important first (0.3 is SUMMARY
+    # already; 0.5 CHUNKS → SUMMARY: 320; 0.9 FULL → CHUNKS: 250, → SUMMARY: 230).
+    importance = [0.9, 0.5, 0.3, 0.0, 0.0]
+    costs = [COSTS] * 5
+    assert plan_levels(importance, costs, 230, working_memory=2, demotion="fade") == [
+        S, S, S, F, F,
+    ]  # fmt: skip
+    # then drops, least important first: 220 → the 0.3 turn, 210 → the 0.5 turn
+    assert plan_levels(importance, costs, 220, working_memory=2, demotion="fade") == [
+        S, S, D, F, F,
+    ]  # fmt: skip
+    assert plan_levels(importance, costs, 210, working_memory=2, demotion="fade") == [
+        S, D, D, F, F,
+    ]  # fmt: skip
+    # with room, the most important keeps its detail longest: 250 → only 0.9 is CHUNKS
+    assert plan_levels(importance, costs, 250, working_memory=2, demotion="fade") == [
+        C, S, S, F, F,
+    ]  # fmt: skip
 
 
 def test_a_level_that_costs_no_less_is_skipped() -> None:
@@ -137,7 +147,7 @@ def test_bad_shapes_are_refused() -> None:
     ),
     working=st.integers(0, 6),
     budget=st.integers(0, 3000),
-    demotion=st.sampled_from(["importance", "value"]),
+    demotion=st.sampled_from(["importance", "fade"]),
 )
 def test_the_plan_never_exceeds_the_budget_and_keeps_working_memory_full(
     turns: list[tuple[float, int, int, int, int | None]],

@@ -232,9 +232,10 @@ def test_consolidation_condenses_aging_turns_and_replays_themes() -> None:
     assert all(r.chunks is None for r in records[5:])
     # Terms used in 2+ of the last 10 turns, by TF-IDF: grey and weather (4 turns each),
     # coffee and friday (turns 0 and 1), honestly (the repeated last turn). Every turn
-    # mentioning one gains 0.2; only the two turns about the sister's visit do not.
+    # mentioning one gains 0.05 (the default); only the two turns about the sister do not.
     assert replays == [(10, ["grey", "weather", "coffee", "friday", "honestly"])]
-    assert [r.boost for r in records] == [0.2, 0.2, 0.2, 0.2, 0.0, 0.0, 0.2, 0.2, 0.2, 0.2]
+    boosts = [0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.05, 0.05, 0.05, 0.05]
+    assert [r.boost for r in records] == boosts
 
 
 def test_a_restart_loses_nothing(tmp_path: Path) -> None:

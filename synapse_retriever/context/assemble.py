@@ -196,7 +196,6 @@ def plan_context(
         working_memory=config.working_memory,
         thresholds=(config.full_threshold, config.chunks_threshold, config.summary_threshold),
         demotion=config.demotion,
-        level_values=config.level_values,
         pinned=view.pinned,
         groups=view.groups,
         overflow=config.overflow,

@@ -2,12 +2,13 @@
 
 Two presets: :meth:`ContextConfig.published` is the method as published (weights 0.4
 recency, 0.3 surprise, 0.2 relevance, 0.1 habituation; thresholds 0.7 / 0.4 / 0.2; the
-least important turn is demoted first). The default, ``ContextConfig()``, keeps the
-published structure and constants but adds query-time recall: relevance is measured
-against the best-matching turn, weighs more, and the turns recalled by the query are
-condensed around the sentences that match it; the budget rule demotes whatever frees
-tokens at the least loss of importance. It keeps more of what an old question needs
-(see ``synapse bench memory`` and the README's table).
+least important turn is demoted first; replay adds 0.2). The default,
+``ContextConfig()``, keeps the structure, thresholds, ratios and temperatures but
+recalls by query: relevance is measured against the best-matching turn and weighs 0.6
+(recency 0.2, surprise 0.1, habituation 0.1), the turns the query recalls are condensed
+around the sentences that match it, the budget rule condenses every turn before it
+drops any (``demotion="fade"``), and replay adds 0.05. It keeps far more of what an old
+question needs (see ``synapse bench memory`` and the README's table).
 
 Examples
 --------
@@ -83,13 +84,11 @@ class ContextConfig:
         The query's ``recall_k`` nearest turns (a FAISS search) are *recalled*: at CHUNKS
         or SUMMARY their text is the sentences that match the query best, not the
         query-blind pre-computed condensation. 0 disables recall.
-    demotion : {"importance", "value"}
+    demotion : {"importance", "fade"}
         The budget rule's order. ``importance``: demote the least important turn one
-        level, repeatedly (as published). ``value``: demote the turn whose next level
-        frees tokens at the smallest loss, importance × (value of its level − value of the
-        next) per token freed, so long turns are condensed before short ones are dropped.
-    level_values : tuple[float, float, float]
-        What FULL, CHUNKS and SUMMARY keep of a turn's value (``value`` demotion only).
+        level, repeatedly, so it is dropped before the next loses any detail (as
+        published). ``fade``: condense every turn, least important first, before dropping
+        any, least important first, so graded detail buys room for more turns.
     consolidation_interval : int
         Consolidation and replay run in the background every this-many turns.
     consolidation_ages : tuple[int, int]
@@ -128,20 +127,19 @@ class ContextConfig:
     habituation_half_count: float = 1.0
     relevance: Literal["absolute", "relative"] = "relative"
     recall_k: int = 32
-    demotion: Literal["importance", "value"] = "value"
-    level_values: tuple[float, float, float] = (1.0, 0.6, 0.4)
+    demotion: Literal["importance", "fade"] = "fade"
     consolidation_interval: int = 10
     consolidation_ages: tuple[int, int] = (5, 20)
     consolidation_threshold: float = 0.2
     replay_window: int = 10
-    replay_boost: float = 0.2
+    replay_boost: float = 0.05
     replay_themes: int = 5
     overflow: Literal["raise", "shrink"] = "raise"
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
         """The method as published: weights 0.4 / 0.3 / 0.2 / 0.1, absolute relevance, no
-        query recall, least-important-first demotion."""
+        query recall, least-important-first demotion, a replay boost of 0.2."""
         values: dict[str, Any] = {
             "recency_weight": 0.4,
             "surprise_weight": 0.3,
@@ -150,6 +148,7 @@ class ContextConfig:
             "relevance": "absolute",
             "recall_k": 0,
             "demotion": "importance",
+            "replay_boost": 0.2,
         }
         return cls(**{**values, **changes})
 
@@ -235,20 +234,13 @@ class ContextConfig:
             _check_positive("recency_half_life_days", self.recency_half_life_days)
         for name, allowed in (
             ("relevance", ("absolute", "relative")),
-            ("demotion", ("importance", "value")),
+            ("demotion", ("importance", "fade")),
             ("overflow", ("raise", "shrink")),
         ):
             if getattr(self, name) not in allowed:
                 raise InvalidValueError(
                     f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
                 )
-        values = tuple(self.level_values)
-        if len(values) != 3:
-            raise InvalidValueError(f"level_values must have 3 numbers, got {values!r}")
-        for i, value in enumerate(values):
-            _check_unit(f"level_values[{i}]", value)
-        if not values[0] >= values[1] >= values[2]:
-            raise InvalidValueError(f"level_values must not increase, got {values!r}")
         ages = tuple(self.consolidation_ages)
         if len(ages) != 2:
             raise InvalidValueError(f"consolidation_ages must be (low, high), got {ages!r}")
@@ -270,7 +262,6 @@ class ContextConfig:
                 f"mode must be one of {sorted(temperatures)}, got {self.mode!r}"
             )
         object.__setattr__(self, "temperatures", MappingProxyType(temperatures))
-        object.__setattr__(self, "level_values", tuple(float(v) for v in values))
         object.__setattr__(self, "consolidation_ages", (int(ages[0]), int(ages[1])))
 
 

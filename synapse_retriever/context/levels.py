@@ -8,9 +8,13 @@ Notes
 2. Every other turn gets a level by importance: FULL above ``full``, CHUNKS above
    ``chunks``, SUMMARY above ``summary``, else DROPPED.
 3. While the total cost exceeds the budget, one turn is demoted one level (never a cliff
-   for all at once): the least important (``demotion="importance"``), or the one whose
-   demotion frees tokens at the smallest loss of importance × level value per token
-   (``demotion="value"``). A level that costs no less than the one above it is skipped.
+   for all at once). ``demotion="importance"`` (as published): the least important turn,
+   again and again, so it is dropped before the next one loses any detail.
+   ``demotion="fade"``: every condensation first (FULL → CHUNKS → SUMMARY, least important
+   first), then drops (least important first): graded detail buys room, and no turn is
+   forgotten while another could still be condensed. Room the last step left over goes
+   back to the most important kept turns, up to their threshold level. A level that costs
+   no less than the one above it is skipped.
 4. If working memory alone does not fit, :class:`ContextBudgetError` says by how much
    (or, with ``overflow="shrink"``, the oldest working-memory turns become ordinary turns
    until it fits). A turn is never cut mid-text.
@@ -110,7 +114,6 @@ def plan_levels(
     working_memory: int = 5,
     thresholds: tuple[float, float, float] = (0.7, 0.4, 0.2),
     demotion: str = "importance",
-    level_values: tuple[float, float, float] = (1.0, 0.6, 0.4),
     pinned: Sequence[bool] | None = None,
     groups: Sequence[int | None] | None = None,
     overflow: str = "raise",
@@ -129,10 +132,8 @@ def plan_levels(
         The last this-many unpinned turns are FULL.
     thresholds : (float, float, float)
         FULL, CHUNKS and SUMMARY thresholds.
-    demotion : {"importance", "value"}
+    demotion : {"importance", "fade"}
         The budget rule's order (see the module notes).
-    level_values : (float, float, float)
-        What FULL, CHUNKS and SUMMARY keep of a turn's value (``value`` demotion only).
     pinned : sequence of bool, optional
         Turns kept FULL whatever the budget, outside working memory (a system message).
     groups : sequence of int or None, optional
@@ -153,13 +154,13 @@ def plan_levels(
 
     Examples
     --------
-    ``value`` demotion condenses the costly turn first: at a budget of 560 the 0.8 turn
-    goes to CHUNKS, losing 0.8 × (1 − 0.6) = 0.32 for 70 tokens (0.0046 per token),
-    before the 0.5 turn goes to SUMMARY, losing 0.5 × (0.6 − 0.4) = 0.1 for 20 tokens
-    (0.005 per token):
+    ``fade`` condenses every turn before it drops any: at 590 tokens the 0.5 turn goes to
+    SUMMARY (610), then the 0.8 turn to CHUNKS (540); the 50 tokens left over bring the
+    0.5 turn back to CHUNKS (560, not enough for the 0.8 turn's FULL), and nothing is
+    dropped:
 
     >>> costs = [(100, 30, 10)] * 7
-    >>> plan = plan_levels([0.8, 0.5, 0, 0, 0, 0, 0], costs, 560, demotion="value")
+    >>> plan = plan_levels([0.8, 0.5, 0, 0, 0, 0, 0], costs, 590, demotion="fade")
     >>> [lv.value for lv in plan][:2]
     ['chunks', 'chunks']
     """
@@ -216,11 +217,6 @@ def plan_levels(
     def cost(i: int) -> int:
         return ladders[i][rung[i]][1] if rung[i] < len(ladders[i]) else 0
 
-    def value(i: int) -> float:
-        if rung[i] >= len(ladders[i]):
-            return 0.0
-        return float(importance[i]) * level_values[_KEPT.index(ladders[i][rung[i]][0])]
-
     total = sum(cost(i) for i in range(n))
     if total <= budget:
         return [_level(ladders[i], rung[i]) for i in range(n)]
@@ -235,19 +231,10 @@ def plan_levels(
         last = rung[i] == len(ladders[i]) - 1
         if last and i in floor:
             return
-        if last:  # the step drops the whole group
-            alive = [j for j in group_of(i) if rung[j] < len(ladders[j])]
-            saved = sum(cost(j) for j in alive)
-            loss = sum(value(j) for j in alive)
-            rank = max(float(importance[j]) for j in alive)
-        else:
-            saved = cost(i) - ladders[i][rung[i] + 1][1]
-            kept = level_values[_KEPT.index(ladders[i][rung[i] + 1][0])]
-            loss = float(importance[i]) * (level_values[_KEPT.index(ladders[i][rung[i]][0])] - kept)
-            rank = float(importance[i])
-        key = rank
-        if demotion == "value":
-            key = loss / saved if saved > 0 else float("inf")
+        alive = [j for j in group_of(i) if rung[j] < len(ladders[j])]
+        rank = max(float(importance[j]) for j in alive) if last else float(importance[i])
+        # fade: every condensation (least important first) before any drop
+        key = rank + 2.0 if demotion == "fade" and last else rank
         heapq.heappush(heap, (key, rank, i, version[i]))
 
     for i in range(n):
@@ -266,6 +253,15 @@ def plan_levels(
         for j in group_of(i):  # the group's drop step changed with it
             version[j] += 1
             push(j)
+    if demotion == "fade":  # 4: room the last step left goes back to the most important
+        initial = [_rung_for(ladders[i], costs[i], threshold_level(importance[i], thresholds))
+                   for i in range(n)]  # fmt: skip
+        slack = budget - total
+        kept = [i for i in range(n) if i not in forced and rung[i] < len(ladders[i])]
+        for i in sorted(kept, key=lambda i: (-float(importance[i]), i)):
+            while rung[i] > initial[i] and ladders[i][rung[i] - 1][1] - cost(i) <= slack:
+                slack -= ladders[i][rung[i] - 1][1] - cost(i)
+                rung[i] -= 1
     return [_level(ladders[i], rung[i]) for i in range(n)]
 
 

@@ -11,8 +11,8 @@ Examples
 >>> memory = ConversationMemory(":memory:", config=ContextConfig(working_memory=2))
 >>> for text in ["I moved the deploy to Fridays.", "Nice weather today.", "Lunch?", "Sure!"]:
 ...     _ = memory.add_turn(text, at=0)
->>> [(t.level.value, t.text) for t in memory.assemble("when do we deploy?", 12, at=0)]
-[('full', 'I moved the deploy to Fridays.'), ('full', 'Lunch?'), ('full', 'Sure!')]
+>>> [t.level.value for t in memory.assemble("when do we deploy?", 1000, at=0)]
+['full', 'full', 'full', 'full']
 >>> [(t.level.value, t.text) for t in memory.assemble("when do we deploy?", 8, at=0)]
 [('summary', 'moved deploy Fridays.'), ('full', 'Lunch?'), ('full', 'Sure!')]
 >>> memory.close()
@@ -338,8 +338,8 @@ class ConversationMemory:
     # -- consolidation -----------------------------------------------------------------
 
     def consolidate(self) -> None:
-        """Run a consolidation now, in the caller's thread."""
-        self._consolidate()
+        """Run a consolidation now, in the caller's thread (even if none is due)."""
+        self._consolidate(force=True)
 
     def wait_for_consolidation(self, timeout: float | None = None) -> bool:
         """Block until background consolidation is idle; False if ``timeout`` passed first."""
@@ -350,14 +350,15 @@ class ConversationMemory:
         """The last background consolidation failure, if any (also logged)."""
         return self._consolidator.last_error
 
-    def _consolidate(self) -> None:
+    def _consolidate(self, force: bool = False) -> None:
         config = self.config
         with self._lock:
             if self._closed:
                 return
             n = len(self._turns)
-            if n == 0:
-                return
+            waiting = n - self._consolidated_through
+            if n == 0 or not (force or waiting >= config.consolidation_interval):
+                return  # coalesced requests: this window was consolidated already
             view = self._view()
             low, high = config.consolidation_ages
             query = normalized(self.embedder.embed([self._turns[-1].text]), self.embedder.dim)[0]
