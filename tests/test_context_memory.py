@@ -375,3 +375,14 @@ def test_the_context_never_exceeds_the_budget_and_working_memory_stays_full(
     tail = context[-len(working) :] if working else []
     assert [(t.turn_id, t.level, t.text) for t in tail] == [(w.id, "full", w.text) for w in working]
     assert [t.turn_id for t in context] == sorted(t.turn_id for t in context)
+
+
+def test_a_per_turn_overhead_counts_toward_the_budget() -> None:
+    with ConversationMemory(background=False) as memory:
+        fill(memory)
+        plain = memory.assemble("deploy", 80, at=600)
+        labelled = memory.assemble("deploy", 80, at=600, turn_overhead=3)
+        with pytest.raises(InvalidValueError, match="turn_overhead must be >= 0"):
+            memory.assemble("deploy", 80, turn_overhead=-1)
+    assert sum(t.tokens + 3 for t in labelled) <= 80
+    assert sum(t.tokens for t in labelled) < sum(t.tokens for t in plain)

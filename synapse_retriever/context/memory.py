@@ -243,6 +243,7 @@ class ConversationMemory:
         at: Clock = None,
         *,
         mode: str | None = None,
+        turn_overhead: int = 0,
     ) -> list[AssembledTurn]:
         """The context for ``query``: kept turns in conversation order, within the budget.
 
@@ -257,6 +258,9 @@ class ConversationMemory:
             The time of the query (wall-clock recency; default now).
         mode : str, optional
             ``analytical``, ``creative`` or ``conversational`` (its temperature).
+        turn_overhead : int
+            Tokens the caller's formatting adds to each kept turn (a role label, a
+            separator); the texts plus this per kept turn fit ``budget_tokens``.
 
         Returns
         -------
@@ -276,11 +280,18 @@ class ConversationMemory:
             )
         if budget_tokens < 0:
             raise InvalidValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+        if isinstance(turn_overhead, bool) or not isinstance(turn_overhead, int):
+            raise InvalidTypeError(
+                f"turn_overhead must be an int, got {type(turn_overhead).__name__}"
+            )
+        if turn_overhead < 0:
+            raise InvalidValueError(f"turn_overhead must be >= 0, got {turn_overhead}")
         now = to_seconds(at)
         self.config.temperature(mode)  # validates the mode
         with self._lock:
             self._check_open()
             view = self._view()
+            view.fixed_tokens = [turn_overhead] * len(self._turns)
             turns = list(self._turns)
         decisions = plan_context(
             view,

@@ -22,3 +22,13 @@ __all__ = [
     "SynapseUsageHandler",
     "mark_used",
 ]
+
+# Conversation memory: a memory block for Memory.from_defaults, message trimming by
+# importance, and a summarizer backed by a LlamaIndex LLM.
+from llama_index.postprocessor.synapse.memory import (
+    SynapseMemoryBlock,
+    llm_summarizer,
+    synapse_trim_chat_messages,
+)
+
+__all__ += ["SynapseMemoryBlock", "llm_summarizer", "synapse_trim_chat_messages"]

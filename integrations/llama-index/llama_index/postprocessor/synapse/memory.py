@@ -1,0 +1,229 @@
+"""Conversation memory for LlamaIndex: a memory block whose old turns fade by importance.
+
+`SynapseMemoryBlock` plugs into ``Memory.from_defaults(memory_blocks=[...])``: the
+messages the short-term queue flushes become turns of a persistent
+:class:`~synapse_retriever.context.ConversationMemory`, and each time the memory is read
+the block renders those turns for the current question at graded detail (verbatim, key
+sentences, one-line summary, or left out) within its token budget. When ``Memory`` must
+truncate, the block re-assembles at a smaller budget instead of disappearing.
+
+`synapse_trim_chat_messages` degrades a ``ChatMessage`` list the same way (for a chat
+engine or an agent that holds its own history), keeping roles and tool-call pairing
+valid. `llm_summarizer` lets a LlamaIndex LLM write the condensations in the background.
+The decisions are the core's; this module only maps messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.llms import LLM
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from synapse_retriever.context import (
+    ContextBudgetError,
+    ContextConfig,
+    ConversationMemory,
+    Embedder,
+    HistoryMessage,
+    Level,
+    PromptSummarizer,
+    trim_history,
+)
+
+__all__ = [
+    "SynapseMemoryBlock",
+    "llm_summarizer",
+    "message_text",
+    "synapse_trim_chat_messages",
+    "to_history",
+]
+
+
+def _tool_calls(message: ChatMessage) -> list[tuple[str | None, str, Any]]:
+    """(id, name, arguments) of each tool call: ``ToolCallBlock``s or OpenAI-style kwargs."""
+    calls = [
+        (block.tool_call_id, block.tool_name, block.tool_kwargs)
+        for block in message.blocks
+        if isinstance(block, ToolCallBlock)
+    ]
+    for call in message.additional_kwargs.get("tool_calls") or []:
+        if isinstance(call, dict):
+            function = call.get("function") or {}
+            calls.append((call.get("id"), function.get("name", ""), function.get("arguments")))
+        else:  # an SDK object with .id and .function
+            function = getattr(call, "function", None)
+            calls.append(
+                (
+                    getattr(call, "id", None),
+                    getattr(function, "name", ""),
+                    getattr(function, "arguments", None),
+                )
+            )
+    return calls
+
+
+def _rendered(calls: Sequence[tuple[str | None, str, Any]]) -> str:
+    def arguments(args: Any) -> str:
+        return args if isinstance(args, str) else json.dumps(args, sort_keys=True, default=str)
+
+    return " ".join(f"{name}({arguments(args)})" for _, name, args in calls)
+
+
+def message_text(message: ChatMessage) -> str:
+    """The text of a message: its text blocks joined (tool calls are not text)."""
+    return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
+
+
+def to_history(message: ChatMessage) -> HistoryMessage:
+    """The core's view of a LlamaIndex chat message."""
+    calls = _tool_calls(message)
+    answered = message.additional_kwargs.get("tool_call_id")
+    return HistoryMessage(
+        role=message.role.value,
+        text=message_text(message),
+        tool_call_ids=tuple(str(call_id) for call_id, _, _ in calls if call_id),
+        tool_call_id=str(answered) if answered is not None else None,
+        fixed_text=_rendered(calls),
+        pinned=message.role.value == "system",
+        degradable=all(isinstance(b, (TextBlock, ToolCallBlock)) for b in message.blocks),
+    )
+
+
+def synapse_trim_chat_messages(
+    messages: Sequence[ChatMessage],
+    query: str | None = None,
+    *,
+    max_tokens: int,
+    token_counter: Callable[[str], int] | None = None,
+    config: ContextConfig | None = None,
+    embedder: Embedder | None = None,
+) -> list[ChatMessage]:
+    """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
+
+    ``query`` defaults to the last user message. The default config lets an oversized
+    working memory shrink (``overflow="shrink"``, with a warning) instead of raising.
+    FULL messages are returned as they are; degraded ones are copies whose text blocks
+    are replaced by the condensed text (tool-call blocks and kwargs kept).
+    """
+    messages = list(messages)
+    if query is None:
+        query = next((message_text(m) for m in reversed(messages) if m.role.value == "user"), None)
+    kept = trim_history(
+        [to_history(message) for message in messages],
+        query,
+        max_tokens,
+        token_counter=token_counter,
+        config=config or ContextConfig(overflow="shrink"),
+        embedder=embedder,
+    )
+    result: list[ChatMessage] = []
+    for item in kept:
+        original = messages[item.index]
+        if item.level is Level.FULL or item.text == message_text(original):
+            result.append(original)
+            continue
+        others = [b for b in original.blocks if not isinstance(b, TextBlock)]
+        result.append(original.model_copy(update={"blocks": [TextBlock(text=item.text), *others]}))
+    return result
+
+
+def llm_summarizer(llm: LLM, **prompts: str) -> PromptSummarizer:
+    """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
+    ``llm`` for the key sentences and the one-line summary (in the background)."""
+    return PromptSummarizer(lambda prompt: llm.complete(prompt).text, **prompts)
+
+
+class SynapseMemoryBlock(BaseMemoryBlock[str]):
+    """A long-term memory block whose turns fade by importance within a token budget.
+
+    Example:
+        .. code-block:: python
+
+            from llama_index.core.memory import Memory
+            from llama_index.postprocessor.synapse import SynapseMemoryBlock
+
+            block = SynapseMemoryBlock(memory="chat.db", budget_tokens=1500)
+            memory = Memory.from_defaults(
+                session_id="me", token_limit=4000, memory_blocks=[block]
+            )
+    """
+
+    name: str = Field(default="synapse_memory", description="The block's name.")
+    priority: int = Field(
+        default=1, description="Memory truncates blocks above 0; this one re-assembles smaller."
+    )
+    budget_tokens: int = Field(default=1500, gt=0, description="Tokens the block may render.")
+    mode: str | None = Field(default=None, description="analytical, creative or conversational.")
+
+    _memory: ConversationMemory = PrivateAttr()
+    _query: str | None = PrivateAttr(default=None)
+
+    def __init__(
+        self,
+        memory: ConversationMemory | str | os.PathLike[str] = ":memory:",
+        *,
+        config: ContextConfig | None = None,
+        token_counter: Callable[[str], int] | None = None,
+        **data: Any,
+    ) -> None:
+        """``memory``: a :class:`ConversationMemory`, or a synapse database path to open
+        one at (with ``config``, default ``ContextConfig(working_memory=0)``: the recent
+        turns are Memory's own short-term queue, so the block grades every turn it holds).
+        """
+        super().__init__(**data)
+        if isinstance(memory, ConversationMemory):
+            self._memory = memory
+        else:
+            self._memory = ConversationMemory(
+                memory, token_counter, config or ContextConfig(working_memory=0)
+            )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynapseMemoryBlock"
+
+    @property
+    def memory(self) -> ConversationMemory:
+        """The conversation memory the block reads and writes."""
+        return self._memory
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        for message in messages:
+            history = to_history(message)
+            text = " ".join(part for part in (history.text, history.fixed_text) if part.strip())
+            if text.strip():  # a message with no text (e.g. only an image) is not stored
+                session = str(message.additional_kwargs.get("session_id") or "default")
+                self._memory.add_turn(text, role=history.role, session=session)
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        users = [message_text(m) for m in messages or [] if m.role.value == "user"]
+        self._query = users[-1] if users else None
+        return self._render(self.budget_tokens)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        budget = self._memory.token_counter(content) - tokens_to_truncate
+        return (self._render(budget) or None) if budget > 0 else None
+
+    def _render(self, budget: int) -> str:
+        """The assembled turns as ``role: text`` lines; the labels count toward ``budget``."""
+        count = self._memory.token_counter
+        roles = {turn.role for turn in self._memory.turns()}
+        label = max((count(f"{role}: ") for role in roles), default=0) + 1  # + the newline
+        while budget > 0:
+            try:
+                turns = self._memory.assemble(
+                    self._query, budget, mode=self.mode, turn_overhead=label
+                )
+            except ContextBudgetError:
+                return ""
+            text = "\n".join(f"{t.role}: {t.text}" for t in turns)
+            if count(text) <= budget:  # always, for a counter that adds up over pieces
+                return text
+            label += 1
+        return ""

@@ -1,0 +1,198 @@
+"""llama_index.postprocessor.synapse.memory: the memory block, message trimming, a summarizer."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.base.llms.types import ImageBlock, TextBlock, ToolCallBlock
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import ChatMessage, MockLLM
+from llama_index.core.memory import Memory
+from llama_index.postprocessor.synapse import (
+    SynapseMemoryBlock,
+    llm_summarizer,
+    synapse_trim_chat_messages,
+)
+from llama_index.postprocessor.synapse.memory import message_text, to_history
+
+from synapse_retriever.context import ContextBudgetError, ContextConfig, ConversationMemory
+from synapse_retriever.tokens import approximate_tokens
+
+FACT = "We moved the production deploy to Fridays. Lovely weather today."
+
+
+def chatter(memory: Memory, rounds: int = 20) -> None:
+    memory.put(ChatMessage(role="user", content=FACT))
+    memory.put(ChatMessage(role="assistant", content="Noted, Fridays."))
+    for i in range(rounds):
+        memory.put(ChatMessage(role="user", content=f"Small talk {i} about lunch and coffee."))
+        memory.put(ChatMessage(role="assistant", content=f"Reply {i}: enjoy the sunshine."))
+
+
+def small_memory(block: SynapseMemoryBlock) -> Memory:
+    return Memory.from_defaults(
+        session_id="me",
+        token_limit=200,
+        token_flush_size=40,
+        chat_history_token_ratio=0.5,
+        memory_blocks=[block],
+        tokenizer_fn=str.split,  # offline and exact
+    )
+
+
+def test_flushed_turns_come_back_graded_for_the_question() -> None:
+    block = SynapseMemoryBlock(budget_tokens=40)
+    memory = small_memory(block)
+    chatter(memory)
+    assert len(block.memory) > 10  # the short-term queue flushed into the block
+    messages = memory.get(input="When is the production deploy?")
+    system = messages[0]
+    assert system.role.value == "system" and "<synapse_memory>" in system.content
+    rendered = system.content.split("<synapse_memory>")[1].split("</synapse_memory>")[0]
+    assert any("deploy" in line and "Fridays" in line for line in rendered.splitlines())
+    assert approximate_tokens(rendered.strip()) <= 40  # labels included
+
+
+def test_a_chat_engine_sees_the_old_fact() -> None:
+    block = SynapseMemoryBlock(budget_tokens=40)
+    memory = small_memory(block)
+    chatter(memory)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
+    answer = engine.chat("When is the production deploy?")  # MockLLM echoes its prompt
+    assert any("deploy" in line and "Fridays" in line for line in str(answer).splitlines())
+
+
+@pytest.mark.asyncio
+async def test_truncation_reassembles_smaller_instead_of_vanishing() -> None:
+    block = SynapseMemoryBlock(budget_tokens=60)
+    await block.aput(
+        [ChatMessage(role="user", content=FACT)]
+        + [ChatMessage(role="user", content=f"Lunch talk {i}, coffee again.") for i in range(8)]
+    )
+    content = await block.aget([ChatMessage(role="user", content="When do we deploy?")])
+    smaller = await block.atruncate(content, 20)
+    assert smaller and "Fridays" in smaller
+    assert approximate_tokens(smaller) <= approximate_tokens(content) - 20
+    assert await block.atruncate(content, 10_000) is None
+
+
+def test_a_block_over_a_persistent_memory_survives_a_restart(tmp_path: object) -> None:
+    path = f"{tmp_path}/chat.db"
+    block = SynapseMemoryBlock(path, budget_tokens=100)
+    memory = small_memory(block)
+    chatter(memory)
+    block.memory.close()
+    with ConversationMemory(path) as reopened:
+        assert any("Fridays" in t.text for t in reopened.turns())
+        assert {t.session for t in reopened.turns()} == {"me"}
+
+
+def tool_history() -> list[ChatMessage]:
+    return [
+        ChatMessage(role="system", content="You are a release assistant."),
+        ChatMessage(role="user", content=FACT),
+        ChatMessage(role="assistant", content="Noted, Fridays. Anything else?"),
+        ChatMessage(
+            role="assistant",
+            blocks=[
+                TextBlock(text="Let me check the build and the logs for you."),
+                ToolCallBlock(tool_call_id="c1", tool_name="build_status", tool_kwargs={"b": 1}),
+            ],
+        ),
+        ChatMessage(
+            role="tool",
+            content="Build 812 passed. All 340 tests green. Nothing else to report.",
+            additional_kwargs={"tool_call_id": "c1"},
+        ),
+        ChatMessage(
+            role="assistant",
+            content="",
+            additional_kwargs={
+                "tool_calls": [
+                    {"id": "c2", "function": {"name": "deploy_window", "arguments": "{}"}}
+                ]
+            },
+        ),
+        ChatMessage(
+            role="tool", content="Window: Fridays 10:00.", additional_kwargs={"tool_call_id": "c2"}
+        ),
+        ChatMessage(role="assistant", content="The build passed."),
+        ChatMessage(role="user", content="Great, thanks."),
+        ChatMessage(role="assistant", content="Anytime."),
+        ChatMessage(role="user", content="Bye."),
+    ]
+
+
+def pairs_valid(messages: list[ChatMessage]) -> bool:
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        calls |= set(to_history(message).tool_call_ids)
+        answer = message.additional_kwargs.get("tool_call_id")
+        if message.role.value == "tool":
+            if answer not in calls:
+                return False
+            answered.add(answer)
+    return calls == answered
+
+
+@pytest.mark.parametrize("budget", range(20, 110, 4))
+def test_trimming_keeps_roles_and_tool_call_pairing(budget: int) -> None:
+    messages = tool_history()
+    trimmed = synapse_trim_chat_messages(messages, "when is the deploy?", max_tokens=budget)
+    assert pairs_valid(trimmed)
+    assert trimmed[0].role.value == "system"
+
+    def signature(m: ChatMessage) -> tuple[object, ...]:
+        calls = [b for b in m.blocks if isinstance(b, ToolCallBlock)]
+        return (m.role, repr(m.additional_kwargs), calls)
+
+    originals = [signature(m) for m in messages]
+    assert all(signature(m) in originals for m in trimmed)  # same roles, same tool calls
+    cost = sum(
+        approximate_tokens(message_text(m) + " " + to_history(m).fixed_text) for m in trimmed
+    )
+    assert cost <= budget
+
+
+def test_degraded_messages_are_copies_with_their_tool_calls() -> None:
+    messages = tool_history()
+    roomy = synapse_trim_chat_messages(messages, "deploy", max_tokens=10_000)
+    assert all(any(m is o for o in messages) for m in roomy if message_text(m) in {
+        message_text(o) for o in messages
+    })  # fmt: skip
+    tight = synapse_trim_chat_messages(messages, "when is the deploy?", max_tokens=40)
+    fact = [m for m in tight if "Fridays" in message_text(m) and m.role.value == "user"]
+    assert fact and message_text(fact[0]) != FACT  # condensed, not cut
+    assert messages[1].content == FACT  # the original is untouched
+
+
+def test_images_are_kept_whole_or_dropped() -> None:
+    image = ChatMessage(
+        role="user",
+        blocks=[
+            TextBlock(text="Here is the error. It happens at login. Ideas?"),
+            ImageBlock(url="https://example.invalid/error.png"),
+        ],
+    )
+    reply = ChatMessage(role="assistant", content="A token issue.")
+    config = ContextConfig(working_memory=1)
+    assert synapse_trim_chat_messages([image, reply], max_tokens=100, config=config)[0] is image
+    assert synapse_trim_chat_messages([image, reply], max_tokens=5, config=config) == [reply]
+
+
+def test_bad_input() -> None:
+    assert synapse_trim_chat_messages([], max_tokens=10) == []
+    with pytest.raises(ValueError, match="max_tokens must be >= 0"):
+        synapse_trim_chat_messages(tool_history(), max_tokens=-1)
+    with pytest.raises(ContextBudgetError):
+        synapse_trim_chat_messages(tool_history(), max_tokens=3, config=ContextConfig())
+
+
+def test_an_llm_condenses_turns_in_the_background() -> None:
+    config = ContextConfig(consolidation_interval=1, consolidation_ages=(0, 0))
+    summarizer = llm_summarizer(MockLLM(max_tokens=3))  # MockLLM(max_tokens) says "text text.."
+    with ConversationMemory(config=config, summarizer=summarizer) as memory:
+        memory.add_turn("Morning! The deploy moved to Fridays. Coffee?", at=0)
+        assert memory.wait_for_consolidation(timeout=10)
+        turn = memory.turns()[0]
+    assert turn.chunks and turn.summary
