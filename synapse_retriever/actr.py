@@ -4,9 +4,10 @@ Every node's activation is its base-level activation (how recently and how often
 was used, :mod:`synapse_retriever.usage`) plus what it gets from the query's hits
 through learned co-use (ACT-R's spreading activation with log-lift strengths)::
 
-    A_i = B_i + W × Σ_j S_ji / n_sources          j: the hits (never i itself)
+    A_i = B_i + W × Σ_j W_j S_ji / Σ_j W_j        j: the hits (never i itself)
     S_ji = max(0, ln(c_ji × N / (n_j × n_i)))     c_ji: co-uses of j and i (the edge's count)
                                                   n_j, n_i: uses; N: events
+                                                  W_j: hit j's score / the first hit's
 
 A hit that was never used has B = ``unused_base``. A hit keeps its slot with a bonus
 of ``keep_bonus`` (the evidence of the vector match); an absent node takes the slot of
@@ -30,46 +31,77 @@ from dataclasses import dataclass, field
 
 from synapse_retriever.injection import Hit, RecallPlan, Resolvable, injection_slots
 
-__all__ = ["ActrPlan", "lift_association", "swap"]
+__all__ = ["ActrPlan", "lift_association", "source_weights", "swap"]
 
 
 def lift_association(
     sources: Sequence[tuple[str, Mapping[str, float]]],
     uses: Mapping[str, float],
     events: float,
+    weights: Sequence[float] | None = None,
 ) -> dict[str, float]:
-    """Mean log-lift strength from the sources to every node they co-occurred with.
+    """Weighted mean log-lift strength from the sources to the nodes they co-occurred with.
 
     ``sources`` pairs each source j with its co-use counts ``{i: c_ji}``; ``uses`` gives
-    n for sources and neighbours (a missing or zero count leaves the pair out).
+    n for sources and neighbours (a missing or zero count leaves the pair out);
+    ``weights`` gives each source's W_j (all 1 by default).
 
     Notes
     -----
-    S_ji = max(0, ln(c_ji × N / (n_j × n_i))); the result is Σ_j S_ji / len(sources):
-    a node is averaged over every source, including those it never co-occurred with.
+    S_ji = max(0, ln(c_ji × N / (n_j × n_i))); the result is
+    Σ_j W_j S_ji / Σ_{j ≠ i} W_j: a node is averaged over every source but itself,
+    including the sources it never co-occurred with.
 
     Examples
     --------
     j used 4 times, i 2 times, together twice, in N = 16 events: S = ln(2 × 16 / 8) = ln 4;
-    over two sources, the second unrelated: ln 4 / 2 = ln 2 = 0.6931.
+    with a second, unrelated source of the same weight: ln 4 / 2 = ln 2 = 0.6931; with
+    weights 1 and 3: ln 4 / 4 = 0.3466.
 
     >>> s = lift_association([("j", {"i": 2}), ("k", {})], {"i": 2, "j": 4, "k": 1}, 16)
     >>> round(s["i"], 4)
     0.6931
+    >>> s = lift_association([("j", {"i": 2}), ("k", {})], {"i": 2, "j": 4, "k": 1}, 16, [1, 3])
+    >>> round(s["i"], 4)
+    0.3466
     """
+    w = [1.0] * len(sources) if weights is None else [float(x) for x in weights]
     total: dict[str, float] = {}
-    for source, row in sources:
+    for (source, row), weight in zip(sources, w, strict=True):
         n_j = uses.get(source, 0.0)
-        if n_j <= 0:
+        if n_j <= 0 or weight <= 0:
             continue
         for node, c in row.items():
             n_i = uses.get(node, 0.0)
             if c > 0 and n_i > 0 and node != source:
                 strength = math.log(c * events / (n_j * n_i))
                 if strength > 0:
-                    total[node] = total.get(node, 0.0) + strength
-    count = max(len(sources), 1)
-    return {node: value / count for node, value in total.items()}
+                    total[node] = total.get(node, 0.0) + weight * strength
+    all_weight = sum(w)
+    own = {source: weight for (source, _), weight in zip(sources, w, strict=True)}
+    result = {}
+    for node, value in total.items():
+        rest = all_weight - own.get(node, 0.0)
+        if rest > 0:
+            result[node] = value / rest
+    return result
+
+
+def source_weights(scores: Sequence[float]) -> list[float]:
+    """W_j of each hit: its score relative to the first hit's, clipped at 0 (all 1 if the
+    first score is not positive).
+
+    Examples
+    --------
+    >>> source_weights([0.8, 0.4, -0.1])
+    [1.0, 0.5, 0.0]
+    >>> source_weights([0.0, 0.0])
+    [1.0, 1.0]
+    """
+    top = scores[0] if scores else 0.0
+    if not top > 0:
+        return [1.0] * len(scores)
+    return [max(0.0, s / top) for s in scores]
 
 
 def swap(

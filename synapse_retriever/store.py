@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synapse_retriever.activation import Activation, NamedPaths
-from synapse_retriever.actr import ActrPlan, lift_association
+from synapse_retriever.actr import ActrPlan, lift_association, source_weights
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
@@ -605,7 +605,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         pool = (reached | set(usage.recent_nodes(factors, until=now))) - set(hit_ids)
         nodes = [*hit_ids, *sorted(pool)]
         uses = {node: usage.uses(node, factors) for node in nodes}
-        lift = lift_association(sources, uses, usage.events(factors))
+        scores = {node: score for node, score in reversed(rows)}  # a repeated id: its first
+        weights = source_weights([scores[node] for node in hit_ids])
+        lift = lift_association(sources, uses, usage.events(factors), weights)
         activation: dict[str, float] = {}
         for node in nodes:
             base = usage.base_level(node, now, factors, config.base_decay)

@@ -61,9 +61,10 @@ def test_the_store_computes_base_level_plus_association() -> None:
                       active_namespace="shared")  # fmt: skip
     a = plan.activation.energy
     # keys: uses 4 and 3 days ago: B = ln(0.5 + 0.57735) = 0.07450; lift from jwt: N = 3
-    # events, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547, mean over the 3 hits
-    # (login and docs never used): 0.13516; A = 0.07450 + 1.0 × 0.13516 = 0.20966
-    assert a["keys"] == pytest.approx(0.20966, abs=1e-5)
+    # events, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547; source weights are the
+    # scores over the first: 1, 0.5/0.9, 0.4/0.9 (sum 2), login and docs never used:
+    # S = 1 × 0.40547 / 2 = 0.20273; A = 0.07450 + 1.0 × 0.20273 = 0.27723
+    assert a["keys"] == pytest.approx(0.27723, abs=1e-5)
     # readme: one use 2 days ago, B = ln 2^-0.5 = −0.34657, no association
     assert a["readme"] == pytest.approx(-0.34657, abs=1e-5)
     assert a["login"] == -6.0  # never used: unused_base
