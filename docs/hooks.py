@@ -2,11 +2,15 @@
 
 - ``<!-- readme: Title -->`` is replaced by the body of the README's ``## Title`` section.
 - ``<!-- cli-help: bench perf -->`` is replaced by ``synapse bench perf --help``.
+- ``<!-- cli-reference -->`` is replaced by a ``### synapse <command>`` section with the
+  ``--help`` of every command and subcommand, in the parser's order: a new command shows up
+  without editing the page.
 - The notebooks are copied into the site under ``notebooks/``, so pages can link to them.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -22,6 +26,7 @@ NOTEBOOKS = ROOT / "notebooks"
 
 _README_MARKER = re.compile(r"<!-- readme: (.+?) -->")
 _CLI_MARKER = re.compile(r"<!-- cli-help: ?(.*?) -->")
+_CLI_REFERENCE = "<!-- cli-reference -->"
 
 
 def readme_section(title: str) -> str:
@@ -51,8 +56,30 @@ def cli_help(command: str) -> str:
     return printed.getvalue()
 
 
+def cli_commands(parser: argparse.ArgumentParser | None = None, prefix: str = "") -> list[str]:
+    """Every command of ``synapse`` that has no subcommands, e.g. ``"bench perf"``, in order."""
+    if parser is None:
+        from synapse_retriever.cli import build_parser
+
+        parser = build_parser()
+    found: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.extend(cli_commands(sub, f"{prefix}{name} ") or [f"{prefix}{name}"])
+    return found
+
+
+def cli_reference() -> str:
+    """A section per command: its heading and its ``--help``."""
+    return "\n".join(
+        f"### synapse {command}\n\n```text\n{cli_help(command)}```\n" for command in cli_commands()
+    )
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     markdown = _README_MARKER.sub(lambda found: readme_section(found.group(1)), markdown)
+    markdown = markdown.replace(_CLI_REFERENCE, cli_reference())
     return _CLI_MARKER.sub(lambda found: f"```text\n{cli_help(found.group(1))}```", markdown)
 
 
