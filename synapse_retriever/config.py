@@ -203,7 +203,7 @@ class SynapseConfig:
     injection_enabled: bool = True
     base_decay: float = 0.5
     association: float = 1.0
-    keep_bonus: float = 2.0
+    keep_bonus: float = 2.5
     unused_base: float = -6.0
     recent_events: int = 50
     use_history: int = 8
@@ -233,7 +233,7 @@ class SynapseConfig:
         --------
         >>> config = SynapseConfig.actr()
         >>> config.rule, config.seeds, config.max_inject, config.keep_bonus, config.association
-        ('actr', 1, 3, 2.0, 1.0)
+        ('actr', 1, 3, 2.5, 1.0)
         """
         values: dict[str, object] = {"rule": "actr", "seeds": 1, "max_inject": 3}
         values.update(overrides)
