@@ -550,6 +550,71 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_memory(args: argparse.Namespace) -> int:
+    """Planted facts still in the assembled context much later, against two baselines."""
+    from synapse_retriever.bench.memory import (
+        generate_conversation,
+        markdown_table,
+        pool_reports,
+        run_memory_bench,
+    )
+    from synapse_retriever.context.config import ContextConfig
+
+    if args.json is not None and args.json != "-" and not Path(args.json).parent.is_dir():
+        raise CliError(f"cannot write {args.json!r}: no such directory")
+    for name, value, low in (("--turns", args.turns, 10), ("--facts", args.facts, 1)):
+        if value < low:
+            raise CliError(f"{name} must be at least {low}, got {value}")
+    if any(budget < 1 for budget in args.budgets):
+        raise CliError(f"budgets must be positive, got {args.budgets}")
+    presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
+    console = _console(stderr=True)
+    reports = []
+    with console.status("conversations") as status:
+        for seed in args.seeds:
+            try:
+                conversation = generate_conversation(
+                    turns=args.turns,
+                    facts=args.facts,
+                    sessions=args.sessions,
+                    distractors=args.distractors,
+                    seed=seed,
+                )
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+
+            def progress(text: str, seed: int = seed) -> None:
+                if not args.quiet:
+                    status.update(f"seed {seed}: {text}")
+
+            reports.append(
+                run_memory_bench(conversation, args.budgets, presets=presets, progress=progress)
+            )
+    report = pool_reports(reports)
+    if args.json == "-":
+        _print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        sys.stdout.write(markdown_table(report) + "\n")
+        return 0
+    names = [m if m in ("last-N", "vector top-k") else f"synapse ({m})" for m in report["methods"]]
+    table = Table(
+        "budget (tokens)",
+        *names,
+        title=(
+            f"synapse bench memory: {report['questions']} planted facts in "
+            f"{report['conversations']} conversation(s) of {args.turns} turns"
+        ),
+        title_justify="left",
+    )
+    for row in report["rows"]:
+        table.add_row(str(row["budget"]), *(f"{100 * row[m]:.1f}%" for m in report["methods"]))
+    _console().print(table)
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------
 
 
@@ -701,6 +766,40 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")
     perf.add_argument("--plot", metavar="PNG", help="plot latency against graph size")
     perf.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    memory = benches.add_parser(
+        "memory",
+        help="Conversation memory: planted facts still in the context much later.",
+        description=(
+            "Generate long conversations (sessions of small talk, distractor turns on each "
+            "fact's topic) with planted facts asked about much later; score the fraction of "
+            "facts whose answer is still in the context assembled for the question, for each "
+            "preset, against last-N (trim_messages) and vector top-k turns at the same budget."
+        ),
+    )
+    memory.set_defaults(handler=cmd_bench_memory)
+    memory.add_argument("--turns", type=int, default=1000, help="turns per conversation (1000)")
+    memory.add_argument("--facts", type=int, default=16, help="planted facts, at most 16 (16)")
+    memory.add_argument("--sessions", type=int, default=8, help="sessions (8)")
+    memory.add_argument(
+        "--distractors", type=int, default=20, help="turns on each fact's topic (20)"
+    )
+    memory.add_argument(
+        "--seeds", type=int, nargs="+", default=[1, 2, 3], help="one conversation each (1 2 3)"
+    )
+    memory.add_argument(
+        "--budgets", type=int, nargs="+", default=[1000, 2000, 4000], help="tokens (1000 2000 4000)"
+    )
+    memory.add_argument(
+        "--presets",
+        nargs="+",
+        default=["default", "published"],
+        choices=["default", "published"],
+        help="ContextConfig presets to score (default published)",
+    )
+    memory.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
+    memory.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    memory.add_argument("--quiet", action="store_true", help="no progress messages")
     return parser
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from synapse_retriever.bench.memory import (
     _FACTS,
     generate_conversation,
@@ -11,6 +15,7 @@ from synapse_retriever.bench.memory import (
     run_memory_bench,
     vector_top_k,
 )
+from synapse_retriever.cli import main
 from synapse_retriever.context import ContextConfig
 from synapse_retriever.context.text import telegraphic
 
@@ -59,3 +64,35 @@ def test_the_benchmark_runs_on_a_tiny_input() -> None:
     assert table.splitlines()[0] == (
         "| budget (tokens) | synapse (default) | synapse (published) | last-N | vector top-k |"
     )
+
+
+TINY = ["--turns", "60", "--facts", "3", "--sessions", "2", "--distractors", "2"]
+
+
+def test_synapse_bench_memory_prints_a_table_json_and_markdown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["bench", "memory", *TINY, "--seeds", "5", "--budgets", "300", "600", "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "synapse (default)" in out and "vector top-k" in out and "300" in out
+    assert main([*args, "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions"] == 3 and [r["budget"] for r in report["rows"]] == [300, 600]
+    assert main([*args, "--markdown", "--presets", "published"]) == 0
+    assert capsys.readouterr().out.startswith("| budget (tokens) | synapse (published) | last-N |")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--facts", "40"], "at most 16 facts"),
+        (["--budgets", "0"], "budgets must be positive"),
+        (["--json", "/no/such/dir/r.json"], "no such directory"),
+    ],
+)
+def test_synapse_bench_memory_refuses_bad_arguments(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "memory", *TINY, "--quiet", *extra]) == 2
+    assert message in capsys.readouterr().err

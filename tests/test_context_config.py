@@ -34,11 +34,8 @@ def test_the_default_differs_only_where_the_benchmark_says_so() -> None:
         for f in dataclasses.fields(ContextConfig)
         if getattr(default, f.name) != getattr(published, f.name)
     }
-    assert changed == {
-        "recency_weight", "surprise_weight", "relevance_weight", "demotion", "relevance",
-        "recall_k", "replay_boost",
-    }  # fmt: skip
-    assert default.weights == (0.2, 0.1, 0.6, 0.1)
+    assert changed == {"demotion", "relevance", "recall_k", "replay_boost"}
+    assert default.weights == published.weights == (0.4, 0.3, 0.2, 0.1)
 
 
 def test_presets_by_name() -> None:

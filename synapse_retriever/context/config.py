@@ -3,12 +3,12 @@
 Two presets: :meth:`ContextConfig.published` is the method as published (weights 0.4
 recency, 0.3 surprise, 0.2 relevance, 0.1 habituation; thresholds 0.7 / 0.4 / 0.2; the
 least important turn is demoted first; replay adds 0.2). The default,
-``ContextConfig()``, keeps the structure, thresholds, ratios and temperatures but
-recalls by query: relevance is measured against the best-matching turn and weighs 0.6
-(recency 0.2, surprise 0.1, habituation 0.1), the turns the query recalls are condensed
-around the sentences that match it, the budget rule condenses every turn before it
-drops any (``demotion="fade"``), and replay adds 0.05. It keeps far more of what an old
-question needs (see ``synapse bench memory`` and the README's table).
+``ContextConfig()``, keeps every published weight, threshold, ratio and temperature but
+recalls by query: relevance is measured against the best-matching turn, the turns the
+query recalls are condensed around the sentences that match it, the budget rule
+condenses every turn before it drops any (``demotion="fade"``), and replay adds 0.05.
+It keeps far more of what an old question needs (see ``synapse bench memory`` and the
+README's table).
 
 Examples
 --------
@@ -110,9 +110,9 @@ class ContextConfig:
     """
 
     working_memory: int = 5
-    recency_weight: float = 0.2
-    surprise_weight: float = 0.1
-    relevance_weight: float = 0.6
+    recency_weight: float = 0.4
+    surprise_weight: float = 0.3
+    relevance_weight: float = 0.2
     habituation_weight: float = 0.1
     full_threshold: float = 0.7
     chunks_threshold: float = 0.4
@@ -138,13 +138,10 @@ class ContextConfig:
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
-        """The method as published: weights 0.4 / 0.3 / 0.2 / 0.1, absolute relevance, no
-        query recall, least-important-first demotion, a replay boost of 0.2."""
+        """The method as published: absolute relevance, no query recall,
+        least-important-first demotion, a replay boost of 0.2 (the weights, thresholds,
+        ratios and temperatures are the published ones in both presets)."""
         values: dict[str, Any] = {
-            "recency_weight": 0.4,
-            "surprise_weight": 0.3,
-            "relevance_weight": 0.2,
-            "habituation_weight": 0.1,
             "relevance": "absolute",
             "recall_k": 0,
             "demotion": "importance",
