@@ -134,3 +134,30 @@ def test_a_cold_store_is_the_identity(ids: list[str]) -> None:
 
 def test_unused_base_is_the_floor_of_every_activation() -> None:
     assert math.isfinite(SynapseConfig.actr().unused_base)
+
+
+def test_a_reopened_store_rebuilds_its_use_history_from_the_edges(tmp_path: object) -> None:
+    path = f"{tmp_path}/synapses.db"
+    with SynapseStore(path, config=SynapseConfig.actr()) as store:
+        store.reinforce(["jwt", "keys"], namespace="shared", at=0)
+        store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
+        hits = [("jwt", 0.9), ("login", 0.5)]
+        before = store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy
+    with SynapseStore(path, config=SynapseConfig.actr()) as store:
+        after = store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy
+        assert [h.id for h in store.recall(hits, at=4 * DAY, active_namespace="shared")] == [
+            "jwt",
+            "keys",
+        ]
+    # exact: uses 4 and 3 days old, B = ln(0.5 + 0.57735) = 0.07450; lift ln(2 × 2 / 4) = 0
+    assert before["keys"] == pytest.approx(0.07450, abs=1e-5)
+    # rebuilt from the one edge: 2 uses (its count), the latest exact (3 days old: 0.57735),
+    # the other spread between 3 and 4 days old (its creation): 1 × (2 − 1.73205) / 0.5 =
+    # 0.53590 instead of 0.5; B = ln 1.11325 = 0.10728
+    assert after["keys"] == pytest.approx(0.10728, abs=1e-5)
+
+
+def test_the_published_store_records_no_use_history() -> None:
+    with SynapseStore(":memory:") as store:
+        store.reinforce(["a", "b"], at=0)
+        assert store._usage is None

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from git_history import BASE, DAY, commit, init, make_project
 
@@ -345,3 +346,45 @@ def test_bm25_and_a_subset_of_rows(project: Path) -> None:
     rows = result["variants"]["online"]["by_k"]["5"]["rows"]
     assert list(rows) == ["vector", "synapse-published"]  # the baseline is always scored
     assert rows["synapse-published"]["recall"] == 1.0
+
+
+def test_the_dense_retriever_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from synapse_retriever.bench import retrievers
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
+    )
+    with pytest.raises(retrievers.DenseUnavailableError, match="needs onnxruntime"):
+        retrievers.MiniLmRetriever()
+
+
+def test_the_dense_retriever_ranks_by_meaning(tmp_path: Path) -> None:
+    from synapse_retriever.bench import retrievers
+
+    try:
+        retrievers.minilm_files()
+    except retrievers.DenseUnavailableError:
+        pytest.skip("the optional dense packages are not installed")
+    docs = [
+        Document("auth/jwt.py", "1", lambda: "def verify_token(token): check the signature"),
+        Document("docs/cooking.md", "2", lambda: "How to bake bread with flour and yeast"),
+    ]
+    retriever = retrievers.MiniLmRetriever(cache_dir=str(tmp_path))
+    retriever.fit(docs)
+    assert [p for p, _ in retriever.search("validate authentication tokens", docs, 2)] == [
+        "auth/jwt.py",
+        "docs/cooking.md",
+    ]
+    assert len(list(tmp_path.iterdir())) == 2  # one cached embedding per content
+    vectors = retriever.embed(["a", "b"])
+    assert vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_the_published_and_query_blind_twin_rows(report: dict) -> None:  # type: ignore[type-arg]
+    rows = report["variants"]["online"]["by_k"]["5"]["rows"]
+    assert {"synapse", "synapse-published", "synapse-blind"} <= set(rows)
+    assert report["settings"]["config"]["rule"] == "actr"
