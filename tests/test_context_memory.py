@@ -386,3 +386,27 @@ def test_a_per_turn_overhead_counts_toward_the_budget() -> None:
             memory.assemble("deploy", 80, turn_overhead=-1)
     assert sum(t.tokens + 3 for t in labelled) <= 80
     assert sum(t.tokens for t in labelled) < sum(t.tokens for t in plain)
+
+
+def test_turns_added_while_other_threads_assemble_never_break_a_context() -> None:
+    errors: list[BaseException] = []
+    with ConversationMemory() as memory:
+        fill(memory)
+
+        def reader() -> None:
+            try:
+                for _ in range(30):
+                    context = memory.assemble("deploy", 400)
+                    assert sum(t.tokens for t in context) <= 400
+            except BaseException as exc:  # reported to the main thread
+                errors.append(exc)
+
+        readers = [threading.Thread(target=reader) for _ in range(3)]
+        for thread in readers:
+            thread.start()
+        for i in range(60):
+            memory.add_turn(f"more chat {i} about the deploy and the weather")
+        for thread in readers:
+            thread.join()
+        assert memory.wait_for_consolidation(timeout=10)
+    assert not errors

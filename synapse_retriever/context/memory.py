@@ -288,22 +288,22 @@ class ConversationMemory:
             raise InvalidValueError(f"turn_overhead must be >= 0, got {turn_overhead}")
         now = to_seconds(at)
         self.config.temperature(mode)  # validates the mode
-        with self._lock:
+        with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
             turns = list(self._turns)
-        decisions = plan_context(
-            view,
-            query,
-            budget_tokens,
-            config=self.config,
-            embedder=self.embedder,
-            token_counter=self._cached_count,
-            fallback=self._fallback,
-            now=now,
-            mode=mode,
-        )
+            decisions = plan_context(
+                view,
+                query,
+                budget_tokens,
+                config=self.config,
+                embedder=self.embedder,
+                token_counter=self._cached_count,
+                fallback=self._fallback,
+                now=now,
+                mode=mode,
+            )
         return [
             AssembledTurn(
                 turns[d.index].id,
