@@ -55,6 +55,15 @@ class AssembledTurn:
         The turn's importance for this query, in [0, 1].
     session : str
         The session the turn was added in.
+
+    Examples
+    --------
+    >>> from synapse_retriever.context import ConversationMemory
+    >>> with ConversationMemory(":memory:") as memory:
+    ...     _ = memory.add_turn("I moved the deploy to Fridays.", at=0)
+    ...     turn = memory.assemble("when do we deploy?", 100, at=0)[0]
+    >>> turn.role, turn.level, turn.text, turn.tokens
+    ('user', <Level.FULL: 'full'>, 'I moved the deploy to Fridays.', 7)
     """
 
     turn_id: int

@@ -107,6 +107,14 @@ class ContextConfig:
         When working memory alone exceeds the budget: ``raise``
         :class:`~synapse_retriever.context.ContextBudgetError`, or ``shrink`` working
         memory to the newest whole turns that fit (a turn is never cut).
+
+    Examples
+    --------
+    >>> config = ContextConfig(working_memory=3, mode="analytical")
+    >>> config.working_memory, config.temperature(), config.temperature("creative")
+    (3, 1.3, 0.8)
+    >>> ContextConfig().demotion, ContextConfig.published().demotion
+    ('fade', 'importance')
     """
 
     working_memory: int = 5

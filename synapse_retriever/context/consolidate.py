@@ -43,6 +43,14 @@ class Consolidator:
         exact, reproducible timing).
     name : str
         The worker thread's name.
+
+    Examples
+    --------
+    >>> runs = []
+    >>> worker = Consolidator(lambda: runs.append("ran"), background=False)
+    >>> worker.request()  # runs in the caller's thread: for exact replays
+    >>> runs, worker.runs
+    (['ran'], 1)
     """
 
     def __init__(

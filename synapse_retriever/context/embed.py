@@ -46,6 +46,28 @@ class Embedder(Protocol):
 
     ``name`` identifies the vector space: vectors stored under another name are
     recomputed when a memory is reopened with a different embedder.
+
+    Examples
+    --------
+    Any object with ``name``, ``dim`` and ``embed(texts)`` will do (a sentence-transformer
+    wrapped in three lines, an embedding API...); here, letter counts:
+
+    >>> import numpy as np
+    >>> class Letters:
+    ...     name, dim = "letters-v1", 26
+    ...     def embed(self, texts):
+    ...         rows = np.zeros((len(texts), 26))
+    ...         for row, text in enumerate(texts):
+    ...             for char in text.lower():
+    ...                 if "a" <= char <= "z":
+    ...                     rows[row, ord(char) - ord("a")] += 1
+    ...         return rows
+    >>> isinstance(Letters(), Embedder)
+    True
+    >>> from synapse_retriever.context import ConversationMemory
+    >>> with ConversationMemory(":memory:", embedder=Letters()) as memory:
+    ...     memory.add_turn("I moved the deploy to Fridays.", at=0)
+    1
     """
 
     @property
@@ -108,13 +130,16 @@ class HashingEmbedder:
 
     @property
     def name(self) -> str:
+        """``hashing-v1-<dim>``: vectors of another ``dim`` are another space."""
         return f"hashing-v1-{self._dim}"
 
     @property
     def dim(self) -> int:
+        """The vector length (number of hash buckets)."""
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        """One unit row per text (a zero row for a text with no content terms)."""
         matrix = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for term, count in Counter(terms(text)).items():

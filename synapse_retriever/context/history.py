@@ -77,6 +77,16 @@ class HistoryMessage:
         Always kept verbatim (system prompts).
     degradable : bool
         False: kept whole or dropped (e.g. it carries an image).
+
+    Examples
+    --------
+    An assistant message that calls a tool, and the tool's answer:
+
+    >>> call = HistoryMessage("assistant", "", tool_call_ids=("call_1",),
+    ...                       fixed_text="build_status({})")
+    >>> answer = HistoryMessage("tool", "Build 812 passed.", tool_call_id="call_1")
+    >>> tool_groups([HistoryMessage("user", "Is the build green?"), call, answer])
+    [None, 1, 1]
     """
 
     role: str
@@ -90,7 +100,14 @@ class HistoryMessage:
 
 @dataclass(frozen=True)
 class TrimmedMessage:
-    """What to send for message ``index``: its level, its text, and the text's tokens."""
+    """What to send for message ``index``: its level, its text, and the text's tokens.
+
+    Examples
+    --------
+    >>> trim_history([HistoryMessage("user", "Deploys move to Fridays.")], "deploy?", 100)
+    [TrimmedMessage(index=0, level=<Level.FULL: 'full'>, text='Deploys move to Fridays.', \
+tokens=5)]
+    """
 
     index: int
     level: Level
@@ -159,6 +176,34 @@ def trim_history(
     ContextBudgetError
         Pinned messages and working memory alone exceed ``max_tokens`` (with
         ``config.overflow == "raise"``).
+
+    Examples
+    --------
+    At 35 tokens the system prompt and the last two messages stay verbatim, the old fact
+    is kept as its key sentence, and the tool call and its result are dropped together:
+
+    >>> history = [
+    ...     HistoryMessage("system", "You are a release assistant.", pinned=True),
+    ...     HistoryMessage("user", "We moved the production deploy to Fridays. Nice day."),
+    ...     HistoryMessage("assistant", "Noted, Fridays."),
+    ...     HistoryMessage("user", "Is the build green?"),
+    ...     HistoryMessage("assistant", "", tool_call_ids=("call_1",),
+    ...                    fixed_text="build_status({})"),
+    ...     HistoryMessage("tool", "Build 812 passed. All 340 tests are green.",
+    ...                    tool_call_id="call_1"),
+    ...     HistoryMessage("assistant", "Yes, build 812 passed."),
+    ...     HistoryMessage("user", "When is the production deploy again?"),
+    ... ]
+    >>> kept = trim_history(history, "When is the production deploy again?", 35,
+    ...                     config=ContextConfig(working_memory=2))
+    >>> for message in kept:
+    ...     print(message.index, message.level.value, message.text)
+    0 full You are a release assistant.
+    1 chunks We moved the production deploy to Fridays.
+    2 full Noted, Fridays.
+    3 summary build green?
+    6 full Yes, build 812 passed.
+    7 full When is the production deploy again?
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
         raise InvalidTypeError(f"max_tokens must be an int, got {type(max_tokens).__name__}")

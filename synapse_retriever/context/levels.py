@@ -53,7 +53,13 @@ __all__ = ["ContextBudgetError", "Level", "plan_levels", "threshold_level"]
 
 
 class Level(StrEnum):
-    """How much of a turn goes into the prompt (a ``str``: ``Level.FULL == "full"``)."""
+    """How much of a turn goes into the prompt (a ``str``: ``Level.FULL == "full"``).
+
+    Examples
+    --------
+    >>> Level.CHUNKS == "chunks", [level.value for level in Level]
+    (True, ['full', 'chunks', 'summary', 'dropped'])
+    """
 
     FULL = "full"
     CHUNKS = "chunks"
@@ -75,6 +81,16 @@ class ContextBudgetError(InvalidValueError):
         Tokens the turns that must stay FULL need.
     budget : int
         The budget that was asked for.
+
+    Examples
+    --------
+    Three turns in working memory at 100 tokens each do not fit in 250; no turn is cut:
+
+    >>> try:
+    ...     plan_levels([0.0] * 3, [(100, 30, 10)] * 3, 250)
+    ... except ContextBudgetError as error:
+    ...     print(error.needed, error.budget)
+    300 250
     """
 
     def __init__(self, needed: int, budget: int, what: str = "working memory") -> None:

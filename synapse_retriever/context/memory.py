@@ -73,6 +73,20 @@ class ConversationMemory:
     ------
     NotASynapseDatabaseError
         ``path`` is a file of another application (left untouched).
+
+    Examples
+    --------
+    A restart loses nothing: turns (and their condensations, boosts and repeat counts)
+    live in the file.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "chat.db")
+    >>> with ConversationMemory(path) as memory:
+    ...     _ = memory.add_turn("I moved the deploy to Fridays.", session="monday", at=0)
+    ...     _ = memory.add_turn("Noted: Fridays.", role="assistant", session="monday", at=60)
+    >>> with ConversationMemory(path) as memory:
+    ...     [(t.role, t.level.value, t.text) for t in memory.assemble("deploy?", 100, at=120)]
+    [('user', 'full', 'I moved the deploy to Fridays.'), ('assistant', 'full', 'Noted: Fridays.')]
     """
 
     def __init__(

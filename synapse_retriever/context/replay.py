@@ -34,7 +34,20 @@ __all__ = ["TfidfThemes", "ThemeExtractor", "matching"]
 
 @runtime_checkable
 class ThemeExtractor(Protocol):
-    """Extracts the themes (terms) of a window of turn texts."""
+    """Extracts the themes (terms) of a window of turn texts.
+
+    Examples
+    --------
+    A fixed list of topics instead of TF-IDF (for an application that knows its own):
+
+    >>> class Topics:
+    ...     def themes(self, texts):
+    ...         return [t for t in ("deploy", "billing") if any(t in x.lower() for x in texts)]
+    >>> isinstance(Topics(), ThemeExtractor)
+    True
+    >>> Topics().themes(["The deploy broke.", "Lunch?"])
+    ['deploy']
+    """
 
     def themes(self, texts: Sequence[str]) -> list[str]:
         """Themes, most salient first."""
@@ -52,6 +65,15 @@ class TfidfThemes:
         A theme must appear in at least this many turns of the window.
     idf : callable, optional
         Inverse document frequency of a term over the conversation (default: 1).
+
+    Examples
+    --------
+    ``deploy`` and ``friday`` recur; with an IDF that makes ``deploy`` common over the
+    whole conversation, ``friday`` ranks first:
+
+    >>> window = ["the deploy broke", "deploy again on friday", "lunch?", "friday deploy works"]
+    >>> TfidfThemes(max_themes=2, idf=lambda term: 0.5 if term == "deploy" else 1.0).themes(window)
+    ['friday', 'deploy']
     """
 
     def __init__(
@@ -65,6 +87,7 @@ class TfidfThemes:
         self.idf = idf or (lambda term: 1.0)
 
     def themes(self, texts: Sequence[str]) -> list[str]:
+        """Terms used in at least ``min_turns`` texts, by uses × IDF, at most ``max_themes``."""
         uses: Counter[str] = Counter()
         turns: Counter[str] = Counter()
         for text in texts:
@@ -77,6 +100,12 @@ class TfidfThemes:
 
 
 def matching(texts: Sequence[str], themes: Sequence[str]) -> list[bool]:
-    """Whether each text mentions at least one theme (compared as content terms)."""
+    """Whether each text mentions at least one theme (compared as content terms).
+
+    Examples
+    --------
+    >>> matching(["The deploy broke.", "Lunch?", "Deploys on Friday"], ["deploy"])
+    [True, False, True]
+    """
     wanted = {term for theme in themes for term in terms(theme)}
     return [bool(wanted & set(terms(text))) for text in texts]

@@ -69,7 +69,21 @@ _COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summa
 
 @dataclass
 class TurnRecord:
-    """One stored turn (``id`` 0 until inserted)."""
+    """One stored turn (``id`` 0 until inserted).
+
+    ``surprise`` and ``repeats`` are measured once, against the turns before it;
+    ``chunks`` and ``summary`` are None until consolidation condenses the turn;
+    ``boost`` is what replay added to its importance.
+
+    Examples
+    --------
+    >>> from synapse_retriever.context import ConversationMemory
+    >>> with ConversationMemory(":memory:") as memory:
+    ...     _ = memory.add_turn("I moved the deploy to Fridays.", at=0)
+    ...     turn = memory.turns()[0]
+    >>> turn.id, turn.role, turn.surprise, turn.repeats, turn.chunks
+    (1, 'user', 1.0, 0, None)
+    """
 
     id: int
     session: str
@@ -108,6 +122,20 @@ class ContextStorage:
     NotASynapseDatabaseError
         The file belongs to another application, or its ``context_*`` schema is newer
         than this library's.
+
+    Examples
+    --------
+    >>> storage = ContextStorage(":memory:")
+    >>> record = TurnRecord(0, "s1", "user", "Deploys move to Fridays.", 0.0, 1.0, 0, 0.0,
+    ...                     None, None)
+    >>> storage.insert(record, "hashing-v1-8", b"")
+    1
+    >>> storage.consolidate([(1, "Deploys move to Fridays.", "Deploys Fridays.")], [(1, 0.05)],
+    ...                     ["deploy"], through=1)
+    >>> turn = storage.load().turns[0]
+    >>> turn.summary, turn.boost, storage.themes()
+    ('Deploys Fridays.', 0.05, [(1, ['deploy'])])
+    >>> storage.close()
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:

@@ -66,7 +66,14 @@ TokenCounter = Callable[[str], int]
 
 
 class Condensed(NamedTuple):
-    """A turn's pre-computed CHUNKS and SUMMARY texts."""
+    """A turn's pre-computed CHUNKS and SUMMARY texts.
+
+    Examples
+    --------
+    >>> condensed = Condensed("We moved the deploy to Fridays.", "moved deploy Fridays.")
+    >>> condensed.summary
+    'moved deploy Fridays.'
+    """
 
     chunks: str
     summary: str
@@ -75,7 +82,24 @@ class Condensed(NamedTuple):
 @runtime_checkable
 class Summarizer(Protocol):
     """Condenses a turn's text into key chunks (~``chunks_ratio`` of its tokens) and a
-    one-sentence summary (~``summary_ratio``)."""
+    one-sentence summary (~``summary_ratio``).
+
+    Examples
+    --------
+    A summarizer that keeps the first sentence (a real one would ask a model: see
+    :class:`PromptSummarizer` and the adapters' ``chat_model_summarizer`` and
+    ``llm_summarizer``):
+
+    >>> class FirstSentence:
+    ...     def condense(self, text, *, chunks_ratio, summary_ratio):
+    ...         first = text.split(". ")[0].rstrip(".") + "."
+    ...         return Condensed(first, first)
+    >>> isinstance(FirstSentence(), Summarizer)
+    True
+    >>> FirstSentence().condense("Deploys move to Fridays. Coffee?", chunks_ratio=0.3,
+    ...                          summary_ratio=0.1)
+    Condensed(chunks='Deploys move to Fridays.', summary='Deploys move to Fridays.')
+    """
 
     def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
         """Both condensed versions of ``text``."""
@@ -118,6 +142,9 @@ class ExtractiveSummarizer:
         return sum(self.term_weight(t) for t in set(found)) / math.sqrt(len(found) + 1)
 
     def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        """CHUNKS: the best sentences within ``chunks_ratio`` of the tokens, in order;
+        SUMMARY: the best sentence, telegraphic. A text with no sentences gives ``("", "")``.
+        """
         parts = sentences(text)
         if not parts:
             return Condensed("", "")
@@ -165,6 +192,7 @@ class PromptSummarizer:
         self.fallback = fallback or ExtractiveSummarizer()
 
     def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        """Two completions, one per prompt; the fallback fills in an empty one."""
         words = len(text.split())
         chunks = self.complete(
             self.chunks_prompt.format(text=text, words=max(1, round(words * chunks_ratio)))

@@ -41,7 +41,15 @@ _ENV_LOCK = threading.Lock()
 
 def checked_counter(token_counter: TokenCounter | None) -> TokenCounter:
     """``token_counter`` (default :func:`~synapse_retriever.approximate_tokens`), checked to
-    return a non-negative integer for every text."""
+    return a non-negative integer for every text.
+
+    Examples
+    --------
+    >>> checked_counter(None)("I moved the deploy to Fridays.")  # 6 words and a period
+    7
+    >>> checked_counter(lambda text: len(text.split()))("I moved the deploy to Fridays.")
+    6
+    """
     if token_counter is None:
         return approximate_tokens
     if not callable(token_counter):
@@ -74,6 +82,15 @@ def tiktoken_counter(
     InvalidValueError
         tiktoken is not installed, or the encoding cannot be loaded (e.g. offline with
         no cached file).
+
+    Examples
+    --------
+    Not run here: it needs tiktoken and, once, the encoding file (or a cached copy).
+
+    >>> count = tiktoken_counter("cl100k_base", cache_dir="tiktoken_cache")  # doctest: +SKIP
+    >>> count("I moved the deploy to Fridays")  # doctest: +SKIP
+    6
+    >>> memory = ConversationMemory("chat.db", token_counter=count)  # doctest: +SKIP
     """
     try:
         import tiktoken

@@ -100,13 +100,29 @@ def synapse_trim_messages(
         ``content`` (same id, role and tool calls) where degraded.
 
     Example:
-        .. code-block:: python
+        With the last two messages as working memory, at 22 tokens the old fact is kept as
+        a one-line summary and the least important message is dropped:
 
-            from langchain_core.messages import AIMessage, HumanMessage
-            from langchain_synapse import synapse_trim_messages
-
-            history = [HumanMessage("I moved the deploy to Fridays."), AIMessage("Noted.")]
-            trimmed = synapse_trim_messages(history, "when is the deploy?", max_tokens=500)
+        >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+        >>> from synapse_retriever.context import ContextConfig
+        >>> history = [
+        ...     SystemMessage("You are terse."),
+        ...     HumanMessage("We moved the production deploy to Fridays. Lovely weather today."),
+        ...     AIMessage("Noted, Fridays."),
+        ...     HumanMessage("Great, thanks."),
+        ...     AIMessage("Anytime."),
+        ...     HumanMessage("When is the production deploy again?"),
+        ... ]
+        >>> trimmed = synapse_trim_messages(
+        ...     history, max_tokens=22, config=ContextConfig(working_memory=2)
+        ... )
+        >>> for message in trimmed:
+        ...     print(f"{message.type:6} {message.text}")
+        system You are terse.
+        human  moved production deploy Fridays.
+        human  Great, thanks.
+        ai     Anytime.
+        human  When is the production deploy again?
     """
     messages = list(messages)
     if query is None:
@@ -131,7 +147,29 @@ def synapse_trim_messages(
 
 def chat_model_summarizer(model: BaseLanguageModel, **prompts: str) -> PromptSummarizer:
     """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
-    ``model`` for the key sentences and the one-line summary (in the background)."""
+    ``model`` for the key sentences and the one-line summary (in the background).
+
+    Args:
+        model: A chat model or LLM; it is invoked once per prompt.
+        **prompts: ``chunks_prompt`` and ``summary_prompt`` templates (with ``{text}`` and
+            ``{words}``) to replace the core's.
+
+    Example:
+        A fake model stands in for yours; it answers the two prompts in turn:
+
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> model = FakeListChatModel(
+        ...     responses=["We moved the deploy to Fridays.", "Deploys on Fridays."]
+        ... )
+        >>> summarizer = chat_model_summarizer(model)
+        >>> summarizer.condense(
+        ...     "Hi! We moved the deploy to Fridays. Bye!", chunks_ratio=0.3, summary_ratio=0.1
+        ... )
+        Condensed(chunks='We moved the deploy to Fridays.', summary='Deploys on Fridays.')
+        >>> from synapse_retriever.context import ConversationMemory
+        >>> memory = ConversationMemory(":memory:", summarizer=summarizer)
+        >>> memory.close()
+    """
 
     def complete(prompt: str) -> str:
         answer = model.invoke(prompt)
@@ -148,13 +186,26 @@ if AgentMiddleware is not None:
         The agent's state keeps every message; only what the model sees is trimmed
         (``wrap_model_call``), so a message condensed now is still whole next time.
 
+        Args:
+            max_tokens: Budget for the messages the model sees (system prompt included).
+            token_counter: ``str -> int``, or a language model (its ``get_num_tokens``).
+            config: The method's constants (default ``ContextConfig(overflow="shrink")``).
+            embedder: Similarities; default: the core's offline hashing embedder.
+
         Example:
-            .. code-block:: python
+            A fake model stands in for yours:
 
-                from langchain.agents import create_agent
-                from langchain_synapse import SynapseMemoryMiddleware
-
-                agent = create_agent(model, tools, middleware=[SynapseMemoryMiddleware(4000)])
+            >>> from langchain.agents import create_agent
+            >>> from langchain_core.language_models import FakeListChatModel
+            >>> from langchain_core.messages import HumanMessage
+            >>> agent = create_agent(
+            ...     FakeListChatModel(responses=["On Fridays."]),
+            ...     tools=[],
+            ...     middleware=[SynapseMemoryMiddleware(max_tokens=4000)],
+            ... )
+            >>> result = agent.invoke({"messages": [HumanMessage("When is the deploy?")]})
+            >>> result["messages"][-1].text
+            'On Fridays.'
         """
 
         def __init__(
@@ -185,6 +236,7 @@ if AgentMiddleware is not None:
         def wrap_model_call(
             self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
         ) -> ModelResponse:
+            """Call the model with the request's messages trimmed to ``max_tokens``."""
             return handler(self._trimmed(request))
 
         async def awrap_model_call(
@@ -192,6 +244,7 @@ if AgentMiddleware is not None:
             request: ModelRequest,
             handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
         ) -> ModelResponse:
+            """The async :meth:`wrap_model_call`."""
             return await handler(self._trimmed(request))
 
     __all__ += ["SynapseMemoryMiddleware"]

@@ -110,6 +110,32 @@ def synapse_trim_chat_messages(
     working memory shrink (``overflow="shrink"``, with a warning) instead of raising.
     FULL messages are returned as they are; degraded ones are copies whose text blocks
     are replaced by the condensed text (tool-call blocks and kwargs kept).
+
+    Example:
+        With the last two messages as working memory, at 22 tokens the old fact is kept as
+        a one-line summary and the least important message is dropped:
+
+        >>> from llama_index.core.llms import ChatMessage
+        >>> from synapse_retriever.context import ContextConfig
+        >>> history = [
+        ...     ChatMessage(role="system", content="You are terse."),
+        ...     ChatMessage(role="user", content="We moved the production deploy to Fridays. "
+        ...                 "Lovely weather today."),
+        ...     ChatMessage(role="assistant", content="Noted, Fridays."),
+        ...     ChatMessage(role="user", content="Great, thanks."),
+        ...     ChatMessage(role="assistant", content="Anytime."),
+        ...     ChatMessage(role="user", content="When is the production deploy again?"),
+        ... ]
+        >>> trimmed = synapse_trim_chat_messages(
+        ...     history, max_tokens=22, config=ContextConfig(working_memory=2)
+        ... )
+        >>> for message in trimmed:
+        ...     print(f"{message.role.value:9} {message.content}")
+        system    You are terse.
+        user      moved production deploy Fridays.
+        user      Great, thanks.
+        assistant Anytime.
+        user      When is the production deploy again?
     """
     messages = list(messages)
     if query is None:
@@ -135,7 +161,24 @@ def synapse_trim_chat_messages(
 
 def llm_summarizer(llm: LLM, **prompts: str) -> PromptSummarizer:
     """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
-    ``llm`` for the key sentences and the one-line summary (in the background)."""
+    ``llm`` for the key sentences and the one-line summary (in the background).
+
+    ``prompts``: ``chunks_prompt`` and ``summary_prompt`` templates (with ``{text}`` and
+    ``{words}``) to replace the core's.
+
+    Example:
+        ``MockLLM(max_tokens=3)`` answers every prompt with "text text text"; your LLM
+        writes the key sentences and the summary:
+
+        >>> from llama_index.core.llms import MockLLM
+        >>> summarizer = llm_summarizer(MockLLM(max_tokens=3))
+        >>> summarizer.condense("Hi! We moved the deploy to Fridays. Bye!", chunks_ratio=0.3,
+        ...                     summary_ratio=0.1)
+        Condensed(chunks='text text text', summary='text text text')
+        >>> from synapse_retriever.context import ConversationMemory
+        >>> memory = ConversationMemory(":memory:", summarizer=summarizer)
+        >>> memory.close()
+    """
     return PromptSummarizer(lambda prompt: llm.complete(prompt).text, **prompts)
 
 
@@ -143,15 +186,29 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     """A long-term memory block whose turns fade by importance within a token budget.
 
     Example:
-        .. code-block:: python
+        A small short-term queue flushes the old messages into the block; reading the
+        memory for a question renders them graded for it (``"chat.db"`` instead of
+        ``":memory:"`` keeps them across restarts):
 
-            from llama_index.core.memory import Memory
-            from llama_index.postprocessor.synapse import SynapseMemoryBlock
-
-            block = SynapseMemoryBlock(memory="chat.db", budget_tokens=1500)
-            memory = Memory.from_defaults(
-                session_id="me", token_limit=4000, memory_blocks=[block]
-            )
+        >>> from llama_index.core.llms import ChatMessage
+        >>> from llama_index.core.memory import Memory
+        >>> block = SynapseMemoryBlock(":memory:", budget_tokens=60)
+        >>> memory = Memory.from_defaults(
+        ...     session_id="me",
+        ...     token_limit=300,
+        ...     chat_history_token_ratio=0.5,
+        ...     token_flush_size=60,
+        ...     memory_blocks=[block],
+        ... )
+        >>> fact = "We moved the production deploy to Fridays."
+        >>> memory.put(ChatMessage(role="user", content=fact))
+        >>> for i in range(30):  # small talk pushes it out of the short-term queue
+        ...     memory.put(ChatMessage(role="user", content=f"Lunch talk {i}: pasta and coffee."))
+        >>> len(block.memory)  # turns flushed into the block
+        19
+        >>> content = memory.get(input="When is the production deploy?")[0].content
+        >>> [line for line in content.splitlines() if "deploy" in line]
+        ['user: moved production deploy Fridays.']
     """
 
     name: str = Field(default="synapse_memory", description="The block's name.")
@@ -186,6 +243,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
 
     @classmethod
     def class_name(cls) -> str:
+        """``SynapseMemoryBlock`` (LlamaIndex's serialization name)."""
         return "SynapseMemoryBlock"
 
     @property
@@ -207,6 +265,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         return self._render(self.budget_tokens)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits)."""
         budget = self._memory.token_counter(content) - tokens_to_truncate
         return (self._render(budget) or None) if budget > 0 else None
 
