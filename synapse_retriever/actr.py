@@ -6,7 +6,8 @@ through learned co-use (ACT-R's spreading activation with log-lift strengths)::
 
     A_i = B_i + W × Σ_j W_j S_ji / Σ_j W_j        j: the hits (never i itself)
     S_ji = max(0, ln(c_ji × N / (n_j × n_i)))     c_ji: co-uses of j and i (the edge's count)
-                                                  n_j, n_i: uses; N: events
+                                                  n_j, n_i: their co-activations; N: events
+                                                  of two nodes or more
                                                   W_j: hit j's score / the first hit's
 
 A hit that was never used has B = ``unused_base``. A hit keeps its slot with a bonus

@@ -604,7 +604,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         reached = {node for _, row in sources for node in row}
         pool = (reached | set(usage.recent_nodes(factors, until=now))) - set(hit_ids)
         nodes = [*hit_ids, *sorted(pool)]
-        uses = {node: usage.uses(node, factors) for node in nodes}
+        uses = {node: usage.uses(node, factors, together=True) for node in nodes}
         scores = {node: score for node, score in reversed(rows)}  # a repeated id: its first
         weights = source_weights([scores[node] for node in hit_ids])
         lift = lift_association(sources, uses, usage.events(factors), weights)

@@ -79,14 +79,17 @@ def older_uses(count: int, oldest_kept: float, first: float, decay: float = 0.5)
 
 @dataclass
 class NodeUse:
-    """Uses of one node in one namespace: count, first use, the latest use times."""
+    """Uses of one node in one namespace: count, first use, the latest use times, and how
+    many of the uses were co-activations (events of two nodes or more)."""
 
     count: int = 0
     first: float = math.inf
     recent: list[float] = field(default_factory=list)  # ascending, at most ``history``
+    together: int = 0
 
-    def add(self, at: float, history: int) -> None:
+    def add(self, at: float, history: int, together: bool = False) -> None:
         self.count += 1
+        self.together += together
         self.first = min(self.first, at)
         bisect.insort(self.recent, at)
         if len(self.recent) > history:
@@ -126,8 +129,10 @@ class UsageLog:
     >>> log.record(["a"], "shared", 3 * 86400.0)
     >>> round(log.base_level("a", 4 * 86400.0, {"shared": 1.0}), 4)  # ln(1 + 4^-0.5)
     0.4055
-    >>> log.uses("a", {"shared": 1.0}), log.events({"shared": 1.0})
-    (2.0, 2.0)
+    >>> log.uses("a", {"shared": 1.0}), log.uses("a", {"shared": 1.0}, together=True)
+    (2.0, 1.0)
+    >>> log.events({"shared": 1.0})  # co-activations only
+    1.0
     >>> log.recent_nodes({"shared": 1.0})
     ['a', 'b']
     """
@@ -145,9 +150,11 @@ class UsageLog:
         if not distinct:
             return
         table = self._nodes.setdefault(namespace, {})
+        together = len(distinct) > 1
         for node in distinct:
-            table.setdefault(node, NodeUse()).add(at, self.history)
-        self._events[namespace] = self._events.get(namespace, 0) + 1
+            table.setdefault(node, NodeUse()).add(at, self.history, together)
+        if together:
+            self._events[namespace] = self._events.get(namespace, 0) + 1
         recent = self._recent.setdefault(namespace, deque(maxlen=self.window))
         recent.append((at, distinct))
 
@@ -162,16 +169,16 @@ class UsageLog:
                 total += factor * use.strength(now, decay)
         return math.log(total) if total > 0.0 else -math.inf
 
-    def uses(self, node: str, factors: Mapping[str, float]) -> float:
-        """Σ_ns factor × uses of ``node``."""
+    def uses(self, node: str, factors: Mapping[str, float], *, together: bool = False) -> float:
+        """Σ_ns factor × uses of ``node`` (only those in co-activations with ``together``)."""
         return sum(
-            factor * self._nodes[ns][node].count
+            factor * (use.together if together else use.count)
             for ns, factor in factors.items()
-            if ns in self._nodes and node in self._nodes[ns]
+            if (use := self._nodes.get(ns, {}).get(node)) is not None
         )
 
     def events(self, factors: Mapping[str, float]) -> float:
-        """Σ_ns factor × events recorded in the namespace."""
+        """Σ_ns factor × co-activation events (two nodes or more) of the namespace."""
         return sum(factor * self._events.get(ns, 0) for ns, factor in factors.items())
 
     def recent_nodes(self, factors: Mapping[str, float], until: float = math.inf) -> list[str]:
@@ -197,10 +204,11 @@ class UsageLog:
         """An approximate log rebuilt from stored edges ``(a, b, namespace, count, created,
         last)``, for a store opened on a file (uses are not stored per node).
 
-        A node's uses: as many as its most reinforced edge's count, the first at its
-        oldest edge's creation, the latest at its edges' distinct last reinforcements;
-        events: the distinct last-reinforcement times of a namespace. Single-node uses
-        and co-uses whose edges were reinforced again later are lost.
+        A node's uses (all co-activations): as many as its most reinforced edge's count,
+        the first at its oldest edge's creation, the latest at its edges' distinct last
+        reinforcements; events: the distinct last-reinforcement times of a namespace.
+        Single-node uses, and the times of co-uses whose edges were reinforced again
+        later, are lost.
 
         Examples
         --------
@@ -222,7 +230,8 @@ class UsageLog:
             events.setdefault(ns, {}).setdefault(last, set()).update((a, b))
         for (ns, node), (count, first, lasts) in state.items():
             recent = sorted(lasts)[-history:]
-            use = NodeUse(max(count, len(recent)), min(first, recent[0]), recent)
+            uses = max(count, len(recent))
+            use = NodeUse(uses, min(first, recent[0]), recent, uses)
             log._nodes.setdefault(ns, {})[node] = use
         for ns, by_time in events.items():
             log._events[ns] = len(by_time)

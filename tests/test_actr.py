@@ -56,19 +56,22 @@ def test_the_store_computes_base_level_plus_association() -> None:
     store = SynapseStore(":memory:", config=SynapseConfig.actr())
     store.reinforce(["jwt", "keys"], namespace="shared", at=0)
     store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
-    store.use(["readme"], namespace="shared", at=2 * DAY)
+    store.reinforce(["old", "other"], namespace="shared", at=0)  # an unrelated co-activation
+    store.use(["readme"], namespace="shared", at=2 * DAY)  # a use, no co-activation
     plan = store.plan([("jwt", 0.9), ("login", 0.5), ("docs", 0.4)], at=4 * DAY,
                       active_namespace="shared")  # fmt: skip
     a = plan.activation.energy
     # keys: uses 4 and 3 days ago: B = ln(0.5 + 0.57735) = 0.07450; lift from jwt: N = 3
-    # events, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547; source weights are the
+    # co-activations, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547; source weights are the
     # scores over the first: 1, 0.5/0.9, 0.4/0.9 (sum 2), login and docs never used:
     # S = 1 × 0.40547 / 2 = 0.20273; A = 0.07450 + 1.0 × 0.20273 = 0.27723
     assert a["keys"] == pytest.approx(0.27723, abs=1e-5)
     # readme: one use 2 days ago, B = ln 2^-0.5 = −0.34657, no association
     assert a["readme"] == pytest.approx(-0.34657, abs=1e-5)
     assert a["login"] == -6.0  # never used: unused_base
-    assert plan.candidates == ["keys", "readme"]
+    assert a["old"] == pytest.approx(math.log(0.5), abs=1e-9)  # one use 4 days ago
+    # every candidate beats the weakest movable hit's −6 + 2.5 = −3.5
+    assert plan.candidates == ["keys", "readme", "old", "other"]
     hits = plan.inject()
     assert [(h.id, h.origin) for h in hits] == [
         ("jwt", "vector"),

@@ -49,7 +49,9 @@ def test_namespaces_merge_by_their_factors() -> None:
         math.log(1.25)
     )
     assert log.uses("a", {"personal": 1.0, "shared": 0.5}) == 1.5
-    assert log.events({"personal": 1.0, "shared": 0.5}) == 1.5
+    # only the personal event was a co-activation (a and b): 1 × 1, and 0.5 × 0
+    assert log.uses("a", {"personal": 1.0, "shared": 0.5}, together=True) == 1.0
+    assert log.events({"personal": 1.0, "shared": 0.5}) == 1.0
     assert log.base_level("a", 4 * DAY, {"ephemeral": 1.0}) == -math.inf
     assert log.recent_nodes({"personal": 1.0, "shared": 1.0}) == ["a", "b"]
     assert log.recent_nodes(SHARED, until=-1.0) == []
@@ -61,7 +63,7 @@ def test_the_recent_window_forgets_old_events() -> None:
     for i, node in enumerate("xyz"):
         log.record([node], "shared", i * DAY)
     assert log.recent_nodes(SHARED) == ["z", "y"]
-    assert log.events(SHARED) == 3
+    assert log.events(SHARED) == 0  # single-node uses are no co-activations
 
 
 def test_a_log_rebuilt_from_edges() -> None:
