@@ -13,7 +13,12 @@ import pytest
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
-EXPECTED = {"quickstart_langchain.ipynb", "quickstart_llamaindex.ipynb", "explore_the_graph.ipynb"}
+EXPECTED = {
+    "quickstart_langchain.ipynb",
+    "quickstart_llamaindex.ipynb",
+    "explore_the_graph.ipynb",
+    "conversation_memory.ipynb",
+}
 
 
 def test_the_notebooks_are_all_there() -> None:
