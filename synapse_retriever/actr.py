@@ -1,4 +1,4 @@
-"""The default recall rule: ACT-R retrieval over the vector hits (``SynapseConfig.rule="actr"``).
+"""The ACT-R recall rule (``SynapseConfig.actr()``): ACT-R retrieval over the vector hits.
 
 Every node's activation is its base-level activation (how recently and how often it
 was used, :mod:`synapse_retriever.usage`) plus what it gets from the query's hits
@@ -10,11 +10,13 @@ through learned co-use (ACT-R's spreading activation with log-lift strengths)::
                                                   of two nodes or more
                                                   W_j: hit j's score / the first hit's
 
-A hit that was never used has B = ``unused_base``. A hit keeps its slot with a bonus
-of ``keep_bonus`` (the evidence of the vector match); an absent node takes the slot of
-the weakest non-protected hit only if its activation beats that hit's activation plus
-the bonus. At most ``max_inject`` such swaps; the first ``seeds`` hits never move. The
-list never grows, its order is kept, and a store that learned nothing changes nothing.
+A hit that was never used has B = ``unused_base``. A hit defends its slot with a bonus
+of ``keep_bonus`` (the evidence of the vector match) and only ``defend_association``
+of its association with the other hits (they are alike by construction); an absent
+node takes the slot of the weakest non-protected hit only if its activation beats that
+hit's defending activation plus the bonus. At most ``max_inject`` such swaps; the first
+``seeds`` hits never move. The list never grows, its order is kept, and a store that
+learned nothing changes nothing.
 
 Examples
 --------

@@ -151,6 +151,10 @@ class SynapseConfig:
         ``actr``: W, the weight of the mean log-lift association with the hits.
     keep_bonus : float
         ``actr``: what a hit adds to its activation when defending its slot.
+    defend_association : float
+        ``actr``: the share of its association with the other hits that a hit counts
+        when defending its slot (the hits are alike by construction: part of their
+        mutual association is the vector's own similarity counted twice).
     unused_base : float
         ``actr``: the base level of a node never used.
     recent_events : int
@@ -203,7 +207,8 @@ class SynapseConfig:
     injection_enabled: bool = True
     base_decay: float = 0.5
     association: float = 1.0
-    keep_bonus: float = 2.5
+    keep_bonus: float = 3.0
+    defend_association: float = 0.5
     unused_base: float = -6.0
     recent_events: int = 50
     use_history: int = 8
@@ -233,7 +238,7 @@ class SynapseConfig:
         --------
         >>> config = SynapseConfig.actr()
         >>> config.rule, config.seeds, config.max_inject, config.keep_bonus, config.association
-        ('actr', 1, 3, 2.5, 1.0)
+        ('actr', 1, 3, 3.0, 1.0)
         """
         values: dict[str, object] = {"rule": "actr", "seeds": 1, "max_inject": 3}
         values.update(overrides)
@@ -270,6 +275,7 @@ class SynapseConfig:
             raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
         for name in ("association", "keep_bonus"):
             _check_non_negative(name, getattr(self, name))
+        _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):
             raise InvalidValueError(
                 f"base_decay must be a number in (0, 1), got {self.base_decay!r}"

@@ -604,6 +604,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         reached = {node for _, row in sources for node in row}
         pool = (reached | set(usage.recent_nodes(factors, until=now))) - set(hit_ids)
         nodes = [*hit_ids, *sorted(pool)]
+        present = set(hit_ids)
         uses = {node: usage.uses(node, factors, together=True) for node in nodes}
         scores = {node: score for node, score in reversed(rows)}  # a repeated id: its first
         weights = source_weights([scores[node] for node in hit_ids])
@@ -612,7 +613,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         for node in nodes:
             base = usage.base_level(node, now, factors, config.base_decay)
             base = config.unused_base if base == -math.inf else base
-            activation[node] = base + config.association * lift.get(node, 0.0)
+            share = config.defend_association if node in present else 1.0
+            activation[node] = base + share * config.association * lift.get(node, 0.0)
         order = sorted(pool, key=lambda node: (-activation[node], node))
         return ActrPlan(
             rows,

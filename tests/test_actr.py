@@ -70,7 +70,7 @@ def test_the_store_computes_base_level_plus_association() -> None:
     assert a["readme"] == pytest.approx(-0.34657, abs=1e-5)
     assert a["login"] == -6.0  # never used: unused_base
     assert a["old"] == pytest.approx(math.log(0.5), abs=1e-9)  # one use 4 days ago
-    # every candidate beats the weakest movable hit's −6 + 2.5 = −3.5
+    # every candidate beats the weakest movable hit's −6 + 3 = −3
     assert plan.candidates == ["keys", "readme", "old", "other"]
     hits = plan.inject()
     assert [(h.id, h.origin) for h in hits] == [
@@ -164,3 +164,16 @@ def test_the_published_store_records_no_use_history() -> None:
     with SynapseStore(":memory:") as store:
         store.reinforce(["a", "b"], at=0)
         assert store._usage is None
+
+
+def test_a_hit_defends_with_half_its_association() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+    store.reinforce(["a", "b"], at=0)
+    store.reinforce(["a", "b"], at=DAY)
+    store.reinforce(["c", "d"], at=DAY)
+    energy = store.plan([("a", 1.0), ("b", 1.0)], at=2 * DAY).activation.energy
+    # b: B = ln(2^-0.5 + 1^-0.5) = ln 1.70711 = 0.53480; lift from a: N = 3, c = 2,
+    # n_a = n_b = 2: ln(2 × 3 / 4) = 0.40547 over the weight of the other sources (a: 1);
+    # defending, half of it: A = 0.53480 + 0.5 × 0.40547 = 0.73753
+    assert energy["b"] == pytest.approx(0.73753, abs=1e-5)
+    store.close()
