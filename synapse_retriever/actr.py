@@ -28,66 +28,94 @@ Examples
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
 
 from synapse_retriever.injection import Hit, RecallPlan, Resolvable, injection_slots
 
-__all__ = ["ActrPlan", "lift_association", "source_weights", "swap"]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+__all__ = ["ActrPlan", "NodeNames", "NodeValues", "lift_strengths", "source_weights", "swap"]
 
 
-def lift_association(
-    sources: Sequence[tuple[str, Mapping[str, float]]],
-    uses: Mapping[str, float],
+def lift_strengths(
+    hits: IntArray,
+    sources: Sequence[tuple[IntArray, FloatArray]],
+    nodes: IntArray,
+    uses: FloatArray,
     events: float,
-    weights: Sequence[float] | None = None,
-) -> dict[str, float]:
-    """Weighted mean log-lift strength from the sources to the nodes they co-occurred with.
+    weights: FloatArray | None = None,
+) -> FloatArray:
+    """Weighted mean log-lift strength from the hits to each of ``nodes`` (integer ids).
 
-    ``sources`` pairs each source j with its co-use counts ``{i: c_ji}``; ``uses`` gives
-    n for sources and neighbours (a missing or zero count leaves the pair out);
-    ``weights`` gives each source's W_j (all 1 by default).
+    Parameters
+    ----------
+    hits : array of int
+        The sources j (distinct; -1 for a hit the store does not know).
+    sources : sequence of (array, array)
+        Per hit, the ids of the nodes it co-occurred with and the co-use counts c_ji.
+    nodes : array of int
+        Distinct ids to score (hits and candidates), ascending; ``uses`` gives each
+        one's n.
+    events : float
+        N, the co-activation events.
+    weights : array, optional
+        Each hit's W_j (all 1 by default).
 
     Notes
     -----
-    S_ji = max(0, ln(c_ji × N / (n_j × n_i))); the result is
-    Σ_j W_j S_ji / Σ_{j ≠ i} W_j: a node is averaged over every source but itself,
-    including the sources it never co-occurred with.
+    S_ji = max(0, ln(c_ji × N / (n_j × n_i))), left out where a count is 0 or the node
+    is not in ``nodes``; the result is Σ_j W_j S_ji / Σ_{j ≠ i} W_j: a node is averaged
+    over every hit but itself, including the hits it never co-occurred with.
 
     Examples
     --------
-    j used 4 times, i 2 times, together twice, in N = 16 events: S = ln(2 × 16 / 8) = ln 4;
-    with a second, unrelated source of the same weight: ln 4 / 2 = ln 2 = 0.6931; with
-    weights 1 and 3: ln 4 / 4 = 0.3466.
+    j (id 1) used 4 times, i (id 3) 2 times, together twice, in N = 16 events:
+    S = ln(2 × 16 / 8) = ln 4; with a second, unrelated hit k (id 2) of the same weight:
+    ln 4 / 2 = ln 2 = 0.6931; with weights 1 and 3: ln 4 / 4 = 0.3466.
 
-    >>> s = lift_association([("j", {"i": 2}), ("k", {})], {"i": 2, "j": 4, "k": 1}, 16)
-    >>> round(s["i"], 4)
-    0.6931
-    >>> s = lift_association([("j", {"i": 2}), ("k", {})], {"i": 2, "j": 4, "k": 1}, 16, [1, 3])
-    >>> round(s["i"], 4)
-    0.3466
+    >>> hits, nodes, uses = np.array([1, 2]), np.array([1, 2, 3]), np.array([4.0, 1.0, 2.0])
+    >>> sources = [(np.array([3]), np.array([2.0])), (np.array([], np.int64), np.array([]))]
+    >>> lift_strengths(hits, sources, nodes, uses, 16).round(4).tolist()
+    [0.0, 0.0, 0.6931]
+    >>> lift_strengths(hits, sources, nodes, uses, 16, np.array([1.0, 3.0])).round(4).tolist()
+    [0.0, 0.0, 0.3466]
     """
-    w = [1.0] * len(sources) if weights is None else [float(x) for x in weights]
-    total: dict[str, float] = {}
-    for (source, row), weight in zip(sources, w, strict=True):
-        n_j = uses.get(source, 0.0)
-        if n_j <= 0 or weight <= 0:
-            continue
-        for node, c in row.items():
-            n_i = uses.get(node, 0.0)
-            if c > 0 and n_i > 0 and node != source:
-                strength = math.log(c * events / (n_j * n_i))
-                if strength > 0:
-                    total[node] = total.get(node, 0.0) + weight * strength
-    all_weight = sum(w)
-    own = {source: weight for (source, _), weight in zip(sources, w, strict=True)}
-    result = {}
-    for node, value in total.items():
-        rest = all_weight - own.get(node, 0.0)
-        if rest > 0:
-            result[node] = value / rest
-    return result
+    w = np.ones(hits.size) if weights is None else np.asarray(weights, np.float64)
+    if nodes.size == 0:
+        return np.zeros(0)
+
+    def position(ids: IntArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        at = np.minimum(np.searchsorted(nodes, ids), nodes.size - 1)
+        return at, nodes[at] == ids
+
+    hit_at, hit_found = position(hits)
+    n_j = np.where(hit_found, uses[hit_at], 0.0)
+    source = np.repeat(np.arange(hits.size), [others.size for others, _ in sources])
+    others = np.concatenate([np.zeros(0, np.int64), *(o for o, _ in sources)])
+    counts = np.concatenate([np.zeros(0), *(c for _, c in sources)])
+    at, found = position(others)
+    n_i = np.where(found, uses[at], 0.0)
+    keep = found & (counts > 0) & (n_i > 0) & (n_j[source] > 0) & (w[source] > 0)
+    keep &= others != hits[source]
+    with np.errstate(divide="ignore"):
+        strength = np.log(counts[keep] * events / (n_j[source][keep] * n_i[keep]))
+    positive = strength > 0
+    total = np.bincount(
+        at[keep][positive],
+        weights=w[source][keep][positive] * strength[positive],
+        minlength=nodes.size,
+    )
+    own = np.zeros(nodes.size)
+    own[hit_at[hit_found]] = w[hit_found]
+    rest = w.sum() - own
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((rest > 0) & (total > 0), total / rest, 0.0)
 
 
 def source_weights(scores: Sequence[float]) -> list[float]:
@@ -200,25 +228,18 @@ class ActrPlan(RecallPlan):
     """A :class:`~synapse_retriever.injection.RecallPlan` for the ACT-R rule.
 
     ``activation.energy`` holds each reached node's activation A; ``order`` lists the
-    absent candidates, strongest first.
+    absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
+    ones :func:`swap` could accept), strongest first, ties by name.
     """
 
     keep_bonus: float = 2.0
     unused_base: float = -6.0
-    order: tuple[str, ...] = field(default_factory=tuple)
+    order: Sequence[str] = field(default_factory=tuple)
 
     @property
     def candidates(self) -> list[str]:
         """Absent ids that beat the weakest movable hit, strongest first (resolve these)."""
-        if self.slots == 0 or not self.order:
-            return []
-        energy = self.activation.energy
-        floor = min(energy.get(node, self.unused_base) for node, _ in self.hits[self.seeds :])
-        return [
-            node
-            for node in self.order
-            if energy.get(node, self.unused_base) > floor + self.keep_bonus
-        ]
+        return list(self.order) if self.slots else []
 
     def inject(
         self,
@@ -238,3 +259,74 @@ class ActrPlan(RecallPlan):
             cost=cost,
             paths=self.activation.paths,
         )
+
+
+class NodeValues(Mapping[str, float]):
+    """A value per node name over arrays of node ids and values, looked up on access;
+    ``extra`` holds names without an id.
+
+    Examples
+    --------
+    >>> names, index = ["", "a", "b"], {"a": 1, "b": 2}
+    >>> values = NodeValues(np.array([2, 1]), np.array([0.5, -1.0]), names, index, {"q": -6.0})
+    >>> values["b"], values["q"], values.get("z"), sorted(values)
+    (0.5, -6.0, None, ['a', 'b', 'q'])
+    """
+
+    def __init__(
+        self,
+        nodes: IntArray,
+        values: FloatArray,
+        names: Sequence[str],
+        index: Mapping[str, int],
+        extra: Mapping[str, float] | None = None,
+    ) -> None:
+        order = np.argsort(nodes, kind="stable")
+        self._nodes, self._values = nodes[order], values[order]
+        self._names, self._index = names, index
+        self._extra = dict(extra or {})
+
+    def __getitem__(self, name: str) -> float:
+        if name in self._extra:
+            return self._extra[name]
+        node = self._index.get(name, -1)
+        at = int(np.searchsorted(self._nodes, node))
+        if node < 0 or at == self._nodes.size or self._nodes[at] != node:
+            raise KeyError(name)
+        return float(self._values[at])
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (self._names[node] for node in self._nodes.tolist())
+        yield from self._extra
+
+    def __len__(self) -> int:
+        return int(self._nodes.size) + len(self._extra)
+
+
+class NodeNames(Sequence[str]):
+    """Node names over an array of node ids, looked up on access.
+
+    Examples
+    --------
+    >>> names = NodeNames(np.array([2, 1]), ["", "a", "b"])
+    >>> list(names), names[0], len(names), list(names[1:])
+    (['b', 'a'], 'b', 2, ['a'])
+    """
+
+    def __init__(self, nodes: IntArray, names: Sequence[str]) -> None:
+        self._nodes, self._names = nodes, names
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> NodeNames: ...
+    def __getitem__(self, i: int | slice) -> str | NodeNames:
+        if isinstance(i, slice):
+            return NodeNames(self._nodes[i], self._names)
+        return self._names[int(self._nodes[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._names[node] for node in self._nodes.tolist())
+
+    def __len__(self) -> int:
+        return int(self._nodes.size)

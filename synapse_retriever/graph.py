@@ -152,6 +152,8 @@ class MemoryGraph:
         self._log = np.zeros(1024, np.int64)  # ids of edges added since the CSR was built
         self._log_len = 0
         self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
+        # per active namespace: the time they were evaluated at, and node -> co-use row
+        self._co_uses: dict[str, tuple[float, dict[int, tuple[IntArray, FloatArray]]]] = {}
 
     # -- columns and names -------------------------------------------------------------
 
@@ -192,6 +194,7 @@ class MemoryGraph:
                 ltp[ns_id] = self.config.is_ltp_namespace(name)
             self._ltp_ns = ltp
             self._views.clear()  # merge factors depend on which namespaces exist
+            self._co_uses.clear()
 
     @property
     def n(self) -> int:
@@ -250,6 +253,7 @@ class MemoryGraph:
         ):
             self.rebuild()
             return
+        self._forget_co_uses(new)
         needed = self._log_len + new.size
         if needed > self._log.size:
             self._log = np.resize(self._log, max(needed, 2 * self._log.size))
@@ -281,6 +285,7 @@ class MemoryGraph:
 
     def _touch(self, edges: IntArray) -> None:
         """Bring every view up to date with changed edges (weight, or removal)."""
+        self._forget_co_uses(edges)
         if edges.size == 0 or not self._views:
             return
         in_main = edges[self._pos_a[edges] >= 0]
@@ -320,6 +325,7 @@ class MemoryGraph:
             self._multi[live] = np.isin(key, keys[counts > 1])
         self._log_len = 0
         self._views.clear()
+        self._co_uses.clear()
 
     # -- the recall view ---------------------------------------------------------------
 
@@ -448,6 +454,63 @@ class MemoryGraph:
             report_min=report_min,
             report=[self.index[r] for r in report if r in self.index],
         )
+
+    def co_uses(
+        self, nodes: Sequence[int], active_namespace: str, now: float
+    ) -> list[tuple[IntArray, FloatArray]]:
+        """Each node's live neighbours (ids, ascending) and their co-use counts.
+
+        A pair's count is Σ_ns factor × activation count over its live edges, with the
+        merge factors of ``active_namespace``; only the ``config.association_fan`` most
+        co-used neighbours are kept. Evaluated within ``config.weight_tolerance_s`` of
+        ``now`` and kept until a write touches the node. An unknown node (-1) has none.
+        """
+        cached = self._co_uses.get(active_namespace)
+        if cached is None or abs(cached[0] - now) > self.config.weight_tolerance_s:
+            cached = self._co_uses[active_namespace] = (now, {})
+        at, rows = cached
+        missing = [x for x in dict.fromkeys(nodes) if x not in rows]
+        if missing:
+            rows.update(self._co_use_rows(missing, active_namespace, at))
+        return [rows[x] for x in nodes]
+
+    def _co_use_rows(
+        self, nodes: list[int], active_namespace: str, at: float
+    ) -> dict[int, tuple[IntArray, FloatArray]]:
+        known = [x for x in nodes if 0 <= x < self.n]
+        found = {x: (np.zeros(0, np.int64), np.zeros(0)) for x in nodes}
+        if not known:
+            return found
+        incident = [self._incident(x) for x in known]
+        owner = np.repeat(np.arange(len(known)), [e.size for e in incident])
+        edges = np.concatenate(incident)
+        factor = self.factors(active_namespace)[self._ns[edges]]
+        keep = (factor > 0) & (self.weights(edges, at) > 0)
+        edges, factor, owner = edges[keep], factor[keep], owner[keep]
+        node = np.asarray(known, np.int64)[owner]
+        other = np.where(self._a[edges] == node, self._b[edges], self._a[edges]).astype(np.int64)
+        pairs, inverse = np.unique(owner * self.n + other, return_inverse=True)
+        counts = np.bincount(inverse, self._count[edges] * factor, pairs.size).astype(np.float64)
+        bounds = np.searchsorted(pairs, np.arange(len(known) + 1) * self.n)
+        fan = self.config.association_fan
+        for i, x in enumerate(known):
+            others, weights = (
+                pairs[bounds[i] : bounds[i + 1]] % self.n,
+                counts[bounds[i] : bounds[i + 1]],
+            )
+            if others.size > fan:
+                top = np.sort(np.argpartition(-weights, fan - 1)[:fan])
+                others, weights = others[top], weights[top]
+            found[x] = (others, weights)
+        return found
+
+    def _forget_co_uses(self, edges: IntArray) -> None:
+        if not self._co_uses or edges.size == 0:
+            return
+        ends = np.concatenate([self._a[edges], self._b[edges]]).tolist()
+        for _, rows in self._co_uses.values():
+            for node in ends:
+                rows.pop(node, None)
 
     # -- stored state ------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -32,6 +33,7 @@ __all__ = [
     "EdgeRow",
     "SQLiteStorage",
     "Storage",
+    "UseRow",
     "WriteTransaction",
 ]
 
@@ -53,15 +55,31 @@ class EdgeRow(NamedTuple):
     last_reinforced_at: float
 
 
+class UseRow(NamedTuple):
+    """How often and when one node was used in one namespace (ACT-R base level)."""
+
+    namespace: int
+    node: int
+    uses: int
+    together: int
+    """Uses in co-activations (events of two nodes or more)."""
+    first: float
+    recent: tuple[float, ...]
+    """The latest use times, ascending."""
+
+
 @dataclass
 class Changes:
-    """What changed in storage after a version: new names, written rows, deleted ids."""
+    """What changed in storage after a version: new names, written rows, deleted ids,
+    written use rows, and every namespace's co-activation event count."""
 
     version: int
     nodes: list[tuple[int, str]] = field(default_factory=list)
     namespaces: list[tuple[int, str]] = field(default_factory=list)
     rows: list[EdgeRow] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    uses: list[UseRow] = field(default_factory=list)
+    events: list[tuple[int, int]] = field(default_factory=list)
 
 
 MIGRATIONS: list[str] = [
@@ -90,6 +108,25 @@ MIGRATIONS: list[str] = [
     CREATE TABLE events (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
     INSERT INTO meta (key, value) VALUES ('version', 0);
+    """,
+    # 2: uses per node (ACT-R base level) and co-activation events per namespace, written in
+    # the edges' transaction; a file of version 1 gets them approximated from its edges.
+    """
+    CREATE TABLE node_uses (
+        namespace INTEGER NOT NULL REFERENCES namespaces (id),
+        node      INTEGER NOT NULL REFERENCES nodes (id),
+        uses      INTEGER NOT NULL,
+        together  INTEGER NOT NULL,
+        first_at  REAL    NOT NULL,
+        recent    BLOB    NOT NULL,
+        version   INTEGER NOT NULL,
+        PRIMARY KEY (namespace, node)
+    ) WITHOUT ROWID;
+    CREATE INDEX node_uses_by_version ON node_uses (version);
+    CREATE TABLE namespace_events (
+        namespace INTEGER PRIMARY KEY REFERENCES namespaces (id),
+        events    INTEGER NOT NULL
+    );
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -127,6 +164,14 @@ class WriteTransaction(Protocol):
 
     def delete(self, ids: Sequence[int]) -> None:
         """Delete edges by id."""
+        ...
+
+    def write_uses(self, rows: Sequence[UseRow]) -> None:
+        """Insert or overwrite use rows."""
+        ...
+
+    def add_events(self, namespace: int, count: int) -> None:
+        """Add ``count`` co-activation events to a namespace's counter."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
@@ -229,6 +274,21 @@ class _SQLiteTransaction:
         db.execute("INSERT INTO removed (version, id) SELECT ?, id FROM doomed", (self.version,))
         db.execute("DELETE FROM doomed")
 
+    def write_uses(self, rows: Sequence[UseRow]) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO node_uses "
+            "(namespace, node, uses, together, first_at, recent, version) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(*row[:5], _pack(row.recent), self.version) for row in rows],
+        )
+
+    def add_events(self, namespace: int, count: int) -> None:
+        self._db.execute(
+            "INSERT INTO namespace_events (namespace, events) VALUES (?, ?) "
+            "ON CONFLICT (namespace) DO UPDATE SET events = events + excluded.events",
+            (namespace, count),
+        )
+
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         db = self._db
         return Changes(
@@ -242,6 +302,15 @@ class _SQLiteTransaction:
             removed=[
                 row[0] for row in db.execute("SELECT id FROM removed WHERE version > ?", (since,))
             ],
+            uses=[
+                UseRow(namespace, node, uses, together, first, _unpack(recent))
+                for namespace, node, uses, together, first, recent in db.execute(
+                    "SELECT namespace, node, uses, together, first_at, recent FROM node_uses "
+                    "WHERE version > ?",
+                    (since,),
+                )
+            ],
+            events=db.execute("SELECT namespace, events FROM namespace_events").fetchall(),
         )
 
     def record_event(self, event_id: str, at: float) -> bool:
@@ -333,6 +402,8 @@ class SQLiteStorage:
                 for statement in MIGRATIONS[version].split(";"):
                     if statement.strip():
                         db.execute(statement)
+                if version == 1:
+                    _backfill_uses(db)
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("COMMIT")
@@ -378,6 +449,31 @@ class SQLiteStorage:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _pack(times: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(times)}d", *times)
+
+
+def _unpack(blob: bytes) -> tuple[float, ...]:
+    return struct.unpack(f"<{len(blob) // 8}d", blob)
+
+
+def _backfill_uses(db: sqlite3.Connection) -> None:
+    """Approximate the uses of a version-1 file from its edges (see ``uses_from_edges``)."""
+    from synapse_retriever.usage import uses_from_edges
+
+    edges = db.execute(
+        "SELECT a, b, namespace, activation_count, created_at, last_reinforced_at FROM edges"
+    ).fetchall()
+    if not edges:
+        return
+    rows, events = uses_from_edges(edges)
+    version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+    tx = _SQLiteTransaction(db, int(version))
+    tx.write_uses(rows)
+    for namespace, count in events.items():
+        tx.add_events(namespace, count)
 
 
 def _refuse_foreign_file(path: Path) -> None:

@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synapse_retriever.activation import Activation, NamedPaths
-from synapse_retriever.actr import ActrPlan, lift_association, source_weights
+from synapse_retriever.actr import ActrPlan, NodeNames, NodeValues, lift_strengths, source_weights
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
-from synapse_retriever.graph import Edge, MemoryGraph
+from synapse_retriever.graph import Edge, FloatArray, IntArray, MemoryGraph
 from synapse_retriever.injection import ENERGY_TOLERANCE, Hit, RecallPlan, Resolvable
 from synapse_retriever.storage import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
-from synapse_retriever.usage import UsageLog
+from synapse_retriever.usage import UseTable
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -115,11 +115,11 @@ class SynapseStore:
         )
         self._lock = threading.RLock()
         self._graph = MemoryGraph(self.config)
+        self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
         self._version = 0
         self._apply(self._storage.load())
         self._polled = time.monotonic()
         self._closed = False
-        self._usage: UsageLog | None = None  # built on first need (rule "actr")
 
     @classmethod
     def coerce(
@@ -256,7 +256,6 @@ config: pass config together with a store path instead
             return 0
         with self._lock:
             self._check_open()
-            usage = self._usage_log() if self.config.rule == "actr" else None
             with self._storage.write() as tx:
                 self._catch_up(tx)
                 now = explicit if explicit is not None else time.time()
@@ -269,19 +268,22 @@ config: pass config together with a store path instead
                 )
                 inserted = tx.insert(inserted)
                 tx.update(updated)
+                uses = self._uses.recorded(node_ids, ns_id, now)
+                tx.write_uses(uses)
+                tx.add_events(ns_id, 1)
             self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
             self._graph.apply([*inserted, *updated])
+            self._uses.apply(uses)
+            self._uses.add_events(ns_id, 1)
             self._version = tx.version
-            if usage is not None:
-                usage.record(ids, ns, now)
         return len(inserted) + len(updated)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
 
         Feeds the base-level activation of the ``actr`` rule: a single node used alone is
-        a use, not a co-activation. Kept in memory only (see :class:`UsageLog`);
-        :meth:`reinforce` records its own events.
+        a use, not a co-activation. :meth:`reinforce` records its own uses; both are
+        stored in the same transaction as the rest of the event.
 
         Examples
         --------
@@ -292,25 +294,21 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        now = time.time() if at is None else to_seconds(at)
+        explicit = None if at is None else to_seconds(at)
+        if not ids:
+            return
         with self._lock:
             self._check_open()
-            if ids:
-                self._usage_log().record(ids, ns, now)
-
-    def _usage_log(self) -> UsageLog:
-        """The use history, rebuilt approximately from the stored edges on first need."""
-        if self._usage is None:
-            graph, config = self._graph, self.config
-            ids = graph.live_ids()
-            edges = (
-                (e.a, e.b, e.namespace, e.activation_count, e.created_at, e.last_reinforced_at)
-                for e in graph.edges(ids)
-            )
-            self._usage = UsageLog.from_edges(
-                edges, history=config.use_history, window=config.recent_events
-            )
-        return self._usage
+            with self._storage.write() as tx:
+                self._catch_up(tx)
+                now = explicit if explicit is not None else time.time()
+                node_ids = tx.node_ids(ids)
+                ns_id = tx.namespace_id(ns)
+                uses = self._uses.recorded(node_ids, ns_id, now, together=False)
+                tx.write_uses(uses)
+            self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
+            self._uses.apply(uses)
+            self._version = tx.version
 
     def _reinforced(
         self,
@@ -595,63 +593,47 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         }
         if not config.injection_enabled or len(rows) < 2:
             return ActrPlan(rows, Activation(), **plan)  # type: ignore[arg-type]
-        factors = config.merge_factors(active)
         with self._lock:
             self._refresh()
-            usage = self._usage_log()
-            hit_ids = list(dict.fromkeys(node for node, _ in rows))
-            sources = self._co_uses(hit_ids, now, active)
-        reached = {node for _, row in sources for node in row}
-        pool = (reached | set(usage.recent_nodes(factors, until=now))) - set(hit_ids)
-        nodes = [*hit_ids, *sorted(pool)]
-        present = set(hit_ids)
-        uses = {node: usage.uses(node, factors, together=True) for node in nodes}
-        scores = {node: score for node, score in reversed(rows)}  # a repeated id: its first
-        weights = source_weights([scores[node] for node in hit_ids])
-        lift = lift_association(sources, uses, usage.events(factors), weights)
-        activation: dict[str, float] = {}
-        for node in nodes:
-            base = usage.base_level(node, now, factors, config.base_decay)
-            base = config.unused_base if base == -math.inf else base
-            share = config.defend_association if node in present else 1.0
-            activation[node] = base + share * config.association * lift.get(node, 0.0)
-        order = sorted(pool, key=lambda node: (-activation[node], node))
+            graph, table = self._graph, self._uses
+            factors = graph.factors(active)
+            names = list(dict.fromkeys(node for node, _ in rows))
+            hits = np.array([graph.index.get(name, -1) for name in names], np.int64)
+            sources = graph.co_uses(hits.tolist(), active, now)
+            recent = table.recent_nodes(factors, until=now)
+            known = hits[hits >= 0]
+            nodes = np.unique(np.concatenate([recent, known, *(row for row, _ in sources)]))
+            uses = table.uses(nodes, factors, together=True)
+            base = table.base_levels(nodes, now, factors, config.base_decay)
+            events = table.events(factors)
+        first_score = {node: score for node, score in reversed(rows)}  # a repeated id: its first
+        weights = np.array(source_weights([first_score[name] for name in names]))
+        lift = lift_strengths(hits, sources, nodes, uses, events, weights)
+        present = np.isin(nodes, known)
+        share = np.where(present, config.defend_association, 1.0)
+        activation = np.where(base == -np.inf, config.unused_base, base)
+        activation = activation + share * config.association * lift
+        unknown = {
+            name: config.unused_base for name, x in zip(names, hits.tolist(), strict=True) if x < 0
+        }
+        energy = NodeValues(nodes, activation, graph.names, graph.index, unknown)
+        movable = [energy.get(node, config.unused_base) for node, _ in rows[config.seeds :]]
+        floor = min(movable, default=math.inf) + config.keep_bonus
+        strong = np.flatnonzero((activation > floor) & ~present)
+        strong = strong[np.argsort(-activation[strong], kind="stable")]
+        order: Sequence[str] = NodeNames(nodes[strong], graph.names)
+        if np.any(np.diff(activation[strong]) == 0):  # ties go to the smaller name
+            values = activation[strong].tolist()
+            ranked = sorted(zip(values, order, strict=True), key=lambda item: (-item[0], item[1]))
+            order = [name for _, name in ranked]
+        shown = nodes[strong[: 4 * config.max_inject]]
+        paths = _strongest_sources(names, sources, shown, graph.names)
         return ActrPlan(
             rows,
-            Activation(activation, _strongest_sources(sources, order[: config.max_inject * 4])),
-            order=tuple(order),
+            Activation(energy, paths),  # type: ignore[arg-type]
+            order=order,
             **plan,  # type: ignore[arg-type]
         )
-
-    def _co_uses(
-        self, hits: list[str], now: float, active: str
-    ) -> list[tuple[str, dict[str, float]]]:
-        """Each hit with its live neighbours' co-use counts, merged over the namespaces by
-        their factors; at most ``config.association_fan`` most co-used per hit."""
-        graph = self._graph
-        factors = graph.factors(active)
-        fan = self.config.association_fan
-        found: list[tuple[str, dict[str, float]]] = []
-        for name in hits:
-            x = graph.index.get(name)
-            if x is None:
-                found.append((name, {}))
-                continue
-            edges = graph._incident(x)
-            weight = factors[graph._ns[edges]]
-            keep = (weight > 0) & (graph.weights(edges, now) > 0)
-            edges, weight = edges[keep], weight[keep]
-            other = np.where(graph._a[edges] == x, graph._b[edges], graph._a[edges])
-            others, inverse = np.unique(other, return_inverse=True)
-            counts = np.bincount(inverse, weights=graph._count[edges] * weight)
-            if others.size > fan:
-                top = np.argpartition(-counts, fan - 1)[:fan]
-                others, counts = others[top], counts[top]
-            names = graph.names
-            found.append(
-                (name, {names[o]: c for o, c in zip(others.tolist(), counts.tolist(), strict=True)})
-            )
-        return found
 
     def recall(
         self,
@@ -762,6 +744,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         self._graph.add_names(changes.nodes, changes.namespaces)
         self._graph.apply(changes.rows)
         self._graph.remove(changes.removed)
+        self._uses.apply(changes.uses)
+        for namespace, events in changes.events:
+            self._uses.set_events(namespace, events)
         self._version = max(self._version, changes.version)
 
     def _catch_up(self, tx: WriteTransaction) -> None:
@@ -784,15 +769,25 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
 
 def _strongest_sources(
-    sources: list[tuple[str, dict[str, float]]], nodes: Iterable[str]
+    names: list[str],
+    sources: list[tuple[IntArray, FloatArray]],
+    nodes: IntArray,
+    node_names: list[str],
 ) -> dict[str, tuple[str, ...]]:
-    """For each node, ``(hit, node)`` with the hit it co-occurred with most often."""
-    paths: dict[str, tuple[str, ...]] = {}
-    for node in nodes:
-        best = max(((row.get(node, 0.0), hit) for hit, row in sources), default=(0.0, ""))
-        if best[0] > 0:
-            paths[node] = (best[1], node)
-    return paths
+    """For each node id, ``(hit, node)`` by name with the hit it co-occurred with most."""
+    best, source = np.zeros(nodes.size), np.full(nodes.size, -1)
+    for j, (others, counts) in enumerate(sources):
+        if others.size == 0:
+            continue
+        at = np.minimum(np.searchsorted(others, nodes), others.size - 1)
+        count = np.where(others[at] == nodes, counts[at], 0.0)
+        better = count > best
+        best[better], source[better] = count[better], j
+    return {
+        node_names[node]: (names[j], node_names[node])
+        for node, j in zip(nodes.tolist(), source.tolist(), strict=True)
+        if j >= 0
+    }
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:

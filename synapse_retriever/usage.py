@@ -4,10 +4,12 @@ A node's base-level activation at time t, from the times t_j of its uses::
 
     B = ln Σ_j (t − t_j)^(−d)        ages in days, at least one second; d = 0.5
 
-:class:`UsageLog` keeps, per namespace and node, the use count, the first use and the
-last ``history`` use times; older uses are taken as spread evenly between the first
-use and the oldest kept one (Petrov's hybrid approximation), so memory per node is
-bounded and B is exact while a node has at most ``history`` uses.
+:class:`UseTable` keeps, per namespace and node, the use count, the co-activation count,
+the first use and the last ``history`` use times, in NumPy arrays indexed by node id;
+older uses are taken as spread evenly between the first use and the oldest kept one
+(Petrov's hybrid approximation), so memory per node is bounded and B is exact while a
+node has at most ``history`` uses. The store persists every row
+(:class:`~synapse_retriever.storage.UseRow`) in the same transaction as the edges.
 
 Examples
 --------
@@ -19,15 +21,20 @@ One use 1 day ago and one 4 days ago: B = ln(1^−0.5 + 4^−0.5) = ln 1.5.
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
+from synapse_retriever.storage import UseRow
 
-__all__ = ["NodeUse", "UsageLog", "base_level", "older_uses"]
+__all__ = ["UseTable", "base_level", "older_uses", "use_strengths", "uses_from_edges"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 MIN_AGE_DAYS = 1.0 / SECONDS_PER_DAY
 """A use less than a second old counts as one second old."""
@@ -49,8 +56,21 @@ def base_level(times: Iterable[float], now: float, decay: float = 0.5) -> float:
     return math.log(total) if total > 0.0 else -math.inf
 
 
-def older_uses(count: int, oldest_kept: float, first: float, decay: float = 0.5) -> float:
+@overload
+def older_uses(count: float, oldest_kept: float, first: float, decay: float = ...) -> float: ...
+@overload
+def older_uses(
+    count: FloatArray | IntArray, oldest_kept: FloatArray, first: FloatArray, decay: float = ...
+) -> FloatArray: ...
+def older_uses(
+    count: float | FloatArray | IntArray,
+    oldest_kept: float | FloatArray,
+    first: float | FloatArray,
+    decay: float = 0.5,
+) -> float | FloatArray:
     """Σ age^(−decay) of ``count`` uses spread evenly between two ages (in days).
+
+    Floats or arrays (element-wise).
 
     Notes
     -----
@@ -67,180 +87,312 @@ def older_uses(count: int, oldest_kept: float, first: float, decay: float = 0.5)
 
     >>> older_uses(2, 1.0, 9.0)
     1.0
+    >>> older_uses(np.array([2, 0]), np.array([1.0, 1.0]), np.array([9.0, 9.0])).tolist()
+    [1.0, 0.0]
     """
-    if count <= 0:
-        return 0.0
-    low, high = max(oldest_kept, MIN_AGE_DAYS), max(first, oldest_kept, MIN_AGE_DAYS)
-    if high - low < 1e-12:
-        return float(count * low**-decay)
-    spread = (high ** (1 - decay) - low ** (1 - decay)) / ((1 - decay) * (high - low))
-    return float(count * spread)
+    low = np.maximum(oldest_kept, MIN_AGE_DAYS)
+    high = np.maximum(np.maximum(first, oldest_kept), MIN_AGE_DAYS)
+    width = high - low
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.where(
+            width < 1e-12,
+            low**-decay,
+            (high ** (1 - decay) - low ** (1 - decay)) / ((1 - decay) * width),
+        )
+    result = np.where(np.asarray(count) > 0, np.asarray(count) * spread, 0.0)
+    return float(result) if result.ndim == 0 else result
 
 
-@dataclass
-class NodeUse:
-    """Uses of one node in one namespace: count, first use, the latest use times, and how
-    many of the uses were co-activations (events of two nodes or more)."""
+def use_strengths(
+    recent: FloatArray, count: IntArray, first: FloatArray, now: float, decay: float = 0.5
+) -> FloatArray:
+    """Σ_j (now − t_j)^(−decay) per row, over every use (older ones approximated).
 
-    count: int = 0
-    first: float = math.inf
-    recent: list[float] = field(default_factory=list)  # ascending, at most ``history``
-    together: int = 0
+    Parameters
+    ----------
+    recent : array (rows, history)
+        The latest use times of each row, NaN where fewer were kept.
+    count, first : arrays (rows,)
+        Each row's number of uses and its first use time.
 
-    def add(self, at: float, history: int, together: bool = False) -> None:
-        self.count += 1
-        self.together += together
-        self.first = min(self.first, at)
-        bisect.insort(self.recent, at)
-        if len(self.recent) > history:
-            del self.recent[0]
+    Notes
+    -----
+    The kept uses at or before ``now`` count exactly; the ``count − kept`` older uses
+    are spread between the oldest kept one and the first use (:func:`older_uses`).
+    A row with no use at or before ``now`` has strength 0 (B = −inf).
 
-    def strength(self, now: float, decay: float) -> float:
-        """Σ_j (now − t_j)^(−decay) over every use (older ones approximated)."""
-        kept = [t for t in self.recent if t <= now]
-        total = 0.0
-        for t in kept:
-            total += max((now - t) / SECONDS_PER_DAY, MIN_AGE_DAYS) ** -decay
-        older = self.count - len(self.recent)
-        if older > 0 and kept:
-            total += older_uses(
-                older,
-                (now - kept[0]) / SECONDS_PER_DAY,
-                (now - self.first) / SECONDS_PER_DAY,
-                decay,
-            )
-        return total
+    Examples
+    --------
+    Uses on days 0, 12, 14 and 15, the last two kept; at day 16: 2^−0.5 + 1^−0.5 =
+    1.70711 exact, plus the 2 older uses spread between 2 and 16 days old:
+    2 × (4 − 1.41421) / (0.5 × 14) = 0.73880 (exact would be 0.75).
+
+    >>> day = 86400.0
+    >>> recent = np.array([[14 * day, 15 * day]])
+    >>> round(float(use_strengths(recent, np.array([4]), np.array([0.0]), 16 * day)[0]), 4)
+    2.4459
+    """
+    stored = ~np.isnan(recent)
+    kept = stored & (recent <= now)
+    age = np.maximum((now - np.where(kept, recent, now)) / SECONDS_PER_DAY, MIN_AGE_DAYS)
+    term = 1.0 / np.sqrt(age) if decay == 0.5 else age**-decay  # sqrt: ~10× a power
+    total: FloatArray = np.where(kept, term, 0.0).sum(axis=1)
+    older = count - stored.sum(axis=1)
+    spread = (older > 0) & kept.any(axis=1)
+    if spread.any():
+        oldest = np.where(kept, age, 0.0).max(axis=1)
+        total[spread] += older_uses(
+            older[spread], oldest[spread], (now - first[spread]) / SECONDS_PER_DAY, decay
+        )
+    return total
 
 
-class UsageLog:
-    """Per-namespace use history of nodes, in memory: counts, latest uses, recent events.
+def uses_from_edges(
+    edges: Iterable[tuple[int, int, int, int, float, float]], *, history: int = 8
+) -> tuple[list[UseRow], dict[int, int]]:
+    """Approximate use rows and event counts from edges ``(a, b, namespace, count, created,
+    last)``, for a file written before uses were stored.
+
+    A node's uses (all co-activations): as many as its most reinforced edge's count,
+    the first at its oldest edge's creation, the latest at its edges' distinct last
+    reinforcements; a namespace's events: its distinct last-reinforcement times.
+    Single-node uses, and the times of co-uses whose edges were reinforced again later,
+    are lost.
+
+    Examples
+    --------
+    >>> rows, events = uses_from_edges([(1, 2, 1, 3, 0.0, 86400.0)])
+    >>> rows[0], events
+    (UseRow(namespace=1, node=1, uses=3, together=3, first=0.0, recent=(86400.0,)), {1: 1})
+    """
+    state: dict[tuple[int, int], tuple[int, float, set[float]]] = {}
+    times: dict[int, set[float]] = {}
+    for a, b, ns, count, created, last in edges:
+        for node in (a, b):
+            old = state.get((ns, node))
+            if old is None:
+                state[(ns, node)] = (count, created, {last})
+            else:
+                old[2].add(last)
+                state[(ns, node)] = (max(old[0], count), min(old[1], created), old[2])
+        times.setdefault(ns, set()).add(last)
+    rows = []
+    for (ns, node), (count, first, lasts) in sorted(state.items()):
+        recent = sorted(lasts)[-history:]
+        uses = max(count, len(recent))
+        rows.append(UseRow(ns, node, uses, uses, min(first, recent[0]), tuple(recent)))
+    return rows, {ns: len(at) for ns, at in times.items()}
+
+
+class UseTable:
+    """Use history per (namespace, node) in NumPy arrays, and each namespace's events.
 
     Parameters
     ----------
     history : int
-        Use times kept exactly per node (older uses are approximated).
+        Use times kept exactly per row (older uses are approximated).
     window : int
-        Events remembered per namespace for :meth:`recent_nodes`.
+        Latest event times remembered per namespace for :meth:`recent_nodes`.
+
+    Namespaces and nodes are integer ids; ``factors`` arguments are arrays indexed by
+    namespace id (a namespace's merge factor, 0 to leave it out).
 
     Examples
     --------
-    >>> log = UsageLog()
-    >>> log.record(["a", "b"], "shared", 0.0)
-    >>> log.record(["a"], "shared", 3 * 86400.0)
-    >>> round(log.base_level("a", 4 * 86400.0, {"shared": 1.0}), 4)  # ln(1 + 4^-0.5)
+    >>> table = UseTable()
+    >>> table.apply(table.recorded([1, 2], namespace=1, at=0.0))  # a co-activation
+    >>> table.add_events(1, 1)
+    >>> table.apply(table.recorded([1], namespace=1, at=3 * 86400.0))  # a use alone
+    >>> factors = np.array([0.0, 1.0])
+    >>> round(float(table.base_levels(np.array([1]), 4 * 86400.0, factors)[0]), 4)  # ln(1 + 0.5)
     0.4055
-    >>> log.uses("a", {"shared": 1.0}), log.uses("a", {"shared": 1.0}, together=True)
-    (2.0, 1.0)
-    >>> log.events({"shared": 1.0})  # co-activations only
-    1.0
-    >>> log.recent_nodes({"shared": 1.0})
-    ['a', 'b']
+    >>> table.uses(np.array([1, 2]), factors).tolist(), table.events(factors)
+    ([2.0, 1.0], 1.0)
+    >>> table.uses(np.array([1]), factors, together=True).tolist()
+    [1.0]
+    >>> table.recent_nodes(factors).tolist()  # latest first
+    [1, 2]
     """
 
     def __init__(self, *, history: int = 8, window: int = 50) -> None:
         self.history = history
         self.window = window
-        self._nodes: dict[str, dict[str, NodeUse]] = {}
-        self._events: dict[str, int] = {}
-        self._recent: dict[str, deque[tuple[float, tuple[str, ...]]]] = {}
+        self._row_of: dict[int, npt.NDArray[np.int32]] = {}  # namespace -> node -> row, -1
+        self._rows = 0
+        self._uses = np.zeros(0, np.int64)
+        self._together = np.zeros(0, np.int64)
+        self._first = np.zeros(0)
+        self._recent = np.zeros((0, history))
+        self._events: dict[int, int] = {}
+        self._latest: dict[int, dict[float, set[int]]] = {}  # namespace -> time -> nodes
 
-    def record(self, nodes: Sequence[str], namespace: str, at: float) -> None:
-        """One event: every distinct node of ``nodes`` was used at ``at``."""
-        distinct = tuple(dict.fromkeys(nodes))
-        if not distinct:
-            return
-        table = self._nodes.setdefault(namespace, {})
-        together = len(distinct) > 1
+    # -- writes ------------------------------------------------------------------------
+
+    def recorded(
+        self, nodes: Sequence[int], namespace: int, at: float, *, together: bool | None = None
+    ) -> list[UseRow]:
+        """The rows of ``nodes`` after one event at ``at`` (the table is not changed).
+
+        ``together`` defaults to whether the event has two distinct nodes or more.
+        """
+        distinct = list(dict.fromkeys(nodes))
+        together = len(distinct) > 1 if together is None else together
+        rows = []
         for node in distinct:
-            table.setdefault(node, NodeUse()).add(at, self.history, together)
-        if together:
-            self._events[namespace] = self._events.get(namespace, 0) + 1
-        recent = self._recent.setdefault(namespace, deque(maxlen=self.window))
-        recent.append((at, distinct))
+            row = self._row(namespace, node)
+            if row < 0:
+                uses, both, first, times = 0, 0, at, [at]
+            else:
+                kept = self._recent[row]
+                times = sorted([*kept[~np.isnan(kept)].tolist(), at])[-self.history :]
+                uses, both = int(self._uses[row]), int(self._together[row])
+                first = min(float(self._first[row]), at)
+            rows.append(UseRow(namespace, node, uses + 1, both + together, first, tuple(times)))
+        return rows
 
-    def base_level(
-        self, node: str, now: float, factors: Mapping[str, float], decay: float = 0.5
-    ) -> float:
-        """B = ln Σ_ns factor × Σ_j (now − t_j)^(−decay) over the namespaces of ``factors``."""
-        total = 0.0
-        for ns, factor in factors.items():
-            use = self._nodes.get(ns, {}).get(node)
-            if use is not None and factor > 0:
-                total += factor * use.strength(now, decay)
-        return math.log(total) if total > 0.0 else -math.inf
+    def apply(self, rows: Iterable[UseRow]) -> None:
+        """Set rows as storage holds them."""
+        rows = list(rows)
+        if not rows:
+            return
+        bulk = len(rows) > 4 * self.window
+        for namespace, node, uses, together, first, times in rows:
+            row = self._row(namespace, node)
+            if row < 0:
+                row = self._new_row(namespace, node)
+            self._uses[row] = uses
+            self._together[row] = together
+            self._first[row] = first
+            self._recent[row] = np.nan
+            kept = times[-self.history :]
+            self._recent[row, : len(kept)] = kept
+            if not bulk and kept:
+                self._remember(namespace, kept[-1], [node])
+        if bulk:
+            for namespace in {row.namespace for row in rows}:
+                self._rebuild_latest(namespace)
 
-    def uses(self, node: str, factors: Mapping[str, float], *, together: bool = False) -> float:
-        """Σ_ns factor × uses of ``node`` (only those in co-activations with ``together``)."""
+    def set_events(self, namespace: int, events: int) -> None:
+        """Set the number of co-activation events of a namespace."""
+        self._events[namespace] = events
+
+    def add_events(self, namespace: int, events: int) -> None:
+        """Count more co-activation events in a namespace."""
+        self._events[namespace] = self._events.get(namespace, 0) + events
+
+    def _row(self, namespace: int, node: int) -> int:
+        rows = self._row_of.get(namespace)
+        return int(rows[node]) if rows is not None and node < rows.size else -1
+
+    def _new_row(self, namespace: int, node: int) -> int:
+        rows = self._row_of.get(namespace, np.zeros(0, np.int32))
+        if node >= rows.size:
+            rows = np.concatenate(
+                [rows, np.full(max(node + 1, 2 * rows.size) - rows.size, -1, np.int32)]
+            )
+        self._row_of[namespace] = rows
+        if self._rows == self._uses.size:
+            size = max(64, 2 * self._rows)
+            self._uses = np.resize(self._uses, size)
+            self._together = np.resize(self._together, size)
+            self._first = np.resize(self._first, size)
+            self._recent = np.concatenate(
+                [self._recent, np.full((size - self._rows, self.history), np.nan)]
+            )
+        rows[node] = self._rows
+        self._rows += 1
+        return self._rows - 1
+
+    def _remember(self, namespace: int, at: float, nodes: Iterable[int]) -> None:
+        latest = self._latest.setdefault(namespace, {})
+        latest.setdefault(at, set()).update(nodes)
+        while len(latest) > self.window:
+            del latest[min(latest)]
+
+    def _rebuild_latest(self, namespace: int) -> None:
+        """The ``window`` latest use times of a namespace and the nodes used at each."""
+        rows_of = self._row_of.get(namespace, np.zeros(0, np.int32))
+        nodes = np.flatnonzero(rows_of >= 0)
+        recent = self._recent[rows_of[nodes]]
+        times = np.unique(recent[~np.isnan(recent)])[-self.window :]
+        latest: dict[float, set[int]] = {}
+        at_row, at_col = np.nonzero(np.isin(recent, times))
+        for node, at in zip(nodes[at_row].tolist(), recent[at_row, at_col].tolist(), strict=True):
+            latest.setdefault(at, set()).add(node)
+        self._latest[namespace] = latest
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _gather(
+        self, nodes: IntArray, factors: FloatArray
+    ) -> list[tuple[float, IntArray, IntArray]]:
+        """Per namespace with a positive factor: (factor, positions in ``nodes``, rows)."""
+        found = []
+        for ns, rows_of in self._row_of.items():
+            factor = float(factors[ns]) if ns < factors.size else 0.0
+            if factor <= 0.0:
+                continue
+            inside = nodes < rows_of.size
+            rows = np.full(nodes.size, -1, np.int64)
+            rows[inside] = rows_of[nodes[inside]]
+            at = np.flatnonzero(rows >= 0)
+            if at.size:
+                found.append((factor, at, rows[at]))
+        return found
+
+    def base_levels(
+        self, nodes: IntArray, now: float, factors: FloatArray, decay: float = 0.5
+    ) -> FloatArray:
+        """B = ln Σ_ns factor × Σ_j (now − t_j)^(−decay) per node; −inf if never used."""
+        total = np.zeros(nodes.size)
+        for factor, at, rows in self._gather(nodes, factors):
+            strength = use_strengths(
+                self._recent[rows], self._uses[rows], self._first[rows], now, decay
+            )
+            total[at] += factor * strength
+        levels: FloatArray = np.full(nodes.size, -np.inf)
+        used = total > 0.0
+        levels[used] = np.log(total[used])
+        return levels
+
+    def uses(self, nodes: IntArray, factors: FloatArray, *, together: bool = False) -> FloatArray:
+        """Σ_ns factor × uses of each node (only uses in co-activations with ``together``)."""
+        total = np.zeros(nodes.size)
+        column = self._together if together else self._uses
+        for factor, at, rows in self._gather(nodes, factors):
+            total[at] += factor * column[rows]
+        return total
+
+    def events(self, factors: FloatArray) -> float:
+        """Σ_ns factor × co-activation events (two nodes or more) of the namespace."""
         return sum(
-            factor * (use.together if together else use.count)
-            for ns, factor in factors.items()
-            if (use := self._nodes.get(ns, {}).get(node)) is not None
+            (
+                float(factors[ns]) * events
+                for ns, events in self._events.items()
+                if ns < factors.size and factors[ns] > 0
+            ),
+            0.0,
         )
 
-    def events(self, factors: Mapping[str, float]) -> float:
-        """Σ_ns factor × co-activation events (two nodes or more) of the namespace."""
-        return sum(factor * self._events.get(ns, 0) for ns, factor in factors.items())
-
-    def recent_nodes(self, factors: Mapping[str, float], until: float = math.inf) -> list[str]:
-        """Distinct nodes of the remembered events (at or before ``until``), latest first."""
+    def recent_nodes(self, factors: FloatArray, until: float = math.inf) -> IntArray:
+        """Distinct nodes used at the latest ``window`` use times of each namespace with a
+        positive factor (at or before ``until``), latest first."""
         events = [
-            event
-            for ns, factor in factors.items()
-            if factor > 0
-            for event in self._recent.get(ns, ())
-            if event[0] <= until
+            (at, sorted(nodes))
+            for ns, latest in self._latest.items()
+            if ns < factors.size and factors[ns] > 0
+            for at, nodes in latest.items()
+            if at <= until
         ]
         events.sort(key=lambda event: -event[0])
-        return list(dict.fromkeys(node for _, nodes in events for node in nodes))
+        return np.fromiter(dict.fromkeys(node for _, nodes in events for node in nodes), np.int64)
 
-    @classmethod
-    def from_edges(
-        cls,
-        edges: Iterable[tuple[str, str, str, int, float, float]],
-        *,
-        history: int = 8,
-        window: int = 50,
-    ) -> UsageLog:
-        """An approximate log rebuilt from stored edges ``(a, b, namespace, count, created,
-        last)``, for a store opened on a file (uses are not stored per node).
-
-        A node's uses (all co-activations): as many as its most reinforced edge's count,
-        the first at its oldest edge's creation, the latest at its edges' distinct last
-        reinforcements; events: the distinct last-reinforcement times of a namespace.
-        Single-node uses, and the times of co-uses whose edges were reinforced again
-        later, are lost.
-
-        Examples
-        --------
-        >>> log = UsageLog.from_edges([("a", "b", "shared", 3, 0.0, 86400.0)])
-        >>> log.uses("a", {"shared": 1.0}), log.events({"shared": 1.0})
-        (3.0, 1.0)
-        """
-        log = cls(history=history, window=window)
-        state: dict[tuple[str, str], tuple[int, float, set[float]]] = {}
-        events: dict[str, dict[float, set[str]]] = {}
-        for a, b, ns, count, created, last in edges:
-            for node in (a, b):
-                old = state.get((ns, node))
-                if old is None:
-                    state[(ns, node)] = (count, created, {last})
-                else:
-                    old[2].add(last)
-                    state[(ns, node)] = (max(old[0], count), min(old[1], created), old[2])
-            events.setdefault(ns, {}).setdefault(last, set()).update((a, b))
-        for (ns, node), (count, first, lasts) in state.items():
-            recent = sorted(lasts)[-history:]
-            uses = max(count, len(recent))
-            use = NodeUse(uses, min(first, recent[0]), recent, uses)
-            log._nodes.setdefault(ns, {})[node] = use
-        for ns, by_time in events.items():
-            log._events[ns] = len(by_time)
-            latest = sorted(by_time.items())[-window:]
-            log._recent[ns] = deque(
-                ((t, tuple(sorted(nodes))) for t, nodes in latest), maxlen=window
-            )
-        return log
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays."""
+        arrays: list[npt.NDArray[Any]] = [self._uses, self._together, self._first, self._recent]
+        return sum(int(a.nbytes) for a in [*arrays, *self._row_of.values()])
 
     def __len__(self) -> int:
-        """Nodes with at least one use, over all namespaces."""
-        return len({node for table in self._nodes.values() for node in table})
+        """Rows (namespace, node) with at least one use."""
+        return self._rows

@@ -3,25 +3,47 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.actr import lift_association, swap
+from synapse_retriever.actr import NodeValues, lift_strengths, swap
 
 DAY = 86400.0
 
 
-def test_lift_association_worked_by_hand() -> None:
+def test_lift_strengths_worked_by_hand() -> None:
     # N = 20 events; j used 5 times, i 4 times, together 3 times: lift = 3 × 20 / 20 = 3,
     # S = ln 3 = 1.09861; h (used 10 times) met i once: 1 × 20 / 40 = 0.5 < 1, S = 0
     # (never negative); mean over the 2 sources: 1.09861 / 2 = 0.54931
-    s = lift_association([("j", {"i": 3}), ("h", {"i": 1})], {"i": 4, "j": 5, "h": 10}, 20)
-    assert s["i"] == pytest.approx(0.54931, abs=1e-5)
-    assert lift_association([], {}, 10) == {}
-    assert lift_association([("j", {"i": 1})], {"i": 1}, 10) == {}  # j never used: no row
+    j, h, i = 1, 2, 3
+    hits, nodes = np.array([j, h]), np.array([j, h, i])
+    sources = [(np.array([i]), np.array([3.0])), (np.array([i]), np.array([1.0]))]
+    s = lift_strengths(hits, sources, nodes, np.array([5.0, 10.0, 4.0]), 20)
+    assert s.tolist() == pytest.approx([0.0, 0.0, 0.54931], abs=1e-5)
+    # j is a hit too: its own row is left out and it is averaged over the other hit only
+    sources = [(np.array([h]), np.array([3.0])), (np.array([j]), np.array([3.0]))]
+    # S_jh = ln(3 × 20 / 50) = 0.18232, over the weight of the other source (1)
+    s = lift_strengths(hits, sources, nodes, np.array([5.0, 10.0, 4.0]), 20)
+    assert s.tolist() == pytest.approx([0.18232, 0.18232, 0.0], abs=1e-5)
+    empty = (np.zeros(0, np.int64), np.zeros(0))
+    assert lift_strengths(np.array([-1]), [empty], np.zeros(0, np.int64), np.zeros(0), 10).size == 0
+    # j never used (n_j = 0): no strength from it
+    s = lift_strengths(np.array([j]), [(np.array([i]), np.array([1.0]))], np.array([j, i]),
+                       np.array([0.0, 1.0]), 10)  # fmt: skip
+    assert s.tolist() == [0.0, 0.0]
+
+
+def test_node_values_look_up_by_name() -> None:
+    values = NodeValues(
+        np.array([3, 1]), np.array([0.5, 2.0]), ["", "a", "", "c"], {"a": 1, "c": 3}
+    )
+    assert dict(values) == {"a": 2.0, "c": 0.5}
+    assert "b" not in values and values.get("b", -1.0) == -1.0
 
 
 def test_swap_needs_to_beat_the_victim_plus_the_bonus() -> None:
@@ -139,31 +161,53 @@ def test_unused_base_is_the_floor_of_every_activation() -> None:
     assert math.isfinite(SynapseConfig.actr().unused_base)
 
 
-def test_a_reopened_store_rebuilds_its_use_history_from_the_edges(tmp_path: object) -> None:
+def test_a_reopened_store_keeps_its_use_history(tmp_path: object) -> None:
     path = f"{tmp_path}/synapses.db"
+    hits = [("jwt", 0.9), ("login", 0.5)]
     with SynapseStore(path, config=SynapseConfig.actr()) as store:
         store.reinforce(["jwt", "keys"], namespace="shared", at=0)
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
-        hits = [("jwt", 0.9), ("login", 0.5)]
-        before = store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy
+        store.use(["readme"], namespace="shared", at=2 * DAY)
+        before = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
     with SynapseStore(path, config=SynapseConfig.actr()) as store:
-        after = store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy
+        after = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
         assert [h.id for h in store.recall(hits, at=4 * DAY, active_namespace="shared")] == [
             "jwt",
             "keys",
         ]
-    # exact: uses 4 and 3 days old, B = ln(0.5 + 0.57735) = 0.07450; lift ln(2 × 2 / 4) = 0
-    assert before["keys"] == pytest.approx(0.07450, abs=1e-5)
-    # rebuilt from the one edge: 2 uses (its count), the latest exact (3 days old: 0.57735),
-    # the other spread between 3 and 4 days old (its creation): 1 × (2 − 1.73205) / 0.5 =
+    # keys: uses 4 and 3 days old, B = ln(0.5 + 0.57735) = 0.07450; lift ln(2 × 2 / 4) = 0;
+    # readme: one use alone 2 days old, B = ln 2^-0.5 = -0.34657; both as before the restart
+    assert after == before
+    assert after["keys"] == pytest.approx(0.07450, abs=1e-5)
+    assert after["readme"] == pytest.approx(-0.34657, abs=1e-5)
+
+
+def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: object) -> None:
+    path = f"{tmp_path}/synapses.db"
+    with SynapseStore(path, config=SynapseConfig.actr()) as store:
+        store.reinforce(["jwt", "keys"], namespace="shared", at=0)
+        store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
+    db = sqlite3.connect(path)  # back to what version 1 of the schema wrote
+    db.executescript("DROP TABLE node_uses; DROP TABLE namespace_events; PRAGMA user_version = 1;")
+    db.close()
+    with SynapseStore(path, config=SynapseConfig.actr()) as store:
+        energy = store.plan([("jwt", 0.9), ("login", 0.5)], at=4 * DAY, active_namespace="shared")
+        keys = energy.activation.energy["keys"]
+    # from the one edge: 2 uses (its count), the latest exact (3 days old: 0.57735), the
+    # other spread between 3 and 4 days old (its creation): 1 × (2 − 1.73205) / 0.5 =
     # 0.53590 instead of 0.5; B = ln 1.11325 = 0.10728
-    assert after["keys"] == pytest.approx(0.10728, abs=1e-5)
+    assert keys == pytest.approx(0.10728, abs=1e-5)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("SELECT events FROM namespace_events").fetchall() == [(1,)]
+    db.close()
 
 
-def test_the_published_store_records_no_use_history() -> None:
-    with SynapseStore(":memory:") as store:
+def test_every_store_records_uses_whatever_its_rule() -> None:
+    # the rule is a recall-time choice: a file written under one rule serves the other
+    with SynapseStore(":memory:", config=SynapseConfig.published()) as store:
         store.reinforce(["a", "b"], at=0)
-        assert store._usage is None
+        assert len(store._uses) == 2
 
 
 def test_a_hit_defends_with_half_its_association() -> None:

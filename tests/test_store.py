@@ -18,6 +18,7 @@ from synapse_retriever import (
     SynapseError,
     SynapseStore,
 )
+from synapse_retriever.storage import SCHEMA_VERSION
 
 DAY = 86_400.0
 
@@ -361,7 +362,7 @@ def test_a_zero_length_file_is_a_new_store(tmp_path: Path) -> None:
         store.reinforce(["a", "b"], at=0)
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA application_id").fetchone()[0] == 0x53594E41
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     db.close()
 
 

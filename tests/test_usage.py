@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from synapse_retriever.usage import NodeUse, UsageLog, base_level, older_uses
+from synapse_retriever.storage import UseRow
+from synapse_retriever.usage import UseTable, base_level, older_uses, use_strengths, uses_from_edges
 
 DAY = 86400.0
-SHARED = {"shared": 1.0}
+PERSONAL_NS, SHARED_NS = 1, 2
+ONE = np.array([0.0, 1.0])  # namespace 1 only, factor 1
 
 
 def test_base_level_worked_by_hand() -> None:
@@ -30,49 +33,80 @@ def test_older_uses_spread_evenly() -> None:
 
 
 def test_a_node_keeps_its_latest_uses_and_approximates_the_rest() -> None:
-    use = NodeUse()
+    table = UseTable(history=2)
     for day in (0, 12, 14, 15):
-        use.add(day * DAY, history=2)
-    assert (use.count, use.first, use.recent) == (4, 0.0, [14 * DAY, 15 * DAY])
+        table.apply(table.recorded([7], 1, day * DAY))
+    (row,) = table.recorded([7], 1, 16 * DAY)  # what the next use would write
+    assert (row.uses, row.first, row.recent) == (5, 0.0, (15 * DAY, 16 * DAY))
     # at day 16: kept uses 2 and 1 days old: 2^-0.5 + 1 = 1.70711; the 2 older ones are
     # spread between 2 (the oldest kept) and 16 days old: 2 × (4 − 1.41421) / (0.5 × 14)
     # = 0.73880; exact would be 16^-0.5 + 4^-0.5 = 0.75
-    assert use.strength(16 * DAY, 0.5) == pytest.approx(1.70711 + 0.73880, abs=1e-5)
+    b = table.base_levels(np.array([7]), 16 * DAY, ONE)
+    assert b.tolist() == pytest.approx([math.log(1.70711 + 0.73880)], abs=1e-5)
+    # the vectorized strengths agree with the scalar formula while every use is kept
+    times = [0.0, 2 * DAY, 5 * DAY]
+    strength = use_strengths(np.array([times]), np.array([3]), np.array([0.0]), 6 * DAY)
+    assert math.log(strength[0]) == pytest.approx(base_level(times, 6 * DAY))
 
 
 def test_namespaces_merge_by_their_factors() -> None:
-    log = UsageLog()
-    log.record(["a"], "shared", 0.0)
-    log.record(["a", "a", "b"], "personal", 3 * DAY)  # duplicates count once
+    table = UseTable()
+    a, b = 1, 2
+    table.apply(table.recorded([a], SHARED_NS, 0.0))
+    table.apply(table.recorded([a, a, b], PERSONAL_NS, 3 * DAY))  # duplicates count once
+    table.add_events(PERSONAL_NS, 1)
+    both = np.array([0.0, 1.0, 0.5])  # by namespace id: personal 1, shared 0.5
     # at day 4: personal 1 × 1^-0.5 + shared 0.5 × 4^-0.5 = 1.25
-    assert log.base_level("a", 4 * DAY, {"personal": 1.0, "shared": 0.5}) == pytest.approx(
-        math.log(1.25)
+    assert table.base_levels(np.array([a]), 4 * DAY, both).tolist() == pytest.approx(
+        [math.log(1.25)]
     )
-    assert log.uses("a", {"personal": 1.0, "shared": 0.5}) == 1.5
+    assert table.uses(np.array([a]), both).tolist() == [1.5]
     # only the personal event was a co-activation (a and b): 1 × 1, and 0.5 × 0
-    assert log.uses("a", {"personal": 1.0, "shared": 0.5}, together=True) == 1.0
-    assert log.events({"personal": 1.0, "shared": 0.5}) == 1.0
-    assert log.base_level("a", 4 * DAY, {"ephemeral": 1.0}) == -math.inf
-    assert log.recent_nodes({"personal": 1.0, "shared": 1.0}) == ["a", "b"]
-    assert log.recent_nodes(SHARED, until=-1.0) == []
-    assert len(log) == 2
+    assert table.uses(np.array([a]), both, together=True).tolist() == [1.0]
+    assert table.events(both) == 1.0
+    assert table.base_levels(
+        np.array([a, 99]), 4 * DAY, np.array([0.0, 0.0, 0.0, 1.0])
+    ).tolist() == [
+        -math.inf,
+        -math.inf,
+    ]
+    assert table.recent_nodes(np.array([0.0, 1.0, 1.0])).tolist() == [a, b]
+    assert table.recent_nodes(ONE, until=-1.0).tolist() == []
+    assert len(table) == 3  # (personal, a), (personal, b), (shared, a)
 
 
 def test_the_recent_window_forgets_old_events() -> None:
-    log = UsageLog(window=2)
-    for i, node in enumerate("xyz"):
-        log.record([node], "shared", i * DAY)
-    assert log.recent_nodes(SHARED) == ["z", "y"]
-    assert log.events(SHARED) == 0  # single-node uses are no co-activations
+    table = UseTable(window=2)
+    for i, node in enumerate([10, 11, 12]):
+        table.apply(table.recorded([node], 1, i * DAY))
+    assert table.recent_nodes(ONE).tolist() == [12, 11]
+    assert table.events(ONE) == 0.0  # single-node uses are no co-activations
 
 
-def test_a_log_rebuilt_from_edges() -> None:
-    edges = [
-        ("a", "b", "shared", 3, 0.0, 5 * DAY),
-        ("a", "c", "shared", 1, 2 * DAY, 2 * DAY),
-    ]
-    log = UsageLog.from_edges(edges)
-    # a: the larger count (3), first use at the older creation, latest uses days 2 and 5
-    assert log.uses("a", SHARED) == 3.0 and log.uses("c", SHARED) == 1.0
-    assert log.events(SHARED) == 2.0  # two distinct last reinforcements
-    assert log.recent_nodes(SHARED) == ["a", "b", "c"]
+def test_a_table_loaded_in_bulk_remembers_the_same_window() -> None:
+    one_by_one, rows = UseTable(window=3), []
+    for i in range(300):
+        event = table_rows = one_by_one.recorded([i % 7, 100 + i % 11], 1, i * 60.0)
+        one_by_one.apply(event)
+        rows = [
+            r
+            for r in rows
+            if (r.namespace, r.node) not in {(e.namespace, e.node) for e in table_rows}
+        ]
+        rows += table_rows
+    bulk = UseTable(window=3)
+    bulk.apply(rows)  # as a store loads its file
+    assert bulk.recent_nodes(ONE).tolist() == one_by_one.recent_nodes(ONE).tolist()
+    nodes = np.arange(120)
+    assert np.array_equal(
+        bulk.base_levels(nodes, 1e5, ONE), one_by_one.base_levels(nodes, 1e5, ONE)
+    )
+
+
+def test_uses_approximated_from_edges() -> None:
+    edges = [(1, 2, 1, 3, 0.0, 5 * DAY), (1, 3, 1, 1, 2 * DAY, 2 * DAY)]
+    rows, events = uses_from_edges(edges)
+    # node 1: the larger count (3), first use at the older creation, latest uses days 2 and 5
+    assert rows[0] == UseRow(1, 1, 3, 3, 0.0, (2 * DAY, 5 * DAY))
+    assert [(r.node, r.uses) for r in rows] == [(1, 3), (2, 3), (3, 1)]
+    assert events == {1: 2}  # two distinct last reinforcements
