@@ -80,6 +80,8 @@ class Changes:
     removed: list[int] = field(default_factory=list)
     uses: list[UseRow] = field(default_factory=list)
     events: list[tuple[int, int]] = field(default_factory=list)
+    recent: list[tuple[int, float, tuple[int, ...]]] = field(default_factory=list)
+    """New entries of the recent-events log: (namespace, at, nodes), oldest first."""
 
 
 MIGRATIONS: list[str] = [
@@ -127,6 +129,14 @@ MIGRATIONS: list[str] = [
         namespace INTEGER PRIMARY KEY REFERENCES namespaces (id),
         events    INTEGER NOT NULL
     );
+    CREATE TABLE recent_uses (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace INTEGER NOT NULL REFERENCES namespaces (id),
+        at        REAL    NOT NULL,
+        nodes     BLOB    NOT NULL,
+        version   INTEGER NOT NULL
+    );
+    CREATE INDEX recent_uses_by_namespace ON recent_uses (namespace, id);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -172,6 +182,10 @@ class WriteTransaction(Protocol):
 
     def add_events(self, namespace: int, count: int) -> None:
         """Add ``count`` co-activation events to a namespace's counter."""
+        ...
+
+    def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
+        """Log an event's nodes; keep only the namespace's latest ``keep`` entries."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
@@ -289,6 +303,18 @@ class _SQLiteTransaction:
             (namespace, count),
         )
 
+    def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
+        db = self._db
+        db.execute(
+            "INSERT INTO recent_uses (namespace, at, nodes, version) VALUES (?, ?, ?, ?)",
+            (namespace, at, struct.pack(f"<{len(nodes)}q", *nodes), self.version),
+        )
+        db.execute(
+            "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM recent_uses "
+            "WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+            (namespace, keep),
+        )
+
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         db = self._db
         return Changes(
@@ -311,6 +337,13 @@ class _SQLiteTransaction:
                 )
             ],
             events=db.execute("SELECT namespace, events FROM namespace_events").fetchall(),
+            recent=[
+                (namespace, at, struct.unpack(f"<{len(nodes) // 8}q", nodes))
+                for namespace, at, nodes in db.execute(
+                    "SELECT namespace, at, nodes FROM recent_uses WHERE version > ? ORDER BY id",
+                    (since,),
+                )
+            ],
         )
 
     def record_event(self, event_id: str, at: float) -> bool:
@@ -468,12 +501,14 @@ def _backfill_uses(db: sqlite3.Connection) -> None:
     ).fetchall()
     if not edges:
         return
-    rows, events = uses_from_edges(edges)
+    rows, events, latest = uses_from_edges(edges)
     version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
     tx = _SQLiteTransaction(db, int(version))
     tx.write_uses(rows)
     for namespace, count in events.items():
         tx.add_events(namespace, count)
+    for namespace, at, nodes in latest:
+        tx.log_recent(namespace, at, nodes, keep=len(latest))
 
 
 def _refuse_foreign_file(path: Path) -> None:

@@ -271,10 +271,12 @@ config: pass config together with a store path instead
                 uses = self._uses.recorded(node_ids, ns_id, now)
                 tx.write_uses(uses)
                 tx.add_events(ns_id, 1)
+                tx.log_recent(ns_id, now, node_ids, keep=self.config.recent_events)
             self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
             self._graph.apply([*inserted, *updated])
             self._uses.apply(uses)
             self._uses.add_events(ns_id, 1)
+            self._uses.remember([(ns_id, now, node_ids)])
             self._version = tx.version
         return len(inserted) + len(updated)
 
@@ -306,8 +308,10 @@ config: pass config together with a store path instead
                 ns_id = tx.namespace_id(ns)
                 uses = self._uses.recorded(node_ids, ns_id, now, together=False)
                 tx.write_uses(uses)
+                tx.log_recent(ns_id, now, node_ids, keep=self.config.recent_events)
             self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
             self._uses.apply(uses)
+            self._uses.remember([(ns_id, now, node_ids)])
             self._version = tx.version
 
     def _reinforced(
@@ -747,6 +751,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         self._uses.apply(changes.uses)
         for namespace, events in changes.events:
             self._uses.set_events(namespace, events)
+        self._uses.remember(changes.recent)
         self._version = max(self._version, changes.version)
 
     def _catch_up(self, tx: WriteTransaction) -> None:

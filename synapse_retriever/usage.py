@@ -22,6 +22,7 @@ One use 1 day ago and one 4 days ago: B = ln(1^−0.5 + 4^−0.5) = ln 1.5.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, overload
 
@@ -148,25 +149,28 @@ def use_strengths(
 
 
 def uses_from_edges(
-    edges: Iterable[tuple[int, int, int, int, float, float]], *, history: int = 8
-) -> tuple[list[UseRow], dict[int, int]]:
+    edges: Iterable[tuple[int, int, int, int, float, float]], *, history: int = 8, window: int = 50
+) -> tuple[list[UseRow], dict[int, int], list[tuple[int, float, tuple[int, ...]]]]:
     """Approximate use rows and event counts from edges ``(a, b, namespace, count, created,
     last)``, for a file written before uses were stored.
 
     A node's uses (all co-activations): as many as its most reinforced edge's count,
     the first at its oldest edge's creation, the latest at its edges' distinct last
-    reinforcements; a namespace's events: its distinct last-reinforcement times.
+    reinforcements; a namespace's events: its distinct last-reinforcement times, the
+    latest ``window`` of them remembered with the nodes of the edges last reinforced then.
     Single-node uses, and the times of co-uses whose edges were reinforced again later,
     are lost.
 
     Examples
     --------
-    >>> rows, events = uses_from_edges([(1, 2, 1, 3, 0.0, 86400.0)])
-    >>> rows[0], events
-    (UseRow(namespace=1, node=1, uses=3, together=3, first=0.0, recent=(86400.0,)), {1: 1})
+    >>> rows, events, latest = uses_from_edges([(1, 2, 1, 3, 0.0, 86400.0)])
+    >>> rows[0]
+    UseRow(namespace=1, node=1, uses=3, together=3, first=0.0, recent=(86400.0,))
+    >>> events, latest
+    ({1: 1}, [(1, 86400.0, (1, 2))])
     """
     state: dict[tuple[int, int], tuple[int, float, set[float]]] = {}
-    times: dict[int, set[float]] = {}
+    times: dict[int, dict[float, set[int]]] = {}
     for a, b, ns, count, created, last in edges:
         for node in (a, b):
             old = state.get((ns, node))
@@ -175,13 +179,18 @@ def uses_from_edges(
             else:
                 old[2].add(last)
                 state[(ns, node)] = (max(old[0], count), min(old[1], created), old[2])
-        times.setdefault(ns, set()).add(last)
+        times.setdefault(ns, {}).setdefault(last, set()).update((a, b))
     rows = []
     for (ns, node), (count, first, lasts) in sorted(state.items()):
         recent = sorted(lasts)[-history:]
         uses = max(count, len(recent))
         rows.append(UseRow(ns, node, uses, uses, min(first, recent[0]), tuple(recent)))
-    return rows, {ns: len(at) for ns, at in times.items()}
+    latest = [
+        (ns, at, tuple(sorted(nodes)))
+        for ns, by_time in sorted(times.items())
+        for at, nodes in sorted(by_time.items())[-window:]
+    ]
+    return rows, {ns: len(at) for ns, at in times.items()}, latest
 
 
 class UseTable:
@@ -192,7 +201,7 @@ class UseTable:
     history : int
         Use times kept exactly per row (older uses are approximated).
     window : int
-        Latest event times remembered per namespace for :meth:`recent_nodes`.
+        Latest events remembered per namespace for :meth:`recent_nodes`.
 
     Namespaces and nodes are integer ids; ``factors`` arguments are arrays indexed by
     namespace id (a namespace's merge factor, 0 to leave it out).
@@ -202,7 +211,9 @@ class UseTable:
     >>> table = UseTable()
     >>> table.apply(table.recorded([1, 2], namespace=1, at=0.0))  # a co-activation
     >>> table.add_events(1, 1)
+    >>> table.remember([(1, 0.0, [1, 2])])
     >>> table.apply(table.recorded([1], namespace=1, at=3 * 86400.0))  # a use alone
+    >>> table.remember([(1, 3 * 86400.0, [1])])
     >>> factors = np.array([0.0, 1.0])
     >>> round(float(table.base_levels(np.array([1]), 4 * 86400.0, factors)[0]), 4)  # ln(1 + 0.5)
     0.4055
@@ -224,7 +235,7 @@ class UseTable:
         self._first = np.zeros(0)
         self._recent = np.zeros((0, history))
         self._events: dict[int, int] = {}
-        self._latest: dict[int, dict[float, set[int]]] = {}  # namespace -> time -> nodes
+        self._latest: dict[int, deque[tuple[float, tuple[int, ...]]]] = {}  # latest events
 
     # -- writes ------------------------------------------------------------------------
 
@@ -255,7 +266,6 @@ class UseTable:
         rows = list(rows)
         if not rows:
             return
-        bulk = len(rows) > 4 * self.window
         for namespace, node, uses, together, first, times in rows:
             row = self._row(namespace, node)
             if row < 0:
@@ -266,11 +276,12 @@ class UseTable:
             self._recent[row] = np.nan
             kept = times[-self.history :]
             self._recent[row, : len(kept)] = kept
-            if not bulk and kept:
-                self._remember(namespace, kept[-1], [node])
-        if bulk:
-            for namespace in {row.namespace for row in rows}:
-                self._rebuild_latest(namespace)
+
+    def remember(self, events: Iterable[tuple[int, float, Sequence[int]]]) -> None:
+        """Remember events ``(namespace, at, nodes)``, oldest first, for :meth:`recent_nodes`."""
+        for namespace, at, nodes in events:
+            latest = self._latest.setdefault(namespace, deque(maxlen=self.window))
+            latest.append((at, tuple(nodes)))
 
     def set_events(self, namespace: int, events: int) -> None:
         """Set the number of co-activation events of a namespace."""
@@ -302,24 +313,6 @@ class UseTable:
         rows[node] = self._rows
         self._rows += 1
         return self._rows - 1
-
-    def _remember(self, namespace: int, at: float, nodes: Iterable[int]) -> None:
-        latest = self._latest.setdefault(namespace, {})
-        latest.setdefault(at, set()).update(nodes)
-        while len(latest) > self.window:
-            del latest[min(latest)]
-
-    def _rebuild_latest(self, namespace: int) -> None:
-        """The ``window`` latest use times of a namespace and the nodes used at each."""
-        rows_of = self._row_of.get(namespace, np.zeros(0, np.int32))
-        nodes = np.flatnonzero(rows_of >= 0)
-        recent = self._recent[rows_of[nodes]]
-        times = np.unique(recent[~np.isnan(recent)])[-self.window :]
-        latest: dict[float, set[int]] = {}
-        at_row, at_col = np.nonzero(np.isin(recent, times))
-        for node, at in zip(nodes[at_row].tolist(), recent[at_row, at_col].tolist(), strict=True):
-            latest.setdefault(at, set()).add(node)
-        self._latest[namespace] = latest
 
     # -- reads -------------------------------------------------------------------------
 
@@ -375,13 +368,13 @@ class UseTable:
         )
 
     def recent_nodes(self, factors: FloatArray, until: float = math.inf) -> IntArray:
-        """Distinct nodes used at the latest ``window`` use times of each namespace with a
-        positive factor (at or before ``until``), latest first."""
+        """Distinct nodes of the latest ``window`` events of each namespace with a positive
+        factor (at or before ``until``), latest first."""
         events = [
-            (at, sorted(nodes))
+            (at, nodes)
             for ns, latest in self._latest.items()
             if ns < factors.size and factors[ns] > 0
-            for at, nodes in latest.items()
+            for at, nodes in reversed(latest)
             if at <= until
         ]
         events.sort(key=lambda event: -event[0])

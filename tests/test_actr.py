@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sqlite3
 
@@ -188,7 +189,10 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
         store.reinforce(["jwt", "keys"], namespace="shared", at=0)
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
     db = sqlite3.connect(path)  # back to what version 1 of the schema wrote
-    db.executescript("DROP TABLE node_uses; DROP TABLE namespace_events; PRAGMA user_version = 1;")
+    db.executescript(
+        "DROP TABLE node_uses; DROP TABLE namespace_events; DROP TABLE recent_uses; "
+        "PRAGMA user_version = 1;"
+    )
     db.close()
     with SynapseStore(path, config=SynapseConfig.actr()) as store:
         energy = store.plan([("jwt", 0.9), ("login", 0.5)], at=4 * DAY, active_namespace="shared")
@@ -220,4 +224,110 @@ def test_a_hit_defends_with_half_its_association() -> None:
     # n_a = n_b = 2: ln(2 × 3 / 4) = 0.40547 over the weight of the other sources (a: 1);
     # defending, half of it: A = 0.53480 + 0.5 × 0.40547 = 0.73753
     assert energy["b"] == pytest.approx(0.73753, abs=1e-5)
+    store.close()
+
+
+NAMESPACES = ["personal", "shared", "branch:x"]
+actr_nodes = st.sampled_from([f"n{i}" for i in range(8)])
+actr_steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("reinforce"),
+            st.lists(actr_nodes, min_size=2, max_size=4),
+            st.sampled_from(NAMESPACES),
+            st.sampled_from([0.0, 0.0, 0.2, 3.0, 40.0]),  # days: often the same instant
+        ),
+        st.tuples(
+            st.just("use"),
+            st.lists(actr_nodes, min_size=1, max_size=2),
+            st.sampled_from(NAMESPACES),
+            st.sampled_from([0.0, 0.5, 9.0]),
+        ),
+        st.tuples(st.just("decay"), st.floats(0.0, 400.0)),
+        st.tuples(st.just("fold")),
+        st.tuples(
+            st.just("query"),
+            st.lists(actr_nodes, min_size=2, max_size=5, unique=True),
+            st.sampled_from(NAMESPACES),
+        ),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(actr_steps)
+def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) -> None:
+    # the in-memory state (use arrays, recent events, cached co-use rows kept across
+    # writes) must equal what a store opened on the same file computes from scratch
+    import tempfile
+
+    config = dataclasses.replace(
+        SynapseConfig.actr(), weight_tolerance_s=0.0, recent_events=4, use_history=3
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/s.db"
+        store = SynapseStore(path, config=config)
+        now = 0.0
+        for step in steps:
+            if step[0] in ("reinforce", "use"):
+                _, ids, namespace, gap = step
+                now += gap * DAY
+                if step[0] == "reinforce":
+                    store.reinforce(ids, namespace=namespace, at=now)
+                else:
+                    store.use(ids, namespace=namespace, at=now)
+            elif step[0] == "decay":
+                store.decay(at=now + step[1] * DAY)
+            elif step[0] == "fold":
+                store._graph.rebuild()
+            else:
+                _, ids, active = step
+                hits = [(node, 1.0 - i / 10) for i, node in enumerate(ids)]
+                live = store.plan(hits, at=now, active_namespace=active)
+                with SynapseStore(path, config=config) as fresh:
+                    want = fresh.plan(hits, at=now, active_namespace=active)
+                assert dict(live.activation.energy) == pytest.approx(dict(want.activation.energy))
+                assert list(live.order) == list(want.order)
+                assert live.inject() == want.inject()
+        store.close()
+
+
+def test_uses_written_by_another_process_are_seen_here(tmp_path: object) -> None:
+    path = f"{tmp_path}/s.db"
+    config = dataclasses.replace(SynapseConfig.actr(), refresh_interval_s=0.0)
+    reader = SynapseStore(path, config=config)
+    hits = [("jwt", 0.9), ("login", 0.5)]
+    assert [h.id for h in reader.recall(hits, at=DAY)] == ["jwt", "login"]
+    with SynapseStore(path, config=config) as writer:
+        writer.use(["readme"], at=0)
+    # readme: B = ln 1^-0.5 = 0 beats login (never used: -6) + bonus 3
+    assert [h.id for h in reader.recall(hits, at=DAY)] == ["jwt", "readme"]
+    reader.close()
+
+
+def test_a_failed_event_records_no_use() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+    store.reinforce(["a", "b"], at=DAY)
+    with pytest.raises(ValueError, match="earlier"):
+        store.reinforce(["a", "b", "c"], at=0)  # before the edge's last reinforcement
+    assert store._uses.uses(np.array([1, 2]), np.array([0.0, 1.0])).tolist() == [1.0, 1.0]
+    assert store._storage._db.execute("SELECT count(*) FROM node_uses").fetchone() == (2,)
+    store.close()
+
+
+def test_cached_co_use_rows_follow_writes() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+    for i in range(8):  # N grows: a pair used once together now has a lift above 1
+        store.reinforce([f"x{i}", f"y{i}"], at=0)
+    hits = [("a", 1.0), ("q", 0.5)]
+    store.reinforce(["a", "b"], at=0)
+    assert store.plan(hits, at=0).activation.energy["b"] > 0  # a's co-use row is cached now
+    store.reinforce(["a", "c"], at=0)  # same instant: only the write can refresh the row
+    energy = store.plan(hits, at=0).activation.energy
+    # c: N = 10 events, n_a = 2, n_c = 1, once with a: S = ln(1 × 10 / 2) = ln 5 = 1.60944;
+    # a is its only source (q was never used), weights 1 and 0.5: 1.60944 / 1.5 = 1.07296;
+    # B = ln(86400^0.5) = 5.68337 (one use a second ago)
+    assert energy["c"] == pytest.approx(5.68337 + 1.07296, abs=1e-5)
     store.close()

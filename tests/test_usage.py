@@ -54,6 +54,7 @@ def test_namespaces_merge_by_their_factors() -> None:
     a, b = 1, 2
     table.apply(table.recorded([a], SHARED_NS, 0.0))
     table.apply(table.recorded([a, a, b], PERSONAL_NS, 3 * DAY))  # duplicates count once
+    table.remember([(SHARED_NS, 0.0, [a]), (PERSONAL_NS, 3 * DAY, [a, b])])
     table.add_events(PERSONAL_NS, 1)
     both = np.array([0.0, 1.0, 0.5])  # by namespace id: personal 1, shared 0.5
     # at day 4: personal 1 × 1^-0.5 + shared 0.5 × 4^-0.5 = 1.25
@@ -79,34 +80,16 @@ def test_the_recent_window_forgets_old_events() -> None:
     table = UseTable(window=2)
     for i, node in enumerate([10, 11, 12]):
         table.apply(table.recorded([node], 1, i * DAY))
+        table.remember([(1, i * DAY, [node])])
     assert table.recent_nodes(ONE).tolist() == [12, 11]
     assert table.events(ONE) == 0.0  # single-node uses are no co-activations
 
 
-def test_a_table_loaded_in_bulk_remembers_the_same_window() -> None:
-    one_by_one, rows = UseTable(window=3), []
-    for i in range(300):
-        event = table_rows = one_by_one.recorded([i % 7, 100 + i % 11], 1, i * 60.0)
-        one_by_one.apply(event)
-        rows = [
-            r
-            for r in rows
-            if (r.namespace, r.node) not in {(e.namespace, e.node) for e in table_rows}
-        ]
-        rows += table_rows
-    bulk = UseTable(window=3)
-    bulk.apply(rows)  # as a store loads its file
-    assert bulk.recent_nodes(ONE).tolist() == one_by_one.recent_nodes(ONE).tolist()
-    nodes = np.arange(120)
-    assert np.array_equal(
-        bulk.base_levels(nodes, 1e5, ONE), one_by_one.base_levels(nodes, 1e5, ONE)
-    )
-
-
 def test_uses_approximated_from_edges() -> None:
     edges = [(1, 2, 1, 3, 0.0, 5 * DAY), (1, 3, 1, 1, 2 * DAY, 2 * DAY)]
-    rows, events = uses_from_edges(edges)
+    rows, events, latest = uses_from_edges(edges, window=1)
     # node 1: the larger count (3), first use at the older creation, latest uses days 2 and 5
     assert rows[0] == UseRow(1, 1, 3, 3, 0.0, (2 * DAY, 5 * DAY))
     assert [(r.node, r.uses) for r in rows] == [(1, 3), (2, 3), (3, 1)]
     assert events == {1: 2}  # two distinct last reinforcements
+    assert latest == [(1, 5 * DAY, (1, 2))]  # the latest one, with its edge's nodes
