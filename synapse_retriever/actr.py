@@ -263,7 +263,8 @@ class ActrPlan(RecallPlan):
 
 class NodeValues(Mapping[str, float]):
     """A value per node name over arrays of node ids and values, looked up on access;
-    ``extra`` holds names without an id.
+    ``extra`` holds values by name, looked up first (names without an id, or the few
+    looked up most).
 
     Examples
     --------
@@ -289,18 +290,22 @@ class NodeValues(Mapping[str, float]):
     def __getitem__(self, name: str) -> float:
         if name in self._extra:
             return self._extra[name]
-        node = self._index.get(name, -1)
-        at = int(np.searchsorted(self._nodes, node))
-        if node < 0 or at == self._nodes.size or self._nodes[at] != node:
+        at = self._position(name)
+        if at < 0:
             raise KeyError(name)
         return float(self._values[at])
 
     def __iter__(self) -> Iterator[str]:
         yield from (self._names[node] for node in self._nodes.tolist())
-        yield from self._extra
+        yield from (name for name in self._extra if self._position(name) < 0)
 
     def __len__(self) -> int:
-        return int(self._nodes.size) + len(self._extra)
+        return int(self._nodes.size) + sum(self._position(name) < 0 for name in self._extra)
+
+    def _position(self, name: str) -> int:
+        node = self._index.get(name, -1)
+        at = int(np.searchsorted(self._nodes, node))
+        return at if node >= 0 and at < self._nodes.size and self._nodes[at] == node else -1
 
 
 class NodeNames(Sequence[str]):

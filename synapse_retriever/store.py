@@ -617,10 +617,16 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         share = np.where(present, config.defend_association, 1.0)
         activation = np.where(base == -np.inf, config.unused_base, base)
         activation = activation + share * config.association * lift
-        unknown = {
-            name: config.unused_base for name, x in zip(names, hits.tolist(), strict=True) if x < 0
-        }
-        energy = NodeValues(nodes, activation, graph.names, graph.index, unknown)
+        # the hits are looked up most: by name up front (never-seen ones: unused_base)
+        by_name = {name: config.unused_base for name in names}
+        by_name.update(
+            zip(
+                [graph.names[x] for x in known.tolist()],
+                activation[np.searchsorted(nodes, known)].tolist(),
+                strict=True,
+            )
+        )
+        energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
         movable = [energy.get(node, config.unused_base) for node, _ in rows[config.seeds :]]
         floor = min(movable, default=math.inf) + config.keep_bonus
         strong = np.flatnonzero((activation > floor) & ~present)
@@ -779,19 +785,18 @@ def _strongest_sources(
     nodes: IntArray,
     node_names: list[str],
 ) -> dict[str, tuple[str, ...]]:
-    """For each node id, ``(hit, node)`` by name with the hit it co-occurred with most."""
-    best, source = np.zeros(nodes.size), np.full(nodes.size, -1)
-    for j, (others, counts) in enumerate(sources):
-        if others.size == 0:
-            continue
-        at = np.minimum(np.searchsorted(others, nodes), others.size - 1)
-        count = np.where(others[at] == nodes, counts[at], 0.0)
-        better = count > best
-        best[better], source[better] = count[better], j
+    """For each node id, ``(hit, node)`` by name with the hit it co-occurred with most
+    (ties: the earlier hit)."""
+    source = np.repeat(np.arange(len(sources)), [others.size for others, _ in sources])
+    others = np.concatenate([np.zeros(0, np.int64), *(o for o, _ in sources)])
+    counts = np.concatenate([np.zeros(0), *(c for _, c in sources)])
+    wanted = np.isin(others, nodes) & (counts > 0)
+    others, counts, source = others[wanted], counts[wanted], source[wanted]
+    best = np.lexsort((source, -counts, others))  # per node: most co-uses, then first hit
+    first = np.flatnonzero(np.r_[True, np.diff(others[best]) != 0]) if best.size else best
     return {
         node_names[node]: (names[j], node_names[node])
-        for node, j in zip(nodes.tolist(), source.tolist(), strict=True)
-        if j >= 0
+        for node, j in zip(others[best[first]].tolist(), source[best[first]].tolist(), strict=True)
     }
 
 

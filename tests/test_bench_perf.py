@@ -29,6 +29,7 @@ def test_grown_graph_has_the_requested_edges_and_hubs(tmp_path: Path) -> None:
     assert shape["max_degree"] > 100  # Zipf popularity makes hubs
     with SynapseStore(tmp_path / "g.db") as store:
         assert store.graph(at=NOW).number_of_edges() == 3000
+        assert len(store._uses) == shape["nodes"]  # every node of an edge was used
 
 
 def test_the_naive_spread_agrees_with_the_store(tmp_path: Path) -> None:
@@ -64,6 +65,7 @@ def test_bench_perf_command_writes_json_and_a_plot(
     assert [r["edges"] for r in results] == [1500, 3000]
     for r in results:
         assert r["recall_p50_us"] > 0 and r["recall_p99_us"] >= r["recall_p50_us"]
+        assert r["published_recall_p50_us"] > 0
         assert r["reinforce_upserts_per_s"] > 0 and r["naive_queries"] >= 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "recall p50" in capsys.readouterr().out

@@ -5,12 +5,14 @@ law (real usage has hubs). For each size the run measures, on a real SQLite file
 
 - reinforcement throughput: 10-node events through ``SynapseStore.reinforce``, one
   transaction each, in edge upserts per second;
-- recall overhead on top of the vector hits: ``SynapseStore.recall`` on 10 hits
-  (spreading activation + injection), p50 and p99 in microseconds;
+- recall overhead on top of the vector hits: ``SynapseStore.recall`` on 10 hits, p50
+  and p99 in microseconds, under the default rule (ACT-R activation + swaps) and under
+  the published one (spreading activation + injection);
 - a full decay sweep, open-and-load time, and memory per edge (the in-memory arrays,
   and the process's resident-set growth on open);
 - the same spread done naively, one SQL query per frontier node on each hop (how the
-  published reference implementation works), and the ratio to ours.
+  published reference implementation works), and the ratio to the published rule's
+  recall.
 
 Everything is written to JSON; ``plot`` draws latency against graph size.
 """
@@ -35,6 +37,7 @@ from synapse_retriever.config import SynapseConfig
 from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.storage import EdgeRow, SQLiteStorage
 from synapse_retriever.store import SynapseStore
+from synapse_retriever.usage import uses_from_edges
 
 __all__ = ["PerfResult", "grow_graph", "naive_spread", "plot_latency", "run_perf", "zipf_events"]
 
@@ -79,7 +82,8 @@ def grow_graph(
 
     Each distinct pair's state is what its co-activations would leave: count n,
     weight min(1, 0.3 n), the half-life learned for n, last reinforced within the
-    past 60 days. Returns the graph's shape (nodes, edges, largest degree).
+    past 60 days; node uses are what those edges imply (``uses_from_edges``). Returns
+    the graph's shape (nodes, edges, largest degree).
     """
     config = config or SynapseConfig()
     n_nodes = max(1000, edges // 5)
@@ -118,6 +122,18 @@ def grow_graph(
                     )
                 ]
             )
+            uses, events, latest = uses_from_edges(
+                (
+                    (x, y, ns, n, t, t)
+                    for (x, y), n, t in zip(order, counts.tolist(), last.tolist(), strict=True)
+                ),
+                history=config.use_history,
+                window=config.recent_events,
+            )
+            tx.write_uses(uses)
+            tx.add_events(ns, events.get(ns, 0))
+            for _, at, nodes in latest:
+                tx.log_recent(ns, at, nodes, keep=config.recent_events)
     finally:
         storage.close()
     degree = np.bincount(np.concatenate([a, b]), minlength=n_nodes)
@@ -201,6 +217,8 @@ class PerfResult:
     idle_pruned: int
     uniform_recall_p50_us: float
     uniform_recall_p99_us: float
+    published_recall_p50_us: float
+    published_uniform_recall_p50_us: float
     open_load_s: float
     array_bytes_per_edge: float
     rss_bytes_per_edge: float
@@ -289,6 +307,12 @@ def run_size(
     finally:
         store.close()
 
+    progress(f"{edges:,} edges: recall under the published rule")
+    with SynapseStore(path, config=SynapseConfig.published()) as published:
+        published.recall(hits[0], at=NOW)
+        published_p50 = statistics.median(_timed_recalls(published, hits))
+        published_uniform_p50 = statistics.median(_timed_recalls(published, uniform))
+
     progress(f"{edges:,} edges: naive spread")  # last: its index build rewrites the file
     db = sqlite3.connect(path)
     db.execute("CREATE INDEX IF NOT EXISTS bench_edges_by_b ON edges (b)")
@@ -316,12 +340,14 @@ def run_size(
         idle_pruned=idle.pruned,
         uniform_recall_p50_us=round(statistics.median(uniform_latencies), 1),
         uniform_recall_p99_us=round(_percentile(uniform_latencies, 0.99), 1),
+        published_recall_p50_us=round(published_p50, 1),
+        published_uniform_recall_p50_us=round(published_uniform_p50, 1),
         open_load_s=round(open_load, 3),
         array_bytes_per_edge=round(array_bytes, 1),
         rss_bytes_per_edge=round(rss / max(1, shape["edges"]), 1),
         naive_spread_p50_us=round(naive_p50, 1),
         naive_queries=len(naive),
-        naive_ratio=round(naive_p50 / p50, 1),
+        naive_ratio=round(naive_p50 / published_p50, 1),
     )
 
 
@@ -349,6 +375,9 @@ def plot_latency(results: Sequence[dict[str, Any]], path: Path) -> None:
     axes.plot(edges, [r["recall_p99_us"] for r in results], "o--", label="recall p99")
     axes.plot(
         edges, [r["uniform_recall_p50_us"] for r in results], "^-", label="recall p50, uniform hits"
+    )
+    axes.plot(
+        edges, [r["published_recall_p50_us"] for r in results], "d-.", label="published rule p50"
     )
     axes.plot(
         edges, [r["naive_spread_p50_us"] for r in results], "s:", label="naive spread p50 (SQL)"
