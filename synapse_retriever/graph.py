@@ -99,8 +99,8 @@ _COLUMNS: dict[str, tuple[type, float]] = {
     "created": (np.float64, 0.0),
     "last": (np.float64, 0.0),
     "multi": (np.bool_, False),  # the same pair is stored in another namespace too
-    "pos_a": (np.int64, -1),  # where the edge's two adjacency entries sit (-1: in the log)
-    "pos_b": (np.int64, -1),
+    "pos_a": (np.int32, -1),  # where the edge's two adjacency entries sit (-1: in the log)
+    "pos_b": (np.int32, -1),
 }
 
 
@@ -213,7 +213,7 @@ class MemoryGraph:
 
     # -- writes ------------------------------------------------------------------------
 
-    def apply(self, rows: Sequence[Sequence[float]]) -> None:
+    def apply(self, rows: Sequence[Sequence[float]] | FloatArray) -> None:
         """Insert or overwrite edges from storage rows (``EdgeRow`` order)."""
         if not len(rows):
             return

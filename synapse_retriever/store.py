@@ -16,6 +16,9 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import math
 import os
 import threading
@@ -118,6 +121,7 @@ class SynapseStore:
         self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
         self._version = 0
         self._apply(self._storage.load())
+        _return_freed_memory()
         self._polled = time.monotonic()
         self._closed = False
 
@@ -798,6 +802,14 @@ def _strongest_sources(
         node_names[node]: (names[j], node_names[node])
         for node, j in zip(others[best[first]].tolist(), source[best[first]].tolist(), strict=True)
     }
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap memory a load freed back to the OS (glibc keeps it otherwise:
+    measured 27 bytes per edge of resident memory at 1M edges); a no-op elsewhere."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:
