@@ -40,7 +40,15 @@ from synapse_retriever.injection import Hit, RecallPlan, Resolvable, injection_s
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["ActrPlan", "NodeNames", "NodeValues", "lift_strengths", "source_weights", "swap"]
+__all__ = [
+    "ActrPlan",
+    "NodeNames",
+    "NodeValues",
+    "StrongestSources",
+    "lift_strengths",
+    "source_weights",
+    "swap",
+]
 
 
 def lift_strengths(
@@ -211,7 +219,7 @@ def swap(
             victim_score,
             "injected",
             float(activation.get(node, unused_base)),
-            (paths or {}).get(node, ()),
+            paths.get(node, ()) if paths is not None else (),
             victim_id,
         )
     return out
@@ -335,3 +343,42 @@ class NodeNames(Sequence[str]):
 
     def __len__(self) -> int:
         return int(self._nodes.size)
+
+
+class StrongestSources(Mapping[str, tuple[str, ...]]):
+    """``(hit, node)`` for each candidate, with the hit it co-occurred with most (ties:
+    the earlier hit), found on access (a recall reads the few it injects).
+
+    Examples
+    --------
+    >>> sources = [(np.array([3]), np.array([1.0])), (np.array([3, 4]), np.array([2.0, 1.0]))]
+    >>> paths = StrongestSources(["j", "k"], sources, {"x": 3, "y": 4}, ["x", "y"])
+    >>> paths["x"], dict(paths)
+    (('k', 'x'), {'x': ('k', 'x'), 'y': ('k', 'y')})
+    """
+
+    def __init__(
+        self,
+        hits: Sequence[str],
+        sources: Sequence[tuple[IntArray, FloatArray]],
+        index: Mapping[str, int],
+        candidates: Sequence[str],
+    ) -> None:
+        self._hits, self._sources, self._index = hits, sources, index
+        self._candidates = candidates
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        node, best, source = self._index.get(name, -1), 0.0, ""
+        for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
+            at = int(np.searchsorted(others, node))
+            if at < others.size and others[at] == node and counts[at] > best:
+                best, source = float(counts[at]), hit
+        if not best > 0:
+            raise KeyError(name)
+        return (source, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._candidates if name in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -31,13 +31,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synapse_retriever.activation import Activation, NamedPaths
-from synapse_retriever.actr import ActrPlan, NodeNames, NodeValues, lift_strengths, source_weights
+from synapse_retriever.actr import (
+    ActrPlan,
+    NodeNames,
+    NodeValues,
+    StrongestSources,
+    lift_strengths,
+    source_weights,
+)
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
-from synapse_retriever.graph import Edge, FloatArray, IntArray, MemoryGraph
+from synapse_retriever.graph import Edge, MemoryGraph
 from synapse_retriever.injection import ENERGY_TOLERANCE, Hit, RecallPlan, Resolvable
 from synapse_retriever.storage import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
 from synapse_retriever.usage import UseTable
@@ -617,7 +624,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         first_score = {node: score for node, score in reversed(rows)}  # a repeated id: its first
         weights = np.array(source_weights([first_score[name] for name in names]))
         lift = lift_strengths(hits, sources, nodes, uses, events, weights)
-        present = np.isin(nodes, known)
+        present = np.zeros(nodes.size, bool)
+        present[np.searchsorted(nodes, known)] = True
         share = np.where(present, config.defend_association, 1.0)
         activation = np.where(base == -np.inf, config.unused_base, base)
         activation = activation + share * config.association * lift
@@ -640,8 +648,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             values = activation[strong].tolist()
             ranked = sorted(zip(values, order, strict=True), key=lambda item: (-item[0], item[1]))
             order = [name for _, name in ranked]
-        shown = nodes[strong[: 4 * config.max_inject]]
-        paths = _strongest_sources(names, sources, shown, graph.names)
+        paths = StrongestSources(names, sources, graph.index, NodeNames(nodes[strong], graph.names))
         return ActrPlan(
             rows,
             Activation(energy, paths),  # type: ignore[arg-type]
@@ -781,27 +788,6 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         changes = self._storage.poll(self._version, graph.max_node, graph.max_namespace)
         if changes is not None:
             self._apply(changes)
-
-
-def _strongest_sources(
-    names: list[str],
-    sources: list[tuple[IntArray, FloatArray]],
-    nodes: IntArray,
-    node_names: list[str],
-) -> dict[str, tuple[str, ...]]:
-    """For each node id, ``(hit, node)`` by name with the hit it co-occurred with most
-    (ties: the earlier hit)."""
-    source = np.repeat(np.arange(len(sources)), [others.size for others, _ in sources])
-    others = np.concatenate([np.zeros(0, np.int64), *(o for o, _ in sources)])
-    counts = np.concatenate([np.zeros(0), *(c for _, c in sources)])
-    wanted = np.isin(others, nodes) & (counts > 0)
-    others, counts, source = others[wanted], counts[wanted], source[wanted]
-    best = np.lexsort((source, -counts, others))  # per node: most co-uses, then first hit
-    first = np.flatnonzero(np.r_[True, np.diff(others[best]) != 0]) if best.size else best
-    return {
-        node_names[node]: (names[j], node_names[node])
-        for node, j in zip(others[best[first]].tolist(), source[best[first]].tolist(), strict=True)
-    }
 
 
 def _return_freed_memory() -> None:
