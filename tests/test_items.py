@@ -1,4 +1,9 @@
-"""Recall over objects: what both adapters share (scores, batched resolution, annotations, ids)."""
+"""Recall over objects: what both adapters share (scores, batched resolution, annotations, ids).
+
+The worked numbers are the published rule's (boosts, energies, candidates above the 0.15
+threshold, batches of 2 × max_inject = 4), so those stores pin ``SynapseConfig.published()``;
+tests of the default rule (ACT-R) say so in their names.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
+from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseConfig, SynapseStore
 from synapse_retriever.injection import Hit
 from synapse_retriever.items import (
     annotate,
@@ -19,10 +24,12 @@ from synapse_retriever.items import (
     usage_ids,
 )
 
+PUBLISHED = SynapseConfig.published()
+
 
 @pytest.fixture
 def store() -> SynapseStore:
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=PUBLISHED)
     store.reinforce(["jwt", "keys"], strength=2.0, at=0)  # 0.6: E(keys) = 0.36
     store.reinforce(["jwt", "faq"], strength=1.0, at=0)  # 0.3: E(faq) = 0.18, present → boost
     return store
@@ -31,7 +38,7 @@ def store() -> SynapseStore:
 @pytest.fixture
 def wide() -> SynapseStore:
     """jwt used once with each of k0 … k9: ten candidates of energy 0.3 × 0.6 = 0.18."""
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=PUBLISHED)
     for i in range(10):
         store.reinforce(["jwt", f"k{i}"], at=0)
     return store
@@ -118,7 +125,7 @@ def test_usable_scores_show_the_methods_scores(store: SynapseStore) -> None:
 
 
 def test_unusable_scores_are_kept_and_an_injected_object_shows_its_victims() -> None:
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=PUBLISHED)
     store.reinforce(["jwt", "faq"], strength=2.0, at=0)
     store.reinforce(["a", "faq"], strength=2.0, at=0)  # E(faq) = 0.36 + 0.36 = 0.72
     store.reinforce(["jwt", "keys"], strength=2.0, at=0)  # E(keys) = 0.36
@@ -248,11 +255,12 @@ async def test_a_failing_fetch_propagates_unless_on_error_takes_it(wide: Synapse
     found=st.sets(st.sampled_from([f"k{i}" for i in range(10)])),
     lengths=st.lists(st.integers(1, 6), min_size=10, max_size=10),
     strict=st.booleans(),
+    config=st.sampled_from([PUBLISHED, SynapseConfig.actr()]),
 )
 def test_resolving_in_batches_gives_what_resolving_everything_at_once_gives(
-    found: set[str], lengths: list[int], strict: bool
+    found: set[str], lengths: list[int], strict: bool, config: SynapseConfig
 ) -> None:
-    wide = SynapseStore(":memory:")
+    wide = SynapseStore(":memory:", config=config)
     for i in range(10):
         wide.reinforce(["jwt", f"k{i}"], strength=1.0 + i / 10, at=0)  # k9 the strongest
     texts = ["jwt", "aaa", "bbb", "ccc", "ddd"]

@@ -2,8 +2,9 @@
 
 The embedding is a bag of words hashed into 256 dimensions: offline, deterministic, and
 lexical, so a document that shares no word with the query is one vector search misses.
-Two co-usage events at strength 1 give the edge jwt.py - keys.py a weight of
-0.3 + 0.3 = 0.6, so the seed auth/jwt.py sends it 1.0 × 0.6 × 0.6 = 0.36 >= 0.15.
+Under the published rule (``SynapseConfig.published()``), two co-usage events at strength 1
+give the edge jwt.py - keys.py a weight of 0.3 + 0.3 = 0.6, so the seed auth/jwt.py sends it
+1.0 × 0.6 × 0.6 = 0.36 >= 0.15. The default rule (ACT-R) is worked out where it is used.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from langchain_core.tools import tool
 from langchain_synapse import SynapseCallbackHandler, SynapseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import SynapseConfig, SynapseStore
 
 with warnings.catch_warnings():  # langchain-community warns on import that it is being sunset
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -110,6 +111,17 @@ class TestSynapseRetrieverStandardWarm(TestSynapseRetrieverStandard):
         assert len(docs) == 4
 
 
+class TestSynapseRetrieverStandardPublished(TestSynapseRetrieverStandardWarm):
+    """Warm graph under the published rule: the same suite, and keys.py is injected too."""
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        store = SynapseStore(":memory:", config=SynapseConfig.published())
+        store.reinforce(["auth/jwt.py", "config/keys.py"], strength=2.0)
+        cold = TestSynapseRetrieverStandard.retriever_constructor_params.fget(self)  # type: ignore[attr-defined]
+        return {**cold, "store": store}
+
+
 # -- end to end -----------------------------------------------------------------------------
 
 
@@ -152,8 +164,9 @@ def test_a_co_used_document_vector_search_misses_takes_the_weakest_slot(tmp_path
     assert "config/keys.py" not in [doc.id for doc in top]  # shares no word with the query
     assert top[0].id == "auth/jwt.py"
 
+    published = SynapseConfig.published()  # the energies below are the published rule's
     retriever = SynapseRetriever(
-        base_retriever=upstream, store=tmp_path / "synapses.db", docstore=vectors
+        base_retriever=upstream, store=tmp_path / "synapses.db", docstore=vectors, config=published
     )
     assert retriever.invoke(QUERY) == top  # cold graph: the upstream's output
 
@@ -190,7 +203,10 @@ def test_a_co_used_document_vector_search_misses_takes_the_weakest_slot(tmp_path
     # The graph persists: a new retriever on the same file recalls the same.
     retriever.store.close()
     reopened = SynapseRetriever(
-        base_retriever=upstream, store=str(tmp_path / "synapses.db"), docstore=vectors
+        base_retriever=upstream,
+        store=str(tmp_path / "synapses.db"),
+        docstore=vectors,
+        config=published,
     )
     assert reopened.invoke(QUERY) == result
     assert reopened.batch([QUERY, QUERY]) == [result, result]
