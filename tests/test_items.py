@@ -168,6 +168,29 @@ def test_candidates_are_asked_for_a_batch_at_a_time_until_the_slots_are_filled(
     assert asked == [["k0", "k1", "k2", "k3"], ["k4", "k5", "k6", "k7"]]  # k8, k9 never asked
 
 
+def test_by_default_candidates_come_by_activation_in_batches_of_twice_max_inject() -> None:
+    day = 86400.0
+    store = SynapseStore(":memory:")  # the default: the ACT-R rule, 3 slots, 1 fixed hit
+    for i in range(10):  # jwt used with k0 on day 0, ..., with k9 on day 9
+        store.reinforce(["jwt", f"k{i}"], at=i * day)
+    recall = plan_items(store, FIVE, ids=FIVE, scores=[None] * 5, at=10 * day)
+    # k_i: one use, 10 − i days ago: B = ln (10 − i)^−0.5, from 0 (k9) down to −1.151 (k0);
+    # association none: c = 1, N = 10, n_jwt = 10, n_k = 1, ln(1 × 10 / 10) = 0.
+    # a, b, c, d were never used: −6 + 3 (keep bonus) = −3, below every k_i
+    assert recall.candidates == [f"k{i}" for i in range(9, -1, -1)]
+    assert recall.batch_size == 6  # 2 × max_inject
+    asked: list[list[str]] = []
+
+    def fetch(ids: list[str]) -> dict[str, str]:
+        asked.append(ids)
+        return {node: node.upper() for node in ids if node in {"k2", "k3", "k8"}}
+
+    # victims d, c, b (ties: the later position first); k8, the strongest found, takes the
+    # best of their slots, b's
+    assert [r.item for r in recall.resolve(fetch)] == ["jwt", "a", "K8", "K3", "K2"]
+    assert asked == [["k9", "k8", "k7", "k6", "k5", "k4"], ["k3", "k2", "k1", "k0"]]
+
+
 def test_a_candidate_the_budget_refuses_lets_the_next_batch_in(wide: SynapseStore) -> None:
     texts = ["jwt", "aaaa", "bbbb", "cc", "dd"]
     recall = plan_items(wide, texts, ids=FIVE, scores=[None] * 5, at=0)

@@ -10,6 +10,7 @@ the ACT-R rule.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import pytest
@@ -116,6 +117,29 @@ def test_co_used_node_takes_the_weakest_slot_and_says_why(published: SynapsePost
     assert "synapse" not in injected.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "synapse" not in injected.node.get_content(metadata_mode=MetadataMode.EMBED)
     assert "synapse_origin" in injected.node.get_content(metadata_mode=MetadataMode.ALL)
+
+
+def test_by_default_a_used_node_takes_the_weakest_slot_and_says_why(
+    synapse: SynapsePostprocessor,
+) -> None:
+    synapse.record_usage(["a", "z"])
+    out = synapse.postprocess_nodes(ranked("abcd", [0.9, 0.8, 0.7, 0.4]))
+    # The default rule (ACT-R): z was used once, just now (age clamped to 1 s): B = 0.5 ×
+    # ln 86400 = 5.683; no association from a single event (ln(1 × 1 / (1 × 1)) = 0).
+    # b, c, d were never used: −6 + 3 (keep bonus) = −3; z takes the weakest slot, d's
+    # (ties: the later position), and its score; a, the first hit, never moves.
+    assert ids_of(out) == ["a", "b", "c", "z"]
+    injected = out[3]
+    assert injected.score == 0.4
+    notes = {k: v for k, v in injected.node.metadata.items() if k in ANNOTATION_KEYS}
+    energy = notes.pop("synapse_energy")
+    assert notes == {
+        "synapse_origin": "injected",
+        "synapse_path": "a -> z",
+        "synapse_displaced": "d",
+    }
+    assert 0.5 * math.log(1440) <= energy <= 0.5 * math.log(86400) + 1e-6  # used within a minute
+    assert "synapse" not in injected.node.get_content(metadata_mode=MetadataMode.LLM)
 
 
 def test_annotations_go_on_copies_never_on_the_upstreams_nodes(
@@ -338,8 +362,15 @@ def test_a_boosted_node_loses_annotations_it_came_with(published: SynapsePostpro
         # published: f (energy 0.36) is boosted to 0.5 + 0.3 × 0.36 = 0.608, past e's 0.6;
         # z (energy 0.18) then takes the weakest slot, e's
         (PUBLISHED, "abcdfz"),
+        # default (ACT-R): a, f, b and z were each used once, just now (age clamped to 1 s):
+        # B = ln (1 / 86400)^-0.5 = 5.683; z's association: it met b in one of N = 2 events,
+        # each used once: S = ln(1 × 2 / (1 × 1)) = 0.693, weighted by b's score over a's
+        # (0.9) over all the hits' weights (1 + 0.9 + ... + 0.5 = 4.5): A = 5.683 + 0.139.
+        # c, d and e were never used: −6 + 3 (keep bonus) = −3 < A; e, the later of the
+        # weakest, is displaced; nothing is boosted.
+        (None, "abcdzf"),
     ],
-    ids=["published"],
+    ids=["published", "default"],
 )
 async def test_sync_and_async_give_the_same_nodes(
     docstore: SimpleDocumentStore, config: SynapseConfig | None, expected: str

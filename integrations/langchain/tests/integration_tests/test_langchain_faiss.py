@@ -212,6 +212,66 @@ def test_a_co_used_document_vector_search_misses_takes_the_weakest_slot(tmp_path
     assert reopened.batch([QUERY, QUERY]) == [result, result]
 
 
+def test_by_default_recent_use_decides_and_association_adds_on_faiss(tmp_path: Path) -> None:
+    vectors = vector_store()
+    upstream = vectors.as_retriever(search_kwargs={"k": 4})
+    top = upstream.invoke(QUERY)
+    assert [doc.id for doc in top] == [
+        "auth/jwt.py",
+        "auth/login.py",
+        "docs/tokens.md",
+        "auth/session.py",
+    ]
+    retriever = SynapseRetriever(
+        base_retriever=upstream, store=tmp_path / "synapses.db", docstore=vectors
+    )
+    assert retriever.invoke(QUERY) == top  # cold graph: the upstream's output
+    retriever.record_usage(vectors.get_by_ids(["auth/jwt.py", "config/keys.py"]))
+    handler = SynapseCallbackHandler(retriever.store)
+    agent_run("auth/jwt.py", edits=("config/keys.py",)).invoke(
+        "fix the token check", {"callbacks": [handler]}
+    )
+    agent_run("billing/invoice.py", "ui/theme.css").invoke(
+        "restyle invoices", {"callbacks": [handler]}
+    )
+
+    result = retriever.invoke(QUERY)
+    # The default rule (ACT-R), every use just now (ages clamped to 1 s: one use gives
+    # B = 0.5 × ln 86400 = 5.683). keys.py, used twice: B = 5.683 + ln 2 = 6.377, plus its
+    # association with the hits: it met jwt.py in 2 of N = 3 events, each used twice:
+    # S = ln(2 × 3 / (2 × 2)) = 0.405, times jwt.py's weight 1 over the rank weights
+    # 1 + 0.75 + 0.5 + 0.25 = 2.5: 0.162, A = 6.539. invoice.py and theme.css, used once
+    # together in an unrelated run: B = 5.683, no association. login.py, tokens.md and
+    # session.py were never used: −6 + 3 (keep bonus) = −3. Only the first hit is fixed and
+    # up to 3 may be swapped: all three take slots, keys.py the best, then by id.
+    assert [doc.id for doc in result] == [
+        "auth/jwt.py",
+        "config/keys.py",
+        "billing/invoice.py",
+        "ui/theme.css",
+    ]
+    assert result[0] == top[0]
+    keys, invoice, theme = result[1:]
+    assert keys.metadata["synapse_path"] == "auth/jwt.py -> config/keys.py"
+    assert keys.metadata["synapse_displaced"] == "auth/login.py"
+    expected = 0.5 * math.log(86400) + math.log(2) + math.log(1.5) / 2.5  # 6.539
+    slack = 0.5 * math.log(60)  # on a slow machine: every use aged up to a minute
+    assert expected - slack <= keys.metadata["synapse_energy"] <= expected + 1e-6
+    assert invoice.metadata["synapse_path"] == theme.metadata["synapse_path"] == ""
+    assert [invoice.metadata["synapse_displaced"], theme.metadata["synapse_displaced"]] == [
+        "docs/tokens.md",
+        "auth/session.py",
+    ]
+
+    # Reopened, the store rebuilds its use history from the edges (approximately: the
+    # README's "Quality" says what is lost), and recalls the same documents.
+    retriever.store.close()
+    reopened = SynapseRetriever(
+        base_retriever=upstream, store=str(tmp_path / "synapses.db"), docstore=vectors
+    )
+    assert [doc.id for doc in reopened.invoke(QUERY)] == [doc.id for doc in result]
+
+
 @pytest.mark.asyncio
 async def test_async_and_batch_match_sync_on_faiss(tmp_path: Path) -> None:
     vectors = vector_store()

@@ -284,6 +284,69 @@ async def test_candidates_are_fetched_a_few_at_a_time(upstream: ListRetriever) -
     assert docstore.asked == [["async", *batch] for batch in batches]  # the native amget
 
 
+# -- the default rule (ACT-R) ---------------------------------------------------------------
+#
+# record_usage runs on the clock, and invoke follows within a second: every use is "just
+# now", its age clamped to 1 s, so one use has the base level B = ln (1 / 86400)^−0.5 =
+# 0.5 × ln 86400 = 5.6834 (ages in days). A slow machine only ages it: within a minute,
+# B >= 0.5 × ln 1440 = 3.6366. Hits never used have −6 and defend with the keep bonus 3:
+# −3. Without score_key the hits' weights are their rank scores 1, 0.8, 0.6, 0.4, 0.2.
+
+JUST_NOW = 0.5 * math.log(86400)  # 5.6834
+WITHIN_A_MINUTE = 0.5 * math.log(1440)  # 3.6366
+
+
+def test_by_default_recently_used_documents_take_the_weakest_slots_unasked(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["x", "y"])  # nothing ties x and y to the query's documents
+    result = retriever.invoke("q")
+    # x and y: B = 5.6834, no association; both beat the −3 of e and d (ties: the later
+    # position first) and take their slots, x (first by id) the better one
+    assert ids(result) == ["a", "b", "c", "x", "y"]
+    assert result[:3] == upstream.docs[:3]
+    assert [doc.metadata["synapse_displaced"] for doc in result[3:]] == ["d", "e"]
+    for doc in result[3:]:
+        assert doc.metadata["synapse_origin"] == "injected"
+        assert doc.metadata["synapse_path"] == ""  # reached from no hit
+        assert WITHIN_A_MINUTE <= doc.metadata["synapse_energy"] <= JUST_NOW + 1e-6
+
+
+def test_by_default_a_co_used_document_adds_its_association_with_the_hits(
+    upstream: ListRetriever, docstore: InMemoryStore, corpus: dict[str, Document]
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage([corpus["a"], corpus["x"]])
+    retriever.record_usage(["y", "ghost"])  # ghost: not in the docstore
+    result = retriever.invoke("q")
+    # x: B = 5.6834 plus its association with the hits: it met a in 1 of N = 2 events, each
+    # used once: S = ln(1 × 2 / (1 × 1)) = 0.6931, times a's weight 1 over all the hits'
+    # weights 3.0: 0.2310. ghost and y: B alone; ghost cannot be fetched and costs no slot.
+    # Victims e, then d (−3 each); x, the stronger, takes the better slot, d's
+    assert ids(result) == ["a", "b", "c", "x", "y"]
+    injected = result[3]
+    assert injected.metadata["synapse_path"] == "a -> x"
+    assert injected.metadata["synapse_displaced"] == "d"
+    assert result[4].metadata["synapse_displaced"] == "e"
+    association = math.log(2) / 3.0
+    energy = injected.metadata["synapse_energy"]
+    assert WITHIN_A_MINUTE + association <= energy <= JUST_NOW + association + 1e-6
+    assert corpus["x"].metadata == {"name": "x"}  # the docstore's object is untouched
+
+
+def test_by_default_a_cold_store_and_a_store_without_docstore_change_nothing(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    cold = make(upstream, docstore=docstore).invoke("q")
+    assert all(out is doc for out, doc in zip(cold, upstream.docs, strict=True))
+    retriever = make(upstream)  # docstore=None: nothing can be injected, nothing is boosted
+    retriever.record_usage(["a", "x"])
+    retriever.record_usage(["a", "e"])
+    result = retriever.invoke("q")
+    assert all(out is doc for out, doc in zip(result, upstream.docs, strict=True))
+
+
 # -- strict token budget -------------------------------------------------------------------
 
 
