@@ -716,15 +716,15 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--namespace", default="shared", help="namespace the graph learns in")
     quality.add_argument(
         "--preset",
-        default="actr",
         choices=["actr", "published"],
-        help="configuration of the synapse row (actr); synapse-published is always published",
+        help="configuration of the synapse row (default: SynapseConfig(), the ACT-R rule); "
+        "synapse-published is always published",
     )
     quality.add_argument(
         "--set",
         action="append",
         metavar="NAME=VALUE",
-        help="override a SynapseConfig constant, e.g. --set inject_threshold=0.1",
+        help="override a SynapseConfig constant, e.g. --set keep_bonus=2.0",
     )
     quality.add_argument("--store", metavar="STORE", help="keep the frozen graph in this new file")
     quality.add_argument("--name", help="repository label in the tables")

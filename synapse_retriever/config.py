@@ -2,13 +2,15 @@
 
 The learning and forgetting constants are the published values (Budget-Neutral
 Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
-is used. ``SynapseConfig.actr()`` selects the ACT-R recall rule, which beat the published
-rule on real histories (README, "Quality"); ``SynapseConfig.published()`` names the
-published method (today also the default).
+is used. The recall rule is ACT-R's (``SynapseConfig()``, the same as
+``SynapseConfig.actr()``), which beat the published rule on real histories (README,
+"Quality"); ``SynapseConfig.published()`` is the method exactly as published.
 
 Examples
 --------
 >>> config = SynapseConfig()
+>>> config.rule, config == SynapseConfig.actr()
+('actr', True)
 >>> config.default_half_life("branch:feature/login")
 30.0
 >>> config.merge_factors("personal")["shared"]
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 RULES = ("published", "actr")
-"""Recall rules: ``published`` (the default) and ``actr``."""
+"""Recall rules: ``actr`` (the default) and ``published``."""
 
 PRESETS = ("actr", "published")
 """Named configurations (:meth:`SynapseConfig.preset`)."""
@@ -109,16 +111,17 @@ class SynapseConfig:
         ``ephemeral``, with a stored weight >= ``ltp_floor``, never decay below ``ltp_floor``.
     prune_threshold : float
         Effective weights below it are pruned: absent from every read.
-    rule : {"published", "actr"}
-        The recall rule. ``published`` (default): spreading activation from the seeds
-        with boost and threshold, as the method was published. ``actr`` (the preset
-        :meth:`actr`, which beat it on real histories): every hit's and candidate's ACT-R
-        activation, base level (recency and frequency of use) plus log-lift association
-        with the query's hits; an absent node displaces the weakest hit if it beats that
-        hit's activation plus ``keep_bonus`` (:mod:`synapse_retriever.actr`).
+    rule : {"actr", "published"}
+        The recall rule. ``actr`` (default, and the preset :meth:`actr`; it beat the
+        published rule on real histories): every hit's and candidate's ACT-R activation,
+        base level (recency and frequency of use) plus log-lift association with the
+        query's hits; an absent node displaces the weakest hit if it beats that hit's
+        activation plus ``keep_bonus`` (:mod:`synapse_retriever.actr`). ``published``
+        (the preset :meth:`published`): spreading activation from the seeds with boost and
+        threshold, as the method was published.
     seeds : int
-        How many of the first hits are never displaced; under ``published`` they also
-        seed spreading activation (energy 1.0 each).
+        How many of the first hits are never displaced (1 by default, 3 as published);
+        under ``published`` they also seed spreading activation (energy 1.0 each).
     spread_rate : float
         Energy kept per hop: propagated = energy × weight × spread_rate × hub factor.
     hub_degree : int
@@ -128,7 +131,7 @@ class SynapseConfig:
     inject_threshold : float
         Absent nodes need at least this energy to displace a hit.
     max_inject : int
-        At most this many hits are displaced per query.
+        At most this many hits are displaced per query (3 by default, 2 as published).
     merge_weights : Mapping[str, float]
         Factor of each non-active namespace in the merged graph (the active one is 1.0).
         ``ephemeral`` is read only when active; unknown namespaces weigh 0.
@@ -167,9 +170,11 @@ class SynapseConfig:
 
     Examples
     --------
-    >>> config = SynapseConfig(seeds=1, inject_threshold=0.1)
-    >>> config.seeds, config.spread_rate  # the others keep their published values
-    (1, 0.6)
+    >>> config = SynapseConfig(keep_bonus=2.0)
+    >>> config.rule, config.seeds, config.max_inject  # the others keep their defaults
+    ('actr', 1, 3)
+    >>> SynapseConfig.published(inject_threshold=0.1).spread_rate
+    0.6
     >>> config.default_half_life("shared")
     60.0
     >>> SynapseConfig(spread_rate=1.5)
@@ -190,13 +195,13 @@ class SynapseConfig:
     ltp_min_count: int = 5
     ltp_floor: float = 0.20
     prune_threshold: float = 0.01
-    rule: str = "published"
-    seeds: int = 3
+    rule: str = "actr"
+    seeds: int = 1
     spread_rate: float = 0.6
     hub_degree: int = 50
     boost: float = 0.3
     inject_threshold: float = 0.15
-    max_inject: int = 2
+    max_inject: int = 3
     merge_weights: Mapping[str, float] = field(
         default_factory=lambda: _frozen({"personal": 0.8, "shared": 0.5})
     )
@@ -219,11 +224,17 @@ class SynapseConfig:
         """The method exactly as published: spreading activation from the first 3 hits,
         boost 0.3, threshold 0.15, at most 2 displaced hits.
 
+        It sets every field in which the published method differs from the default
+        (``rule``, ``seeds``, ``max_inject``); the others (decay, learning, spreading
+        constants) are the published values in both.
+
         Examples
         --------
         >>> config = SynapseConfig.published()
         >>> config.rule, config.seeds, config.max_inject
         ('published', 3, 2)
+        >>> config.spread_rate, config.boost, config.inject_threshold
+        (0.6, 0.3, 0.15)
         """
         values: dict[str, object] = {"rule": "published", "seeds": 3, "max_inject": 2}
         values.update(overrides)
@@ -232,13 +243,16 @@ class SynapseConfig:
     @classmethod
     def actr(cls, **overrides: object) -> SynapseConfig:
         """The ACT-R recall rule with the constants chosen by cross-validation across
-        repositories: only the first hit is fixed, at most 3 swaps.
+        repositories: only the first hit is fixed, at most 3 swaps. This is the default,
+        ``SynapseConfig()``; the preset names it explicitly.
 
         Examples
         --------
         >>> config = SynapseConfig.actr()
         >>> config.rule, config.seeds, config.max_inject, config.keep_bonus, config.association
         ('actr', 1, 3, 3.0, 1.0)
+        >>> config == SynapseConfig()
+        True
         """
         values: dict[str, object] = {"rule": "actr", "seeds": 1, "max_inject": 3}
         values.update(overrides)

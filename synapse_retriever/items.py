@@ -269,8 +269,10 @@ class ItemRecall(Generic[T]):
 
         Examples
         --------
-        >>> from synapse_retriever import SynapseStore
-        >>> store = SynapseStore(":memory:")
+        Under the published rule (candidates by energy, batches of 2 × ``max_inject``):
+
+        >>> from synapse_retriever import SynapseConfig, SynapseStore
+        >>> store = SynapseStore(":memory:", config=SynapseConfig.published())
         >>> for node in "vwxyz":  # five candidates, v the strongest
         ...     _ = store.reinforce(["a", node], strength=2.0 if node == "v" else 1.0, at=0)
         >>> recall = plan_items(store, list("abcde"), ids=list("abcde"), scores=[None] * 5, at=0)

@@ -105,9 +105,26 @@ def test_the_store_computes_base_level_plus_association() -> None:
     store.close()
 
 
-def test_published_preset_is_the_default_and_the_actr_preset_differs() -> None:
-    assert SynapseConfig.published() == SynapseConfig()
-    assert SynapseConfig.preset("actr") == SynapseConfig.actr()
+def test_actr_preset_is_the_default_and_the_published_preset_differs() -> None:
+    assert SynapseConfig() == SynapseConfig.actr() == SynapseConfig.preset("actr")
+    default = SynapseConfig()
+    assert (default.rule, default.seeds, default.max_inject) == ("actr", 1, 3)
+    published = SynapseConfig.published()
+    assert published == SynapseConfig.preset("published")
+    assert (published.rule, published.seeds, published.max_inject) == ("published", 3, 2)
+    # the published method's spreading and injection constants
+    assert (published.spread_rate, published.hub_degree) == (0.6, 50)
+    assert (published.boost, published.inject_threshold) == (0.3, 0.15)
+    # the presets differ only in the fields published() sets
+    differing = {
+        name
+        for name in SynapseConfig.__dataclass_fields__
+        if getattr(default, name) != getattr(published, name)
+    }
+    assert differing == {"rule", "seeds", "max_inject"}
+    # overrides win over the preset's values
+    assert SynapseConfig.published(seeds=1).seeds == 1
+    assert SynapseConfig.actr(max_inject=0).max_inject == 0
     with pytest.raises(ValueError, match="preset"):
         SynapseConfig.preset("best")
     with pytest.raises(ValueError, match="rule"):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from git_history import BASE, DAY, commit, init, make_project
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import SynapseConfig, SynapseStore
 from synapse_retriever.bench.methods import (
     ActrPrior,
     CoChange,
@@ -203,7 +203,7 @@ def test_oracle_fills_weak_slots_with_relevant_files_only() -> None:
 
 
 def test_synapse_row_recalls_through_the_store_and_explains_misses() -> None:
-    row = Synapse()
+    row = Synapse(SynapseConfig.published())  # energies, seeds and threshold: the published rule
     for sha in ("1", "2", "3"):
         row.observe(_commit(sha, 0, "s1", "p"))  # w = 0.9: energy 0.54 from seed s1
     row.observe(_commit("4", 0, "q", "r"))  # q is in the graph but unreachable from the seeds

@@ -67,6 +67,32 @@ def test_a_long_running_store_sees_another_process_learn(tmp_path: Path) -> None
     reader.close()
 
 
+@pytest.mark.parametrize(
+    "config",
+    [SynapseConfig(refresh_interval_s=0.0), SynapseConfig.published(refresh_interval_s=0.0)],
+    ids=["default", "published"],
+)
+def test_a_long_running_store_recalls_what_another_process_learned(
+    tmp_path: Path, config: SynapseConfig
+) -> None:
+    path = tmp_path / "shared.db"
+    reader = SynapseStore(path, config=config)
+    hits = [("jwt", 0.9), ("login", 0.8), ("views", 0.7), ("docs", 0.6)]
+    assert [h.id for h in reader.recall(hits)] == [node for node, _ in hits]  # cold
+    script = textwrap.dedent(
+        f"""
+        from synapse_retriever import SynapseStore
+        with SynapseStore({str(path)!r}) as s:
+            s.reinforce(["jwt", "keys"], strength=2.0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    # published: keys gets 0.6 × 0.6 = 0.36 >= 0.15 from the seed jwt; by default, its base
+    # level (used just now, 5.68) beats docs, never used (−6 + 3): keys takes docs's slot
+    assert [h.id for h in reader.recall(hits)] == ["jwt", "login", "views", "keys"]
+    reader.close()
+
+
 KILLER = """
 import os, signal, sys
 from synapse_retriever import SynapseStore

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import SynapseConfig, SynapseStore
 from synapse_retriever.activation import Activation
 from synapse_retriever.injection import Hit, RecallPlan, candidates, inject, injection_slots
 
@@ -25,7 +26,7 @@ WALKTHROUGH_HITS = [
 
 
 def walkthrough_store() -> SynapseStore:
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=SynapseConfig.published())  # the published rule
     for _ in range(3):  # 3 × 0.3 = 0.9 in personal
         store.reinforce(["verify_token", "load_keys"], namespace="personal", at=0)
     for i in range(5):  # load_keys has degree 6: five more personal neighbours at 0.3
@@ -73,18 +74,23 @@ def test_the_published_walkthrough() -> None:
     assert injected.energy == pytest.approx(0.54)
 
 
-def test_cold_graph_is_the_identity_to_the_byte() -> None:
-    store = SynapseStore(":memory:")
+BOTH_RULES = pytest.mark.parametrize(
+    "config", [SynapseConfig(), SynapseConfig.published()], ids=["default", "published"]
+)
+
+
+@BOTH_RULES
+def test_cold_graph_is_the_identity_to_the_byte(config: SynapseConfig) -> None:
+    store = SynapseStore(":memory:", config=config)
     out = store.recall(WALKTHROUGH_HITS, at=0)
     assert [(h.id, h.score) for h in out] == WALKTHROUGH_HITS
     assert json.dumps([[h.id, h.score] for h in out]) == json.dumps(WALKTHROUGH_HITS)
     assert all(h.origin == "vector" for h in out)
 
 
-def test_disabled_injection_is_the_identity() -> None:
-    from synapse_retriever import SynapseConfig
-
-    store = SynapseStore(":memory:", config=SynapseConfig(injection_enabled=False))
+@BOTH_RULES
+def test_disabled_injection_is_the_identity(config: SynapseConfig) -> None:
+    store = SynapseStore(":memory:", config=replace(config, injection_enabled=False))
     store.reinforce(["verify_token", "load_keys"], strength=2, at=0)
     assert [(h.id, h.score) for h in store.recall(WALKTHROUGH_HITS, at=0)] == WALKTHROUGH_HITS
 

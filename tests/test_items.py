@@ -1,4 +1,9 @@
-"""Recall over objects: what both adapters share (scores, batched resolution, annotations, ids)."""
+"""Recall over objects: what both adapters share (scores, batched resolution, annotations, ids).
+
+The worked numbers are the published rule's (boosts, energies, candidates above the 0.15
+threshold, batches of 2 × max_inject = 4), so those stores pin ``SynapseConfig.published()``;
+tests of the default rule (ACT-R) say so in their names.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
+from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseConfig, SynapseStore
 from synapse_retriever.injection import Hit
 from synapse_retriever.items import (
     annotate,
@@ -19,10 +24,12 @@ from synapse_retriever.items import (
     usage_ids,
 )
 
+PUBLISHED = SynapseConfig.published()
+
 
 @pytest.fixture
 def store() -> SynapseStore:
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=PUBLISHED)
     store.reinforce(["jwt", "keys"], strength=2.0, at=0)  # 0.6: E(keys) = 0.36
     store.reinforce(["jwt", "faq"], strength=1.0, at=0)  # 0.3: E(faq) = 0.18, present → boost
     return store
@@ -31,7 +38,7 @@ def store() -> SynapseStore:
 @pytest.fixture
 def wide() -> SynapseStore:
     """jwt used once with each of k0 … k9: ten candidates of energy 0.3 × 0.6 = 0.18."""
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=PUBLISHED)
     for i in range(10):
         store.reinforce(["jwt", f"k{i}"], at=0)
     return store
@@ -118,7 +125,7 @@ def test_usable_scores_show_the_methods_scores(store: SynapseStore) -> None:
 
 
 def test_unusable_scores_are_kept_and_an_injected_object_shows_its_victims() -> None:
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=PUBLISHED)
     store.reinforce(["jwt", "faq"], strength=2.0, at=0)
     store.reinforce(["a", "faq"], strength=2.0, at=0)  # E(faq) = 0.36 + 0.36 = 0.72
     store.reinforce(["jwt", "keys"], strength=2.0, at=0)  # E(keys) = 0.36
@@ -159,6 +166,29 @@ def test_candidates_are_asked_for_a_batch_at_a_time_until_the_slots_are_filled(
     out = recall.resolve(fetch)
     assert [r.item for r in out] == ["jwt", "a", "b", "K5", "K6"]  # k5 takes c's (better) slot
     assert asked == [["k0", "k1", "k2", "k3"], ["k4", "k5", "k6", "k7"]]  # k8, k9 never asked
+
+
+def test_by_default_candidates_come_by_activation_in_batches_of_twice_max_inject() -> None:
+    day = 86400.0
+    store = SynapseStore(":memory:")  # the default: the ACT-R rule, 3 slots, 1 fixed hit
+    for i in range(10):  # jwt used with k0 on day 0, ..., with k9 on day 9
+        store.reinforce(["jwt", f"k{i}"], at=i * day)
+    recall = plan_items(store, FIVE, ids=FIVE, scores=[None] * 5, at=10 * day)
+    # k_i: one use, 10 − i days ago: B = ln (10 − i)^−0.5, from 0 (k9) down to −1.151 (k0);
+    # association none: c = 1, N = 10, n_jwt = 10, n_k = 1, ln(1 × 10 / 10) = 0.
+    # a, b, c, d were never used: −6 + 3 (keep bonus) = −3, below every k_i
+    assert recall.candidates == [f"k{i}" for i in range(9, -1, -1)]
+    assert recall.batch_size == 6  # 2 × max_inject
+    asked: list[list[str]] = []
+
+    def fetch(ids: list[str]) -> dict[str, str]:
+        asked.append(ids)
+        return {node: node.upper() for node in ids if node in {"k2", "k3", "k8"}}
+
+    # victims d, c, b (ties: the later position first); k8, the strongest found, takes the
+    # best of their slots, b's
+    assert [r.item for r in recall.resolve(fetch)] == ["jwt", "a", "K8", "K3", "K2"]
+    assert asked == [["k9", "k8", "k7", "k6", "k5", "k4"], ["k3", "k2", "k1", "k0"]]
 
 
 def test_a_candidate_the_budget_refuses_lets_the_next_batch_in(wide: SynapseStore) -> None:
@@ -248,11 +278,12 @@ async def test_a_failing_fetch_propagates_unless_on_error_takes_it(wide: Synapse
     found=st.sets(st.sampled_from([f"k{i}" for i in range(10)])),
     lengths=st.lists(st.integers(1, 6), min_size=10, max_size=10),
     strict=st.booleans(),
+    config=st.sampled_from([PUBLISHED, SynapseConfig.actr()]),
 )
 def test_resolving_in_batches_gives_what_resolving_everything_at_once_gives(
-    found: set[str], lengths: list[int], strict: bool
+    found: set[str], lengths: list[int], strict: bool, config: SynapseConfig
 ) -> None:
-    wide = SynapseStore(":memory:")
+    wide = SynapseStore(":memory:", config=config)
     for i in range(10):
         wide.reinforce(["jwt", f"k{i}"], strength=1.0 + i / 10, at=0)  # k9 the strongest
     texts = ["jwt", "aaa", "bbb", "ccc", "ddd"]

@@ -357,7 +357,7 @@ class Oracle:
 class RowSettings:
     """What the row factories may use: the method's configuration and where it learns."""
 
-    config: SynapseConfig = field(default_factory=SynapseConfig.actr)
+    config: SynapseConfig = field(default_factory=SynapseConfig)
     namespace: str = "shared"
     store_path: str = ":memory:"
 
@@ -400,11 +400,11 @@ ROWS: dict[str, Callable[[RowContext], Method]] = {
     "oracle-reachable": _oracle_reachable,
 }
 """Rows by name, in table order. ``vector`` is the baseline every delta is taken against;
-``synapse`` is the method with the run's configuration (the ``actr`` preset unless told
-otherwise), ``synapse-published`` the method as published, ``synapse-blind`` the run's
-configuration with its query seeds removed (its query-blind twin: no association with
-the hits, only their and the candidates' base levels); ``oracle-reachable`` is the
-oracle restricted to files the graph links to the seeds."""
+``synapse`` is the method with the run's configuration (the default, the ACT-R rule,
+unless told otherwise), ``synapse-published`` the method as published,
+``synapse-blind`` the run's configuration with its query seeds removed (its query-blind
+twin: no association with the hits, only their and the candidates' base levels);
+``oracle-reachable`` is the oracle restricted to files the graph links to the seeds."""
 
 
 def _blind(config: SynapseConfig) -> SynapseConfig:

@@ -93,7 +93,7 @@ class QualitySettings:
     namespace: str = "shared"
     max_files: int = MAX_FILES
     resamples: int = 2000
-    config: SynapseConfig = field(default_factory=SynapseConfig.actr)
+    config: SynapseConfig = field(default_factory=SynapseConfig)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.split < 1.0:

@@ -60,13 +60,17 @@ class SynapseRetriever(BaseRetriever):
 
     Documents used together (see :meth:`record_usage` and
     :class:`~langchain_synapse.SynapseCallbackHandler`) are linked in a
-    :class:`~synapse_retriever.SynapseStore`. At query time the upstream's documents
-    present in the graph's neighbourhood are boosted, and at most two strongly
-    associated documents it missed (resolved through ``docstore``) take the slots of
-    its weakest hits. The output has exactly ``min(k, len(upstream))`` documents; a
-    cold graph returns the upstream's own Document objects. Boosted and injected
-    documents are annotated copies whose ``metadata`` says why they are there
-    (``synapse_origin``, ``synapse_energy``, ``synapse_path``, ``synapse_displaced``).
+    :class:`~synapse_retriever.SynapseStore`. At query time, by default (the ACT-R
+    rule), up to three documents it missed (resolved through ``docstore``) take the
+    slots of its weakest hits when they beat them by a margin: documents used recently
+    and often, the more so when used with the hits (a document used recently may take a
+    slot even when nothing ties it to the query); the first hit never moves. Under
+    ``SynapseConfig.published()`` the upstream's documents present in the graph's
+    neighbourhood are boosted, and at most two strongly associated documents are
+    injected. The output has exactly ``min(k, len(upstream))`` documents; a cold graph
+    returns the upstream's own Document objects. Boosted and injected documents are
+    annotated copies whose ``metadata`` says why they are there (``synapse_origin``,
+    ``synapse_energy``, ``synapse_path``, ``synapse_displaced``).
 
     Example:
         A runnable stands in for a vector store retriever here; with a real one, pass
@@ -104,7 +108,7 @@ class SynapseRetriever(BaseRetriever):
         description=(
             "How injected ids become Documents: a VectorStore (get_by_ids / aget_by_ids), a "
             "BaseStore[str, Document] (mget / amget) or a callable id -> Document | None. "
-            "None boosts and re-ranks only."
+            "None injects nothing (the published rule still boosts and re-ranks)."
         ),
     )
     id_key: str | None = Field(
@@ -116,8 +120,8 @@ class SynapseRetriever(BaseRetriever):
         default=None,
         description="Metadata key holding a similarity score (higher is better); when every "
         "document has one and they are sorted, they drive recall instead of rank scores "
-        "1 - rank / n, and a boosted document's copy carries its new score. An injected "
-        "document's copy carries the score of the document it displaced.",
+        "1 - rank / n. An injected document's copy carries the score of the document it "
+        "displaced; under the published rule a boosted document's copy carries its new score.",
     )
     k: int | None = Field(
         default=None,

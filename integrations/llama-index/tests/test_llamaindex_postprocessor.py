@@ -1,8 +1,16 @@
-"""SynapsePostprocessor: count-preserving recall over NodeWithScore lists."""
+"""SynapsePostprocessor: count-preserving recall over NodeWithScore lists.
+
+Tests of the published rule's mechanics (energies, boosts, candidates by energy, batches
+of 2 × max_inject = 4) use the ``published`` fixture or ``config=PUBLISHED``,
+``SynapseConfig.published()``: one reinforcement at strength 1 gives weight 0.3, so the
+seed a sends 0.3 × 0.6 = 0.18 >= 0.15 to its neighbour. The others run with the default,
+the ACT-R rule.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import pytest
@@ -29,6 +37,7 @@ from pydantic import ValidationError
 from synapse_retriever import ANNOTATION_KEYS, SynapseConfig, SynapseStore, usable_scores
 
 IDS = "abcdefyz"
+PUBLISHED = SynapseConfig.published()
 
 
 def make_node(node_id: str, text: str | None = None, doc: str | None = None) -> TextNode:
@@ -61,6 +70,12 @@ def synapse(docstore: SimpleDocumentStore) -> SynapsePostprocessor:
     return SynapsePostprocessor(store=SynapseStore(":memory:"), docstore=docstore)
 
 
+@pytest.fixture
+def published(docstore: SimpleDocumentStore) -> SynapsePostprocessor:
+    """The postprocessor under the published rule."""
+    return SynapsePostprocessor(store=":memory:", config=PUBLISHED, docstore=docstore)
+
+
 def test_class_name_and_serialization_leave_out_live_objects(
     synapse: SynapsePostprocessor,
 ) -> None:
@@ -83,9 +98,9 @@ def test_empty_input_stays_empty(synapse: SynapsePostprocessor) -> None:
     assert synapse.postprocess_nodes([]) == []
 
 
-def test_co_used_node_takes_the_weakest_slot_and_says_why(synapse: SynapsePostprocessor) -> None:
-    synapse.record_usage(["a", "z"])  # w 0.3: energy 0.3 × 0.6 = 0.18 >= 0.15
-    out = synapse.postprocess_nodes(ranked("abcd", [0.9, 0.8, 0.7, 0.4]))
+def test_co_used_node_takes_the_weakest_slot_and_says_why(published: SynapsePostprocessor) -> None:
+    published.record_usage(["a", "z"])  # w 0.3: energy 0.3 × 0.6 = 0.18 >= 0.15
+    out = published.postprocess_nodes(ranked("abcd", [0.9, 0.8, 0.7, 0.4]))
     assert ids_of(out) == ["a", "b", "c", "z"]
     injected = out[3]
     assert injected.score == 0.4  # the victim's
@@ -104,16 +119,39 @@ def test_co_used_node_takes_the_weakest_slot_and_says_why(synapse: SynapsePostpr
     assert "synapse_origin" in injected.node.get_content(metadata_mode=MetadataMode.ALL)
 
 
-def test_annotations_go_on_copies_never_on_the_upstreams_nodes(
-    synapse: SynapsePostprocessor, docstore: SimpleDocumentStore
+def test_by_default_a_used_node_takes_the_weakest_slot_and_says_why(
+    synapse: SynapsePostprocessor,
 ) -> None:
-    synapse.record_usage(["a", "f"], strength=2.0)
-    synapse.record_usage(["a", "z"], strength=2.0)
+    synapse.record_usage(["a", "z"])
+    out = synapse.postprocess_nodes(ranked("abcd", [0.9, 0.8, 0.7, 0.4]))
+    # The default rule (ACT-R): z was used once, just now (age clamped to 1 s): B = 0.5 ×
+    # ln 86400 = 5.683; no association from a single event (ln(1 × 1 / (1 × 1)) = 0).
+    # b, c, d were never used: −6 + 3 (keep bonus) = −3; z takes the weakest slot, d's
+    # (ties: the later position), and its score; a, the first hit, never moves.
+    assert ids_of(out) == ["a", "b", "c", "z"]
+    injected = out[3]
+    assert injected.score == 0.4
+    notes = {k: v for k, v in injected.node.metadata.items() if k in ANNOTATION_KEYS}
+    energy = notes.pop("synapse_energy")
+    assert notes == {
+        "synapse_origin": "injected",
+        "synapse_path": "a -> z",
+        "synapse_displaced": "d",
+    }
+    assert 0.5 * math.log(1440) <= energy <= 0.5 * math.log(86400) + 1e-6  # used within a minute
+    assert "synapse" not in injected.node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+def test_annotations_go_on_copies_never_on_the_upstreams_nodes(
+    published: SynapsePostprocessor, docstore: SimpleDocumentStore
+) -> None:
+    published.record_usage(["a", "f"], strength=2.0)
+    published.record_usage(["a", "z"], strength=2.0)
     hits = ranked("abcdef")
     hits[5].node.metadata["team"] = "auth"
     hits[5].node.excluded_llm_metadata_keys.append("team")
     before = snapshot(hits)
-    out = synapse.postprocess_nodes(hits)
+    out = published.postprocess_nodes(hits)
     assert snapshot(hits) == before
     boosted = next(n for n in out if n.node.node_id == "f")
     assert boosted.node.metadata["synapse_origin"] == "boosted"
@@ -125,21 +163,21 @@ def test_annotations_go_on_copies_never_on_the_upstreams_nodes(
     assert plain is hits[0]  # a plain vector hit is passed through as it came
 
 
-def test_usable_scores_give_the_methods_scores(synapse: SynapsePostprocessor) -> None:
-    synapse.record_usage(["a", "f"], strength=2.0)  # w 0.6: energy 0.36, boost 0.108
+def test_usable_scores_give_the_methods_scores(published: SynapsePostprocessor) -> None:
+    published.record_usage(["a", "f"], strength=2.0)  # w 0.6: energy 0.36, boost 0.108
     scores: list[float | None] = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
-    out = synapse.postprocess_nodes(ranked("abcdef", scores))
+    out = published.postprocess_nodes(ranked("abcdef", scores))
     assert ids_of(out) == ["a", "b", "c", "d", "f", "e"]
     assert out[4].score == pytest.approx(0.4 + 0.3 * 0.36)  # 0.508 > e's 0.5
 
 
 def test_missing_scores_stay_none_and_only_the_order_changes(
-    synapse: SynapsePostprocessor,
+    published: SynapsePostprocessor,
 ) -> None:
-    synapse.record_usage(["a", "f"], strength=2.0)
-    synapse.record_usage(["b", "f"], strength=2.0)  # energy 0.72 from two seeds
-    synapse.record_usage(["a", "z"], strength=2.0)
-    out = synapse.postprocess_nodes(ranked("abcdef", [None] * 6))
+    published.record_usage(["a", "f"], strength=2.0)
+    published.record_usage(["b", "f"], strength=2.0)  # energy 0.72 from two seeds
+    published.record_usage(["a", "z"], strength=2.0)
+    out = published.postprocess_nodes(ranked("abcdef", [None] * 6))
     # rank scores 1, .83, .67, .5, .33, .17: f rises to .17 + .216 = .38 > e's .33,
     # then z (energy .36) takes the weakest slot, e's.
     assert ids_of(out) == ["a", "b", "c", "d", "f", "z"]
@@ -256,7 +294,8 @@ async def test_an_async_callable_works_on_the_async_path_only(
 
 
 def ten_candidates(synapse: SynapsePostprocessor) -> None:
-    """a used once with each of k0 … k9; k9 the strongest: energy 0.3 × (1 + i / 10) × 0.6."""
+    """a used once with each of k0 … k9; published, k9 is the strongest: energy
+    0.3 × (1 + i / 10) × 0.6."""
     for i in range(10):
         synapse.record_usage(["a", f"k{i}"], strength=1 + i / 10)
 
@@ -275,7 +314,7 @@ async def test_candidates_are_fetched_a_few_at_a_time_sync_and_async() -> None:
     async def afetch(ids: list[str]) -> list[BaseNode]:
         return fetch(ids)
 
-    synapse = SynapsePostprocessor(store=":memory:", docstore=fetch)
+    synapse = SynapsePostprocessor(store=":memory:", config=PUBLISHED, docstore=fetch)
     ten_candidates(synapse)
     assert ids_of(synapse.postprocess_nodes(ranked("abcde"))) == ["a", "b", "c", "k4", "k3"]
     assert asked == BATCHES  # k1 and k0 are never asked for
@@ -294,7 +333,7 @@ def test_a_docstore_that_fails_midway_is_asked_no_more(caplog: pytest.LogCapture
             raise ConnectionError("remote store unreachable")
         return [make_node("k7")]
 
-    synapse = SynapsePostprocessor(store=":memory:", docstore=fetch)
+    synapse = SynapsePostprocessor(store=":memory:", config=PUBLISHED, docstore=fetch)
     ten_candidates(synapse)
     with caplog.at_level(logging.WARNING):
         out = synapse.postprocess_nodes(ranked("abcde"))
@@ -303,11 +342,11 @@ def test_a_docstore_that_fails_midway_is_asked_no_more(caplog: pytest.LogCapture
     assert "could not fetch ['k5', 'k4', 'k3', 'k2']: they displace nothing" in caplog.text
 
 
-def test_a_boosted_node_loses_annotations_it_came_with(synapse: SynapsePostprocessor) -> None:
-    synapse.record_usage(["a", "d"])
+def test_a_boosted_node_loses_annotations_it_came_with(published: SynapsePostprocessor) -> None:
+    published.record_usage(["a", "d"])
     hits = ranked("abcd")
     hits[3].node.metadata.update(synapse_origin="injected", synapse_displaced="old")
-    out = synapse.postprocess_nodes(hits)
+    out = published.postprocess_nodes(hits)
     assert {k: v for k, v in out[3].node.metadata.items() if k in ANNOTATION_KEYS} == {
         "synapse_origin": "boosted",
         "synapse_energy": 0.18,  # 0.3 × 0.6
@@ -317,12 +356,31 @@ def test_a_boosted_node_loses_annotations_it_came_with(synapse: SynapsePostproce
 
 
 @pytest.mark.asyncio
-async def test_sync_and_async_give_the_same_nodes(synapse: SynapsePostprocessor) -> None:
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        # published: f (energy 0.36) is boosted to 0.5 + 0.3 × 0.36 = 0.608, past e's 0.6;
+        # z (energy 0.18) then takes the weakest slot, e's
+        (PUBLISHED, "abcdfz"),
+        # default (ACT-R): a, f, b and z were each used once, just now (age clamped to 1 s):
+        # B = ln (1 / 86400)^-0.5 = 5.683; z's association: it met b in one of N = 2 events,
+        # each used once: S = ln(1 × 2 / (1 × 1)) = 0.693, weighted by b's score over a's
+        # (0.9) over all the hits' weights (1 + 0.9 + ... + 0.5 = 4.5): A = 5.683 + 0.139.
+        # c, d and e were never used: −6 + 3 (keep bonus) = −3 < A; e, the later of the
+        # weakest, is displaced; nothing is boosted.
+        (None, "abcdzf"),
+    ],
+    ids=["published", "default"],
+)
+async def test_sync_and_async_give_the_same_nodes(
+    docstore: SimpleDocumentStore, config: SynapseConfig | None, expected: str
+) -> None:
+    synapse = SynapsePostprocessor(store=":memory:", config=config, docstore=docstore)
     synapse.record_usage(["a", "f"], strength=2.0)
     synapse.record_usage(["b", "z"])
     sync = synapse.postprocess_nodes(ranked("abcdef"))
     asynchronous = await synapse.apostprocess_nodes(ranked("abcdef"))
-    assert ids_of(sync) == ids_of(asynchronous) == ["a", "b", "c", "d", "f", "z"]
+    assert ids_of(sync) == ids_of(asynchronous) == list(expected)
     assert [n.score for n in sync] == pytest.approx([n.score for n in asynchronous])  # decay
 
 
@@ -441,11 +499,15 @@ SCORES = st.one_of(
 @given(
     events=EDGES,
     hits=st.lists(st.tuples(st.sampled_from(IDS), SCORES), min_size=1, max_size=7),
+    config=st.sampled_from([SynapseConfig(), PUBLISHED]),
 )
 def test_never_more_nodes_out_than_in_and_upstream_untouched(
-    docstore: SimpleDocumentStore, events: list[list[str]], hits: list[tuple[str, float | None]]
+    docstore: SimpleDocumentStore,
+    events: list[list[str]],
+    hits: list[tuple[str, float | None]],
+    config: SynapseConfig,
 ) -> None:
-    synapse = SynapsePostprocessor(store=":memory:", docstore=docstore)
+    synapse = SynapsePostprocessor(store=":memory:", config=config, docstore=docstore)
     for event in events:
         synapse.record_usage(event, strength=2.0)
     nodes = [NodeWithScore(node=make_node(i), score=s) for i, s in hits]
@@ -456,7 +518,7 @@ def test_never_more_nodes_out_than_in_and_upstream_untouched(
     scored = usable_scores([s for _, s in hits])
     kept = [n for n in out if n.node.metadata.get("synapse_origin") != "injected"]
     injected = [n for n in out if n.node.metadata.get("synapse_origin") == "injected"]
-    assert len(injected) <= 2
+    assert len(injected) <= config.max_inject  # 3 by default, 2 published
     assert {n.node.node_id for n in injected}.isdisjoint(i for i, _ in hits)
     if not scored:  # scores are the upstream's, None included: only the order changes
         key = lambda s: (s is None, s or 0.0)  # noqa: E731

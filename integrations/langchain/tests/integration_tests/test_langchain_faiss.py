@@ -2,8 +2,9 @@
 
 The embedding is a bag of words hashed into 256 dimensions: offline, deterministic, and
 lexical, so a document that shares no word with the query is one vector search misses.
-Two co-usage events at strength 1 give the edge jwt.py - keys.py a weight of
-0.3 + 0.3 = 0.6, so the seed auth/jwt.py sends it 1.0 × 0.6 × 0.6 = 0.36 >= 0.15.
+Under the published rule (``SynapseConfig.published()``), two co-usage events at strength 1
+give the edge jwt.py - keys.py a weight of 0.3 + 0.3 = 0.6, so the seed auth/jwt.py sends it
+1.0 × 0.6 × 0.6 = 0.36 >= 0.15. The default rule (ACT-R) is worked out where it is used.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from langchain_core.tools import tool
 from langchain_synapse import SynapseCallbackHandler, SynapseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import SynapseConfig, SynapseStore
 
 with warnings.catch_warnings():  # langchain-community warns on import that it is being sunset
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -110,6 +111,17 @@ class TestSynapseRetrieverStandardWarm(TestSynapseRetrieverStandard):
         assert len(docs) == 4
 
 
+class TestSynapseRetrieverStandardPublished(TestSynapseRetrieverStandardWarm):
+    """Warm graph under the published rule: the same suite, and keys.py is injected too."""
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        store = SynapseStore(":memory:", config=SynapseConfig.published())
+        store.reinforce(["auth/jwt.py", "config/keys.py"], strength=2.0)
+        cold = TestSynapseRetrieverStandard.retriever_constructor_params.fget(self)  # type: ignore[attr-defined]
+        return {**cold, "store": store}
+
+
 # -- end to end -----------------------------------------------------------------------------
 
 
@@ -152,8 +164,9 @@ def test_a_co_used_document_vector_search_misses_takes_the_weakest_slot(tmp_path
     assert "config/keys.py" not in [doc.id for doc in top]  # shares no word with the query
     assert top[0].id == "auth/jwt.py"
 
+    published = SynapseConfig.published()  # the energies below are the published rule's
     retriever = SynapseRetriever(
-        base_retriever=upstream, store=tmp_path / "synapses.db", docstore=vectors
+        base_retriever=upstream, store=tmp_path / "synapses.db", docstore=vectors, config=published
     )
     assert retriever.invoke(QUERY) == top  # cold graph: the upstream's output
 
@@ -190,10 +203,73 @@ def test_a_co_used_document_vector_search_misses_takes_the_weakest_slot(tmp_path
     # The graph persists: a new retriever on the same file recalls the same.
     retriever.store.close()
     reopened = SynapseRetriever(
-        base_retriever=upstream, store=str(tmp_path / "synapses.db"), docstore=vectors
+        base_retriever=upstream,
+        store=str(tmp_path / "synapses.db"),
+        docstore=vectors,
+        config=published,
     )
     assert reopened.invoke(QUERY) == result
     assert reopened.batch([QUERY, QUERY]) == [result, result]
+
+
+def test_by_default_recent_use_decides_and_association_adds_on_faiss(tmp_path: Path) -> None:
+    vectors = vector_store()
+    upstream = vectors.as_retriever(search_kwargs={"k": 4})
+    top = upstream.invoke(QUERY)
+    assert [doc.id for doc in top] == [
+        "auth/jwt.py",
+        "auth/login.py",
+        "docs/tokens.md",
+        "auth/session.py",
+    ]
+    retriever = SynapseRetriever(
+        base_retriever=upstream, store=tmp_path / "synapses.db", docstore=vectors
+    )
+    assert retriever.invoke(QUERY) == top  # cold graph: the upstream's output
+    retriever.record_usage(vectors.get_by_ids(["auth/jwt.py", "config/keys.py"]))
+    handler = SynapseCallbackHandler(retriever.store)
+    agent_run("auth/jwt.py", edits=("config/keys.py",)).invoke(
+        "fix the token check", {"callbacks": [handler]}
+    )
+    agent_run("billing/invoice.py", "ui/theme.css").invoke(
+        "restyle invoices", {"callbacks": [handler]}
+    )
+
+    result = retriever.invoke(QUERY)
+    # The default rule (ACT-R), every use just now (ages clamped to 1 s: one use gives
+    # B = 0.5 × ln 86400 = 5.683). keys.py, used twice: B = 5.683 + ln 2 = 6.377, plus its
+    # association with the hits: it met jwt.py in 2 of N = 3 events, each used twice:
+    # S = ln(2 × 3 / (2 × 2)) = 0.405, times jwt.py's weight 1 over the rank weights
+    # 1 + 0.75 + 0.5 + 0.25 = 2.5: 0.162, A = 6.539. invoice.py and theme.css, used once
+    # together in an unrelated run: B = 5.683, no association. login.py, tokens.md and
+    # session.py were never used: −6 + 3 (keep bonus) = −3. Only the first hit is fixed and
+    # up to 3 may be swapped: all three take slots, keys.py the best, then by id.
+    assert [doc.id for doc in result] == [
+        "auth/jwt.py",
+        "config/keys.py",
+        "billing/invoice.py",
+        "ui/theme.css",
+    ]
+    assert result[0] == top[0]
+    keys, invoice, theme = result[1:]
+    assert keys.metadata["synapse_path"] == "auth/jwt.py -> config/keys.py"
+    assert keys.metadata["synapse_displaced"] == "auth/login.py"
+    expected = 0.5 * math.log(86400) + math.log(2) + math.log(1.5) / 2.5  # 6.539
+    slack = 0.5 * math.log(60)  # on a slow machine: every use aged up to a minute
+    assert expected - slack <= keys.metadata["synapse_energy"] <= expected + 1e-6
+    assert invoice.metadata["synapse_path"] == theme.metadata["synapse_path"] == ""
+    assert [invoice.metadata["synapse_displaced"], theme.metadata["synapse_displaced"]] == [
+        "docs/tokens.md",
+        "auth/session.py",
+    ]
+
+    # Reopened, the store rebuilds its use history from the edges (approximately: the
+    # README's "Quality" says what is lost), and recalls the same documents.
+    retriever.store.close()
+    reopened = SynapseRetriever(
+        base_retriever=upstream, store=str(tmp_path / "synapses.db"), docstore=vectors
+    )
+    assert [doc.id for doc in reopened.invoke(QUERY)] == [doc.id for doc in result]
 
 
 @pytest.mark.asyncio

@@ -1,8 +1,13 @@
 """Unit tests for langchain_synapse.retrievers: SynapseRetriever over in-memory parts.
 
-Worked numbers used throughout: one reinforcement at strength 1 gives an edge weight of
-0.3 (learning rate 0.3 × 1), so a seed sends 1.0 × 0.3 × 0.6 (spread rate) = 0.18 to
-its neighbour, above the 0.15 injection threshold. The first 3 hits are seeds.
+Tests of the published rule's mechanics (energies, boosts, candidates by energy) pin
+``config=PUBLISHED``, ``SynapseConfig.published()``. Their worked numbers: one
+reinforcement at strength 1 gives an edge weight of 0.3 (learning rate 0.3 × 1), so a
+seed sends 1.0 × 0.3 × 0.6 (spread rate) = 0.18 to its neighbour, above the 0.15
+injection threshold. The first 3 hits are seeds.
+
+The other tests run with the default, the ACT-R rule; the section "the default rule"
+works its numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pydantic import Field, ValidationError
 
 from synapse_retriever import SynapseConfig, SynapseStore, content_id
 
+PUBLISHED = SynapseConfig.published()
 UPSTREAM = ["a", "b", "c", "d", "e"]  # the upstream's ranking, best first
 ABSENT = ["x", "y"]  # in the corpus, never returned by the upstream
 
@@ -92,7 +98,7 @@ def test_cold_graph_returns_the_upstream_documents_themselves(
 
 
 def test_unrelated_edges_change_nothing(upstream: ListRetriever, docstore: InMemoryStore) -> None:
-    retriever = make(upstream, docstore=docstore)
+    retriever = make(upstream, docstore=docstore, config=PUBLISHED)
     retriever.record_usage(["x", "y"])  # an edge that no hit reaches
     result = retriever.invoke("q")
     assert all(out is doc for out, doc in zip(result, upstream.docs, strict=True))
@@ -146,7 +152,7 @@ def test_fewer_than_two_upstream_documents_come_back_as_they_are(
 def test_a_co_used_document_displaces_the_weakest_hit_with_its_reasons(
     upstream: ListRetriever, docstore: InMemoryStore, corpus: dict[str, Document]
 ) -> None:
-    retriever = make(upstream, docstore=docstore)
+    retriever = make(upstream, docstore=docstore, config=PUBLISHED)
     assert retriever.record_usage([corpus["a"], corpus["x"]]) == 1
     result = retriever.invoke("q")
     assert ids(result) == ["a", "b", "c", "d", "x"]
@@ -168,7 +174,7 @@ def test_upstream_documents_are_never_mutated(
     upstream: ListRetriever, docstore: InMemoryStore
 ) -> None:
     before = copy.deepcopy(upstream.docs)
-    retriever = make(upstream, docstore=docstore)
+    retriever = make(upstream, docstore=docstore, config=PUBLISHED)
     retriever.record_usage(["a", "d"])  # d is boosted
     retriever.record_usage(["b", "x"])  # x is injected
     result = retriever.invoke("q")
@@ -181,7 +187,7 @@ def test_upstream_documents_are_never_mutated(
 
 
 def test_without_a_docstore_only_boosts(upstream: ListRetriever) -> None:
-    retriever = make(upstream)  # docstore=None
+    retriever = make(upstream, config=PUBLISHED)  # docstore=None
     retriever.record_usage(["a", "x"])
     retriever.record_usage(["a", "e"])
     result = retriever.invoke("q")
@@ -190,11 +196,14 @@ def test_without_a_docstore_only_boosts(upstream: ListRetriever) -> None:
     assert result[:4] == upstream.docs[:4]
 
 
+@pytest.mark.parametrize("config", [None, PUBLISHED], ids=["default", "published"])
 def test_an_id_the_docstore_cannot_return_never_displaces_anything(
-    upstream: ListRetriever, corpus: dict[str, Document]
+    upstream: ListRetriever, corpus: dict[str, Document], config: SynapseConfig | None
 ) -> None:
-    retriever = make(upstream, docstore=lambda node: corpus.get(node))
-    retriever.record_usage(["a", "ghost"], strength=2.0)  # stronger, but unresolvable
+    retriever = make(upstream, docstore=lambda node: corpus.get(node), config=config)
+    # the first candidate, but unresolvable: published, ghost is stronger (energy 0.36 against
+    # 0.18); by default both have the same activation and ghost comes first by id
+    retriever.record_usage(["a", "ghost"], strength=2.0)
     retriever.record_usage(["a", "x"])
     result = retriever.invoke("q")
     assert ids(result) == ["a", "b", "c", "d", "x"]
@@ -203,7 +212,7 @@ def test_an_id_the_docstore_cannot_return_never_displaces_anything(
 def test_scores_in_metadata_drive_recall_and_are_updated(corpus: dict[str, Document]) -> None:
     scores = {"a": 0.9, "b": 0.8, "c": 0.7, "d": 0.65, "e": 0.5}
     docs = [corpus[n].model_copy(update={"metadata": {"score": s}}) for n, s in scores.items()]
-    retriever = make(ListRetriever(docs=docs), score_key="score")
+    retriever = make(ListRetriever(docs=docs), score_key="score", config=PUBLISHED)
     retriever.record_usage(["a", "d"])
     retriever.record_usage(["a", "d"])  # weight 0.3 + 0.3 = 0.6: energy 0.36
     result = retriever.invoke("q")
@@ -232,7 +241,7 @@ def test_a_boosted_document_loses_annotations_it_came_with(corpus: dict[str, Doc
     stale = {"synapse_origin": "injected", "synapse_displaced": "old", "name": "d"}
     docs = [corpus[n] for n in "abc"] + [Document(page_content="d", id="d", metadata=stale)]
     docs.append(corpus["e"])
-    retriever = make(ListRetriever(docs=docs))
+    retriever = make(ListRetriever(docs=docs), config=PUBLISHED)
     retriever.record_usage(["a", "d"])
     boosted = retriever.invoke("q")[3]
     assert boosted.metadata == {
@@ -264,7 +273,7 @@ class CountingStore(InMemoryStore):
 async def test_candidates_are_fetched_a_few_at_a_time(upstream: ListRetriever) -> None:
     docstore = CountingStore()
     docstore.mset([(n, Document(page_content=f"text of {n}", id=n)) for n in ["k2", "k3", "k4"]])
-    retriever = make(upstream, docstore=docstore)
+    retriever = make(upstream, docstore=docstore, config=PUBLISHED)
     for i in range(10):  # ten candidates, k9 the strongest: energy 0.3 × (1 + i / 10) × 0.6
         retriever.record_usage(["a", f"k{i}"], strength=1 + i / 10)
     batches = [["k9", "k8", "k7", "k6"], ["k5", "k4", "k3", "k2"]]  # 2 × max_inject each
@@ -273,6 +282,69 @@ async def test_candidates_are_fetched_a_few_at_a_time(upstream: ListRetriever) -
     docstore.asked.clear()
     assert ids(await retriever.ainvoke("q")) == ["a", "b", "c", "k4", "k3"]
     assert docstore.asked == [["async", *batch] for batch in batches]  # the native amget
+
+
+# -- the default rule (ACT-R) ---------------------------------------------------------------
+#
+# record_usage runs on the clock, and invoke follows within a second: every use is "just
+# now", its age clamped to 1 s, so one use has the base level B = ln (1 / 86400)^−0.5 =
+# 0.5 × ln 86400 = 5.6834 (ages in days). A slow machine only ages it: within a minute,
+# B >= 0.5 × ln 1440 = 3.6366. Hits never used have −6 and defend with the keep bonus 3:
+# −3. Without score_key the hits' weights are their rank scores 1, 0.8, 0.6, 0.4, 0.2.
+
+JUST_NOW = 0.5 * math.log(86400)  # 5.6834
+WITHIN_A_MINUTE = 0.5 * math.log(1440)  # 3.6366
+
+
+def test_by_default_recently_used_documents_take_the_weakest_slots_unasked(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["x", "y"])  # nothing ties x and y to the query's documents
+    result = retriever.invoke("q")
+    # x and y: B = 5.6834, no association; both beat the −3 of e and d (ties: the later
+    # position first) and take their slots, x (first by id) the better one
+    assert ids(result) == ["a", "b", "c", "x", "y"]
+    assert result[:3] == upstream.docs[:3]
+    assert [doc.metadata["synapse_displaced"] for doc in result[3:]] == ["d", "e"]
+    for doc in result[3:]:
+        assert doc.metadata["synapse_origin"] == "injected"
+        assert doc.metadata["synapse_path"] == ""  # reached from no hit
+        assert WITHIN_A_MINUTE <= doc.metadata["synapse_energy"] <= JUST_NOW + 1e-6
+
+
+def test_by_default_a_co_used_document_adds_its_association_with_the_hits(
+    upstream: ListRetriever, docstore: InMemoryStore, corpus: dict[str, Document]
+) -> None:
+    retriever = make(upstream, docstore=docstore)
+    retriever.record_usage([corpus["a"], corpus["x"]])
+    retriever.record_usage(["y", "ghost"])  # ghost: not in the docstore
+    result = retriever.invoke("q")
+    # x: B = 5.6834 plus its association with the hits: it met a in 1 of N = 2 events, each
+    # used once: S = ln(1 × 2 / (1 × 1)) = 0.6931, times a's weight 1 over all the hits'
+    # weights 3.0: 0.2310. ghost and y: B alone; ghost cannot be fetched and costs no slot.
+    # Victims e, then d (−3 each); x, the stronger, takes the better slot, d's
+    assert ids(result) == ["a", "b", "c", "x", "y"]
+    injected = result[3]
+    assert injected.metadata["synapse_path"] == "a -> x"
+    assert injected.metadata["synapse_displaced"] == "d"
+    assert result[4].metadata["synapse_displaced"] == "e"
+    association = math.log(2) / 3.0
+    energy = injected.metadata["synapse_energy"]
+    assert WITHIN_A_MINUTE + association <= energy <= JUST_NOW + association + 1e-6
+    assert corpus["x"].metadata == {"name": "x"}  # the docstore's object is untouched
+
+
+def test_by_default_a_cold_store_and_a_store_without_docstore_change_nothing(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    cold = make(upstream, docstore=docstore).invoke("q")
+    assert all(out is doc for out, doc in zip(cold, upstream.docs, strict=True))
+    retriever = make(upstream)  # docstore=None: nothing can be injected, nothing is boosted
+    retriever.record_usage(["a", "x"])
+    retriever.record_usage(["a", "e"])
+    result = retriever.invoke("q")
+    assert all(out is doc for out, doc in zip(result, upstream.docs, strict=True))
 
 
 # -- strict token budget -------------------------------------------------------------------
@@ -284,7 +356,7 @@ def test_strict_budget_skips_an_injection_that_would_add_tokens(
     long = corpus["x"].model_copy(update={"page_content": "many more words than the victim"})
     short = corpus["y"]  # "text of y": 3 tokens, as many as the victim "text of e"
     resolve = {"x": long, "y": short}.get
-    kwargs = {"docstore": resolve, "token_budget": "strict"}
+    kwargs = {"docstore": resolve, "token_budget": "strict", "config": PUBLISHED}
     retriever = make(upstream, **kwargs)
     retriever.record_usage(["a", "x"], strength=2.0)  # x is the stronger candidate
     retriever.record_usage(["a", "y"])

@@ -65,25 +65,30 @@ class SynapseRecallEvent(BaseEvent):
 class SynapsePostprocessor(BaseNodePostprocessor):
     """Fold nodes used together with the top hits into the results, never adding a node.
 
-    Nodes already present that were used with the top hits move up; at most two strongly
-    associated absent nodes, fetched from ``docstore``, take the slots of the weakest hits.
-    The number of nodes never grows, an id that cannot be fetched displaces nothing, and on
-    a cold graph the output is the input, unchanged. Changed nodes are copies that say why
+    By default (the ACT-R rule) up to three absent nodes, fetched from ``docstore``, take
+    the slots of the weakest hits when they beat them by a margin: nodes used recently and
+    often, the more so when used with the hits (a node used recently may take a slot even
+    when nothing ties it to the query); the first hit never moves. Under
+    ``SynapseConfig.published()`` nodes already present that were used with the top hits
+    move up, and at most two strongly associated absent nodes are injected. The number of
+    nodes never grows, an id that cannot be fetched displaces nothing, and on a cold graph
+    the output is the input, unchanged. Changed nodes are copies that say why
     in ``metadata`` (``synapse_origin``, ``synapse_path``...), keys kept out of the prompt
     and the embedding. Associations are learned from use: :meth:`record_usage`, or
     :class:`~llama_index.postprocessor.synapse.SynapseUsageHandler`.
 
     Scores: when every node has a score and they are sorted best first, the output carries
-    the method's scores (boosted nodes gain ``boost × energy``, injected ones take their
-    victim's). Otherwise (None scores, a reranker's order) the current order drives recall,
-    only the order changes, and every kept node keeps its score (None stays None).
+    the method's scores (injected nodes take their victim's; under the published rule,
+    boosted nodes gain ``boost × energy``). Otherwise (None scores, a reranker's order) the
+    current order drives recall, only the order changes, and every kept node keeps its
+    score (None stays None).
 
     Args:
         store: A ``SynapseStore``, or the path of its SQLite file (a store opened from a path
             is the postprocessor's: close it with ``synapse.store.close()``).
         docstore: Where injected nodes come from: a ``BaseDocumentStore`` (e.g.
             ``index.docstore``), a vector store that returns nodes by id, or a ``NodeFetcher``.
-            None: boost only.
+            None: nothing is injected (the published rule still boosts).
         id_mode: ``"node_id"``, or ``"ref_doc_id"`` to learn and recall whole documents
             (stable across re-ingestion; a docstore then injects a document's first node).
         active_namespace: Namespace that weighs 1.0 in recall and receives recorded usage.
