@@ -92,7 +92,8 @@ class SynapseStore:
     path : str or PathLike
         SQLite file (created if missing), or ``":memory:"``.
     config : SynapseConfig, optional
-        The method's constants; the published values by default.
+        The method's constants; ``SynapseConfig()`` (the ACT-R recall rule) by default,
+        ``SynapseConfig.published()`` for the method as published.
     storage : Storage, optional
         Another backend instead of SQLite at ``path``.
 
@@ -146,7 +147,7 @@ class SynapseStore:
         >>> store = SynapseStore(":memory:")
         >>> SynapseStore.coerce(store) is store
         True
-        >>> SynapseStore.coerce(store, SynapseConfig(seeds=1))
+        >>> SynapseStore.coerce(store, SynapseConfig.published())
         Traceback (most recent call last):
         ...
         synapse_retriever.errors.InvalidValueError: config differs from the given store's \
@@ -555,14 +556,18 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         at: Clock = None,
         active_namespace: str = "personal",
     ) -> RecallPlan:
-        """Validate ``hits`` and spread activation from their first ``config.seeds`` ids.
+        """Validate ``hits`` and compute what may displace them under ``config.rule``.
 
+        Under ``actr`` (the default): the activation of the hits and their candidates;
+        under ``published``: spreading activation from the first ``config.seeds`` ids.
         The returned plan lists the candidate ids to resolve, then injects; use it
         where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)``.
 
         Examples
         --------
-        >>> store = SynapseStore(":memory:")
+        Under the published rule:
+
+        >>> store = SynapseStore(":memory:", config=SynapseConfig.published())
         >>> _ = store.reinforce(["a", "b"], at=0)
         >>> plan = store.plan([("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)], at=0)
         >>> plan.candidates, plan.slots  # b: energy 0.18 >= 0.15; 4 hits, 3 seeds: 1 slot
@@ -684,7 +689,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         list of Hit
             Same length as ``hits``; on a cold graph, the input unchanged.
 
-        See :func:`~synapse_retriever.injection.inject` for the rule.
+        See :func:`~synapse_retriever.actr.swap` for the default rule and
+        :func:`~synapse_retriever.injection.inject` for the published one.
 
         Examples
         --------
@@ -692,8 +698,18 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         >>> hits = [("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)]
         >>> store.recall(hits, at=0) == [Hit(node, score) for node, score in hits]  # cold
         True
+        >>> _ = store.reinforce(["a", "b"], at=86400)
+        >>> hit = store.recall(hits, at=2 * 86400)[-1]  # b takes the weakest slot, and its score
+        >>> hit.id, hit.score, hit.origin, hit.displaced, hit.path
+        ('b', 0.6, 'injected', 'z', ('a', 'b'))
+        >>> round(hit.energy, 4)  # B = ln 1^-0.5 = 0 (one use, a day ago), no lift (one event)
+        0.0
+
+        Under the published rule, b's energy is the seed a's 1.0 × 0.3 × 0.6:
+
+        >>> store = SynapseStore(":memory:", config=SynapseConfig.published())
         >>> _ = store.reinforce(["a", "b"], at=0)
-        >>> store.recall(hits, at=0)[-1]  # b takes the weakest slot, and its score
+        >>> store.recall(hits, at=0)[-1]
         Hit(id='b', score=0.6, origin='injected', energy=0.18, path=('a', 'b'), displaced='z')
         """
         if cost is not None and not callable(cost):
