@@ -189,7 +189,8 @@ class WriteTransaction(Protocol):
         ...
 
     def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
-        """Log an event's nodes; keep only the namespace's latest ``keep`` entries."""
+        """Log an event's nodes; the namespace's latest ``keep`` entries are kept (older
+        ones are trimmed now and then)."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
@@ -294,9 +295,10 @@ class _SQLiteTransaction:
 
     def write_uses(self, rows: Sequence[UseRow]) -> None:
         self._db.executemany(
-            "INSERT OR REPLACE INTO node_uses "
-            "(namespace, node, uses, together, first_at, recent, version) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO node_uses (namespace, node, uses, together, first_at, recent, version) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, node) DO UPDATE SET "
+            "uses = excluded.uses, together = excluded.together, first_at = excluded.first_at, "
+            "recent = excluded.recent, version = excluded.version",
             [(*row[:5], _pack(row.recent), self.version) for row in rows],
         )
 
@@ -309,15 +311,16 @@ class _SQLiteTransaction:
 
     def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
         db = self._db
-        db.execute(
+        cursor = db.execute(
             "INSERT INTO recent_uses (namespace, at, nodes, version) VALUES (?, ?, ?, ?)",
             (namespace, at, struct.pack(f"<{len(nodes)}q", *nodes), self.version),
         )
-        db.execute(
-            "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM recent_uses "
-            "WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-            (namespace, keep),
-        )
+        if (cursor.lastrowid or 0) % max(1, keep) == 0:  # trim now and then: at most 2 × keep
+            db.execute(
+                "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM "
+                "recent_uses WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                (namespace, keep),
+            )
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         db = self._db

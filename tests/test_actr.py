@@ -348,3 +348,15 @@ def test_cached_co_use_rows_follow_writes() -> None:
     # B = ln(86400^0.5) = 5.68337 (one use a second ago)
     assert energy["c"] == pytest.approx(5.68337 + 1.07296, abs=1e-5)
     store.close()
+
+
+def test_the_log_of_recent_events_stays_bounded(tmp_path: object) -> None:
+    config = dataclasses.replace(SynapseConfig(), recent_events=4)
+    with SynapseStore(f"{tmp_path}/s.db", config=config) as store:
+        for i in range(100):
+            store.reinforce([f"a{i}", f"b{i}"], at=i)
+        rows = store._storage._db.execute("SELECT count(*) FROM recent_uses").fetchone()[0]
+        assert 4 <= rows <= 2 * 4
+        # the four latest events, latest first
+        expected = [f"{x}{i}" for i in (99, 98, 97, 96) for x in "ab"]
+        assert [store._graph.names[n] for n in store._uses.recent_nodes(np.ones(2))] == expected

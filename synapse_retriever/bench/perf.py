@@ -36,7 +36,7 @@ from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.storage import EdgeRow, SQLiteStorage
-from synapse_retriever.store import SynapseStore
+from synapse_retriever.store import SynapseStore, return_freed_memory
 from synapse_retriever.usage import uses_from_edges
 
 __all__ = ["PerfResult", "grow_graph", "naive_spread", "plot_latency", "run_perf", "zipf_events"]
@@ -264,6 +264,7 @@ def run_size(
     shape = grow_graph(path, edges, seed=seed)
 
     progress(f"{edges:,} edges: open and load")
+    return_freed_memory()  # what growing the graph freed is not the store's
     before = _rss()
     started = time.perf_counter()
     store = SynapseStore(path)
@@ -302,7 +303,7 @@ def run_size(
         report = store.decay(at=NOW + 90 * SECONDS_PER_DAY)
         sweep = time.perf_counter() - started
         stored = max(1, report.pruned + report.remaining)
-        array_bytes = graph.nbytes() / stored
+        array_bytes = (graph.nbytes() + store._uses.nbytes) / stored  # edges and node uses
         config = store.config
     finally:
         store.close()
