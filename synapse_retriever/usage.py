@@ -112,7 +112,7 @@ def use_strengths(
     Parameters
     ----------
     recent : array (rows, history)
-        The latest use times of each row, NaN where fewer were kept.
+        The latest use times of each row, -inf where fewer were kept.
     count, first : arrays (rows,)
         Each row's number of uses and its first use time.
 
@@ -133,17 +133,20 @@ def use_strengths(
     >>> round(float(use_strengths(recent, np.array([4]), np.array([0.0]), 16 * day)[0]), 4)
     2.4459
     """
-    stored = ~np.isnan(recent)
-    kept = stored & (recent <= now)
-    age = np.maximum((now - np.where(kept, recent, now)) / SECONDS_PER_DAY, MIN_AGE_DAYS)
-    term = 1.0 / np.sqrt(age) if decay == 0.5 else age**-decay  # sqrt: ~10× a power
-    total: FloatArray = np.where(kept, term, 0.0).sum(axis=1)
-    older = count - stored.sum(axis=1)
-    spread = (older > 0) & kept.any(axis=1)
-    if spread.any():
-        oldest = np.where(kept, age, 0.0).max(axis=1)
+    ones = np.ones(recent.shape[1])
+    age = (now - recent) / SECONDS_PER_DAY  # +inf where nothing was kept
+    if recent.size and recent.max() > now:  # uses after now are ignored
+        age[recent > now] = np.inf
+    np.maximum(age, MIN_AGE_DAYS, out=age)
+    term = 1.0 / np.sqrt(age) if decay == 0.5 else age**-decay  # sqrt: ~10× a power; 1/inf = 0
+    total: FloatArray = term @ ones  # a product, not .sum(axis=1): faster on 8 columns
+    older = count - np.isfinite(recent) @ ones
+    spread = np.flatnonzero((older > 0) & (total > 0))
+    if spread.size:
+        kept = age[spread]
+        oldest = np.where(np.isfinite(kept), kept, 0.0).max(axis=1)
         total[spread] += older_uses(
-            older[spread], oldest[spread], (now - first[spread]) / SECONDS_PER_DAY, decay
+            older[spread], oldest, (now - first[spread]) / SECONDS_PER_DAY, decay
         )
     return total
 
@@ -255,7 +258,7 @@ class UseTable:
                 uses, both, first, times = 0, 0, at, [at]
             else:
                 kept = self._recent[row]
-                times = sorted([*kept[~np.isnan(kept)].tolist(), at])[-self.history :]
+                times = sorted([*kept[np.isfinite(kept)].tolist(), at])[-self.history :]
                 uses, both = int(self._uses[row]), int(self._together[row])
                 first = min(float(self._first[row]), at)
             rows.append(UseRow(namespace, node, uses + 1, both + together, first, tuple(times)))
@@ -273,7 +276,7 @@ class UseTable:
             self._uses[row] = uses
             self._together[row] = together
             self._first[row] = first
-            self._recent[row] = np.nan
+            self._recent[row] = -np.inf
             kept = times[-self.history :]
             self._recent[row, : len(kept)] = kept
 
@@ -308,7 +311,7 @@ class UseTable:
             self._together = np.resize(self._together, size)
             self._first = np.resize(self._first, size)
             self._recent = np.concatenate(
-                [self._recent, np.full((size - self._rows, self.history), np.nan)]
+                [self._recent, np.full((size - self._rows, self.history), -np.inf)]
             )
         rows[node] = self._rows
         self._rows += 1
