@@ -462,8 +462,9 @@ class MemoryGraph:
 
         A pair's count is Σ_ns factor × activation count over its live edges, with the
         merge factors of ``active_namespace``; only the ``config.association_fan`` most
-        co-used neighbours are kept. Evaluated within ``config.weight_tolerance_s`` of
-        ``now`` and kept until a write touches the node. An unknown node (-1) has none.
+        co-used neighbours are kept (ties to the smaller id). Evaluated within
+        ``config.weight_tolerance_s`` of ``now`` and kept until a write touches the node.
+        An unknown node (-1) has none.
         """
         cached = self._co_uses.get(active_namespace)
         if cached is None or abs(cached[0] - now) > self.config.weight_tolerance_s:
@@ -498,8 +499,11 @@ class MemoryGraph:
                 pairs[bounds[i] : bounds[i + 1]] % self.n,
                 counts[bounds[i] : bounds[i + 1]],
             )
-            if others.size > fan:
-                top = np.sort(np.argpartition(-weights, fan - 1)[:fan])
+            if others.size > fan:  # the most co-used; ties to the smaller id (others ascend)
+                cut = np.partition(weights, others.size - fan)[others.size - fan]
+                above = weights > cut
+                tied = np.flatnonzero(weights == cut)[: fan - int(above.sum())]
+                top = np.sort(np.concatenate([np.flatnonzero(above), tied]))
                 others, weights = others[top], weights[top]
             found[x] = (others, weights)
         return found

@@ -360,3 +360,17 @@ def test_the_log_of_recent_events_stays_bounded(tmp_path: object) -> None:
         # the four latest events, latest first
         expected = [f"{x}{i}" for i in (99, 98, 97, 96) for x in "ab"]
         assert [store._graph.names[n] for n in store._uses.recent_nodes(np.ones(2))] == expected
+
+
+def test_a_hit_keeps_its_most_co_used_neighbours_ties_to_the_smaller_id() -> None:
+    config = dataclasses.replace(SynapseConfig(), association_fan=3)
+    store = SynapseStore(":memory:", config=config)
+    for other, times in (("b", 1), ("c", 2), ("d", 1), ("e", 2), ("f", 1)):
+        for i in range(times):
+            store.reinforce(["a", other], at=i)
+    ids = {name: store._graph.index[name] for name in "abcdef"}
+    ((others, counts),) = store._graph.co_uses([ids["a"]], "personal", 0.0)
+    # c and e (2 co-uses each), then b, the smallest id of the three with 1
+    assert [store._graph.names[x] for x in others.tolist()] == ["b", "c", "e"]
+    assert counts.tolist() == [1.0, 2.0, 2.0]
+    store.close()
