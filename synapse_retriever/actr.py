@@ -237,7 +237,7 @@ class ActrPlan(RecallPlan):
 
     ``activation.energy`` holds each reached node's activation A; ``order`` lists the
     absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
-    ones :func:`swap` could accept), strongest first, ties by name.
+    ones :func:`swap` could accept), strongest first, exact ties by name.
     """
 
     keep_bonus: float = 2.0
@@ -366,8 +366,13 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
     ) -> None:
         self._hits, self._sources, self._index = hits, sources, index
         self._candidates = candidates
+        self._among: set[str] | None = None
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
+        if self._among is None:
+            self._among = set(self._candidates)
+        if name not in self._among:
+            raise KeyError(name)
         node, best, source = self._index.get(name, -1), 0.0, ""
         for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
             at = int(np.searchsorted(others, node))

@@ -153,7 +153,8 @@ class MemoryGraph:
         self._log_len = 0
         self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
         # per active namespace: the time they were evaluated at, and node -> co-use row
-        self._co_uses: dict[str, tuple[float, dict[int, tuple[IntArray, FloatArray]]]] = {}
+        self._co_uses: OrderedDict[str, tuple[float, dict[int, tuple[IntArray, FloatArray]]]]
+        self._co_uses = OrderedDict()  # at most MAX_VIEWS active namespaces, as the views
 
     # -- columns and names -------------------------------------------------------------
 
@@ -469,6 +470,9 @@ class MemoryGraph:
         cached = self._co_uses.get(active_namespace)
         if cached is None or abs(cached[0] - now) > self.config.weight_tolerance_s:
             cached = self._co_uses[active_namespace] = (now, {})
+            while len(self._co_uses) > MAX_VIEWS:
+                self._co_uses.popitem(last=False)
+        self._co_uses.move_to_end(active_namespace)
         at, rows = cached
         missing = [x for x in dict.fromkeys(nodes) if x not in rows]
         if missing:

@@ -190,7 +190,7 @@ class WriteTransaction(Protocol):
 
     def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
         """Log an event's nodes; the namespace's latest ``keep`` entries are kept (older
-        ones are trimmed now and then)."""
+        ones are trimmed whenever it holds more than ``2 × keep``)."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
@@ -315,7 +315,10 @@ class _SQLiteTransaction:
             "INSERT INTO recent_uses (namespace, at, nodes, version) VALUES (?, ?, ?, ?)",
             (namespace, at, struct.pack(f"<{len(nodes)}q", *nodes), self.version),
         )
-        if (cursor.lastrowid or 0) % max(1, keep) == 0:  # trim now and then: at most 2 × keep
+        oldest = db.execute(
+            "SELECT min(id) FROM recent_uses WHERE namespace = ?", (namespace,)
+        ).fetchone()[0]
+        if (cursor.lastrowid or 0) - oldest >= 2 * keep:  # more than 2 × keep rows: trim
             db.execute(
                 "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM "
                 "recent_uses WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",

@@ -302,8 +302,9 @@ config: pass config together with a store path instead
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
 
         Feeds the base-level activation of the ``actr`` rule: a single node used alone is
-        a use, not a co-activation. :meth:`reinforce` records its own uses; both are
-        stored in the same transaction as the rest of the event.
+        a use, not a co-activation; several nodes count as one co-activation event (the N
+        of the log-lift) without an edge between them. :meth:`reinforce` records its own
+        uses; both are stored in the same transaction as the rest of the event.
 
         Examples
         --------
@@ -324,11 +325,15 @@ config: pass config together with a store path instead
                 now = explicit if explicit is not None else time.time()
                 node_ids = tx.node_ids(ids)
                 ns_id = tx.namespace_id(ns)
-                uses = self._uses.recorded(node_ids, ns_id, now, together=False)
+                uses = self._uses.recorded(node_ids, ns_id, now)
                 tx.write_uses(uses)
+                together = len(set(node_ids)) > 1
+                if together:  # several nodes used at once: a co-activation event
+                    tx.add_events(ns_id, 1)
                 tx.log_recent(ns_id, now, node_ids, keep=self.config.recent_events)
             self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
             self._uses.apply(uses)
+            self._uses.add_events(ns_id, int(together))
             self._uses.remember([(ns_id, now, node_ids)])
             self._version = tx.version
 
@@ -797,7 +802,11 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Apply what other processes committed since our last look (read inside ``tx``)."""
         if tx.version - 1 != self._version:
             graph = self._graph
-            self._apply(tx.changes(self._version, graph.max_node, graph.max_namespace))
+            changes = tx.changes(self._version, graph.max_node, graph.max_namespace)
+            # everything before this transaction: if it rolls back, its version number is
+            # free again and another process's next commit will carry it
+            changes.version = tx.version - 1
+            self._apply(changes)
 
     def _refresh(self) -> None:
         """Apply other processes' writes, checking at most once per refresh interval."""
@@ -813,9 +822,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
 
 def return_freed_memory() -> None:
-    """Hand freed heap memory back to the OS, as a store does after loading its file
-    (glibc keeps it otherwise: measured 27 bytes per edge of resident memory at 1M
-    edges); a no-op off glibc."""
+    """Hand freed heap memory back to the OS, as a store does after loading ``BIG_LOAD``
+    edges or more (glibc keeps it otherwise: measured 27 bytes per edge of resident
+    memory at 1M edges); a no-op off glibc."""
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)

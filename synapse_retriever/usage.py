@@ -120,7 +120,8 @@ def use_strengths(
     -----
     The kept uses at or before ``now`` count exactly; the ``count − kept`` older uses
     are spread between the oldest kept one and the first use (:func:`older_uses`).
-    A row with no use at or before ``now`` has strength 0 (B = −inf).
+    A row with no kept use at or before ``now`` has strength 0 (B = −inf), even if it
+    has older uses (they are only placed relative to a kept one).
 
     Examples
     --------
@@ -133,14 +134,13 @@ def use_strengths(
     >>> round(float(use_strengths(recent, np.array([4]), np.array([0.0]), 16 * day)[0]), 4)
     2.4459
     """
-    ones = np.ones(recent.shape[1])
     age = (now - recent) / SECONDS_PER_DAY  # +inf where nothing was kept
     if recent.size and recent.max() > now:  # uses after now are ignored
         age[recent > now] = np.inf
     np.maximum(age, MIN_AGE_DAYS, out=age)
     term = 1.0 / np.sqrt(age) if decay == 0.5 else age**-decay  # sqrt: ~10× a power; 1/inf = 0
-    total: FloatArray = term @ ones  # a product, not .sum(axis=1): faster on 8 columns
-    older = count - np.isfinite(recent) @ ones
+    total: FloatArray = term.sum(axis=1)  # each row summed alike: equal histories, equal sums
+    older = count - np.isfinite(recent).sum(axis=1)
     spread = np.flatnonzero((older > 0) & (total > 0))
     if spread.size:
         kept = age[spread]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import sqlite3
 
 import numpy as np
@@ -353,13 +354,56 @@ def test_cached_co_use_rows_follow_writes() -> None:
 def test_the_log_of_recent_events_stays_bounded(tmp_path: object) -> None:
     config = dataclasses.replace(SynapseConfig(), recent_events=4)
     with SynapseStore(f"{tmp_path}/s.db", config=config) as store:
-        for i in range(100):
-            store.reinforce([f"a{i}", f"b{i}"], at=i)
-        rows = store._storage._db.execute("SELECT count(*) FROM recent_uses").fetchone()[0]
-        assert 4 <= rows <= 2 * 4
-        # the four latest events, latest first
-        expected = [f"{x}{i}" for i in (99, 98, 97, 96) for x in "ab"]
-        assert [store._graph.names[n] for n in store._uses.recent_nodes(np.ones(2))] == expected
+        for i in range(100):  # two namespaces take turns: each is trimmed on its own
+            store.reinforce([f"a{i}", f"b{i}"], namespace=["personal", "shared"][i % 2], at=i)
+        rows = store._storage._db.execute(
+            "SELECT namespace, count(*) FROM recent_uses GROUP BY namespace"
+        ).fetchall()
+        assert len(rows) == 2 and all(4 <= count <= 2 * 4 for _, count in rows)
+        # the four latest personal events (even i), latest first
+        personal = np.array([0.0, 1.0, 0.0])
+        expected = [f"{x}{i}" for i in (98, 96, 94, 92) for x in "ab"]
+        assert [store._graph.names[n] for n in store._uses.recent_nodes(personal)] == expected
+
+
+def test_several_nodes_used_at_once_are_a_co_activation_event() -> None:
+    store = SynapseStore(":memory:")
+    store.use(["a", "b"], at=0)
+    store.use(["c"], at=0)
+    one = np.array([0.0, 1.0])
+    assert store._uses.events(one) == 1.0  # N counts events of two nodes or more
+    ids = np.array([store._graph.index[x] for x in "abc"])
+    assert store._uses.uses(ids, one, together=True).tolist() == [1.0, 1.0, 0.0]
+    assert store.edge("a", "b") is None  # no edge between them
+    store.close()
+
+
+def test_nodes_with_the_same_history_tie_and_go_by_name() -> None:
+    # files always committed together have equal activations to the last bit, wherever
+    # they sit among the candidates (a BLAS product summed some rows differently), so
+    # the tie rule orders them by name
+    store = SynapseStore(":memory:")
+    rnd = random.Random(0)
+    names = [f"f{i:03d}" for i in range(300)]
+    t = 0.0
+    for _ in range(400):
+        t += rnd.random() * DAY
+        store.reinforce(rnd.sample(names, rnd.randint(2, 6)), namespace="shared", at=t)
+    for k in range(100):
+        t += rnd.random() * DAY
+        twins = [f"new{k}_{j}" for j in range(6)]
+        for _ in range(5):
+            t += rnd.random() * DAY
+            store.reinforce([names[k], *twins], namespace="shared", at=t)
+        for _ in range(3):
+            t += rnd.random() * DAY
+            store.reinforce(rnd.sample(names, 4), namespace="shared", at=t)
+        hits = [(names[k], 1.0), *((n, 0.5) for n in rnd.sample(names[150:], 6))]
+        plan = store.plan(hits, at=t + DAY, active_namespace="shared")
+        assert len({plan.activation.energy[n] for n in twins}) == 1
+        ranked = [n for n in plan.order if n in twins]
+        assert ranked == sorted(ranked)
+    store.close()
 
 
 def test_a_hit_keeps_its_most_co_used_neighbours_ties_to_the_smaller_id() -> None:

@@ -144,3 +144,21 @@ def test_a_sweep_by_another_process_removes_the_edges_here_too(tmp_path: Path) -
     assert reader.activate(["a"], at=0) == {}
     assert reader.edge("a", "b") is None
     reader.close()
+
+
+def test_a_failed_write_does_not_hide_another_stores_next_commit(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    config = SynapseConfig(refresh_interval_s=0.0)
+    mine, theirs = SynapseStore(path, config=config), SynapseStore(path, config=config)
+    mine.reinforce(["x", "y"], at=0)
+    theirs.reinforce(["x", "y"], at=100)  # not seen here yet
+    with pytest.raises(ValueError, match="earlier"):
+        mine.reinforce(["x", "y"], at=50)  # catches up inside its transaction, then rolls back
+    theirs.reinforce(["c", "d"], at=200)  # takes the version number the rollback freed
+    theirs.use(["u"], at=200)
+    assert mine.edge("c", "d") is not None
+    with SynapseStore(path, config=config) as fresh:
+        hits = [("c", 0.9), ("q", 0.5)]
+        assert mine.recall(hits, at=300) == fresh.recall(hits, at=300)
+    mine.close()
+    theirs.close()
