@@ -14,6 +14,7 @@ what other processes changed since it last looked.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import struct
@@ -36,6 +37,7 @@ __all__ = [
     "EdgeRow",
     "SQLiteStorage",
     "Storage",
+    "UseColumns",
     "UseRow",
     "WriteTransaction",
 ]
@@ -72,6 +74,55 @@ class UseRow(NamedTuple):
 
 
 @dataclass
+class UseColumns:
+    """Use rows as arrays: ``recent`` holds each row's latest use times, ascending from
+    the left, -inf where fewer were kept.
+
+    Examples
+    --------
+    >>> rows = [UseRow(1, 7, 2, 1, 0.0, (0.0, 5.0)), UseRow(1, 8, 1, 0, 5.0, (5.0,))]
+    >>> columns = UseColumns.of(rows)
+    >>> columns.node.tolist(), columns.recent.tolist()
+    ([7, 8], [[0.0, 5.0], [5.0, -inf]])
+    """
+
+    namespace: npt.NDArray[np.int64]
+    node: npt.NDArray[np.int64]
+    uses: npt.NDArray[np.int64]
+    together: npt.NDArray[np.int64]
+    first: npt.NDArray[np.float64]
+    recent: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, rows: Sequence[UseRow]) -> UseColumns:
+        """Columns of ``rows``."""
+        lengths = np.fromiter((len(row.recent) for row in rows), np.int64, len(rows))
+        flat = np.fromiter(itertools.chain.from_iterable(row.recent for row in rows), np.float64)
+        return cls.build([row[:5] for row in rows], lengths, flat)
+
+    @classmethod
+    def build(
+        cls,
+        heads: Sequence[Sequence[float]],
+        lengths: npt.NDArray[np.int64],
+        flat: npt.NDArray[np.float64],
+    ) -> UseColumns:
+        """Columns from each row's first five fields, its number of times, and all the
+        times one row after another."""
+        n = len(heads)
+        recent = np.full((n, int(lengths.max()) if n else 0), -np.inf)
+        row = np.repeat(np.arange(n), lengths)
+        column = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        recent[row, column] = flat
+        head = np.asarray(heads, np.float64).reshape(n, 5)
+        ints = head[:, :4].astype(np.int64)
+        return cls(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], head[:, 4], recent)
+
+    def __len__(self) -> int:
+        return int(self.node.size)
+
+
+@dataclass
 class Changes:
     """What changed in storage after a version: new names, written rows, deleted ids,
     written use rows, and every namespace's co-activation event count."""
@@ -82,7 +133,7 @@ class Changes:
     rows: Sequence[Sequence[float]] | npt.NDArray[np.float64] = field(default_factory=list)
     """Edge rows in :class:`EdgeRow`'s order (from storage: one float64 array, n × 9)."""
     removed: list[int] = field(default_factory=list)
-    uses: list[UseRow] = field(default_factory=list)
+    uses: UseColumns = field(default_factory=lambda: UseColumns.of([]))
     events: list[tuple[int, int]] = field(default_factory=list)
     recent: list[tuple[int, float, tuple[int, ...]]] = field(default_factory=list)
     """New entries of the recent-events log: (namespace, at, nodes), oldest first."""
@@ -339,14 +390,13 @@ class _SQLiteTransaction:
             removed=[
                 row[0] for row in db.execute("SELECT id FROM removed WHERE version > ?", (since,))
             ],
-            uses=[
-                UseRow(namespace, node, uses, together, first, _unpack(recent))
-                for namespace, node, uses, together, first, recent in db.execute(
+            uses=_use_columns(
+                db.execute(
                     "SELECT namespace, node, uses, together, first_at, recent FROM node_uses "
                     "WHERE version > ?",
                     (since,),
-                )
-            ],
+                ).fetchall()
+            ),
             events=db.execute("SELECT namespace, events FROM namespace_events").fetchall(),
             recent=[
                 (namespace, at, struct.unpack(f"<{len(nodes) // 8}q", nodes))
@@ -509,8 +559,11 @@ def _pack(times: Sequence[float]) -> bytes:
     return struct.pack(f"<{len(times)}d", *times)
 
 
-def _unpack(blob: bytes) -> tuple[float, ...]:
-    return struct.unpack(f"<{len(blob) // 8}d", blob)
+def _use_columns(rows: Sequence[tuple[int, int, int, int, float, bytes]]) -> UseColumns:
+    """Columns of stored use rows, their packed times unpacked in one pass."""
+    lengths = np.fromiter((len(row[5]) // 8 for row in rows), np.int64, len(rows))
+    flat = np.frombuffer(b"".join(row[5] for row in rows), "<f8").astype(np.float64)
+    return UseColumns.build([row[:5] for row in rows], lengths, flat)
 
 
 def _backfill_uses(db: sqlite3.Connection) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
-from synapse_retriever.storage import UseRow
+from synapse_retriever.storage import UseColumns, UseRow
 
 __all__ = ["UseTable", "base_level", "older_uses", "use_strengths", "uses_from_edges"]
 
@@ -264,21 +264,56 @@ class UseTable:
             rows.append(UseRow(namespace, node, uses + 1, both + together, first, tuple(times)))
         return rows
 
-    def apply(self, rows: Iterable[UseRow]) -> None:
+    def apply(self, columns: UseColumns | Sequence[UseRow]) -> None:
         """Set rows as storage holds them."""
-        rows = list(rows)
-        if not rows:
+        if not isinstance(columns, UseColumns):
+            columns = UseColumns.of(columns)
+        if not len(columns):
             return
-        for namespace, node, uses, together, first, times in rows:
-            row = self._row(namespace, node)
-            if row < 0:
-                row = self._new_row(namespace, node)
-            self._uses[row] = uses
-            self._together[row] = together
-            self._first[row] = first
-            self._recent[row] = -np.inf
-            kept = times[-self.history :]
-            self._recent[row, : len(kept)] = kept
+        rows = np.empty(len(columns), np.int64)
+        for namespace in np.unique(columns.namespace).tolist():
+            at = np.flatnonzero(columns.namespace == namespace)
+            rows[at] = self._rows_for(namespace, columns.node[at])
+        self._uses[rows] = columns.uses
+        self._together[rows] = columns.together
+        self._first[rows] = columns.first
+        recent = columns.recent
+        if recent.shape[1] > self.history:  # written with a longer history: keep the latest
+            kept = np.isfinite(recent).sum(axis=1)
+            shift = np.maximum(kept - self.history, 0)
+            take = np.minimum(shift[:, None] + np.arange(self.history), recent.shape[1] - 1)
+            recent = np.where(
+                np.arange(self.history) < np.minimum(kept, self.history)[:, None],
+                np.take_along_axis(recent, take, axis=1),
+                -np.inf,
+            )
+        self._recent[rows] = -np.inf
+        self._recent[rows, : recent.shape[1]] = recent
+
+    def _rows_for(self, namespace: int, nodes: IntArray) -> IntArray:
+        """Rows of ``nodes`` in ``namespace``, new ones appended."""
+        rows_of = self._row_of.get(namespace, np.zeros(0, np.int32))
+        top = int(nodes.max()) + 1
+        if top > rows_of.size:
+            grown = np.full(max(top, 2 * rows_of.size), -1, np.int32)
+            grown[: rows_of.size] = rows_of
+            rows_of = self._row_of[namespace] = grown
+        rows = rows_of[nodes].astype(np.int64)
+        new = np.flatnonzero(rows < 0)
+        if new.size:
+            fresh = np.unique(nodes[new])
+            needed = self._rows + fresh.size
+            if needed > self._uses.size:
+                size = max(64, needed, 2 * self._uses.size)
+                self._uses = np.resize(self._uses, size)
+                self._together = np.resize(self._together, size)
+                self._first = np.resize(self._first, size)
+                extra = np.full((size - self._recent.shape[0], self.history), -np.inf)
+                self._recent = np.concatenate([self._recent, extra])
+            rows_of[fresh] = np.arange(self._rows, needed)
+            self._rows = needed
+            rows = rows_of[nodes].astype(np.int64)
+        return rows
 
     def remember(self, events: Iterable[tuple[int, float, Sequence[int]]]) -> None:
         """Remember events ``(namespace, at, nodes)``, oldest first, for :meth:`recent_nodes`."""
@@ -297,25 +332,6 @@ class UseTable:
     def _row(self, namespace: int, node: int) -> int:
         rows = self._row_of.get(namespace)
         return int(rows[node]) if rows is not None and node < rows.size else -1
-
-    def _new_row(self, namespace: int, node: int) -> int:
-        rows = self._row_of.get(namespace, np.zeros(0, np.int32))
-        if node >= rows.size:
-            rows = np.concatenate(
-                [rows, np.full(max(node + 1, 2 * rows.size) - rows.size, -1, np.int32)]
-            )
-        self._row_of[namespace] = rows
-        if self._rows == self._uses.size:
-            size = max(64, 2 * self._rows)
-            self._uses = np.resize(self._uses, size)
-            self._together = np.resize(self._together, size)
-            self._first = np.resize(self._first, size)
-            self._recent = np.concatenate(
-                [self._recent, np.full((size - self._rows, self.history), -np.inf)]
-            )
-        rows[node] = self._rows
-        self._rows += 1
-        return self._rows - 1
 
     # -- reads -------------------------------------------------------------------------
 

@@ -93,3 +93,12 @@ def test_uses_approximated_from_edges() -> None:
     assert [(r.node, r.uses) for r in rows] == [(1, 3), (2, 3), (3, 1)]
     assert events == {1: 2}  # two distinct last reinforcements
     assert latest == [(1, 5 * DAY, (1, 2))]  # the latest one, with its edge's nodes
+
+
+def test_rows_written_with_a_longer_history_keep_their_latest_times() -> None:
+    table = UseTable(history=2)
+    table.apply([UseRow(1, 5, 4, 0, 0.0, (1.0, 2.0, 3.0)), UseRow(1, 6, 1, 0, 9.0, (9.0,))])
+    (five,) = table.recorded([5], 1, 4.0)
+    (six,) = table.recorded([6], 1, 10.0)
+    assert five.recent == (3.0, 4.0) and five.uses == 5  # 2.0 and 3.0 kept, then 4.0
+    assert six.recent == (9.0, 10.0) and six.first == 9.0
