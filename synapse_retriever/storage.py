@@ -567,7 +567,9 @@ def _use_columns(rows: Sequence[tuple[int, int, int, int, float, bytes]]) -> Use
 
 
 def _backfill_uses(db: sqlite3.Connection) -> None:
-    """Approximate the uses of a version-1 file from its edges (see ``uses_from_edges``)."""
+    """Approximate the uses of a version-1 file from its edges (see ``uses_from_edges``),
+    with its default history (8 times per node) and window (50 events): the migration
+    runs before any configuration is known."""
     from synapse_retriever.usage import uses_from_edges
 
     edges = db.execute(
