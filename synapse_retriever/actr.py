@@ -352,28 +352,30 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
     Examples
     --------
     >>> sources = [(np.array([3]), np.array([1.0])), (np.array([3, 4]), np.array([2.0, 1.0]))]
-    >>> paths = StrongestSources(["j", "k"], sources, {"x": 3, "y": 4}, ["x", "y"])
-    >>> paths["x"], dict(paths)
-    (('k', 'x'), {'x': ('k', 'x'), 'y': ('k', 'y')})
+    >>> names, index = ["", "", "", "x", "y"], {"x": 3, "y": 4}
+    >>> paths = StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index)
+    >>> paths["x"], dict(paths), "q" in paths
+    (('k', 'x'), {'x': ('k', 'x'), 'y': ('k', 'y')}, False)
     """
 
     def __init__(
         self,
         hits: Sequence[str],
         sources: Sequence[tuple[IntArray, FloatArray]],
+        candidates: IntArray,
+        names: Sequence[str],
         index: Mapping[str, int],
-        candidates: Sequence[str],
     ) -> None:
-        self._hits, self._sources, self._index = hits, sources, index
-        self._candidates = candidates
-        self._among: set[str] | None = None
+        self._hits, self._sources = hits, sources
+        self._candidates, self._sorted = candidates, np.sort(candidates)
+        self._names, self._index = names, index
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
-        if self._among is None:
-            self._among = set(self._candidates)
-        if name not in self._among:
+        node = self._index.get(name, -1)
+        at = int(np.searchsorted(self._sorted, node))
+        if node < 0 or at == self._sorted.size or self._sorted[at] != node:
             raise KeyError(name)
-        node, best, source = self._index.get(name, -1), 0.0, ""
+        best, source = 0.0, ""
         for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
             at = int(np.searchsorted(others, node))
             if at < others.size and others[at] == node and counts[at] > best:
@@ -383,7 +385,8 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         return (source, name)
 
     def __iter__(self) -> Iterator[str]:
-        return (name for name in self._candidates if name in self)
+        names = (self._names[node] for node in self._candidates.tolist())
+        return (name for name in names if name in self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

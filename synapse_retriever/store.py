@@ -664,7 +664,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             values = activation[strong].tolist()
             ranked = sorted(zip(values, order, strict=True), key=lambda item: (-item[0], item[1]))
             order = [name for _, name in ranked]
-        paths = StrongestSources(names, sources, graph.index, NodeNames(nodes[strong], graph.names))
+        paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
         return ActrPlan(
             rows,
             Activation(energy, paths),  # type: ignore[arg-type]
