@@ -239,6 +239,10 @@ class WriteTransaction(Protocol):
         """Add ``count`` co-activation events to a namespace's counter."""
         ...
 
+    def used(self, namespace: int, nodes: Sequence[int]) -> set[int]:
+        """Those of ``nodes`` that have a use row in ``namespace``."""
+        ...
+
     def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
         """Log an event's nodes; the namespace's latest ``keep`` entries are kept (older
         ones are trimmed whenever it holds more than ``2 × keep``)."""
@@ -352,6 +356,20 @@ class _SQLiteTransaction:
             "recent = excluded.recent, version = excluded.version",
             [(*row[:5], _pack(row.recent), self.version) for row in rows],
         )
+
+    def used(self, namespace: int, nodes: Sequence[int]) -> set[int]:
+        found: set[int] = set()
+        for start in range(0, len(nodes), 500):
+            chunk = list(nodes[start : start + 500])
+            marks = ", ".join("?" * len(chunk))
+            found.update(
+                row[0]
+                for row in self._db.execute(
+                    f"SELECT node FROM node_uses WHERE namespace = ? AND node IN ({marks})",
+                    (namespace, *chunk),
+                )
+            )
+        return found
 
     def add_events(self, namespace: int, count: int) -> None:
         self._db.execute(

@@ -26,6 +26,10 @@ So importing the same file twice changes nothing the second time, and importing 
 backup over a store that kept learning leaves every edge it relearned alone. Counts
 are not added up: two stores that saw the same events would double-count them.
 
+Node uses (what the default ACT-R rule reads) are not exported: a node that has no use
+row in an edge's namespace gets one approximated from the merged edges, as a file of
+schema version 1 gets at migration (:func:`~synapse_retriever.usage.uses_from_edges`).
+
 Examples
 --------
 >>> from synapse_retriever import SynapseStore
@@ -57,6 +61,7 @@ from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.graph import Edge
 from synapse_retriever.storage import EdgeRow, Storage, WriteTransaction
 from synapse_retriever.store import SynapseStore
+from synapse_retriever.usage import uses_from_edges
 
 __all__ = [
     "FORMAT_NAME",
@@ -166,7 +171,27 @@ def _merge(
             updates.append(EdgeRow(row.id, row.namespace, row.a, row.b, *values))
     tx.insert(inserts)
     tx.update(updates)
+    _approximate_missing_uses(tx, [*inserts, *updates])
     return inserted, replaced, kept
+
+
+def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> None:
+    """Use rows, approximated from ``rows``, for their nodes that have none yet."""
+    by_namespace: dict[int, list[EdgeRow]] = {}
+    for row in rows:
+        by_namespace.setdefault(row.namespace, []).append(row)
+    for ns, edges in by_namespace.items():
+        nodes = sorted({n for row in edges for n in (row.a, row.b)})
+        missing = set(nodes) - tx.used(ns, nodes)
+        if not missing:
+            continue
+        uses, events, latest = uses_from_edges(
+            (r.a, r.b, ns, r.activation_count, r.created_at, r.last_reinforced_at) for r in edges
+        )
+        tx.write_uses([use for use in uses if use.node in missing])
+        tx.add_events(ns, events.get(ns, 0))
+        for _, at, members in latest:
+            tx.log_recent(ns, at, members, keep=len(latest))
 
 
 def _newer(x: Edge, y: Edge) -> Edge:

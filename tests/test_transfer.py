@@ -181,3 +181,30 @@ def test_read_edges_refuses_foreign_graphml(tmp_path: Path) -> None:
     (tmp_path / "broken.graphml").write_text("<graphml><unclosed>")
     with pytest.raises(InvalidValueError, match="not a GraphML edge export"):
         read_edges(tmp_path / "broken.graphml")
+
+
+def test_imported_nodes_get_uses_so_the_default_rule_can_recall_them(tmp_path: Path) -> None:
+    day = 86400.0
+    with SynapseStore(":memory:") as source:
+        source.reinforce(["jwt", "keys"], namespace="shared", at=0)
+        source.reinforce(["jwt", "keys"], namespace="shared", at=day)
+        edges = export_edges(source, at=day)
+    storage = SQLiteStorage(tmp_path / "imported.db")
+    merge_edges(storage, edges)
+    merge_edges(storage, edges)  # nodes that have uses get no second approximation
+    db = storage._db
+    assert db.execute("SELECT node, uses FROM node_uses ORDER BY node").fetchall() == [
+        (1, 2),
+        (2, 2),
+    ]
+    assert db.execute("SELECT events FROM namespace_events").fetchall() == [(1,)]
+    storage.close()
+    with SynapseStore(tmp_path / "imported.db") as store:
+        hits = [("jwt", 0.9), ("login", 0.5)]
+        # keys: 2 uses (the edge's count), the last a day before the query (1), the other
+        # spread back to its creation: 1 × (2^0.5 − 1^0.5) / (0.5 × 1) = 0.82843; B =
+        # ln 1.82843 = 0.60346; no lift (N = 1 event: ln(2 × 1 / 4) < 0); it beats login,
+        # never used: -6 + 3
+        plan = store.plan(hits, at=2 * day, active_namespace="shared")
+        assert plan.activation.energy["keys"] == pytest.approx(0.60346, abs=1e-5)
+        assert [h.id for h in plan.inject()] == ["jwt", "keys"]
