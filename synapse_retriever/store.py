@@ -234,7 +234,8 @@ config: pass config together with a store path instead
         Returns
         -------
         int
-            The number of edges written.
+            The number of edges written. A single node writes none but is recorded as
+            used, as :meth:`use` records it (the default rule's base level reads it).
 
         Notes
         -----
@@ -270,7 +271,10 @@ config: pass config together with a store path instead
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
         if event_id is not None and (not isinstance(event_id, str) or not event_id):
             raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
-        if len(ids) < 2 or delta == 0.0:
+        if not ids or delta == 0.0:
+            return 0
+        if len(ids) == 1:  # no pair to reinforce, but a use (the default rule's base level)
+            self._record_use(ids, ns, explicit, event_id)
             return 0
         with self._lock:
             self._check_open()
@@ -315,7 +319,12 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        explicit = None if at is None else to_seconds(at)
+        self._record_use(ids, ns, None if at is None else to_seconds(at), None)
+
+    def _record_use(
+        self, ids: list[str], ns: str, explicit: float | None, event_id: str | None
+    ) -> None:
+        """One use event of ``ids`` (validated) in one transaction; no edge is written."""
         if not ids:
             return
         with self._lock:
@@ -323,6 +332,8 @@ config: pass config together with a store path instead
             with self._storage.write() as tx:
                 self._catch_up(tx)
                 now = explicit if explicit is not None else time.time()
+                if event_id is not None and not tx.record_event(event_id, now):
+                    return
                 node_ids = tx.node_ids(ids)
                 ns_id = tx.namespace_id(ns)
                 uses = self._uses.recorded(node_ids, ns_id, now)

@@ -418,3 +418,16 @@ def test_a_hit_keeps_its_most_co_used_neighbours_ties_to_the_smaller_id() -> Non
     assert [store._graph.names[x] for x in others.tolist()] == ["b", "c", "e"]
     assert counts.tolist() == [1.0, 2.0, 2.0]
     store.close()
+
+
+def test_reinforcing_one_node_records_a_use_once_per_event_id() -> None:
+    store = SynapseStore(":memory:")
+    assert store.reinforce(["readme"], at=0, event_id="run:1") == 0  # no pair, no edge
+    assert store.reinforce(["readme"], at=0, event_id="run:1") == 0  # a replay: nothing
+    node = np.array([store._graph.index["readme"]])
+    assert store._uses.uses(node, np.array([0.0, 1.0])).tolist() == [1.0]
+    assert store.reinforce(["readme"], strength=0.0, at=0) == 0  # strength 0: nothing at all
+    assert store._uses.uses(node, np.array([0.0, 1.0])).tolist() == [1.0]
+    # used a day ago (B = 0) beats a never-used hit (-6 + 3)
+    assert [h.id for h in store.recall([("a", 0.9), ("b", 0.5)], at=86400)] == ["a", "readme"]
+    store.close()
