@@ -22,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from synapse_retriever.arrays import unique_ids
+
 __all__ = [
     "Activation",
     "NamedPaths",
@@ -143,7 +145,7 @@ def spread(
     nodes it spreads from.
     """
     n = hub.size
-    seed_ids = np.unique(np.asarray(seeds, dtype=np.int64))
+    seed_ids = unique_ids(np.asarray(seeds, dtype=np.int64))
     seed_ids = seed_ids[(seed_ids >= 0) & (seed_ids < n)]
     if seed_ids.size == 0:
         return Spread(np.zeros(0, np.int64), np.zeros(0), {})

@@ -19,10 +19,13 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.clock import SECONDS_PER_DAY
+
 __all__ = [
     "decayed_weight",
     "effective_weight",
     "learned_half_life",
+    "pruned_at",
     "reinforced_weight",
 ]
 
@@ -95,6 +98,47 @@ def effective_weight(
     weight = np.where(floored, np.maximum(weight, ltp_floor), weight)
     value = np.where(weight >= prune_threshold, weight, 0.0)
     return _result(value, w0, half_life_days, age_days, count)
+
+
+def pruned_at(
+    w0: ArrayLike,
+    half_life_days: ArrayLike,
+    last_s: ArrayLike,
+    *,
+    count: ArrayLike,
+    ltp: bool | npt.NDArray[np.bool_] = True,
+    ltp_min_count: int = 5,
+    ltp_floor: float = 0.20,
+    prune_threshold: float = 0.01,
+) -> float | Array:
+    """When :func:`effective_weight` reaches 0.0, in seconds: from then on the edge is pruned.
+
+    Notes
+    -----
+    The decayed weight w0 × 2^(−age / half_life) falls below ``prune_threshold`` after
+    half_life × log2(w0 / prune_threshold) days. An edge the LTP floor holds at or above
+    the threshold is never pruned (+inf); one already below it always is (−inf). The
+    closed form can differ from :func:`effective_weight` by rounding within a few
+    microseconds of the boundary: callers that need the exact verdict there recompute it.
+
+    Examples
+    --------
+    w0 = 0.3 at a 30-day half-life, last reinforced at 0: 30 × log2(30) = 147.2 days.
+
+    >>> round(pruned_at(0.3, 30.0, 0.0, count=1) / 86400, 1)
+    147.2
+    >>> pruned_at(0.3, 30.0, 0.0, count=5)  # floored at 0.20: never pruned
+    inf
+    """
+    w0 = np.asarray(w0, np.float64)
+    with np.errstate(divide="ignore"):
+        life_days = np.asarray(half_life_days) * np.log2(w0 / prune_threshold)
+    at = np.where(w0 >= prune_threshold, np.add(last_s, life_days * SECONDS_PER_DAY), -np.inf)
+    floored = np.logical_and(
+        ltp, np.logical_and(np.greater_equal(count, ltp_min_count), np.greater_equal(w0, ltp_floor))
+    )
+    value = np.where(np.logical_and(floored, ltp_floor >= prune_threshold), np.inf, at)
+    return _result(value, w0, half_life_days, last_s, count)
 
 
 def reinforced_weight(current: ArrayLike, delta: float) -> float | Array:

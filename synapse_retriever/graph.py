@@ -29,9 +29,10 @@ import numpy.typing as npt
 from scipy import sparse
 
 from synapse_retriever.activation import Spread, hub_factors, spread
+from synapse_retriever.arrays import group_sums
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.decay import effective_weight
+from synapse_retriever.decay import effective_weight, pruned_at
 
 __all__ = ["Edge", "MemoryGraph"]
 
@@ -98,6 +99,7 @@ _COLUMNS: dict[str, tuple[type, float]] = {
     "half_life": (np.float64, 1.0),
     "created": (np.float64, 0.0),
     "last": (np.float64, 0.0),
+    "pruned_at": (np.float64, -np.inf),  # when its effective weight reaches 0 (decay.pruned_at)
     "multi": (np.bool_, False),  # the same pair is stored in another namespace too
     "pos_a": (np.int32, -1),  # where the edge's two adjacency entries sit (-1: in the log)
     "pos_b": (np.int32, -1),
@@ -106,6 +108,10 @@ _COLUMNS: dict[str, tuple[type, float]] = {
 
 MAX_VIEWS = 4
 """Recall views kept at once (one per active namespace recently queried)."""
+
+PRUNE_MARGIN_S = 1.0
+"""Within this many seconds of an edge's closed-form prune time, liveness is decided by
+its effective weight (the two can differ by rounding near the boundary)."""
 
 
 @dataclass
@@ -120,6 +126,26 @@ class _View:
     log: sparse.csr_matrix | None = None  # edges added since the CSR was built
     log_degree: IntArray | None = None
     dirty: set[int] = field(default_factory=set)  # nodes whose hub factor is stale
+
+
+def strongest(others: IntArray, weights: FloatArray, fan: int) -> tuple[IntArray, FloatArray]:
+    """The ``fan`` entries of largest weight (ties to the smaller id), by id ascending.
+
+    Examples
+    --------
+    >>> others, weights = strongest(np.array([9, 4, 7, 2]), np.array([1.0, 3.0, 1.0, 1.0]), 3)
+    >>> others.tolist(), weights.tolist()
+    ([2, 4, 7], [1.0, 3.0, 1.0])
+    """
+    if others.size > fan:
+        cut = np.partition(weights, others.size - fan)[others.size - fan]
+        above = np.flatnonzero(weights > cut)
+        tied = np.flatnonzero(weights == cut)
+        tied = tied[np.argsort(others[tied], kind="stable")[: fan - above.size]]
+        pick = np.concatenate([above, tied])
+        others, weights = others[pick], weights[pick]
+    order = np.argsort(others, kind="stable")
+    return others[order], weights[order]
 
 
 class MemoryGraph:
@@ -151,6 +177,7 @@ class MemoryGraph:
         self._entry_edge = np.zeros(0, np.int32)
         self._log = np.zeros(1024, np.int64)  # ids of edges added since the CSR was built
         self._log_len = 0
+        self._log_of: dict[int, list[int]] = {}  # node -> its edges in the log
         self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
         # per active namespace: the time they were evaluated at, and node -> co-use row
         self._co_uses: OrderedDict[str, tuple[float, dict[int, tuple[IntArray, FloatArray]]]]
@@ -174,6 +201,7 @@ class MemoryGraph:
             c["created"],
         )
         self._multi, self._pos_a, self._pos_b = c["multi"], c["pos_a"], c["pos_b"]
+        self._pruned_at = c["pruned_at"]
 
     def add_names(
         self, nodes: Iterable[tuple[int, str]] = (), namespaces: Iterable[tuple[int, str]] = ()
@@ -232,6 +260,7 @@ class MemoryGraph:
         self._hl[ids] = table[:, 6]
         self._created[ids] = table[:, 7]
         self._last[ids] = table[:, 8]
+        self._pruned_at[ids] = self._prune_times(ids)
         self.size = max(self.size, top)
         if fresh.any():
             self._add(ids[fresh])  # storage ids are unique: no need to sort them
@@ -243,6 +272,7 @@ class MemoryGraph:
         gone = gone[self._a[gone] >= 0]
         if gone.size:
             self._w0[gone] = 0.0
+            self._pruned_at[gone] = -np.inf
             self._touch(gone)
             self._a[gone] = self._b[gone] = -1
 
@@ -260,6 +290,10 @@ class MemoryGraph:
             self._log = np.resize(self._log, max(needed, 2 * self._log.size))
         self._log[self._log_len : needed] = new
         self._log_len = needed
+        ends = zip(new.tolist(), self._a[new].tolist(), self._b[new].tolist(), strict=True)
+        for edge, a, b in ends:
+            self._log_of.setdefault(a, []).append(edge)
+            self._log_of.setdefault(b, []).append(edge)
         if self._log_len > max(8192, self._other.size // 16):
             self.rebuild()
             return
@@ -325,6 +359,7 @@ class MemoryGraph:
             keys, counts = np.unique(key, return_counts=True)
             self._multi[live] = np.isin(key, keys[counts > 1])
         self._log_len = 0
+        self._log_of.clear()
         self._views.clear()
         self._co_uses.clear()
 
@@ -426,6 +461,31 @@ class MemoryGraph:
             )
         )
 
+    def live(self, edges: IntArray, now: float) -> npt.NDArray[np.bool_]:
+        """Whether edges have a positive effective weight at ``now``: one comparison with
+        their precomputed prune times, the exact weight within ``PRUNE_MARGIN_S`` of one."""
+        when = self._pruned_at[edges]
+        alive: npt.NDArray[np.bool_] = now < when
+        near = np.flatnonzero(np.abs(when - now) <= PRUNE_MARGIN_S)
+        if near.size:
+            alive[near] = self.weights(edges[near], now) > 0
+        return alive
+
+    def _prune_times(self, edges: IntArray) -> FloatArray:
+        config = self.config
+        return np.asarray(
+            pruned_at(
+                self._w0[edges],
+                self._hl[edges],
+                self._last[edges],
+                count=self._count[edges],
+                ltp=self._ltp_ns[self._ns[edges]],
+                ltp_min_count=config.ltp_min_count,
+                ltp_floor=config.ltp_floor,
+                prune_threshold=config.prune_threshold,
+            )
+        )
+
     def factors(self, active_namespace: str) -> FloatArray:
         """Merge factor per namespace id for a query in ``active_namespace``."""
         factors = np.zeros(self.max_namespace + 1)
@@ -490,26 +550,24 @@ class MemoryGraph:
         owner = np.repeat(np.arange(len(known)), [e.size for e in incident])
         edges = np.concatenate(incident)
         factor = self.factors(active_namespace)[self._ns[edges]]
-        keep = (factor > 0) & (self.weights(edges, at) > 0)
+        keep = factor > 0
+        keep[keep] = self.live(edges[keep], at)
         edges, factor, owner = edges[keep], factor[keep], owner[keep]
         node = np.asarray(known, np.int64)[owner]
         other = np.where(self._a[edges] == node, self._b[edges], self._a[edges]).astype(np.int64)
-        pairs, inverse = np.unique(owner * self.n + other, return_inverse=True)
-        counts = np.bincount(inverse, self._count[edges] * factor, pairs.size).astype(np.float64)
-        bounds = np.searchsorted(pairs, np.arange(len(known) + 1) * self.n)
+        counts = self._count[edges] * factor
+        if self._multi[edges].any():  # a pair in several namespaces: one summed count
+            key, counts = group_sums(owner * self.n + other, counts)
+        else:  # one edge per pair: sort by owner, then id
+            key = owner * self.n + other
+            order = np.argsort(key)
+            key, counts = key[order], counts[order]
+        owner, other = key // self.n, key % self.n
+        bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
         fan = self.config.association_fan
         for i, x in enumerate(known):
-            others, weights = (
-                pairs[bounds[i] : bounds[i + 1]] % self.n,
-                counts[bounds[i] : bounds[i + 1]],
-            )
-            if others.size > fan:  # the most co-used; ties to the smaller id (others ascend)
-                cut = np.partition(weights, others.size - fan)[others.size - fan]
-                above = weights > cut
-                tied = np.flatnonzero(weights == cut)[: fan - int(above.sum())]
-                top = np.sort(np.concatenate([np.flatnonzero(above), tied]))
-                others, weights = others[top], weights[top]
-            found[x] = (others, weights)
+            row = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
+            found[x] = strongest(*row, fan) if row[0].size > fan else row
         return found
 
     def _forget_co_uses(self, edges: IntArray) -> None:
@@ -527,8 +585,7 @@ class MemoryGraph:
         found = []
         if node < self._built:
             found.append(self._entry_edge[self._indptr[node] : self._indptr[node + 1]])
-        log = self._log[: self._log_len]
-        found.append(log[(self._a[log] == node) | (self._b[log] == node)])
+        found.append(np.asarray(self._log_of.get(node, ()), np.int64))
         edges = np.concatenate(found).astype(np.int64)
         return edges[self._a[edges] >= 0]
 

@@ -39,6 +39,7 @@ from synapse_retriever.actr import (
     lift_strengths,
     source_weights,
 )
+from synapse_retriever.arrays import unique_ids
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
@@ -445,7 +446,7 @@ config: pass config together with a store path instead
             with self._storage.write() as tx:
                 self._catch_up(tx)
                 ids = graph.live_ids()
-                pruned = ids[graph.weights(ids, now) == 0.0]
+                pruned = ids[~graph.live(ids, now)]
                 tx.delete(pruned.tolist())
             namespaces = [graph.ns_names[int(ns)] for ns in graph._ns[pruned]]
             graph.remove(pruned.tolist())
@@ -644,7 +645,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             sources = graph.co_uses(hits.tolist(), active, now)
             recent = table.recent_nodes(factors, until=now)
             known = hits[hits >= 0]
-            nodes = np.unique(np.concatenate([recent, known, *(row for row, _ in sources)]))
+            nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
             uses = table.uses(nodes, factors, together=True)
             base = table.base_levels(nodes, now, factors, config.base_decay)
             events = table.events(factors)

@@ -12,8 +12,11 @@ from synapse_retriever.decay import (
     decayed_weight,
     effective_weight,
     learned_half_life,
+    pruned_at,
     reinforced_weight,
 )
+
+DAY = 86_400.0
 
 
 def test_learned_half_life_twice_one_day_apart() -> None:
@@ -54,6 +57,19 @@ def test_pruned_at_147_2_days_for_w0_0_3_and_30_day_half_life() -> None:
     assert 30 * math.log2(30) == pytest.approx(147.2067, abs=1e-4)
     assert effective_weight(0.3, 30.0, 147.20, count=1) == pytest.approx(0.0100, abs=1e-5)
     assert effective_weight(0.3, 30.0, 147.21, count=1) == 0.0
+    # the same day as a time: last reinforced at day 10, pruned from day 157.2067
+    assert pruned_at(0.3, 30.0, 10 * DAY, count=1) / DAY == pytest.approx(157.2067, abs=1e-4)
+
+
+def test_pruned_at_is_never_for_a_floored_edge_and_always_below_the_threshold() -> None:
+    assert pruned_at(0.5, 30.0, 0.0, count=5) == math.inf  # LTP holds it at 0.2
+    assert pruned_at(0.5, 30.0, 0.0, count=5, ltp=False) < math.inf  # ephemeral: decays
+    assert pruned_at(0.005, 30.0, 0.0, count=1) == -math.inf  # 0.005 < 0.01 already
+    assert pruned_at(0.0, 30.0, 0.0, count=1) == -math.inf  # a deleted edge
+    # a floor under the threshold does not save it: 0.3 × 2^(−d/30) = 0.05, d = 77.5 days
+    assert pruned_at(0.3, 30.0, 0.0, count=9, ltp_floor=0.01, prune_threshold=0.05) / DAY == (
+        pytest.approx(30 * math.log2(6))
+    )
 
 
 def test_ltp_floor_needs_count_5_w0_0_2_and_a_non_ephemeral_namespace() -> None:
@@ -84,6 +100,24 @@ def test_effective_weight_stays_in_unit_interval_and_never_grows(
     assert 0.0 <= weight <= max(w0, 0.2)
     later = effective_weight(w0, half_life, age + 1.0, count=count)
     assert later <= weight
+
+
+@given(
+    w0=st.floats(0.0, 1.0),
+    half_life=st.floats(1.0, 400.0),
+    count=st.integers(1, 9),
+    ltp=st.booleans(),
+    offset=st.floats(-1e7, 1e7),
+)
+def test_an_edge_is_live_exactly_until_its_prune_time(
+    w0: float, half_life: float, count: int, ltp: bool, offset: float
+) -> None:
+    last = 1.7e9
+    when = pruned_at(w0, half_life, last, count=count, ltp=ltp)
+    at = (when if math.isfinite(when) else last) + offset
+    weight = effective_weight(w0, half_life, (at - last) / DAY, count=count, ltp=ltp)
+    if abs(at - when) > 1e-3:  # rounding may differ at the boundary itself (graph.live)
+        assert (weight > 0) == (at < when)
 
 
 @given(count=st.integers(1, 10_000), gap=st.floats(0.0, 10_000.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,3 +108,55 @@ def test_recall_views_are_kept_for_a_few_active_namespaces_only() -> None:
             "b": pytest.approx(0.3 * 0.8 * 0.6)  # personal seen from a branch: × 0.8
         }
     assert len(store._graph._views) == MAX_VIEWS
+
+
+def co_uses_from_scratch(
+    store: SynapseStore, node: str, at: float, active: str
+) -> list[tuple[str, float]]:
+    """A node's most co-used live neighbours (ties to the smaller id), by id, from store.graph()."""
+    factors = store.config.merge_factors(active)
+    counts: dict[str, float] = {}
+    for a, b, ns, data in store.graph(at=at).edges(node, keys=True, data=True):
+        other = b if a == node else a
+        if factors.get(ns, 0.0) > 0:
+            counts[other] = counts.get(other, 0.0) + factors[ns] * data["count"]
+    ids = store._graph.index
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], ids[item[0]]))
+    return sorted(ranked[: store.config.association_fan], key=lambda item: ids[item[0]])
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps, st.integers(1, 3))
+def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) -> None:
+    config = SynapseConfig(weight_tolerance_s=0.0, association_fan=fan)
+    store = SynapseStore(":memory:", config=config)
+    graph, now = store._graph, 0.0
+    for step in steps:
+        if step[0] == "reinforce":
+            _, ids, strength, namespace, gap = step
+            now += gap * DAY
+            store.reinforce(ids, strength=strength, namespace=namespace, at=now)
+        elif step[0] == "decay":
+            now += step[1] * DAY  # later reads see the edges that decayed since
+        elif step[0] == "fold":
+            graph.rebuild()
+        else:
+            _, seeds, active = step
+            known = [seed for seed in seeds if seed in graph.index]
+            rows = graph.co_uses([graph.index[seed] for seed in known], active, now)
+            for seed, (others, counts) in zip(known, rows, strict=True):
+                want = co_uses_from_scratch(store, seed, now, active)
+                assert [graph.names[x] for x in others.tolist()] == [name for name, _ in want]
+                assert counts.tolist() == pytest.approx([count for _, count in want])
+
+
+def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:
+    store = SynapseStore(":memory:")
+    for i, strength in enumerate([0.1, 0.5, 1.0, 2.0, 3.0]):
+        store.reinforce([f"a{i}", f"b{i}"], strength=strength, at=i * 3600.0)
+        store.reinforce([f"a{i}", f"b{i}"], at=i * 7200.0)  # a learned half-life
+    graph = store._graph
+    ids = graph.live_ids()
+    for when in graph._pruned_at[ids].tolist():
+        for at in (when, np.nextafter(when, -np.inf), np.nextafter(when, np.inf), when + 0.9):
+            assert graph.live(ids, at).tolist() == (graph.weights(ids, at) > 0).tolist()
