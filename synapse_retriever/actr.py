@@ -99,26 +99,31 @@ def lift_strengths(
         return np.zeros(0)
 
     def position(ids: IntArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
-        at = np.minimum(np.searchsorted(nodes, ids), nodes.size - 1)
+        at = np.minimum(nodes.searchsorted(ids), nodes.size - 1)
         return at, nodes[at] == ids
 
     hit_at, hit_found = position(hits)
     n_j = np.where(hit_found, uses[hit_at], 0.0)
-    source = np.repeat(np.arange(hits.size), [others.size for others, _ in sources])
-    others = np.concatenate([np.zeros(0, np.int64), *(o for o, _ in sources)])
-    counts = np.concatenate([np.zeros(0), *(c for _, c in sources)])
-    at, found = position(others)
-    n_i = np.where(found, uses[at], 0.0)
-    keep = found & (counts > 0) & (n_i > 0) & (n_j[source] > 0) & (w[source] > 0)
-    keep &= others != hits[source]
-    with np.errstate(divide="ignore"):
-        strength = np.log(counts[keep] * events / (n_j[source][keep] * n_i[keep]))
-    positive = strength > 0
-    total = np.bincount(
-        at[keep][positive],
-        weights=w[source][keep][positive] * strength[positive],
-        minlength=nodes.size,
-    )
+    total: FloatArray = np.zeros(nodes.size)
+    # only hits that are known, used and weighted can lend strength
+    lending = [
+        j
+        for j, (n, weight) in enumerate(zip(n_j.tolist(), w.tolist(), strict=True))
+        if n > 0 and weight > 0 and sources[j][0].size
+    ]
+    if lending:
+        source = np.repeat(lending, [sources[j][0].size for j in lending])
+        others = np.concatenate([sources[j][0] for j in lending])
+        counts = np.concatenate([sources[j][1] for j in lending])
+        at, found = position(others)
+        n_i = np.where(found, uses[at], 0.0)
+        keep = np.flatnonzero(found & (counts > 0) & (n_i > 0) & (others != hits[source]))
+        source, at = source[keep], at[keep]
+        with np.errstate(divide="ignore"):
+            strength = np.log(counts[keep] * events / (n_j[source] * n_i[keep]))
+        positive = strength > 0
+        lent = w[source[positive]] * strength[positive]
+        total = np.bincount(at[positive], lent, nodes.size).astype(np.float64)
     own = np.zeros(nodes.size)
     own[hit_at[hit_found]] = w[hit_found]
     rest = w.sum() - own
@@ -312,7 +317,7 @@ class NodeValues(Mapping[str, float]):
 
     def _position(self, name: str) -> int:
         node = self._index.get(name, -1)
-        at = int(np.searchsorted(self._nodes, node))
+        at = int(self._nodes.searchsorted(node))
         return at if node >= 0 and at < self._nodes.size and self._nodes[at] == node else -1
 
 
@@ -372,12 +377,12 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
         node = self._index.get(name, -1)
-        at = int(np.searchsorted(self._sorted, node))
+        at = int(self._sorted.searchsorted(node))
         if node < 0 or at == self._sorted.size or self._sorted[at] != node:
             raise KeyError(name)
         best, source = 0.0, ""
         for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
-            at = int(np.searchsorted(others, node))
+            at = int(others.searchsorted(node))
             if at < others.size and others[at] == node and counts[at] > best:
                 best, source = float(counts[at]), hit
         if not best > 0:

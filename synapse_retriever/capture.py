@@ -42,7 +42,7 @@ def validate_node_id(node: object) -> str:
             f"got {len(node)}: {node[:40]!r}..."
         )
     try:
-        node.encode("utf-8")
+        node.isascii() or node.encode("utf-8")  # lone surrogates cannot be encoded
     except UnicodeEncodeError:
         raise InvalidValueError(f"node id must be valid Unicode, got {node!r}") from None
     return node

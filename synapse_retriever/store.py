@@ -657,8 +657,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         share = np.where(present, config.defend_association, 1.0)
         activation = np.where(base == -np.inf, config.unused_base, base)
         activation = activation + share * config.association * lift
-        # the hits are looked up most: by name up front (never-seen ones: unused_base)
-        by_name = {name: config.unused_base for name in names}
+        # the hits and the strongest candidates are looked up most: by name up front
+        by_name = {name: config.unused_base for name in names}  # never seen: unused_base
         by_name.update(
             zip(
                 [graph.names[x] for x in known.tolist()],
@@ -666,16 +666,18 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
                 strict=True,
             )
         )
-        energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
-        movable = [energy.get(node, config.unused_base) for node, _ in rows[config.seeds :]]
+        movable = [by_name[node] for node, _ in rows[config.seeds :]]
         floor = min(movable, default=math.inf) + config.keep_bonus
         strong = np.flatnonzero((activation > floor) & ~present)
-        strong = strong[np.argsort(-activation[strong], kind="stable")]
-        order: Sequence[str] = NodeNames(nodes[strong], graph.names)
-        if np.any(np.diff(activation[strong]) == 0):  # ties go to the smaller name
-            values = activation[strong].tolist()
-            ranked = sorted(zip(values, order, strict=True), key=lambda item: (-item[0], item[1]))
-            order = [name for _, name in ranked]
+        ranked = strong[np.argsort(-activation[strong], kind="stable")]
+        order: Sequence[str] = NodeNames(nodes[ranked], graph.names)
+        if np.any(np.diff(activation[ranked]) == 0):  # ties go to the smaller name
+            values = activation[ranked].tolist()
+            ties = sorted(zip(values, order, strict=True), key=lambda item: (-item[0], item[1]))
+            order = [name for _, name in ties]
+        head = list(order[: len(rows) + config.max_inject])  # what a swap reads first
+        by_name.update(zip(head, activation[ranked[: len(head)]].tolist(), strict=False))
+        energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
         paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
         return ActrPlan(
             rows,
@@ -857,10 +859,16 @@ def _validated_hits(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]
         raise InvalidTypeError(f"hits must be a sequence of (id, score) pairs, got {hits!r}")
     rows: list[tuple[str, float]] = []
     for position, hit in enumerate(hits):
-        if isinstance(hit, (str, bytes)) or not isinstance(hit, Sequence) or len(hit) < 2:
+        if type(hit) is not tuple and (  # a tuple is the common case: skip the ABC check
+            isinstance(hit, (str, bytes)) or not isinstance(hit, Sequence)
+        ):
+            raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
+        if len(hit) < 2:
             raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
         node, score = validate_node_id(hit[0]), hit[1]
-        if isinstance(score, bool) or not isinstance(score, (int, float)):
+        if type(score) is not float and (
+            isinstance(score, bool) or not isinstance(score, (int, float))
+        ):
             raise InvalidTypeError(f"hit {position} ({node!r}) has a non-numeric score {score!r}")
         if not math.isfinite(score):
             raise InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")

@@ -94,12 +94,13 @@ def older_uses(
     low = np.maximum(oldest_kept, MIN_AGE_DAYS)
     high = np.maximum(np.maximum(first, oldest_kept), MIN_AGE_DAYS)
     width = high - low
+    if decay == 0.5:  # sqrt: ~10× a power
+        low_root, high_root = np.sqrt(low), np.sqrt(high)
+        point, span = 1.0 / low_root, high_root - low_root
+    else:
+        point, span = low**-decay, high ** (1 - decay) - low ** (1 - decay)
     with np.errstate(divide="ignore", invalid="ignore"):
-        spread = np.where(
-            width < 1e-12,
-            low**-decay,
-            (high ** (1 - decay) - low ** (1 - decay)) / ((1 - decay) * width),
-        )
+        spread = np.where(width < 1e-12, point, span / ((1 - decay) * width))
     result = np.where(np.asarray(count) > 0, np.asarray(count) * spread, 0.0)
     return float(result) if result.ndim == 0 else result
 
@@ -139,12 +140,14 @@ def use_strengths(
         age[recent > now] = np.inf
     np.maximum(age, MIN_AGE_DAYS, out=age)
     term = 1.0 / np.sqrt(age) if decay == 0.5 else age**-decay  # sqrt: ~10× a power; 1/inf = 0
-    total: FloatArray = term.sum(axis=1)  # each row summed alike: equal histories, equal sums
-    older = count - np.isfinite(recent).sum(axis=1)
+    total: FloatArray = term[:, 0].copy() if term.shape[1] else np.zeros(term.shape[0])
+    for k in range(1, term.shape[1]):  # column by column: equal histories, equal sums, and
+        total += term[:, k]  # 2× a row-wise sum of 8 columns
+    finite = np.isfinite(recent).view(np.uint8)
+    older = count - finite @ np.ones(recent.shape[1], np.int64)  # uses not kept exactly
     spread = np.flatnonzero((older > 0) & (total > 0))
     if spread.size:
-        kept = age[spread]
-        oldest = np.where(np.isfinite(kept), kept, 0.0).max(axis=1)
+        oldest = age[spread, 0]  # times ascend: the first kept is the oldest, and not future
         total[spread] += older_uses(
             older[spread], oldest, (now - first[spread]) / SECONDS_PER_DAY, decay
         )
@@ -239,6 +242,8 @@ class UseTable:
         self._recent = np.zeros((0, history))
         self._events: dict[int, int] = {}
         self._latest: dict[int, deque[tuple[float, tuple[int, ...]]]] = {}  # latest events
+        self._newest: dict[int, float] = {}  # namespace -> time of its latest event
+        self._recent_nodes: dict[tuple[int, ...], IntArray] = {}  # until a new event
 
     # -- writes ------------------------------------------------------------------------
 
@@ -320,6 +325,8 @@ class UseTable:
         for namespace, at, nodes in events:
             latest = self._latest.setdefault(namespace, deque(maxlen=self.window))
             latest.append((at, tuple(nodes)))
+            self._newest[namespace] = max(self._newest.get(namespace, at), at)
+            self._recent_nodes.clear()
 
     def set_events(self, namespace: int, events: int) -> None:
         """Set the number of co-activation events of a namespace."""
@@ -389,15 +396,18 @@ class UseTable:
     def recent_nodes(self, factors: FloatArray, until: float = math.inf) -> IntArray:
         """Distinct nodes of the latest ``window`` events of each namespace with a positive
         factor (at or before ``until``), latest first."""
+        spaces = tuple(ns for ns in self._latest if ns < factors.size and factors[ns] > 0)
+        every = all(self._newest[ns] <= until for ns in spaces)  # no event after until
+        if every and spaces in self._recent_nodes:
+            return self._recent_nodes[spaces]
         events = [
-            (at, nodes)
-            for ns, latest in self._latest.items()
-            if ns < factors.size and factors[ns] > 0
-            for at, nodes in reversed(latest)
-            if at <= until
+            (at, nodes) for ns in spaces for at, nodes in reversed(self._latest[ns]) if at <= until
         ]
         events.sort(key=lambda event: -event[0])
-        return np.fromiter(dict.fromkeys(node for _, nodes in events for node in nodes), np.int64)
+        found = np.fromiter(dict.fromkeys(node for _, nodes in events for node in nodes), np.int64)
+        if every:
+            self._recent_nodes[spaces] = found
+        return found
 
     @property
     def nbytes(self) -> int:
