@@ -19,7 +19,7 @@ Examples
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,6 +178,7 @@ class MemoryGraph:
         self._log = np.zeros(1024, np.int64)  # ids of edges added since the CSR was built
         self._log_len = 0
         self._log_of: dict[int, list[int]] = {}  # node -> its edges in the log
+        self._unmerged = False  # a pair in two namespaces is split between the log and the CSR
         self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
         # per active namespace: the time they were evaluated at, and node -> co-use row
         self._co_uses: OrderedDict[str, tuple[float, dict[int, tuple[IntArray, FloatArray]]]]
@@ -277,13 +278,15 @@ class MemoryGraph:
             self._a[gone] = self._b[gone] = -1
 
     def _add(self, new: IntArray) -> None:
-        """New edges go to the log; a pair also stored in another namespace forces a rebuild
-        (one merged, capped weight per pair needs both in the same structure)."""
-        if new.size > max(8192, self._other.size // 16) or (
-            len(self.ns_names) > 1 and self._twins(new)
-        ):
+        """New edges go to the log. A pair also stored in another namespace needs a rebuild
+        before the next recall view (one merged, capped weight per pair needs both in the
+        same structure); co-use rows merge such pairs themselves."""
+        if new.size > max(8192, self._other.size // 16):
             self.rebuild()
             return
+        if len(self.ns_names) > 1 and self._twins(new):
+            self._unmerged = True
+            self._views.clear()
         self._forget_co_uses(new)
         needed = self._log_len + new.size
         if needed > self._log.size:
@@ -301,18 +304,26 @@ class MemoryGraph:
             view.log = None
 
     def _twins(self, new: IntArray) -> bool:
-        """Flag new edges whose pair exists in another namespace; True if any does."""
-        key = self._pair_key(new)
-        live = self.live_ids()
-        stored = self._pair_key(live)
-        shared = np.isin(stored, key) & ~np.isin(live, new)
-        within = np.unique(key, return_counts=True)
-        repeated = within[0][within[1] > 1]
-        twins = np.concatenate([stored[shared], repeated])
-        if twins.size == 0:
-            return False
-        self._multi[live[np.isin(stored, twins)]] = True
-        return True
+        """Flag new edges whose pair is also stored in another namespace, and those twins;
+        True if any. Each pair is looked up in the row of its end of smaller degree (new
+        edges are not in the adjacency yet), never in the whole graph."""
+        keys = self._pair_key(new).tolist()
+        repeated = {key for key, count in Counter(keys).items() if count > 1}
+        twins: list[int] = []
+        ends = zip(new.tolist(), self._a[new].tolist(), self._b[new].tolist(), keys, strict=True)
+        for edge, a, b, key in ends:
+            x, y = (a, b) if self._degree(a) <= self._degree(b) else (b, a)
+            row = self._incident(x)
+            same = row[self._a[row] + self._b[row] - x == y]
+            if same.size or key in repeated:
+                twins += [edge, *same.tolist()]
+        self._multi[twins] = True
+        return bool(twins)
+
+    def _degree(self, node: int) -> int:
+        """Stored edges of ``node``, deleted ones included."""
+        built = int(self._indptr[node + 1] - self._indptr[node]) if node < self._built else 0
+        return built + len(self._log_of.get(node, ()))
 
     def _pair_key(self, edges: IntArray) -> IntArray:
         key: IntArray = self._a[edges].astype(np.int64) * self.n + self._b[edges]
@@ -360,6 +371,7 @@ class MemoryGraph:
             self._multi[live] = np.isin(key, keys[counts > 1])
         self._log_len = 0
         self._log_of.clear()
+        self._unmerged = False
         self._views.clear()
         self._co_uses.clear()
 
@@ -367,6 +379,8 @@ class MemoryGraph:
 
     def view(self, active_namespace: str, now: float) -> _View:
         """Merged live weights and hub factors for a query in ``active_namespace`` at ``now``."""
+        if self._unmerged:
+            self.rebuild()
         view = self._views.get(active_namespace)
         if view is None or abs(view.at - now) > self.config.weight_tolerance_s:
             view = self._views[active_namespace] = self._build_view(active_namespace, now)

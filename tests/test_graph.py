@@ -160,3 +160,20 @@ def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:
     for when in graph._pruned_at[ids].tolist():
         for at in (when, np.nextafter(when, -np.inf), np.nextafter(when, np.inf), when + 0.9):
             assert graph.live(ids, at).tolist() == (graph.weights(ids, at) > 0).tolist()
+
+
+def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_write() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store.reinforce(["a", "b"], namespace="personal", at=0)
+    store.reinforce(["a", "c"], namespace="personal", at=0)
+    graph = store._graph
+    graph.rebuild()
+    store.reinforce(["a", "b"], namespace="shared", at=0)  # the same pair, another namespace
+    assert graph._log_len == 1  # a write does not rebuild the adjacency (O(edges))...
+    # ...the default rule's co-use rows merge the pair themselves: 1 + 0.5 × 1 (shared)
+    ((others, counts),) = graph.co_uses([graph.index["a"]], "personal", 0.0)
+    assert [graph.names[x] for x in others.tolist()] == ["b", "c"]
+    assert counts.tolist() == [1.5, 1.0]
+    # ...and the published rule's view rebuilds first
+    assert store.activate(["a"], at=0) == pytest.approx(reference(store, ["a"], 0, "personal"))
+    assert graph._log_len == 0
