@@ -196,6 +196,10 @@ MIGRATIONS: list[str] = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+BIG_DELETE = 10_000
+"""Deleting more edges than this at once raises the page cache to BIG_DELETE_CACHE_KIB."""
+BIG_DELETE_CACHE_KIB = 262_144
+
 _COLUMNS = (
     "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
 )
@@ -341,12 +345,22 @@ class _SQLiteTransaction:
         if not ids:
             return
         db = self._db
-        db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id INTEGER PRIMARY KEY)")
-        db.execute("DELETE FROM doomed")
-        db.executemany("INSERT OR IGNORE INTO doomed (id) VALUES (?)", [(i,) for i in ids])
-        db.execute("DELETE FROM edges WHERE id IN (SELECT id FROM doomed)")
-        db.execute("INSERT INTO removed (version, id) SELECT ?, id FROM doomed", (self.version,))
-        db.execute("DELETE FROM doomed")
+        # scattered deletes touch most pages of the edges and their indexes: a page cache
+        # that holds them all writes each once (measured: -20% for 64k of 1M edges)
+        cache = int(db.execute("PRAGMA cache_size").fetchone()[0])
+        if len(ids) > BIG_DELETE:
+            db.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
+        try:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id INTEGER PRIMARY KEY)")
+            db.execute("DELETE FROM doomed")
+            db.executemany("INSERT OR IGNORE INTO doomed (id) VALUES (?)", [(i,) for i in ids])
+            db.execute("DELETE FROM edges WHERE id IN (SELECT id FROM doomed)")
+            db.execute(
+                "INSERT INTO removed (version, id) SELECT ?, id FROM doomed", (self.version,)
+            )
+            db.execute("DELETE FROM doomed")
+        finally:
+            db.execute(f"PRAGMA cache_size = {cache}")
 
     def write_uses(self, rows: Sequence[UseRow]) -> None:
         self._db.executemany(

@@ -208,6 +208,26 @@ def test_decay_sweep_prunes_and_is_idempotent(store: SynapseStore) -> None:
     assert store.decay(at=0).pruned == 0  # a sweep in the past prunes nothing new
 
 
+def test_a_big_sweep_deletes_with_a_larger_page_cache_then_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever import storage
+
+    monkeypatch.setattr(storage, "BIG_DELETE", 2)  # 3 deletions count as big here
+    path = tmp_path / "big.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b", "c"], at=0)  # three pairs, pruned at 147.2 days
+        store.reinforce(["x", "y"], strength=2, at=0)  # pruned at 177.2 days
+        db = store._storage._db  # type: ignore[attr-defined]
+        cache = db.execute("PRAGMA cache_size").fetchone()[0]
+        assert store.decay(at=150 * DAY).pruned == 3
+        assert db.execute("PRAGMA cache_size").fetchone()[0] == cache
+    with SynapseStore(path) as reopened:
+        assert reopened.edge("a", "b") is None and reopened.edge("x", "y") is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM edges").fetchone()[0] == 1
+
+
 def test_graph_is_networkx_with_decayed_weights(store: SynapseStore) -> None:
     store.reinforce(["a", "b"], at=0)
     store.reinforce(["a", "c"], namespace="shared", at=0)
