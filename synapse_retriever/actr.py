@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -42,8 +43,8 @@ FloatArray = npt.NDArray[np.float64]
 
 __all__ = [
     "ActrPlan",
-    "NodeNames",
     "NodeValues",
+    "RankedNames",
     "StrongestSources",
     "lift_strengths",
     "source_weights",
@@ -321,30 +322,64 @@ class NodeValues(Mapping[str, float]):
         return at if node >= 0 and at < self._nodes.size and self._nodes[at] == node else -1
 
 
-class NodeNames(Sequence[str]):
-    """Node names over an array of node ids, looked up on access.
+class RankedNames(Sequence[str]):
+    """Node names by value, highest first, exact ties by name; names are looked up and
+    ties sorted only as far as the sequence is read (a recall reads the first few).
 
     Examples
     --------
-    >>> names = NodeNames(np.array([2, 1]), ["", "a", "b"])
-    >>> list(names), names[0], len(names), list(names[1:])
-    (['b', 'a'], 'b', 2, ['a'])
+    >>> names = ["", "a", "b", "c"]
+    >>> ranked = RankedNames(np.array([3, 2, 1]), np.array([2.0, 1.0, 1.0]), names)
+    >>> ranked[0], list(ranked), len(ranked)
+    ('c', ['c', 'a', 'b'], 3)
     """
 
-    def __init__(self, nodes: IntArray, names: Sequence[str]) -> None:
+    def __init__(self, nodes: IntArray, values: FloatArray, names: Sequence[str]) -> None:
+        """``nodes`` ranked by ``values`` (descending; equal values in any order)."""
         self._nodes, self._names = nodes, names
+        self._bounds = [*(np.flatnonzero(np.diff(values) != 0) + 1).tolist(), nodes.size]
+        self._done: list[str] = []
+
+    def _resolve(self, upto: int) -> None:
+        """Name the first ``upto`` nodes, and the rest of the tie run the last one is in."""
+        start = len(self._done)
+        if upto <= start:
+            return
+        end = self._bounds[bisect.bisect_left(self._bounds, min(upto, self._nodes.size))]
+        chunk = [self._names[node] for node in self._nodes[start:end].tolist()]
+        first = bisect.bisect_right(self._bounds, start)
+        run_start = start
+        for run_end in self._bounds[first:]:
+            if run_end > end:
+                break
+            if run_end - run_start > 1:
+                chunk[run_start - start : run_end - start] = sorted(
+                    chunk[run_start - start : run_end - start]
+                )
+            run_start = run_end
+        self._done += chunk
 
     @overload
     def __getitem__(self, i: int) -> str: ...
     @overload
-    def __getitem__(self, i: slice) -> NodeNames: ...
-    def __getitem__(self, i: int | slice) -> str | NodeNames:
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
-            return NodeNames(self._nodes[i], self._names)
-        return self._names[int(self._nodes[i])]
+            picked = range(*i.indices(len(self)))
+            self._resolve(max(picked, default=-1) + 1)
+            return [self._done[k] for k in picked]
+        at = i + len(self) if i < 0 else i
+        if not 0 <= at < len(self):
+            raise IndexError(i)
+        self._resolve(at + 1)
+        return self._done[at]
 
     def __iter__(self) -> Iterator[str]:
-        return (self._names[node] for node in self._nodes.tolist())
+        at = 0
+        while at < len(self):
+            self._resolve(at + 16)  # a few at a time: a swap reads the first ones
+            yield from self._done[at : len(self._done)]
+            at = len(self._done)
 
     def __len__(self) -> int:
         return int(self._nodes.size)

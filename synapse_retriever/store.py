@@ -33,8 +33,8 @@ import numpy as np
 from synapse_retriever.activation import Activation, NamedPaths
 from synapse_retriever.actr import (
     ActrPlan,
-    NodeNames,
     NodeValues,
+    RankedNames,
     StrongestSources,
     lift_strengths,
     source_weights,
@@ -670,12 +670,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         floor = min(movable, default=math.inf) + config.keep_bonus
         strong = np.flatnonzero((activation > floor) & ~present)
         ranked = strong[np.argsort(-activation[strong], kind="stable")]
-        order: Sequence[str] = NodeNames(nodes[ranked], graph.names)
-        if np.any(np.diff(activation[ranked]) == 0):  # ties go to the smaller name
-            values = activation[ranked].tolist()
-            ties = sorted(zip(values, order, strict=True), key=lambda item: (-item[0], item[1]))
-            order = [name for _, name in ties]
-        head = list(order[: len(rows) + config.max_inject])  # what a swap reads first
+        order = RankedNames(nodes[ranked], activation[ranked], graph.names)  # ties by name
+        head = order[: len(rows) + config.max_inject]  # what a swap reads first
         by_name.update(zip(head, activation[ranked[: len(head)]].tolist(), strict=False))
         energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
         paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)

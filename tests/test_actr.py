@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.actr import NodeValues, lift_strengths, swap
+from synapse_retriever.actr import NodeValues, RankedNames, lift_strengths, swap
 
 DAY = 86400.0
 
@@ -46,6 +46,26 @@ def test_node_values_look_up_by_name() -> None:
     )
     assert dict(values) == {"a": 2.0, "c": 0.5}
     assert "b" not in values and values.get("b", -1.0) == -1.0
+
+
+@given(
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), max_size=40),
+    st.lists(st.integers(-45, 45), max_size=6),
+)
+def test_ranked_names_read_in_any_order_rank_by_value_then_name(
+    values: list[float], reads: list[int]
+) -> None:
+    names = ["", *(f"n{k:02d}" for k in random.Random(len(values)).sample(range(99), 40))]
+    nodes = np.arange(1, len(values) + 1)
+    order = np.argsort(-np.asarray(values, np.float64), kind="stable")
+    ranked = RankedNames(nodes[order], np.asarray(values)[order], names)
+    pairs = zip(values, nodes.tolist(), strict=True)
+    want = [names[n] for _, n in sorted(pairs, key=lambda v: (-v[0], names[v[1]]))]
+    for at in reads:  # partial reads first: a slice or an index resolves only what it needs
+        if -len(want) <= at < len(want):
+            assert ranked[at] == want[at]
+        assert ranked[:at] == want[:at]
+    assert list(ranked) == want and len(ranked) == len(want)
 
 
 def test_swap_needs_to_beat_the_victim_plus_the_bonus() -> None:
