@@ -284,8 +284,7 @@ config: pass config together with a store path instead
                 now = explicit if explicit is not None else time.time()
                 if event_id is not None and not tx.record_event(event_id, now):
                     return 0
-                node_ids = tx.node_ids(ids)
-                ns_id = tx.namespace_id(ns)
+                node_ids, ns_id = self._ids(tx, ids, ns)
                 inserted, updated = self._reinforced(
                     tx.rows_among(ns_id, node_ids), ids, node_ids, ns, ns_id, now, explicit, delta
                 )
@@ -335,8 +334,7 @@ config: pass config together with a store path instead
                 now = explicit if explicit is not None else time.time()
                 if event_id is not None and not tx.record_event(event_id, now):
                     return
-                node_ids = tx.node_ids(ids)
-                ns_id = tx.namespace_id(ns)
+                node_ids, ns_id = self._ids(tx, ids, ns)
                 uses = self._uses.recorded(node_ids, ns_id, now)
                 tx.write_uses(uses)
                 together = len(set(node_ids)) > 1
@@ -348,6 +346,17 @@ config: pass config together with a store path instead
             self._uses.add_events(ns_id, int(together))
             self._uses.remember([(ns_id, now, node_ids)])
             self._version = tx.version
+
+    def _ids(self, tx: WriteTransaction, names: list[str], ns: str) -> tuple[list[int], int]:
+        """Ids of ``names`` and of ``ns``: from memory when all are known (ids are never
+        reused, and what another process added was caught up), else from ``tx``."""
+        graph = self._graph
+        known = [graph.index.get(name, -1) for name in names]
+        ns_id = graph.ns_index.get(ns)
+        return (
+            known if -1 not in known else tx.node_ids(names),
+            ns_id if ns_id is not None else tx.namespace_id(ns),
+        )
 
     def _reinforced(
         self,
