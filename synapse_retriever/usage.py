@@ -29,6 +29,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.arrays import unique_ids
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.storage import UseColumns, UseRow
 
@@ -276,7 +277,7 @@ class UseTable:
         if not len(columns):
             return
         rows = np.empty(len(columns), np.int64)
-        for namespace in np.unique(columns.namespace).tolist():
+        for namespace in unique_ids(columns.namespace).tolist():
             at = np.flatnonzero(columns.namespace == namespace)
             rows[at] = self._rows_for(namespace, columns.node[at])
         self._uses[rows] = columns.uses
@@ -306,7 +307,7 @@ class UseTable:
         rows = rows_of[nodes].astype(np.int64)
         new = np.flatnonzero(rows < 0)
         if new.size:
-            fresh = np.unique(nodes[new])
+            fresh = unique_ids(nodes[new])
             needed = self._rows + fresh.size
             if needed > self._uses.size:
                 size = max(64, needed, 2 * self._uses.size)
