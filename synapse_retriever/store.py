@@ -808,6 +808,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             raise SynapseError(f"{self!r} is closed")
 
     def _apply(self, changes: Changes) -> None:
+        if changes.full:  # everything, not what changed: start again from it
+            self._graph = MemoryGraph(self.config)
+            self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
         self._graph.add_names(changes.nodes, changes.namespaces)
         self._graph.apply(changes.rows)
         self._graph.remove(changes.removed)

@@ -229,7 +229,10 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
     db = sqlite3.connect(path)  # back to what version 1 of the schema wrote
     db.executescript(
         "DROP TABLE node_uses; DROP TABLE namespace_events; DROP TABLE recent_uses; "
-        "PRAGMA user_version = 1;"
+        "DROP TABLE edge_log; DROP TABLE use_log; DELETE FROM meta WHERE key = 'log_horizon'; "
+        "CREATE INDEX edges_by_version ON edges (version); "
+        "CREATE TABLE removed (version INTEGER NOT NULL, id INTEGER NOT NULL, "
+        "PRIMARY KEY (version, id)) WITHOUT ROWID; PRAGMA user_version = 1;"
     )
     db.close()
     with SynapseStore(path, config=SynapseConfig.actr()) as store:
@@ -240,7 +243,7 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
     # 0.53590 instead of 0.5; B = ln 1.11325 = 0.10728
     assert keys == pytest.approx(0.10728, abs=1e-5)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert db.execute("SELECT events FROM namespace_events").fetchall() == [(1,)]
     db.close()
 

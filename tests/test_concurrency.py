@@ -17,6 +17,7 @@ import pytest
 from synapse_retriever import SynapseConfig, SynapseStore
 
 ROUNDS = 60
+DAY = 86_400.0
 
 
 def _hammer(path: str, worker: int, start: Any) -> None:
@@ -162,3 +163,57 @@ def test_a_failed_write_does_not_hide_another_stores_next_commit(tmp_path: Path)
         assert mine.recall(hits, at=300) == fresh.recall(hits, at=300)
     mine.close()
     theirs.close()
+
+
+def test_a_store_that_looked_before_the_logs_begin_reloads_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever import storage
+
+    monkeypatch.setattr(storage, "LOG_VERSIONS", 3)  # keep the changes of 3 versions
+    monkeypatch.setattr(storage, "LOG_TRIM_EVERY", 1)  # trimmed at every write
+    path = tmp_path / "s.db"
+    config = SynapseConfig(refresh_interval_s=0.0)
+    idle, busy = SynapseStore(path, config=config), SynapseStore(path, config=config)
+    idle.reinforce(["a", "b", "c"], at=0)
+    busy.reinforce(["a", "b"], at=DAY)  # seen by idle only through a full reload...
+    for i in range(6):
+        busy.reinforce([f"x{i}", f"y{i}"], at=DAY)
+    busy.decay(at=160 * DAY)  # ...and so is the sweep: a-c and b-c are gone, a-b is not
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT min(version) FROM edge_log").fetchone()[0] > 2  # trimmed
+    db.close()
+    with SynapseStore(path, config=config) as fresh:
+        hits = [("a", 0.9), ("c", 0.5), ("q", 0.4)]
+        assert idle.recall(hits, at=160 * DAY) == fresh.recall(hits, at=160 * DAY)
+        assert idle.edge("a", "c") is None and idle.edge("a", "b") == fresh.edge("a", "b")
+        assert idle.graph(at=160 * DAY).edges == fresh.graph(at=160 * DAY).edges
+    idle.close()
+    busy.close()
+
+
+def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)
+        store.decay(at=200 * DAY)
+        store.reinforce(["c", "d"], at=200 * DAY)
+    db = sqlite3.connect(path)  # back to what version 2 of the schema wrote
+    db.executescript(
+        "DROP TABLE edge_log; DROP TABLE use_log; DELETE FROM meta WHERE key = 'log_horizon'; "
+        "CREATE INDEX edges_by_version ON edges (version); "
+        "CREATE INDEX node_uses_by_version ON node_uses (version); "
+        "CREATE TABLE removed (version INTEGER NOT NULL, id INTEGER NOT NULL, "
+        "PRIMARY KEY (version, id)) WITHOUT ROWID; PRAGMA user_version = 2;"
+    )
+    db.close()
+    config = SynapseConfig(refresh_interval_s=0.0)
+    with SynapseStore(path, config=config) as reader, SynapseStore(path) as writer:
+        assert reader.edge("a", "b") is None and reader.edge("c", "d") is not None
+        writer.reinforce(["c", "e"], at=201 * DAY)  # logged, and seen by the other store
+        assert reader.edge("c", "e") is not None
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert {"edge_log", "use_log"} <= names and not {"removed", "edges_by_version"} & names
+    db.close()
