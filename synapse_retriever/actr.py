@@ -28,7 +28,6 @@ Examples
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -337,7 +336,7 @@ class RankedNames(Sequence[str]):
     def __init__(self, nodes: IntArray, values: FloatArray, names: Sequence[str]) -> None:
         """``nodes`` ranked by ``values`` (descending; equal values in any order)."""
         self._nodes, self._names = nodes, names
-        self._bounds = [*(np.flatnonzero(np.diff(values) != 0) + 1).tolist(), nodes.size]
+        self._bounds = np.append(np.flatnonzero(values[1:] != values[:-1]) + 1, nodes.size)
         self._done: list[str] = []
 
     def _resolve(self, upto: int) -> None:
@@ -345,13 +344,12 @@ class RankedNames(Sequence[str]):
         start = len(self._done)
         if upto <= start:
             return
-        end = self._bounds[bisect.bisect_left(self._bounds, min(upto, self._nodes.size))]
+        bounds = self._bounds
+        last = int(bounds.searchsorted(min(upto, self._nodes.size)))
+        end = int(bounds[last])
         chunk = [self._names[node] for node in self._nodes[start:end].tolist()]
-        first = bisect.bisect_right(self._bounds, start)
         run_start = start
-        for run_end in self._bounds[first:]:
-            if run_end > end:
-                break
+        for run_end in bounds[int(bounds.searchsorted(start, "right")) : last + 1].tolist():
             if run_end - run_start > 1:
                 chunk[run_start - start : run_end - start] = sorted(
                     chunk[run_start - start : run_end - start]
@@ -409,20 +407,26 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         self._hits, self._sources = hits, sources
         self._candidates, self._sorted = candidates, np.sort(candidates)
         self._names, self._index = names, index
+        self._flat: tuple[IntArray, FloatArray, IntArray] | None = None
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
         node = self._index.get(name, -1)
         at = int(self._sorted.searchsorted(node))
         if node < 0 or at == self._sorted.size or self._sorted[at] != node:
             raise KeyError(name)
-        best, source = 0.0, ""
-        for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
-            at = int(others.searchsorted(node))
-            if at < others.size and others[at] == node and counts[at] > best:
-                best, source = float(counts[at]), hit
-        if not best > 0:
+        if self._flat is None:  # every hit's row in one array, in hit order
+            rows = [others for others, _ in self._sources]
+            self._flat = (
+                np.concatenate([np.zeros(0, np.int64), *rows]),
+                np.concatenate([np.zeros(0), *(counts for _, counts in self._sources)]),
+                np.repeat(np.arange(len(rows)), [row.size for row in rows]),
+            )
+        others, counts, source = self._flat
+        found = np.flatnonzero(others == node)
+        best = found[np.argmax(counts[found])] if found.size else -1  # ties: the earlier hit
+        if best < 0 or not counts[best] > 0:
             raise KeyError(name)
-        return (source, name)
+        return (self._hits[int(source[best])], name)
 
     def __iter__(self) -> Iterator[str]:
         names = (self._names[node] for node in self._candidates.tolist())

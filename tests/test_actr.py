@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.actr import NodeValues, RankedNames, lift_strengths, swap
+from synapse_retriever.actr import (
+    NodeValues,
+    RankedNames,
+    StrongestSources,
+    lift_strengths,
+    swap,
+)
 
 DAY = 86400.0
 
@@ -66,6 +72,18 @@ def test_ranked_names_read_in_any_order_rank_by_value_then_name(
             assert ranked[at] == want[at]
         assert ranked[:at] == want[:at]
     assert list(ranked) == want and len(ranked) == len(want)
+
+
+def test_a_path_starts_at_the_hit_most_co_used_with_the_node_ties_to_the_earlier_hit() -> None:
+    row = (np.array([5, 6]), np.array([2.0, 1.0]))
+    sources = [(np.array([6]), np.array([3.0])), row, row]
+    paths = StrongestSources(["j", "k", "m"], sources, np.array([5, 6]), *NAMES)
+    assert paths["five"] == ("k", "five")  # k and m: 2 co-uses each, k comes first
+    assert paths["six"] == ("j", "six")  # j: 3 co-uses
+    assert "seven" not in paths
+
+
+NAMES = (["", "", "", "", "", "five", "six", "seven"], {"five": 5, "six": 6, "seven": 7})
 
 
 def test_swap_needs_to_beat_the_victim_plus_the_bonus() -> None:
