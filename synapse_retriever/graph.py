@@ -353,7 +353,7 @@ class MemoryGraph:
         live = self.live_ids()
         ends = np.concatenate([self._a[live], self._b[live]]).astype(np.int64)
         others = np.concatenate([self._b[live], self._a[live]])
-        order = np.argsort(ends, kind="stable")
+        order = np.argsort(ends * self.n + others)  # by node, then by the other end
         self._other = others[order].astype(np.int32)
         self._entry_edge = np.concatenate([live, live])[order].astype(np.int32)
         slot = np.empty(order.size, np.int64)
