@@ -655,8 +655,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             recent = table.recent_nodes(factors, until=now)
             known = hits[hits >= 0]
             nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
-            uses = table.uses(nodes, factors, together=True)
-            base = table.base_levels(nodes, now, factors, config.base_decay)
+            uses, base = table.levels(nodes, now, factors, config.base_decay)
             events = table.events(factors)
         first_score = {node: score for node, score in reversed(rows)}  # a repeated id: its first
         weights = np.array(source_weights([first_score[name] for name in names]))

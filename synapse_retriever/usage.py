@@ -41,6 +41,8 @@ FloatArray = npt.NDArray[np.float64]
 MIN_AGE_DAYS = 1.0 / SECONDS_PER_DAY
 """A use less than a second old counts as one second old."""
 
+_USES, _TOGETHER, _FIRST, _RECENT = 0, 1, 2, 3  # columns of a use table's packed rows
+
 
 def base_level(times: Iterable[float], now: float, decay: float = 0.5) -> float:
     """ACT-R base-level activation ln Σ (now − t_j)^(−decay), ages in days; −inf if unused.
@@ -107,7 +109,11 @@ def older_uses(
 
 
 def use_strengths(
-    recent: FloatArray, count: IntArray, first: FloatArray, now: float, decay: float = 0.5
+    recent: FloatArray,
+    count: FloatArray | IntArray,
+    first: FloatArray,
+    now: float,
+    decay: float = 0.5,
 ) -> FloatArray:
     """Σ_j (now − t_j)^(−decay) per row, over every use (older ones approximated).
 
@@ -237,10 +243,10 @@ class UseTable:
         self.window = window
         self._row_of: dict[int, npt.NDArray[np.int32]] = {}  # namespace -> node -> row, -1
         self._rows = 0
-        self._uses = np.zeros(0, np.int64)
-        self._together = np.zeros(0, np.int64)
-        self._first = np.zeros(0)
-        self._recent = np.zeros((0, history))
+        # one row per (namespace, node), packed so a query gathers each node's row in one
+        # read (measured: 100 µs for 800 scattered rows, against 175 µs from four arrays):
+        # uses, uses together, first use, then the latest use times
+        self._packed = np.zeros((0, _RECENT + history))
         self._events: dict[int, int] = {}
         self._latest: dict[int, deque[tuple[float, tuple[int, ...]]]] = {}  # latest events
         self._newest: dict[int, float] = {}  # namespace -> time of its latest event
@@ -263,10 +269,11 @@ class UseTable:
             if row < 0:
                 uses, both, first, times = 0, 0, at, [at]
             else:
-                kept = self._recent[row]
+                packed = self._packed[row]
+                kept = packed[_RECENT:]
                 times = sorted([*kept[np.isfinite(kept)].tolist(), at])[-self.history :]
-                uses, both = int(self._uses[row]), int(self._together[row])
-                first = min(float(self._first[row]), at)
+                uses, both = int(packed[_USES]), int(packed[_TOGETHER])
+                first = min(float(packed[_FIRST]), at)
             rows.append(UseRow(namespace, node, uses + 1, both + together, first, tuple(times)))
         return rows
 
@@ -280,9 +287,9 @@ class UseTable:
         for namespace in unique_ids(columns.namespace).tolist():
             at = np.flatnonzero(columns.namespace == namespace)
             rows[at] = self._rows_for(namespace, columns.node[at])
-        self._uses[rows] = columns.uses
-        self._together[rows] = columns.together
-        self._first[rows] = columns.first
+        self._packed[rows, _USES] = columns.uses
+        self._packed[rows, _TOGETHER] = columns.together
+        self._packed[rows, _FIRST] = columns.first
         recent = columns.recent
         if recent.shape[1] > self.history:  # written with a longer history: keep the latest
             kept = np.isfinite(recent).sum(axis=1)
@@ -293,8 +300,8 @@ class UseTable:
                 np.take_along_axis(recent, take, axis=1),
                 -np.inf,
             )
-        self._recent[rows] = -np.inf
-        self._recent[rows, : recent.shape[1]] = recent
+        self._packed[rows, _RECENT:] = -np.inf
+        self._packed[rows, _RECENT : _RECENT + recent.shape[1]] = recent
 
     def _rows_for(self, namespace: int, nodes: IntArray) -> IntArray:
         """Rows of ``nodes`` in ``namespace``, new ones appended."""
@@ -309,13 +316,11 @@ class UseTable:
         if new.size:
             fresh = unique_ids(nodes[new])
             needed = self._rows + fresh.size
-            if needed > self._uses.size:
-                size = max(64, needed, 2 * self._uses.size)
-                self._uses = np.resize(self._uses, size)
-                self._together = np.resize(self._together, size)
-                self._first = np.resize(self._first, size)
-                extra = np.full((size - self._recent.shape[0], self.history), -np.inf)
-                self._recent = np.concatenate([self._recent, extra])
+            if needed > self._packed.shape[0]:
+                size = max(64, needed, 2 * self._packed.shape[0])
+                extra = np.zeros((size - self._packed.shape[0], self._packed.shape[1]))
+                extra[:, _RECENT:] = -np.inf
+                self._packed = np.concatenate([self._packed, extra])
             rows_of[fresh] = np.arange(self._rows, needed)
             self._rows = needed
             rows = rows_of[nodes].astype(np.int64)
@@ -364,23 +369,32 @@ class UseTable:
         self, nodes: IntArray, now: float, factors: FloatArray, decay: float = 0.5
     ) -> FloatArray:
         """B = ln Σ_ns factor × Σ_j (now − t_j)^(−decay) per node; −inf if never used."""
-        total = np.zeros(nodes.size)
+        return self.levels(nodes, now, factors, decay)[1]
+
+    def levels(
+        self, nodes: IntArray, now: float, factors: FloatArray, decay: float = 0.5
+    ) -> tuple[FloatArray, FloatArray]:
+        """Uses in co-activations (as :meth:`uses` with ``together``) and base levels (as
+        :meth:`base_levels`) of each node, from one read of its rows."""
+        together, total = np.zeros(nodes.size), np.zeros(nodes.size)
         for factor, at, rows in self._gather(nodes, factors):
+            packed = self._packed[rows]
+            together[at] += factor * packed[:, _TOGETHER]
             strength = use_strengths(
-                self._recent[rows], self._uses[rows], self._first[rows], now, decay
+                packed[:, _RECENT:], packed[:, _USES], packed[:, _FIRST], now, decay
             )
             total[at] += factor * strength
         levels: FloatArray = np.full(nodes.size, -np.inf)
         used = total > 0.0
         levels[used] = np.log(total[used])
-        return levels
+        return together, levels
 
     def uses(self, nodes: IntArray, factors: FloatArray, *, together: bool = False) -> FloatArray:
         """Σ_ns factor × uses of each node (only uses in co-activations with ``together``)."""
         total = np.zeros(nodes.size)
-        column = self._together if together else self._uses
+        column = _TOGETHER if together else _USES
         for factor, at, rows in self._gather(nodes, factors):
-            total[at] += factor * column[rows]
+            total[at] += factor * self._packed[rows, column]
         return total
 
     def events(self, factors: FloatArray) -> float:
@@ -413,7 +427,7 @@ class UseTable:
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        arrays: list[npt.NDArray[Any]] = [self._uses, self._together, self._first, self._recent]
+        arrays: list[npt.NDArray[Any]] = [self._packed]
         return sum(int(a.nbytes) for a in [*arrays, *self._row_of.values()])
 
     def __len__(self) -> int:
