@@ -407,26 +407,20 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         self._hits, self._sources = hits, sources
         self._candidates, self._sorted = candidates, np.sort(candidates)
         self._names, self._index = names, index
-        self._flat: tuple[IntArray, FloatArray, IntArray] | None = None
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
         node = self._index.get(name, -1)
         at = int(self._sorted.searchsorted(node))
         if node < 0 or at == self._sorted.size or self._sorted[at] != node:
             raise KeyError(name)
-        if self._flat is None:  # every hit's row in one array, in hit order
-            rows = [others for others, _ in self._sources]
-            self._flat = (
-                np.concatenate([np.zeros(0, np.int64), *rows]),
-                np.concatenate([np.zeros(0), *(counts for _, counts in self._sources)]),
-                np.repeat(np.arange(len(rows)), [row.size for row in rows]),
-            )
-        others, counts, source = self._flat
-        found = np.flatnonzero(others == node)
-        best = found[np.argmax(counts[found])] if found.size else -1  # ties: the earlier hit
-        if best < 0 or not counts[best] > 0:
+        best, source = 0.0, ""
+        for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
+            at = int(others.searchsorted(node))  # rows ascend by id
+            if at < others.size and others[at] == node and counts[at] > best:
+                best, source = float(counts[at]), hit
+        if not best > 0:
             raise KeyError(name)
-        return (self._hits[int(source[best])], name)
+        return (source, name)
 
     def __iter__(self) -> Iterator[str]:
         names = (self._names[node] for node in self._candidates.tolist())
