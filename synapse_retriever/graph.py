@@ -572,10 +572,11 @@ class MemoryGraph:
         counts = self._count[edges] * factor
         if self._multi[edges].any():  # a pair in several namespaces: one summed count
             key, counts = group_sums(owner * self.n + other, counts)
-        else:  # one edge per pair: sort by owner, then id
+        else:  # one edge per pair: by owner, then id (adjacency rows are already sorted so)
             key = owner * self.n + other
-            order = np.argsort(key)
-            key, counts = key[order], counts[order]
+            if key.size > 1 and not (key[1:] > key[:-1]).all():  # new edges in the log
+                order = np.argsort(key)
+                key, counts = key[order], counts[order]
         owner, other = key // self.n, key % self.n
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
         fan = self.config.association_fan
