@@ -65,6 +65,9 @@ def test_namespaces_merge_by_their_factors() -> None:
     # only the personal event was a co-activation (a and b): 1 × 1, and 0.5 × 0
     assert table.uses(np.array([a]), both, together=True).tolist() == [1.0]
     assert table.events(both) == 1.0
+    together, levels = table.levels(np.array([a, b]), 4 * DAY, both)  # both, from one read
+    assert together.tolist() == [1.0, 1.0]  # a: 1 × 1 + 0.5 × 0; b: 1 × 1
+    assert levels.tolist() == pytest.approx([math.log(1.25), math.log(1.0)])  # b: 1^-0.5
     assert table.base_levels(
         np.array([a, 99]), 4 * DAY, np.array([0.0, 0.0, 0.0, 1.0])
     ).tolist() == [
