@@ -160,7 +160,11 @@ class SynapseConfig:
         when defending its slot (the hits are alike by construction: part of their
         mutual association is the vector's own similarity counted twice).
     unused_base : float
-        ``actr``: the base level of a node never used.
+        ``actr``: the base level of a node never used, in a memory that is learning.
+    stale_unused : float
+        ``actr``: a memory that stopped learning cannot tell a never-used node from one used
+        since: a never-used node's base level is ``unused_base + stale_unused × ln(1 + g)``,
+        g the days since the latest event recorded in the namespaces read (0: off).
     recent_events : int
         ``actr``: the nodes of this many latest events per namespace are candidates
         (besides the hits' neighbours).
@@ -216,6 +220,7 @@ class SynapseConfig:
     keep_bonus: float = 3.0
     defend_association: float = 0.5
     unused_base: float = -6.0
+    stale_unused: float = 1.0
     recent_events: int = 50
     use_history: int = 8
     association_fan: int = 256
@@ -288,7 +293,7 @@ class SynapseConfig:
             _check_positive(name, getattr(self, name))
         if self.rule not in RULES:
             raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
-        for name in ("association", "keep_bonus"):
+        for name in ("association", "keep_bonus", "stale_unused"):
             _check_non_negative(name, getattr(self, name))
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):

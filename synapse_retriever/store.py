@@ -657,16 +657,20 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
             uses, base = table.levels(nodes, now, factors, config.base_decay)
             events = table.events(factors)
+            latest = table.latest_time(factors, until=now)
+        # a memory that stopped learning g days ago: never-used nodes are less surely worse
+        stale = math.log1p(max(0.0, now - latest) / SECONDS_PER_DAY) if latest > -math.inf else 0.0
+        unused_base = plan["unused_base"] = config.unused_base + config.stale_unused * stale
         first_score = {node: score for node, score in reversed(rows)}  # a repeated id: its first
         weights = np.array(source_weights([first_score[name] for name in names]))
         lift = lift_strengths(hits, sources, nodes, uses, events, weights)
         present = np.zeros(nodes.size, bool)
         present[np.searchsorted(nodes, known)] = True
         share = np.where(present, config.defend_association, 1.0)
-        activation = np.where(base == -np.inf, config.unused_base, base)
+        activation = np.where(base == -np.inf, unused_base, base)
         activation = activation + share * config.association * lift
         # the hits and the strongest candidates are looked up most: by name up front
-        by_name = {name: config.unused_base for name in names}  # never seen: unused_base
+        by_name = {name: unused_base for name in names}  # never seen: unused_base
         by_name.update(
             zip(
                 [graph.names[x] for x in known.tolist()],

@@ -408,6 +408,18 @@ class UseTable:
             0.0,
         )
 
+    def latest_time(self, factors: FloatArray, until: float = math.inf) -> float:
+        """Time of the latest event at or before ``until`` in the namespaces with a
+        positive factor; -inf if none."""
+        spaces = [ns for ns in self._latest if ns < factors.size and factors[ns] > 0]
+        newest = max((self._newest[ns] for ns in spaces), default=-math.inf)
+        if newest <= until:
+            return newest
+        return max(  # a query in the past: the events remembered before it
+            (at for ns in spaces for at, _ in self._latest[ns] if at <= until),
+            default=-math.inf,
+        )
+
     def recent_nodes(self, factors: FloatArray, until: float = math.inf) -> IntArray:
         """Distinct nodes of the latest ``window`` events of each namespace with a positive
         factor (at or before ``until``), latest first."""

@@ -130,9 +130,11 @@ def test_the_store_computes_base_level_plus_association() -> None:
     assert a["keys"] == pytest.approx(0.27723, abs=1e-5)
     # readme: one use 2 days ago, B = ln 2^-0.5 = −0.34657, no association
     assert a["readme"] == pytest.approx(-0.34657, abs=1e-5)
-    assert a["login"] == -6.0  # never used: unused_base
+    # never used: unused_base, raised by the memory's staleness: its latest event (readme's
+    # use) is 2 days old: −6 + 1.0 × ln(1 + 2) = −4.90139
+    assert a["login"] == pytest.approx(-4.90139, abs=1e-5)
     assert a["old"] == pytest.approx(math.log(0.5), abs=1e-9)  # one use 4 days ago
-    # every candidate beats the weakest movable hit's −6 + 3 = −3
+    # every candidate beats the weakest movable hit's −4.90139 + 3 = −1.90139
     assert plan.candidates == ["keys", "readme", "old", "other"]
     hits = plan.inject()
     assert [(h.id, h.origin) for h in hits] == [
@@ -142,6 +144,22 @@ def test_the_store_computes_base_level_plus_association() -> None:
     ]
     assert hits[1].path == ("jwt", "keys")
     store.close()
+
+
+def test_a_memory_that_stopped_learning_trusts_never_used_hits_more() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)  # the memory's only event
+    hits = [("a", 0.9), ("x", 0.5)]  # x was never used
+    # day 1: b has B = ln 1^-0.5 = 0, no lift (N = 1, c = n_a = n_b = 1: ln 1 = 0): A = 0;
+    # x defends at −6 + ln(1 + 1) + 3 = −2.30685: b takes its slot
+    assert [h.id for h in store.recall(hits, at=DAY)] == ["a", "b"]
+    # day 30: b has B = ln 30^-0.5 = −1.70060; x defends at −6 + ln 31 + 3 = 0.43399: x stays
+    assert store.plan(hits, at=30 * DAY).activation.energy["x"] == pytest.approx(-2.56601, abs=1e-5)
+    assert [h.id for h in store.recall(hits, at=30 * DAY)] == ["a", "x"]
+    # without the staleness term x defends at −3 and b (−1.70060) still takes the slot
+    fixed = SynapseStore(":memory:", config=SynapseConfig(stale_unused=0.0))
+    fixed.reinforce(["a", "b"], at=0)
+    assert [h.id for h in fixed.recall(hits, at=30 * DAY)] == ["a", "b"]
 
 
 def test_actr_preset_is_the_default_and_the_published_preset_differs() -> None:
