@@ -449,11 +449,11 @@ config: pass config together with a store path instead
         (0, 1)
         """
         now = to_seconds(at)
-        graph = self._graph
         with self._lock:
             self._check_open()
             with self._storage.write() as tx:
                 self._catch_up(tx)
+                graph = self._graph  # after the catch-up: a full reload replaces it
                 ids = graph.live_ids()
                 pruned = ids[~graph.live(ids, now)]
                 tx.delete(pruned.tolist())

@@ -217,3 +217,25 @@ def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) ->
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     assert {"edge_log", "use_log"} <= names and not {"removed", "edges_by_version"} & names
     db.close()
+
+
+def test_a_sweep_that_reloads_everything_sweeps_the_reloaded_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever import storage
+
+    monkeypatch.setattr(storage, "LOG_VERSIONS", 3)
+    monkeypatch.setattr(storage, "LOG_TRIM_EVERY", 1)
+    path = tmp_path / "s.db"
+    config = SynapseConfig(refresh_interval_s=0.0)
+    idle, busy = SynapseStore(path, config=config), SynapseStore(path, config=config)
+    idle.reinforce(["a", "b"], at=0)
+    for i in range(6):  # more writes than the logs keep: idle's sweep reloads everything first
+        busy.reinforce(["c", f"d{i}"], at=0)
+    report = idle.decay(at=200 * DAY)
+    assert (report.pruned, report.remaining) == (7, 0)
+    assert idle.edge("a", "b") is None
+    with SynapseStore(path, config=config) as fresh:
+        assert fresh.edge("c", "d0") is None
+    idle.close()
+    busy.close()
