@@ -200,7 +200,9 @@ MIGRATIONS: list[str] = [
     """,
     # 3: what each version changed in append-only logs, trimmed past LOG_VERSIONS, instead
     # of indexes on the rows' versions: an update moved its row's entry in those indexes,
-    # a scattered page write per edge (measured: 25% of a 10-node event at 1M edges).
+    # a scattered page write per edge (measured: 25% of a 10-node event at 1M edges). The
+    # logs are written by triggers, so every writer logs, even a process of an older release
+    # that opened the file before it was migrated (its sweeps fail: `removed` is gone).
     """
     DROP INDEX edges_by_version;
     DROP INDEX node_uses_by_version;
@@ -215,6 +217,24 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (version, namespace, node)
     ) WITHOUT ROWID;
     INSERT INTO meta (key, value) SELECT 'log_horizon', value FROM meta WHERE key = 'version';
+    CREATE TRIGGER edges_log_insert AFTER INSERT ON edges BEGIN
+        INSERT OR IGNORE INTO edge_log (version, edge) VALUES (NEW.version, NEW.id);
+    END;
+    CREATE TRIGGER edges_log_update AFTER UPDATE ON edges BEGIN
+        INSERT OR IGNORE INTO edge_log (version, edge) VALUES (NEW.version, NEW.id);
+    END;
+    CREATE TRIGGER edges_log_delete AFTER DELETE ON edges BEGIN
+        INSERT OR IGNORE INTO edge_log (version, edge)
+        VALUES ((SELECT value FROM meta WHERE key = 'version'), OLD.id);
+    END;
+    CREATE TRIGGER uses_log_insert AFTER INSERT ON node_uses BEGIN
+        INSERT OR IGNORE INTO use_log (version, namespace, node)
+        VALUES (NEW.version, NEW.namespace, NEW.node);
+    END;
+    CREATE TRIGGER uses_log_update AFTER UPDATE ON node_uses BEGIN
+        INSERT OR IGNORE INTO use_log (version, namespace, node)
+        VALUES (NEW.version, NEW.namespace, NEW.node);
+    END;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -350,14 +370,7 @@ class _SQLiteTransaction:
             f"INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*row, self.version) for row in placed],
         )
-        self._log_edges([row.id for row in placed])
         return placed
-
-    def _log_edges(self, ids: Sequence[int]) -> None:
-        self._db.executemany(
-            "INSERT OR IGNORE INTO edge_log (version, edge) VALUES (?, ?)",
-            [(self.version, i) for i in ids],
-        )
 
     def update(self, rows: Sequence[EdgeRow]) -> None:
         self._db.executemany(
@@ -376,7 +389,6 @@ class _SQLiteTransaction:
                 for r in rows
             ],
         )
-        self._log_edges([r.id for r in rows])
 
     def delete(self, ids: Sequence[int]) -> None:
         if not ids:
@@ -391,11 +403,7 @@ class _SQLiteTransaction:
             db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id INTEGER PRIMARY KEY)")
             db.execute("DELETE FROM doomed")
             db.executemany("INSERT OR IGNORE INTO doomed (id) VALUES (?)", [(i,) for i in ids])
-            db.execute("DELETE FROM edges WHERE id IN (SELECT id FROM doomed)")
-            db.execute(
-                "INSERT OR IGNORE INTO edge_log (version, edge) SELECT ?, id FROM doomed",
-                (self.version,),
-            )
+            db.execute("DELETE FROM edges WHERE id IN (SELECT id FROM doomed)")  # logged
             db.execute("DELETE FROM doomed")
         finally:
             db.execute(f"PRAGMA cache_size = {cache}")
@@ -407,10 +415,6 @@ class _SQLiteTransaction:
             "uses = excluded.uses, together = excluded.together, first_at = excluded.first_at, "
             "recent = excluded.recent, version = excluded.version",
             [(*row[:5], _pack(row.recent), self.version) for row in rows],
-        )
-        self._db.executemany(
-            "INSERT OR IGNORE INTO use_log (version, namespace, node) VALUES (?, ?, ?)",
-            [(self.version, row.namespace, row.node) for row in rows],
         )
 
     def used(self, namespace: int, nodes: Sequence[int]) -> set[int]:
@@ -587,9 +591,8 @@ class SQLiteStorage:
         try:
             current = self._pragma("user_version")  # another process may have migrated
             for version in range(current, SCHEMA_VERSION):
-                for statement in MIGRATIONS[version].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                for statement in _statements(MIGRATIONS[version]):
+                    db.execute(statement)
             if current <= 1:  # uses came with version 2: approximate them from the edges
                 _backfill_uses(db)
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -638,6 +641,18 @@ class SQLiteStorage:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, triggers' bodies kept whole."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement: {pending.strip()[:60]!r}")
 
 
 def _edge_table(cursor: sqlite3.Cursor, batch: int = 65536) -> npt.NDArray[np.float64]:

@@ -265,6 +265,8 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
     db = sqlite3.connect(path)  # back to what version 1 of the schema wrote
     db.executescript(
         "DROP TABLE node_uses; DROP TABLE namespace_events; DROP TABLE recent_uses; "
+        "DROP TRIGGER edges_log_insert; DROP TRIGGER edges_log_update; "
+        "DROP TRIGGER edges_log_delete; "
         "DROP TABLE edge_log; DROP TABLE use_log; DELETE FROM meta WHERE key = 'log_horizon'; "
         "CREATE INDEX edges_by_version ON edges (version); "
         "CREATE TABLE removed (version INTEGER NOT NULL, id INTEGER NOT NULL, "
