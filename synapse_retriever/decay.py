@@ -92,9 +92,7 @@ def effective_weight(
     0.2
     """
     weight = np.asarray(decayed_weight(w0, half_life_days, age_days))
-    floored = np.logical_and(
-        ltp, np.logical_and(np.greater_equal(count, ltp_min_count), np.greater_equal(w0, ltp_floor))
-    )
+    floored = _floored(w0, count, ltp, ltp_min_count, ltp_floor)
     weight = np.where(floored, np.maximum(weight, ltp_floor), weight)
     value = np.where(weight >= prune_threshold, weight, 0.0)
     return _result(value, w0, half_life_days, age_days, count)
@@ -134,11 +132,21 @@ def pruned_at(
     with np.errstate(divide="ignore"):
         life_days = np.asarray(half_life_days) * np.log2(w0 / prune_threshold)
     at = np.where(w0 >= prune_threshold, np.add(last_s, life_days * SECONDS_PER_DAY), -np.inf)
-    floored = np.logical_and(
-        ltp, np.logical_and(np.greater_equal(count, ltp_min_count), np.greater_equal(w0, ltp_floor))
-    )
+    floored = _floored(w0, count, ltp, ltp_min_count, ltp_floor)
     value = np.where(np.logical_and(floored, ltp_floor >= prune_threshold), np.inf, at)
     return _result(value, w0, half_life_days, last_s, count)
+
+
+def _floored(
+    w0: ArrayLike,
+    count: ArrayLike,
+    ltp: bool | npt.NDArray[np.bool_],
+    ltp_min_count: int,
+    ltp_floor: float,
+) -> npt.NDArray[np.bool_]:
+    """Whether long-term potentiation holds each edge at ``ltp_floor``."""
+    proven = np.logical_and(np.greater_equal(count, ltp_min_count), np.greater_equal(w0, ltp_floor))
+    return np.asarray(np.logical_and(ltp, proven))
 
 
 def reinforced_weight(current: ArrayLike, delta: float) -> float | Array:
