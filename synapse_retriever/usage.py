@@ -41,7 +41,7 @@ FloatArray = npt.NDArray[np.float64]
 MIN_AGE_DAYS = 1.0 / SECONDS_PER_DAY
 """A use less than a second old counts as one second old."""
 
-_USES, _TOGETHER, _FIRST, _RECENT = 0, 1, 2, 3  # columns of a use table's packed rows
+_USES, _TOGETHER, _FIRST, _KEPT, _RECENT = 0, 1, 2, 3, 4  # columns of the packed rows
 
 
 def base_level(times: Iterable[float], now: float, decay: float = 0.5) -> float:
@@ -83,7 +83,9 @@ def older_uses(
 
         count × (L^(1−d) − t_k^(1−d)) / ((1 − d) × (L − t_k))
 
-    and ``count × t_k^(−d)`` when L = t_k.
+    and ``count × t_k^(−d)`` when L = t_k. At d = 0.5 both are ``count × 2 / (√L + √t_k)``
+    ((√L − √t_k) / (0.5 (L − t_k)) with L − t_k = (√L − √t_k)(√L + √t_k)): no division
+    by the width, and 0 where t_k is infinite.
 
     Examples
     --------
@@ -95,15 +97,16 @@ def older_uses(
     [1.0, 0.0]
     """
     low = np.maximum(oldest_kept, MIN_AGE_DAYS)
-    high = np.maximum(np.maximum(first, oldest_kept), MIN_AGE_DAYS)
-    width = high - low
+    high = np.maximum(first, low)
     if decay == 0.5:  # sqrt: ~10× a power
-        low_root, high_root = np.sqrt(low), np.sqrt(high)
-        point, span = 1.0 / low_root, high_root - low_root
+        spread = 2.0 / (np.sqrt(high) + np.sqrt(low))
     else:
-        point, span = low**-decay, high ** (1 - decay) - low ** (1 - decay)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spread = np.where(width < 1e-12, point, span / ((1 - decay) * width))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            width = high - low  # nan where both are infinite: spread 0
+            span = high ** (1 - decay) - low ** (1 - decay)
+            # a narrow span cancels: the midpoint's value, within (width / low)² of the mean
+            narrow = ~(width >= 1e-6 * low)
+            spread = np.where(narrow, (0.5 * (low + high)) ** -decay, span / ((1 - decay) * width))
     result = np.where(np.asarray(count) > 0, np.asarray(count) * spread, 0.0)
     return float(result) if result.ndim == 0 else result
 
@@ -114,15 +117,18 @@ def use_strengths(
     first: FloatArray,
     now: float,
     decay: float = 0.5,
+    kept: FloatArray | IntArray | None = None,
 ) -> FloatArray:
     """Σ_j (now − t_j)^(−decay) per row, over every use (older ones approximated).
 
     Parameters
     ----------
     recent : array (rows, history)
-        The latest use times of each row, -inf where fewer were kept.
+        The latest use times of each row, ascending, -inf after the last kept one.
     count, first : arrays (rows,)
         Each row's number of uses and its first use time.
+    kept : array (rows,), optional
+        The finite times of each row (counted when not given).
 
     Notes
     -----
@@ -142,22 +148,25 @@ def use_strengths(
     >>> round(float(use_strengths(recent, np.array([4]), np.array([0.0]), 16 * day)[0]), 4)
     2.4459
     """
-    age = (now - recent) / SECONDS_PER_DAY  # +inf where nothing was kept
+    age = np.subtract(now, recent)  # +inf where nothing was kept
     if recent.size and recent.max() > now:  # uses after now are ignored
         age[recent > now] = np.inf
+    age *= 1.0 / SECONDS_PER_DAY
     np.maximum(age, MIN_AGE_DAYS, out=age)
-    term = 1.0 / np.sqrt(age) if decay == 0.5 else age**-decay  # sqrt: ~10× a power; 1/inf = 0
-    total: FloatArray = term[:, 0].copy() if term.shape[1] else np.zeros(term.shape[0])
-    for k in range(1, term.shape[1]):  # column by column: equal histories, equal sums, and
-        total += term[:, k]  # 2× a row-wise sum of 8 columns
-    finite = np.isfinite(recent).view(np.uint8)
-    older = count - finite @ np.ones(recent.shape[1], np.int64)  # uses not kept exactly
-    spread = np.flatnonzero((older > 0) & (total > 0))
-    if spread.size:
-        oldest = age[spread, 0]  # times ascend: the first kept is the oldest, and not future
-        total[spread] += older_uses(
-            older[spread], oldest, (now - first[spread]) / SECONDS_PER_DAY, decay
-        )
+    # times ascend: the first kept is the oldest (+inf if none is at or before now)
+    oldest = age[:, 0].copy()
+    if decay == 0.5:  # sqrt: ~10× a power; 1/inf = 0
+        np.reciprocal(np.sqrt(age, out=age), out=age)
+    else:
+        np.power(age, -decay, out=age)
+    total: FloatArray = age[:, 0].copy()
+    for k in range(1, age.shape[1]):  # column by column: equal histories, equal sums (a
+        total += age[:, k]  # BLAS product sums rows by position), 2× a row-wise sum
+    if kept is None:
+        kept = np.isfinite(recent).sum(axis=1)
+    # uses not kept exactly, spread between the oldest kept and the first
+    older = np.subtract(count, kept, dtype=np.float64)
+    total += older_uses(older, oldest, (now - first) / SECONDS_PER_DAY, decay)
     return total
 
 
@@ -245,7 +254,7 @@ class UseTable:
         self._rows = 0
         # one row per (namespace, node), packed so a query gathers each node's row in one
         # read (measured: 100 µs for 800 scattered rows, against 175 µs from four arrays):
-        # uses, uses together, first use, then the latest use times
+        # uses, uses together, first use, how many times are kept, then the latest times
         self._packed = np.zeros((0, _RECENT + history))
         self._events: dict[int, int] = {}
         self._latest: dict[int, deque[tuple[float, tuple[int, ...]]]] = {}  # latest events
@@ -300,6 +309,7 @@ class UseTable:
                 np.take_along_axis(recent, take, axis=1),
                 -np.inf,
             )
+        self._packed[rows, _KEPT] = np.isfinite(recent).sum(axis=1)
         self._packed[rows, _RECENT:] = -np.inf
         self._packed[rows, _RECENT : _RECENT + recent.shape[1]] = recent
 
@@ -381,7 +391,12 @@ class UseTable:
             packed = self._packed[rows]
             together[at] += factor * packed[:, _TOGETHER]
             strength = use_strengths(
-                packed[:, _RECENT:], packed[:, _USES], packed[:, _FIRST], now, decay
+                packed[:, _RECENT:],
+                packed[:, _USES],
+                packed[:, _FIRST],
+                now,
+                decay,
+                kept=packed[:, _KEPT],
             )
             total[at] += factor * strength
         levels: FloatArray = np.full(nodes.size, -np.inf)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from synapse_retriever.storage import UseRow
 from synapse_retriever.usage import UseTable, base_level, older_uses, use_strengths, uses_from_edges
@@ -30,6 +33,71 @@ def test_older_uses_spread_evenly() -> None:
     # all at one age: 2 × 4^-0.5 = 1.0
     assert older_uses(2, 4.0, 4.0) == pytest.approx(1.0)
     assert older_uses(0, 4.0, 16.0) == 0.0
+
+
+def test_older_uses_at_any_decay() -> None:
+    # d = 0.3, 2 uses between 1 and 9 days old: 2 × (9^0.7 − 1) / (0.7 × 8) = 1.30555
+    assert older_uses(2, 1.0, 9.0, decay=0.3) == pytest.approx(1.30555, abs=1e-5)
+    # d = 0.5 in closed form, 2 × 2 / (√9 + √1) = 1.0, as the general formula gives
+    assert older_uses(2, 1.0, 9.0) == 1.0
+    # no kept use to place them after (an infinite oldest age): nothing, at any decay
+    for decay in (0.3, 0.5):
+        assert older_uses(np.array([2]), np.array([np.inf]), np.array([9.0]), decay)[0] == 0.0
+
+
+def test_a_row_whose_kept_uses_are_all_after_now_has_no_strength() -> None:
+    # kept uses on days 5 and 6, two older ones since day 0; at day 4 none counts, and the
+    # older ones have no kept use to be placed after (B = −inf, not NaN)
+    recent = np.array([[5 * DAY, 6 * DAY], [1 * DAY, 5 * DAY]])
+    for decay in (0.3, 0.5):
+        strength = use_strengths(recent, np.array([4, 2]), np.array([0.0, DAY]), 4 * DAY, decay)
+        # second row: day 1 counts (3 days old), day 5 does not: 3^-d
+        assert strength.tolist() == pytest.approx([0.0, 3.0**-decay])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.lists(st.floats(0.0, 100.0), min_size=1, max_size=4),  # kept, in days
+            st.integers(0, 5),  # older uses
+            st.floats(0.0, 50.0),  # first use, days before the oldest kept
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    now=st.floats(0.0, 120.0),
+    decay=st.sampled_from([0.3, 0.5, 0.7]),
+)
+@example(rows=[([0.0], 1, 1e-12)], now=2.0, decay=0.3)  # a narrow span: cancellation
+@example(rows=[([0.0], 1, 1e-09)], now=2.0, decay=0.5)
+@example(rows=[([5.0, 6.0], 2, 1.0)], now=4.0, decay=0.3)  # every kept use after now
+def test_use_strengths_match_a_row_by_row_reference(
+    rows: list[tuple[list[float], int, float]], now: float, decay: float
+) -> None:
+    history = 4
+    recent = np.full((len(rows), history), -np.inf)
+    count, first, expected = [], [], []
+    for r, (days, older, before) in enumerate(rows):
+        times = sorted(day * DAY for day in days)
+        recent[r, : len(times)] = times
+        count.append(len(times) + older)
+        first.append(times[0] - before * DAY)
+        past = [t for t in times if t <= now * DAY]
+        exact = sum(max((now * DAY - t) / DAY, 1 / DAY) ** -decay for t in past)
+        if older and past:  # Petrov: spread evenly between the oldest kept and the first
+            low = max((now * DAY - times[0]) / DAY, 1 / DAY)
+            high = max((now * DAY - first[-1]) / DAY, low)
+            if high == low:
+                exact += older * low**-decay
+            else:  # in 50 digits: the width can be tiny
+                with localcontext() as context:
+                    context.prec = 50
+                    hi, lo, e = Decimal(high), Decimal(low), Decimal(1 - decay)
+                    exact += float(older * (hi**e - lo**e) / (e * (hi - lo)))
+        expected.append(exact)
+    strength = use_strengths(recent, np.array(count), np.array(first), now * DAY, decay)
+    assert strength.tolist() == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_a_node_keeps_its_latest_uses_and_approximates_the_rest() -> None:
