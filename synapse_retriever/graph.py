@@ -560,30 +560,53 @@ class MemoryGraph:
         found = {x: (np.zeros(0, np.int64), np.zeros(0)) for x in nodes}
         if not known:
             return found
-        incident = [self._incident(x) for x in known]
-        owner = np.repeat(np.arange(len(known)), [e.size for e in incident])
-        edges = np.concatenate(incident)
+        owner, other, edges = self._entries(known)
         factor = self.factors(active_namespace)[self._ns[edges]]
         keep = factor > 0
-        keep[keep] = self.live(edges[keep], at)
-        edges, factor, owner = edges[keep], factor[keep], owner[keep]
-        node = np.asarray(known, np.int64)[owner]
-        other = np.where(self._a[edges] == node, self._b[edges], self._a[edges]).astype(np.int64)
+        keep[keep] = self.live(edges[keep], at)  # a removed edge is never live
+        edges, factor, owner, other = edges[keep], factor[keep], owner[keep], other[keep]
         counts = self._count[edges] * factor
         if self._multi[edges].any():  # a pair in several namespaces: one summed count
             key, counts = group_sums(owner * self.n + other, counts)
-        else:  # one edge per pair: by owner, then id (adjacency rows are already sorted so)
-            key = owner * self.n + other
-            if key.size > 1 and not (key[1:] > key[:-1]).all():  # new edges in the log
-                order = np.argsort(key)
-                key, counts = key[order], counts[order]
-        owner, other = key // self.n, key % self.n
+            owner, other = key // self.n, key % self.n
+        elif self._log_of and any(x in self._log_of for x in known):  # log entries: sort
+            order = np.lexsort((other, owner))
+            owner, other, counts = owner[order], other[order], counts[order]
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
         fan = self.config.association_fan
         for i, x in enumerate(known):
             row = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
             found[x] = strongest(*row, fan) if row[0].size > fan else row
         return found
+
+    def _entries(self, nodes: list[int]) -> tuple[IntArray, IntArray, IntArray]:
+        """The stored edges of each of ``nodes`` (removed ones included): the index of
+        the node in ``nodes``, the other end and the edge id, by node, then adjacency
+        entries (sorted by the other end) before the log's. Adjacency entries are read
+        in place, not through the edges' columns (a hub's row is contiguous there)."""
+        built = np.asarray([x if x < self._built else -1 for x in nodes], np.int64)
+        inside = built >= 0
+        starts = np.zeros(len(nodes), np.int64)
+        sizes = np.zeros(len(nodes), np.int64)
+        starts[inside] = self._indptr[built[inside]]
+        sizes[inside] = self._indptr[built[inside] + 1] - starts[inside]
+        total = int(sizes.sum())
+        # entry positions: each row's start, then +1 along the row
+        ends = np.cumsum(sizes)
+        entry = np.arange(total) + np.repeat(starts - (ends - sizes), sizes)
+        owner = np.repeat(np.arange(len(nodes)), sizes)
+        other = self._other[entry].astype(np.int64)
+        edges = self._entry_edge[entry].astype(np.int64)
+        logged = [(i, self._log_of[x]) for i, x in enumerate(nodes) if x in self._log_of]
+        if logged:
+            extra = np.asarray([e for _, row in logged for e in row], np.int64)
+            extra_owner = np.repeat([i for i, _ in logged], [len(row) for _, row in logged])
+            mine = np.asarray(nodes, np.int64)[extra_owner]
+            extra_other = self._a[extra].astype(np.int64) + self._b[extra] - mine
+            owner = np.concatenate([owner, extra_owner])
+            other = np.concatenate([other, extra_other])
+            edges = np.concatenate([edges, extra])
+        return owner, other, edges
 
     def _forget_co_uses(self, edges: IntArray) -> None:
         if not self._co_uses or edges.size == 0:
