@@ -322,40 +322,49 @@ class NodeValues(Mapping[str, float]):
 
 
 class RankedNames(Sequence[str]):
-    """Node names by value, highest first, exact ties by name; names are looked up and
-    ties sorted only as far as the sequence is read (a recall reads the first few).
+    """Node names by value, highest first, exact ties by name; ranked only as far as the
+    sequence is read (a recall reads the first few of hundreds): each read takes the
+    strongest of the rest still unranked, with every tie of the last, and sorts just
+    those.
 
     Examples
     --------
     >>> names = ["", "a", "b", "c"]
-    >>> ranked = RankedNames(np.array([3, 2, 1]), np.array([2.0, 1.0, 1.0]), names)
-    >>> ranked[0], list(ranked), len(ranked)
-    ('c', ['c', 'a', 'b'], 3)
+    >>> ranked = RankedNames(np.array([1, 3, 2]), np.array([1.0, 2.0, 1.0]), names)
+    >>> ranked[0], list(ranked), len(ranked), ranked.values(2)
+    ('c', ['c', 'a', 'b'], 3, [2.0, 1.0])
     """
 
     def __init__(self, nodes: IntArray, values: FloatArray, names: Sequence[str]) -> None:
-        """``nodes`` ranked by ``values`` (descending; equal values in any order)."""
-        self._nodes, self._names = nodes, names
-        self._bounds = np.append(np.flatnonzero(values[1:] != values[:-1]) + 1, nodes.size)
+        """``nodes`` and their ``values``, in any order."""
+        self._size = int(nodes.size)
+        self._nodes, self._values, self._names = nodes, values, names
         self._done: list[str] = []
+        self._done_values: list[float] = []
+
+    def values(self, count: int) -> list[float]:
+        """The values of the first ``count`` names."""
+        self._resolve(count)
+        return self._done_values[:count]
 
     def _resolve(self, upto: int) -> None:
-        """Name the first ``upto`` nodes, and the rest of the tie run the last one is in."""
-        start = len(self._done)
-        if upto <= start:
+        """Rank the first ``upto`` names (and every tie of the last)."""
+        need = min(upto, self._size) - len(self._done)
+        if need <= 0:
             return
-        bounds = self._bounds
-        last = int(bounds.searchsorted(min(upto, self._nodes.size)))
-        end = int(bounds[last])
-        chunk = [self._names[node] for node in self._nodes[start:end].tolist()]
-        run_start = start
-        for run_end in bounds[int(bounds.searchsorted(start, "right")) : last + 1].tolist():
-            if run_end - run_start > 1:
-                chunk[run_start - start : run_end - start] = sorted(
-                    chunk[run_start - start : run_end - start]
-                )
-            run_start = run_end
-        self._done += chunk
+        values = self._values
+        if need < values.size:  # the need-th largest; everything tied with it comes too
+            cut = np.partition(values, values.size - need)[values.size - need]
+            take = values >= cut
+            chunk = zip((-values[take]).tolist(), self._nodes[take].tolist(), strict=True)
+            self._nodes, self._values = self._nodes[~take], values[~take]
+        else:
+            chunk = zip((-values).tolist(), self._nodes.tolist(), strict=True)
+            self._nodes, self._values = self._nodes[:0], values[:0]
+        names = self._names
+        for value, name in sorted((v, names[node]) for v, node in chunk):
+            self._done.append(name)
+            self._done_values.append(-value)
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -380,7 +389,7 @@ class RankedNames(Sequence[str]):
             at = len(self._done)
 
     def __len__(self) -> int:
-        return int(self._nodes.size)
+        return self._size
 
 
 class StrongestSources(Mapping[str, tuple[str, ...]]):

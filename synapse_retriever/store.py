@@ -681,10 +681,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         movable = [by_name[node] for node, _ in rows[config.seeds :]]
         floor = min(movable, default=math.inf) + config.keep_bonus
         strong = np.flatnonzero((activation > floor) & ~present)
-        ranked = strong[np.argsort(-activation[strong], kind="stable")]
-        order = RankedNames(nodes[ranked], activation[ranked], graph.names)  # ties by name
-        head = order[: len(rows) + config.max_inject]  # what a swap reads first
-        by_name.update(zip(head, activation[ranked[: len(head)]].tolist(), strict=False))
+        order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
+        head = len(rows) + config.max_inject  # what a swap reads first
+        by_name.update(zip(order[:head], order.values(head), strict=True))
         energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
         paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
         return ActrPlan(

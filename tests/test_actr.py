@@ -63,14 +63,14 @@ def test_ranked_names_read_in_any_order_rank_by_value_then_name(
 ) -> None:
     names = ["", *(f"n{k:02d}" for k in random.Random(len(values)).sample(range(99), 40))]
     nodes = np.arange(1, len(values) + 1)
-    order = np.argsort(-np.asarray(values, np.float64), kind="stable")
-    ranked = RankedNames(nodes[order], np.asarray(values)[order], names)
-    pairs = zip(values, nodes.tolist(), strict=True)
-    want = [names[n] for _, n in sorted(pairs, key=lambda v: (-v[0], names[v[1]]))]
+    ranked = RankedNames(nodes, np.asarray(values, np.float64), names)  # in any order
+    pairs = sorted(zip(values, nodes.tolist(), strict=True), key=lambda v: (-v[0], names[v[1]]))
+    want = [names[n] for _, n in pairs]
     for at in reads:  # partial reads first: a slice or an index resolves only what it needs
         if -len(want) <= at < len(want):
             assert ranked[at] == want[at]
         assert ranked[:at] == want[:at]
+        assert ranked.values(max(at, 0)) == [v for v, _ in pairs][: max(at, 0)]
     assert list(ranked) == want and len(ranked) == len(want)
 
 
