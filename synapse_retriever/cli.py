@@ -535,8 +535,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     table = Table(
         "edges", "max degree", "recall p50 µs", "p99 µs", "published p50 µs", "naive p50 µs",
-        "naive ×", "upserts/s", "sweep s (day)", "sweep s (90 days)", "open s",
-        "B/edge (arrays)", "B/edge (RSS)",
+        "naive ×", "upserts/s", "bare SQLite upserts/s", "sweep s (day)", "sweep s (90 days)",
+        "open s", "B/edge (arrays)", "B/edge (RSS)",
         title="synapse bench perf", title_justify="left",
     )  # fmt: skip
     for r in results:
@@ -545,6 +545,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             f"{r['recall_p99_us']:,.0f}", f"{r['published_recall_p50_us']:,.0f}",
             f"{r['naive_spread_p50_us']:,.0f}",
             f"{r['naive_ratio']:,.0f}", f"{r['reinforce_upserts_per_s']:,.0f}",
+            f"{r['sqlite_floor_upserts_per_s']:,.0f}",
             f"{r['daily_sweep_s']:.3f}", f"{r['decay_sweep_s']:.3f}", f"{r['open_load_s']:.2f}",
             f"{r['array_bytes_per_edge']:.0f}", f"{r['rss_bytes_per_edge']:.0f}",
         )  # fmt: skip

@@ -6,10 +6,17 @@ import json
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.bench.perf import NOW, grow_graph, naive_spread, zipf_events
+from synapse_retriever.bench.perf import (
+    NOW,
+    grow_graph,
+    naive_spread,
+    sqlite_upsert_floor,
+    zipf_events,
+)
 from synapse_retriever.cli import main
 
 
@@ -67,5 +74,26 @@ def test_bench_perf_command_writes_json_and_a_plot(
         assert r["recall_p50_us"] > 0 and r["recall_p99_us"] >= r["recall_p50_us"]
         assert r["published_recall_p50_us"] > 0
         assert r["reinforce_upserts_per_s"] > 0 and r["naive_queries"] >= 1
+        assert r["sqlite_floor_upserts_per_s"] > 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "recall p50" in capsys.readouterr().out
+
+
+def test_the_sqlite_floor_writes_the_events_edges_through_the_stores_triggers(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "floor.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)  # version 1
+    events = np.array([[0, 1, 2], [1, 0, 1]])  # a-b twice (a repeat counts once), a-c, b-c
+    assert sqlite_upsert_floor(path, events, ["a", "b", "c"]) > 0
+    with SynapseStore(path) as store:
+        ab, ac = store.edge("a", "b"), store.edge("a", "c")
+        assert ab is not None and ac is not None
+        # a-b: stored once by the store (0.3, count 1), then +0.3 twice, capped at 1: 0.9
+        assert (ab.activation_count, round(ab.weight, 6)) == (3, 0.9)
+        assert ac.activation_count == 1
+        db = store._storage._db
+        assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == 3
+        logged = db.execute("SELECT count(*) FROM edge_log WHERE version > 1").fetchone()[0]
+        assert logged == 4  # version 2: a-b, a-c, b-c; version 3: a-b

@@ -13,7 +13,10 @@ law (real usage has hubs). For each size the run measures, on a real SQLite file
   memory per edge (the in-memory arrays, and the process's resident-set growth on open);
 - the same spread done naively, one SQL query per frontier node on each hop (how the
   published reference implementation works), and the ratio to the published rule's
-  recall.
+  recall;
+- the floor SQLite sets for reinforcement: the same kind of events as bare edge upserts
+  (one ``executemany`` upsert and a commit each, through the store's triggers), with no
+  library work at all, so the library's throughput reads against what the file allows.
 
 Everything is written to JSON; ``plot`` draws latency against graph size.
 """
@@ -40,7 +43,15 @@ from synapse_retriever.storage import EdgeRow, SQLiteStorage
 from synapse_retriever.store import SynapseStore, return_freed_memory
 from synapse_retriever.usage import uses_from_edges
 
-__all__ = ["PerfResult", "grow_graph", "naive_spread", "plot_latency", "run_perf", "zipf_events"]
+__all__ = [
+    "PerfResult",
+    "grow_graph",
+    "naive_spread",
+    "plot_latency",
+    "run_perf",
+    "sqlite_upsert_floor",
+    "zipf_events",
+]
 
 EVENT_SIZE = 10
 NOW = 1_800_000_000.0  # the benchmark's clock: explicit, so runs are reproducible
@@ -210,6 +221,7 @@ class PerfResult:
     nodes: int
     max_degree: int
     reinforce_upserts_per_s: float
+    sqlite_floor_upserts_per_s: float
     recall_p50_us: float
     recall_p99_us: float
     decay_sweep_s: float
@@ -332,6 +344,8 @@ def run_size(
         naive_spread(db, [node for node, _ in row[:3]], NOW, config)
         naive.append((time.perf_counter() - started) * 1e6)
     db.close()
+    progress(f"{edges:,} edges: bare SQLite upserts")
+    floor = sqlite_upsert_floor(path, zipf_events(n_nodes, events, seed=seed + 3), names)
     p50 = statistics.median(latencies)
     naive_p50 = statistics.median(naive)
     return PerfResult(
@@ -339,6 +353,7 @@ def run_size(
         nodes=shape["nodes"],
         max_degree=shape["max_degree"],
         reinforce_upserts_per_s=round(throughput),
+        sqlite_floor_upserts_per_s=round(floor),
         recall_p50_us=round(p50, 1),
         recall_p99_us=round(_percentile(latencies, 0.99), 1),
         decay_sweep_s=round(sweep, 4),
@@ -358,6 +373,55 @@ def run_size(
         naive_queries=len(naive),
         naive_ratio=round(naive_p50 / published_p50, 1),
     )
+
+
+def sqlite_upsert_floor(path: Path, events: npt.NDArray[np.int64], names: Sequence[str]) -> float:
+    """Edge upserts per second of ``events`` (rows of node indices into ``names``) as bare
+    SQL on the store's file: per event, one transaction with the version bump, one
+    ``executemany`` upsert of its pairs and a commit; no reads, uses or in-memory state.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "floor.db"
+    ...     SynapseStore(path).close()
+    ...     rate = sqlite_upsert_floor(path, np.array([[0, 1, 2]]), ["a", "b", "c"])
+    ...     with SynapseStore(path) as store:
+    ...         rate > 0, store.edge("a", "c").activation_count
+    (True, 1)
+    """
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA wal_autocheckpoint = 10000")  # as the store sets them
+        db.execute("INSERT OR IGNORE INTO namespaces (name) VALUES ('personal')")
+        (namespace,) = db.execute("SELECT id FROM namespaces WHERE name = 'personal'").fetchone()
+        used = sorted({names[i] for i in np.unique(events).tolist()})
+        db.executemany("INSERT OR IGNORE INTO nodes (name) VALUES (?)", [(n,) for n in used])
+        ids = dict(db.execute("SELECT name, id FROM nodes"))
+        upsert = (
+            "INSERT INTO edges (namespace, a, b, weight, activation_count, half_life_days, "
+            "created_at, last_reinforced_at, version) VALUES (?, ?, ?, 0.3, 1, 30.0, ?, ?, ?) "
+            "ON CONFLICT (a, b, namespace) DO UPDATE SET "
+            "weight = min(1.0, weight + 0.3), activation_count = activation_count + 1, "
+            "last_reinforced_at = excluded.last_reinforced_at, version = excluded.version"
+        )
+        upserts = 0
+        started = time.perf_counter()
+        for row in events.tolist():
+            event = sorted(names[i] for i in set(row))
+            pairs = [(ids[x], ids[y]) for k, x in enumerate(event) for y in event[k + 1 :]]
+            db.execute("BEGIN IMMEDIATE")
+            (version,) = db.execute(
+                "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
+            ).fetchone()
+            db.executemany(upsert, [(namespace, a, b, NOW, NOW, version) for a, b in pairs])
+            db.execute("COMMIT")
+            upserts += len(pairs)
+        return upserts / (time.perf_counter() - started)
+    finally:
+        db.close()
 
 
 def run_perf(
