@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +118,12 @@ PRUNE_MARGIN_S = 1.0
 """Within this many seconds of an edge's closed-form prune time, liveness is decided by
 its effective weight (the two can differ by rounding near the boundary)."""
 
+MAX_CO_USE_ENTRIES = 1_000_000
+"""Neighbours held by the cached co-use rows at most (16 bytes each); the least recently
+used rows go first."""
+
+_CoUseRow = tuple[IntArray, FloatArray, float, float]  # others, counts, exact after, before
+
 
 @dataclass
 class _View:
@@ -184,9 +191,10 @@ class MemoryGraph:
         self._log_of: dict[int, list[int]] = {}  # node -> its edges in the log
         self._unmerged = False  # a pair in two namespaces is split between the log and the CSR
         self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
-        # per active namespace: the time they were evaluated at, and node -> co-use row
-        self._co_uses: OrderedDict[str, tuple[float, dict[int, tuple[IntArray, FloatArray]]]]
-        self._co_uses = OrderedDict()  # at most MAX_VIEWS active namespaces, as the views
+        # per active namespace (at most MAX_VIEWS, as the views), node -> co-use row and
+        # the open interval of times it is exact in; least recently used first
+        self._co_uses: OrderedDict[str, OrderedDict[int, _CoUseRow]] = OrderedDict()
+        self._co_use_entries = 0  # held by every cached row (at most MAX_CO_USE_ENTRIES)
 
     # -- columns and names -------------------------------------------------------------
 
@@ -233,6 +241,7 @@ class MemoryGraph:
             self._ltp_ns = ltp
             self._views.clear()  # merge factors depend on which namespaces exist
             self._co_uses.clear()
+            self._co_use_entries = 0
 
     @property
     def n(self) -> int:
@@ -380,8 +389,7 @@ class MemoryGraph:
         self._log_len = 0
         self._log_of.clear()
         self._unmerged = False
-        self._views.clear()
-        self._co_uses.clear()
+        self._views.clear()  # co-use rows stay: a rebuild moves edges, it changes none
 
     # -- the recall view ---------------------------------------------------------------
 
@@ -545,34 +553,63 @@ class MemoryGraph:
 
         A pair's count is Σ_ns factor × activation count over its live edges, with the
         merge factors of ``active_namespace``; only the ``config.association_fan`` most
-        co-used neighbours are kept (ties to the smaller id). Evaluated within
-        ``config.weight_tolerance_s`` of ``now`` and kept until a write touches the node.
-        An unknown node (-1) has none.
+        co-used neighbours are kept (ties to the smaller id). Exact at ``now``: a row is
+        kept until a write touches the node or ``now`` leaves the times it holds in (an
+        edge of it dies, or a dead one was alive), the least recently used rows dropped
+        beyond ``MAX_CO_USE_ENTRIES`` neighbours. An unknown node (-1) has none.
         """
-        cached = self._co_uses.get(active_namespace)
-        if cached is None or abs(cached[0] - now) > self.config.weight_tolerance_s:
-            cached = self._co_uses[active_namespace] = (now, {})
+        rows = self._co_uses.get(active_namespace)
+        if rows is None:
+            rows = self._co_uses[active_namespace] = OrderedDict()
             while len(self._co_uses) > MAX_VIEWS:
-                self._co_uses.popitem(last=False)
+                _, dropped = self._co_uses.popitem(last=False)
+                self._co_use_entries -= sum(row[0].size for row in dropped.values())
         self._co_uses.move_to_end(active_namespace)
-        at, rows = cached
-        missing = [x for x in dict.fromkeys(nodes) if x not in rows]
+        distinct = list(dict.fromkeys(nodes))
+        for x in distinct:
+            row = rows.get(x)
+            if row is not None and not row[2] < now < row[3]:
+                del rows[x]  # an edge of it died, or a dead one is alive at a past ``now``
+                self._co_use_entries -= row[0].size
+        missing = [x for x in distinct if x not in rows]
         if missing:
-            rows.update(self._co_use_rows(missing, active_namespace, at))
-        return [rows[x] for x in nodes]
+            found = self._co_use_rows(missing, active_namespace, now)
+            rows.update(found)
+            self._co_use_entries += sum(row[0].size for row in found.values())
+        for x in distinct:
+            rows.move_to_end(x)
+        while self._co_use_entries > MAX_CO_USE_ENTRIES and len(rows) > len(distinct):
+            self._evict_co_use_row()
+        return [rows[x][:2] for x in nodes]
+
+    def _evict_co_use_row(self) -> None:
+        """Drop the least recently used row of the least recently used namespace."""
+        for rows in self._co_uses.values():
+            if rows:
+                _, row = rows.popitem(last=False)
+                self._co_use_entries -= row[0].size
+                return
 
     def _co_use_rows(
         self, nodes: list[int], active_namespace: str, at: float
-    ) -> dict[int, tuple[IntArray, FloatArray]]:
+    ) -> dict[int, _CoUseRow]:
+        """Co-use rows at ``at``, each with the open interval of times it holds exactly in:
+        from the latest prune time of a dead edge to the earliest of a live one, both
+        over the whole batch, with ``PRUNE_MARGIN_S`` where liveness is decided exactly."""
         known = [x for x in nodes if 0 <= x < self.n]
-        found = {x: (np.zeros(0, np.int64), np.zeros(0)) for x in nodes}
+        empty = (np.zeros(0, np.int64), np.zeros(0), -math.inf, math.inf)
+        found: dict[int, _CoUseRow] = {x: empty for x in nodes}
         if not known:
             return found
         owner, other, edges = self._entries(known)
         factor = self.factors(active_namespace)[self._ns[edges]]
         keep = factor > 0
-        keep[keep] = self.live(edges[keep], at)  # a removed edge is never live
         edges, factor, owner, other = edges[keep], factor[keep], owner[keep], other[keep]
+        alive = self.live(edges, at)  # a removed edge is never live
+        when = self._pruned_at[edges]
+        after = float(when[~alive].max(initial=-math.inf)) + PRUNE_MARGIN_S
+        before = float(when[alive].min(initial=math.inf)) - PRUNE_MARGIN_S
+        edges, factor, owner, other = edges[alive], factor[alive], owner[alive], other[alive]
         counts = self._count[edges] * factor
         if self._multi[edges].any():  # a pair in several namespaces: one summed count
             key, counts = group_sums(owner * self.n + other, counts)
@@ -584,7 +621,7 @@ class MemoryGraph:
         fan = self.config.association_fan
         for i, x in enumerate(known):
             row = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
-            found[x] = strongest(*row, fan) if row[0].size > fan else row
+            found[x] = (*(strongest(*row, fan) if row[0].size > fan else row), after, before)
         return found
 
     def _entries(self, nodes: list[int]) -> tuple[IntArray, IntArray, IntArray]:
@@ -620,9 +657,11 @@ class MemoryGraph:
         if not self._co_uses or edges.size == 0:
             return
         ends = np.concatenate([self._a[edges], self._b[edges]]).tolist()
-        for _, rows in self._co_uses.values():
+        for rows in self._co_uses.values():
             for node in ends:
-                rows.pop(node, None)
+                row = rows.pop(node, None)
+                if row is not None:
+                    self._co_use_entries -= row[0].size
 
     # -- stored state ------------------------------------------------------------------
 

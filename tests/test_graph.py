@@ -128,9 +128,8 @@ def co_uses_from_scratch(
 @settings(max_examples=100, deadline=None)
 @given(steps, st.integers(1, 3))
 def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) -> None:
-    config = SynapseConfig(weight_tolerance_s=0.0, association_fan=fan)
-    store = SynapseStore(":memory:", config=config)
-    graph, now = store._graph, 0.0
+    store = SynapseStore(":memory:", config=SynapseConfig(association_fan=fan))
+    graph, now = store._graph, 0.0  # rows are cached across time: exact, not within 60 s
     for step in steps:
         if step[0] == "reinforce":
             _, ids, strength, namespace, gap = step
@@ -148,6 +147,49 @@ def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) ->
                 want = co_uses_from_scratch(store, seed, now, active)
                 assert [graph.names[x] for x in others.tolist()] == [name for name, _ in want]
                 assert counts.tolist() == pytest.approx([count for _, count in want])
+
+
+def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned after 147.x days
+    store.reinforce(["a", "c"], at=0)
+    store.reinforce(["a", "c"], at=DAY)  # reinforced again (a learned half-life): dies first
+    graph, a = store._graph, store._graph.index["a"]
+    death = float(graph._pruned_at[graph.live_ids()].min())  # a-c's
+    assert store.weight("a", "c", at=death + 60) == 0 < store.weight("a", "b", at=death + 60)
+    computed: list[float] = []
+    rows_at = graph._co_use_rows
+    graph._co_use_rows = lambda nodes, ns, at: computed.append(at) or rows_at(nodes, ns, at)  # type: ignore[method-assign]
+
+    def row(at: float) -> list[str]:
+        ((others, _),) = graph.co_uses([a], "personal", at)
+        return [graph.names[x] for x in others.tolist()]
+
+    assert row(2 * DAY) == ["b", "c"] and row(100 * DAY) == ["b", "c"]  # 98 days apart
+    assert computed == [2 * DAY]  # ...one row, computed once
+    assert row(death + 60) == ["b"] and computed[-1] == death + 60  # a-c died: recomputed
+    assert row(3 * DAY) == ["b", "c"]  # a past time, when a-c was alive: recomputed
+    assert len(computed) == 3
+    assert graph._co_use_entries == 2  # what the cached row holds (b and c)
+
+
+def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import synapse_retriever.graph as graph_module
+
+    monkeypatch.setattr(graph_module, "MAX_CO_USE_ENTRIES", 4)
+    store = SynapseStore(":memory:")
+    for hub in ("h1", "h2", "h3"):
+        store.reinforce([hub, f"{hub}x", f"{hub}y"], at=0)  # each hub: 2 neighbours
+    graph = store._graph
+    for hub in ("h1", "h2", "h3"):
+        graph.co_uses([graph.index[hub]], "personal", 0.0)
+    rows = graph._co_uses["personal"]
+    assert [graph.names[x] for x in rows] == ["h2", "h3"]  # h1 went: 6 entries > 4
+    assert graph._co_use_entries == 4 == sum(r[0].size for r in rows.values())
+    store.reinforce(["h2", "z"], at=0)  # a write forgets the rows of its nodes
+    assert [graph.names[x] for x in rows] == ["h3"] and graph._co_use_entries == 2
 
 
 def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:
