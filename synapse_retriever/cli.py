@@ -536,7 +536,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     table = Table(
         "edges", "max degree", "recall p50 µs", "p99 µs", "published p50 µs", "naive p50 µs",
         "naive ×", "upserts/s", "bare SQLite upserts/s", "sweep s (day)", "sweep s (90 days)",
-        "open s", "B/edge (arrays)", "B/edge (RSS)",
+        "bare SQLite delete s", "open s", "B/edge (arrays)", "B/edge (RSS)",
         title="synapse bench perf", title_justify="left",
     )  # fmt: skip
     for r in results:
@@ -546,7 +546,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             f"{r['naive_spread_p50_us']:,.0f}",
             f"{r['naive_ratio']:,.0f}", f"{r['reinforce_upserts_per_s']:,.0f}",
             f"{r['sqlite_floor_upserts_per_s']:,.0f}",
-            f"{r['daily_sweep_s']:.3f}", f"{r['decay_sweep_s']:.3f}", f"{r['open_load_s']:.2f}",
+            f"{r['daily_sweep_s']:.3f}", f"{r['decay_sweep_s']:.3f}",
+            f"{r['sqlite_floor_delete_s']:.3f}", f"{r['open_load_s']:.2f}",
             f"{r['array_bytes_per_edge']:.0f}", f"{r['rss_bytes_per_edge']:.0f}",
         )  # fmt: skip
     _console().print(table)

@@ -14,6 +14,7 @@ from synapse_retriever.bench.perf import (
     NOW,
     grow_graph,
     naive_spread,
+    sqlite_delete_floor,
     sqlite_upsert_floor,
     zipf_events,
 )
@@ -74,7 +75,7 @@ def test_bench_perf_command_writes_json_and_a_plot(
         assert r["recall_p50_us"] > 0 and r["recall_p99_us"] >= r["recall_p50_us"]
         assert r["published_recall_p50_us"] > 0
         assert r["reinforce_upserts_per_s"] > 0 and r["naive_queries"] >= 1
-        assert r["sqlite_floor_upserts_per_s"] > 0
+        assert r["sqlite_floor_upserts_per_s"] > 0 and r["sqlite_floor_delete_s"] >= 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "recall p50" in capsys.readouterr().out
 
@@ -97,3 +98,16 @@ def test_the_sqlite_floor_writes_the_events_edges_through_the_stores_triggers(
         assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == 3
         logged = db.execute("SELECT count(*) FROM edge_log WHERE version > 1").fetchone()[0]
         assert logged == 4  # version 2: a-b, a-c, b-c; version 3: a-b
+
+
+def test_the_sqlite_delete_floor_deletes_that_many_edges_through_the_triggers(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "floor.db"
+    with SynapseStore(path) as store:
+        store.reinforce([f"n{i}" for i in range(6)], at=0)  # 15 edges, version 1
+    assert sqlite_delete_floor(path, 4, seed=1) >= 0
+    with SynapseStore(path) as store:
+        assert store.graph(at=0).number_of_edges() == 11
+        db = store._storage._db
+        assert db.execute("SELECT count(*) FROM edge_log WHERE version = 2").fetchone()[0] == 4

@@ -14,9 +14,10 @@ law (real usage has hubs). For each size the run measures, on a real SQLite file
 - the same spread done naively, one SQL query per frontier node on each hop (how the
   published reference implementation works), and the ratio to the published rule's
   recall;
-- the floor SQLite sets for reinforcement: the same kind of events as bare edge upserts
-  (one ``executemany`` upsert and a commit each, through the store's triggers), with no
-  library work at all, so the library's throughput reads against what the file allows.
+- the floors SQLite sets, with no library work at all: the same kind of events as bare
+  edge upserts (one ``executemany`` upsert and a commit each, through the store's
+  triggers), and a bare delete of as many scattered edges as the 90-day sweep pruned,
+  so the library's throughput and sweep read against what the file allows.
 
 Everything is written to JSON; ``plot`` draws latency against graph size.
 """
@@ -39,7 +40,7 @@ import numpy.typing as npt
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.decay import effective_weight, learned_half_life
-from synapse_retriever.storage import EdgeRow, SQLiteStorage
+from synapse_retriever.storage import BIG_DELETE_CACHE_KIB, EdgeRow, SQLiteStorage
 from synapse_retriever.store import SynapseStore, return_freed_memory
 from synapse_retriever.usage import uses_from_edges
 
@@ -49,6 +50,7 @@ __all__ = [
     "naive_spread",
     "plot_latency",
     "run_perf",
+    "sqlite_delete_floor",
     "sqlite_upsert_floor",
     "zipf_events",
 ]
@@ -222,6 +224,7 @@ class PerfResult:
     max_degree: int
     reinforce_upserts_per_s: float
     sqlite_floor_upserts_per_s: float
+    sqlite_floor_delete_s: float
     recall_p50_us: float
     recall_p99_us: float
     decay_sweep_s: float
@@ -332,6 +335,10 @@ def run_size(
         published_p50 = statistics.median(_timed_recalls(published, hits))
         published_uniform_p50 = statistics.median(_timed_recalls(published, uniform))
 
+    progress(f"{edges:,} edges: bare SQLite upserts and deletes")
+    floor = sqlite_upsert_floor(path, zipf_events(n_nodes, events, seed=seed + 3), names)
+    floor_delete = sqlite_delete_floor(path, report.pruned, seed=seed + 4)
+
     progress(f"{edges:,} edges: naive spread")  # last: its index build rewrites the file
     db = sqlite3.connect(path)
     db.execute("CREATE INDEX IF NOT EXISTS bench_edges_by_b ON edges (b)")
@@ -344,8 +351,6 @@ def run_size(
         naive_spread(db, [node for node, _ in row[:3]], NOW, config)
         naive.append((time.perf_counter() - started) * 1e6)
     db.close()
-    progress(f"{edges:,} edges: bare SQLite upserts")
-    floor = sqlite_upsert_floor(path, zipf_events(n_nodes, events, seed=seed + 3), names)
     p50 = statistics.median(latencies)
     naive_p50 = statistics.median(naive)
     return PerfResult(
@@ -354,6 +359,7 @@ def run_size(
         max_degree=shape["max_degree"],
         reinforce_upserts_per_s=round(throughput),
         sqlite_floor_upserts_per_s=round(floor),
+        sqlite_floor_delete_s=round(floor_delete, 4),
         recall_p50_us=round(p50, 1),
         recall_p99_us=round(_percentile(latencies, 0.99), 1),
         decay_sweep_s=round(sweep, 4),
@@ -420,6 +426,42 @@ def sqlite_upsert_floor(path: Path, events: npt.NDArray[np.int64], names: Sequen
             db.execute("COMMIT")
             upserts += len(pairs)
         return upserts / (time.perf_counter() - started)
+    finally:
+        db.close()
+
+
+def sqlite_delete_floor(path: Path, count: int, *, seed: int = 0) -> float:
+    """Seconds to delete ``count`` edges drawn at random (scattered over the file, as a
+    sweep's are) in one transaction of bare SQL, through the store's triggers, with the
+    page cache a big sweep uses; the edges stay deleted.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "floor.db"
+    ...     with SynapseStore(path) as store:
+    ...         _ = store.reinforce(["a", "b", "c"], at=0)  # three edges
+    ...     seconds = sqlite_delete_floor(path, 2)
+    ...     with SynapseStore(path) as store:
+    ...         seconds >= 0, store.graph(at=0).number_of_edges()
+    (True, 1)
+    """
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA wal_autocheckpoint = 10000")
+        ids = np.fromiter((row[0] for row in db.execute("SELECT id FROM edges")), np.int64)
+        doomed = np.random.default_rng(seed).permutation(ids)[:count]
+        started = time.perf_counter()
+        db.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("UPDATE meta SET value = value + 1 WHERE key = 'version'")  # logged at it
+        db.execute("CREATE TEMP TABLE floor_doomed (id INTEGER PRIMARY KEY)")
+        db.executemany("INSERT INTO floor_doomed (id) VALUES (?)", [(i,) for i in doomed.tolist()])
+        db.execute("DELETE FROM edges WHERE id IN (SELECT id FROM floor_doomed)")
+        db.execute("COMMIT")
+        return time.perf_counter() - started
     finally:
         db.close()
 
