@@ -171,7 +171,9 @@ class SynapseConfig:
     use_history : int
         ``actr``: use times kept exactly per node (older ones are approximated).
     association_fan : int
-        ``actr``: per hit, only this many most co-used neighbours are read.
+        ``actr``: per hit, only this many most co-used neighbours are read; 0 reads
+        none, a query-blind rule (no association; the candidates are the latest
+        events' nodes).
 
     Examples
     --------
@@ -312,7 +314,7 @@ class SynapseConfig:
             ("max_coactivation", 2),
             ("recent_events", 0),
             ("use_history", 1),
-            ("association_fan", 1),
+            ("association_fan", 0),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

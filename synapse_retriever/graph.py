@@ -148,6 +148,8 @@ def strongest(others: IntArray, weights: FloatArray, fan: int) -> tuple[IntArray
     >>> others.tolist(), weights.tolist()
     ([2, 4, 7], [1.0, 3.0, 1.0])
     """
+    if fan <= 0:
+        return others[:0], weights[:0]
     if others.size > fan:
         cut = np.partition(weights, others.size - fan)[others.size - fan]
         above = np.flatnonzero(weights > cut)

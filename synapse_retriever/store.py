@@ -651,7 +651,11 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             factors = graph.factors(active)
             names = list(dict.fromkeys(node for node, _ in rows))
             hits = np.array([graph.index.get(name, -1) for name in names], np.int64)
-            sources = graph.co_uses(hits.tolist(), active, now)
+            sources = (
+                graph.co_uses(hits.tolist(), active, now)
+                if config.association_fan
+                else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
+            )
             recent = table.recent_nodes(factors, until=now)
             known = hits[hits >= 0]
             nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))

@@ -492,3 +492,24 @@ def test_reinforcing_one_node_records_a_use_once_per_event_id() -> None:
     # used a day ago (B = 0) beats a never-used hit (-6 + 3)
     assert [h.id for h in store.recall([("a", 0.9), ("b", 0.5)], at=86400)] == ["a", "readme"]
     store.close()
+
+
+def test_with_no_neighbours_read_the_rule_is_query_blind() -> None:
+    # association_fan = 0 (the benchmark's query-blind twin): a hit's co-used neighbour is
+    # no candidate unless the latest events hold it; the same memory, queried through a
+    # hit or another, injects the same nodes
+    blind = dataclasses.replace(SynapseConfig(), association_fan=0, recent_events=1)
+    seen = dataclasses.replace(SynapseConfig(), recent_events=1)
+    results = {}
+    for name, config in (("blind", blind), ("seen", seen)):
+        store = SynapseStore(":memory:", config=config)
+        for day in range(20):
+            store.reinforce(["a", "b"], at=day * DAY)  # a and b, used together daily
+        store.reinforce(["c", "d"], at=20 * DAY)  # the latest event
+        hits = [("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)]
+        results[name] = [h.id for h in store.recall(hits, at=21 * DAY)]
+        other = [("q", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)]
+        results[name + " other"] = [h.id for h in store.recall(other, at=21 * DAY)]
+    assert "b" in results["seen"]  # a's neighbour, reached through the hit
+    assert "b" not in results["blind"]  # not read: only c and d were candidates
+    assert results["blind"][1:] == results["blind other"][1:]  # the query's hit changes nothing

@@ -83,6 +83,7 @@ def macro_markdown(
         "vector",
         "synapse-published",
         "synapse-blind",
+        "synapse-nolift",
         "recency",
         "co-change",
         "actr-prior",

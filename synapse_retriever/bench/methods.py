@@ -394,6 +394,9 @@ ROWS: dict[str, Callable[[RowContext], Method]] = {
     "synapse-blind": lambda c: Synapse(
         _blind(c.settings.config), namespace=c.settings.namespace, name="synapse-blind"
     ),
+    "synapse-nolift": lambda c: Synapse(
+        _nolift(c.settings.config), namespace=c.settings.namespace, name="synapse-nolift"
+    ),
     "recency": lambda c: Recency(),
     "actr-prior": lambda c: ActrPrior(),
     "oracle": lambda c: Oracle(),
@@ -403,12 +406,22 @@ ROWS: dict[str, Callable[[RowContext], Method]] = {
 ``synapse`` is the method with the run's configuration (the default, the ACT-R rule,
 unless told otherwise), ``synapse-published`` the method as published,
 ``synapse-blind`` the run's configuration with its query seeds removed (its query-blind
-twin: no association with the hits, only their and the candidates' base levels);
+twin: no neighbour of a hit is read, so nothing is associated with the query and the
+candidates are the latest events' nodes; the hits still defend by their base levels),
+``synapse-nolift`` the configuration without the association term (candidates still the
+hits' neighbours: what the log-lift adds on top of choosing them);
 ``oracle-reachable`` is the oracle restricted to files the graph links to the seeds."""
 
 
 def _blind(config: SynapseConfig) -> SynapseConfig:
-    """The query-blind twin of ``config``: the same rule without association with the hits."""
+    """The query-blind twin of ``config``: the same rule reading no neighbour of the hits."""
+    if config.rule == "actr":
+        return replace(config, association_fan=0)
+    return replace(config, spread_rate=0.0)
+
+
+def _nolift(config: SynapseConfig) -> SynapseConfig:
+    """``config`` without its association term (the ``actr`` rule's log-lift weight 0)."""
     if config.rule == "actr":
         return replace(config, association=0.0)
     return replace(config, spread_rate=0.0)

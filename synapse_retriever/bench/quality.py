@@ -461,6 +461,7 @@ def summary(report: dict[str, Any]) -> Sequence[str]:
                 for name in (
                     "synapse-published",
                     "synapse-blind",
+                    "synapse-nolift",
                     "co-change",
                     "recency",
                     "actr-prior",
