@@ -35,6 +35,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.injection import Hit, RecallPlan, Resolvable, injection_slots
 
 IntArray = npt.NDArray[np.int64]
@@ -336,7 +337,9 @@ class RankedNames(Sequence[str]):
     """
 
     def __init__(self, nodes: IntArray, values: FloatArray, names: Sequence[str]) -> None:
-        """``nodes`` and their ``values``, in any order."""
+        """``nodes`` and their ``values`` (not NaN), in any order."""
+        if np.isnan(values).any():
+            raise InvalidValueError(f"values must not be NaN, got {values!r}")
         self._size = int(nodes.size)
         self._nodes, self._values, self._names = nodes, values, names
         self._done: list[str] = []
@@ -345,7 +348,7 @@ class RankedNames(Sequence[str]):
     def values(self, count: int) -> list[float]:
         """The values of the first ``count`` names."""
         self._resolve(count)
-        return self._done_values[:count]
+        return self._done_values[: max(count, 0)]
 
     def _resolve(self, upto: int) -> None:
         """Rank the first ``upto`` names (and every tie of the last)."""

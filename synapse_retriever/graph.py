@@ -119,10 +119,16 @@ PRUNE_MARGIN_S = 1.0
 its effective weight (the two can differ by rounding near the boundary)."""
 
 MAX_CO_USE_ENTRIES = 1_000_000
-"""Neighbours held by the cached co-use rows at most (16 bytes each); the least recently
-used rows go first."""
+"""Neighbours (16 bytes each), plus one per row, held by the cached co-use rows at most;
+the least recently used rows go first."""
 
 _CoUseRow = tuple[IntArray, FloatArray, float, float]  # others, counts, exact after, before
+
+
+def _held(row: _CoUseRow) -> int:
+    """What a cached row counts against ``MAX_CO_USE_ENTRIES``: its neighbours, and one
+    for the row itself (an empty row costs memory too)."""
+    return int(row[0].size) + 1
 
 
 @dataclass
@@ -300,13 +306,13 @@ class MemoryGraph:
         """New edges go to the log. A pair also stored in another namespace needs a rebuild
         before the next recall view (one merged, capped weight per pair needs both in the
         same structure); co-use rows merge such pairs themselves."""
+        self._forget_co_uses(new)  # a rebuild keeps the rows: forget its ends' first
         if new.size > max(8192, self._other.size // 16):
             self.rebuild()
             return
         if len(self.ns_names) > 1 and self._twins(new):
             self._unmerged = True
             self._views.clear()
-        self._forget_co_uses(new)
         needed = self._log_len + new.size
         if needed > self._log.size:
             self._log = np.resize(self._log, max(needed, 2 * self._log.size))
@@ -565,39 +571,44 @@ class MemoryGraph:
             rows = self._co_uses[active_namespace] = OrderedDict()
             while len(self._co_uses) > MAX_VIEWS:
                 _, dropped = self._co_uses.popitem(last=False)
-                self._co_use_entries -= sum(row[0].size for row in dropped.values())
+                self._co_use_entries -= sum(_held(row) for row in dropped.values())
         self._co_uses.move_to_end(active_namespace)
         distinct = list(dict.fromkeys(nodes))
         for x in distinct:
             row = rows.get(x)
             if row is not None and not row[2] < now < row[3]:
                 del rows[x]  # an edge of it died, or a dead one is alive at a past ``now``
-                self._co_use_entries -= row[0].size
+                self._co_use_entries -= _held(row)
         missing = [x for x in distinct if x not in rows]
         if missing:
             found = self._co_use_rows(missing, active_namespace, now)
             rows.update(found)
-            self._co_use_entries += sum(row[0].size for row in found.values())
+            self._co_use_entries += sum(_held(row) for row in found.values())
         for x in distinct:
             rows.move_to_end(x)
-        while self._co_use_entries > MAX_CO_USE_ENTRIES and len(rows) > len(distinct):
-            self._evict_co_use_row()
+        while self._co_use_entries > MAX_CO_USE_ENTRIES and self._evict_co_use_row(
+            rows, len(distinct)
+        ):
+            pass
         return [rows[x][:2] for x in nodes]
 
-    def _evict_co_use_row(self) -> None:
-        """Drop the least recently used row of the least recently used namespace."""
+    def _evict_co_use_row(self, current: OrderedDict[int, _CoUseRow], keep: int) -> bool:
+        """Drop the least recently used row of the least recently used namespace, never
+        one of the ``keep`` most recently used of ``current`` (the query's); False if
+        there is none to drop."""
         for rows in self._co_uses.values():
-            if rows:
+            if len(rows) > (keep if rows is current else 0):
                 _, row = rows.popitem(last=False)
-                self._co_use_entries -= row[0].size
-                return
+                self._co_use_entries -= _held(row)
+                return True
+        return False
 
     def _co_use_rows(
         self, nodes: list[int], active_namespace: str, at: float
     ) -> dict[int, _CoUseRow]:
         """Co-use rows at ``at``, each with the open interval of times it holds exactly in:
-        from the latest prune time of a dead edge to the earliest of a live one, both
-        over the whole batch, with ``PRUNE_MARGIN_S`` where liveness is decided exactly."""
+        from the latest prune time of a dead edge of it to the earliest of a live one,
+        with ``PRUNE_MARGIN_S`` where liveness is decided exactly."""
         known = [x for x in nodes if 0 <= x < self.n]
         empty = (np.zeros(0, np.int64), np.zeros(0), -math.inf, math.inf)
         found: dict[int, _CoUseRow] = {x: empty for x in nodes}
@@ -609,8 +620,11 @@ class MemoryGraph:
         edges, factor, owner, other = edges[keep], factor[keep], owner[keep], other[keep]
         alive = self.live(edges, at)  # a removed edge is never live
         when = self._pruned_at[edges]
-        after = float(when[~alive].max(initial=-math.inf)) + PRUNE_MARGIN_S
-        before = float(when[alive].min(initial=math.inf)) - PRUNE_MARGIN_S
+        after = np.full(len(known), -math.inf)  # per row: the latest death of a dead edge
+        np.maximum.at(after, owner[~alive], when[~alive])
+        before = np.full(len(known), math.inf)  # and the earliest of a live one
+        np.minimum.at(before, owner[alive], when[alive])
+        after, before = (after + PRUNE_MARGIN_S).tolist(), (before - PRUNE_MARGIN_S).tolist()
         edges, factor, owner, other = edges[alive], factor[alive], owner[alive], other[alive]
         counts = self._count[edges] * factor
         if self._multi[edges].any():  # a pair in several namespaces: one summed count
@@ -623,7 +637,8 @@ class MemoryGraph:
         fan = self.config.association_fan
         for i, x in enumerate(known):
             row = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
-            found[x] = (*(strongest(*row, fan) if row[0].size > fan else row), after, before)
+            kept = strongest(*row, fan) if row[0].size > fan else row
+            found[x] = (*kept, after[i], before[i])
         return found
 
     def _entries(self, nodes: list[int]) -> tuple[IntArray, IntArray, IntArray]:
@@ -663,7 +678,7 @@ class MemoryGraph:
             for node in ends:
                 row = rows.pop(node, None)
                 if row is not None:
-                    self._co_use_entries -= row[0].size
+                    self._co_use_entries -= _held(row)
 
     # -- stored state ------------------------------------------------------------------
 

@@ -148,18 +148,18 @@ def use_strengths(
     >>> round(float(use_strengths(recent, np.array([4]), np.array([0.0]), 16 * day)[0]), 4)
     2.4459
     """
-    age = np.subtract(now, recent)  # +inf where nothing was kept
+    age = np.subtract(now, recent, dtype=np.float64)  # +inf where nothing was kept
     if recent.size and recent.max() > now:  # uses after now are ignored
         age[recent > now] = np.inf
     age *= 1.0 / SECONDS_PER_DAY
     np.maximum(age, MIN_AGE_DAYS, out=age)
     # times ascend: the first kept is the oldest (+inf if none is at or before now)
-    oldest = age[:, 0].copy()
+    oldest = age[:, 0].copy() if age.shape[1] else np.full(age.shape[0], np.inf)
     if decay == 0.5:  # sqrt: ~10× a power; 1/inf = 0
         np.reciprocal(np.sqrt(age, out=age), out=age)
     else:
         np.power(age, -decay, out=age)
-    total: FloatArray = age[:, 0].copy()
+    total: FloatArray = age[:, 0].copy() if age.shape[1] else np.zeros(age.shape[0])
     for k in range(1, age.shape[1]):  # column by column: equal histories, equal sums (a
         total += age[:, k]  # BLAS product sums rows by position), 2× a row-wise sum
     if kept is None:

@@ -20,6 +20,7 @@ from synapse_retriever.actr import (
     lift_strengths,
     swap,
 )
+from synapse_retriever.errors import InvalidValueError
 
 DAY = 86400.0
 
@@ -72,6 +73,15 @@ def test_ranked_names_read_in_any_order_rank_by_value_then_name(
         assert ranked[:at] == want[:at]
         assert ranked.values(max(at, 0)) == [v for v, _ in pairs][: max(at, 0)]
     assert list(ranked) == want and len(ranked) == len(want)
+
+
+def test_ranked_names_refuse_nan_and_rank_infinities() -> None:
+    names = ["", "a", "b", "c"]
+    with pytest.raises(InvalidValueError, match="NaN"):
+        RankedNames(np.array([1, 2]), np.array([1.0, np.nan]), names)
+    ranked = RankedNames(np.array([1, 2, 3]), np.array([-np.inf, np.inf, 0.0]), names)
+    assert list(ranked) == ["b", "c", "a"] and ranked.values(-1) == []
+    assert list(RankedNames(np.array([], np.int64), np.array([]), names)) == []
 
 
 def test_a_path_starts_at_the_hit_most_co_used_with_the_node_ties_to_the_earlier_hit() -> None:

@@ -300,6 +300,9 @@ def test_vector_finds_the_named_file_and_synapse_its_partner(report: dict) -> No
     }
     # its query-blind twin only has recency: it recalls none of them
     assert _row(report, "online", 10, "synapse-blind")["improved"] == 0
+    # without the log-lift the partner is still a candidate (a neighbour of the hit) but
+    # only its old uses speak for it: it does no better than the twin
+    assert _row(report, "online", 10, "synapse-nolift")["improved"] == 0
 
 
 def test_recency_depends_on_the_variant(report: dict) -> None:  # type: ignore[type-arg]
@@ -386,5 +389,5 @@ def test_the_dense_retriever_ranks_by_meaning(tmp_path: Path) -> None:
 
 def test_the_published_and_query_blind_twin_rows(report: dict) -> None:  # type: ignore[type-arg]
     rows = report["variants"]["online"]["by_k"]["5"]["rows"]
-    assert {"synapse", "synapse-published", "synapse-blind"} <= set(rows)
+    assert {"synapse", "synapse-published", "synapse-blind", "synapse-nolift"} <= set(rows)
     assert report["settings"]["config"]["rule"] == "actr"

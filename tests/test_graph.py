@@ -170,7 +170,7 @@ def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
     assert row(death + 60) == ["b"] and computed[-1] == death + 60  # a-c died: recomputed
     assert row(3 * DAY) == ["b", "c"]  # a past time, when a-c was alive: recomputed
     assert len(computed) == 3
-    assert graph._co_use_entries == 2  # what the cached row holds (b and c)
+    assert graph._co_use_entries == 3  # what the cached row holds: b and c, and the row
 
 
 def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
@@ -178,7 +178,7 @@ def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
 ) -> None:
     import synapse_retriever.graph as graph_module
 
-    monkeypatch.setattr(graph_module, "MAX_CO_USE_ENTRIES", 4)
+    monkeypatch.setattr(graph_module, "MAX_CO_USE_ENTRIES", 6)
     store = SynapseStore(":memory:")
     for hub in ("h1", "h2", "h3"):
         store.reinforce([hub, f"{hub}x", f"{hub}y"], at=0)  # each hub: 2 neighbours
@@ -186,10 +186,39 @@ def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
     for hub in ("h1", "h2", "h3"):
         graph.co_uses([graph.index[hub]], "personal", 0.0)
     rows = graph._co_uses["personal"]
-    assert [graph.names[x] for x in rows] == ["h2", "h3"]  # h1 went: 6 entries > 4
-    assert graph._co_use_entries == 4 == sum(r[0].size for r in rows.values())
+    # a row holds its neighbours and one for itself: 3 each; h1 went at 9 > 6
+    assert [graph.names[x] for x in rows] == ["h2", "h3"]
+    assert graph._co_use_entries == 6 == sum(r[0].size + 1 for r in rows.values())
     store.reinforce(["h2", "z"], at=0)  # a write forgets the rows of its nodes
-    assert [graph.names[x] for x in rows] == ["h3"] and graph._co_use_entries == 2
+    assert [graph.names[x] for x in rows] == ["h3"] and graph._co_use_entries == 3
+    # another active namespace: the budget holds across them, the oldest rows first
+    graph.co_uses([graph.index["h1"]], "branch:x", 0.0)  # 3 more: 6
+    graph.co_uses([graph.index["z"]], "branch:x", 0.0)  # z: h2, 1 neighbour: 8 > 6
+    assert list(rows) == [] and graph._co_use_entries == 5  # h3 (personal) went
+    # rows with no live neighbour count too, so they are dropped like the others
+    graph.co_uses([graph.index[f"{hub}x"] for hub in ("h1", "h2")], "branch:x", 0.0)
+    assert graph._co_use_entries <= 6
+
+
+def test_a_batch_of_new_edges_that_rebuilds_the_adjacency_refreshes_cached_rows() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["x", "y"], at=0)
+    graph = store._graph
+    x = graph.index["x"]
+    ((others, _),) = graph.co_uses([x], "personal", 0.0)
+    assert [graph.names[o] for o in others.tolist()] == ["y"]
+    start = graph.n  # 9,000 fresh edges at once (another process's bulk import): a rebuild
+    graph.add_names([(start + i, f"n{i}") for i in range(9001)])
+    ns = graph.ns_index["personal"]
+    rows = [(graph.size + 1, ns, x, start, 0.3, 1, 30.0, 0.0, 0.0)]  # x-n0 among them
+    rows += [
+        (graph.size + 2 + i, ns, start + i, start + i + 1, 0.3, 1, 30.0, 0.0, 0.0)
+        for i in range(9000)
+    ]
+    graph.apply(rows)
+    assert graph._log_len == 0  # rebuilt
+    ((others, _),) = graph.co_uses([x], "personal", 0.0)
+    assert sorted(graph.names[o] for o in others.tolist()) == ["n0", "y"]
 
 
 def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:

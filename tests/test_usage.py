@@ -55,6 +55,14 @@ def test_a_row_whose_kept_uses_are_all_after_now_has_no_strength() -> None:
         assert strength.tolist() == pytest.approx([0.0, 3.0**-decay])
 
 
+def test_use_strengths_take_integer_times_and_an_empty_history() -> None:
+    # integer seconds: one use a day before now, 1^-0.5 = 1
+    assert use_strengths(np.array([[0]]), np.array([1]), np.array([0]), DAY).tolist() == [1.0]
+    # no time kept (history 0): the uses cannot be placed, strength 0
+    empty = use_strengths(np.zeros((2, 0)), np.array([3, 0]), np.array([0.0, 0.0]), DAY)
+    assert empty.tolist() == [0.0, 0.0]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     rows=st.lists(
