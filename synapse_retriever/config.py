@@ -143,8 +143,9 @@ class SynapseConfig:
         Recall evaluates decayed weights at a time within this many seconds of the
         query's ``at`` (reusing them between queries); 0 evaluates them at ``at`` exactly.
         The relative error of a weight is at most 1 − 2^(−tolerance / half-life): for
-        60 s, 4.8e-4 at the 1-day ephemeral half-life and 1.6e-5 at 30 days; under the
-        ``actr`` rule an edge pruned within the tolerance may still count its co-uses.
+        60 s, 4.8e-4 at the 1-day ephemeral half-life and 1.6e-5 at 30 days. Only the
+        ``published`` rule's spreading reads weights; the ``actr`` rule reads co-use counts
+        of the edges live at ``at`` exactly.
     busy_timeout_s : float
         How long a writer waits for another process's write lock.
     injection_enabled : bool

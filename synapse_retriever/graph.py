@@ -125,6 +125,35 @@ the least recently used rows go first."""
 _CoUseRow = tuple[IntArray, FloatArray, float, float]  # others, counts, exact after, before
 
 
+def _validity(
+    owner: IntArray, when: FloatArray, alive: npt.NDArray[np.bool_], rows: int, *, grouped: bool
+) -> tuple[list[float], list[float]]:
+    """Per row (``owner`` 0 to rows − 1, ascending if ``grouped``), the open interval of
+    times its live edges stay those of ``alive``: after the latest prune time of a dead
+    edge, before the earliest of a live one, ``PRUNE_MARGIN_S`` inside both.
+
+    Examples
+    --------
+    >>> owner, when = np.array([0, 0, 1]), np.array([10.0, 50.0, 30.0])
+    >>> _validity(owner, when, np.array([False, True, True]), 3, grouped=True)
+    ([11.0, -inf, -inf], [49.0, 29.0, inf])
+    """
+    dead = np.where(alive, -np.inf, when)
+    living = np.where(alive, when, np.inf)
+    after, before = np.full(rows, -np.inf), np.full(rows, np.inf)
+    if grouped:  # one reduction per row's run (a hub's 40k edges: 4x np.maximum.at)
+        bounds = np.searchsorted(owner, np.arange(rows + 1))
+        starts = bounds[:-1]
+        some = bounds[1:] > starts
+        if some.any():
+            after[some] = np.maximum.reduceat(dead, starts[some])
+            before[some] = np.minimum.reduceat(living, starts[some])
+    else:
+        np.maximum.at(after, owner, dead)
+        np.minimum.at(before, owner, living)
+    return (after + PRUNE_MARGIN_S).tolist(), (before - PRUNE_MARGIN_S).tolist()
+
+
 def _held(row: _CoUseRow) -> int:
     """What a cached row counts against ``MAX_CO_USE_ENTRIES``: its neighbours, and one
     for the row itself (an empty row costs memory too)."""
@@ -499,10 +528,13 @@ class MemoryGraph:
             )
         )
 
-    def live(self, edges: IntArray, now: float) -> npt.NDArray[np.bool_]:
+    def live(
+        self, edges: IntArray, now: float, when: FloatArray | None = None
+    ) -> npt.NDArray[np.bool_]:
         """Whether edges have a positive effective weight at ``now``: one comparison with
-        their precomputed prune times, the exact weight within ``PRUNE_MARGIN_S`` of one."""
-        when = self._pruned_at[edges]
+        their precomputed prune times (``when``, read if not given), the exact weight
+        within ``PRUNE_MARGIN_S`` of one."""
+        when = self._pruned_at[edges] if when is None else when
         alive: npt.NDArray[np.bool_] = now < when
         near = np.flatnonzero(np.abs(when - now) <= PRUNE_MARGIN_S)
         if near.size:
@@ -615,22 +647,21 @@ class MemoryGraph:
         if not known:
             return found
         owner, other, edges = self._entries(known)
+        logged = bool(self._log_of) and any(x in self._log_of for x in known)
         factor = self.factors(active_namespace)[self._ns[edges]]
         keep = factor > 0
-        edges, factor, owner, other = edges[keep], factor[keep], owner[keep], other[keep]
-        alive = self.live(edges, at)  # a removed edge is never live
+        if not keep.all():
+            edges, factor, owner, other = edges[keep], factor[keep], owner[keep], other[keep]
         when = self._pruned_at[edges]
-        after = np.full(len(known), -math.inf)  # per row: the latest death of a dead edge
-        np.maximum.at(after, owner[~alive], when[~alive])
-        before = np.full(len(known), math.inf)  # and the earliest of a live one
-        np.minimum.at(before, owner[alive], when[alive])
-        after, before = (after + PRUNE_MARGIN_S).tolist(), (before - PRUNE_MARGIN_S).tolist()
-        edges, factor, owner, other = edges[alive], factor[alive], owner[alive], other[alive]
+        alive = self.live(edges, at, when)  # a removed edge is never live
+        after, before = _validity(owner, when, alive, len(known), grouped=not logged)
+        if not alive.all():
+            edges, factor, owner, other = edges[alive], factor[alive], owner[alive], other[alive]
         counts = self._count[edges] * factor
         if self._multi[edges].any():  # a pair in several namespaces: one summed count
             key, counts = group_sums(owner * self.n + other, counts)
             owner, other = key // self.n, key % self.n
-        elif self._log_of and any(x in self._log_of for x in known):  # log entries: sort
+        elif logged:  # log entries follow the adjacency's: sort
             order = np.lexsort((other, owner))
             owner, other, counts = owner[order], other[order], counts[order]
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()

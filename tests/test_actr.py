@@ -349,12 +349,11 @@ actr_steps = st.lists(
 @given(actr_steps)
 def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) -> None:
     # the in-memory state (use arrays, recent events, cached co-use rows kept across
-    # writes) must equal what a store opened on the same file computes from scratch
+    # writes and time) must equal what a store opened on the same file computes from
+    # scratch, with the default weight tolerance: the ACT-R rule's plan is exact
     import tempfile
 
-    config = dataclasses.replace(
-        SynapseConfig.actr(), weight_tolerance_s=0.0, recent_events=4, use_history=3
-    )
+    config = dataclasses.replace(SynapseConfig.actr(), recent_events=4, use_history=3)
     with tempfile.TemporaryDirectory() as folder:
         path = f"{folder}/s.db"
         store = SynapseStore(path, config=config)
