@@ -73,6 +73,7 @@ def test_bench_perf_command_writes_json_and_a_plot(
     assert [r["edges"] for r in results] == [1500, 3000]
     for r in results:
         assert r["recall_p50_us"] > 0 and r["recall_p99_us"] >= r["recall_p50_us"]
+        assert 0 < r["repeat_recall_p50_us"] <= r["repeat_recall_p99_us"]
         assert r["published_recall_p50_us"] > 0
         assert r["reinforce_upserts_per_s"] > 0 and r["naive_queries"] >= 1
         assert r["sqlite_floor_upserts_per_s"] > 0 and r["sqlite_floor_delete_s"] >= 0
