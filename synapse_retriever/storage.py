@@ -365,7 +365,7 @@ class _SQLiteTransaction:
             return []
         last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'edges'").fetchone()
         start = (last[0] if last else 0) + 1
-        placed = [row._replace(id=start + i) for i, row in enumerate(rows)]
+        placed = [EdgeRow(start + i, *row[1:]) for i, row in enumerate(rows)]
         self._db.executemany(
             f"INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*row, self.version) for row in placed],

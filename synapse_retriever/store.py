@@ -371,7 +371,7 @@ config: pass config together with a store path instead
     ) -> tuple[list[EdgeRow], list[EdgeRow]]:
         """New states of every pair of one event, from the rows read inside the transaction."""
         config = self.config
-        rows = {(row[2], row[3]): EdgeRow(*row) for row in stored}
+        rows = {(row.a, row.b): row for row in stored}
         pairs = [
             (x, y) if names[i] < names[j] else (y, x)
             for i, x in enumerate(node_ids)
