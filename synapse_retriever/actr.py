@@ -155,7 +155,7 @@ def swap(
     candidates: Sequence[str],
     *,
     seeds: int = 1,
-    keep_bonus: float = 2.0,
+    keep_bonus: float = 3.0,
     unused_base: float = -6.0,
     max_inject: int = 3,
     resolvable: Resolvable | None = None,
@@ -246,7 +246,7 @@ class ActrPlan(RecallPlan):
     ones :func:`swap` could accept), strongest first, exact ties by name.
     """
 
-    keep_bonus: float = 2.0
+    keep_bonus: float = 3.0
     unused_base: float = -6.0
     order: Sequence[str] = field(default_factory=tuple)
 

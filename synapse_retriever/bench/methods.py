@@ -414,7 +414,10 @@ hits' neighbours: what the log-lift adds on top of choosing them);
 
 
 def _blind(config: SynapseConfig) -> SynapseConfig:
-    """The query-blind twin of ``config``: the same rule reading no neighbour of the hits."""
+    """The query-blind twin of ``config``: the same rule reading no neighbour of the hits.
+
+    The published rule has nothing but the query's seeds, so its twin changes nothing.
+    """
     if config.rule == "actr":
         return replace(config, association_fan=0)
     return replace(config, spread_rate=0.0)

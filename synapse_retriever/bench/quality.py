@@ -10,11 +10,16 @@ Protocol (on any local git repository, bare or not):
    that tree (text files by path and content, others by path). A commit none of whose
    files existed before (it only adds files) asks no query, but is still observed.
 3. Baseline. A vector top-k over the documents: TF-IDF cosine by default (a
-   deterministic sparse embedding), or BM25; collection statistics are fitted once on
-   the tree of the last teaching commit (:mod:`synapse_retriever.bench.retrievers`).
+   deterministic sparse embedding), BM25, or a dense model shipped in a wheel
+   (all-MiniLM-L6-v2, when its optional packages are installed); collection statistics
+   are fitted once on the tree of the last teaching commit
+   (:mod:`synapse_retriever.bench.retrievers`).
 4. Rows. Every row fills the same k slots from the same vector hits
-   (:mod:`synapse_retriever.bench.methods`): the method through ``recall``, a
-   co-change baseline, a recency baseline, a query-blind ACT-R prior, and two oracles.
+   (:mod:`synapse_retriever.bench.methods`): the method through ``recall`` with the
+   run's configuration, the method as published, the configuration's query-blind twin
+   and its variant without the association term, a co-change baseline, a recency
+   baseline, a query-blind ACT-R prior, and two oracles. The baselines and the oracles
+   take at most 2 slots; the method takes up to its ``max_inject`` (3 by default).
 5. Variants. *frozen*: rows learn from the teaching commits only (the graph still
    decays to each query's time). *online*: each test commit is also learned right
    after its query is scored. The variant bounds what every row may know.
@@ -448,7 +453,7 @@ def markdown_tables(report: dict[str, Any]) -> str:
 
 
 def summary(report: dict[str, Any]) -> Sequence[str]:
-    """One line per variant and k: the method against its two baselines."""
+    """One line per variant and k: every row's recall change against the vector baseline."""
     lines = []
     for variant, data in report["variants"].items():
         for k, block in data["by_k"].items():
