@@ -113,8 +113,9 @@ def replay(
 ) -> BootstrapReport:
     """Reinforce every eligible commit of ``commits`` (in the given order) into ``store``.
 
-    Each commit is reinforced with ``event_id=f"git:{sha}"``, so a commit replayed
-    before is a no-op: re-running over a longer history adds only the new commits.
+    Each commit is reinforced under its :meth:`~synapse_retriever.gitlog.Commit.event_id`
+    in ``namespace``, so a commit replayed there before is a no-op: re-running over a
+    longer history adds only the new commits, and another namespace replays it afresh.
     """
     ns = validate_namespace(namespace)
     events = [c for c in commits if eligible(c, min_files=min_files, max_files=max_files)]
@@ -147,7 +148,7 @@ def _reinforce(store: SynapseStore, commit: Commit, namespace: str) -> tuple[int
         at = event_time(store, commit.files, commit.commit_time, namespace)
         try:
             count = store.reinforce(
-                commit.files, namespace=namespace, at=at, event_id=commit.event_id
+                commit.files, namespace=namespace, at=at, event_id=commit.event_id(namespace)
             )
         except InvalidValueError:
             if attempt == 0:

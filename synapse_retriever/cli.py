@@ -105,9 +105,14 @@ def _time(text: str | None) -> float:
     if text is None or text == "now":
         return to_seconds(None)
     try:
-        return to_seconds(float(text))
+        seconds = to_seconds(float(text))
     except ValueError:
-        return parse_since(text)
+        seconds = parse_since(text)
+    try:
+        _iso(seconds)
+    except (OverflowError, ValueError, OSError):
+        raise CliError(f"--at {text!r} is out of range (years 1 to 9999)") from None
+    return seconds
 
 
 def _iso(seconds: float) -> str:
@@ -117,9 +122,36 @@ def _iso(seconds: float) -> str:
 def _open(path: str, *, must_exist: bool) -> SynapseStore:
     if must_exist and not Path(path).exists():
         raise CliError(f"no synapse database at {path!r}")
+    if must_exist and Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise CliError(f"{path!r} is empty, not a synapse database; it was left untouched")
     if not must_exist and not Path(path).parent.is_dir():
         raise CliError(f"cannot create {path!r}: no directory {str(Path(path).parent)!r}")
     return SynapseStore(path)
+
+
+def _check_output(path: str | None) -> None:
+    """Refuse, before any work, an output file that could not be written (``-``: stdout)."""
+    if path is None or path == "-":
+        return
+    if Path(path).is_dir():
+        raise CliError(f"cannot write {path!r}: it is a directory")
+    if not Path(path).parent.is_dir():
+        raise CliError(f"cannot write {path!r}: no such directory")
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
 
 
 @contextmanager
@@ -312,8 +344,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from synapse_retriever.transfer import write_edges
 
     now = _time(args.at)
-    if not Path(args.output).parent.is_dir():
-        raise CliError(f"cannot write {args.output!r}: no such directory")
+    _check_output(args.output)
     with (
         _console(stderr=True).status("exporting", spinner="dots"),
         _open(args.store, must_exist=True) as store,
@@ -354,8 +385,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     """Warm start: replay a git history as co-activation events (resumable)."""
     from synapse_retriever.bootstrap import replay
+    from synapse_retriever.config import validate_namespace
     from synapse_retriever.gitlog import read_commits
 
+    validate_namespace(args.namespace)
     since = parse_since(args.since) if args.since is not None else None
     with _console(stderr=True).status("reading git history", spinner="dots"):
         commits = read_commits(args.git, rev=args.rev, since=since)
@@ -446,10 +479,8 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     if args.store is not None:
         if Path(args.store).exists():
             raise CliError(f"--store {args.store!r} exists: give a new file for the learned graph")
-        if not Path(args.store).parent.is_dir():
-            raise CliError(f"cannot create {args.store!r}: no such directory")
-    if args.json is not None and args.json != "-" and not Path(args.json).parent.is_dir():
-        raise CliError(f"cannot write {args.json!r}: no such directory")
+        _check_output(args.store)
+    _check_output(args.json)
     with _progress(not args.quiet) as progress:
         report = run_quality(
             args.git,
@@ -499,11 +530,23 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
             report = json.loads(Path(path).read_text())
         except ValueError as exc:
             raise CliError(f"{path!r} is not a bench quality report: {exc}") from None
-        if not isinstance(report, dict) or "variants" not in report:
-            raise CliError(f"{path!r} is not a bench quality report (no 'variants')")
+        if not (
+            isinstance(report, dict)
+            and isinstance(report.get("name"), str)
+            and isinstance(report.get("variants"), dict)
+        ):
+            raise CliError(f"{path!r} is not a bench quality report (no 'name' and 'variants')")
         reports.append(report)
-    sys.stdout.write(recall_markdown(reports) + "\n")
-    sys.stdout.write(macro_markdown(reports, row=args.row, resamples=args.resamples) + "\n")
+    try:
+        tables = (
+            recall_markdown(reports),
+            macro_markdown(reports, row=args.row, resamples=args.resamples),
+        )
+    except (KeyError, TypeError) as exc:  # a report without a variant, k or row of the first
+        raise CliError(
+            f"the reports do not share the variants, k and rows of the first: {exc}"
+        ) from None
+    sys.stdout.write("\n".join(tables) + "\n")
     return 0
 
 
@@ -513,9 +556,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
 
     from synapse_retriever.bench.perf import plot_latency, run_perf
 
-    for target in (args.json, args.plot):
-        if target is not None and target != "-" and not Path(target).parent.is_dir():
-            raise CliError(f"cannot write {target!r}: no such directory")
+    _check_output(args.json)
+    _check_output(args.plot)
     console = _console(stderr=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as folder, console.status("graphs") as status:
         results = run_perf(
@@ -566,8 +608,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     )
     from synapse_retriever.context.config import ContextConfig
 
-    if args.json is not None and args.json != "-" and not Path(args.json).parent.is_dir():
-        raise CliError(f"cannot write {args.json!r}: no such directory")
+    _check_output(args.json)
     for name, value, low in (("--turns", args.turns, 10), ("--facts", args.facts, 1)):
         if value < low:
             raise CliError(f"{name} must be at least {low}, got {value}")
@@ -651,7 +692,9 @@ def build_parser() -> argparse.ArgumentParser:
     edges.add_argument("node", metavar="NODE", help="node id, e.g. a file path")
     edges.add_argument("--at", help=at_help)
     edges.add_argument("--namespace", help=ns_help)
-    edges.add_argument("--limit", type=int, default=50, help="rows to show, 0 for all (50)")
+    edges.add_argument(
+        "--limit", type=_at_least(0), default=50, help="rows to show, 0 for all (50)"
+    )
     edges.add_argument("--json", action="store_true", help="print JSON")
 
     decay = store_command("decay", cmd_decay, "Delete the edges that decayed below the threshold.")
@@ -702,7 +745,9 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--rev", default="HEAD", help="history to read (HEAD)")
     quality.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
     quality.add_argument("--split", type=float, default=0.8, help="teaching share (0.8)")
-    quality.add_argument("--k", type=int, nargs="+", default=[5, 10], help="cut-offs (5 10)")
+    quality.add_argument(
+        "--k", type=_at_least(1), nargs="+", default=[5, 10], help="cut-offs (5 10)"
+    )
     quality.add_argument(
         "--retriever",
         default="tfidf",
@@ -761,10 +806,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     perf.set_defaults(handler=cmd_bench_perf)
     perf.add_argument(
-        "--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="edges"
+        "--sizes", type=_at_least(1), nargs="+", default=[10_000, 100_000, 1_000_000], help="edges"
     )
-    perf.add_argument("--queries", type=int, default=300, help="recalls per size (300)")
-    perf.add_argument("--events", type=int, default=200, help="10-node events per size (200)")
+    perf.add_argument("--queries", type=_at_least(1), default=300, help="recalls per size (300)")
+    perf.add_argument(
+        "--events", type=_at_least(1), default=200, help="10-node events per size (200)"
+    )
     perf.add_argument(
         "--naive-budget", type=float, default=10.0, help="seconds for the naive spread (10)"
     )

@@ -13,6 +13,9 @@ the benchmark use the committer date as the event's time and replay commits sort
 by it (ties keep git's topological order): that is the order in which the
 co-activations became visible, and it is monotonic by construction.
 
+Paths and messages are read as UTF-8; bytes that are not (a file name from another
+encoding) are kept as ``\\xNN`` escapes, so every path is a valid node id.
+
 Examples
 --------
 >>> parse_since("2024-03-01")
@@ -96,10 +99,18 @@ class Commit:
     files: tuple[str, ...]
     deleted: tuple[str, ...] = ()
 
-    @property
-    def event_id(self) -> str:
-        """The id under which this commit is reinforced: ``git:<sha>``."""
-        return f"git:{self.sha}"
+    def event_id(self, namespace: str = "shared") -> str:
+        """The id under which this commit is reinforced in ``namespace``: ``git:<sha>``
+        in ``shared`` (as earlier releases wrote it in every namespace), else
+        ``git:<sha>@<namespace>``, so each namespace replays a history once.
+
+        Examples
+        --------
+        >>> commit = Commit("c0ffee", (), 0.0, 0.0, "msg", ("a.py", "b.py"))
+        >>> commit.event_id(), commit.event_id("branch/main")
+        ('git:c0ffee', 'git:c0ffee@branch/main')
+        """
+        return f"git:{self.sha}" if namespace == "shared" else f"git:{self.sha}@{namespace}"
 
 
 @dataclass(frozen=True)
@@ -236,7 +247,7 @@ def read_commits(
         rev,
         "--",
     )
-    commits = list(_parse_log(raw.decode("utf-8", "surrogateescape")))
+    commits = list(_parse_log(raw.decode("utf-8", "backslashreplace")))
     if since is not None:
         commits = [c for c in commits if c.commit_time >= since]
     order = {c.sha: i for i, c in enumerate(commits)}
@@ -295,7 +306,7 @@ def tree_files(repo: str | os.PathLike[str], commit: str) -> dict[str, TreeEntry
     """
     raw = _git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit)
     files: dict[str, TreeEntry] = {}
-    for record in raw.decode("utf-8", "surrogateescape").split("\0"):
+    for record in raw.decode("utf-8", "backslashreplace").split("\0"):
         if not record:
             continue
         meta, path = record.split("\t", 1)

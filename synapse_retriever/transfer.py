@@ -284,23 +284,29 @@ def write_edges(
     fmt = fmt or guess_format(path)
     edges = export_edges(store, at=now)
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
     temporary = target.with_name(f".{target.name}.partial")
-    if fmt == "json":
-        document = {
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "exported_at": now,
-            "edges": [{"a": e.a, "b": e.b, **_attributes(e, now, store)} for e in edges],
-        }
-        temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
-    else:
-        import networkx as nx
+    try:
+        if fmt == "json":
+            document = {
+                "format": FORMAT_NAME,
+                "version": FORMAT_VERSION,
+                "exported_at": now,
+                "edges": [{"a": e.a, "b": e.b, **_attributes(e, now, store)} for e in edges],
+            }
+            temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        else:
+            import networkx as nx
 
-        graph = nx.MultiGraph(format=FORMAT_NAME, version=FORMAT_VERSION, exported_at=now)
-        for e in edges:
-            graph.add_edge(e.a, e.b, key=e.namespace, **_attributes(e, now, store))
-        nx.write_graphml(graph, temporary)
-    os.replace(temporary, target)
+            graph = nx.MultiGraph(format=FORMAT_NAME, version=FORMAT_VERSION, exported_at=now)
+            for e in edges:
+                graph.add_edge(e.a, e.b, key=e.namespace, **_attributes(e, now, store))
+            nx.write_graphml(graph, temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     return len(edges)
 
 

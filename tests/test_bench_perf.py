@@ -65,7 +65,7 @@ def test_the_naive_spread_agrees_with_the_store(tmp_path: Path) -> None:
 def test_bench_perf_command_writes_json_and_a_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out, png = tmp_path / "perf.json", tmp_path / "perf.png"
+    out, png = tmp_path / "perf.json", tmp_path / "latency"  # written as given, no suffix added
     argv = ["bench", "perf", "--sizes", "1500", "3000", "--queries", "5", "--events", "3"]
     argv += ["--naive-budget", "0.2", "--json", str(out), "--plot", str(png), "--quiet"]
     assert main([*argv, "--dir", str(tmp_path)]) == 0
@@ -77,8 +77,29 @@ def test_bench_perf_command_writes_json_and_a_plot(
         assert r["published_recall_p50_us"] > 0
         assert r["reinforce_upserts_per_s"] > 0 and r["naive_queries"] >= 1
         assert r["sqlite_floor_upserts_per_s"] > 0 and r["sqlite_floor_delete_s"] >= 0
+        assert r["naive_spread_p50_us"] > 0 and r["naive_ratio"] > 0
+        assert r["daily_sweep_s"] >= 0 and r["decay_sweep_s"] >= 0 and r["open_load_s"] > 0
+        assert r["array_bytes_per_edge"] > 0 and 1 <= r["max_degree"] < r["edges"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "recall p50" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--sizes", "0"], ["--sizes", "-5"], ["--queries", "0"], ["--events", "0"]],
+)
+def test_bench_perf_refuses_empty_runs(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "perf", *argv])
+    assert stopped.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_bench_perf_refuses_an_output_that_is_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "perf", "--sizes", "1500", "--json", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_the_sqlite_floor_writes_the_events_edges_through_the_stores_triggers(

@@ -4,12 +4,14 @@ one-line errors (exit code 2) for bad paths and bad files."""
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from git_history import BASE, DAY, make_project
+from git_history import BASE, DAY, commit, init, make_project
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.cli import histogram, main
@@ -71,6 +73,40 @@ def test_bootstrap_since_and_namespace(
     with SynapseStore(path) as s:
         assert s.edge(JWT, KEYS, "personal") is not None
         assert s.edge(JWT, KEYS, "shared") is None
+
+
+def test_bootstrap_learns_a_history_once_per_namespace(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "s.db")
+    for namespace, replayed in (("shared", 9), ("personal", 9), ("personal", 0)):
+        args = ["bootstrap", path, "--git", str(project), "--namespace", namespace, "--json"]
+        code, out, _ = run(capsys, *args)
+        assert code == 0 and json.loads(out)["replayed"] == replayed, namespace
+    with SynapseStore(path) as s:
+        mine, theirs = s.edge(JWT, KEYS, "personal"), s.edge(JWT, KEYS, "shared")
+        assert mine is not None and theirs is not None
+        assert mine.activation_count == theirs.activation_count == 3
+
+
+def test_bootstrap_takes_32_files_not_33_and_any_file_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = init(tmp_path / "repo")
+    commit(repo, "add 33", {f"f{i:02d}.py": "x" for i in range(33)}, at=BASE)
+    commit(repo, "touch 32", {f"f{i:02d}.py": "y" for i in range(32)}, at=BASE + DAY)
+    odd = os.fsdecode(b"bad\xffname.txt")  # not UTF-8: kept as a \xff escape
+    commit(repo, "odd name", {odd: "z", "f00.py": "w"}, at=BASE + 2 * DAY)
+    path = str(tmp_path / "s.db")
+    code, out, _ = run(capsys, "bootstrap", path, "--git", str(repo), "--json")
+    report = json.loads(out)
+    assert code == 0
+    # 33 files: no event; 32 files: 32 × 31 / 2 = 496 pairs; the odd name and f00.py: 1
+    assert (report["eligible"], report["replayed"], report["edges_written"]) == (2, 2, 497)
+    with SynapseStore(path) as s:
+        assert s.edge("bad\\xffname.txt", "f00.py", "shared") is not None
+        assert s.edge("f00.py", "f31.py", "shared") is not None
+        assert s.edge("f00.py", "f32.py", "shared") is None
 
 
 def test_stats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -232,10 +268,17 @@ def test_bench_macro_averages_reports(
                        "--resamples", "50")  # fmt: skip
     assert "| 5 | vector | +50.0 | +50.0 | +50.0 [+50.0, +50.0] | 0.0% |" in out
     bad = tmp_path / "bad.json"
-    bad.write_text("[1, 2]")
-    code, _, err = run(capsys, "bench", "macro", str(bad))
+    for content in ("[1, 2]", json.dumps({"variants": {}})):  # not a report; no name
+        bad.write_text(content)
+        code, _, err = run(capsys, "bench", "macro", str(bad))
+        assert code == 2
+        _one_error_line(err, "not a bench quality report")
+    other = json.loads(Path(paths[0]).read_text())
+    other["variants"]["online"]["by_k"] = {"10": other["variants"]["online"]["by_k"]["5"]}
+    bad.write_text(json.dumps(other))
+    code, _, err = run(capsys, "bench", "macro", paths[0], str(bad), "--resamples", "5")
     assert code == 2
-    _one_error_line(err, "not a bench quality report")
+    _one_error_line(err, "do not share")
 
 
 def _one_error_line(err: str, *fragments: str) -> None:
@@ -256,25 +299,85 @@ def test_read_commands_refuse_a_missing_store(
     assert not Path(missing).exists()
 
 
-@pytest.mark.parametrize("command", ["stats", "decay", "bootstrap", "import"])
-def test_foreign_files_are_refused_and_left_untouched(
-    command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    foreign = tmp_path / "notes.txt"
-    foreign.write_text("my notes\n")
+STORE_COMMANDS = ["stats", "edges", "decay", "export", "import", "bootstrap"]
+
+
+def _store_args(command: str, project: Path, tmp_path: Path) -> list[str]:
+    """The arguments after the store path that make ``command`` otherwise valid."""
     exported = tmp_path / "e.json"
     exported.write_text('{"format": "synapse-retriever/edges", "version": 1, "edges": []}')
-    extra = {"bootstrap": ["--git", str(project), "--quiet"], "import": [str(exported)]}
-    code, _, err = run(capsys, command, str(foreign), *extra.get(command, []))
+    return {
+        "edges": [JWT],
+        "export": [str(tmp_path / "out.json")],
+        "import": [str(exported)],
+        "bootstrap": ["--git", str(project), "--quiet"],
+    }.get(command, [])
+
+
+@pytest.mark.parametrize("kind", ["text", "sqlite"])
+@pytest.mark.parametrize("command", STORE_COMMANDS)
+def test_foreign_files_are_refused_and_left_untouched(
+    command: str, kind: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = tmp_path / "notes.db"
+    if kind == "text":
+        foreign.write_text("my notes\n")
+    else:  # an SQLite file of another application
+        with sqlite3.connect(foreign) as db:
+            db.execute("CREATE TABLE notes (body TEXT)")
+        sqlite3.connect(foreign).close()
+    before = foreign.read_bytes()
+    code, _, err = run(capsys, command, str(foreign), *_store_args(command, project, tmp_path))
     assert code == 2
-    _one_error_line(err, "notes.txt", "not a synapse database")
-    assert foreign.read_text() == "my notes\n"
+    _one_error_line(err, "notes.db", "not a synapse database" if kind == "text" else "another")
+    assert foreign.read_bytes() == before
+    assert not (tmp_path / "out.json").exists()
 
 
-def test_a_directory_is_not_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "stats", str(tmp_path))
+@pytest.mark.parametrize("command", ["stats", "edges", "decay", "export"])
+def test_read_commands_refuse_an_empty_file(
+    command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, _, err = run(capsys, command, str(empty), *_store_args(command, project, tmp_path))
+    assert code == 2
+    _one_error_line(err, "empty.db", "is empty")
+    assert empty.stat().st_size == 0
+
+
+@pytest.mark.parametrize("command", STORE_COMMANDS)
+def test_a_directory_is_not_a_store(
+    command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    code, _, err = run(capsys, command, str(folder), *_store_args(command, project, tmp_path))
+    assert code == 2
+    _one_error_line(err, "folder")
+    assert list(folder.iterdir()) == []
+
+
+def test_export_to_a_directory_leaves_nothing(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = sorted(tmp_path.iterdir())
+    code, _, err = run(capsys, "export", str(store), str(tmp_path))
     assert code == 2
     _one_error_line(err, "is a directory")
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_time_out_of_range_changes_nothing(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("stats", "edges", "decay"):
+        args = [command, str(store), *([JWT] if command == "edges" else []), "--at", "1e30"]
+        code, _, err = run(capsys, *args)
+        assert code == 2
+        _one_error_line(err, "--at '1e30' is out of range")
+    code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json")
+    assert code == 0 and json.loads(out)["edges"] == 3  # the decay at 1e30 pruned nothing
 
 
 def test_bad_git_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -293,6 +396,10 @@ def test_bad_arguments(
     cases = [
         (["bootstrap", str(store), "--git", str(project), "--since", "last week"], "ISO 8601"),
         (["bootstrap", str(store), "--git", str(project), "--namespace", "team"], "namespace"),
+        (
+            ["bootstrap", str(tmp_path / "n.db"), "--git", str(project), "--namespace", ""],
+            "namespace",
+        ),
         (["bootstrap", str(tmp_path / "no" / "s.db"), "--git", str(project)], "cannot create"),
         (["stats", str(store), "--namespace", "team"], "namespace"),
         (["edges", str(store), "x", "--at", "soon"], "ISO 8601"),
@@ -310,6 +417,10 @@ def test_bad_arguments(
         )
         assert code == 2, args
         _one_error_line(err, fragment)
+    assert not (tmp_path / "n.db").exists()  # a bad namespace is refused before the store opens
+    with pytest.raises(SystemExit) as stopped:
+        main(["edges", str(store), JWT, "--limit", "-1"])
+    assert stopped.value.code == 2 and "must be at least 0" in capsys.readouterr().err
 
 
 def test_bad_import_files(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

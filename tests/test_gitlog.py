@@ -74,7 +74,8 @@ def test_messages_keep_the_body_and_drop_trailers(repo: Path) -> None:
     first, renamed, *_ = read_commits(repo)
     assert first.message == "first\n\nbody line"
     assert renamed.message == "rename and touch"
-    assert first.event_id == f"git:{first.sha}"
+    assert first.event_id() == f"git:{first.sha}"
+    assert first.event_id("personal") == f"git:{first.sha}@personal"
 
 
 def test_since_filters_by_committer_date(repo: Path) -> None:

@@ -154,7 +154,7 @@ class Synapse:
                 commit.files,
                 namespace=self.namespace,
                 at=commit.commit_time,
-                event_id=commit.event_id,
+                event_id=commit.event_id(self.namespace),
             )
             self.seen.update(commit.files)
         elif self.store.config.rule == "actr" and 0 < len(commit.files) <= MAX_FILES:

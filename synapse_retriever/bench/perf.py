@@ -513,5 +513,5 @@ def plot_latency(results: Sequence[dict[str, Any]], path: Path) -> None:
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, format="png")  # the path as given, whatever its suffix
     plt.close(figure)
