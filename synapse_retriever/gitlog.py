@@ -189,7 +189,8 @@ def check_repository(repo: str | os.PathLike[str], rev: str = "HEAD") -> str:
     Raises
     ------
     GitError
-        ``repo`` is missing, not a git repository, or has no commit ``rev``.
+        ``repo`` is missing, not a git repository (or a folder inside one), or has no
+        commit ``rev``.
     """
     path = Path(repo)
     if not path.exists():
@@ -197,9 +198,13 @@ def check_repository(repo: str | os.PathLike[str], rev: str = "HEAD") -> str:
     if not path.is_dir():
         raise GitError(f"{os.fspath(repo)!r} is a file, not a git repository")
     try:
-        _git(repo, "rev-parse", "--git-dir")
+        inside = _git(repo, "rev-parse", "--show-prefix").decode().strip()
     except GitError:
         raise GitError(f"{os.fspath(repo)!r} is not a git repository") from None
+    if inside:  # the history is the whole repository's: do not pretend it is the folder's
+        raise GitError(
+            f"{os.fspath(repo)!r} is the folder {inside!r} of a git repository: give its top"
+        )
     try:
         out = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except GitError:

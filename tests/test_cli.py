@@ -388,6 +388,11 @@ def test_bad_git_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     code, _, err = run(capsys, "bench", "quality", "--git", str(tmp_path), "--quiet")
     assert code == 2
     _one_error_line(err, "is not a git repository")
+    repo = init(tmp_path / "repo")
+    commit(repo, "two files", {"src/a.py": "a", "src/b.py": "b"}, at=BASE)
+    code, _, err = run(capsys, "bootstrap", db, "--git", str(repo / "src"), "--quiet")
+    assert code == 2
+    _one_error_line(err, "is the folder 'src/' of a git repository")
 
 
 def test_bad_arguments(
