@@ -524,7 +524,7 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
     """Macro-averaged tables over several ``bench quality --json`` reports."""
     from synapse_retriever.bench.macro import macro_markdown, recall_markdown
 
-    reports = []
+    reports: list[dict[str, Any]] = []
     for path in args.reports:
         try:
             report = json.loads(Path(path).read_text())
@@ -534,9 +534,18 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
             isinstance(report, dict)
             and isinstance(report.get("name"), str)
             and isinstance(report.get("variants"), dict)
+            and report["variants"]
         ):
             raise CliError(f"{path!r} is not a bench quality report (no 'name' and 'variants')")
+        if any(report["name"] == other["name"] for other in reports):
+            raise CliError(f"two reports are named {report['name']!r}: one per repository")
         reports.append(report)
+    rows = {
+        row for data in reports[0]["variants"].values() for block in data["by_k"].values()
+        for row in block["rows"]
+    }  # fmt: skip
+    if args.row not in rows:
+        raise CliError(f"--row {args.row!r} is not a row of {args.reports[0]!r}: {sorted(rows)}")
     try:
         tables = (
             recall_markdown(reports),
@@ -609,9 +618,6 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     from synapse_retriever.context.config import ContextConfig
 
     _check_output(args.json)
-    for name, value, low in (("--turns", args.turns, 10), ("--facts", args.facts, 1)):
-        if value < low:
-            raise CliError(f"{name} must be at least {low}, got {value}")
     if any(budget < 1 for budget in args.budgets):
         raise CliError(f"budgets must be positive, got {args.budgets}")
     presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
@@ -793,7 +799,9 @@ def build_parser() -> argparse.ArgumentParser:
     macro.set_defaults(handler=cmd_bench_macro)
     macro.add_argument("reports", nargs="+", metavar="REPORT", help="bench quality --json files")
     macro.add_argument("--row", default="synapse", help="the row compared with the others")
-    macro.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    macro.add_argument(
+        "--resamples", type=_at_least(1), default=2000, help="bootstrap resamples (2000)"
+    )
 
     perf = benches.add_parser(
         "perf",
@@ -831,8 +839,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     memory.set_defaults(handler=cmd_bench_memory)
-    memory.add_argument("--turns", type=int, default=1000, help="turns per conversation (1000)")
-    memory.add_argument("--facts", type=int, default=16, help="planted facts, at most 16 (16)")
+    memory.add_argument(
+        "--turns", type=_at_least(10), default=1000, help="turns per conversation (1000)"
+    )
+    memory.add_argument(
+        "--facts", type=_at_least(1), default=16, help="planted facts, at most 16 (16)"
+    )
     memory.add_argument("--sessions", type=int, default=8, help="sessions (8)")
     memory.add_argument(
         "--distractors", type=int, default=20, help="turns on each fact's topic (20)"

@@ -101,8 +101,9 @@ class Commit:
 
     def event_id(self, namespace: str = "shared") -> str:
         """The id under which this commit is reinforced in ``namespace``: ``git:<sha>``
-        in ``shared`` (as earlier releases wrote it in every namespace), else
-        ``git:<sha>@<namespace>``, so each namespace replays a history once.
+        in ``shared``, else ``git:<sha>@<namespace>``, so each namespace replays a history
+        once. Before ids named their namespace, every namespace got ``git:<sha>``: a store
+        bootstrapped then outside ``shared`` replays the history there again.
 
         Examples
         --------
@@ -198,7 +199,8 @@ def check_repository(repo: str | os.PathLike[str], rev: str = "HEAD") -> str:
     if not path.is_dir():
         raise GitError(f"{os.fspath(repo)!r} is a file, not a git repository")
     try:
-        inside = _git(repo, "rev-parse", "--show-prefix").decode().strip()
+        inside = _git(repo, "rev-parse", "--show-prefix").decode("utf-8", "backslashreplace")
+        inside = inside.strip()
     except GitError:
         raise GitError(f"{os.fspath(repo)!r} is not a git repository") from None
     if inside:  # the history is the whole repository's: do not pretend it is the folder's

@@ -286,7 +286,7 @@ def write_edges(
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
-    temporary = target.with_name(f".{target.name}.partial")
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
     try:
         if fmt == "json":
             document = {

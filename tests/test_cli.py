@@ -275,10 +275,24 @@ def test_bench_macro_averages_reports(
         _one_error_line(err, "not a bench quality report")
     other = json.loads(Path(paths[0]).read_text())
     other["variants"]["online"]["by_k"] = {"10": other["variants"]["online"]["by_k"]["5"]}
-    bad.write_text(json.dumps(other))
+    bad.write_text(json.dumps(other | {"name": "other"}))
     code, _, err = run(capsys, "bench", "macro", paths[0], str(bad), "--resamples", "5")
     assert code == 2
     _one_error_line(err, "do not share")
+    for args, fragment in [
+        ([paths[0], paths[0]], "two reports are named 'one'"),
+        ([paths[0], "--row", "bogus"], "--row 'bogus' is not a row of"),
+    ]:
+        code, _, err = run(capsys, "bench", "macro", *args)
+        assert code == 2
+        _one_error_line(err, fragment)
+    bad.write_text(json.dumps({"name": "x", "variants": {}}))
+    code, _, err = run(capsys, "bench", "macro", str(bad))
+    assert code == 2
+    _one_error_line(err, "not a bench quality report")
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "macro", paths[0], "--resamples", "0"])
+    assert stopped.value.code == 2 and "must be at least 1" in capsys.readouterr().err
 
 
 def _one_error_line(err: str, *fragments: str) -> None:
@@ -354,7 +368,7 @@ def test_a_directory_is_not_a_store(
     folder.mkdir()
     code, _, err = run(capsys, command, str(folder), *_store_args(command, project, tmp_path))
     assert code == 2
-    _one_error_line(err, "folder")
+    _one_error_line(err, "folder' is a directory")
     assert list(folder.iterdir()) == []
 
 
@@ -393,6 +407,11 @@ def test_bad_git_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     code, _, err = run(capsys, "bootstrap", db, "--git", str(repo / "src"), "--quiet")
     assert code == 2
     _one_error_line(err, "is the folder 'src/' of a git repository")
+    odd = os.fsdecode(b"d\xff")  # a folder name that is not UTF-8
+    commit(repo, "odd folder", {f"{odd}/c.py": "c"}, at=BASE + DAY)
+    code, _, err = run(capsys, "bootstrap", db, "--git", str(repo / odd), "--quiet")
+    assert code == 2
+    _one_error_line(err, "is the folder 'd\\\\xff/' of a git repository")
 
 
 def test_bad_arguments(

@@ -96,3 +96,12 @@ def test_synapse_bench_memory_refuses_bad_arguments(
 ) -> None:
     assert main(["bench", "memory", *TINY, "--quiet", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("extra", "low"), [(["--turns", "9"], 10), (["--facts", "0"], 1)])
+def test_synapse_bench_memory_refuses_too_small_runs(
+    extra: list[str], low: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "memory", *TINY, "--quiet", *extra])
+    assert stopped.value.code == 2 and f"must be at least {low}" in capsys.readouterr().err

@@ -55,6 +55,24 @@ def test_round_trip_keeps_the_stored_state_exactly(tmp_path: Path, name: str) ->
     assert not list(tmp_path.glob(".*partial"))
 
 
+@pytest.mark.parametrize("name", ["edges.json", "edges.graphml"])
+def test_a_failed_export_leaves_no_file(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / name).write_text("the previous export\n")
+
+    def broken(*args: object) -> dict[str, object]:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("synapse_retriever.transfer._attributes", broken)
+    with _learned() as store, pytest.raises(RuntimeError, match="disk full"):
+        write_edges(store, tmp_path / name, at=3 * DAY)
+    assert (tmp_path / name).read_text() == "the previous export\n"  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no partial file left
+    with _learned() as store, pytest.raises(IsADirectoryError, match="is a directory"):
+        write_edges(store, tmp_path, fmt="json")
+
+
 def test_json_carries_the_decayed_weight_for_readers(tmp_path: Path) -> None:
     with _learned() as store:
         write_edges(store, tmp_path / "e.json", at=3 * DAY)

@@ -513,5 +513,7 @@ def plot_latency(results: Sequence[dict[str, Any]], path: Path) -> None:
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120, format="png")  # the path as given, whatever its suffix
+    kind = Path(path).suffix[1:].lower()  # the path as given; PNG unless it names a format
+    known = figure.canvas.get_supported_filetypes()
+    figure.savefig(path, dpi=120, format=kind if kind in known else "png")
     plt.close(figure)
