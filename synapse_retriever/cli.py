@@ -540,10 +540,13 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
         if any(report["name"] == other["name"] for other in reports):
             raise CliError(f"two reports are named {report['name']!r}: one per repository")
         reports.append(report)
-    rows = {
-        row for data in reports[0]["variants"].values() for block in data["by_k"].values()
-        for row in block["rows"]
-    }  # fmt: skip
+    try:
+        rows = {
+            row for data in reports[0]["variants"].values() for block in data["by_k"].values()
+            for row in block["rows"]
+        }  # fmt: skip
+    except (KeyError, TypeError, AttributeError):
+        raise CliError(f"{args.reports[0]!r} is not a bench quality report (no rows)") from None
     if args.row not in rows:
         raise CliError(f"--row {args.row!r} is not a row of {args.reports[0]!r}: {sorted(rows)}")
     try:

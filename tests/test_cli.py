@@ -286,10 +286,11 @@ def test_bench_macro_averages_reports(
         code, _, err = run(capsys, "bench", "macro", *args)
         assert code == 2
         _one_error_line(err, fragment)
-    bad.write_text(json.dumps({"name": "x", "variants": {}}))
-    code, _, err = run(capsys, "bench", "macro", str(bad))
-    assert code == 2
-    _one_error_line(err, "not a bench quality report")
+    for variants in ({}, {"online": {}}, {"online": {"by_k": {"5": []}}}):
+        bad.write_text(json.dumps({"name": "x", "variants": variants}))
+        code, _, err = run(capsys, "bench", "macro", str(bad))
+        assert code == 2
+        _one_error_line(err, "not a bench quality report")
     with pytest.raises(SystemExit) as stopped:
         main(["bench", "macro", paths[0], "--resamples", "0"])
     assert stopped.value.code == 2 and "must be at least 1" in capsys.readouterr().err
