@@ -22,9 +22,11 @@ from synapse_retriever.decay import (
     reinforced_weight,
 )
 from synapse_retriever.errors import (
+    CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
+    ReadOnlyStoreError,
     SynapseError,
 )
 from synapse_retriever.graph import Edge
@@ -46,12 +48,13 @@ from synapse_retriever.items import (
     usage_ids,
 )
 from synapse_retriever.runs import RunCollector
-from synapse_retriever.store import DecayReport, SynapseStore
+from synapse_retriever.store import DecayReport, RepairReport, SynapseStore
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [
     "ANNOTATION_KEYS",
     "Activation",
+    "CorruptDatabaseError",
     "DecayReport",
     "Edge",
     "Hit",
@@ -59,8 +62,10 @@ __all__ = [
     "InvalidValueError",
     "ItemRecall",
     "NotASynapseDatabaseError",
+    "ReadOnlyStoreError",
     "RecallPlan",
     "Recalled",
+    "RepairReport",
     "RunCollector",
     "SynapseConfig",
     "SynapseError",

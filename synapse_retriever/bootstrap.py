@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -59,6 +60,9 @@ class BootstrapReport:
         their edges, so they were replayed at that time instead (see :func:`event_time`).
     edges_written : int
         Edge upserts (one per pair of files per replayed commit).
+    ahead : int
+        Eligible commits dated more than ``config.max_clock_skew_s`` ahead of the clock
+        (a committer's clock set wrong), skipped: stored, such a time would never decay.
     first_time, last_time : float or None
         Committer dates of the first and last eligible commit, POSIX seconds.
     """
@@ -71,6 +75,7 @@ class BootstrapReport:
     edges_written: int
     first_time: float | None
     last_time: float | None
+    ahead: int = 0
 
 
 def event_time(store: SynapseStore, files: Sequence[str], when: float, namespace: str) -> float:
@@ -116,13 +121,17 @@ def replay(
     Each commit is reinforced under its :meth:`~synapse_retriever.gitlog.Commit.event_id`
     in ``namespace``, so a commit replayed there before is a no-op: re-running over a
     longer history adds only the new commits, and another namespace replays it afresh.
+    A commit dated more than ``store.config.max_clock_skew_s`` ahead of the clock is
+    skipped and counted in ``ahead``.
     """
     ns = validate_namespace(namespace)
     events = [c for c in commits if eligible(c, min_files=min_files, max_files=max_files)]
-    replayed = seen = clamped = written = 0
+    replayed = seen = clamped = written = ahead = 0
+    limit = time.time() + store.config.max_clock_skew_s
     for done, commit in enumerate(events, start=1):
-        count = _reinforce(store, commit, ns)
-        if count is None:
+        if commit.commit_time > limit:
+            ahead += 1
+        elif (count := _reinforce(store, commit, ns)) is None:
             seen += 1
         else:
             replayed += 1
@@ -139,6 +148,7 @@ def replay(
         edges_written=written,
         first_time=events[0].commit_time if events else None,
         last_time=events[-1].commit_time if events else None,
+        ahead=ahead,
     )
 
 

@@ -109,14 +109,20 @@ def _time(text: str | None) -> float:
     except ValueError:
         seconds = parse_since(text)
     try:
-        _iso(seconds)
+        datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, ValueError, OSError):
         raise CliError(f"--at {text!r} is out of range (years 1 to 9999)") from None
     return seconds
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """ISO 8601 in UTC; a time no calendar date can show (a store written in milliseconds
+    before such times were refused) as its seconds."""
+    try:
+        moment = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{seconds:.0f} s (beyond year 9999: synapse repair removes it)"
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _open(path: str, *, must_exist: bool) -> SynapseStore:
@@ -320,7 +326,7 @@ def cmd_decay(args: argparse.Namespace) -> int:
         _console(stderr=True).status("sweeping", spinner="dots"),
         _open(args.store, must_exist=True) as store,
     ):
-        report = store.decay(at=now)
+        report = store.decay(at=now, dry_run=args.dry_run, force=args.force)
     if args.json:
         _print_json(
             {
@@ -328,13 +334,39 @@ def cmd_decay(args: argparse.Namespace) -> int:
                 "pruned": report.pruned,
                 "remaining": report.remaining,
                 "pruned_by_namespace": report.pruned_by_namespace,
+                "dry_run": report.dry_run,
             }
         )
         return 0
     detail = ", ".join(f"{ns} {n}" for ns, n in report.pruned_by_namespace.items())
+    verb = "would prune" if report.dry_run else "pruned"
     _console().print(
-        f"pruned {report.pruned} edges{f' ({detail})' if detail else ''}, "
+        f"{verb} {report.pruned} edges{f' ({detail})' if detail else ''}, "
         f"{report.remaining} remain (at {_iso(report.at)})"
+        + ("; nothing was deleted (dry run)" if report.dry_run else "")
+    )
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Remove what was written ahead of the clock (e.g. millisecond times read as seconds)."""
+    with _open(args.store, must_exist=True) as store:
+        report = store.repair(dry_run=args.dry_run)
+    if args.json:
+        _print_json(
+            {
+                "edges": report.edges,
+                "uses": report.uses,
+                "events": report.events,
+                "dry_run": report.dry_run,
+            }
+        )
+        return 0
+    verb = "would remove" if report.dry_run else "removed"
+    _console().print(
+        f"{verb} what was written ahead of the clock: {report.edges} edges, "
+        f"{report.uses} use times, {report.events} events"
+        + ("; nothing was changed (dry run)" if report.dry_run else "")
     )
     return 0
 
@@ -406,6 +438,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         "already_seen": report.already_seen,
         "clamped": report.clamped,
         "edges_written": report.edges_written,
+        "ahead_of_clock": report.ahead,
         "first": _iso(report.first_time) if report.first_time is not None else None,
         "last": _iso(report.last_time) if report.last_time is not None else None,
         "namespace": args.namespace,
@@ -423,6 +456,11 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         lines.append(
             f"{report.clamped} commits were older than an edge they reinforce and were "
             "replayed at that edge's last reinforcement instead"
+        )
+    if report.ahead:
+        lines.append(
+            f"{report.ahead} commits dated more than a day ahead of the clock were skipped "
+            "(a committer's clock set wrong: such a time would never decay)"
         )
     _console().print("\n".join(lines))
     return 0
@@ -708,7 +746,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     decay = store_command("decay", cmd_decay, "Delete the edges that decayed below the threshold.")
     decay.add_argument("--at", help=at_help)
+    decay.add_argument(
+        "--dry-run", action="store_true", help="print what would be pruned, delete nothing"
+    )
+    decay.add_argument(
+        "--force",
+        action="store_true",
+        help="sweep at an --at later than now (it deletes edges that are live today)",
+    )
     decay.add_argument("--json", action="store_true", help="print JSON")
+
+    repair = store_command(
+        "repair",
+        cmd_repair,
+        "Remove what was written more than a day ahead of the clock (a millisecond time "
+        "read as seconds): such edges never decay and push every later write after them.",
+    )
+    repair.add_argument(
+        "--dry-run", action="store_true", help="print what would be removed, change nothing"
+    )
+    repair.add_argument("--json", action="store_true", help="print JSON")
 
     export = store_command("export", cmd_export, "Write the live edges as JSON or GraphML.")
     export.add_argument("output", metavar="FILE", help="file to write (.json or .graphml)")

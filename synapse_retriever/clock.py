@@ -20,9 +20,12 @@ from datetime import datetime
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["SECONDS_PER_DAY", "Clock", "days_between", "to_seconds"]
+__all__ = ["SECONDS_PER_DAY", "Clock", "days_between", "not_ahead", "to_seconds"]
 
 SECONDS_PER_DAY = 86_400.0
+PLAUSIBLE = 1e8
+"""POSIX seconds of 1973: a time ahead of the clock that reads as a later time in
+milliseconds (or smaller units) is named as such in the error."""
 
 Clock = datetime | float | int | None
 """What every ``at=`` parameter accepts: an aware datetime, POSIX seconds, or None (now)."""
@@ -59,3 +62,42 @@ def to_seconds(at: Clock) -> float:
 def days_between(earlier: float, later: float) -> float:
     """Days from ``earlier`` to ``later`` in POSIX seconds, never negative."""
     return max(0.0, later - earlier) / SECONDS_PER_DAY
+
+
+def not_ahead(
+    seconds: float, *, skew_s: float, what: str = "at", now: float | None = None
+) -> float:
+    """``seconds`` itself if it is at most ``skew_s`` ahead of the clock (or of ``now``).
+
+    A time far ahead is a unit mistake more often than a plan: milliseconds
+    (``time.time() * 1000``) read as seconds lie some 50,000 years ahead. Stored, it would
+    never decay and every later write would be placed after it.
+
+    Raises
+    ------
+    InvalidValueError
+        ``seconds`` is more than ``skew_s`` ahead; the message names it and, when it
+        reads as milliseconds or microseconds, the time it then means.
+
+    Examples
+    --------
+    >>> not_ahead(100.0, skew_s=86400, now=0.0)
+    100.0
+    >>> not_ahead(1.7e12, skew_s=86400, now=1.7e9)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: at=1700000000000.0 is more than 86400 s \
+ahead of the clock (1700000000.0): times are POSIX seconds; in milliseconds it would \
+be 1700000000.0
+    """
+    clock = time.time() if now is None else now
+    if seconds <= clock + skew_s:
+        return seconds
+    hint = "times are POSIX seconds"
+    for unit, factor in (("milliseconds", 1e3), ("microseconds", 1e6), ("nanoseconds", 1e9)):
+        if PLAUSIBLE <= seconds / factor <= clock + skew_s:
+            hint += f"; in {unit} it would be {seconds / factor}"
+            break
+    raise InvalidValueError(
+        f"{what}={seconds} is more than {skew_s:g} s ahead of the clock ({clock}): {hint}"
+    )

@@ -148,6 +148,10 @@ class SynapseConfig:
         of the edges live at ``at`` exactly.
     busy_timeout_s : float
         How long a writer waits for another process's write lock.
+    max_clock_skew_s : float
+        How far ahead of this machine's clock a written time may be (one day): a later
+        ``at`` (a millisecond time, the commonest mistake) is refused, as it would
+        never decay and would push every later write after it.
     injection_enabled : bool
         False makes ``recall`` the identity.
     base_decay : float
@@ -217,6 +221,7 @@ class SynapseConfig:
     refresh_interval_s: float = 1.0
     weight_tolerance_s: float = 60.0
     busy_timeout_s: float = 30.0
+    max_clock_skew_s: float = 86_400.0
     injection_enabled: bool = True
     base_decay: float = 0.5
     association: float = 1.0
@@ -290,6 +295,7 @@ class SynapseConfig:
             "boost",
             "refresh_interval_s",
             "weight_tolerance_s",
+            "max_clock_skew_s",
         ):
             _check_non_negative(name, getattr(self, name))
         for name in ("learned_scale", "busy_timeout_s"):

@@ -13,9 +13,11 @@ True
 from __future__ import annotations
 
 __all__ = [
+    "CorruptDatabaseError",
     "InvalidTypeError",
     "InvalidValueError",
     "NotASynapseDatabaseError",
+    "ReadOnlyStoreError",
     "SynapseError",
 ]
 
@@ -77,4 +79,49 @@ class NotASynapseDatabaseError(SynapseError, ValueError):
     ... except NotASynapseDatabaseError:
     ...     print(open(path).read())  # left untouched
     not a database
+    """
+
+
+class CorruptDatabaseError(NotASynapseDatabaseError):
+    """A synapse database whose file is damaged (SQLite reports it malformed).
+
+    Raised when the damage is found: at open (a structural check of every page) or by any
+    later read or write, whose transaction is then rolled back, so nothing is written.
+    Restore a backup, or copy what is readable out with ``sqlite3 FILE .recover``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from synapse_retriever import SynapseStore
+    >>> path = os.path.join(tempfile.mkdtemp(), "synapses.db")
+    >>> with SynapseStore(path) as store:
+    ...     _ = store.reinforce([f"file{i}.py" for i in range(20)], at=0)
+    >>> with open(path, "r+b") as file:  # a disk or a copy gone wrong: page 2 overwritten
+    ...     _ = file.seek(4096)
+    ...     _ = file.write(bytes(range(256)) * 16)
+    >>> try:
+    ...     SynapseStore(path)
+    ... except CorruptDatabaseError as error:
+    ...     print(type(error).__name__, "nothing was written" in str(error))
+    CorruptDatabaseError True
+    """
+
+
+class ReadOnlyStoreError(SynapseError, PermissionError):
+    """A write to a store opened read-only (its file or folder cannot be written).
+
+    Reads and recall work on such a store; every write raises this before touching it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from synapse_retriever import SynapseStore
+    >>> path = os.path.join(tempfile.mkdtemp(), "synapses.db")
+    >>> SynapseStore(path).close()
+    >>> with SynapseStore(path, read_only=True) as store:
+    ...     try:
+    ...         store.reinforce(["a", "b"])
+    ...     except PermissionError as error:  # a ReadOnlyStoreError is a PermissionError too
+    ...         print(type(error).__name__)
+    ReadOnlyStoreError
     """

@@ -16,12 +16,14 @@ last looked before that reloads everything.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,12 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from synapse_retriever.errors import NotASynapseDatabaseError
+from synapse_retriever.errors import (
+    CorruptDatabaseError,
+    InvalidValueError,
+    NotASynapseDatabaseError,
+    ReadOnlyStoreError,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -248,6 +255,9 @@ BIG_DELETE = 10_000
 """Deleting more edges than this at once raises the page cache to BIG_DELETE_CACHE_KIB."""
 BIG_DELETE_CACHE_KIB = 262_144
 
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 8, 11, 26
+"""SQLite's primary result codes this module tells apart."""
+
 _COLUMNS = (
     "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
 )
@@ -307,6 +317,12 @@ class WriteTransaction(Protocol):
 
     def record_event(self, event_id: str, at: float) -> bool:
         """Record an event id; False if it was recorded before (the event is a replay)."""
+        ...
+
+    def forget_after(self, limit: float) -> tuple[int, int, int]:
+        """Delete what is dated after ``limit``: edges created or reinforced then, use
+        times, recent-event entries and event ids; every reader then reloads everything.
+        Returns the edges, use times and events (entries and ids) removed."""
         ...
 
 
@@ -511,6 +527,39 @@ class _SQLiteTransaction:
         )
         return cursor.rowcount == 1
 
+    def forget_after(self, limit: float) -> tuple[int, int, int]:
+        db = self._db
+        edges = [
+            edge
+            for (edge,) in db.execute(
+                "SELECT id FROM edges WHERE last_reinforced_at > ?1 OR created_at > ?1", (limit,)
+            )
+        ]
+        self.delete(edges)
+        columns = _use_columns(db.execute(_USE_QUERY).fetchall())
+        late = np.flatnonzero((columns.recent > limit).any(axis=1) | (columns.first > limit))
+        dropped = 0
+        kept: list[UseRow] = []
+        for row in late.tolist():
+            times = columns.recent[row]
+            times = times[times > -np.inf]
+            keep = times[times <= limit]
+            dropped += int(times.size - keep.size)
+            key = (int(columns.namespace[row]), int(columns.node[row]))
+            uses = int(columns.uses[row]) - int(times.size - keep.size)
+            if uses <= 0 or keep.size == 0 or columns.first[row] > limit:
+                db.execute("DELETE FROM node_uses WHERE namespace = ? AND node = ?", key)
+            else:
+                together = min(int(columns.together[row]), uses)
+                first = float(columns.first[row])
+                kept.append(UseRow(*key, uses, together, first, tuple(keep.tolist())))
+        self.write_uses(kept)
+        events = db.execute("DELETE FROM recent_uses WHERE at > ?", (limit,)).rowcount
+        events += db.execute("DELETE FROM events WHERE at > ?", (limit,)).rowcount
+        # deleted use rows are not logged: every reader starts again from everything
+        db.execute("UPDATE meta SET value = ? WHERE key = 'log_horizon'", (self.version,))
+        return len(edges), dropped, events
+
     def _select_in(self, query: str, values: Sequence[str]) -> list[tuple[str, int]]:
         found: list[tuple[str, int]] = []
         for start in range(0, len(values), 500):
@@ -528,44 +577,95 @@ class SQLiteStorage:
         The database file; ``":memory:"`` for a private in-memory database. A missing
         or zero-length file becomes a new store; any other file must be a synapse
         database (``PRAGMA application_id``), else :class:`NotASynapseDatabaseError`
-        is raised and the file is left untouched.
+        is raised and the file is left untouched. A file SQLite finds damaged raises
+        :class:`CorruptDatabaseError`, at open or whenever a read or a write meets the
+        damage (the write is rolled back).
     busy_timeout_s : float
-        How long to wait for another process's write lock.
+        How long to wait for another process's write lock, and for another process
+        creating the same new store.
+    read_only : bool
+        Never write. Also chosen on its own when the file or its folder cannot be
+        written; every write then raises :class:`ReadOnlyStoreError`.
+
+    Notes
+    -----
+    Several processes may open the same missing path at once: each reads the header
+    in one read transaction, then the schema is created under the write lock, where
+    the header is read again, so the others wait and then find a complete store.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 30.0,
+        read_only: bool = False,
+    ) -> None:
         self.path = os.fspath(path)
         self._lock = threading.RLock()
         self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        self.read_only = bool(read_only)
+        if self._in_memory and self.read_only:
+            raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
             _refuse_foreign_file(Path(self.path))
+            self.read_only = self.read_only or _unwritable(Path(self.path))
+        self._db = self._connect(busy_timeout_s)
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise NotASynapseDatabaseError(f"cannot open {self.path!r}: {exc}") from None
-        try:
-            self._open(busy_timeout_s)
+            with self._typed_errors():
+                self._open(busy_timeout_s)
         except BaseException:
             self._db.close()
             raise
         self._data_version = self._pragma("data_version")
 
+    def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
+        """A connection: read-write, or read-only (``immutable`` where no shared-memory
+        file can be made beside a WAL file that holds nothing)."""
+        uris = [self.path]
+        if self.read_only:
+            if not Path(self.path).is_file():
+                raise NotASynapseDatabaseError(f"no synapse database at {self.path!r} to read")
+            uri = Path(self.path).absolute().as_uri()
+            uris = [f"{uri}?mode=ro"]
+            if _empty_or_missing(Path(f"{self.path}-wal")):  # nothing a reader could miss
+                uris.append(f"{uri}?immutable=1")
+        for position, target in enumerate(uris):
+            try:
+                db = sqlite3.connect(
+                    target,
+                    timeout=busy_timeout_s,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    uri=target.startswith("file:") and self.read_only,
+                )
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.OperationalError as exc:
+                if position + 1 == len(uris):
+                    raise NotASynapseDatabaseError(f"cannot open {self.path!r}: {exc}") from None
+            except sqlite3.DatabaseError as exc:
+                raise self._typed(exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _pragma(self, name: str) -> int:
         return int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
 
-    def _open(self, busy_timeout_s: float) -> None:
+    def _header(self) -> tuple[int, int, bool]:
+        """``application_id``, ``user_version`` and whether any table exists, read in one
+        transaction (another process may be creating the store meanwhile)."""
         db = self._db
-        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        in_transaction = db.in_transaction
+        if not in_transaction:
+            db.execute("BEGIN")
         try:
-            app_id = self._pragma("application_id")
-            user_version = self._pragma("user_version")
             has_tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
-        except sqlite3.DatabaseError as exc:
-            raise NotASynapseDatabaseError(
-                f"{self.path!r} is not a synapse database ({exc}); it was left untouched"
-            ) from None
+            return self._pragma("application_id"), self._pragma("user_version"), has_tables
+        finally:
+            if not in_transaction:
+                db.execute("COMMIT")
+
+    def _refuse(self, app_id: int, user_version: int, has_tables: bool) -> None:
         if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
             raise NotASynapseDatabaseError(
                 f"{self.path!r} is an SQLite file of another application "
@@ -576,20 +676,47 @@ class SQLiteStorage:
                 f"{self.path!r} has schema version {user_version}, newer than this library's "
                 f"{SCHEMA_VERSION}: upgrade synapse-retriever"
             )
-        if not self._in_memory:
-            db.execute("PRAGMA journal_mode = WAL")
+
+    def _open(self, busy_timeout_s: float) -> None:
+        db = self._db
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        app_id, user_version, has_tables = self._header()
+        self._refuse(app_id, user_version, has_tables)
+        if self.read_only:
+            if user_version < SCHEMA_VERSION:
+                raise NotASynapseDatabaseError(
+                    f"{self.path!r} is read-only and "
+                    + (
+                        "empty: there is no store to read"
+                        if user_version == 0
+                        else f"has schema version {user_version}, older than this library's "
+                        f"{SCHEMA_VERSION}: open it once with write access to upgrade it"
+                    )
+                )
+        elif not self._in_memory:
+            _retry_busy(lambda: db.execute("PRAGMA journal_mode = WAL"), busy_timeout_s)
             db.execute("PRAGMA synchronous = NORMAL")
             # checkpoint in larger batches: small transactions otherwise pay a
             # checkpoint every ~40 events (measured: +45% reinforcement throughput)
             db.execute("PRAGMA wal_autocheckpoint = 10000")
-        if user_version < SCHEMA_VERSION:
+        if user_version < SCHEMA_VERSION and not self.read_only:
             self._migrate()
+        if not self._in_memory:
+            self._check()
+
+    def _check(self) -> None:
+        """Refuse a damaged file: SQLite's structural check of every page (about 0.7 s
+        per million edges, a tenth of loading them)."""
+        found = [row[0] for row in self._db.execute("PRAGMA quick_check(3)")]
+        if found != ["ok"]:
+            raise CorruptDatabaseError(_corrupt_message(self.path, "; ".join(found)))
 
     def _migrate(self) -> None:
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        db.execute("BEGIN IMMEDIATE")  # the write lock first: another creator waits here
         try:
-            current = self._pragma("user_version")  # another process may have migrated
+            app_id, current, has_tables = self._header()  # another process may have done it
+            self._refuse(app_id, current, has_tables)
             for version in range(current, SCHEMA_VERSION):
                 for statement in _statements(MIGRATIONS[version]):
                     db.execute(statement)
@@ -602,12 +729,33 @@ class SQLiteStorage:
             db.execute("ROLLBACK")
             raise
 
+    @contextmanager
+    def _typed_errors(self) -> Iterator[None]:
+        """SQLite's damage and read-only errors as this library's, naming the file."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            typed = self._typed(exc)
+            if typed is exc:
+                raise
+            raise typed from None
+
+    def _typed(self, exc: sqlite3.DatabaseError) -> Exception:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
+            return CorruptDatabaseError(_corrupt_message(self.path, str(exc)))
+        if code == SQLITE_READONLY:
+            return ReadOnlyStoreError(
+                f"{self.path!r} cannot be written ({exc}): open it read-only to read it"
+            )
+        return exc
+
     def load(self) -> Changes:
-        with self._lock:
+        with self._lock, self._typed_errors():
             return self._read(0, 0, 0)
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
-        with self._lock:
+        with self._lock, self._typed_errors():
             if self._pragma("data_version") == self._data_version:
                 return None
             return self._read(since, max_node, max_namespace)
@@ -622,7 +770,12 @@ class SQLiteStorage:
 
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
-        with self._lock:
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self.path!r} is open read-only (its file or folder cannot be written, or "
+                "read_only=True): writes are refused"
+            )
+        with self._lock, self._typed_errors():
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -635,7 +788,8 @@ class SQLiteStorage:
                     tx.trim_logs()
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse even this
+                    db.execute("ROLLBACK")
                 raise
 
     def close(self) -> None:
@@ -695,6 +849,48 @@ def _backfill_uses(db: sqlite3.Connection) -> None:
         tx.add_events(namespace, count)
     for namespace, at, nodes in latest:
         tx.log_recent(namespace, at, nodes, keep=len(latest))
+
+
+def _retry_busy(statement: Callable[[], object], timeout_s: float) -> None:
+    """Run ``statement``, retrying while SQLite reports the file busy, up to ``timeout_s``.
+
+    Switching a new file to WAL needs it to itself and can fail at once, without the busy
+    handler, while another process is creating the same store (measured: 3 of 240 opens
+    of one new path by 6 processes at once)."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.001
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (SQLITE_BUSY, SQLITE_LOCKED) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.05)
+
+
+def _unwritable(path: Path) -> bool:
+    """Whether an existing store file, or its folder, cannot be written."""
+    if not path.exists():
+        return False
+    return not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _empty_or_missing(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def _corrupt_message(path: str, detail: str) -> str:
+    detail = " ".join(detail.split())
+    return (
+        f"{path!r} is a damaged database ({detail}); nothing was written: restore a backup, "
+        f"or copy out what is readable with `sqlite3 {path} .recover`"
+    )
 
 
 def _refuse_foreign_file(path: Path) -> None:

@@ -41,7 +41,7 @@ from synapse_retriever.actr import (
 )
 from synapse_retriever.arrays import unique_ids
 from synapse_retriever.capture import coactivation_set, validate_node_id
-from synapse_retriever.clock import SECONDS_PER_DAY, Clock, to_seconds
+from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
@@ -53,7 +53,7 @@ from synapse_retriever.usage import UseTable
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["DecayReport", "SynapseStore"]
+__all__ = ["DecayReport", "RepairReport", "SynapseStore"]
 
 BIG_LOAD = 100_000
 """Edges loaded at open above which the freed heap is handed back to the OS."""
@@ -73,19 +73,56 @@ class DecayReport:
         Edges left in the store.
     pruned_by_namespace : dict[str, int]
         ``pruned``, split by namespace.
+    dry_run : bool
+        Nothing was deleted: ``pruned`` is what the sweep would delete.
 
     Examples
     --------
     >>> store = SynapseStore(":memory:")
     >>> _ = store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned at 147 days
     >>> store.decay(at=200 * 86400)
-    DecayReport(at=17280000.0, pruned=1, remaining=0, pruned_by_namespace={'personal': 1})
+    DecayReport(at=17280000.0, pruned=1, remaining=0, pruned_by_namespace={'personal': 1}, \
+dry_run=False)
     """
 
     at: float
     pruned: int
     remaining: int
     pruned_by_namespace: dict[str, int] = field(default_factory=dict)
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What :meth:`SynapseStore.repair` removed (or, in a dry run, would remove).
+
+    Attributes
+    ----------
+    edges : int
+        Edges created or reinforced ahead of the clock, deleted.
+    uses : int
+        Use times ahead of the clock, dropped from the nodes' use rows.
+    events : int
+        Entries of the recent-events log and recorded event ids ahead of the clock.
+    dry_run : bool
+        Nothing was changed.
+
+    Examples
+    --------
+    >>> store = SynapseStore(":memory:")
+    >>> _ = store.reinforce(["a", "b"], at=0)
+    >>> store.repair(dry_run=True)  # nothing was written ahead of the clock
+    RepairReport(edges=0, uses=0, events=0, dry_run=True)
+    """
+
+    edges: int
+    uses: int
+    events: int
+    dry_run: bool = False
+
+
+class _DryRun(Exception):
+    """Rolls a dry run's transaction back."""
 
 
 class SynapseStore:
@@ -100,6 +137,10 @@ class SynapseStore:
         ``SynapseConfig.published()`` for the method as published.
     storage : Storage, optional
         Another backend instead of SQLite at ``path``.
+    read_only : bool
+        Open the file read-only: recall and every read work, every write raises
+        :class:`~synapse_retriever.errors.ReadOnlyStoreError`. Chosen on its own when the
+        file or its folder cannot be written.
 
     Examples
     --------
@@ -120,13 +161,16 @@ class SynapseStore:
         *,
         config: SynapseConfig | None = None,
         storage: Storage | None = None,
+        read_only: bool = False,
     ) -> None:
         if config is not None and not isinstance(config, SynapseConfig):
             raise InvalidTypeError(f"config must be a SynapseConfig, got {type(config).__name__}")
+        if storage is not None and read_only:
+            raise InvalidValueError("read_only applies to the SQLite file at path, not a storage")
         self.config = config or SynapseConfig()
         self.path = str(path)
         self._storage: Storage = storage or SQLiteStorage(
-            path, busy_timeout_s=self.config.busy_timeout_s
+            path, busy_timeout_s=self.config.busy_timeout_s, read_only=read_only
         )
         self._lock = threading.RLock()
         self._graph = MemoryGraph(self.config)
@@ -268,7 +312,7 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
-        explicit = None if at is None else to_seconds(at)
+        explicit = self._written_time(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
         if event_id is not None and (not isinstance(event_id, str) or not event_id):
             raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
@@ -319,7 +363,14 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        self._record_use(ids, ns, None if at is None else to_seconds(at), None)
+        self._record_use(ids, ns, self._written_time(at), None)
+
+    def _written_time(self, at: Clock) -> float | None:
+        """An explicit write time in seconds (None: the clock, read inside the write),
+        refused when more than ``config.max_clock_skew_s`` ahead of the clock."""
+        if at is None:
+            return None
+        return not_ahead(to_seconds(at), skew_s=self.config.max_clock_skew_s)
 
     def _record_use(
         self, ids: list[str], ns: str, explicit: float | None, event_id: str | None
@@ -385,9 +436,16 @@ config: pass config together with a store path instead
                         self._name_of(row.a, names, node_ids),
                         self._name_of(row.b, names, node_ids),
                     )
+                    future = row.last_reinforced_at > time.time() + config.max_clock_skew_s
                     raise InvalidValueError(
                         f"at={explicit} is earlier than the last reinforcement of {a!r}-{b!r} "
                         f"in {ns!r} ({row.last_reinforced_at}): time must not run backwards"
+                        + (
+                            "; that time lies in the future: store.repair() (synapse repair) "
+                            "removes what was written ahead of the clock"
+                            if future
+                            else ""
+                        )
                     )
         blank = EdgeRow(0, ns_id, 0, 0, 0.0, 0, 1.0, now, now)
         state = np.asarray([row or blank for row in old], dtype=np.float64)
@@ -435,11 +493,27 @@ config: pass config together with a store path instead
     def _name_of(node: int, names: list[str], node_ids: list[int]) -> str:
         return names[node_ids.index(node)]
 
-    def decay(self, at: Clock = None) -> DecayReport:
+    def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.
 
         Weights and timestamps are never rewritten (decay is applied lazily at every
         read), so sweeps are idempotent and compose.
+
+        Parameters
+        ----------
+        at : datetime, float or None
+            The sweep's time; None is now.
+        dry_run : bool
+            Report what the sweep would prune, and delete nothing.
+        force : bool
+            Sweep at a time later than the clock. Refused otherwise: such a sweep deletes
+            edges that are live today (those that will have decayed by then).
+
+        Raises
+        ------
+        InvalidValueError
+            ``at`` is later than the clock, without ``force`` or ``dry_run``; the
+            message says how many edges live now it would delete.
 
         Examples
         --------
@@ -451,19 +525,78 @@ config: pass config together with a store path instead
         now = to_seconds(at)
         with self._lock:
             self._check_open()
-            with self._storage.write() as tx:
-                self._catch_up(tx)
-                graph = self._graph  # after the catch-up: a full reload replaces it
+            if dry_run or (now > time.time() and not force):
+                self._refresh()
+                graph = self._graph
                 ids = graph.live_ids()
                 pruned = ids[~graph.live(ids, now)]
-                tx.delete(pruned.tolist())
+                if not dry_run:
+                    live_now = int(np.count_nonzero(graph.live(pruned, time.time())))
+                    raise InvalidValueError(
+                        f"decay at={now} is {(now - time.time()) / SECONDS_PER_DAY:.1f} days "
+                        f"after now: it would delete {live_now} edges that are live now; pass "
+                        "force=True (synapse decay --force) to sweep anyway, or dry_run=True "
+                        "(--dry-run) to see what it would prune"
+                    )
+            else:
+                with self._storage.write() as tx:
+                    self._catch_up(tx)
+                    graph = self._graph  # after the catch-up: a full reload replaces it
+                    ids = graph.live_ids()
+                    pruned = ids[~graph.live(ids, now)]
+                    tx.delete(pruned.tolist())
+                graph.remove(pruned.tolist())
+                self._version = tx.version
             namespaces = [graph.ns_names[int(ns)] for ns in graph._ns[pruned]]
-            graph.remove(pruned.tolist())
-            self._version = tx.version
         by_namespace = Counter(namespaces)
         return DecayReport(
-            now, int(pruned.size), int(ids.size - pruned.size), dict(sorted(by_namespace.items()))
+            now,
+            int(pruned.size),
+            int(ids.size - (0 if dry_run else pruned.size)),
+            dict(sorted(by_namespace.items())),
+            dry_run,
         )
+
+    def repair(self, *, dry_run: bool = False) -> RepairReport:
+        """Remove what was written ahead of the clock, from a store that accepted it.
+
+        Times more than ``config.max_clock_skew_s`` ahead are refused on every write
+        today; a store written before that rule (or by an older release) may hold them:
+        a millisecond time read as seconds lies some 50,000 years ahead, so its edge
+        never decays and every later write is placed after it. This deletes, in one
+        transaction: every edge created or reinforced ahead of the clock, the future
+        times of node uses (a node left with none loses its use row), the future entries
+        of the recent-events log, and the ids of events recorded ahead of the clock (so
+        that a replay with corrected times is learned). Every process reloads the store.
+
+        Examples
+        --------
+        >>> import time
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b"], at=0)
+        >>> store.config = SynapseConfig(max_clock_skew_s=1e15)  # as older releases did
+        >>> _ = store.reinforce(["a", "c"], at=time.time() * 1000)  # milliseconds
+        >>> store.config = SynapseConfig()
+        >>> store.repair()
+        RepairReport(edges=1, uses=2, events=1, dry_run=False)
+        >>> [other for other, _, _ in store.neighbours("a", at=0)]
+        ['b']
+        """
+        limit = time.time() + self.config.max_clock_skew_s
+        with self._lock:
+            self._check_open()
+            try:
+                with self._storage.write() as tx:
+                    counts = tx.forget_after(limit)
+                    if dry_run:
+                        raise _DryRun
+            except _DryRun:
+                return RepairReport(*counts, dry_run=True)
+            self._graph = MemoryGraph(self.config)  # everything again, as every process does
+            self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
+            self._version = 0
+            self._apply(self._storage.load())
+        return RepairReport(*counts, dry_run=False)
 
     # -- reading -----------------------------------------------------------------------
 

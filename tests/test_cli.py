@@ -55,6 +55,7 @@ def test_bootstrap_reports_and_resumes(
         "replayed": 0,
         "already_seen": 9,
         "clamped": 0,
+        "ahead_of_clock": 0,
         "edges_written": 0,
         "first": None,
         "last": None,
@@ -143,14 +144,38 @@ def test_edges(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_decay(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "decay", str(store), "--at", NEAR)
     assert code == 0 and out.startswith("pruned 0 edges, 3 remain")
-    code, out, _ = run(capsys, "decay", str(store), "--at", FAR, "--json")
+    code, out, _ = run(capsys, "decay", str(store), "--at", FAR, "--json", "--force")
     assert code == 0
     assert json.loads(out) | {"at": None} == {
         "at": None,
         "pruned": 3,
         "remaining": 0,
         "pruned_by_namespace": {"shared": 3},
+        "dry_run": False,
     }
+
+
+def test_a_sweep_after_now_deletes_nothing_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "live.db"
+    with SynapseStore(path) as live:  # learned today: live today, dead by 2100
+        live.reinforce([JWT, KEYS], namespace="shared")
+        live.reinforce([JWT, "docs/tokens.md"])
+    code, _, err = run(capsys, "decay", str(path), "--at", "2100-01-01")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "would delete 2 edges that are live now" in err and "--force" in err
+    code, out, _ = run(capsys, "decay", str(path), "--at", "2100-01-01", "--dry-run")
+    assert code == 0
+    assert out.startswith("would prune 2 edges (personal 1, shared 1), 2 remain")
+    assert "nothing was deleted (dry run)" in out
+    code, out, _ = run(capsys, "decay", str(path), "--at", "2100-01-01", "--dry-run", "--json")
+    assert json.loads(out)["pruned_by_namespace"] == {"personal": 1, "shared": 1}
+    with SynapseStore(path) as after:
+        assert after.edge(JWT, KEYS, "shared") is not None  # nothing deleted
+        assert after.edge(JWT, "docs/tokens.md") is not None
+    code, out, _ = run(capsys, "decay", str(path), "--at", "2100-01-01", "--force")
+    assert code == 0 and out.startswith("pruned 2 edges (personal 1, shared 1), 0 remain")
 
 
 @pytest.mark.parametrize("suffix", [".json", ".graphml"])
