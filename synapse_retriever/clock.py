@@ -20,9 +20,18 @@ from datetime import datetime
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["SECONDS_PER_DAY", "Clock", "days_between", "not_ahead", "to_seconds"]
+__all__ = [
+    "MAX_CLOCK_SKEW_S",
+    "SECONDS_PER_DAY",
+    "Clock",
+    "days_between",
+    "not_ahead",
+    "to_seconds",
+]
 
 SECONDS_PER_DAY = 86_400.0
+MAX_CLOCK_SKEW_S = 86_400.0
+"""How far ahead of the clock a written time may be, by default (one day)."""
 PLAUSIBLE = 1e8
 """POSIX seconds of 1973: a time ahead of the clock that reads as a later time in
 milliseconds (or smaller units) is named as such in the error."""

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from synapse_retriever.clock import MAX_CLOCK_SKEW_S
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -221,7 +222,7 @@ class SynapseConfig:
     refresh_interval_s: float = 1.0
     weight_tolerance_s: float = 60.0
     busy_timeout_s: float = 30.0
-    max_clock_skew_s: float = 86_400.0
+    max_clock_skew_s: float = MAX_CLOCK_SKEW_S
     injection_enabled: bool = True
     base_decay: float = 0.5
     association: float = 1.0

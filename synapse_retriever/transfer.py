@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from synapse_retriever.capture import validate_node_id
-from synapse_retriever.clock import Clock, to_seconds
+from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.graph import Edge
@@ -104,7 +104,9 @@ def export_edges(store: SynapseStore, at: Clock = None) -> list[Edge]:
     return sorted(edges, key=lambda e: (e.namespace, e.a, e.b))
 
 
-def merge_edges(storage: Storage, edges: Iterable[Edge]) -> MergeReport:
+def merge_edges(
+    storage: Storage, edges: Iterable[Edge], *, max_clock_skew_s: float = MAX_CLOCK_SKEW_S
+) -> MergeReport:
     """Merge ``edges`` into ``storage`` in one transaction; newer state always wins.
 
     See the module docstring for the rule. ``storage`` is any
@@ -115,11 +117,13 @@ def merge_edges(storage: Storage, edges: Iterable[Edge]) -> MergeReport:
     Raises
     ------
     InvalidValueError
-        An edge that is not a valid stored state; nothing is written.
+        An edge that is not a valid stored state, or dated more than
+        ``max_clock_skew_s`` ahead of the clock (a millisecond time, say); nothing is
+        written.
     """
     incoming: dict[tuple[str, str, str], Edge] = {}
     for position, edge in enumerate(edges):
-        checked = _checked(edge, position)
+        checked = _checked(edge, position, max_clock_skew_s)
         key = (checked.namespace, checked.a, checked.b)
         if key in incoming:
             checked = _newer(incoming[key], checked)
@@ -199,7 +203,7 @@ def _newer(x: Edge, y: Edge) -> Edge:
     return replace(winner, created_at=min(x.created_at, y.created_at))
 
 
-def _checked(edge: Edge, position: int) -> Edge:
+def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
     where = f"edge {position}"
     try:
         a, b = validate_node_id(edge.a), validate_node_id(edge.b)
@@ -231,6 +235,7 @@ def _checked(edge: Edge, position: int) -> Edge:
         raise InvalidValueError(
             f"{where} ({a!r}-{b!r}): created_at {created} is after last_reinforced_at {last}"
         )
+    not_ahead(last, skew_s=skew_s, what=f"{where} ({a!r}-{b!r}): last_reinforced_at")
     return Edge(a, b, namespace, weight, count, half_life, created, last)
 
 

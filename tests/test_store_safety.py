@@ -1,0 +1,278 @@
+"""What a user can type must not destroy or poison a store (issue 15): several processes
+creating one store, times ahead of the clock, read-only and damaged files."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import multiprocessing as mp
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synapse_retriever import (
+    CorruptDatabaseError,
+    InvalidValueError,
+    NotASynapseDatabaseError,
+    ReadOnlyStoreError,
+    SynapseConfig,
+    SynapseStore,
+)
+from synapse_retriever.cli import main
+from synapse_retriever.storage import SQLiteStorage
+from synapse_retriever.transfer import merge_edges, read_edges
+
+DAY = 86_400.0
+
+# -- several processes open one new path at once -------------------------------------------
+
+
+def _open_new(path: str, barrier: Any, results: Any) -> None:
+    barrier.wait(30)
+    try:
+        with SynapseStore(path) as store:
+            store.weight("a", "b")
+        results.put("ok")
+    except Exception as exc:  # reported to the parent, which fails the test
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_creating_one_new_store_at_once_all_succeed(tmp_path: Path) -> None:
+    # before the fix: 3 raw "database is locked" and 1 false "another application" in 240
+    ctx = mp.get_context("fork")
+    processes, rounds = 6, 25
+    outcomes: list[str] = []
+    for round_ in range(rounds):
+        path = str(tmp_path / f"new{round_}.db")
+        barrier, results = ctx.Barrier(processes), ctx.Queue()
+        workers = [
+            ctx.Process(target=_open_new, args=(path, barrier, results)) for _ in range(processes)
+        ]
+        for worker in workers:
+            worker.start()
+        outcomes += [results.get(timeout=60) for _ in workers]
+        for worker in workers:
+            worker.join(60)
+    assert [o for o in outcomes if o != "ok"] == []
+    assert len(outcomes) == processes * rounds
+
+
+# -- times ahead of the clock ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("at", [time.time() * 1000, 1e11, time.time() + 2 * DAY])
+def test_a_time_ahead_of_the_clock_is_refused_and_nothing_is_written(at: float) -> None:
+    store = SynapseStore(":memory:")
+    with pytest.raises(InvalidValueError, match=rf"at={at} is more than 86400 s ahead"):
+        store.reinforce(["a", "b"], at=at)
+    with pytest.raises(InvalidValueError, match="ahead of the clock"):
+        store.use(["a"], at=at)
+    assert store.edge("a", "b") is None
+    assert store.graph().number_of_nodes() == 0
+
+
+def test_a_millisecond_time_is_named_as_one() -> None:
+    now = time.time()
+    with pytest.raises(InvalidValueError, match=rf"in milliseconds it would be {now}"):
+        SynapseStore(":memory:").reinforce(["a", "b"], at=now * 1000)
+
+
+def test_the_skew_is_configurable_and_a_time_within_it_is_accepted() -> None:
+    store = SynapseStore(":memory:")
+    assert store.reinforce(["a", "b"], at=time.time() + 0.5 * DAY) == 1
+    strict = SynapseStore(":memory:", config=SynapseConfig(max_clock_skew_s=0.0))
+    with pytest.raises(InvalidValueError, match="more than 0 s ahead"):
+        strict.reinforce(["a", "b"], at=time.time() + 60)
+    with pytest.raises(InvalidValueError, match="max_clock_skew_s"):
+        SynapseConfig(max_clock_skew_s=-1.0)
+
+
+def test_import_refuses_times_ahead_of_the_clock(tmp_path: Path) -> None:
+    now_ms = time.time() * 1000
+    export = tmp_path / "edges.json"
+    export.write_text(
+        '{"format": "synapse-retriever/edges", "version": 1, "edges": [{"a": "a", "b": "b", '
+        '"namespace": "shared", "stored_weight": 0.3, "count": 1, "half_life_days": 30.0, '
+        f'"created_at": 0.0, "last_reinforced_at": {now_ms}}}]}}'
+    )
+    storage = SQLiteStorage(":memory:")
+    with pytest.raises(InvalidValueError, match=r"last_reinforced_at=.* ahead of the clock"):
+        merge_edges(storage, read_edges(export))
+    assert storage.load().rows.shape[0] == 0  # type: ignore[union-attr]
+
+
+def _poisoned(path: Path) -> None:
+    """A store written before such times were refused: a millisecond time in one edge."""
+    with SynapseStore(path) as store:
+        store.reinforce(["jwt", "keys"], at=time.time() - DAY)
+        store.config = SynapseConfig(max_clock_skew_s=1e15)  # as older releases accepted
+        store.reinforce(["jwt", "login"], at=time.time() * 1000, event_id="commit:1")
+
+
+def test_a_poisoned_store_opens_shows_and_is_repaired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "poisoned.db"
+    _poisoned(path)
+    future = pytest.raises(InvalidValueError, match=r"lies in the future: store.repair\(\)")
+    with SynapseStore(path) as store, future:  # it opens; current explicit times meet the poison
+        store.reinforce(["jwt", "login"], at=time.time())
+    assert main(["edges", str(path), "jwt", "--at", str(time.time())]) == 0  # no crash
+    assert "beyond year 9999: synapse repair removes it" in capsys.readouterr().out
+    assert main(["repair", str(path), "--dry-run"]) == 0
+    assert "would remove what was written ahead of the clock: 1 edges" in capsys.readouterr().out
+    assert main(["repair", str(path), "--json"]) == 0
+    assert capsys.readouterr().out.count('"edges": 1') == 1
+    with SynapseStore(path) as store:
+        assert store.edge("jwt", "login") is None and store.edge("jwt", "keys") is not None
+        assert store.reinforce(["jwt", "login"], at=time.time(), event_id="commit:1") == 1
+        store.reinforce(["jwt", "keys"])  # at=None: now, not after the poison
+        edge = store.edge("jwt", "keys")
+        assert edge is not None and edge.last_reinforced_at <= time.time()
+        assert store.repair().edges == 0
+
+
+def test_another_process_sees_a_repair(tmp_path: Path) -> None:
+    path = tmp_path / "poisoned.db"
+    _poisoned(path)
+    config = SynapseConfig(refresh_interval_s=0.0)
+    with SynapseStore(path, config=config) as reader, SynapseStore(path) as repairer:
+        assert sorted(n for n, _, _ in reader.neighbours("jwt", at=time.time())) == [
+            "keys",
+            "login",
+        ]
+        repairer.repair()
+        assert [n for n, _, _ in reader.neighbours("jwt", at=time.time())] == ["keys"]
+
+
+# -- read-only stores ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """Make files and folders unwritable, for root too (the immutable attribute; root
+    ignores permission bits), and writable again afterwards."""
+    if os.geteuid() != 0:
+        modes = [p.stat().st_mode for p in paths]
+        for p in paths:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            for p, mode in zip(paths, modes, strict=True):
+                p.chmod(mode)
+        return
+    if shutil.which("chattr") is None:
+        pytest.skip("running as root without chattr: nothing can make a file read-only")
+    done = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"chattr +i refused here: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def learned(tmp_path: Path) -> Path:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "synapses.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["jwt", "keys"], strength=2.0)
+        store.reinforce(["jwt", "login"])
+    for leftover in folder.glob("synapses.db-*"):  # as after a clean close elsewhere
+        leftover.unlink()
+    return path
+
+
+@pytest.mark.parametrize("folder_too", [False, True], ids=["file", "file-and-folder"])
+def test_a_read_only_store_reads_and_recalls_and_refuses_writes(
+    learned: Path, folder_too: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    digest = _digest(learned)
+    with read_only(learned, *([learned.parent] if folder_too else [])):
+        with SynapseStore(learned) as store:
+            hits = [("jwt", 0.9), ("a", 0.8), ("b", 0.7), ("c", 0.6)]
+            assert "keys" in [hit.id for hit in store.recall(hits)]
+            assert [n for n, _, _ in store.neighbours("jwt")] == ["keys", "login"]
+            with pytest.raises(ReadOnlyStoreError, match="is open read-only"):
+                store.reinforce(["jwt", "new"])
+            with pytest.raises(ReadOnlyStoreError):
+                store.decay()
+            with pytest.raises(PermissionError):  # a ReadOnlyStoreError is one
+                store.use(["jwt"])
+        assert main(["stats", str(learned)]) == 0
+        assert "2 live edges" in capsys.readouterr().out
+        assert main(["edges", str(learned), "jwt", "--json"]) == 0
+        assert '"total": 2' in capsys.readouterr().out
+        assert main(["decay", str(learned)]) == 2
+        assert "is open read-only" in capsys.readouterr().err
+    assert _digest(learned) == digest
+
+
+def test_read_only_can_be_asked_for(learned: Path) -> None:
+    digest = _digest(learned)
+    with SynapseStore(learned, read_only=True) as store:
+        assert store.edge("jwt", "keys") is not None
+        with pytest.raises(ReadOnlyStoreError):
+            store.reinforce(["jwt", "keys"])
+        with pytest.raises(ReadOnlyStoreError):
+            store.repair()
+    assert _digest(learned) == digest
+    with pytest.raises(NotASynapseDatabaseError, match="no synapse database"):
+        SynapseStore(learned.parent / "missing.db", read_only=True)
+    with pytest.raises(InvalidValueError, match="in-memory store cannot be read-only"):
+        SynapseStore(":memory:", read_only=True)
+
+
+# -- damaged files ---------------------------------------------------------------------------
+
+
+def _damaged(path: Path) -> Path:
+    with SynapseStore(path) as store:
+        for i in range(200):
+            store.reinforce([f"n{i}", f"n{i + 1}", f"m{i}"], at=i)
+    page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    with path.open("r+b") as file:  # a bad disk or a copy gone wrong: one page overwritten
+        file.seek(2 * page)
+        file.write(bytes(range(256)) * (page // 256))
+    return path
+
+
+def test_a_damaged_file_is_refused_naming_it_and_left_untouched(tmp_path: Path) -> None:
+    path = _damaged(tmp_path / "damaged.db")
+    digest = _digest(path)
+    with pytest.raises(CorruptDatabaseError, match=r"damaged\.db' is a damaged database"):
+        SynapseStore(path)
+    with pytest.raises(NotASynapseDatabaseError):  # the family a caller may already catch
+        SQLiteStorage(path)
+    assert _digest(path) == digest
+
+
+def test_import_into_a_damaged_file_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SynapseStore(tmp_path / "good.db") as good:
+        good.reinforce(["a", "b"])
+    export = tmp_path / "edges.json"
+    assert main(["export", str(tmp_path / "good.db"), str(export)]) == 0
+    path = _damaged(tmp_path / "damaged.db")
+    digest = _digest(path)
+    capsys.readouterr()
+    assert main(["import", str(path), str(export)]) == 2
+    err = capsys.readouterr().err
+    assert "is a damaged database" in err and len(err.splitlines()) == 1
+    assert main(["stats", str(path)]) == 2
+    assert _digest(path) == digest
