@@ -400,6 +400,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         edges = read_edges(source, fmt=args.format)
         storage = SQLiteStorage(args.store)  # refuses foreign files, creates a new store
         try:
+            storage.check()  # a damaged file is refused before anything is written
             report = merge_edges(storage, edges)
         finally:
             storage.close()

@@ -85,8 +85,10 @@ class NotASynapseDatabaseError(SynapseError, ValueError):
 class CorruptDatabaseError(NotASynapseDatabaseError):
     """A synapse database whose file is damaged (SQLite reports it malformed).
 
-    Raised when the damage is found: at open (a structural check of every page) or by any
-    later read or write, whose transaction is then rolled back, so nothing is written.
+    Raised when the damage is found: at open (loading reads every table), by a later
+    read or write (whose transaction is then rolled back, so nothing is written), or by
+    :meth:`~synapse_retriever.storage.SQLiteStorage.check`, which ``synapse import`` runs
+    before writing.
     Restore a backup, or copy what is readable out with ``sqlite3 FILE .recover``.
 
     Examples
@@ -96,8 +98,8 @@ class CorruptDatabaseError(NotASynapseDatabaseError):
     >>> path = os.path.join(tempfile.mkdtemp(), "synapses.db")
     >>> with SynapseStore(path) as store:
     ...     _ = store.reinforce([f"file{i}.py" for i in range(20)], at=0)
-    >>> with open(path, "r+b") as file:  # a disk or a copy gone wrong: page 2 overwritten
-    ...     _ = file.seek(4096)
+    >>> with open(path, "r+b") as file:  # a disk or a copy gone wrong: a page overwritten
+    ...     _ = file.seek(4096)  # the second page, here the edges table's first
     ...     _ = file.write(bytes(range(256)) * 16)
     >>> try:
     ...     SynapseStore(path)

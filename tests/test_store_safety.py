@@ -240,24 +240,33 @@ def test_read_only_can_be_asked_for(learned: Path) -> None:
 # -- damaged files ---------------------------------------------------------------------------
 
 
-def _damaged(path: Path) -> Path:
+def _damaged(path: Path, part: str) -> Path:
+    """A store whose first page of ``part`` (a table or an index) is overwritten, as by a
+    bad disk or a copy gone wrong."""
     with SynapseStore(path) as store:
         for i in range(200):
             store.reinforce([f"n{i}", f"n{i + 1}", f"m{i}"], at=i)
-    page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
-    with path.open("r+b") as file:  # a bad disk or a copy gone wrong: one page overwritten
-        file.seek(2 * page)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (part,)).fetchone()
+    with path.open("r+b") as file:
+        file.seek((root[0] - 1) * page)
         file.write(bytes(range(256)) * (page // 256))
     return path
 
 
-def test_a_damaged_file_is_refused_naming_it_and_left_untouched(tmp_path: Path) -> None:
-    path = _damaged(tmp_path / "damaged.db")
+def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _damaged(tmp_path / "damaged.db", "edges")  # a table: loading reads every page
     digest = _digest(path)
     with pytest.raises(CorruptDatabaseError, match=r"damaged\.db' is a damaged database"):
         SynapseStore(path)
     with pytest.raises(NotASynapseDatabaseError):  # the family a caller may already catch
-        SQLiteStorage(path)
+        SynapseStore(path)
+    assert main(["stats", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a damaged database" in err and len(err.splitlines()) == 1
     assert _digest(path) == digest
 
 
@@ -268,11 +277,22 @@ def test_import_into_a_damaged_file_writes_nothing(
         good.reinforce(["a", "b"])
     export = tmp_path / "edges.json"
     assert main(["export", str(tmp_path / "good.db"), str(export)]) == 0
-    path = _damaged(tmp_path / "damaged.db")
+    path = _damaged(tmp_path / "damaged.db", "edges_by_pair")  # an index: no load reads it
     digest = _digest(path)
     capsys.readouterr()
-    assert main(["import", str(path), str(export)]) == 2
+    assert main(["import", str(path), str(export)]) == 2  # checked before writing
     err = capsys.readouterr().err
     assert "is a damaged database" in err and len(err.splitlines()) == 1
-    assert main(["stats", str(path)]) == 2
+    with pytest.raises(CorruptDatabaseError):
+        SQLiteStorage(path).check()
     assert _digest(path) == digest
+
+
+def test_a_write_that_meets_damage_is_rolled_back(tmp_path: Path) -> None:
+    path = _damaged(tmp_path / "damaged.db", "edges_by_pair")
+    with SynapseStore(path) as store:  # opens: loading reads the tables, not this index
+        with pytest.raises(CorruptDatabaseError, match="nothing was written"):
+            store.reinforce(["n1", "n2", "new"], at=1000)
+        assert store.edge("n1", "new") is None
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT count(*) FROM nodes WHERE name = 'new'").fetchone() == (0,)
