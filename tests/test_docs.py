@@ -199,3 +199,17 @@ def test_page_examples_compile_and_print_what_they_say(
         exec(compiled, {"__name__": "__docs__"})
     output = [line.strip() for line in printed.getvalue().splitlines()]
     assert output == expected
+
+
+def test_every_test_the_guarantees_page_names_exists() -> None:
+    """A promise on docs/guarantees.md is held by a test that exists, by file and name."""
+    named = re.findall(
+        r"`((?:tests|integrations)/[\w/.-]+\.py)::(\w+)`", (DOCS / "guarantees.md").read_text()
+    )
+    assert len(named) >= 20
+    missing = [
+        f"{path}::{name}"
+        for path, name in named
+        if not re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.M)
+    ]
+    assert missing == []
