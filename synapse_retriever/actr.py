@@ -157,7 +157,7 @@ def swap(
     seeds: int = 1,
     keep_bonus: float = 3.0,
     unused_base: float = -6.0,
-    max_inject: int = 3,
+    max_inject: int = 2,
     resolvable: Resolvable | None = None,
     cost: Callable[[str], float] | None = None,
     paths: Mapping[str, tuple[str, ...]] | None = None,

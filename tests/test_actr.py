@@ -172,10 +172,30 @@ def test_a_memory_that_stopped_learning_trusts_never_used_hits_more() -> None:
     assert [h.id for h in fixed.recall(hits, at=30 * DAY)] == ["a", "b"]
 
 
+def test_the_default_swaps_at_most_two_nodes_in_as_published() -> None:
+    # the published promise: at most 2 absent nodes swapped in, at least one original kept
+    assert SynapseConfig().max_inject == 2
+    assert SynapseConfig.actr().max_inject == 2  # the preset is the default
+    assert SynapseConfig(max_inject=3).max_inject == 3  # a third slot, on request
+
+
+def test_recall_swaps_in_at_most_two_of_three_qualifying_nodes_by_default() -> None:
+    hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5)]  # never used
+    for config, swaps in ((SynapseConfig(), 2), (SynapseConfig(max_inject=3), 3)):
+        with SynapseStore(":memory:", config=config) as store:
+            store.reinforce(["x", "y", "z"], at=0)
+            # a day later x, y and z have A = ln 1^-0.5 + 0 = 0 (lift: ln(1 × 1 / (1 × 1)) = 0);
+            # each movable hit defends at −6 + ln(1 + 1) + 3 = −2.30685: all three qualify
+            assert sorted(store.plan(hits, at=DAY).candidates) == ["x", "y", "z"]
+            out = store.recall(hits, at=DAY)
+            assert [h.origin for h in out].count("injected") == swaps
+            assert len(out) == len(hits) and out[0].id == "a"
+
+
 def test_actr_preset_is_the_default_and_the_published_preset_differs() -> None:
     assert SynapseConfig() == SynapseConfig.actr() == SynapseConfig.preset("actr")
     default = SynapseConfig()
-    assert (default.rule, default.seeds, default.max_inject) == ("actr", 1, 3)
+    assert (default.rule, default.seeds, default.max_inject) == ("actr", 1, 2)
     published = SynapseConfig.published()
     assert published == SynapseConfig.preset("published")
     assert (published.rule, published.seeds, published.max_inject) == ("published", 3, 2)
@@ -188,10 +208,11 @@ def test_actr_preset_is_the_default_and_the_published_preset_differs() -> None:
         for name in SynapseConfig.__dataclass_fields__
         if getattr(default, name) != getattr(published, name)
     }
-    assert differing == {"rule", "seeds", "max_inject"}
+    assert differing == {"rule", "seeds"}  # both swap at most 2
     # overrides win over the preset's values
     assert SynapseConfig.published(seeds=1).seeds == 1
     assert SynapseConfig.actr(max_inject=0).max_inject == 0
+    assert SynapseConfig.published(max_inject=3).max_inject == 3
     with pytest.raises(ValueError, match="preset"):
         SynapseConfig.preset("best")
     with pytest.raises(ValueError, match="rule"):

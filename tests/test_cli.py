@@ -226,7 +226,7 @@ def test_bench_quality(project: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0
     data = json.loads(report.read_text())
     config = data["settings"]["config"]  # without --preset: the default, the ACT-R rule
-    assert (config["rule"], config["seeds"], config["max_inject"]) == ("actr", 1, 3)
+    assert (config["rule"], config["seeds"], config["max_inject"]) == ("actr", 1, 2)
     # 3 cycles: 27 events, 21 teach, the last 6 feature commits test
     assert (data["commits"]["teach"], data["commits"]["queries"]) == (21, 6)
     online = data["variants"]["online"]["by_k"]["10"]["rows"]

@@ -19,7 +19,7 @@ Protocol (on any local git repository, bare or not):
    run's configuration, the method as published, the configuration's query-blind twin
    and its variant without the association term, a co-change baseline, a recency
    baseline, a query-blind ACT-R prior, and two oracles. The baselines and the oracles
-   take at most 2 slots; the method takes up to its ``max_inject`` (3 by default).
+   take at most 2 slots; the method takes up to its ``max_inject`` (2 by default).
 5. Variants. *frozen*: rows learn from the teaching commits only (the graph still
    decays to each query's time). *online*: each test commit is also learned right
    after its query is scored. The variant bounds what every row may know.

@@ -61,7 +61,7 @@ class SynapseRetriever(BaseRetriever):
     Documents used together (see :meth:`record_usage` and
     :class:`~langchain_synapse.SynapseCallbackHandler`) are linked in a
     :class:`~synapse_retriever.SynapseStore`. At query time, by default (the ACT-R
-    rule), up to three documents it missed (resolved through ``docstore``) take the
+    rule), up to two documents it missed (resolved through ``docstore``) take the
     slots of its weakest hits when they beat them by a margin: documents used recently
     and often, the more so when used with the hits (a document used recently may take a
     slot even when nothing ties it to the query); the first hit never moves. Under

@@ -65,7 +65,7 @@ class SynapseRecallEvent(BaseEvent):
 class SynapsePostprocessor(BaseNodePostprocessor):
     """Fold nodes used together with the top hits into the results, never adding a node.
 
-    By default (the ACT-R rule) up to three absent nodes, fetched from ``docstore``, take
+    By default (the ACT-R rule) up to two absent nodes, fetched from ``docstore``, take
     the slots of the weakest hits when they beat them by a margin: nodes used recently and
     often, the more so when used with the hits (a node used recently may take a slot even
     when nothing ties it to the query); the first hit never moves. Under
