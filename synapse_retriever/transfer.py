@@ -59,15 +59,17 @@ from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_secon
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.graph import Edge
-from synapse_retriever.storage import EdgeRow, Storage, WriteTransaction
+from synapse_retriever.storage import APPLICATION_ID, EdgeRow, Storage, WriteTransaction
 from synapse_retriever.store import SynapseStore
 from synapse_retriever.usage import uses_from_edges
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "SUFFIXES",
     "Format",
     "MergeReport",
+    "check_export_path",
     "export_edges",
     "guess_format",
     "merge_edges",
@@ -79,6 +81,9 @@ FORMAT_NAME = "synapse-retriever/edges"
 FORMAT_VERSION = 1
 
 Format = Literal["json", "graphml"]
+
+SUFFIXES: dict[str, Format] = {".json": "json", ".graphml": "graphml", ".xml": "graphml"}
+"""The suffixes :func:`guess_format` knows, compared case-insensitively."""
 
 
 @dataclass(frozen=True)
@@ -251,14 +256,104 @@ def _number(value: object, what: str) -> float:
 
 
 def guess_format(path: str | os.PathLike[str]) -> Format:
-    """``graphml`` for ``.graphml``/``.xml`` files, else ``json``.
+    """The format a file's suffix names: ``json`` for ``.json``, ``graphml`` for ``.graphml``
+    and ``.xml``, in any case.
+
+    Any other suffix, or none, is refused rather than guessed: give the format instead.
+
+    Raises
+    ------
+    InvalidValueError
+        The suffix is not one of :data:`SUFFIXES`.
 
     Examples
     --------
-    >>> guess_format("edges.graphml"), guess_format("edges.json")
+    >>> guess_format("edges.graphml"), guess_format("EDGES.JSON")
     ('graphml', 'json')
+    >>> guess_format("edges.txt")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: cannot tell the format of 'edges.txt': its \
+suffix '.txt' is not one of .json, .graphml, .xml
     """
-    return "graphml" if Path(path).suffix.lower() in (".graphml", ".xml") else "json"
+    suffix = Path(path).suffix
+    if suffix.lower() in SUFFIXES:
+        return SUFFIXES[suffix.lower()]
+    known = ", ".join(SUFFIXES)
+    problem = (
+        f"its suffix {suffix!r} is not one of {known}"
+        if suffix
+        else f"it has no suffix; expected one of {known}"
+    )
+    raise InvalidValueError(f"cannot tell the format of {os.fspath(path)!r}: {problem}")
+
+
+def _format(path: str | os.PathLike[str], fmt: object) -> Format:
+    """``fmt`` if it is a format, the one ``path``'s suffix names if ``fmt`` is None."""
+    if fmt is None:
+        return guess_format(path)
+    if fmt == "json" or fmt == "graphml":
+        return fmt
+    raise InvalidValueError(f"format must be 'json' or 'graphml', got {fmt!r}")
+
+
+def check_export_path(
+    path: str | os.PathLike[str], *, store_path: str | os.PathLike[str] | None = None
+) -> None:
+    """Refuse an export path that would overwrite a database: the store's own file (by any
+    spelling, symlink or hard link, and its ``-wal``, ``-shm`` and ``-journal`` files),
+    another synapse store, or any SQLite file (its 16-byte header ``SQLite format 3\\0``).
+
+    :func:`write_edges` calls it before writing anything; a missing or ordinary file passes.
+
+    Raises
+    ------
+    InvalidValueError
+        ``path`` is one of the files above; it is left untouched.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from synapse_retriever import SynapseStore
+    >>> folder = tempfile.mkdtemp()
+    >>> store = SynapseStore(os.path.join(folder, "synapses.db"))
+    >>> check_export_path(os.path.join(folder, "edges.json"), store_path=store.path)
+    >>> try:
+    ...     check_export_path(os.path.join(folder, ".", "synapses.db"), store_path=store.path)
+    ... except ValueError as error:  # an InvalidValueError
+    ...     print(str(error).split(": ", 1)[1])
+    it is the store being exported; it was left untouched (export to a .json or .graphml file)
+    >>> store.close()
+    """
+    what = None
+    if store_path is not None:
+        for suffix, name in [("", "the store being exported")] + [
+            (s, f"the store's {s} file") for s in ("-wal", "-shm", "-journal")
+        ]:
+            if _same_file(path, os.fspath(store_path) + suffix):
+                what = name
+                break
+    if what is None:
+        try:
+            with open(path, "rb") as handle:
+                header = handle.read(72)
+        except OSError:  # missing, or not readable: nothing to protect here
+            header = b""
+        if header[:16] == b"SQLite format 3\x00":
+            synapse = int.from_bytes(header[68:72], "big") == APPLICATION_ID
+            what = "a synapse store" if synapse else "an SQLite database"
+    if what is not None:
+        raise InvalidValueError(
+            f"cannot write {os.fspath(path)!r}: it is {what}; it was left untouched "
+            "(export to a .json or .graphml file)"
+        )
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either is missing (or ":memory:")
+        return False
 
 
 def _attributes(edge: Edge, at: float, store: SynapseStore) -> dict[str, Any]:
@@ -282,15 +377,37 @@ def write_edges(
 ) -> int:
     """Write the live edges of ``store`` to ``path`` as JSON or GraphML; returns their count.
 
+    The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export
-    leaves no half-written file.
+    leaves no half-written file; a path that is a database (:func:`check_export_path`)
+    is refused.
+
+    Raises
+    ------
+    InvalidValueError
+        An unknown format or suffix, or a path that is a database; nothing is written.
+    IsADirectoryError
+        ``path`` is a directory.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from synapse_retriever import SynapseStore
+    >>> path = os.path.join(tempfile.mkdtemp(), "edges.graphml")
+    >>> with SynapseStore(":memory:") as store:
+    ...     _ = store.reinforce(["auth/jwt.py", "config/keys.py"], at=0)
+    ...     write_edges(store, path, at=0)
+    1
+    >>> [(e.a, e.b) for e in read_edges(path)]
+    [('auth/jwt.py', 'config/keys.py')]
     """
     now = to_seconds(at)
-    fmt = fmt or guess_format(path)
-    edges = export_edges(store, at=now)
+    fmt = _format(path, fmt)
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
+    check_export_path(target, store_path=store.path)
+    edges = export_edges(store, at=now)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
     try:
         if fmt == "json":
@@ -318,14 +435,17 @@ def write_edges(
 def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> list[Edge]:
     """Edges from a file written by :func:`write_edges` (JSON or GraphML).
 
+    The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
+
     Raises
     ------
     InvalidValueError
-        The file is not an export of this library, or an edge lacks an attribute.
+        An unknown format or suffix, a file that is not an export of this library, or an
+        edge that lacks an attribute.
     OSError
         The file cannot be read.
     """
-    fmt = fmt or guess_format(path)
+    fmt = _format(path, fmt)
     rows = _json_rows(path) if fmt == "json" else _graphml_rows(path)
     edges: list[Edge] = []
     for position, row in enumerate(rows):
@@ -381,7 +501,8 @@ def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
     name = os.fspath(path)
     try:
-        graph = nx.read_graphml(path, node_type=str, edge_key_type=str, force_multigraph=True)
+        with open(path, "rb") as handle:  # a handle: networkx would unzip a path ending in .gz
+            graph = nx.read_graphml(handle, node_type=str, edge_key_type=str, force_multigraph=True)
     except (nx.NetworkXError, SyntaxError, ValueError, KeyError) as exc:  # ParseError: SyntaxError
         raise InvalidValueError(f"{name!r} is not a GraphML edge export ({exc})") from None
     if graph.graph.get("format") != FORMAT_NAME:

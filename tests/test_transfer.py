@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import sqlite3
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +18,7 @@ from synapse_retriever.storage import SQLiteStorage
 from synapse_retriever.transfer import (
     MergeReport,
     export_edges,
+    guess_format,
     merge_edges,
     read_edges,
     write_edges,
@@ -226,3 +231,87 @@ def test_imported_nodes_get_uses_so_the_default_rule_can_recall_them(tmp_path: P
         plan = store.plan(hits, at=2 * day, active_namespace="shared")
         assert plan.activation.energy["keys"] == pytest.approx(0.60346, abs=1e-5)
         assert [h.id for h in plan.inject()] == ["jwt", "keys"]
+
+
+# -- refused outputs and formats ----------------------------------------------------------
+
+
+def _sqlite_file(path: Path) -> Path:
+    """An SQLite database of another application."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    sqlite3.connect(path).close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        pytest.param(lambda d: d / "s.db", "the store being exported", id="the-store"),
+        pytest.param(
+            lambda d: d / "sub" / ".." / "s.db", "the store being exported", id="another-spelling"
+        ),
+        pytest.param(lambda d: d / "link.json", "the store being exported", id="a-symlink"),
+        pytest.param(lambda d: d / "hard.json", "the store being exported", id="a-hard-link"),
+        pytest.param(lambda d: d / "s.db-wal", "the store's -wal file", id="its-wal"),
+        pytest.param(lambda d: d / "other.graphml", "a synapse store", id="another-store"),
+        pytest.param(lambda d: d / "notes.json", "an SQLite database", id="foreign-sqlite"),
+    ],
+)
+def test_write_edges_refuses_the_store_and_any_sqlite_file(
+    tmp_path: Path, target: Callable[[Path], Path], message: str
+) -> None:
+    (tmp_path / "sub").mkdir()
+    _learned(tmp_path / "other.graphml").close()  # another synapse store, named like an export
+    _sqlite_file(tmp_path / "notes.json")
+    with _learned(tmp_path / "s.db") as store:
+        (tmp_path / "link.json").symlink_to(tmp_path / "s.db")
+        (tmp_path / "hard.json").hardlink_to(tmp_path / "s.db")
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        with pytest.raises(InvalidValueError, match=message) as refused:
+            write_edges(store, target(tmp_path), fmt="json", at=3 * DAY)
+        assert os.fspath(target(tmp_path)) in str(refused.value)  # names the path
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+        assert len(export_edges(store, at=3 * DAY)) == 5
+
+
+def test_guess_format_knows_three_suffixes_in_any_case() -> None:
+    assert [guess_format(name) for name in ("e.json", "e.JSON", "e.graphml", "E.GraphML")] == [
+        "json",
+        "json",
+        "graphml",
+        "graphml",
+    ]
+    assert guess_format(Path("dir.json") / "e.xml") == "graphml"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("edges.txt", "its suffix '.txt' is not one of .json, .graphml, .xml"),
+        ("edges.json.gz", "its suffix '.gz' is not one of .json, .graphml, .xml"),
+        ("edges", "it has no suffix; expected one of .json, .graphml, .xml"),
+    ],
+)
+def test_an_unknown_suffix_is_refused_without_a_format(
+    tmp_path: Path, name: str, message: str
+) -> None:
+    path = tmp_path / name
+    with pytest.raises(InvalidValueError, match=re.escape(message)):
+        guess_format(path)
+    with _learned() as store, pytest.raises(InvalidValueError, match=re.escape(message)):
+        write_edges(store, path, at=3 * DAY)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    with _learned() as store:
+        assert write_edges(store, path, fmt="graphml", at=3 * DAY) == 5
+    with pytest.raises(InvalidValueError, match=re.escape(message)):
+        read_edges(path)
+    assert len(read_edges(path, fmt="graphml")) == 5
+
+
+def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
+    with _learned() as store, pytest.raises(InvalidValueError, match="format must be 'json' or"):
+        write_edges(store, tmp_path / "e.xml", fmt="xml", at=3 * DAY)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match="got 'csv'"):
+        read_edges(tmp_path / "e.xml", fmt="csv")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
