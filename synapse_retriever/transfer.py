@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -356,6 +357,27 @@ def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return False
 
 
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""A character outside XML 1.0's ``Char``: C0 controls but tab, LF and CR; U+FFFE, U+FFFF."""
+
+
+def _refuse_what_xml_cannot_carry(edges: Iterable[Edge], path: str | os.PathLike[str]) -> None:
+    """Refuse a GraphML export of an id or namespace holding a character XML 1.0 cannot carry.
+
+    Tab, LF and CR are carried (written as character references), and so is everything
+    else: every id GraphML accepts reads back exactly.
+    """
+    for edge in edges:
+        for what, text in (("node id", edge.a), ("node id", edge.b), ("namespace", edge.namespace)):
+            found = _NOT_XML.search(text)
+            if found is not None:
+                raise InvalidValueError(
+                    f"cannot write {os.fspath(path)!r} as GraphML: {what} {text!r} holds "
+                    f"U+{ord(found.group()):04X}, which XML 1.0 cannot carry; export as JSON "
+                    "instead (a .json file), which carries any id"
+                )
+
+
 def _attributes(edge: Edge, at: float, store: SynapseStore) -> dict[str, Any]:
     return {
         "namespace": edge.namespace,
@@ -380,12 +402,15 @@ def write_edges(
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export
     leaves no half-written file; a path that is a database (:func:`check_export_path`)
-    is refused.
+    is refused, and so is a GraphML export of an id or namespace holding a character
+    that XML 1.0 cannot carry (a NUL, another C0 control but tab, LF and CR, U+FFFE,
+    U+FFFF): JSON carries any id.
 
     Raises
     ------
     InvalidValueError
-        An unknown format or suffix, or a path that is a database; nothing is written.
+        An unknown format or suffix, a path that is a database, or an id GraphML cannot
+        carry; nothing is written.
     IsADirectoryError
         ``path`` is a directory.
 
@@ -408,6 +433,8 @@ def write_edges(
         raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
     check_export_path(target, store_path=store.path)
     edges = export_edges(store, at=now)
+    if fmt == "graphml":
+        _refuse_what_xml_cannot_carry(edges, path)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
     try:
         if fmt == "json":
@@ -424,7 +451,9 @@ def write_edges(
             graph = nx.MultiGraph(format=FORMAT_NAME, version=FORMAT_VERSION, exported_at=now)
             for e in edges:
                 graph.add_edge(e.a, e.b, key=e.namespace, **_attributes(e, now, store))
-            nx.write_graphml(graph, temporary)
+            # the ElementTree writer, not lxml's where installed: the one whose round trip
+            # of every id the GraphML check lets through is tested
+            nx.write_graphml_xml(graph, temporary)
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)

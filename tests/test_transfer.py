@@ -6,11 +6,14 @@ import json
 import os
 import re
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from synapse_retriever import Edge, SynapseConfig, SynapseStore
 from synapse_retriever.errors import InvalidValueError
@@ -315,3 +318,92 @@ def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidValueError, match="got 'csv'"):
         read_edges(tmp_path / "e.xml", fmt="csv")  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+# -- ids that XML cannot carry ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "namespace", "named", "shown"),
+    [
+        ("auth\x00jwt.py", "shared", "node id 'auth\\x00jwt.py'", "U+0000"),
+        ("\x0bvertical tab", "shared", "node id '\\x0bvertical tab'", "U+000B"),
+        ("\x1f", "personal", "node id '\\x1f'", "U+001F"),
+        ("not a char \ufffe", "shared", "node id 'not a char \\ufffe'", "U+FFFE"),
+        ("ok", "branch:x\uffffy", "namespace 'branch:x\\uffffy'", "U+FFFF"),
+    ],
+)
+def test_graphml_refuses_what_xml_cannot_carry_and_writes_nothing(
+    tmp_path: Path, a: str, namespace: str, named: str, shown: str
+) -> None:
+    path = tmp_path / "edges.graphml"
+    path.write_text("the previous export\n")
+    with SynapseStore(":memory:") as store:
+        store.reinforce([a, "other.py"], namespace=namespace, at=0.0)
+        with pytest.raises(InvalidValueError) as refused:
+            write_edges(store, path, at=0.0)
+        assert f"{named} holds {shown}, which XML 1.0 cannot carry" in str(refused.value)
+        assert "export as JSON" in str(refused.value)
+        assert path.read_text() == "the previous export\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.graphml"]
+        write_edges(store, tmp_path / "edges.json", at=0.0)  # JSON carries it
+    assert [(e.a, e.b, e.namespace) for e in read_edges(tmp_path / "edges.json")] == [
+        (a, "other.py", namespace)
+    ]
+
+
+ID_TEXT = st.text(
+    st.one_of(
+        st.sampled_from("\x00\t\n\r\x0b\x0c\x1f \x7f\x85\xa0\u2028\ufffe\uffff&<>\"';"),
+        st.characters(exclude_categories=("Cs",)),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _xml_carries(text: str) -> bool:
+    return all(
+        ch in "\t\n\r" or " " <= ch <= "\ud7ff" or "\ue000" <= ch <= "\ufffd" or ch >= "\U00010000"
+        for ch in text
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=ID_TEXT, b=ID_TEXT, branch=st.text(st.characters(exclude_categories=("Cc", "Cs"))))
+def test_every_id_an_export_accepts_round_trips_exactly(a: str, b: str, branch: str) -> None:
+    assume(a != b and branch.strip())
+    namespace = f"branch:{branch}"
+    with tempfile.TemporaryDirectory() as folder, SynapseStore(":memory:") as store:
+        store.reinforce([a, b], namespace=namespace, at=0.0)
+        expected = export_edges(store, at=0.0)
+        for name in ("edges.json", "edges.graphml"):
+            path = Path(folder) / name
+            carried = name.endswith(".json") or _xml_carries(a + b + namespace)
+            if not carried:
+                with pytest.raises(InvalidValueError, match=re.escape("XML 1.0 cannot carry")):
+                    write_edges(store, path, at=0.0)
+                assert not path.exists()
+                continue
+            assert write_edges(store, path, at=0.0) == 1
+            assert read_edges(path) == expected
+
+
+def test_json_carries_every_id_exactly(tmp_path: Path) -> None:
+    ids = ["nul\x00byte", "tab\there", "new\nline", "cr\rlf\r\n", "emoji \U0001f600", "  "]
+    with SynapseStore(":memory:") as store:
+        store.reinforce(ids, namespace="shared", at=0.0)
+        expected = export_edges(store, at=0.0)
+        write_edges(store, tmp_path / "edges.json", at=0.0)
+    assert len(expected) == 15
+    assert read_edges(tmp_path / "edges.json") == expected
+
+
+def test_graphml_carries_whitespace_and_markup_in_ids_exactly(tmp_path: Path) -> None:
+    ids = ["tab\there", "new\nline", "cr\rlf\r\n", " lead", "trail ", "a  b", "<&\"'>", "\x85\x7f"]
+    with SynapseStore(":memory:") as store:
+        store.reinforce(ids, namespace="branch: two  spaces ", at=0.0)
+        expected = export_edges(store, at=0.0)
+        write_edges(store, tmp_path / "edges.graphml", at=0.0)
+    assert len(expected) == 28
+    assert read_edges(tmp_path / "edges.graphml") == expected
