@@ -75,6 +75,7 @@ __all__ = [
     "guess_format",
     "merge_edges",
     "read_edges",
+    "validate_edges",
     "write_edges",
 ]
 
@@ -127,6 +128,41 @@ def merge_edges(
         ``max_clock_skew_s`` ahead of the clock (a millisecond time, say); nothing is
         written.
     """
+    checked = validate_edges(edges, max_clock_skew_s=max_clock_skew_s)
+    incoming = {(e.namespace, e.a, e.b): e for e in checked}
+    with storage.write() as tx:
+        counts = _merge(tx, incoming)
+    return MergeReport(*counts)
+
+
+def validate_edges(
+    edges: Iterable[Edge], *, max_clock_skew_s: float = MAX_CLOCK_SKEW_S
+) -> list[Edge]:
+    """The edges as :func:`merge_edges` would merge them, checked before any store is touched.
+
+    Each edge is checked as a stored state (ids, namespace, weight in (0, 1], count >= 1,
+    half-life > 0, finite times, created no later than last reinforced, last reinforced
+    no more than ``max_clock_skew_s`` ahead of the clock), its ids are put in order
+    (``a < b``), and duplicates of one ``(namespace, a, b)`` are folded into the newest
+    state with the earliest ``created_at``.
+
+    Raises
+    ------
+    InvalidValueError
+        An edge that is not a valid stored state, named by its position and ids.
+
+    Examples
+    --------
+    >>> older = Edge("b", "a", "shared", 0.4, 1, 30.0, 0.0, 10.0)
+    >>> newer = Edge("a", "b", "shared", 0.7, 3, 30.0, 5.0, 20.0)
+    >>> [(e.a, e.b, e.weight, e.created_at) for e in validate_edges([older, newer])]
+    [('a', 'b', 0.7, 0.0)]
+    >>> validate_edges([Edge("a", "b", "shared", 7.0, 1, 30.0, 0.0, 0.0)])
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: edge 0 ('a'-'b'): stored_weight must be in \
+(0, 1], got 7.0
+    """
     incoming: dict[tuple[str, str, str], Edge] = {}
     for position, edge in enumerate(edges):
         checked = _checked(edge, position, max_clock_skew_s)
@@ -134,9 +170,7 @@ def merge_edges(
         if key in incoming:
             checked = _newer(incoming[key], checked)
         incoming[key] = checked
-    with storage.write() as tx:
-        counts = _merge(tx, incoming)
-    return MergeReport(*counts)
+    return list(incoming.values())
 
 
 def _replacement(old: Edge | None, edge: Edge) -> Edge | None:
@@ -465,6 +499,7 @@ def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> li
     """Edges from a file written by :func:`write_edges` (JSON or GraphML).
 
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
+    The edges are read, not checked: :func:`validate_edges` checks them.
 
     Raises
     ------
