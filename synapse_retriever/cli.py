@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -45,6 +45,9 @@ from synapse_retriever.config import SynapseConfig
 from synapse_retriever.errors import SynapseError
 from synapse_retriever.gitlog import parse_since
 from synapse_retriever.store import SynapseStore
+
+if TYPE_CHECKING:
+    from synapse_retriever.transfer import Format
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "main"]
 
@@ -371,17 +374,31 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format(path: str, given: Format | None) -> Format:
+    """``--format``, else the format the suffix of ``path`` names; refused before any work."""
+    from synapse_retriever.transfer import guess_format
+
+    if given is not None:
+        return given
+    try:
+        return guess_format(path)
+    except SynapseError as exc:
+        raise CliError(f"{exc}; name the format with --format json or graphml") from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the live edges as JSON or GraphML."""
-    from synapse_retriever.transfer import write_edges
+    from synapse_retriever.transfer import check_export_path, write_edges
 
     now = _time(args.at)
     _check_output(args.output)
+    check_export_path(args.output, store_path=args.store)  # never a store, never SQLite
+    fmt = _format(args.output, args.format)
     with (
         _console(stderr=True).status("exporting", spinner="dots"),
         _open(args.store, must_exist=True) as store,
     ):
-        count = write_edges(store, args.output, fmt=args.format, at=now)
+        count = write_edges(store, args.output, fmt=fmt, at=now)
     _console().print(f"exported {count} live edges to {args.output}")
     return 0
 
@@ -394,10 +411,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     source = Path(args.input)
     if not source.is_file():
         raise CliError(f"no export file at {args.input!r}")
+    fmt = _format(args.input, args.format)
     if not Path(args.store).parent.is_dir():
         raise CliError(f"cannot create {args.store!r}: no such directory")
     with _console(stderr=True).status("importing", spinner="dots"):
-        edges = read_edges(source, fmt=args.format)
+        edges = read_edges(source, fmt=fmt)
         storage = SQLiteStorage(args.store)  # refuses foreign files, creates a new store
         try:
             storage.check()  # a damaged file is refused before anything is written
@@ -769,8 +787,14 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--json", action="store_true", help="print JSON")
 
     export = store_command("export", cmd_export, "Write the live edges as JSON or GraphML.")
-    export.add_argument("output", metavar="FILE", help="file to write (.json or .graphml)")
-    export.add_argument("--format", choices=["json", "graphml"], help="default: by extension")
+    export.add_argument(
+        "output",
+        metavar="FILE",
+        help="file to write (.json, .graphml or .xml); never a store or another SQLite file",
+    )
+    export.add_argument(
+        "--format", choices=["json", "graphml"], help="default: from the suffix of FILE"
+    )
     export.add_argument("--at", help="time the decayed weights are given at (default: now)")
 
     imp = store_command(
@@ -780,7 +804,11 @@ def build_parser() -> argparse.ArgumentParser:
         "if it was reinforced later; a newer stored edge is never overwritten.",
     )
     imp.add_argument("input", metavar="FILE", help="a JSON or GraphML export")
-    imp.add_argument("--format", choices=["json", "graphml"], help="default: by extension")
+    imp.add_argument(
+        "--format",
+        choices=["json", "graphml"],
+        help="default: from the suffix of FILE (.json, .graphml or .xml)",
+    )
     imp.add_argument("--json", action="store_true", help="print JSON")
 
     boot = store_command(

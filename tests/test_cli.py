@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from git_history import BASE, DAY, commit, init, make_project
@@ -493,6 +494,85 @@ def test_bad_import_files(store: Path, tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run(capsys, "import", str(store), str(tmp_path / "bad.graphml"))
     assert code == 2
     _one_error_line(err, "not a GraphML edge export")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        pytest.param(lambda d: d / "synapses.db", id="the-store"),
+        pytest.param(lambda d: f"{d}/sub/../synapses.db", id="another-spelling"),
+        pytest.param(lambda d: d / "link.json", id="a-symlink-to-it"),
+        pytest.param(lambda d: d / "other.json", id="another-store"),
+        pytest.param(lambda d: d / "notes.graphml", id="foreign-sqlite"),
+    ],
+)
+def test_export_never_overwrites_a_store_or_any_sqlite_file(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], output: Any
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.json").symlink_to(store)
+    SynapseStore(tmp_path / "other.json").close()
+    with sqlite3.connect(tmp_path / "notes.graphml") as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    sqlite3.connect(tmp_path / "notes.graphml").close()
+    before = _files(tmp_path)
+    for fmt in ([], ["--format", "json"], ["--format", "graphml"]):
+        code, out, err = run(capsys, "export", str(store), str(output(tmp_path)), *fmt)
+        assert code == 2 and out == ""
+        _one_error_line(err, f"cannot write {str(output(tmp_path))!r}: it is ", "left untouched")
+        assert _files(tmp_path) == before
+    code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json")
+    assert code == 0 and json.loads(out)["edges"] == 3
+
+
+def test_export_and_import_need_a_known_suffix_or_format(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = tmp_path / "new.db"
+    for name, problem in [
+        ("edges.txt", "its suffix '.txt' is not one of .json, .graphml, .xml"),
+        ("edges", "it has no suffix; expected one of .json, .graphml, .xml"),
+    ]:
+        path = tmp_path / name
+        code, out, err = run(capsys, "export", str(store), str(path))
+        assert code == 2 and out == ""
+        _one_error_line(err, f"cannot tell the format of {str(path)!r}: {problem}", "--format")
+        assert not path.exists()
+        code, out, _ = run(
+            capsys, "export", str(store), str(path), "--format", "graphml", "--at", NEAR
+        )
+        assert code == 0 and "exported 3 live edges" in out
+        code, out, err = run(capsys, "import", str(new), str(path))
+        assert code == 2 and out == ""
+        _one_error_line(err, problem, "--format")
+        assert not new.exists()  # refused before the store was created
+        code, out, _ = run(capsys, "import", str(new), str(path), "--format", "graphml")
+        assert code == 0 and "3 inserted" in out
+        new.unlink()
+    code, out, _ = run(capsys, "export", str(store), str(tmp_path / "EDGES.JSON"), "--at", NEAR)
+    assert code == 0 and len(json.loads((tmp_path / "EDGES.JSON").read_text())["edges"]) == 3
+
+
+def test_graphml_export_refuses_an_id_xml_cannot_carry(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SynapseStore(store) as s:
+        s.reinforce(["auth/jwt\x00.py", KEYS], namespace="shared", at=BASE + 29 * DAY)
+    graphml = tmp_path / "edges.graphml"
+    code, out, err = run(capsys, "export", str(store), str(graphml), "--at", NEAR)
+    assert code == 2 and out == ""
+    _one_error_line(err, "node id 'auth/jwt\\x00.py' holds U+0000", "export as JSON")
+    assert not graphml.exists() and not list(tmp_path.glob(".*partial"))
+    exported = tmp_path / "edges.json"
+    assert run(capsys, "export", str(store), str(exported), "--at", NEAR)[0] == 0
+    assert run(capsys, "import", str(tmp_path / "copy.db"), str(exported))[0] == 0
+    with SynapseStore(tmp_path / "copy.db") as copy, SynapseStore(store) as original:
+        nul = ("auth/jwt\x00.py", KEYS, "shared")
+        assert copy.edge(*nul) == original.edge(*nul) is not None
 
 
 def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
