@@ -47,7 +47,8 @@ from synapse_retriever.gitlog import parse_since
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
-    from synapse_retriever.transfer import Format
+    from synapse_retriever.graph import Edge
+    from synapse_retriever.transfer import Format, MergeReport
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "main"]
 
@@ -404,9 +405,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Merge edges from a JSON or GraphML export; a newer stored edge is never overwritten."""
-    from synapse_retriever.storage import SQLiteStorage
-    from synapse_retriever.transfer import merge_edges, read_edges
+    """Merge edges from a JSON or GraphML export; a newer stored edge is never overwritten.
+
+    The whole export is read and checked before the store is opened or created, and a
+    store this command created is removed again if the merge fails.
+    """
+    from synapse_retriever.transfer import read_edges, validate_edges
 
     source = Path(args.input)
     if not source.is_file():
@@ -416,12 +420,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise CliError(f"cannot create {args.store!r}: no such directory")
     with _console(stderr=True).status("importing", spinner="dots"):
         edges = read_edges(source, fmt=fmt)
-        storage = SQLiteStorage(args.store)  # refuses foreign files, creates a new store
-        try:
-            storage.check()  # a damaged file is refused before anything is written
-            report = merge_edges(storage, edges)
-        finally:
-            storage.close()
+        validate_edges(edges)  # a bad file creates nothing and changes nothing
+        report = _merge_into(args.store, edges)
     if args.json:
         _print_json({"inserted": report.inserted, "replaced": report.replaced, "kept": report.kept})
         return 0
@@ -431,6 +431,31 @@ def cmd_import(args: argparse.Namespace) -> int:
         "(the store's edge was as new or newer)"
     )
     return 0
+
+
+def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
+    """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
+    creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
+    from synapse_retriever.storage import SQLiteStorage
+    from synapse_retriever.transfer import merge_edges
+
+    try:
+        Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own
+        created = True
+    except FileExistsError:
+        created = False
+    try:
+        storage = SQLiteStorage(path)  # refuses foreign files; an empty file becomes a store
+        try:
+            storage.check()  # a damaged file is refused before anything is written
+            return merge_edges(storage, edges)
+        finally:
+            storage.close()
+    except BaseException:
+        if created:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(path + suffix).unlink(missing_ok=True)
+        raise
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:

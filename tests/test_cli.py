@@ -16,6 +16,7 @@ from git_history import BASE, DAY, commit, init, make_project
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.cli import histogram, main
+from synapse_retriever.transfer import export_edges
 
 JWT, KEYS = "src/auth/jwt.py", "src/auth/keys.py"
 NEAR = str(BASE + 30 * DAY)  # a week after the last commit
@@ -573,6 +574,82 @@ def test_graphml_export_refuses_an_id_xml_cannot_carry(
     with SynapseStore(tmp_path / "copy.db") as copy, SynapseStore(store) as original:
         nul = ("auth/jwt\x00.py", KEYS, "shared")
         assert copy.edge(*nul) == original.edge(*nul) is not None
+
+
+def _export_file(path: Path, stored_weights: list[float], *, last: float = 0.0) -> Path:
+    """An export of edges x-y0, x-y1, ... with these stored weights."""
+    edges = [
+        {"a": "x", "b": f"y{i}", "namespace": "shared", "stored_weight": weight, "count": 1}
+        | {"half_life_days": 30, "created_at": 0, "last_reinforced_at": last}
+        for i, weight in enumerate(stored_weights)
+    ]
+    path.write_text(json.dumps({"format": "synapse-retriever/edges", "version": 1, "edges": edges}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("weights", "last", "message"),
+    [
+        pytest.param(
+            [0.5, 7.0],
+            0.0,
+            "edge 1 ('x'-'y1'): stored_weight must be in (0, 1], got 7.0",
+            id="a-bad-weight",
+        ),
+        pytest.param(
+            [0.5],
+            1.7e12,
+            "edge 0 ('x'-'y0'): last_reinforced_at=1700000000000.0 is more than",
+            id="milliseconds",
+        ),
+    ],
+)
+def test_a_bad_import_creates_no_store_and_changes_none(
+    store: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    weights: list[float],
+    last: float,
+    message: str,
+) -> None:
+    bad = _export_file(tmp_path / "bad.json", weights, last=last)
+    new = tmp_path / "new" / "s.db"
+    new.parent.mkdir()
+    code, out, err = run(capsys, "import", str(new), str(bad))
+    assert code == 2 and out == ""
+    _one_error_line(err, message)
+    assert list(new.parent.iterdir()) == []  # no store file, no -wal, no -shm
+    before = _files(store.parent)
+    code, _, err = run(capsys, "import", str(store), str(bad))
+    assert code == 2
+    _one_error_line(err, message)
+    assert _files(store.parent) == before  # the store, byte for byte
+
+
+def test_an_import_failing_midway_removes_only_the_store_it_created(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = _export_file(tmp_path / "good.json", [0.5, 0.6])
+
+    def full(*args: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr("synapse_retriever.transfer._approximate_missing_uses", full)
+    new = tmp_path / "new" / "s.db"
+    new.parent.mkdir()
+    code, out, err = run(capsys, "import", str(new), str(good))
+    assert code == 2 and out == ""
+    _one_error_line(err, "database or disk is full")
+    assert list(new.parent.iterdir()) == []  # the store it created, its -wal and -shm
+    with SynapseStore(store) as s:
+        before = export_edges(s, at=float(NEAR))
+    code, _, err = run(capsys, "import", str(store), str(good))
+    assert code == 2
+    _one_error_line(err, "database or disk is full")
+    assert store.exists()
+    with SynapseStore(store) as s:  # one transaction: nothing of the import is left
+        assert export_edges(s, at=float(NEAR)) == before
+        assert s.edge("x", "y0", "shared") is None
 
 
 def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
