@@ -21,12 +21,15 @@ import ctypes
 import gc
 import math
 import os
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from decimal import Decimal
+from numbers import Real
+from typing import TYPE_CHECKING, SupportsFloat
 
 import numpy as np
 
@@ -717,7 +720,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
     def plan(
         self,
-        hits: Sequence[tuple[str, float]],
+        hits: Iterable[tuple[str, SupportsFloat]],
         at: Clock = None,
         active_namespace: str = "personal",
     ) -> RecallPlan:
@@ -726,7 +729,14 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         Under ``actr`` (the default): the activation of the hits and their candidates;
         under ``published``: spreading activation from the first ``config.seeds`` ids.
         The returned plan lists the candidate ids to resolve, then injects; use it
-        where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)``.
+        where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)`` over
+        the distinct ids.
+
+        ``hits`` are taken and refused as :meth:`recall` says (any iterable of pairs, real
+        scores, best first), with one difference: a repeated id stays at each of its
+        places. Callers that map the result back to their own objects by position (the
+        adapters, through :func:`~synapse_retriever.items.plan_items`) need every input
+        position kept; :meth:`recall`, which returns hits, keeps only the first.
 
         Examples
         --------
@@ -739,9 +749,14 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         (['b'], 1)
         >>> [h.id for h in plan.inject(resolvable={"b"})]  # once b is known to resolve
         ['a', 'x', 'y', 'b']
+        >>> [node for node, _ in store.plan([("a", 0.9), ("x", 0.8), ("a", 0.8)], at=0).hits]
+        ['a', 'x', 'a']
         """
+        return self._plan(_validated_hits(hits), at, active_namespace)
+
+    def _plan(self, rows: list[tuple[str, float]], at: Clock, active_namespace: str) -> RecallPlan:
+        """:meth:`plan` for hits already validated."""
         self._check_open()
-        rows = _validated_hits(hits)
         config = self.config
         if config.rule == "actr":
             return self._actr_plan(rows, to_seconds(at), validate_namespace(active_namespace))
@@ -832,7 +847,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
     def recall(
         self,
-        hits: Sequence[tuple[str, float]],
+        hits: Iterable[tuple[str, SupportsFloat]],
         at: Clock = None,
         active_namespace: str = "personal",
         resolvable: Resolvable | None = None,
@@ -842,8 +857,11 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
         Parameters
         ----------
-        hits : sequence of (id, score)
-            Vector hits, best first.
+        hits : iterable of (id, score)
+            Vector hits, best first: scores non-increasing (ties allowed), finite, of any
+            real number type (int, float, NumPy scalars, Fraction; not bool or Decimal).
+            A list, a generator or ``zip(ids, scores)`` will do. A repeated id counts
+            once, at its first (thus best) place.
         at : datetime, float or None
             The query's time.
         active_namespace : str
@@ -856,7 +874,23 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         Returns
         -------
         list of Hit
-            Same length as ``hits``; on a cold graph, the input unchanged.
+            One hit per distinct id in ``hits`` (so never more hits than ``hits``), no id
+            twice; on a cold graph, the distinct input unchanged.
+
+        Raises
+        ------
+        InvalidTypeError
+            ``hits`` is not an iterable of pairs (a str, a dict: pass ``.items()``), or a
+            score is not a real number.
+        InvalidValueError
+            A bad id, a NaN or infinite score, hits not sorted best first, or a bad
+            ``at`` or ``active_namespace``.
+
+        Notes
+        -----
+        Unsorted hits are refused, not sorted: sorting would silently turn an ascending
+        list of distances (e.g. FAISS L2, lower is better) into the reverse ranking. Pass
+        similarities instead, e.g. the negated distances.
 
         See :func:`~synapse_retriever.actr.swap` for the default rule and
         :func:`~synapse_retriever.injection.inject` for the published one.
@@ -867,6 +901,14 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         >>> hits = [("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)]
         >>> store.recall(hits, at=0) == [Hit(node, score) for node, score in hits]  # cold
         True
+        >>> import numpy as np
+        >>> out = store.recall(zip(["a", "x", "a"], np.float32([0.5, 0.25, 0.25])), at=0)
+        >>> [(hit.id, hit.score) for hit in out]  # a repeated id once; plain floats
+        [('a', 0.5), ('x', 0.25)]
+        >>> store.recall([("x", 0.2), ("y", 0.5)])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: hits must be sorted best first ...
         >>> _ = store.reinforce(["a", "b"], at=86400)
         >>> hit = store.recall(hits, at=2 * 86400)[-1]  # b takes the weakest slot, and its score
         >>> hit.id, hit.score, hit.origin, hit.displaced, hit.path
@@ -883,7 +925,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """
         if cost is not None and not callable(cost):
             raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r}")
-        return self.plan(hits, at, active_namespace).inject(resolvable, cost)
+        rows = _validated_hits(hits, distinct=True)
+        return self._plan(rows, at, active_namespace).inject(resolvable, cost)
 
     def graph(
         self, at: Clock = None, namespaces: str | Iterable[str] | None = None
@@ -1001,23 +1044,98 @@ def _clamped_strength(strength: object, maximum: float) -> float:
     return min(max(float(strength), 0.0), maximum)
 
 
-def _validated_hits(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-    if isinstance(hits, (str, bytes)) or not isinstance(hits, Sequence):
-        raise InvalidTypeError(f"hits must be a sequence of (id, score) pairs, got {hits!r}")
+def _validated_hits(
+    hits: Iterable[tuple[str, SupportsFloat]], *, distinct: bool = False
+) -> list[tuple[str, float]]:
+    """``hits`` as ``(str, float)`` rows: real, finite scores, best first.
+
+    Any iterable of pairs will do (a list, a generator, ``zip(ids, scores)``, a NumPy
+    structured array) and any real score (int, float, NumPy scalars, Fraction). A
+    repeated id stays where it is, or with ``distinct`` only its first, thus best,
+    occurrence is kept.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair; a
+        score is not a real number (a bool, a str, None, a complex, a Decimal).
+    InvalidValueError
+        A bad id (see :func:`~synapse_retriever.capture.validate_node_id`), a score
+        that is NaN or infinite, or one above the score before it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _validated_hits(zip(["a", "b", "a"], np.array([2, 1, 1])), distinct=True)
+    [('a', 2.0), ('b', 1.0)]
+    """
+    if type(hits) is not list and (  # a list is the common case: skip the ABC checks
+        isinstance(hits, (str, bytes, Mapping)) or not isinstance(hits, Iterable)
+    ):
+        got = (
+            f"a {type(hits).__name__}: pass hits.items()"
+            if isinstance(hits, Mapping)
+            else repr(hits)
+        )
+        raise InvalidTypeError(f"hits must be an iterable of (id, score) pairs, got {got}")
     rows: list[tuple[str, float]] = []
-    for position, hit in enumerate(hits):
-        if type(hit) is not tuple and (  # a tuple is the common case: skip the ABC check
-            isinstance(hit, (str, bytes)) or not isinstance(hit, Sequence)
-        ):
-            raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
-        if len(hit) < 2:
-            raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
-        node, score = validate_node_id(hit[0]), hit[1]
-        if type(score) is not float and (
-            isinstance(score, bool) or not isinstance(score, (int, float))
-        ):
-            raise InvalidTypeError(f"hit {position} ({node!r}) has a non-numeric score {score!r}")
-        if not math.isfinite(score):
-            raise InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")
+    lowest, best = -math.inf, sys.float_info.max  # best: the previous score, finite
+    hit: tuple[object, object]
+    for hit in hits:
+        if type(hit) is not tuple or len(hit) != 2:  # a 2-tuple is the common case
+            hit = _pair(hit, len(rows))
+        node, score = hit
+        node = validate_node_id(node)
+        if type(node) is not str:
+            node = str(node)  # e.g. NumPy's str_
+        if type(score) is not float:
+            score = _real_score(score, len(rows), node)
+        if not lowest < score <= best:  # one chained comparison refuses NaN, ±inf, disorder
+            raise _misplaced_score(score, len(rows), node, best)
+        best = score
         rows.append((node, score))
+    if distinct and len({node for node, _ in rows}) < len(rows):
+        first: dict[str, float] = {}
+        for node, score in rows:
+            first.setdefault(node, score)
+        rows = list(first.items())
     return rows
+
+
+def _pair(hit: object, position: int) -> tuple[object, object]:
+    """``hit``'s first two items if it is an iterable other than a str (a list, a NumPy
+    record, a longer tuple)."""
+    if not isinstance(hit, (str, bytes)):
+        with contextlib.suppress(TypeError):  # not iterable
+            items: tuple[object, ...] = tuple(hit)  # type: ignore[arg-type]
+            if len(items) >= 2:
+                return items[0], items[1]
+    raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
+
+
+def _real_score(score: object, position: int, node: str) -> float:
+    """``score`` as a float if it is a real number (NumPy's included), not a bool."""
+    if isinstance(score, bool) or not isinstance(score, Real):
+        hint = ": pass float(score)" if isinstance(score, Decimal) else ""
+        raise InvalidTypeError(
+            f"hit {position} ({node!r}) has a score that is not a real number, {score!r}; "
+            f"expected an int, a float, a Fraction or a NumPy scalar{hint}"
+        )
+    try:
+        return float(score)
+    except OverflowError:  # an int or Fraction beyond float's range
+        raise InvalidValueError(
+            f"hit {position} ({node!r}) has a non-finite score {score!r}"
+        ) from None
+
+
+def _misplaced_score(score: float, position: int, node: str, previous: float) -> InvalidValueError:
+    """The error for a score that is not finite, or above the previous hit's."""
+    if not math.isfinite(score):
+        return InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")
+    return InvalidValueError(
+        f"hits must be sorted best first (scores non-increasing): hit {position} ({node!r}) "
+        f"scores {score!r}, above hit {position - 1}'s {previous!r}; sort them best first; "
+        "for distances (e.g. FAISS L2, lower is better), pass similarities (e.g. the "
+        "negated distances)"
+    )

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever import NotASynapseDatabaseError, SynapseStore
 from synapse_retriever.context import (
+    ROLES,
     Condensed,
     ContextBudgetError,
     ContextConfig,
@@ -117,6 +118,50 @@ def test_bad_turns_are_refused_before_anything_is_stored(
         with pytest.raises(error, match=message):
             memory.add_turn(text)  # type: ignore[arg-type]
         assert len(memory) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"text": "bad \udcff text"}, r"text must be valid Unicode, got 'bad \\udcff text'"),
+        ({"text": "ok", "session": "s\udcff"}, r"session must be valid Unicode, got 's\\udcff'"),
+        ({"text": "ok", "role": "user\udcff"}, r"role must be valid Unicode, got 'user\\udcff'"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_by_name_before_anything_is_stored(
+    tmp_path: Path, kwargs: dict[str, str], message: str
+) -> None:
+    # what os.fsdecode (surrogateescape) makes of bytes that are not UTF-8
+    assert b"bad \xff text".decode("utf-8", "surrogateescape") == "bad \udcff text"
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        with pytest.raises(InvalidValueError, match=message + r"; a lone surrogate '\\udcff'"):
+            memory.add_turn(**kwargs, at=0)  # type: ignore[arg-type]
+        assert len(memory) == 0
+        memory.add_turn("next", at=0)  # the memory is still usable
+    with ConversationMemory(path) as memory:
+        assert [t.text for t in memory.turns()] == ["next"]
+
+
+def test_a_long_text_is_shown_shortened_with_where_its_surrogate_is() -> None:
+    message = r"got 'a+'\.\.\.; a lone surrogate '\\udcff' at 500 "
+    with ConversationMemory() as memory, pytest.raises(InvalidValueError, match=message):
+        memory.add_turn("a" * 500 + "\udcff")
+
+
+@pytest.mark.parametrize("role", ["god", "User", "usr", " user"])
+def test_a_role_outside_the_documented_roles_is_refused(role: str) -> None:
+    with ConversationMemory() as memory:
+        with pytest.raises(InvalidValueError, match=rf"role must be one of \(.*\), got '{role}'"):
+            memory.add_turn("hi", role=role)
+        assert len(memory) == 0
+
+
+def test_every_documented_role_is_stored_as_it_is() -> None:
+    with ConversationMemory(background=False) as memory:
+        for i, role in enumerate(ROLES):
+            memory.add_turn(f"turn {i}", role=role, at=i)
+        assert tuple(t.role for t in memory.turns()) == ROLES
 
 
 def test_other_bad_arguments_name_the_value() -> None:

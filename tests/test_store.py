@@ -5,9 +5,13 @@ from __future__ import annotations
 import logging
 import sqlite3
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
+import faiss
 import networkx as nx
+import numpy as np
 import pytest
 
 from synapse_retriever import (
@@ -306,17 +310,132 @@ def test_bad_arguments_are_refused_by_name(
 
 
 def test_bad_hits_are_refused_by_name(store: SynapseStore) -> None:
-    with pytest.raises(InvalidTypeError, match="sequence of"):
+    with pytest.raises(InvalidTypeError, match="iterable of"):
         store.recall("ab")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="hit 1"):
         store.recall([("a", 1.0), "b"])  # type: ignore[list-item]
     with pytest.raises(InvalidValueError, match=r"hit 0 \('a'\) has a non-finite score nan"):
         store.recall([("a", float("nan"))])
-    with pytest.raises(InvalidTypeError, match="non-numeric score"):
+    with pytest.raises(InvalidTypeError, match="score that is not a real number, 'high'"):
         store.recall([("a", "high")])  # type: ignore[list-item]
     with pytest.raises(InvalidValueError, match="namespace"):
         store.recall([("a", 1.0)], active_namespace="nope")
     assert store.recall([]) == []
+
+
+@pytest.mark.parametrize(
+    ("hits", "error", "message"),
+    [
+        (42, InvalidTypeError, "iterable of \\(id, score\\) pairs, got 42"),
+        (b"ab", InvalidTypeError, "iterable of \\(id, score\\) pairs, got b'ab'"),
+        ({"a": 0.9}, InvalidTypeError, r"got a dict: pass hits.items\(\)"),
+        (
+            [("a", True)],
+            InvalidTypeError,
+            "hit 0 \\('a'\\) has a score that is not a real number, True",
+        ),
+        ([("a", 1j)], InvalidTypeError, "not a real number, 1j; expected an int, a float"),
+        ([("a", None)], InvalidTypeError, "not a real number, None"),
+        ([("a", float("inf"))], InvalidValueError, "non-finite score inf"),
+        ([("a", 10**400)], InvalidValueError, "non-finite score 1000"),
+        ([("a", 0.9), ("b",)], InvalidTypeError, r"hit 1 must be an \(id, score\) pair"),
+    ],
+)
+def test_hits_that_are_not_pairs_of_an_id_and_a_real_score_are_refused(
+    store: SynapseStore, hits: object, error: type, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        store.recall(hits)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.float64, np.int64, Fraction, int])
+def test_any_real_number_type_is_a_score(kind: type) -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)
+    plain = [("a", 9.0), ("x", 8.0), ("y", 7.0), ("z", 6.0)]
+    out = store.recall([(node, kind(int(score))) for node, score in plain], at=0)
+    assert out == store.recall(plain, at=0)
+    assert [type(hit.score) for hit in out] == [float] * 4  # plain floats out, whatever came in
+
+
+def test_a_decimal_score_is_refused_with_what_to_pass(store: SynapseStore) -> None:
+    # Decimal is not a numbers.Real (it does not mix with float arithmetic): convert it
+    with pytest.raises(InvalidTypeError, match=r"Decimal\('0.9'\).*float\(score\)"):
+        store.recall([("a", Decimal("0.9"))])
+
+
+def test_any_iterable_of_pairs_is_hits() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)
+    ids, scores = ["a", "x", "y", "z"], [0.9, 0.8, 0.7, 0.6]
+    expected = store.recall(list(zip(ids, scores, strict=True)), at=0)
+    assert [hit.id for hit in expected] == ["a", "x", "y", "b"]
+    pairs = np.array(list(zip(ids, scores, strict=True)), dtype=[("id", "U8"), ("score", "f8")])
+    for hits in [
+        zip(ids, scores, strict=True),
+        ((node, score) for node, score in zip(ids, scores, strict=True)),
+        [[node, score] for node, score in zip(ids, scores, strict=True)],
+        tuple(zip(ids, scores, strict=True)),
+        dict(zip(ids, scores, strict=True)).items(),
+        pairs,  # a NumPy structured array: np.str_ ids, np.float64 scores
+    ]:
+        out = store.recall(hits, at=0)  # type: ignore[arg-type]
+        assert out == expected
+        assert {type(hit.id) for hit in out} == {str}
+
+
+def test_unsorted_hits_are_refused_saying_where_and_what_to_pass(store: SynapseStore) -> None:
+    store.reinforce(["a", "b"], at=0)
+    hits = [("a", 0.1), ("x", 0.9), ("y", 0.8), ("z", 0.7)]  # a last, listed first
+    message = (
+        r"hits must be sorted best first \(scores non-increasing\): "
+        r"hit 1 \('x'\) scores 0.9, above hit 0's 0.1; sort them best first; "
+        r"for distances \(e.g. FAISS L2, lower is better\), pass similarities "
+        r"\(e.g. the negated distances\)"
+    )
+    with pytest.raises(InvalidValueError, match=message):
+        store.recall(hits, at=0)
+    with pytest.raises(InvalidValueError, match=message):
+        store.plan(hits, at=0)
+
+
+def test_tied_scores_are_in_order(store: SynapseStore) -> None:
+    hits = [("a", 0.9), ("x", 0.5), ("y", 0.5), ("z", 0.5)]
+    assert [(hit.id, hit.score) for hit in store.recall(hits, at=0)] == hits
+
+
+def test_recall_keeps_a_repeated_id_once_at_its_first_and_best_place() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)
+    hits = [("a", 0.9), ("x", 0.8), ("y", 0.7), ("x", 0.7), ("z", 0.6), ("a", 0.5)]
+    out = store.recall(hits, at=0)
+    assert [(hit.id, hit.score) for hit in out] == [("a", 0.9), ("x", 0.8), ("y", 0.7), ("b", 0.6)]
+    assert out == store.recall([("a", 0.9), ("x", 0.8), ("y", 0.7), ("z", 0.6)], at=0)
+
+
+def test_plan_keeps_a_repeated_id_where_it_is(store: SynapseStore) -> None:
+    # the adapters map results back to their objects by position (see test_items.py)
+    hits = [("a", 0.9), ("x", 0.8), ("x", 0.7), ("z", 0.6)]
+    assert list(store.plan(hits, at=0).hits) == hits
+
+
+def test_faiss_results_are_hits_as_similarities_and_refused_as_distances() -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((50, 8)).astype(np.float32)
+    store = SynapseStore(":memory:")
+    inner = faiss.IndexFlatIP(8)
+    inner.add(vectors)
+    similarity, found = inner.search(vectors[:1], 5)
+    hits = zip([f"doc{i}" for i in found[0]], similarity[0], strict=True)  # np.float32, best first
+    assert [hit.id for hit in store.recall(hits)] == [f"doc{i}" for i in found[0]]
+
+    l2 = faiss.IndexFlatL2(8)
+    l2.add(vectors)
+    distance, found = l2.search(vectors[1:2], 5)  # ascending: the nearest first, at 0.0
+    ids = [f"doc{i}" for i in found[0]]
+    with pytest.raises(InvalidValueError, match="pass similarities"):
+        store.recall(zip(ids, distance[0], strict=True))
+    assert [hit.id for hit in store.recall(zip(ids, -distance[0], strict=True))] == ids
 
 
 def test_hostile_and_unicode_ids_and_branch_names_are_just_data(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import SynapseConfig, SynapseStore
 
 DAY = 86_400.0
 nodes = st.sampled_from(["a", "b", "c", "d", "e"])
@@ -22,8 +22,10 @@ events = st.lists(
 )
 
 
-def replay(history: list[tuple[list[str], float, str, float]]) -> tuple[SynapseStore, float]:
-    store = SynapseStore(":memory:")
+def replay(
+    history: list[tuple[list[str], float, str, float]], config: SynapseConfig | None = None
+) -> tuple[SynapseStore, float]:
+    store = SynapseStore(":memory:", config=config)
     now = 0.0
     for ids, strength, namespace, gap in history:
         now += gap * DAY
@@ -61,6 +63,25 @@ def test_weights_stay_in_unit_interval_and_counts_only_grow(
         assert 0.01 <= data["weight"] <= 1.0
         assert data["count"] >= 1
         assert 1.0 <= data["half_life_days"] <= 120.0
+
+
+hit_lists = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c", "d", "e", "x", "y"]), st.floats(-1.0, 1.0)),
+    max_size=10,
+).map(lambda rows: sorted(rows, key=lambda row: -row[1]))  # best first, repeats likely
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, hit_lists, st.sampled_from([SynapseConfig(), SynapseConfig.published()]))
+def test_recall_returns_each_id_once_and_one_hit_per_distinct_input_id(
+    history: list[tuple[list[str], float, str, float]],
+    hits: list[tuple[str, float]],
+    config: SynapseConfig,
+) -> None:
+    store, now = replay(history, config)
+    out = [hit.id for hit in store.recall(hits, at=now)]
+    assert len(out) == len(set(out))  # never an id twice
+    assert len(out) == len({node for node, _ in hits})  # never more hits than distinct ids
 
 
 def test_threads_can_share_one_store() -> None:

@@ -25,7 +25,7 @@ from synapse_retriever.context.history import (
 )
 from synapse_retriever.context.importance import habituation, importance, recency, surprise
 from synapse_retriever.context.levels import ContextBudgetError, Level, plan_levels, threshold_level
-from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.context.memory import ROLES, ConversationMemory
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, TurnRecord
 from synapse_retriever.context.summarize import (
@@ -40,6 +40,7 @@ from synapse_retriever.context.tokens import TokenCounter, checked_counter, tikt
 __all__ = [
     "MODES",
     "PRESETS",
+    "ROLES",
     "AssembledTurn",
     "Condensed",
     "Consolidator",

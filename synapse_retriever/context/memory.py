@@ -40,9 +40,27 @@ from synapse_retriever.context.text import TermStats
 from synapse_retriever.context.tokens import TokenCounter, checked_counter
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
-__all__ = ["ConversationMemory"]
+__all__ = ["ROLES", "ConversationMemory"]
 
 log = logging.getLogger(__name__)
+
+ROLES = (
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "tool",
+    "function",
+    "model",
+    "chatbot",
+    "human",
+    "ai",
+)
+"""The roles a turn may have: the chat roles of OpenAI-style APIs (user, assistant,
+system, developer, tool, function), LlamaIndex's other message roles (model, chatbot),
+which its memory block stores as they are, and LangChain's message types (human, ai).
+Anything else (``"god"``, ``"User"``) is refused: a role is shown to the model with its
+turn, so a typo would be too."""
 
 
 class ConversationMemory:
@@ -200,24 +218,46 @@ class ConversationMemory:
         """Store one turn; returns its id. Every ``consolidation_interval`` turns, starts a
         consolidation in the background.
 
+        Parameters
+        ----------
+        text : str
+            What was said: valid Unicode, with a non-blank character.
+        role : str
+            One of :data:`ROLES` (``user``, ``assistant``, ``system``, ``tool``...).
+        at : datetime, float or None
+            When it was said; None means now (or the previous turn's time, if later).
+        session : str
+            A non-empty label for the conversation it belongs to.
+
         Raises
         ------
         InvalidTypeError
             ``text`` is not a str (multimodal content: pass its text parts).
         InvalidValueError
-            ``text`` is empty or blank, ``role`` or ``session`` is empty, or ``at`` is
-            earlier than the previous turn's time.
+            ``text`` is empty or blank; ``role`` or ``session`` is empty; ``role`` is not
+            one of :data:`ROLES`; ``text``, ``role`` or ``session`` holds a lone surrogate
+            (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
+            not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
+            time. Nothing is stored then.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:")
+        >>> memory.add_turn("Deploys move to Fridays.", role="user", at=0)
+        1
+        >>> memory.add_turn("Noted.", role="god", at=60)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: role must be one of ('user', ...), got 'god'
+        >>> memory.add_turn(b"caf\\xe9".decode("utf-8", "surrogateescape"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: text must be valid Unicode, got 'caf\\udce9'...
+        >>> len(memory)
+        1
+        >>> memory.close()
         """
-        if not isinstance(text, str):
-            raise InvalidTypeError(
-                f"text must be a str, got {type(text).__name__}; for multimodal content, "
-                "pass the text parts joined"
-            )
-        if not text.strip():
-            raise InvalidValueError("text must contain non-blank characters, got an empty turn")
-        for name, value in (("role", role), ("session", session)):
-            if not isinstance(value, str) or not value.strip():
-                raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
+        _check_turn(text, role, session)
         seconds = to_seconds(at)
         vector = normalized(self.embedder.embed([text]), self.embedder.dim)[0]
         tokens = self.token_counter(text)
@@ -440,3 +480,35 @@ class _Stored:
         if turn.chunks is None or turn.summary is None:
             return None
         return Condensed(turn.chunks, turn.summary)
+
+
+def _check_turn(text: object, role: object, session: object) -> None:
+    """Refuse a turn that cannot be stored as it is, before anything is."""
+    if not isinstance(text, str):
+        raise InvalidTypeError(
+            f"text must be a str, got {type(text).__name__}; for multimodal content, "
+            "pass the text parts joined"
+        )
+    if not text.strip():
+        raise InvalidValueError("text must contain non-blank characters, got an empty turn")
+    _check_unicode("text", text)
+    for name, value in (("role", role), ("session", session)):
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
+        _check_unicode(name, value)
+    if role not in ROLES:
+        raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
+
+
+def _check_unicode(name: str, value: str) -> None:
+    """Refuse a lone surrogate: the database stores UTF-8, which has none (as node ids)."""
+    try:
+        value.isascii() or value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        shown = repr(value) if len(value) <= 60 else f"{value[:57]!r}..."
+        raise InvalidValueError(
+            f"{name} must be valid Unicode, got {shown}; a lone surrogate "
+            f"{value[error.start]!r} at {error.start} (what os.fsdecode or "
+            "errors='surrogateescape' leave for bytes that are not UTF-8): decode such "
+            "bytes with errors='replace'"
+        ) from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from llama_index.core.base.llms.types import ImageBlock, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ImageBlock, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage, MockLLM
 from llama_index.core.memory import Memory
@@ -73,6 +73,15 @@ async def test_truncation_reassembles_smaller_instead_of_vanishing() -> None:
     assert smaller and "Fridays" in smaller
     assert approximate_tokens(smaller) <= approximate_tokens(content) - 20
     assert await block.atruncate(content, 10_000) is None
+
+
+@pytest.mark.asyncio
+async def test_every_llamaindex_role_is_a_role_the_memory_stores() -> None:
+    block = SynapseMemoryBlock(budget_tokens=100)
+    await block.aput(
+        [ChatMessage(role=role, content=f"a {role.value} turn") for role in MessageRole]
+    )
+    assert [turn.role for turn in block.memory.turns()] == [role.value for role in MessageRole]
 
 
 def test_a_block_over_a_persistent_memory_survives_a_restart(tmp_path: object) -> None:
