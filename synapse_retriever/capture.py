@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from synapse_retriever.config import MAX_NAME_LENGTH
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["coactivation_set", "content_id", "validate_node_id"]
+__all__ = ["check_unicode", "coactivation_set", "content_id", "validate_node_id"]
 
 logger = logging.getLogger("synapse_retriever")
 
@@ -41,11 +41,33 @@ def validate_node_id(node: object) -> str:
             f"node id must be at most {MAX_NAME_LENGTH} characters, "
             f"got {len(node)}: {node[:40]!r}..."
         )
+    return check_unicode("node id", node)
+
+
+def check_unicode(name: str, value: str) -> str:
+    """``value`` itself if it holds no lone surrogate; storage writes UTF-8, which has none.
+
+    Examples
+    --------
+    >>> check_unicode("text", "café")
+    'café'
+    >>> check_unicode("text", b"caf\\xe9".decode("utf-8", "surrogateescape"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: text must be valid Unicode, got 'caf\\udce9'; \
+a lone surrogate '\\udce9' at 3 (what os.fsdecode or ...): decode such bytes with errors='replace'
+    """
     try:
-        node.isascii() or node.encode("utf-8")  # lone surrogates cannot be encoded
-    except UnicodeEncodeError:
-        raise InvalidValueError(f"node id must be valid Unicode, got {node!r}") from None
-    return node
+        value.isascii() or value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        shown = repr(value) if len(value) <= 60 else f"{value[:57]!r}..."
+        raise InvalidValueError(
+            f"{name} must be valid Unicode, got {shown}; a lone surrogate "
+            f"{value[error.start]!r} at {error.start} (what os.fsdecode or "
+            "errors='surrogateescape' leave for bytes that are not UTF-8): decode such "
+            "bytes with errors='replace'"
+        ) from None
+    return value
 
 
 def coactivation_set(nodes: Iterable[str], *, limit: int | None = None) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -455,3 +456,11 @@ def test_turns_added_while_other_threads_assemble_never_break_a_context() -> Non
             thread.join()
         assert memory.wait_for_consolidation(timeout=10)
     assert not errors
+
+
+def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
+    with ConversationMemory(":memory:", background=False) as memory:
+        with pytest.raises(InvalidValueError, match="in milliseconds it would be"):
+            memory.add_turn("Deploys move to Fridays.", at=time.time() * 1000)
+        assert memory.add_turn("Deploys move to Fridays.", at=time.time()) == 1
+        assert memory.add_turn("Noted.") == 2  # now: not held back by a time far ahead

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from synapse_retriever.clock import Clock, to_seconds
+from synapse_retriever.capture import check_unicode
+from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.consolidate import Consolidator
@@ -238,7 +239,8 @@ class ConversationMemory:
             one of :data:`ROLES`; ``text``, ``role`` or ``session`` holds a lone surrogate
             (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
             not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
-            time. Nothing is stored then.
+            time, or more than a day ahead of the clock (a millisecond time, which would
+            hold back every later turn). Nothing is stored then.
 
         Examples
         --------
@@ -259,6 +261,8 @@ class ConversationMemory:
         """
         _check_turn(text, role, session)
         seconds = to_seconds(at)
+        if at is not None:  # a millisecond time would hold back every later turn
+            not_ahead(seconds, skew_s=MAX_CLOCK_SKEW_S)
         vector = normalized(self.embedder.embed([text]), self.embedder.dim)[0]
         tokens = self.token_counter(text)
         with self._lock:
@@ -491,24 +495,10 @@ def _check_turn(text: object, role: object, session: object) -> None:
         )
     if not text.strip():
         raise InvalidValueError("text must contain non-blank characters, got an empty turn")
-    _check_unicode("text", text)
+    check_unicode("text", text)
     for name, value in (("role", role), ("session", session)):
         if not isinstance(value, str) or not value.strip():
             raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
-        _check_unicode(name, value)
+        check_unicode(name, value)
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
-
-
-def _check_unicode(name: str, value: str) -> None:
-    """Refuse a lone surrogate: the database stores UTF-8, which has none (as node ids)."""
-    try:
-        value.isascii() or value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        shown = repr(value) if len(value) <= 60 else f"{value[:57]!r}..."
-        raise InvalidValueError(
-            f"{name} must be valid Unicode, got {shown}; a lone surrogate "
-            f"{value[error.start]!r} at {error.start} (what os.fsdecode or "
-            "errors='surrogateescape' leave for bytes that are not UTF-8): decode such "
-            "bytes with errors='replace'"
-        ) from None
