@@ -1,8 +1,9 @@
-"""The README's examples run as written and print exactly what their ``# out:`` lines say.
+"""The READMEs' examples run as written and print exactly what their ``# out:`` lines say.
 
 Each ```python block prints its ``# out:`` lines, no more, no fewer, in order (an example that
 prints nothing has none). A user pastes an example once, again later, or one after another in
-the same folder: each run, in a fresh folder or not, must print the same.
+the same folder: each run, in a fresh folder or not, must print the same. The root README and
+the two integration packages' READMEs are held to this alike.
 """
 
 from __future__ import annotations
@@ -14,8 +15,19 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+ROOT = Path(__file__).resolve().parents[1]
+READMES = [
+    ROOT / "README.md",
+    ROOT / "integrations" / "langchain" / "README.md",
+    ROOT / "integrations" / "llama-index" / "README.md",
+]
+
+
+def blocks(readme: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+
+
+EXAMPLES = [(readme, code) for readme in READMES for code in blocks(readme)]
 
 
 def out_lines(code: str) -> list[str]:
@@ -28,28 +40,35 @@ def out_lines(code: str) -> list[str]:
     ]
 
 
-def printed(code: str, folder: Path) -> list[str]:
+def printed(code: str, readme: Path, folder: Path) -> list[str]:
     """Run the example in ``folder``; the lines it printed."""
     output = io.StringIO()
     with contextlib.chdir(folder), contextlib.redirect_stdout(output):
-        exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
+        exec(compile(code, str(readme), "exec"), {"__name__": "__readme__"})
     return [line.rstrip() for line in output.getvalue().splitlines()]
 
 
-def test_the_readme_has_examples() -> None:
-    assert len(BLOCKS) >= 3
+def test_the_readmes_have_examples() -> None:
+    assert [len(blocks(readme)) for readme in READMES] == [len(blocks(READMES[0])), 1, 1]
+    assert len(blocks(READMES[0])) >= 3
 
 
-@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+@pytest.mark.parametrize(
+    ("readme", "code"),
+    EXAMPLES,
+    ids=[f"{readme.parent.name}-block{blocks(readme).index(code)}" for readme, code in EXAMPLES],
+)
 def test_readme_example_prints_exactly_what_it_says_each_time_it_runs(
-    code: str, tmp_path: Path
+    readme: Path, code: str, tmp_path: Path
 ) -> None:
     for run in ("first", "second"):  # the second in the folder the first wrote to
-        assert printed(code, tmp_path) == out_lines(code), f"{run} run"
+        assert printed(code, readme, tmp_path) == out_lines(code), f"{run} run"
 
 
 def test_readme_examples_run_one_after_another_in_one_folder_twice(tmp_path: Path) -> None:
-    """As a user pasting them would: every example in order, then all of them again."""
+    """As a user pasting them would: every example of the README in order, then again."""
     for round_ in (1, 2):
-        for number, code in enumerate(BLOCKS):
-            assert printed(code, tmp_path) == out_lines(code), f"round {round_}, block{number}"
+        for number, code in enumerate(blocks(READMES[0])):
+            assert printed(code, READMES[0], tmp_path) == out_lines(code), (
+                f"round {round_}, block{number}"
+            )
