@@ -15,12 +15,6 @@ Examples
 from synapse_retriever.activation import Activation, hub_factor, spread_activation
 from synapse_retriever.capture import coactivation_set, content_id, validate_node_id
 from synapse_retriever.config import SynapseConfig, validate_namespace
-from synapse_retriever.decay import (
-    decayed_weight,
-    effective_weight,
-    learned_half_life,
-    reinforced_weight,
-)
 from synapse_retriever.errors import (
     CorruptDatabaseError,
     InvalidTypeError,
@@ -46,6 +40,12 @@ from synapse_retriever.items import (
     rank_scores,
     usable_scores,
     usage_ids,
+)
+from synapse_retriever.learning.decay import (
+    decayed_weight,
+    effective_weight,
+    learned_half_life,
+    reinforced_weight,
 )
 from synapse_retriever.runs import RunCollector
 from synapse_retriever.store import DecayReport, RepairReport, SynapseStore

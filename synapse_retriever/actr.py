@@ -1,7 +1,7 @@
 """The ACT-R recall rule (``SynapseConfig.actr()``): ACT-R retrieval over the vector hits.
 
 Every node's activation is its base-level activation (how recently and how often it
-was used, :mod:`synapse_retriever.usage`) plus what it gets from the query's hits
+was used, :mod:`synapse_retriever.learning.usage`) plus what it gets from the query's hits
 through learned co-use (ACT-R's spreading activation with log-lift strengths)::
 
     A_i = B_i + W × Σ_j W_j S_ji / Σ_j W_j        j: the hits (never i itself)

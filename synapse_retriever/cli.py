@@ -48,7 +48,7 @@ from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
     from synapse_retriever.graph import Edge
-    from synapse_retriever.transfer import Format, MergeReport
+    from synapse_retriever.persistence.transfer import Format, MergeReport
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "main"]
 
@@ -377,7 +377,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 def _format(path: str, given: Format | None) -> Format:
     """``--format``, else the format the suffix of ``path`` names; refused before any work."""
-    from synapse_retriever.transfer import guess_format
+    from synapse_retriever.persistence.transfer import guess_format
 
     if given is not None:
         return given
@@ -389,7 +389,7 @@ def _format(path: str, given: Format | None) -> Format:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the live edges as JSON or GraphML."""
-    from synapse_retriever.transfer import check_export_path, write_edges
+    from synapse_retriever.persistence.transfer import check_export_path, write_edges
 
     now = _time(args.at)
     _check_output(args.output)
@@ -410,7 +410,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     The whole export is read and checked before the store is opened or created, and a
     store this command created is removed again if the merge fails.
     """
-    from synapse_retriever.transfer import read_edges, validate_edges
+    from synapse_retriever.persistence.transfer import read_edges, validate_edges
 
     source = Path(args.input)
     if not source.is_file():
@@ -436,8 +436,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
     creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
-    from synapse_retriever.storage import SQLiteStorage
-    from synapse_retriever.transfer import merge_edges
+    from synapse_retriever.persistence import SQLiteStorage
+    from synapse_retriever.persistence.transfer import merge_edges
 
     try:
         Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own

@@ -33,7 +33,7 @@ from synapse_retriever.activation import Spread, hub_factors, spread
 from synapse_retriever.arrays import group_sums
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.decay import effective_weight, pruned_at
+from synapse_retriever.learning.decay import effective_weight, pruned_at
 
 __all__ = ["Edge", "MemoryGraph"]
 

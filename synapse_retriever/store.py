@@ -1,7 +1,7 @@
 """`SynapseStore`: learn co-activations, forget them, recall them. The public entry point.
 
 The store validates input, runs each write as one transaction on its
-:class:`~synapse_retriever.storage.Storage`, and keeps an in-memory
+:class:`~synapse_retriever.persistence.Storage`, and keeps an in-memory
 :class:`~synapse_retriever.graph.MemoryGraph` current so that recall does no SQL.
 
 Examples
@@ -46,12 +46,12 @@ from synapse_retriever.arrays import unique_ids
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
-from synapse_retriever.decay import effective_weight, learned_half_life
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 from synapse_retriever.graph import Edge, MemoryGraph
 from synapse_retriever.injection import ENERGY_TOLERANCE, Hit, RecallPlan, Resolvable
-from synapse_retriever.storage import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
-from synapse_retriever.usage import UseTable
+from synapse_retriever.learning.decay import effective_weight, learned_half_life
+from synapse_retriever.learning.usage import UseTable
+from synapse_retriever.persistence import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -290,7 +290,8 @@ config: pass config together with a store path instead
         For each pair: decay the stored weight to ``at`` with its old half-life and
         count (an edge already pruned starts afresh: count 1, the namespace default
         half-life); add Δw, capped at 1; count += 1; learn the half-life from the gap
-        since the previous reinforcement (:func:`~synapse_retriever.decay.learned_half_life`).
+        since the previous reinforcement
+        (:func:`~synapse_retriever.learning.decay.learned_half_life`).
 
         Raises
         ------

@@ -16,7 +16,7 @@ from git_history import BASE, DAY, commit, init, make_project
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.cli import histogram, main
-from synapse_retriever.transfer import export_edges
+from synapse_retriever.persistence.transfer import export_edges
 
 JWT, KEYS = "src/auth/jwt.py", "src/auth/keys.py"
 NEAR = str(BASE + 30 * DAY)  # a week after the last commit
@@ -634,7 +634,7 @@ def test_an_import_failing_midway_removes_only_the_store_it_created(
     def full(*args: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr("synapse_retriever.transfer._approximate_missing_uses", full)
+    monkeypatch.setattr("synapse_retriever.persistence.transfer._approximate_missing_uses", full)
     new = tmp_path / "new" / "s.db"
     new.parent.mkdir()
     code, out, err = run(capsys, "import", str(new), str(good))

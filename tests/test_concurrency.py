@@ -97,7 +97,7 @@ def test_a_long_running_store_recalls_what_another_process_learned(
 KILLER = """
 import os, signal, sys
 from synapse_retriever import SynapseStore
-from synapse_retriever import storage
+from synapse_retriever.persistence import sqlite as storage
 
 store = SynapseStore(sys.argv[1])
 store.reinforce(["a", "b"], at=0)          # committed before the crash
@@ -168,7 +168,7 @@ def test_a_failed_write_does_not_hide_another_stores_next_commit(tmp_path: Path)
 def test_a_store_that_looked_before_the_logs_begin_reloads_everything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapse_retriever import storage
+    from synapse_retriever.persistence import sqlite as storage
 
     monkeypatch.setattr(storage, "LOG_VERSIONS", 3)  # keep the changes of 3 versions
     monkeypatch.setattr(storage, "LOG_TRIM_EVERY", 1)  # trimmed at every write
@@ -225,7 +225,7 @@ def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) ->
 def test_a_sweep_that_reloads_everything_sweeps_the_reloaded_graph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapse_retriever import storage
+    from synapse_retriever.persistence import sqlite as storage
 
     monkeypatch.setattr(storage, "LOG_VERSIONS", 3)
     monkeypatch.setattr(storage, "LOG_TRIM_EVERY", 1)

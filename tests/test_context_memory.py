@@ -22,8 +22,8 @@ from synapse_retriever.context import (
     HashingEmbedder,
 )
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
-from synapse_retriever.storage import APPLICATION_ID
-from synapse_retriever.storage import SCHEMA_VERSION as CORE_SCHEMA_VERSION
+from synapse_retriever.persistence.sqlite import APPLICATION_ID
+from synapse_retriever.persistence.sqlite import SCHEMA_VERSION as CORE_SCHEMA_VERSION
 
 CHAT = [
     ("user", "Morning! I moved the production deploy to Fridays. Anyway, coffee time."),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever.decay import (
+from synapse_retriever.learning.decay import (
     decayed_weight,
     effective_weight,
     learned_half_life,

@@ -22,7 +22,7 @@ from synapse_retriever import (
     SynapseError,
     SynapseStore,
 )
-from synapse_retriever.storage import SCHEMA_VERSION
+from synapse_retriever.persistence.sqlite import SCHEMA_VERSION
 
 DAY = 86_400.0
 
@@ -215,7 +215,7 @@ def test_decay_sweep_prunes_and_is_idempotent(store: SynapseStore) -> None:
 def test_a_big_sweep_deletes_with_a_larger_page_cache_then_restores_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapse_retriever import storage
+    from synapse_retriever.persistence import sqlite as storage
 
     monkeypatch.setattr(storage, "BIG_DELETE", 2)  # 3 deletions count as big here
     path = tmp_path / "big.db"

@@ -26,8 +26,8 @@ from synapse_retriever import (
     SynapseStore,
 )
 from synapse_retriever.cli import main
-from synapse_retriever.storage import SQLiteStorage
-from synapse_retriever.transfer import merge_edges, read_edges
+from synapse_retriever.persistence import SQLiteStorage
+from synapse_retriever.persistence.transfer import merge_edges, read_edges
 
 DAY = 86_400.0
 

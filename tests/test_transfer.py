@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from synapse_retriever import Edge, SynapseConfig, SynapseStore
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.storage import SQLiteStorage
-from synapse_retriever.transfer import (
+from synapse_retriever.persistence import SQLiteStorage
+from synapse_retriever.persistence.transfer import (
     MergeReport,
     export_edges,
     guess_format,
@@ -72,7 +72,7 @@ def test_a_failed_export_leaves_no_file(
     def broken(*args: object) -> dict[str, object]:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("synapse_retriever.transfer._attributes", broken)
+    monkeypatch.setattr("synapse_retriever.persistence.transfer._attributes", broken)
     with _learned() as store, pytest.raises(RuntimeError, match="disk full"):
         write_edges(store, tmp_path / name, at=3 * DAY)
     assert (tmp_path / name).read_text() == "the previous export\n"  # untouched

@@ -10,8 +10,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from synapse_retriever.storage import UseRow
-from synapse_retriever.usage import UseTable, base_level, older_uses, use_strengths, uses_from_edges
+from synapse_retriever.learning.usage import (
+    UseTable,
+    base_level,
+    older_uses,
+    use_strengths,
+    uses_from_edges,
+)
+from synapse_retriever.persistence import UseRow
 
 DAY = 86400.0
 PERSONAL_NS, SHARED_NS = 1, 2

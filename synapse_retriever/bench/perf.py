@@ -41,10 +41,11 @@ import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.decay import effective_weight, learned_half_life
-from synapse_retriever.storage import BIG_DELETE_CACHE_KIB, EdgeRow, SQLiteStorage
+from synapse_retriever.learning.decay import effective_weight, learned_half_life
+from synapse_retriever.learning.usage import uses_from_edges
+from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, SQLiteStorage
 from synapse_retriever.store import SynapseStore, return_freed_memory
-from synapse_retriever.usage import uses_from_edges
 
 __all__ = [
     "PerfResult",

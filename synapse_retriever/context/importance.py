@@ -1,8 +1,9 @@
 """How much a turn matters for a query: four signals, weighted, scaled by temperature.
 
 Pure functions over floats or NumPy arrays (element-wise), like
-:mod:`synapse_retriever.decay`, whose :func:`~synapse_retriever.decay.decayed_weight`
-gives both the recency gradient and the habituation curve.
+:mod:`synapse_retriever.learning.decay`, whose
+:func:`~synapse_retriever.learning.decay.decayed_weight` gives both the recency gradient
+and the habituation curve.
 
 Notes
 -----
@@ -35,7 +36,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
-from synapse_retriever.decay import decayed_weight
+from synapse_retriever.learning.decay import decayed_weight
 
 __all__ = ["Weights", "habituation", "importance", "recency", "surprise"]
 
@@ -65,7 +66,7 @@ def recency(
 ) -> float | Array:
     """Exponential decay in turn age, optionally times decay in wall-clock age.
 
-    Both factors are :func:`~synapse_retriever.decay.decayed_weight` of 1.0.
+    Both factors are :func:`~synapse_retriever.learning.decay.decayed_weight` of 1.0.
 
     Examples
     --------
@@ -98,7 +99,7 @@ def habituation(repeats: ArrayLike, half_count: float) -> float | Array:
     """Habituation after ``repeats`` near-identical earlier turns: 1 − 2^(−repeats / half_count).
 
     Each ``half_count`` repeats halve what is left of the novelty, the same curve as
-    decay (:func:`~synapse_retriever.decay.decayed_weight`) with repeats for time.
+    decay (:func:`~synapse_retriever.learning.decay.decayed_weight`) with repeats for time.
 
     Examples
     --------

@@ -3,8 +3,9 @@
 One file per application: the turns live in the same SQLite file as a
 :class:`~synapse_retriever.SynapseStore`'s edges. The core owns the file's
 ``PRAGMA application_id`` and ``user_version``; this module never changes them. It opens
-(or creates) the file through the core's :class:`~synapse_retriever.storage.SQLiteStorage`
-first, so a file of another application is refused, untouched, the same way, and a new
+(or creates) the file through the core's
+:class:`~synapse_retriever.persistence.sqlite.SQLiteStorage` first, so a file of another
+application is refused, untouched, the same way, and a new
 file is stamped as a synapse database. Its own schema version lives in the
 ``context_meta`` table, next to its own list of migrations, :data:`MIGRATIONS`.
 
@@ -32,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from synapse_retriever.errors import NotASynapseDatabaseError
-from synapse_retriever.storage import APPLICATION_ID, SQLiteStorage
+from synapse_retriever.persistence.sqlite import APPLICATION_ID, SQLiteStorage
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ContextStorage", "Loaded", "TurnRecord"]
 

@@ -1,9 +1,7 @@
-"""Persistence: the only module that does I/O. SQLite is the embedded default.
+"""SQLite, the embedded backend: one file, WAL, several processes, one learned graph.
 
-The store talks to a :class:`Storage` (a small protocol over integer ids) so that
-another backend, e.g. PostgreSQL, can slot in without touching the math. Every write
-runs in one transaction that takes the write lock first (``BEGIN IMMEDIATE``) and
-reads the rows it updates inside that transaction.
+Every write runs in one transaction that takes the write lock first (``BEGIN IMMEDIATE``)
+and reads the rows it updates inside that transaction.
 
 Node and namespace names are stored once, in their own tables; an edge row holds
 their integer ids. Ids are never reused, so every process that opens the file can
@@ -17,17 +15,14 @@ last looked before that reloads everything.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -38,117 +33,13 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
 )
+from synapse_retriever.persistence.protocols import WriteTransaction
+from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
 
-__all__ = [
-    "APPLICATION_ID",
-    "SCHEMA_VERSION",
-    "Changes",
-    "EdgeRow",
-    "SQLiteStorage",
-    "Storage",
-    "UseColumns",
-    "UseRow",
-    "WriteTransaction",
-]
+__all__ = ["APPLICATION_ID", "LOG_VERSIONS", "SCHEMA_VERSION", "SQLiteStorage"]
 
 APPLICATION_ID = 0x53594E41  # "SYNA"
 """``PRAGMA application_id`` of a synapse database; other SQLite files are refused."""
-
-
-class EdgeRow(NamedTuple):
-    """One stored edge, by integer ids (``a``'s name sorts before ``b``'s)."""
-
-    id: int
-    namespace: int
-    a: int
-    b: int
-    weight: float
-    activation_count: int
-    half_life_days: float
-    created_at: float
-    last_reinforced_at: float
-
-
-class UseRow(NamedTuple):
-    """How often and when one node was used in one namespace (ACT-R base level)."""
-
-    namespace: int
-    node: int
-    uses: int
-    together: int
-    """Uses in co-activations (events of two nodes or more)."""
-    first: float
-    recent: tuple[float, ...]
-    """The latest use times, ascending."""
-
-
-@dataclass
-class UseColumns:
-    """Use rows as arrays: ``recent`` holds each row's latest use times, ascending from
-    the left, -inf where fewer were kept.
-
-    Examples
-    --------
-    >>> rows = [UseRow(1, 7, 2, 1, 0.0, (0.0, 5.0)), UseRow(1, 8, 1, 0, 5.0, (5.0,))]
-    >>> columns = UseColumns.of(rows)
-    >>> columns.node.tolist(), columns.recent.tolist()
-    ([7, 8], [[0.0, 5.0], [5.0, -inf]])
-    """
-
-    namespace: npt.NDArray[np.int64]
-    node: npt.NDArray[np.int64]
-    uses: npt.NDArray[np.int64]
-    together: npt.NDArray[np.int64]
-    first: npt.NDArray[np.float64]
-    recent: npt.NDArray[np.float64]
-
-    @classmethod
-    def of(cls, rows: Sequence[UseRow]) -> UseColumns:
-        """Columns of ``rows``."""
-        lengths = np.fromiter((len(row.recent) for row in rows), np.int64, len(rows))
-        flat = np.fromiter(itertools.chain.from_iterable(row.recent for row in rows), np.float64)
-        return cls.build([row[:5] for row in rows], lengths, flat)
-
-    @classmethod
-    def build(
-        cls,
-        heads: Sequence[Sequence[float]],
-        lengths: npt.NDArray[np.int64],
-        flat: npt.NDArray[np.float64],
-    ) -> UseColumns:
-        """Columns from each row's first five fields, its number of times, and all the
-        times one row after another."""
-        n = len(heads)
-        recent = np.full((n, int(lengths.max()) if n else 0), -np.inf)
-        row = np.repeat(np.arange(n), lengths)
-        column = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        recent[row, column] = flat
-        head = np.asarray(heads, np.float64).reshape(n, 5)
-        ints = head[:, :4].astype(np.int64)
-        return cls(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], head[:, 4], recent)
-
-    def __len__(self) -> int:
-        return int(self.node.size)
-
-
-@dataclass
-class Changes:
-    """What changed in storage after a version: new names, written rows, deleted ids,
-    written use rows, and every namespace's co-activation event count."""
-
-    version: int
-    nodes: list[tuple[int, str]] = field(default_factory=list)
-    namespaces: list[tuple[int, str]] = field(default_factory=list)
-    rows: Sequence[Sequence[float]] | npt.NDArray[np.float64] = field(default_factory=list)
-    """Edge rows in :class:`EdgeRow`'s order (from storage: one float64 array, n × 9)."""
-    removed: list[int] = field(default_factory=list)
-    uses: UseColumns = field(default_factory=lambda: UseColumns.of([]))
-    events: list[tuple[int, int]] = field(default_factory=list)
-    recent: list[tuple[int, float, tuple[int, ...]]] = field(default_factory=list)
-    """New entries of the recent-events log: (namespace, at, nodes), oldest first."""
-    full: bool = False
-    """Everything, not what changed: the version asked about is older than the change
-    logs keep (:data:`LOG_VERSIONS`), so the reader must start again from this."""
 
 
 MIGRATIONS: list[str] = [
@@ -262,88 +153,6 @@ _COLUMNS = (
     "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
 )
 _USE_QUERY = "SELECT namespace, node, uses, together, first_at, recent FROM node_uses"
-
-
-class WriteTransaction(Protocol):
-    """What a store may do inside one write transaction."""
-
-    version: int
-    """The version this transaction stamps on what it writes."""
-
-    def node_ids(self, names: Sequence[str]) -> list[int]:
-        """Ids of ``names``, in order, creating the missing ones."""
-        ...
-
-    def namespace_id(self, name: str) -> int:
-        """Id of namespace ``name``, created if missing."""
-        ...
-
-    def rows_among(self, namespace: int, nodes: Sequence[int]) -> list[EdgeRow]:
-        """Current rows of ``namespace`` whose two ends are both in ``nodes``."""
-        ...
-
-    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
-        """Insert new edges (their ``id`` is ignored); returns them with their new ids."""
-        ...
-
-    def update(self, rows: Sequence[EdgeRow]) -> None:
-        """Overwrite the state of existing edges, by id."""
-        ...
-
-    def delete(self, ids: Sequence[int]) -> None:
-        """Delete edges by id."""
-        ...
-
-    def write_uses(self, rows: Sequence[UseRow]) -> None:
-        """Insert or overwrite use rows."""
-        ...
-
-    def add_events(self, namespace: int, count: int) -> None:
-        """Add ``count`` co-activation events to a namespace's counter."""
-        ...
-
-    def used(self, namespace: int, nodes: Sequence[int]) -> set[int]:
-        """Those of ``nodes`` that have a use row in ``namespace``."""
-        ...
-
-    def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
-        """Log an event's nodes; the namespace's latest ``keep`` entries are kept (older
-        ones are trimmed whenever it holds more than ``2 × keep``)."""
-        ...
-
-    def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
-        """Everything written after version ``since``; names with ids above the maxima."""
-        ...
-
-    def record_event(self, event_id: str, at: float) -> bool:
-        """Record an event id; False if it was recorded before (the event is a replay)."""
-        ...
-
-    def forget_after(self, limit: float) -> tuple[int, int, int]:
-        """Delete what is dated after ``limit``: edges created or reinforced then, use
-        times, recent-event entries and event ids; every reader then reloads everything.
-        Returns the edges, use times and events (entries and ids) removed."""
-        ...
-
-
-class Storage(Protocol):
-    """A backend for :class:`~synapse_retriever.store.SynapseStore`."""
-
-    def load(self) -> Changes:
-        """Everything stored, as changes since version 0."""
-        ...
-
-    def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
-        """Changes since ``since``, or None when no other connection wrote (cheap check)."""
-        ...
-
-    def write(self) -> AbstractContextManager[WriteTransaction]:
-        """A write transaction: commits on success, rolls back on any exception."""
-        ...
-
-    def close(self) -> None:
-        """Release the connection."""
-        ...
 
 
 class _SQLiteTransaction:
@@ -838,7 +647,7 @@ def _backfill_uses(db: sqlite3.Connection) -> None:
     """Approximate the uses of a version-1 file from its edges (see ``uses_from_edges``),
     with its default history (8 times per node) and window (50 events): the migration
     runs before any configuration is known."""
-    from synapse_retriever.usage import uses_from_edges
+    from synapse_retriever.learning.usage import uses_from_edges  # the math, at migration
 
     edges = db.execute(
         "SELECT a, b, namespace, activation_count, created_at, last_reinforced_at FROM edges"

@@ -28,12 +28,12 @@ are not added up: two stores that saw the same events would double-count them.
 
 Node uses (what the default ACT-R rule reads) are not exported: a node that has no use
 row in an edge's namespace gets one approximated from the merged edges, as a file of
-schema version 1 gets at migration (:func:`~synapse_retriever.usage.uses_from_edges`).
+schema version 1 gets at migration (:func:`~synapse_retriever.learning.usage.uses_from_edges`).
 
 Examples
 --------
 >>> from synapse_retriever import SynapseStore
->>> from synapse_retriever.storage import SQLiteStorage
+>>> from synapse_retriever.persistence import SQLiteStorage
 >>> with SynapseStore(":memory:") as store:
 ...     _ = store.reinforce(["a", "b"], namespace="shared", at=0)
 ...     edges = export_edges(store, at=0)
@@ -60,9 +60,11 @@ from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_secon
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.graph import Edge
-from synapse_retriever.storage import APPLICATION_ID, EdgeRow, Storage, WriteTransaction
+from synapse_retriever.learning.usage import uses_from_edges
+from synapse_retriever.persistence.protocols import Storage, WriteTransaction
+from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.persistence.sqlite import APPLICATION_ID
 from synapse_retriever.store import SynapseStore
-from synapse_retriever.usage import uses_from_edges
 
 __all__ = [
     "FORMAT_NAME",
@@ -117,7 +119,7 @@ def merge_edges(
     """Merge ``edges`` into ``storage`` in one transaction; newer state always wins.
 
     See the module docstring for the rule. ``storage`` is any
-    :class:`~synapse_retriever.storage.Storage` (for a file:
+    :class:`~synapse_retriever.persistence.Storage` (for a file:
     ``SQLiteStorage(path)``); a :class:`~synapse_retriever.store.SynapseStore` open on
     the same file picks the changes up like any other process's writes.
 

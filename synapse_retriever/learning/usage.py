@@ -9,7 +9,7 @@ the first use and the last ``history`` use times, in NumPy arrays indexed by nod
 older uses are taken as spread evenly between the first use and the oldest kept one
 (Petrov's hybrid approximation), so memory per node is bounded and B is exact while a
 node has at most ``history`` uses. The store persists every row
-(:class:`~synapse_retriever.storage.UseRow`) in the same transaction as the edges.
+(:class:`~synapse_retriever.persistence.UseRow`) in the same transaction as the edges.
 
 Examples
 --------
@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from synapse_retriever.arrays import unique_ids
 from synapse_retriever.clock import SECONDS_PER_DAY
-from synapse_retriever.storage import UseColumns, UseRow
+from synapse_retriever.persistence.rows import UseColumns, UseRow
 
 __all__ = ["UseTable", "base_level", "older_uses", "use_strengths", "uses_from_edges"]
 

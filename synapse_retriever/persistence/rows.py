@@ -1,0 +1,120 @@
+"""The rows a store reads and writes, as plain data: edges, node uses, and what changed.
+
+Every backend speaks in these types (see :mod:`~synapse_retriever.persistence.protocols`);
+the math in :mod:`~synapse_retriever.learning` reads them too, so they live apart from any I/O.
+
+Examples
+--------
+>>> row = EdgeRow(1, 1, 7, 8, 0.3, 1, 30.0, 0.0, 0.0)
+>>> row.weight, row.half_life_days
+(0.3, 30.0)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Changes", "EdgeRow", "UseColumns", "UseRow"]
+
+
+class EdgeRow(NamedTuple):
+    """One stored edge, by integer ids (``a``'s name sorts before ``b``'s)."""
+
+    id: int
+    namespace: int
+    a: int
+    b: int
+    weight: float
+    activation_count: int
+    half_life_days: float
+    created_at: float
+    last_reinforced_at: float
+
+
+class UseRow(NamedTuple):
+    """How often and when one node was used in one namespace (ACT-R base level)."""
+
+    namespace: int
+    node: int
+    uses: int
+    together: int
+    """Uses in co-activations (events of two nodes or more)."""
+    first: float
+    recent: tuple[float, ...]
+    """The latest use times, ascending."""
+
+
+@dataclass
+class UseColumns:
+    """Use rows as arrays: ``recent`` holds each row's latest use times, ascending from
+    the left, -inf where fewer were kept.
+
+    Examples
+    --------
+    >>> rows = [UseRow(1, 7, 2, 1, 0.0, (0.0, 5.0)), UseRow(1, 8, 1, 0, 5.0, (5.0,))]
+    >>> columns = UseColumns.of(rows)
+    >>> columns.node.tolist(), columns.recent.tolist()
+    ([7, 8], [[0.0, 5.0], [5.0, -inf]])
+    """
+
+    namespace: npt.NDArray[np.int64]
+    node: npt.NDArray[np.int64]
+    uses: npt.NDArray[np.int64]
+    together: npt.NDArray[np.int64]
+    first: npt.NDArray[np.float64]
+    recent: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, rows: Sequence[UseRow]) -> UseColumns:
+        """Columns of ``rows``."""
+        lengths = np.fromiter((len(row.recent) for row in rows), np.int64, len(rows))
+        flat = np.fromiter(itertools.chain.from_iterable(row.recent for row in rows), np.float64)
+        return cls.build([row[:5] for row in rows], lengths, flat)
+
+    @classmethod
+    def build(
+        cls,
+        heads: Sequence[Sequence[float]],
+        lengths: npt.NDArray[np.int64],
+        flat: npt.NDArray[np.float64],
+    ) -> UseColumns:
+        """Columns from each row's first five fields, its number of times, and all the
+        times one row after another."""
+        n = len(heads)
+        recent = np.full((n, int(lengths.max()) if n else 0), -np.inf)
+        row = np.repeat(np.arange(n), lengths)
+        column = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        recent[row, column] = flat
+        head = np.asarray(heads, np.float64).reshape(n, 5)
+        ints = head[:, :4].astype(np.int64)
+        return cls(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], head[:, 4], recent)
+
+    def __len__(self) -> int:
+        return int(self.node.size)
+
+
+@dataclass
+class Changes:
+    """What changed in storage after a version: new names, written rows, deleted ids,
+    written use rows, and every namespace's co-activation event count."""
+
+    version: int
+    nodes: list[tuple[int, str]] = field(default_factory=list)
+    namespaces: list[tuple[int, str]] = field(default_factory=list)
+    rows: Sequence[Sequence[float]] | npt.NDArray[np.float64] = field(default_factory=list)
+    """Edge rows in :class:`EdgeRow`'s order (from storage: one float64 array, n × 9)."""
+    removed: list[int] = field(default_factory=list)
+    uses: UseColumns = field(default_factory=lambda: UseColumns.of([]))
+    events: list[tuple[int, int]] = field(default_factory=list)
+    recent: list[tuple[int, float, tuple[int, ...]]] = field(default_factory=list)
+    """New entries of the recent-events log: (namespace, at, nodes), oldest first."""
+    full: bool = False
+    """Everything, not what changed: the version asked about is older than the change
+    logs keep (:data:`~synapse_retriever.persistence.sqlite.LOG_VERSIONS`), so the reader
+    must start again from this."""
