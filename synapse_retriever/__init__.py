@@ -12,7 +12,6 @@ Examples
 ['auth/jwt.py', 'auth/login.py', 'auth/views.py', 'config/secrets.py']
 """
 
-from synapse_retriever.activation import Activation, hub_factor, spread_activation
 from synapse_retriever.capture import coactivation_set, content_id, validate_node_id
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.errors import (
@@ -23,16 +22,15 @@ from synapse_retriever.errors import (
     ReadOnlyStoreError,
     SynapseError,
 )
-from synapse_retriever.graph import Edge
-from synapse_retriever.injection import (
-    ANNOTATION_KEYS,
-    Hit,
-    RecallPlan,
-    candidates,
-    inject,
-    injection_slots,
+from synapse_retriever.learning.decay import (
+    decayed_weight,
+    effective_weight,
+    learned_half_life,
+    reinforced_weight,
 )
-from synapse_retriever.items import (
+from synapse_retriever.memory.graph import Edge
+from synapse_retriever.recall.hits import ANNOTATION_KEYS, Activation, Hit, injection_slots
+from synapse_retriever.recall.items import (
     ItemRecall,
     Recalled,
     annotate,
@@ -41,11 +39,12 @@ from synapse_retriever.items import (
     usable_scores,
     usage_ids,
 )
-from synapse_retriever.learning.decay import (
-    decayed_weight,
-    effective_weight,
-    learned_half_life,
-    reinforced_weight,
+from synapse_retriever.recall.published import (
+    RecallPlan,
+    candidates,
+    hub_factor,
+    inject,
+    spread_activation,
 )
 from synapse_retriever.runs import RunCollector
 from synapse_retriever.store import DecayReport, RepairReport, SynapseStore

@@ -47,7 +47,7 @@ from synapse_retriever.gitlog import parse_since
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
-    from synapse_retriever.graph import Edge
+    from synapse_retriever.memory.graph import Edge
     from synapse_retriever.persistence.transfer import Format, MergeReport
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "main"]

@@ -117,7 +117,7 @@ class SynapseConfig:
         published rule on real histories): every hit's and candidate's ACT-R activation,
         base level (recency and frequency of use) plus log-lift association with the
         query's hits; an absent node displaces the weakest hit if it beats that hit's
-        activation plus ``keep_bonus`` (:mod:`synapse_retriever.actr`). ``published``
+        activation plus ``keep_bonus`` (:mod:`synapse_retriever.recall.actr`). ``published``
         (the preset :meth:`published`): spreading activation from the seeds with boost and
         threshold, as the method was published.
     seeds : int

@@ -2,7 +2,7 @@
 
 The store validates input, runs each write as one transaction on its
 :class:`~synapse_retriever.persistence.Storage`, and keeps an in-memory
-:class:`~synapse_retriever.graph.MemoryGraph` current so that recall does no SQL.
+:class:`~synapse_retriever.memory.graph.MemoryGraph` current so that recall does no SQL.
 
 Examples
 --------
@@ -16,50 +16,33 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import math
 import os
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal
-from numbers import Real
 from typing import TYPE_CHECKING, SupportsFloat
 
 import numpy as np
 
-from synapse_retriever.activation import Activation, NamedPaths
-from synapse_retriever.actr import (
-    ActrPlan,
-    NodeValues,
-    RankedNames,
-    StrongestSources,
-    lift_strengths,
-    source_weights,
-)
-from synapse_retriever.arrays import unique_ids
 from synapse_retriever.capture import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
-from synapse_retriever.graph import Edge, MemoryGraph
-from synapse_retriever.injection import ENERGY_TOLERANCE, Hit, RecallPlan, Resolvable
-from synapse_retriever.learning.decay import effective_weight, learned_half_life
-from synapse_retriever.learning.usage import UseTable
-from synapse_retriever.persistence import Changes, EdgeRow, SQLiteStorage, Storage, WriteTransaction
+from synapse_retriever.learning.decay import reinforce_edges
+from synapse_retriever.memory.graph import Edge
+from synapse_retriever.memory.mirror import Mirror
+from synapse_retriever.persistence import EdgeRow, SQLiteStorage, Storage, WriteTransaction
+from synapse_retriever.recall import actr, published
+from synapse_retriever.recall.hits import Activation, Hit, Plan, Resolvable, validated_hits
+from synapse_retriever.recall.published import activation_from
 
 if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = ["DecayReport", "RepairReport", "SynapseStore"]
-
-BIG_LOAD = 100_000
-"""Edges loaded at open above which the freed heap is handed back to the OS."""
 
 
 @dataclass(frozen=True)
@@ -176,15 +159,8 @@ class SynapseStore:
             path, busy_timeout_s=self.config.busy_timeout_s, read_only=read_only
         )
         self._lock = threading.RLock()
-        self._graph = MemoryGraph(self.config)
-        self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
-        self._version = 0
-        loaded = self._storage.load()
-        self._apply(loaded)
-        if len(loaded.rows) >= BIG_LOAD:  # a collection costs ~0.3 s in a large process
-            del loaded
-            return_freed_memory()
-        self._polled = time.monotonic()
+        self._mirror = Mirror(self.config)
+        self._mirror.load(self._storage)
         self._closed = False
 
     @classmethod
@@ -320,35 +296,9 @@ config: pass config together with a store path instead
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
         if event_id is not None and (not isinstance(event_id, str) or not event_id):
             raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
-        if not ids or delta == 0.0:
+        if delta == 0.0:
             return 0
-        if len(ids) == 1:  # no pair to reinforce, but a use (the default rule's base level)
-            self._record_use(ids, ns, explicit, event_id)
-            return 0
-        with self._lock:
-            self._check_open()
-            with self._storage.write() as tx:
-                self._catch_up(tx)
-                now = explicit if explicit is not None else time.time()
-                if event_id is not None and not tx.record_event(event_id, now):
-                    return 0
-                node_ids, ns_id = self._ids(tx, ids, ns)
-                inserted, updated = self._reinforced(
-                    tx.rows_among(ns_id, node_ids), ids, node_ids, ns, ns_id, now, explicit, delta
-                )
-                inserted = tx.insert(inserted)
-                tx.update(updated)
-                uses = self._uses.recorded(node_ids, ns_id, now)
-                tx.write_uses(uses)
-                tx.add_events(ns_id, 1)
-                tx.log_recent(ns_id, now, node_ids, keep=self.config.recent_events)
-            self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
-            self._graph.apply([*inserted, *updated])
-            self._uses.apply(uses)
-            self._uses.add_events(ns_id, 1)
-            self._uses.remember([(ns_id, now, node_ids)])
-            self._version = tx.version
-        return len(inserted) + len(updated)
+        return self._write_event(ids, ns, explicit, event_id, delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
@@ -367,7 +317,7 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        self._record_use(ids, ns, self._written_time(at), None)
+        self._write_event(ids, ns, self._written_time(at), None, 0.0)
 
     def _written_time(self, at: Clock) -> float | None:
         """An explicit write time in seconds (None: the clock, read inside the write),
@@ -376,126 +326,61 @@ config: pass config together with a store path instead
             return None
         return not_ahead(to_seconds(at), skew_s=self.config.max_clock_skew_s)
 
-    def _record_use(
-        self, ids: list[str], ns: str, explicit: float | None, event_id: str | None
-    ) -> None:
-        """One use event of ``ids`` (validated) in one transaction; no edge is written."""
+    def _write_event(
+        self,
+        ids: list[str],
+        ns: str,
+        explicit: float | None,
+        event_id: str | None,
+        delta: float,
+    ) -> int:
+        """One event of validated, distinct ``ids`` in one transaction: their uses and,
+        with ``delta`` > 0 and two ids or more, their edges; then the mirror. Returns the
+        edges written (none for a replayed ``event_id``)."""
         if not ids:
-            return
+            return 0
+        together = len(ids) > 1  # several nodes used at once: a co-activation event
         with self._lock:
             self._check_open()
+            mirror = self._mirror
             with self._storage.write() as tx:
-                self._catch_up(tx)
+                mirror.catch_up(tx)
                 now = explicit if explicit is not None else time.time()
                 if event_id is not None and not tx.record_event(event_id, now):
-                    return
+                    return 0
                 node_ids, ns_id = self._ids(tx, ids, ns)
-                uses = self._uses.recorded(node_ids, ns_id, now)
+                inserted: list[EdgeRow] = []
+                updated: list[EdgeRow] = []
+                if together and delta > 0.0:
+                    stored = tx.rows_among(ns_id, node_ids)
+                    inserted, updated = reinforce_edges(
+                        stored, ids, node_ids, ns, ns_id, now, explicit, delta, self.config
+                    )
+                    inserted = tx.insert(inserted)
+                    tx.update(updated)
+                uses = mirror.uses.recorded(node_ids, ns_id, now)
                 tx.write_uses(uses)
-                together = len(set(node_ids)) > 1
-                if together:  # several nodes used at once: a co-activation event
+                if together:
                     tx.add_events(ns_id, 1)
                 tx.log_recent(ns_id, now, node_ids, keep=self.config.recent_events)
-            self._graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
-            self._uses.apply(uses)
-            self._uses.add_events(ns_id, int(together))
-            self._uses.remember([(ns_id, now, node_ids)])
-            self._version = tx.version
+            mirror.graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
+            mirror.graph.apply([*inserted, *updated])
+            mirror.uses.apply(uses)
+            mirror.uses.add_events(ns_id, int(together))
+            mirror.uses.remember([(ns_id, now, node_ids)])
+            mirror.version = tx.version
+        return len(inserted) + len(updated)
 
     def _ids(self, tx: WriteTransaction, names: list[str], ns: str) -> tuple[list[int], int]:
         """Ids of ``names`` and of ``ns``: from memory when all are known (ids are never
         reused, and what another process added was caught up), else from ``tx``."""
-        graph = self._graph
+        graph = self._mirror.graph
         known = [graph.index.get(name, -1) for name in names]
         ns_id = graph.ns_index.get(ns)
         return (
             known if -1 not in known else tx.node_ids(names),
             ns_id if ns_id is not None else tx.namespace_id(ns),
         )
-
-    def _reinforced(
-        self,
-        stored: list[EdgeRow],
-        names: list[str],
-        node_ids: list[int],
-        ns: str,
-        ns_id: int,
-        now: float,
-        explicit: float | None,
-        delta: float,
-    ) -> tuple[list[EdgeRow], list[EdgeRow]]:
-        """New states of every pair of one event, from the rows read inside the transaction."""
-        config = self.config
-        rows = {(row.a, row.b): row for row in stored}
-        pairs = [
-            (x, y) if names[i] < names[j] else (y, x)
-            for i, x in enumerate(node_ids)
-            for j, y in enumerate(node_ids[i + 1 :], start=i + 1)
-        ]
-        old = [rows.get(pair) for pair in pairs]
-        if explicit is not None:
-            for row in old:
-                if row is not None and explicit < row.last_reinforced_at:
-                    a, b = (
-                        self._name_of(row.a, names, node_ids),
-                        self._name_of(row.b, names, node_ids),
-                    )
-                    future = row.last_reinforced_at > time.time() + config.max_clock_skew_s
-                    raise InvalidValueError(
-                        f"at={explicit} is earlier than the last reinforcement of {a!r}-{b!r} "
-                        f"in {ns!r} ({row.last_reinforced_at}): time must not run backwards"
-                        + (
-                            "; that time lies in the future: store.repair() (synapse repair) "
-                            "removes what was written ahead of the clock"
-                            if future
-                            else ""
-                        )
-                    )
-        blank = EdgeRow(0, ns_id, 0, 0, 0.0, 0, 1.0, now, now)
-        state = np.asarray([row or blank for row in old], dtype=np.float64)
-        w0, count, half_life, created, last = (state[:, k] for k in (4, 5, 6, 7, 8))
-        when = np.maximum(now, last)
-        gap = (when - last) / SECONDS_PER_DAY
-        current = np.asarray(
-            effective_weight(
-                w0,
-                half_life,
-                gap,
-                count=count,
-                ltp=config.is_ltp_namespace(ns),
-                ltp_min_count=config.ltp_min_count,
-                ltp_floor=config.ltp_floor,
-                prune_threshold=config.prune_threshold,
-            )
-        )
-        fresh = current == 0.0  # absent, or already pruned: starts afresh
-        default = config.default_half_life(ns)
-        count = np.where(fresh, 1, count + 1)
-        learned = learned_half_life(
-            count, gap, default, bounds=config.half_life_bounds, scale=config.learned_scale
-        )
-        weight = np.minimum(1.0, current + delta)
-        half_life = np.where(fresh, default, learned)
-        created = np.where(fresh, when, created)
-        inserted: list[EdgeRow] = []
-        updated: list[EdgeRow] = []
-        for k, (pair, row) in enumerate(zip(pairs, old, strict=True)):
-            new = EdgeRow(
-                0 if row is None else row.id,
-                ns_id,
-                *pair,
-                float(weight[k]),
-                int(count[k]),
-                float(half_life[k]),
-                float(created[k]),
-                float(when[k]),
-            )
-            (inserted if row is None else updated).append(new)
-        return inserted, updated
-
-    @staticmethod
-    def _name_of(node: int, names: list[str], node_ids: list[int]) -> str:
-        return names[node_ids.index(node)]
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.
@@ -531,7 +416,7 @@ config: pass config together with a store path instead
             self._check_open()
             if dry_run or (now > time.time() and not force):
                 self._refresh()
-                graph = self._graph
+                graph = self._mirror.graph
                 ids = graph.live_ids()
                 pruned = ids[~graph.live(ids, now)]
                 if not dry_run:
@@ -544,13 +429,13 @@ config: pass config together with a store path instead
                     )
             else:
                 with self._storage.write() as tx:
-                    self._catch_up(tx)
-                    graph = self._graph  # after the catch-up: a full reload replaces it
+                    self._mirror.catch_up(tx)
+                    graph = self._mirror.graph  # after the catch-up: a full reload replaces it
                     ids = graph.live_ids()
                     pruned = ids[~graph.live(ids, now)]
                     tx.delete(pruned.tolist())
                 graph.remove(pruned.tolist())
-                self._version = tx.version
+                self._mirror.version = tx.version
             namespaces = [graph.ns_names[int(ns)] for ns in graph._ns[pruned]]
         by_namespace = Counter(namespaces)
         return DecayReport(
@@ -596,10 +481,7 @@ config: pass config together with a store path instead
                         raise _DryRun
             except _DryRun:
                 return RepairReport(*counts, dry_run=True)
-            self._graph = MemoryGraph(self.config)  # everything again, as every process does
-            self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
-            self._version = 0
-            self._apply(self._storage.load())
+            self._mirror.load(self._storage)  # everything again, as every process does
         return RepairReport(*counts, dry_run=False)
 
     # -- reading -----------------------------------------------------------------------
@@ -621,7 +503,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         a, b = sorted((validate_node_id(a), validate_node_id(b)))
         with self._lock:
             self._refresh()
-            return self._graph.edge(ns, a, b)
+            return self._mirror.graph.edge(ns, a, b)
 
     def neighbours(
         self, node: str, at: Clock = None, namespace: str | None = None
@@ -643,7 +525,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         now = to_seconds(at)
         with self._lock:
             self._refresh()
-            found = self._graph.neighbours(node, now, ns)
+            found = self._mirror.graph.neighbours(node, now, ns)
         return sorted(found, key=lambda row: (-row[2], row[0], row[1].namespace))
 
     def weight(self, a: str, b: str, namespace: str = "personal", at: Clock = None) -> float:
@@ -674,7 +556,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Spreading activation from ``seeds``, with the paths that carried the energy.
 
         ``report_min`` and ``report`` limit which reached nodes are returned (all by
-        default); see :func:`~synapse_retriever.activation.spread`.
+        default); see :func:`~synapse_retriever.recall.published.spread`.
 
         Examples
         --------
@@ -692,15 +574,13 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         validate_namespace(active_namespace)
         with self._lock:
             self._refresh()
-            graph = self._graph
-            result = graph.spread(ids, now, active_namespace, report_min=report_min, report=report)
-            names = graph.names
-            return Activation(
-                energy={
-                    names[n]: e
-                    for n, e in zip(result.nodes.tolist(), result.energy.tolist(), strict=True)
-                },
-                paths=NamedPaths(result.paths, names, graph.index),
+            return activation_from(
+                self._mirror.graph,
+                ids,
+                now,
+                active_namespace,
+                report_min=report_min,
+                report=report,
             )
 
     def activate(
@@ -708,7 +588,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
     ) -> dict[str, float]:
         """Energy of every node reached from ``seeds`` (hub factor applied), seeds excluded.
 
-        See :func:`~synapse_retriever.activation.spread_activation` for the formula.
+        See :func:`~synapse_retriever.recall.published.spread_activation` for the formula.
 
         Examples
         --------
@@ -724,7 +604,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         hits: Iterable[tuple[str, SupportsFloat]],
         at: Clock = None,
         active_namespace: str = "personal",
-    ) -> RecallPlan:
+    ) -> Plan:
         """Validate ``hits`` and compute what may displace them under ``config.rule``.
 
         Under ``actr`` (the default): the activation of the hits and their candidates;
@@ -736,7 +616,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         ``hits`` are taken and refused as :meth:`recall` says (any iterable of pairs, real
         scores, best first), with one difference: a repeated id stays at each of its
         places. Callers that map the result back to their own objects by position (the
-        adapters, through :func:`~synapse_retriever.items.plan_items`) need every input
+        adapters, through :func:`~synapse_retriever.recall.items.plan_items`) need every input
         position kept; :meth:`recall`, which returns hits, keeps only the first.
 
         Examples
@@ -753,98 +633,18 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         >>> [node for node, _ in store.plan([("a", 0.9), ("x", 0.8), ("a", 0.8)], at=0).hits]
         ['a', 'x', 'a']
         """
-        return self._plan(_validated_hits(hits), at, active_namespace)
+        return self._plan(validated_hits(hits), at, active_namespace)
 
-    def _plan(self, rows: list[tuple[str, float]], at: Clock, active_namespace: str) -> RecallPlan:
-        """:meth:`plan` for hits already validated."""
+    def _plan(self, rows: list[tuple[str, float]], at: Clock, active_namespace: str) -> Plan:
+        """:meth:`plan` for hits already validated: the rule's own plan, read under the lock."""
         self._check_open()
-        config = self.config
-        if config.rule == "actr":
-            return self._actr_plan(rows, to_seconds(at), validate_namespace(active_namespace))
-        seeds = [node for node, _ in rows[: config.seeds]]
-        if config.injection_enabled and len(rows) > 1:
-            activation = self.spread(
-                seeds,
-                at,
-                active_namespace,
-                report_min=config.inject_threshold - ENERGY_TOLERANCE,
-                report=[node for node, _ in rows],
-            )
-        else:
-            validate_namespace(active_namespace)
-            to_seconds(at)
-            activation = Activation()
-        return RecallPlan(
-            rows,
-            activation,
-            seeds=config.seeds,
-            boost=config.boost,
-            threshold=config.inject_threshold,
-            max_inject=config.max_inject,
-        )
-
-    def _actr_plan(self, rows: list[tuple[str, float]], now: float, active: str) -> ActrPlan:
-        """Activation of the hits and their candidates under the ``actr`` rule."""
-        config = self.config
-        plan = {
-            "seeds": config.seeds,
-            "max_inject": config.max_inject,
-            "keep_bonus": config.keep_bonus,
-            "unused_base": config.unused_base,
-        }
-        if not config.injection_enabled or len(rows) < 2:
-            return ActrPlan(rows, Activation(), **plan)  # type: ignore[arg-type]
+        now, active = to_seconds(at), validate_namespace(active_namespace)
         with self._lock:
             self._refresh()
-            graph, table = self._graph, self._uses
-            factors = graph.factors(active)
-            names = list(dict.fromkeys(node for node, _ in rows))
-            hits = np.array([graph.index.get(name, -1) for name in names], np.int64)
-            sources = (
-                graph.co_uses(hits.tolist(), active, now)
-                if config.association_fan
-                else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
-            )
-            recent = table.recent_nodes(factors, until=now)
-            known = hits[hits >= 0]
-            nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
-            uses, base = table.levels(nodes, now, factors, config.base_decay)
-            events = table.events(factors)
-            latest = table.latest_time(factors, until=now)
-        # a memory that stopped learning g days ago: never-used nodes are less surely worse
-        stale = math.log1p(max(0.0, now - latest) / SECONDS_PER_DAY) if latest > -math.inf else 0.0
-        unused_base = plan["unused_base"] = config.unused_base + config.stale_unused * stale
-        first_score = {node: score for node, score in reversed(rows)}  # a repeated id: its first
-        weights = np.array(source_weights([first_score[name] for name in names]))
-        lift = lift_strengths(hits, sources, nodes, uses, events, weights)
-        present = np.zeros(nodes.size, bool)
-        present[np.searchsorted(nodes, known)] = True
-        share = np.where(present, config.defend_association, 1.0)
-        activation = np.where(base == -np.inf, unused_base, base)
-        activation = activation + share * config.association * lift
-        # the hits and the strongest candidates are looked up most: by name up front
-        by_name = {name: unused_base for name in names}  # never seen: unused_base
-        by_name.update(
-            zip(
-                [graph.names[x] for x in known.tolist()],
-                activation[np.searchsorted(nodes, known)].tolist(),
-                strict=True,
-            )
-        )
-        movable = [by_name[node] for node, _ in rows[config.seeds :]]
-        floor = min(movable, default=math.inf) + config.keep_bonus
-        strong = np.flatnonzero((activation > floor) & ~present)
-        order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
-        head = len(rows) + config.max_inject  # what a swap reads first
-        by_name.update(zip(order[:head], order.values(head), strict=True))
-        energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
-        paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
-        return ActrPlan(
-            rows,
-            Activation(energy, paths),  # type: ignore[arg-type]
-            order=order,
-            **plan,  # type: ignore[arg-type]
-        )
+            mirror = self._mirror
+            if self.config.rule == "actr":
+                return actr.plan(rows, mirror.graph, mirror.uses, self.config, now, active)
+            return published.plan(rows, mirror.graph, self.config, now, active)
 
     def recall(
         self,
@@ -893,8 +693,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         list of distances (e.g. FAISS L2, lower is better) into the reverse ranking. Pass
         similarities instead, e.g. the negated distances.
 
-        See :func:`~synapse_retriever.actr.swap` for the default rule and
-        :func:`~synapse_retriever.injection.inject` for the published one.
+        See :func:`~synapse_retriever.recall.actr.swap` for the default rule and
+        :func:`~synapse_retriever.recall.published.inject` for the published one.
 
         Examples
         --------
@@ -926,7 +726,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """
         if cost is not None and not callable(cost):
             raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r}")
-        rows = _validated_hits(hits, distinct=True)
+        rows = validated_hits(hits, distinct=True)
         return self._plan(rows, at, active_namespace).inject(resolvable, cost)
 
     def graph(
@@ -950,8 +750,6 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         >>> sorted(graph.edges(keys=True))
         [('a', 'b', 'personal'), ('b', 'c', 'shared')]
         """
-        import networkx as nx
-
         now = to_seconds(at)
         single = isinstance(namespaces, str)
         chosen = (
@@ -961,28 +759,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             if namespaces is None
             else [validate_namespace(ns) for ns in namespaces]
         )
-        result: nx.Graph[str] = nx.Graph() if single else nx.MultiGraph()
         with self._lock:
             self._refresh()
-            graph = self._graph
-            for ns in chosen if chosen is not None else graph.namespaces():
-                ids = graph.live_ids(ns)
-                weights = graph.weights(ids, now)
-                ids, weights = ids[weights > 0], weights[weights > 0]
-                for edge, weight in zip(graph.edges(ids), weights.tolist(), strict=True):
-                    attrs = {
-                        "weight": weight,
-                        "stored_weight": edge.weight,
-                        "count": edge.activation_count,
-                        "half_life_days": edge.half_life_days,
-                        "namespace": ns,
-                        "last_reinforced_at": edge.last_reinforced_at,
-                    }
-                    if single:
-                        result.add_edge(edge.a, edge.b, **attrs)
-                    else:
-                        result.add_edge(edge.a, edge.b, key=ns, **attrs)
-        return result
+            return self._mirror.graph.to_networkx(now, chosen, single=single)
 
     # -- keeping the in-memory graph current -------------------------------------------
 
@@ -990,49 +769,10 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         if self._closed:
             raise SynapseError(f"{self!r} is closed")
 
-    def _apply(self, changes: Changes) -> None:
-        if changes.full:  # everything, not what changed: start again from it
-            self._graph = MemoryGraph(self.config)
-            self._uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
-        self._graph.add_names(changes.nodes, changes.namespaces)
-        self._graph.apply(changes.rows)
-        self._graph.remove(changes.removed)
-        self._uses.apply(changes.uses)
-        for namespace, events in changes.events:
-            self._uses.set_events(namespace, events)
-        self._uses.remember(changes.recent)
-        self._version = max(self._version, changes.version)
-
-    def _catch_up(self, tx: WriteTransaction) -> None:
-        """Apply what other processes committed since our last look (read inside ``tx``)."""
-        if tx.version - 1 != self._version:
-            graph = self._graph
-            changes = tx.changes(self._version, graph.max_node, graph.max_namespace)
-            # everything before this transaction: if it rolls back, its version number is
-            # free again and another process's next commit will carry it
-            changes.version = tx.version - 1
-            self._apply(changes)
-
     def _refresh(self) -> None:
         """Apply other processes' writes, checking at most once per refresh interval."""
         self._check_open()
-        clock = time.monotonic()
-        if clock - self._polled < self.config.refresh_interval_s:
-            return
-        self._polled = clock
-        graph = self._graph
-        changes = self._storage.poll(self._version, graph.max_node, graph.max_namespace)
-        if changes is not None:
-            self._apply(changes)
-
-
-def return_freed_memory() -> None:
-    """Hand freed heap memory back to the OS, as a store does after loading ``BIG_LOAD``
-    edges or more (glibc keeps it otherwise: measured 27 bytes per edge of resident
-    memory at 1M edges); a no-op off glibc."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        self._mirror.refresh(self._storage)
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:
@@ -1043,100 +783,3 @@ def _clamped_strength(strength: object, maximum: float) -> float:
     if not math.isfinite(strength):
         raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
     return min(max(float(strength), 0.0), maximum)
-
-
-def _validated_hits(
-    hits: Iterable[tuple[str, SupportsFloat]], *, distinct: bool = False
-) -> list[tuple[str, float]]:
-    """``hits`` as ``(str, float)`` rows: real, finite scores, best first.
-
-    Any iterable of pairs will do (a list, a generator, ``zip(ids, scores)``, a NumPy
-    structured array) and any real score (int, float, NumPy scalars, Fraction). A
-    repeated id stays where it is, or with ``distinct`` only its first, thus best,
-    occurrence is kept.
-
-    Raises
-    ------
-    InvalidTypeError
-        ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair; a
-        score is not a real number (a bool, a str, None, a complex, a Decimal).
-    InvalidValueError
-        A bad id (see :func:`~synapse_retriever.capture.validate_node_id`), a score
-        that is NaN or infinite, or one above the score before it.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> _validated_hits(zip(["a", "b", "a"], np.array([2, 1, 1])), distinct=True)
-    [('a', 2.0), ('b', 1.0)]
-    """
-    if type(hits) is not list and (  # a list is the common case: skip the ABC checks
-        isinstance(hits, (str, bytes, Mapping)) or not isinstance(hits, Iterable)
-    ):
-        got = (
-            f"a {type(hits).__name__}: pass hits.items()"
-            if isinstance(hits, Mapping)
-            else repr(hits)
-        )
-        raise InvalidTypeError(f"hits must be an iterable of (id, score) pairs, got {got}")
-    rows: list[tuple[str, float]] = []
-    lowest, best = -math.inf, sys.float_info.max  # best: the previous score, finite
-    hit: tuple[object, object]
-    for hit in hits:
-        if type(hit) is not tuple or len(hit) != 2:  # a 2-tuple is the common case
-            hit = _pair(hit, len(rows))
-        node, score = hit
-        node = validate_node_id(node)
-        if type(node) is not str:
-            node = str(node)  # e.g. NumPy's str_
-        if type(score) is not float:
-            score = _real_score(score, len(rows), node)
-        if not lowest < score <= best:  # one chained comparison refuses NaN, ±inf, disorder
-            raise _misplaced_score(score, len(rows), node, best)
-        best = score
-        rows.append((node, score))
-    if distinct and len({node for node, _ in rows}) < len(rows):
-        first: dict[str, float] = {}
-        for node, score in rows:
-            first.setdefault(node, score)
-        rows = list(first.items())
-    return rows
-
-
-def _pair(hit: object, position: int) -> tuple[object, object]:
-    """``hit``'s first two items if it is an iterable other than a str (a list, a NumPy
-    record, a longer tuple)."""
-    if not isinstance(hit, (str, bytes)):
-        with contextlib.suppress(TypeError):  # not iterable
-            items: tuple[object, ...] = tuple(hit)  # type: ignore[arg-type]
-            if len(items) >= 2:
-                return items[0], items[1]
-    raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
-
-
-def _real_score(score: object, position: int, node: str) -> float:
-    """``score`` as a float if it is a real number (NumPy's included), not a bool."""
-    if isinstance(score, bool) or not isinstance(score, Real):
-        hint = ": pass float(score)" if isinstance(score, Decimal) else ""
-        raise InvalidTypeError(
-            f"hit {position} ({node!r}) has a score that is not a real number, {score!r}; "
-            f"expected an int, a float, a Fraction or a NumPy scalar{hint}"
-        )
-    try:
-        return float(score)
-    except OverflowError:  # an int or Fraction beyond float's range
-        raise InvalidValueError(
-            f"hit {position} ({node!r}) has a non-finite score {score!r}"
-        ) from None
-
-
-def _misplaced_score(score: float, position: int, node: str, previous: float) -> InvalidValueError:
-    """The error for a score that is not finite, or above the previous hit's."""
-    if not math.isfinite(score):
-        return InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")
-    return InvalidValueError(
-        f"hits must be sorted best first (scores non-increasing): hit {position} ({node!r}) "
-        f"scores {score!r}, above hit {position - 1}'s {previous!r}; sort them best first; "
-        "for distances (e.g. FAISS L2, lower is better), pass similarities (e.g. the "
-        "negated distances)"
-    )

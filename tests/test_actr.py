@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.actr import (
+from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.recall.actr import (
     NodeValues,
     RankedNames,
     StrongestSources,
     lift_strengths,
     swap,
 )
-from synapse_retriever.errors import InvalidValueError
 
 DAY = 86400.0
 
@@ -321,7 +321,7 @@ def test_every_store_records_uses_whatever_its_rule() -> None:
     # the rule is a recall-time choice: a file written under one rule serves the other
     with SynapseStore(":memory:", config=SynapseConfig.published()) as store:
         store.reinforce(["a", "b"], at=0)
-        assert len(store._uses) == 2
+        assert len(store._mirror.uses) == 2
 
 
 def test_a_hit_defends_with_half_its_association() -> None:
@@ -390,7 +390,7 @@ def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) ->
             elif step[0] == "decay":
                 store.decay(at=now + step[1] * DAY)
             elif step[0] == "fold":
-                store._graph.rebuild()
+                store._mirror.graph.rebuild()
             else:
                 _, ids, active = step
                 hits = [(node, 1.0 - i / 10) for i, node in enumerate(ids)]
@@ -421,7 +421,7 @@ def test_a_failed_event_records_no_use() -> None:
     store.reinforce(["a", "b"], at=DAY)
     with pytest.raises(ValueError, match="earlier"):
         store.reinforce(["a", "b", "c"], at=0)  # before the edge's last reinforcement
-    assert store._uses.uses(np.array([1, 2]), np.array([0.0, 1.0])).tolist() == [1.0, 1.0]
+    assert store._mirror.uses.uses(np.array([1, 2]), np.array([0.0, 1.0])).tolist() == [1.0, 1.0]
     assert store._storage._db.execute("SELECT count(*) FROM node_uses").fetchone() == (2,)
     store.close()
 
@@ -454,7 +454,9 @@ def test_the_log_of_recent_events_stays_bounded(tmp_path: object) -> None:
         # the four latest personal events (even i), latest first
         personal = np.array([0.0, 1.0, 0.0])
         expected = [f"{x}{i}" for i in (98, 96, 94, 92) for x in "ab"]
-        assert [store._graph.names[n] for n in store._uses.recent_nodes(personal)] == expected
+        assert [
+            store._mirror.graph.names[n] for n in store._mirror.uses.recent_nodes(personal)
+        ] == expected
 
 
 def test_several_nodes_used_at_once_are_a_co_activation_event() -> None:
@@ -462,9 +464,9 @@ def test_several_nodes_used_at_once_are_a_co_activation_event() -> None:
     store.use(["a", "b"], at=0)
     store.use(["c"], at=0)
     one = np.array([0.0, 1.0])
-    assert store._uses.events(one) == 1.0  # N counts events of two nodes or more
-    ids = np.array([store._graph.index[x] for x in "abc"])
-    assert store._uses.uses(ids, one, together=True).tolist() == [1.0, 1.0, 0.0]
+    assert store._mirror.uses.events(one) == 1.0  # N counts events of two nodes or more
+    ids = np.array([store._mirror.graph.index[x] for x in "abc"])
+    assert store._mirror.uses.uses(ids, one, together=True).tolist() == [1.0, 1.0, 0.0]
     assert store.edge("a", "b") is None  # no edge between them
     store.close()
 
@@ -503,10 +505,10 @@ def test_a_hit_keeps_its_most_co_used_neighbours_ties_to_the_smaller_id() -> Non
     for other, times in (("b", 1), ("c", 2), ("d", 1), ("e", 2), ("f", 1)):
         for i in range(times):
             store.reinforce(["a", other], at=i)
-    ids = {name: store._graph.index[name] for name in "abcdef"}
-    ((others, counts),) = store._graph.co_uses([ids["a"]], "personal", 0.0)
+    ids = {name: store._mirror.graph.index[name] for name in "abcdef"}
+    ((others, counts),) = store._mirror.graph.co_uses([ids["a"]], "personal", 0.0)
     # c and e (2 co-uses each), then b, the smallest id of the three with 1
-    assert [store._graph.names[x] for x in others.tolist()] == ["b", "c", "e"]
+    assert [store._mirror.graph.names[x] for x in others.tolist()] == ["b", "c", "e"]
     assert counts.tolist() == [1.0, 2.0, 2.0]
     store.close()
 
@@ -515,10 +517,10 @@ def test_reinforcing_one_node_records_a_use_once_per_event_id() -> None:
     store = SynapseStore(":memory:")
     assert store.reinforce(["readme"], at=0, event_id="run:1") == 0  # no pair, no edge
     assert store.reinforce(["readme"], at=0, event_id="run:1") == 0  # a replay: nothing
-    node = np.array([store._graph.index["readme"]])
-    assert store._uses.uses(node, np.array([0.0, 1.0])).tolist() == [1.0]
+    node = np.array([store._mirror.graph.index["readme"]])
+    assert store._mirror.uses.uses(node, np.array([0.0, 1.0])).tolist() == [1.0]
     assert store.reinforce(["readme"], strength=0.0, at=0) == 0  # strength 0: nothing at all
-    assert store._uses.uses(node, np.array([0.0, 1.0])).tolist() == [1.0]
+    assert store._mirror.uses.uses(node, np.array([0.0, 1.0])).tolist() == [1.0]
     # used a day ago (B = 0) beats a never-used hit (-6 + 3)
     assert [h.id for h in store.recall([("a", 0.9), ("b", 0.5)], at=86400)] == ["a", "readme"]
     store.close()

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever.arrays import group_sums, unique_ids
+from synapse_retriever._arrays import group_sums, unique_ids
 
 ints = st.lists(st.integers(-(2**40), 2**40), max_size=60)
 

@@ -37,7 +37,7 @@ def test_grown_graph_has_the_requested_edges_and_hubs(tmp_path: Path) -> None:
     assert shape["max_degree"] > 100  # Zipf popularity makes hubs
     with SynapseStore(tmp_path / "g.db") as store:
         assert store.graph(at=NOW).number_of_edges() == 3000
-        assert len(store._uses) == shape["nodes"]  # every node of an edge was used
+        assert len(store._mirror.uses) == shape["nodes"]  # every node of an edge was used
 
 
 def test_the_naive_spread_agrees_with_the_store(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_recall_view_matches_a_from_scratch_spread(steps: list[tuple], hub_degre
         elif step[0] == "decay":
             store.decay(at=now + step[1] * DAY)
         elif step[0] == "fold":
-            store._graph.rebuild()
+            store._mirror.graph.rebuild()
         else:
             _, seeds, active = step
             got = store.activate(seeds, at=now, active_namespace=active)
@@ -88,18 +88,18 @@ def test_writes_after_the_adjacency_is_built_update_the_cached_view_in_place() -
     store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0, hub_degree=2))
     store.reinforce(["s", "a", "b"], at=0)
     store.reinforce(["a", "c"], at=0)
-    store._graph.rebuild()  # every edge now in the CSR adjacency
+    store._mirror.graph.rebuild()  # every edge now in the CSR adjacency
     assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
     store.reinforce(["s", "a"], strength=2.0, at=0)  # same instant: the cached view is updated
     store.reinforce(["c", "d"], at=0)  # a new edge: the log
     assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
     store.decay(at=0)
-    store._graph.remove([1])  # a deletion seen from another process
+    store._mirror.graph.remove([1])  # a deletion seen from another process
     assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
 
 
 def test_recall_views_are_kept_for_a_few_active_namespaces_only() -> None:
-    from synapse_retriever.graph import MAX_VIEWS
+    from synapse_retriever.memory.graph import MAX_VIEWS
 
     store = SynapseStore(":memory:")
     store.reinforce(["a", "b"], namespace="personal", at=0)
@@ -107,7 +107,7 @@ def test_recall_views_are_kept_for_a_few_active_namespaces_only() -> None:
         assert store.activate(["a"], at=0, active_namespace=f"branch:b{i}") == {
             "b": pytest.approx(0.3 * 0.8 * 0.6)  # personal seen from a branch: × 0.8
         }
-    assert len(store._graph._views) == MAX_VIEWS
+    assert len(store._mirror.graph._views) == MAX_VIEWS
 
 
 def co_uses_from_scratch(
@@ -120,7 +120,7 @@ def co_uses_from_scratch(
         other = b if a == node else a
         if factors.get(ns, 0.0) > 0:
             counts[other] = counts.get(other, 0.0) + factors[ns] * data["count"]
-    ids = store._graph.index
+    ids = store._mirror.graph.index
     ranked = sorted(counts.items(), key=lambda item: (-item[1], ids[item[0]]))
     return sorted(ranked[: store.config.association_fan], key=lambda item: ids[item[0]])
 
@@ -129,7 +129,7 @@ def co_uses_from_scratch(
 @given(steps, st.integers(1, 3))
 def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) -> None:
     store = SynapseStore(":memory:", config=SynapseConfig(association_fan=fan))
-    graph, now = store._graph, 0.0  # rows are cached across time: exact, not within 60 s
+    graph, now = store._mirror.graph, 0.0  # rows are cached across time: exact, not within 60 s
     for step in steps:
         if step[0] == "reinforce":
             _, ids, strength, namespace, gap = step
@@ -154,7 +154,7 @@ def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
     store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned after 147.x days
     store.reinforce(["a", "c"], at=0)
     store.reinforce(["a", "c"], at=DAY)  # reinforced again (a learned half-life): dies first
-    graph, a = store._graph, store._graph.index["a"]
+    graph, a = store._mirror.graph, store._mirror.graph.index["a"]
     death = float(graph._pruned_at[graph.live_ids()].min())  # a-c's
     assert store.weight("a", "c", at=death + 60) == 0 < store.weight("a", "b", at=death + 60)
     computed: list[float] = []
@@ -176,13 +176,13 @@ def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
 def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import synapse_retriever.graph as graph_module
+    import synapse_retriever.memory.graph as graph_module
 
     monkeypatch.setattr(graph_module, "MAX_CO_USE_ENTRIES", 6)
     store = SynapseStore(":memory:")
     for hub in ("h1", "h2", "h3"):
         store.reinforce([hub, f"{hub}x", f"{hub}y"], at=0)  # each hub: 2 neighbours
-    graph = store._graph
+    graph = store._mirror.graph
     for hub in ("h1", "h2", "h3"):
         graph.co_uses([graph.index[hub]], "personal", 0.0)
     rows = graph._co_uses["personal"]
@@ -203,7 +203,7 @@ def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
 def test_a_batch_of_new_edges_that_rebuilds_the_adjacency_refreshes_cached_rows() -> None:
     store = SynapseStore(":memory:")
     store.reinforce(["x", "y"], at=0)
-    graph = store._graph
+    graph = store._mirror.graph
     x = graph.index["x"]
     ((others, _),) = graph.co_uses([x], "personal", 0.0)
     assert [graph.names[o] for o in others.tolist()] == ["y"]
@@ -226,7 +226,7 @@ def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:
     for i, strength in enumerate([0.1, 0.5, 1.0, 2.0, 3.0]):
         store.reinforce([f"a{i}", f"b{i}"], strength=strength, at=i * 3600.0)
         store.reinforce([f"a{i}", f"b{i}"], at=i * 7200.0)  # a learned half-life
-    graph = store._graph
+    graph = store._mirror.graph
     ids = graph.live_ids()
     for when in graph._pruned_at[ids].tolist():
         for at in (when, np.nextafter(when, -np.inf), np.nextafter(when, np.inf), when + 0.9):
@@ -237,7 +237,7 @@ def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_writ
     store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
     store.reinforce(["a", "b"], namespace="personal", at=0)
     store.reinforce(["a", "c"], namespace="personal", at=0)
-    graph = store._graph
+    graph = store._mirror.graph
     graph.rebuild()
     store.reinforce(["a", "b"], namespace="shared", at=0)  # the same pair, another namespace
     assert graph._log_len == 1  # a write does not rebuild the adjacency (O(edges))...

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.activation import Activation
-from synapse_retriever.injection import Hit, RecallPlan, candidates, inject, injection_slots
+from synapse_retriever.recall.hits import Activation, Hit, injection_slots
+from synapse_retriever.recall.published import RecallPlan, candidates, inject
 
 WALKTHROUGH_HITS = [
     ("verify_token", 0.95),

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseConfig, SynapseStore
-from synapse_retriever.injection import Hit
-from synapse_retriever.items import (
+from synapse_retriever.recall.hits import Hit
+from synapse_retriever.recall.items import (
     annotate,
     plan_items,
     rank_scores,

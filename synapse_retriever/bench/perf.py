@@ -43,9 +43,10 @@ from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import effective_weight, learned_half_life
 from synapse_retriever.learning.usage import uses_from_edges
+from synapse_retriever.memory.mirror import return_freed_memory
 from synapse_retriever.persistence.rows import EdgeRow
 from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, SQLiteStorage
-from synapse_retriever.store import SynapseStore, return_freed_memory
+from synapse_retriever.store import SynapseStore
 
 __all__ = [
     "PerfResult",
@@ -294,7 +295,7 @@ def run_size(
     open_load = time.perf_counter() - started
     rss = _rss() - before
     try:
-        graph = store._graph
+        graph = store._mirror.graph
         n_nodes = max(1000, edges // 5)
         names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
         rng = np.random.default_rng(seed + 1)
@@ -330,7 +331,7 @@ def run_size(
         report = store.decay(at=NOW + 90 * SECONDS_PER_DAY, force=True)
         sweep = time.perf_counter() - started
         stored = max(1, report.pruned + report.remaining)
-        array_bytes = (graph.nbytes() + store._uses.nbytes) / stored  # edges and node uses
+        array_bytes = (graph.nbytes() + store._mirror.uses.nbytes) / stored  # edges and node uses
         config = store.config
     finally:
         store.close()

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from synapse_retriever._types import FloatArray
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, TurnIndex, Vectors, normalized
 from synapse_retriever.context.importance import habituation, importance, recency
@@ -32,7 +32,6 @@ from synapse_retriever.context.summarize import Condensed, focus
 __all__ = ["AssembledTurn", "Decision", "TurnsView", "plan_context"]
 
 TokenCounter = Callable[[str], int]
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,13 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from synapse_retriever.arrays import unique_ids
+from synapse_retriever._arrays import unique_ids
+from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.persistence.rows import UseColumns, UseRow
 
 __all__ = ["UseTable", "base_level", "older_uses", "use_strengths", "uses_from_edges"]
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 MIN_AGE_DAYS = 1.0 / SECONDS_PER_DAY
 """A use less than a second old counts as one second old."""

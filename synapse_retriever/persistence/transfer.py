@@ -59,8 +59,8 @@ from synapse_retriever.capture import validate_node_id
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.graph import Edge
 from synapse_retriever.learning.usage import uses_from_edges
+from synapse_retriever.memory.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
 from synapse_retriever.persistence.rows import EdgeRow
 from synapse_retriever.persistence.sqlite import APPLICATION_ID

@@ -23,22 +23,23 @@ import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from synapse_retriever.activation import Spread, hub_factors, spread
-from synapse_retriever.arrays import group_sums
+from synapse_retriever._arrays import group_sums
+from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import effective_weight, pruned_at
+from synapse_retriever.recall.published import Spread, hub_factors, spread
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["Edge", "MemoryGraph"]
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -784,3 +785,31 @@ class MemoryGraph:
         for view in self._views.values():
             arrays += [view.data, view.hub]
         return sum(a.nbytes for a in arrays)
+
+    def to_networkx(
+        self, now: float, namespaces: Sequence[str] | None = None, *, single: bool = False
+    ) -> nx.Graph[str] | nx.MultiGraph[str]:
+        """The live edges of ``namespaces`` (None: all) at ``now`` as networkx: an
+        ``nx.Graph`` when ``single``, else an ``nx.MultiGraph`` keyed by namespace (see
+        :meth:`SynapseStore.graph <synapse_retriever.store.SynapseStore.graph>`)."""
+        import networkx as nx
+
+        result: nx.Graph[str] = nx.Graph() if single else nx.MultiGraph()
+        for ns in namespaces if namespaces is not None else self.namespaces():
+            ids = self.live_ids(ns)
+            weights = self.weights(ids, now)
+            ids, weights = ids[weights > 0], weights[weights > 0]
+            for edge, weight in zip(self.edges(ids), weights.tolist(), strict=True):
+                attrs = {
+                    "weight": weight,
+                    "stored_weight": edge.weight,
+                    "count": edge.activation_count,
+                    "half_life_days": edge.half_life_days,
+                    "namespace": ns,
+                    "last_reinforced_at": edge.last_reinforced_at,
+                }
+                if single:
+                    result.add_edge(edge.a, edge.b, **attrs)
+                else:
+                    result.add_edge(edge.a, edge.b, key=ns, **attrs)
+        return result

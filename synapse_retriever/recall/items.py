@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from synapse_retriever.clock import Clock
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
-from synapse_retriever.injection import ANNOTATION_KEYS, Hit, RecallPlan
+from synapse_retriever.recall.hits import ANNOTATION_KEYS, Hit, Plan
 
 if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
@@ -91,7 +91,7 @@ def usable_scores(scores: Sequence[object]) -> bool:
 def annotate(metadata: Mapping[str, Any], hit: Hit) -> dict[str, Any]:
     """A new metadata dict saying why ``hit`` is here (``metadata`` itself is not changed).
 
-    Earlier annotations (:data:`~synapse_retriever.injection.ANNOTATION_KEYS`) are
+    Earlier annotations (:data:`~synapse_retriever.recall.hits.ANNOTATION_KEYS`) are
     dropped first, so an object that passes through recall twice never keeps a stale
     ``synapse_displaced``; then :meth:`Hit.annotation` is added.
 
@@ -194,7 +194,7 @@ class ItemRecall(Generic[T]):
     [('doc a', None), ('doc x', None)]
     """
 
-    plan: RecallPlan
+    plan: Plan
     items: Sequence[T]
     ids: Sequence[str]
     scores: Sequence[float | None]

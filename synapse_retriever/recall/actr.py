@@ -18,6 +18,14 @@ hit's defending activation plus the bonus. At most ``max_inject`` such swaps; th
 ``seeds`` hits never move. The list never grows, its order is kept, and a store that
 learned nothing changes nothing.
 
+References
+----------
+J. R. Anderson and C. Lebiere, *The Atomic Components of Thought*, Lawrence Erlbaum, 1998
+(ACT-R's base-level learning B = ln Σ t_j^(−d), and associative strengths from
+co-occurrence, S_ji = ln(P(i | j) / P(i))).
+J. R. Anderson and L. J. Schooler, "Reflections of the environment in memory",
+*Psychological Science* 2(6), 396-408, 1991 (the power law of recency and frequency).
+
 Examples
 --------
 >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
@@ -28,18 +36,31 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever._arrays import unique_ids
+from synapse_retriever._types import FloatArray, IntArray
+from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.injection import Hit, RecallPlan, Resolvable, injection_slots
+from synapse_retriever.recall.hits import (
+    Activation,
+    Hit,
+    Plan,
+    Resolvable,
+    injection_slots,
+    resolves,
+)
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
+if TYPE_CHECKING:
+    from synapse_retriever.config import SynapseConfig
+    from synapse_retriever.learning.usage import UseTable
+    from synapse_retriever.memory.graph import MemoryGraph
 
 __all__ = [
     "ActrPlan",
@@ -47,6 +68,7 @@ __all__ = [
     "RankedNames",
     "StrongestSources",
     "lift_strengths",
+    "plan",
     "source_weights",
     "swap",
 ]
@@ -179,7 +201,7 @@ def swap(
     max_inject : int
         At most this many swaps.
     resolvable, cost
-        As in :func:`~synapse_retriever.injection.inject`.
+        As in :func:`~synapse_retriever.recall.published.inject`.
 
     Notes
     -----
@@ -202,7 +224,7 @@ def swap(
     for node in candidates:
         if len(accepted) >= limit or len(accepted) >= len(victims):
             break
-        if node in present or (resolvable is not None and not _resolves(resolvable, node)):
+        if node in present or (resolvable is not None and not resolves(resolvable, node)):
             continue
         victim = victims[len(accepted)]
         strength = activation.get(node, unused_base)
@@ -231,15 +253,9 @@ def swap(
     return out
 
 
-def _resolves(resolvable: Resolvable, node: str) -> bool:
-    if callable(resolvable):
-        return bool(resolvable(node))
-    return node in resolvable
-
-
 @dataclass(frozen=True)
-class ActrPlan(RecallPlan):
-    """A :class:`~synapse_retriever.injection.RecallPlan` for the ACT-R rule.
+class ActrPlan(Plan):
+    """The ACT-R rule's :class:`~synapse_retriever.recall.hits.Plan`.
 
     ``activation.energy`` holds each reached node's activation A; ``order`` lists the
     absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
@@ -440,3 +456,84 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def plan(
+    hits: list[tuple[str, float]],
+    graph: MemoryGraph,
+    uses: UseTable,
+    config: SynapseConfig,
+    now: float,
+    active: str,
+) -> ActrPlan:
+    """The ACT-R rule's plan for validated ``hits`` (best first) at time ``now``.
+
+    Each hit's candidates are its ``association_fan`` most co-used live neighbours and the
+    latest events' nodes; every one gets A = B + W × lift (the module's formula, with a
+    hit's share of the association ``defend_association``); a memory that stopped
+    learning g days ago raises ``unused_base`` by ``stale_unused × ln(1 + g)``.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> store = SynapseStore(":memory:")
+    >>> _ = store.reinforce(["a", "b"], at=0)
+    >>> store.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # b: B 0 beats x's -6 + 3
+    ['b']
+    """
+    settings = {
+        "seeds": config.seeds,
+        "max_inject": config.max_inject,
+        "keep_bonus": config.keep_bonus,
+        "unused_base": config.unused_base,
+    }
+    if not config.injection_enabled or len(hits) < 2:
+        return ActrPlan(hits, Activation(), **settings)  # type: ignore[arg-type]
+    factors = graph.factors(active)
+    names = list(dict.fromkeys(node for node, _ in hits))
+    ids = np.array([graph.index.get(name, -1) for name in names], np.int64)
+    sources = (
+        graph.co_uses(ids.tolist(), active, now)
+        if config.association_fan
+        else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
+    )
+    recent = uses.recent_nodes(factors, until=now)
+    known = ids[ids >= 0]
+    nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
+    counts, base = uses.levels(nodes, now, factors, config.base_decay)
+    events = uses.events(factors)
+    latest = uses.latest_time(factors, until=now)
+    # a memory that stopped learning g days ago: never-used nodes are less surely worse
+    stale = math.log1p(max(0.0, now - latest) / SECONDS_PER_DAY) if latest > -math.inf else 0.0
+    unused_base = settings["unused_base"] = config.unused_base + config.stale_unused * stale
+    first_score = {node: score for node, score in reversed(hits)}  # a repeated id: its first
+    weights = np.array(source_weights([first_score[name] for name in names]))
+    lift = lift_strengths(ids, sources, nodes, counts, events, weights)
+    present = np.zeros(nodes.size, bool)
+    present[np.searchsorted(nodes, known)] = True
+    share = np.where(present, config.defend_association, 1.0)
+    activation = np.where(base == -np.inf, unused_base, base)
+    activation = activation + share * config.association * lift
+    # the hits and the strongest candidates are looked up most: by name up front
+    by_name = {name: unused_base for name in names}  # never seen: unused_base
+    by_name.update(
+        zip(
+            [graph.names[x] for x in known.tolist()],
+            activation[np.searchsorted(nodes, known)].tolist(),
+            strict=True,
+        )
+    )
+    movable = [by_name[node] for node, _ in hits[config.seeds :]]
+    floor = min(movable, default=math.inf) + config.keep_bonus
+    strong = np.flatnonzero((activation > floor) & ~present)
+    order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
+    head = len(hits) + config.max_inject  # what a swap reads first
+    by_name.update(zip(order[:head], order.values(head), strict=True))
+    energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
+    paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
+    return ActrPlan(
+        hits,
+        Activation(energy, paths),  # type: ignore[arg-type]
+        order=order,
+        **settings,  # type: ignore[arg-type]
+    )

@@ -8,10 +8,8 @@ and 1.3 ms on the 40,000 edges of a hub. These give the same results by sorting.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
+from synapse_retriever._types import FloatArray, IntArray
 
 __all__ = ["group_sums", "unique_ids"]
 

@@ -1,0 +1,312 @@
+"""What every recall rule shares: the hits it returns, the activation it computed, the
+plan that injects in two phases, and how many slots a hit list offers.
+
+Examples
+--------
+>>> Hit("auth/jwt.py", 0.91)
+Hit(id='auth/jwt.py', score=0.91, origin='vector', energy=0.0, path=(), displaced=None)
+>>> injection_slots(5, seeds=3, max_inject=2)
+2
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from numbers import Real
+from typing import Literal, NamedTuple, SupportsFloat
+
+from synapse_retriever.capture import validate_node_id
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "ANNOTATION_KEYS",
+    "Activation",
+    "Hit",
+    "NamedPaths",
+    "Origin",
+    "Plan",
+    "Resolvable",
+    "injection_slots",
+    "resolves",
+    "validated_hits",
+]
+
+Origin = Literal["vector", "boosted", "injected"]
+
+ANNOTATION_KEYS = ("synapse_origin", "synapse_energy", "synapse_path", "synapse_displaced")
+"""Metadata keys that adapters add to boosted and injected results (never to plain hits)."""
+
+
+class Hit(NamedTuple):
+    """One result of :func:`inject`.
+
+    Attributes
+    ----------
+    id : str
+        Node id.
+    score : float
+        Input score; boosted hits gain ``boost × energy``; injected hits take their victim's.
+    origin : {"vector", "boosted", "injected"}
+        Why the hit is here.
+    energy : float
+        Activation energy that reached it (0.0 for plain vector hits).
+    path : tuple of str
+        The strongest path that brought the energy: ``(seed, id)`` or ``(seed, via, id)``.
+    displaced : str or None
+        For injected hits, the id of the hit whose slot it took.
+
+    Examples
+    --------
+    >>> Hit("auth/jwt.py", 0.91)  # a plain vector hit
+    Hit(id='auth/jwt.py', score=0.91, origin='vector', energy=0.0, path=(), displaced=None)
+    >>> hit = Hit("config/keys.py", 0.55, "injected", 0.54, ("auth/jwt.py", "config/keys.py"),
+    ...           "docs/auth-stub.md")
+    >>> hit.origin, hit.displaced
+    ('injected', 'docs/auth-stub.md')
+    """
+
+    id: str
+    score: float
+    origin: Origin = "vector"
+    energy: float = 0.0
+    path: tuple[str, ...] = ()
+    displaced: str | None = None
+
+    def annotation(self) -> dict[str, object]:
+        """Metadata saying why the hit is here; empty for plain vector hits.
+
+        Examples
+        --------
+        >>> Hit("x", 0.5, "injected", 0.54, ("a", "x"), "e").annotation()["synapse_path"]
+        'a -> x'
+        """
+        if self.origin == "vector":
+            return {}
+        notes: dict[str, object] = {
+            "synapse_origin": self.origin,
+            "synapse_energy": round(self.energy, 6),
+            "synapse_path": " -> ".join(self.path),
+        }
+        if self.displaced is not None:
+            notes["synapse_displaced"] = self.displaced
+        return notes
+
+
+Resolvable = Callable[[str], bool] | Container[str]
+"""Which absent ids can become results: a predicate, or a container of ids."""
+
+
+def resolves(resolvable: Resolvable, node: str) -> bool:
+    """Whether ``resolvable`` says ``node`` can become a result.
+
+    Examples
+    --------
+    >>> resolves({"a"}, "a"), resolves(lambda node: node.endswith(".py"), "b.md")
+    (True, False)
+    """
+    if callable(resolvable):
+        return bool(resolvable(node))
+    return node in resolvable
+
+
+def injection_slots(n: int, *, seeds: int = 3, max_inject: int = 2) -> int:
+    """Absent nodes that ``n`` hits can take in: ``min(max_inject, n − seeds, n − 1)``, at least 0.
+
+    Seeds are never displaced, and at least one original hit stays.
+
+    Examples
+    --------
+    >>> injection_slots(5), injection_slots(4), injection_slots(3), injection_slots(2, seeds=1)
+    (2, 1, 0, 1)
+    """
+    return max(0, min(max_inject, n - seeds, n - 1))
+
+
+@dataclass(frozen=True)
+class Activation:
+    """What spreading activation found, by node name.
+
+    Attributes
+    ----------
+    energy : dict[str, float]
+        Final energy of every reported non-seed node, hub factor applied: E[m] × hf(m).
+    paths : dict[str, tuple[str, ...]]
+        For each reported node, the path of its largest single contribution:
+        ``(seed, node)`` after one hop, ``(seed, via, node)`` after two.
+
+    Examples
+    --------
+    >>> from synapse_retriever.recall.published import spread_activation
+    >>> act = spread_activation({"a": {"b": 0.5}, "b": {"c": 1.0}}, ["a"])
+    >>> act.energy
+    {'b': 0.3, 'c': 0.18}
+    >>> dict(act.paths)
+    {'b': ('a', 'b'), 'c': ('a', 'b', 'c')}
+    >>> Activation().energy  # nothing reached
+    {}
+    """
+
+    energy: dict[str, float] = field(default_factory=dict)
+    paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Activation computed for a hit list, ready to inject: two phases for callers that
+    must resolve candidate ids themselves (e.g. with an async docstore) in between.
+
+    Each rule has its plan: :class:`~synapse_retriever.recall.published.RecallPlan` and
+    :class:`~synapse_retriever.recall.actr.ActrPlan`; what they share is here.
+    """
+
+    hits: Sequence[tuple[str, float]]
+    activation: Activation
+    seeds: int = 3
+    max_inject: int = 2
+
+    @property
+    def slots(self) -> int:
+        """How many candidates can be injected at most (see :func:`injection_slots`).
+
+        Examples
+        --------
+        >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+        >>> Plan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
+        1
+        """
+        return injection_slots(len(self.hits), seeds=self.seeds, max_inject=self.max_inject)
+
+    @property
+    def candidates(self) -> list[str]:
+        """Absent ids that could displace a hit, strongest first (resolve these)."""
+        raise NotImplementedError
+
+    def inject(
+        self,
+        resolvable: Resolvable | None = None,
+        cost: Callable[[str], float] | None = None,
+    ) -> list[Hit]:
+        """The hits with what the rule folds in; never longer than the input."""
+        raise NotImplementedError
+
+
+class NamedPaths(Mapping[str, tuple[str, ...]]):
+    """Paths by node name over paths by node id, computed on access."""
+
+    def __init__(
+        self, paths: Mapping[int, tuple[int, ...]], names: Sequence[str], index: Mapping[str, int]
+    ) -> None:
+        self._paths, self._names, self._index = paths, names, index
+
+    def __getitem__(self, node: str) -> tuple[str, ...]:
+        if node not in self._index:
+            raise KeyError(node)
+        return tuple(self._names[x] for x in self._paths[self._index[node]])
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._names[n] for n in self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+def validated_hits(
+    hits: Iterable[tuple[str, SupportsFloat]], *, distinct: bool = False
+) -> list[tuple[str, float]]:
+    """``hits`` as ``(str, float)`` rows: real, finite scores, best first.
+
+    Any iterable of pairs will do (a list, a generator, ``zip(ids, scores)``, a NumPy
+    structured array) and any real score (int, float, NumPy scalars, Fraction). A
+    repeated id stays where it is, or with ``distinct`` only its first, thus best,
+    occurrence is kept.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair; a
+        score is not a real number (a bool, a str, None, a complex, a Decimal).
+    InvalidValueError
+        A bad id (see :func:`~synapse_retriever.capture.validate_node_id`), a score
+        that is NaN or infinite, or one above the score before it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> validated_hits(zip(["a", "b", "a"], np.array([2, 1, 1])), distinct=True)
+    [('a', 2.0), ('b', 1.0)]
+    """
+    if type(hits) is not list and (  # a list is the common case: skip the ABC checks
+        isinstance(hits, (str, bytes, Mapping)) or not isinstance(hits, Iterable)
+    ):
+        got = (
+            f"a {type(hits).__name__}: pass hits.items()"
+            if isinstance(hits, Mapping)
+            else repr(hits)
+        )
+        raise InvalidTypeError(f"hits must be an iterable of (id, score) pairs, got {got}")
+    rows: list[tuple[str, float]] = []
+    lowest, best = -math.inf, sys.float_info.max  # best: the previous score, finite
+    hit: tuple[object, object]
+    for hit in hits:
+        if type(hit) is not tuple or len(hit) != 2:  # a 2-tuple is the common case
+            hit = _pair(hit, len(rows))
+        node, score = hit
+        node = validate_node_id(node)
+        if type(node) is not str:
+            node = str(node)  # e.g. NumPy's str_
+        if type(score) is not float:
+            score = _real_score(score, len(rows), node)
+        if not lowest < score <= best:  # one chained comparison refuses NaN, ±inf, disorder
+            raise _misplaced_score(score, len(rows), node, best)
+        best = score
+        rows.append((node, score))
+    if distinct and len({node for node, _ in rows}) < len(rows):
+        first: dict[str, float] = {}
+        for node, score in rows:
+            first.setdefault(node, score)
+        rows = list(first.items())
+    return rows
+
+
+def _pair(hit: object, position: int) -> tuple[object, object]:
+    """``hit``'s first two items if it is an iterable other than a str (a list, a NumPy
+    record, a longer tuple)."""
+    if not isinstance(hit, (str, bytes)):
+        with contextlib.suppress(TypeError):  # not iterable
+            items: tuple[object, ...] = tuple(hit)  # type: ignore[arg-type]
+            if len(items) >= 2:
+                return items[0], items[1]
+    raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
+
+
+def _real_score(score: object, position: int, node: str) -> float:
+    """``score`` as a float if it is a real number (NumPy's included), not a bool."""
+    if isinstance(score, bool) or not isinstance(score, Real):
+        hint = ": pass float(score)" if isinstance(score, Decimal) else ""
+        raise InvalidTypeError(
+            f"hit {position} ({node!r}) has a score that is not a real number, {score!r}; "
+            f"expected an int, a float, a Fraction or a NumPy scalar{hint}"
+        )
+    try:
+        return float(score)
+    except OverflowError:  # an int or Fraction beyond float's range
+        raise InvalidValueError(
+            f"hit {position} ({node!r}) has a non-finite score {score!r}"
+        ) from None
+
+
+def _misplaced_score(score: float, position: int, node: str, previous: float) -> InvalidValueError:
+    """The error for a score that is not finite, or above the previous hit's."""
+    if not math.isfinite(score):
+        return InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")
+    return InvalidValueError(
+        f"hits must be sorted best first (scores non-increasing): hit {position} ({node!r}) "
+        f"scores {score!r}, above hit {position - 1}'s {previous!r}; sort them best first; "
+        "for distances (e.g. FAISS L2, lower is better), pass similarities (e.g. the "
+        "negated distances)"
+    )
