@@ -12,7 +12,8 @@ Examples
 ['auth/jwt.py', 'auth/login.py', 'auth/views.py', 'config/secrets.py']
 """
 
-from synapse_retriever.capture import coactivation_set, content_id, validate_node_id
+from synapse_retriever.capture.coactivation import coactivation_set, content_id, validate_node_id
+from synapse_retriever.capture.runs import RunCollector
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.errors import (
     CorruptDatabaseError,
@@ -46,7 +47,6 @@ from synapse_retriever.recall.published import (
     inject,
     spread_activation,
 )
-from synapse_retriever.runs import RunCollector
 from synapse_retriever.store import DecayReport, RepairReport, SynapseStore
 from synapse_retriever.tokens import approximate_tokens
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, SupportsFloat
 
 import numpy as np
 
-from synapse_retriever.capture import coactivation_set, validate_node_id
+from synapse_retriever.capture.coactivation import coactivation_set, validate_node_id
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError

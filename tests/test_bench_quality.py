@@ -31,8 +31,8 @@ from synapse_retriever.bench.metrics import (
 )
 from synapse_retriever.bench.quality import QualitySettings, markdown_tables, run_quality
 from synapse_retriever.bench.retrievers import Bm25Retriever, Document, TfidfRetriever, tokenize
+from synapse_retriever.capture.gitlog import Commit
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.gitlog import Commit
 
 # -- metrics -----------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ import pytest
 from git_history import BASE, DAY, FEATURES, commit, git, init, make_project
 
 from synapse_retriever import SynapseStore
-from synapse_retriever.bootstrap import bootstrap, event_time, replay
+from synapse_retriever.capture.bootstrap import bootstrap, event_time, replay
+from synapse_retriever.capture.gitlog import Commit, read_commits
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.gitlog import Commit, read_commits
 
 
 @pytest.fixture(scope="module")

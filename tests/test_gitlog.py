@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from git_history import BASE, DAY, commit, git, init
 
-from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.gitlog import (
+from synapse_retriever.capture.gitlog import (
     BlobReader,
     Commit,
     GitError,
@@ -18,6 +17,7 @@ from synapse_retriever.gitlog import (
     read_commits,
     tree_files,
 )
+from synapse_retriever.errors import InvalidValueError
 
 
 @pytest.fixture(scope="module")

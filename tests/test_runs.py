@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from synapse_retriever.runs import RunCollector
+from synapse_retriever.capture.runs import RunCollector
 
 
 def test_descendants_report_to_their_top_level_run() -> None:

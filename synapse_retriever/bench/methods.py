@@ -8,7 +8,7 @@ registered by name in :data:`ROWS`; a new baseline is one class and one entry.
 
 Examples
 --------
->>> from synapse_retriever.gitlog import Commit
+>>> from synapse_retriever.capture.gitlog import Commit
 >>> rows = build_rows(["vector", "recency", "oracle"])
 >>> for row in rows:
 ...     row.observe(Commit("1", (), 0.0, 10.0, "add x", ("x.py", "y.py")))
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from synapse_retriever.bench.metrics import displace
+from synapse_retriever.capture.gitlog import MAX_FILES, MIN_FILES, Commit
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.gitlog import MAX_FILES, MIN_FILES, Commit
 from synapse_retriever.store import SynapseStore
 
 __all__ = [

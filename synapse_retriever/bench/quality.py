@@ -4,7 +4,7 @@ Protocol (on any local git repository, bare or not):
 
 1. Commits. Every non-merge commit that touches 1 to 32 files (after rename
    detection; deletions do not count) is an *event*, in committer-date order
-   (:mod:`synapse_retriever.gitlog`). The first 80% teach, the last 20% test.
+   (:mod:`synapse_retriever.capture.gitlog`). The first 80% teach, the last 20% test.
 2. Queries. A test commit's query is its message; its relevant set is the files it
    touched that existed in its first parent's tree; the documents are the files of
    that tree (text files by path and content, others by path). A commit none of whose
@@ -54,9 +54,7 @@ from synapse_retriever.bench.metrics import (
     recall_at_k,
 )
 from synapse_retriever.bench.retrievers import RETRIEVERS, Document, Retriever
-from synapse_retriever.config import SynapseConfig, validate_namespace
-from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.gitlog import (
+from synapse_retriever.capture.gitlog import (
     MAX_FILES,
     BlobReader,
     Commit,
@@ -65,6 +63,8 @@ from synapse_retriever.gitlog import (
     read_commits,
     tree_files,
 )
+from synapse_retriever.config import SynapseConfig, validate_namespace
+from synapse_retriever.errors import InvalidValueError
 
 __all__ = [
     "VARIANTS",

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from synapse_retriever.capture import check_unicode
+from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
 from synapse_retriever.context.config import ContextConfig

@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from synapse_retriever.capture import validate_node_id
+from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError

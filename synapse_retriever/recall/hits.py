@@ -20,7 +20,7 @@ from decimal import Decimal
 from numbers import Real
 from typing import Literal, NamedTuple, SupportsFloat
 
-from synapse_retriever.capture import validate_node_id
+from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -231,7 +231,7 @@ def validated_hits(
         ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair; a
         score is not a real number (a bool, a str, None, a complex, a Decimal).
     InvalidValueError
-        A bad id (see :func:`~synapse_retriever.capture.validate_node_id`), a score
+        A bad id (see :func:`~synapse_retriever.capture.coactivation.validate_node_id`), a score
         that is NaN or infinite, or one above the score before it.
 
     Examples

@@ -7,7 +7,7 @@ if the graph had watched the history happen.
 Examples
 --------
 >>> from synapse_retriever import SynapseStore
->>> from synapse_retriever.gitlog import Commit
+>>> from synapse_retriever.capture.gitlog import Commit
 >>> history = [Commit("a1", (), 0.0, 0.0, "add jwt", ("auth/jwt.py", "config/keys.py"))]
 >>> with SynapseStore(":memory:") as store:
 ...     first = replay(store, history)
@@ -23,9 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.gitlog import (
+from synapse_retriever.capture.gitlog import (
     MAX_FILES,
     MIN_FILES,
     Commit,
@@ -33,6 +31,8 @@ from synapse_retriever.gitlog import (
     read_commits,
     touched_pairs,
 )
+from synapse_retriever.config import validate_namespace
+from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.store import SynapseStore
 
 __all__ = ["BootstrapReport", "bootstrap", "event_time", "replay"]
@@ -118,7 +118,7 @@ def replay(
 ) -> BootstrapReport:
     """Reinforce every eligible commit of ``commits`` (in the given order) into ``store``.
 
-    Each commit is reinforced under its :meth:`~synapse_retriever.gitlog.Commit.event_id`
+    Each commit is reinforced under its :meth:`~synapse_retriever.capture.gitlog.Commit.event_id`
     in ``namespace``, so a commit replayed there before is a no-op: re-running over a
     longer history adds only the new commits, and another namespace replays it afresh.
     A commit dated more than ``store.config.max_clock_skew_s`` ahead of the clock is
@@ -179,7 +179,7 @@ def bootstrap(
     namespace: str = "shared",
     progress: Progress | None = None,
 ) -> BootstrapReport:
-    """Read ``repo``'s history with :func:`~synapse_retriever.gitlog.read_commits` and
+    """Read ``repo``'s history with :func:`~synapse_retriever.capture.gitlog.read_commits` and
     :func:`replay` it into ``store``."""
     validate_namespace(namespace)
     commits = read_commits(repo, rev=rev, since=since)

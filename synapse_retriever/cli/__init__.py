@@ -1,0 +1,284 @@
+"""The ``synapse`` command: inspect a store, sweep it, move edges in and out, warm it from
+git, and benchmark the method.
+
+Every store command takes the store's path first. A missing store (for commands that
+only read it), a file that is not a synapse database, a bad export file or a bad git
+repository each give one line on stderr, ``synapse: error: ...``, and exit code 2.
+
+Examples
+--------
+>>> histogram([0.05, 0.15, 0.15, 1.0], [0.0, 0.1, 0.2, 1.0])  # 1.0 falls in the last bin
+[1, 2, 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from synapse_retriever import __version__
+from synapse_retriever.cli._common import EXIT_USAGE, CliError, at_least
+from synapse_retriever.cli.bench_commands import (
+    cmd_bench_macro,
+    cmd_bench_memory,
+    cmd_bench_perf,
+    cmd_bench_quality,
+)
+from synapse_retriever.cli.store_commands import (
+    HALF_LIFE_BINS,
+    WEIGHT_BINS,
+    cmd_bootstrap,
+    cmd_decay,
+    cmd_edges,
+    cmd_export,
+    cmd_import,
+    cmd_repair,
+    cmd_stats,
+    histogram,
+)
+from synapse_retriever.errors import SynapseError
+
+__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "build_parser", "histogram", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``synapse`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="synapse",
+        description="Inspect, maintain, warm-start and benchmark a synapse-retriever store.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def store_command(name: str, handler: Callable[[argparse.Namespace], int], help_: str) -> Any:
+        sub = commands.add_parser(name, help=help_, description=help_)
+        sub.add_argument("store", metavar="STORE", help="path of the synapse database (SQLite)")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    at_help = "time to read the graph at: ISO 8601 or POSIX seconds (default: now)"
+    ns_help = "only this namespace (default: all)"
+
+    stats = store_command("stats", cmd_stats, "Nodes, edges per namespace, histograms.")
+    stats.add_argument("--at", help=at_help)
+    stats.add_argument("--namespace", help=ns_help)
+    stats.add_argument("--json", action="store_true", help="print JSON")
+
+    edges = store_command("edges", cmd_edges, "A node's live neighbours, strongest first.")
+    edges.add_argument("node", metavar="NODE", help="node id, e.g. a file path")
+    edges.add_argument("--at", help=at_help)
+    edges.add_argument("--namespace", help=ns_help)
+    edges.add_argument("--limit", type=at_least(0), default=50, help="rows to show, 0 for all (50)")
+    edges.add_argument("--json", action="store_true", help="print JSON")
+
+    decay = store_command("decay", cmd_decay, "Delete the edges that decayed below the threshold.")
+    decay.add_argument("--at", help=at_help)
+    decay.add_argument(
+        "--dry-run", action="store_true", help="print what would be pruned, delete nothing"
+    )
+    decay.add_argument(
+        "--force",
+        action="store_true",
+        help="sweep at an --at later than now (it deletes edges that are live today)",
+    )
+    decay.add_argument("--json", action="store_true", help="print JSON")
+
+    repair = store_command(
+        "repair",
+        cmd_repair,
+        "Remove what was written more than a day ahead of the clock (a millisecond time "
+        "read as seconds): such edges never decay and push every later write after them.",
+    )
+    repair.add_argument(
+        "--dry-run", action="store_true", help="print what would be removed, change nothing"
+    )
+    repair.add_argument("--json", action="store_true", help="print JSON")
+
+    export = store_command("export", cmd_export, "Write the live edges as JSON or GraphML.")
+    export.add_argument(
+        "output",
+        metavar="FILE",
+        help="file to write (.json, .graphml or .xml); never a store or another SQLite file",
+    )
+    export.add_argument(
+        "--format", choices=["json", "graphml"], help="default: from the suffix of FILE"
+    )
+    export.add_argument("--at", help="time the decayed weights are given at (default: now)")
+
+    imp = store_command(
+        "import",
+        cmd_import,
+        "Merge an export: new edges are added, an incoming edge replaces a stored one only "
+        "if it was reinforced later; a newer stored edge is never overwritten.",
+    )
+    imp.add_argument("input", metavar="FILE", help="a JSON or GraphML export")
+    imp.add_argument(
+        "--format",
+        choices=["json", "graphml"],
+        help="default: from the suffix of FILE (.json, .graphml or .xml)",
+    )
+    imp.add_argument("--json", action="store_true", help="print JSON")
+
+    boot = store_command(
+        "bootstrap",
+        cmd_bootstrap,
+        "Warm start from git: each non-merge commit touching 2 to 32 files is one "
+        "co-activation of its files at the commit's (committer) time. Resumable.",
+    )
+    boot.add_argument("--git", required=True, metavar="PATH", help="git repository (bare or not)")
+    boot.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
+    boot.add_argument("--namespace", default="shared", help="namespace to learn in (shared)")
+    boot.add_argument("--rev", default="HEAD", help="history to replay (HEAD)")
+    boot.add_argument("--json", action="store_true", help="print JSON")
+    boot.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    bench = commands.add_parser("bench", help="Benchmarks.", description="Benchmarks.")
+    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    quality = benches.add_parser(
+        "quality",
+        help="Recall at the same k on a git history (time split, commit messages as queries).",
+        description=(
+            "Split the history in time; for each test commit, query with its message and "
+            "score the files it touched: vector top-k vs the same top-k through recall, a "
+            "co-change and a recency baseline, a query-blind ACT-R prior and two oracles."
+        ),
+    )
+    quality.set_defaults(handler=cmd_bench_quality)
+    quality.add_argument("--git", required=True, metavar="PATH", help="git repository")
+    quality.add_argument("--rev", default="HEAD", help="history to read (HEAD)")
+    quality.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
+    quality.add_argument("--split", type=float, default=0.8, help="teaching share (0.8)")
+    quality.add_argument(
+        "--k", type=at_least(1), nargs="+", default=[5, 10], help="cut-offs (5 10)"
+    )
+    quality.add_argument(
+        "--retriever",
+        default="tfidf",
+        choices=["tfidf", "bm25", "minilm"],
+        help="vector baseline (tfidf); minilm needs the optional dense packages",
+    )
+    quality.add_argument(
+        "--variant",
+        nargs="+",
+        default=["frozen", "online"],
+        choices=["frozen", "online"],
+        help="frozen: learn from teaching commits only; online: also after each query",
+    )
+    quality.add_argument("--rows", nargs="+", metavar="ROW", help="rows to score (all)")
+    quality.add_argument("--namespace", default="shared", help="namespace the graph learns in")
+    quality.add_argument(
+        "--preset",
+        choices=["actr", "published"],
+        help="configuration of the synapse row (default: SynapseConfig(), the ACT-R rule); "
+        "synapse-published is always published",
+    )
+    quality.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="override a SynapseConfig constant, e.g. --set keep_bonus=2.0",
+    )
+    quality.add_argument("--store", metavar="STORE", help="keep the frozen graph in this new file")
+    quality.add_argument("--name", help="repository label in the tables")
+    quality.add_argument("--json", metavar="FILE", help="write the full report ('-': stdout)")
+    quality.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    quality.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    macro = benches.add_parser(
+        "macro",
+        help="Macro-average several quality reports (one per repository), with paired CIs.",
+        description=(
+            "Recall@k of every row per repository and macro-averaged, then one row's "
+            "paired gain over each other row with a stratified paired bootstrap 95% "
+            "interval and the share of queries that got worse."
+        ),
+    )
+    macro.set_defaults(handler=cmd_bench_macro)
+    macro.add_argument("reports", nargs="+", metavar="REPORT", help="bench quality --json files")
+    macro.add_argument("--row", default="synapse", help="the row compared with the others")
+    macro.add_argument(
+        "--resamples", type=at_least(1), default=2000, help="bootstrap resamples (2000)"
+    )
+
+    perf = benches.add_parser(
+        "perf",
+        help="Cost per query and per write on synthetic Zipf graphs of several sizes.",
+        description=(
+            "Grow co-activation graphs from 10-node Zipf events; measure reinforcement "
+            "throughput, recall overhead (p50, p99), a decay sweep, open-and-load, bytes per "
+            "edge, and a naive spread with one SQL query per frontier node."
+        ),
+    )
+    perf.set_defaults(handler=cmd_bench_perf)
+    perf.add_argument(
+        "--sizes", type=at_least(1), nargs="+", default=[10_000, 100_000, 1_000_000], help="edges"
+    )
+    perf.add_argument("--queries", type=at_least(1), default=300, help="recalls per size (300)")
+    perf.add_argument(
+        "--events", type=at_least(1), default=200, help="10-node events per size (200)"
+    )
+    perf.add_argument(
+        "--naive-budget", type=float, default=10.0, help="seconds for the naive spread (10)"
+    )
+    perf.add_argument("--dir", help="folder for the temporary databases (system temp)")
+    perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")
+    perf.add_argument("--plot", metavar="PNG", help="plot latency against graph size")
+    perf.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    memory = benches.add_parser(
+        "memory",
+        help="Conversation memory: planted facts still in the context much later.",
+        description=(
+            "Generate long conversations (sessions of small talk, distractor turns on each "
+            "fact's topic) with planted facts asked about much later; score the fraction of "
+            "facts whose answer is still in the context assembled for the question, for each "
+            "preset, against last-N (trim_messages) and vector top-k turns at the same budget."
+        ),
+    )
+    memory.set_defaults(handler=cmd_bench_memory)
+    memory.add_argument(
+        "--turns", type=at_least(10), default=1000, help="turns per conversation (1000)"
+    )
+    memory.add_argument(
+        "--facts", type=at_least(1), default=16, help="planted facts, at most 16 (16)"
+    )
+    memory.add_argument("--sessions", type=int, default=8, help="sessions (8)")
+    memory.add_argument(
+        "--distractors", type=int, default=20, help="turns on each fact's topic (20)"
+    )
+    memory.add_argument(
+        "--seeds", type=int, nargs="+", default=[1, 2, 3], help="one conversation each (1 2 3)"
+    )
+    memory.add_argument(
+        "--budgets", type=int, nargs="+", default=[1000, 2000, 4000], help="tokens (1000 2000 4000)"
+    )
+    memory.add_argument(
+        "--presets",
+        nargs="+",
+        default=["default", "published"],
+        choices=["default", "published"],
+        help="ContextConfig presets to score (default published)",
+    )
+    memory.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
+    memory.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    memory.add_argument("--quiet", action="store_true", help="no progress messages")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``synapse`` with ``argv`` (default: the command line); returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except (CliError, SynapseError, OSError, sqlite3.Error) as exc:
+        message = str(exc) if not isinstance(exc, sqlite3.Error) else f"database error: {exc}"
+        sys.stderr.write(f"synapse: error: {' '.join(message.split())}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("synapse: interrupted\n")
+        return 130

@@ -1,0 +1,7 @@
+"""``python -m synapse_retriever.cli``: the ``synapse`` command."""
+
+import sys
+
+from synapse_retriever.cli import main
+
+sys.exit(main())

@@ -1,0 +1,156 @@
+"""What every ``synapse`` command shares: one-line errors, times, the store, output.
+
+Examples
+--------
+>>> iso(86400.0)
+'1970-01-02T00:00:00Z'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from synapse_retriever.capture.gitlog import parse_since
+from synapse_retriever.clock import to_seconds
+from synapse_retriever.store import SynapseStore
+
+if TYPE_CHECKING:
+    pass
+
+
+__all__ = [
+    "EXIT_USAGE",
+    "CliError",
+    "at_least",
+    "check_output",
+    "console",
+    "iso",
+    "open_store",
+    "parse_time",
+    "print_json",
+    "progress_display",
+]
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem the user can fix; printed as one line, exit code 2."""
+
+
+# -- plumbing ---------------------------------------------------------------------------
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr), 200 columns wide when it is not a terminal."""
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal:
+        out.width = 200  # no terminal: do not wrap tables at 80 columns
+    return out
+
+
+def parse_time(text: str | None) -> float:
+    """``--at``: ISO 8601 (a date or naive time is UTC), POSIX seconds, or None for now."""
+    if text is None or text == "now":
+        return to_seconds(None)
+    try:
+        seconds = to_seconds(float(text))
+    except ValueError:
+        seconds = parse_since(text)
+    try:
+        datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):
+        raise CliError(f"--at {text!r} is out of range (years 1 to 9999)") from None
+    return seconds
+
+
+def iso(seconds: float) -> str:
+    """ISO 8601 in UTC; a time no calendar date can show (a store written in milliseconds
+    before such times were refused) as its seconds."""
+    try:
+        moment = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{seconds:.0f} s (beyond year 9999: synapse repair removes it)"
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def open_store(path: str, *, must_exist: bool) -> SynapseStore:
+    if must_exist and not Path(path).exists():
+        raise CliError(f"no synapse database at {path!r}")
+    if must_exist and Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise CliError(f"{path!r} is empty, not a synapse database; it was left untouched")
+    if not must_exist and not Path(path).parent.is_dir():
+        raise CliError(f"cannot create {path!r}: no directory {str(Path(path).parent)!r}")
+    return SynapseStore(path)
+
+
+def check_output(path: str | None) -> None:
+    """Refuse, before any work, an output file that could not be written (``-``: stdout)."""
+    if path is None or path == "-":
+        return
+    if Path(path).is_dir():
+        raise CliError(f"cannot write {path!r}: it is a directory")
+    if not Path(path).parent.is_dir():
+        raise CliError(f"cannot write {path!r}: no such directory")
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+@contextmanager
+def progress_display(enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
+    """A rich progress display on stderr and a ``(phase, done, total)`` callback for it."""
+    err = console(stderr=True)
+    progress = Progress(
+        TextColumn("{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not (enabled and err.is_terminal),  # no bars in logs and pipes
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(phase, total=total)
+        progress.update(tasks[phase], completed=done, total=total)
+
+    with progress:
+        yield update
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

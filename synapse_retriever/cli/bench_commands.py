@@ -1,0 +1,272 @@
+"""The benchmark commands: ``synapse bench quality``, ``macro``, ``perf`` and ``memory``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from synapse_retriever.capture.gitlog import parse_since
+from synapse_retriever.config import SynapseConfig
+
+if TYPE_CHECKING:
+    pass
+
+from synapse_retriever.cli._common import (
+    CliError,
+    check_output,
+    console,
+    print_json,
+    progress_display,
+)
+
+__all__: list[str] = []
+
+
+def _config(overrides: Sequence[str], preset: str | None = None) -> SynapseConfig:
+    known = {f.name: f for f in fields(SynapseConfig)}
+    values: dict[str, Any] = {}
+    default = SynapseConfig() if preset is None else SynapseConfig.preset(preset)
+    for item in overrides:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            raise CliError(f"--set expects NAME=VALUE with a SynapseConfig field, got {item!r}")
+        current = getattr(default, name)
+        try:
+            if isinstance(current, bool):
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(text)
+                values[name] = text.lower() in ("true", "1")
+            elif isinstance(current, int):
+                values[name] = int(text)
+            elif isinstance(current, float):
+                values[name] = float(text)
+            else:
+                raise CliError(f"--set cannot set {name!r} (not a number)")
+        except ValueError:
+            raise CliError(
+                f"--set {name}: expected {type(current).__name__}, got {text!r}"
+            ) from None
+    return replace(default, **values)
+
+
+def cmd_bench_quality(args: argparse.Namespace) -> int:
+    """Recall at the same k on a git history: vector top-k vs the method and baselines."""
+    from synapse_retriever.bench.quality import (
+        QualitySettings,
+        markdown_tables,
+        run_quality,
+        summary,
+        table_rows,
+    )
+
+    settings = QualitySettings(
+        split=args.split,
+        ks=tuple(args.k),
+        retriever=args.retriever,
+        variants=tuple(args.variant),
+        rows=tuple(args.rows) if args.rows else QualitySettings().rows,
+        namespace=args.namespace,
+        config=_config(args.set or [], args.preset),
+    )
+    since = parse_since(args.since) if args.since is not None else None
+    if args.store is not None:
+        if Path(args.store).exists():
+            raise CliError(f"--store {args.store!r} exists: give a new file for the learned graph")
+        check_output(args.store)
+    check_output(args.json)
+    with progress_display(not args.quiet) as progress:
+        report = run_quality(
+            args.git,
+            settings,
+            rev=args.rev,
+            since=since,
+            progress=progress,
+            store_path=args.store,
+            name=args.name,
+        )
+    if args.json == "-":
+        print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        sys.stdout.write(markdown_tables(report) + "\n")
+    else:
+        out = console()
+        commits = report["commits"]
+        out.print(
+            f"{report['name']} @ {report['head'][:12]}: {commits['teach']} teaching commits "
+            f"up to {commits['split_at']}, {commits['queries']} test queries "
+            f"({commits['test_without_query']} test commits only added files), "
+            f"baseline {settings.retriever}; numbers are percent"
+        )
+        for variant in report["variants"]:
+            header, cells = table_rows(report, variant)
+            table = Table(*header, title=variant, title_justify="left")
+            for line in cells:
+                table.add_row(*line)
+            out.print(table)
+        for sentence in summary(report):
+            out.print(sentence)
+    if args.json is not None:
+        console(stderr=True).print(f"report written to {args.json}")
+    return 0
+
+
+def cmd_bench_macro(args: argparse.Namespace) -> int:
+    """Macro-averaged tables over several ``bench quality --json`` reports."""
+    from synapse_retriever.bench.macro import macro_markdown, recall_markdown
+
+    reports: list[dict[str, Any]] = []
+    for path in args.reports:
+        try:
+            report = json.loads(Path(path).read_text())
+        except ValueError as exc:
+            raise CliError(f"{path!r} is not a bench quality report: {exc}") from None
+        if not (
+            isinstance(report, dict)
+            and isinstance(report.get("name"), str)
+            and isinstance(report.get("variants"), dict)
+            and report["variants"]
+        ):
+            raise CliError(f"{path!r} is not a bench quality report (no 'name' and 'variants')")
+        if any(report["name"] == other["name"] for other in reports):
+            raise CliError(f"two reports are named {report['name']!r}: one per repository")
+        reports.append(report)
+    try:
+        rows = {
+            row for data in reports[0]["variants"].values() for block in data["by_k"].values()
+            for row in block["rows"]
+        }  # fmt: skip
+    except (KeyError, TypeError, AttributeError):
+        raise CliError(f"{args.reports[0]!r} is not a bench quality report (no rows)") from None
+    if args.row not in rows:
+        raise CliError(f"--row {args.row!r} is not a row of {args.reports[0]!r}: {sorted(rows)}")
+    try:
+        tables = (
+            recall_markdown(reports),
+            macro_markdown(reports, row=args.row, resamples=args.resamples),
+        )
+    except (KeyError, TypeError) as exc:  # a report without a variant, k or row of the first
+        raise CliError(
+            f"the reports do not share the variants, k and rows of the first: {exc}"
+        ) from None
+    sys.stdout.write("\n".join(tables) + "\n")
+    return 0
+
+
+def cmd_bench_perf(args: argparse.Namespace) -> int:
+    """Cost per query and per write on synthetic Zipf graphs of several sizes."""
+    import tempfile
+
+    from synapse_retriever.bench.perf import plot_latency, run_perf
+
+    check_output(args.json)
+    check_output(args.plot)
+    err = console(stderr=True)
+    with tempfile.TemporaryDirectory(dir=args.dir) as folder, err.status("graphs") as status:
+        results = run_perf(
+            Path(folder),
+            args.sizes,
+            queries=args.queries,
+            events=args.events,
+            naive_budget_s=args.naive_budget,
+            progress=lambda text: status.update(text) if not args.quiet else None,
+        )
+    if args.plot is not None:
+        plot_latency(results, Path(args.plot))
+    if args.json == "-":
+        print_json(results)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    table = Table(
+        "edges", "max degree", "recall p50 µs", "p99 µs", "repeated p50 µs", "published p50 µs",
+        "naive p50 µs",
+        "naive ×", "upserts/s", "bare SQLite upserts/s", "sweep s (day)", "sweep s (90 days)",
+        "bare SQLite delete s", "open s", "B/edge (arrays)", "B/edge (RSS)",
+        title="synapse bench perf", title_justify="left",
+    )  # fmt: skip
+    for r in results:
+        table.add_row(
+            f"{r['edges']:,}", f"{r['max_degree']:,}", f"{r['recall_p50_us']:,.0f}",
+            f"{r['recall_p99_us']:,.0f}", f"{r['repeat_recall_p50_us']:,.0f}",
+            f"{r['published_recall_p50_us']:,.0f}",
+            f"{r['naive_spread_p50_us']:,.0f}",
+            f"{r['naive_ratio']:,.0f}", f"{r['reinforce_upserts_per_s']:,.0f}",
+            f"{r['sqlite_floor_upserts_per_s']:,.0f}",
+            f"{r['daily_sweep_s']:.3f}", f"{r['decay_sweep_s']:.3f}",
+            f"{r['sqlite_floor_delete_s']:.3f}", f"{r['open_load_s']:.2f}",
+            f"{r['array_bytes_per_edge']:.0f}", f"{r['rss_bytes_per_edge']:.0f}",
+        )  # fmt: skip
+    console().print(table)
+    return 0
+
+
+def cmd_bench_memory(args: argparse.Namespace) -> int:
+    """Planted facts still in the assembled context much later, against two baselines."""
+    from synapse_retriever.bench.memory import (
+        generate_conversation,
+        markdown_table,
+        pool_reports,
+        run_memory_bench,
+    )
+    from synapse_retriever.context.config import ContextConfig
+
+    check_output(args.json)
+    if any(budget < 1 for budget in args.budgets):
+        raise CliError(f"budgets must be positive, got {args.budgets}")
+    presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
+    err = console(stderr=True)
+    reports = []
+    with err.status("conversations") as status:
+        for seed in args.seeds:
+            try:
+                conversation = generate_conversation(
+                    turns=args.turns,
+                    facts=args.facts,
+                    sessions=args.sessions,
+                    distractors=args.distractors,
+                    seed=seed,
+                )
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+
+            def progress(text: str, seed: int = seed) -> None:
+                if not args.quiet:
+                    status.update(f"seed {seed}: {text}")
+
+            reports.append(
+                run_memory_bench(conversation, args.budgets, presets=presets, progress=progress)
+            )
+    report = pool_reports(reports)
+    if args.json == "-":
+        print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        sys.stdout.write(markdown_table(report) + "\n")
+        return 0
+    names = [m if m in ("last-N", "vector top-k") else f"synapse ({m})" for m in report["methods"]]
+    table = Table(
+        "budget (tokens)",
+        *names,
+        title=(
+            f"synapse bench memory: {report['questions']} planted facts in "
+            f"{report['conversations']} conversation(s) of {args.turns} turns"
+        ),
+        title_justify="left",
+    )
+    for row in report["rows"]:
+        table.add_row(str(row["budget"]), *(f"{100 * row[m]:.1f}%" for m in report["methods"]))
+    console().print(table)
+    return 0

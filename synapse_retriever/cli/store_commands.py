@@ -1,0 +1,391 @@
+"""The store commands: stats, edges, decay, repair, export, import, bootstrap.
+
+Examples
+--------
+>>> histogram([0.05, 0.15, 0.15, 1.0], [0.0, 0.1, 0.2, 1.0])  # 1.0 falls in the last bin
+[1, 2, 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from synapse_retriever.capture.gitlog import parse_since
+from synapse_retriever.errors import SynapseError
+
+if TYPE_CHECKING:
+    from synapse_retriever.memory.graph import Edge
+    from synapse_retriever.persistence.transfer import Format, MergeReport
+
+from synapse_retriever.cli._common import (
+    CliError,
+    check_output,
+    console,
+    iso,
+    open_store,
+    parse_time,
+    print_json,
+    progress_display,
+)
+
+__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram"]
+
+WEIGHT_BINS = [i / 10 for i in range(11)]
+"""Edges of the weight histogram: ten bins of 0.1 (1.0 falls in the last)."""
+
+HALF_LIFE_BINS = [0.0, 7.0, 14.0, 30.0, 60.0, 90.0, 120.0, math.inf]
+"""Edges of the half-life histogram, in days (30 and 60 are the personal and shared defaults)."""
+
+
+def histogram(values: Sequence[float], edges: Sequence[float]) -> list[int]:
+    """Counts of ``values`` in the bins ``[edges[i], edges[i+1])``; the last bin is closed.
+
+    Values outside ``[edges[0], edges[-1]]`` are not counted.
+
+    Examples
+    --------
+    Half-lives of 3, 30, 30 and 200 days in the bins <7, 7–30, ≥30:
+
+    >>> histogram([3.0, 30.0, 30.0, 200.0], [0.0, 7.0, 30.0, math.inf])
+    [1, 0, 3]
+    """
+    counts = [0] * (len(edges) - 1)
+    last = len(counts) - 1
+    for value in values:
+        for i in range(len(counts)):
+            low, high = edges[i], edges[i + 1]
+            if low <= value < high or (i == last and value == high):
+                counts[i] += 1
+                break
+    return counts
+
+
+def _bin_label(low: float, high: float, *, digits: int) -> str:
+    if math.isinf(high):
+        return f"≥ {low:.{digits}f}"
+    return f"{low:.{digits}f} – {high:.{digits}f}"
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Nodes, live edges per namespace, and weight and half-life histograms."""
+    now = parse_time(args.at)
+    with (
+        console(stderr=True).status("reading the graph", spinner="dots"),
+        open_store(args.store, must_exist=True) as store,
+    ):
+        graph = store.graph(at=now, namespaces=args.namespace)
+    per_ns: defaultdict[str, list[tuple[str, str, dict[str, Any]]]] = defaultdict(list)
+    for a, b, attrs in graph.edges(data=True):
+        per_ns[attrs["namespace"]].append((a, b, attrs))
+    weights = [attrs["weight"] for _, _, attrs in graph.edges(data=True)]
+    half_lives = [attrs["half_life_days"] for _, _, attrs in graph.edges(data=True)]
+    namespaces = {
+        ns: {
+            "nodes": len({n for a, b, _ in edges for n in (a, b)}),
+            "edges": len(edges),
+            "mean_weight": statistics.fmean(e[2]["weight"] for e in edges),
+            "median_half_life_days": statistics.median(e[2]["half_life_days"] for e in edges),
+        }
+        for ns, edges in sorted(per_ns.items())
+    }
+    report = {
+        "store": args.store,
+        "at": iso(now),
+        "nodes": graph.number_of_nodes(),
+        "edges": graph.number_of_edges(),
+        "namespaces": namespaces,
+        "weight_histogram": _bins(weights, WEIGHT_BINS, digits=1),
+        "half_life_histogram_days": _bins(half_lives, HALF_LIFE_BINS, digits=0),
+    }
+    if args.json:
+        print_json(report)
+        return 0
+    out = console()
+    out.print(
+        f"{args.store} at {report['at']}: {report['nodes']} nodes, {report['edges']} live edges"
+    )
+    if not namespaces:
+        out.print("no live edges")
+        return 0
+    table = Table("namespace", "nodes", "edges", "mean weight", "median half-life (days)")
+    for ns, row in namespaces.items():
+        table.add_row(
+            ns,
+            str(row["nodes"]),
+            str(row["edges"]),
+            f"{row['mean_weight']:.3f}",
+            f"{row['median_half_life_days']:.1f}",
+        )
+    out.print(table)
+    for title, bins in (
+        ("decayed weight", report["weight_histogram"]),
+        ("half-life (days)", report["half_life_histogram_days"]),
+    ):
+        out.print(_histogram_table(title, bins))
+    return 0
+
+
+def _bins(values: Sequence[float], edges: Sequence[float], *, digits: int) -> list[dict[str, Any]]:
+    counts = histogram(values, edges)
+    return [
+        {"bin": _bin_label(edges[i], edges[i + 1], digits=digits), "edges": count}
+        for i, count in enumerate(counts)
+    ]
+
+
+def _histogram_table(title: str, bins: list[dict[str, Any]]) -> Table:
+    table = Table(title, "edges", "", title_justify="left")
+    peak = max((b["edges"] for b in bins), default=0) or 1
+    for b in bins:
+        table.add_row(b["bin"], str(b["edges"]), "█" * round(40 * b["edges"] / peak))
+    return table
+
+
+def cmd_edges(args: argparse.Namespace) -> int:
+    """A node's live neighbours, strongest first, with decayed weights and half-lives."""
+    now = parse_time(args.at)
+    with open_store(args.store, must_exist=True) as store:
+        found = store.neighbours(args.node, at=now, namespace=args.namespace)
+    rows: list[dict[str, Any]] = [
+        {
+            "neighbour": other,
+            "namespace": edge.namespace,
+            "weight": weight,
+            "stored_weight": edge.weight,
+            "count": edge.activation_count,
+            "half_life_days": edge.half_life_days,
+            "last_reinforced_at": iso(edge.last_reinforced_at),
+        }
+        for other, edge, weight in found
+    ]
+    shown = rows[: args.limit] if args.limit else rows
+    if args.json:
+        print_json({"node": args.node, "at": iso(now), "neighbours": shown, "total": len(rows)})
+        return 0
+    out = console()
+    if not rows:
+        out.print(f"{args.node!r} has no live edges at {iso(now)}")
+        return 0
+    table = Table(
+        "neighbour",
+        "namespace",
+        "weight",
+        "stored",
+        "count",
+        "half-life (days)",
+        "last reinforced",
+        title=f"{args.node} at {iso(now)}: {len(rows)} live edge{'s' if len(rows) != 1 else ''}",
+        title_justify="left",
+    )
+    for r in shown:
+        table.add_row(
+            r["neighbour"],
+            r["namespace"],
+            f"{r['weight']:.3f}",
+            f"{r['stored_weight']:.3f}",
+            str(r["count"]),
+            f"{r['half_life_days']:.1f}",
+            r["last_reinforced_at"],
+        )
+    out.print(table)
+    if len(shown) < len(rows):
+        out.print(f"... {len(rows) - len(shown)} more (--limit 0 shows all)")
+    return 0
+
+
+def cmd_decay(args: argparse.Namespace) -> int:
+    """Sweep: delete every edge that has decayed below the prune threshold."""
+    now = parse_time(args.at)
+    with (
+        console(stderr=True).status("sweeping", spinner="dots"),
+        open_store(args.store, must_exist=True) as store,
+    ):
+        report = store.decay(at=now, dry_run=args.dry_run, force=args.force)
+    if args.json:
+        print_json(
+            {
+                "at": iso(report.at),
+                "pruned": report.pruned,
+                "remaining": report.remaining,
+                "pruned_by_namespace": report.pruned_by_namespace,
+                "dry_run": report.dry_run,
+            }
+        )
+        return 0
+    detail = ", ".join(f"{ns} {n}" for ns, n in report.pruned_by_namespace.items())
+    verb = "would prune" if report.dry_run else "pruned"
+    console().print(
+        f"{verb} {report.pruned} edges{f' ({detail})' if detail else ''}, "
+        f"{report.remaining} remain (at {iso(report.at)})"
+        + ("; nothing was deleted (dry run)" if report.dry_run else "")
+    )
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Remove what was written ahead of the clock (e.g. millisecond times read as seconds)."""
+    with open_store(args.store, must_exist=True) as store:
+        report = store.repair(dry_run=args.dry_run)
+    if args.json:
+        print_json(
+            {
+                "edges": report.edges,
+                "uses": report.uses,
+                "events": report.events,
+                "dry_run": report.dry_run,
+            }
+        )
+        return 0
+    verb = "would remove" if report.dry_run else "removed"
+    console().print(
+        f"{verb} what was written ahead of the clock: {report.edges} edges, "
+        f"{report.uses} use times, {report.events} events"
+        + ("; nothing was changed (dry run)" if report.dry_run else "")
+    )
+    return 0
+
+
+def _format(path: str, given: Format | None) -> Format:
+    """``--format``, else the format the suffix of ``path`` names; refused before any work."""
+    from synapse_retriever.persistence.transfer import guess_format
+
+    if given is not None:
+        return given
+    try:
+        return guess_format(path)
+    except SynapseError as exc:
+        raise CliError(f"{exc}; name the format with --format json or graphml") from None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the live edges as JSON or GraphML."""
+    from synapse_retriever.persistence.transfer import check_export_path, write_edges
+
+    now = parse_time(args.at)
+    check_output(args.output)
+    check_export_path(args.output, store_path=args.store)  # never a store, never SQLite
+    fmt = _format(args.output, args.format)
+    with (
+        console(stderr=True).status("exporting", spinner="dots"),
+        open_store(args.store, must_exist=True) as store,
+    ):
+        count = write_edges(store, args.output, fmt=fmt, at=now)
+    console().print(f"exported {count} live edges to {args.output}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Merge edges from a JSON or GraphML export; a newer stored edge is never overwritten.
+
+    The whole export is read and checked before the store is opened or created, and a
+    store this command created is removed again if the merge fails.
+    """
+    from synapse_retriever.persistence.transfer import read_edges, validate_edges
+
+    source = Path(args.input)
+    if not source.is_file():
+        raise CliError(f"no export file at {args.input!r}")
+    fmt = _format(args.input, args.format)
+    if not Path(args.store).parent.is_dir():
+        raise CliError(f"cannot create {args.store!r}: no such directory")
+    with console(stderr=True).status("importing", spinner="dots"):
+        edges = read_edges(source, fmt=fmt)
+        validate_edges(edges)  # a bad file creates nothing and changes nothing
+        report = _merge_into(args.store, edges)
+    if args.json:
+        print_json({"inserted": report.inserted, "replaced": report.replaced, "kept": report.kept})
+        return 0
+    console().print(
+        f"{len(edges)} edges read from {args.input}: {report.inserted} inserted, "
+        f"{report.replaced} replaced by newer ones, {report.kept} kept "
+        "(the store's edge was as new or newer)"
+    )
+    return 0
+
+
+def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
+    """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
+    creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
+    from synapse_retriever.persistence import SQLiteStorage
+    from synapse_retriever.persistence.transfer import merge_edges
+
+    try:
+        Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own
+        created = True
+    except FileExistsError:
+        created = False
+    try:
+        storage = SQLiteStorage(path)  # refuses foreign files; an empty file becomes a store
+        try:
+            storage.check()  # a damaged file is refused before anything is written
+            return merge_edges(storage, edges)
+        finally:
+            storage.close()
+    except BaseException:
+        if created:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(path + suffix).unlink(missing_ok=True)
+        raise
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    """Warm start: replay a git history as co-activation events (resumable)."""
+    from synapse_retriever.capture.bootstrap import replay
+    from synapse_retriever.capture.gitlog import read_commits
+    from synapse_retriever.config import validate_namespace
+
+    validate_namespace(args.namespace)
+    since = parse_since(args.since) if args.since is not None else None
+    with console(stderr=True).status("reading git history", spinner="dots"):
+        commits = read_commits(args.git, rev=args.rev, since=since)
+    with (
+        open_store(args.store, must_exist=False) as store,
+        progress_display(not args.quiet) as progress,
+    ):
+        report = replay(
+            store,
+            commits,
+            namespace=args.namespace,
+            progress=lambda done, total: progress("replaying commits", done, total),
+        )
+    data = {
+        "commits": report.commits,
+        "eligible": report.eligible,
+        "replayed": report.replayed,
+        "already_seen": report.already_seen,
+        "clamped": report.clamped,
+        "edges_written": report.edges_written,
+        "ahead_of_clock": report.ahead,
+        "first": iso(report.first_time) if report.first_time is not None else None,
+        "last": iso(report.last_time) if report.last_time is not None else None,
+        "namespace": args.namespace,
+    }
+    if args.json:
+        print_json(data)
+        return 0
+    span = f" ({data['first']} to {data['last']})" if data["first"] else ""
+    lines = [
+        f"{report.commits} non-merge commits read, {report.eligible} touch 2 to 32 files{span}",
+        f"replayed {report.replayed} into {args.namespace!r} ({report.edges_written} edge "
+        f"upserts); {report.already_seen} were already replayed",
+    ]
+    if report.clamped:
+        lines.append(
+            f"{report.clamped} commits were older than an edge they reinforce and were "
+            "replayed at that edge's last reinforcement instead"
+        )
+    if report.ahead:
+        lines.append(
+            f"{report.ahead} commits dated more than a day ahead of the clock were skipped "
+            "(a committer's clock set wrong: such a time would never decay)"
+        )
+    console().print("\n".join(lines))
+    return 0
