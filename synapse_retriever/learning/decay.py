@@ -10,9 +10,9 @@ together: the reinforcement of co-activated pairs).
 T. V. P. Bliss and T. Lømo, "Long-lasting potentiation of synaptic transmission in the
 dentate area of the anaesthetized rabbit", *Journal of Physiology* 232(2), 331-356, 1973
 (long-term potentiation: the floor of proven associations).
-The method as published: ``../shared/seeds/000_1ebfbe1454d95f2f.txt`` in the project
-(w0 0.3 per unit strength, 30-day personal half-life, LTP after 10 reinforcements at 0.1,
-pruning below 0.01).
+"Budget-Neutral Synaptic Recall: Displacement Injection with Learned Per-Edge Decay for
+AI Agent Context Retrieval" (the method as published: Δw = 0.3 × strength, namespace
+half-lives, the half-life learned per edge, the LTP floor, pruning below 0.01).
 
 Examples
 --------

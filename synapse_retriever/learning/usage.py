@@ -11,6 +11,14 @@ older uses are taken as spread evenly between the first use and the oldest kept 
 node has at most ``history`` uses. The store persists every row
 (:class:`~synapse_retriever.persistence.UseRow`) in the same transaction as the edges.
 
+References
+----------
+J. R. Anderson and L. J. Schooler, "Reflections of the environment in memory",
+*Psychological Science* 2(6), 396-408, 1991 (B = ln Σ t_j^(−d), d = 0.5).
+A. A. Petrov, "Computationally efficient approximation of the base-level learning
+equation in ACT-R", *Proceedings of the Seventh International Conference on Cognitive
+Modeling*, 391-392, 2006 (the hybrid approximation of the older uses).
+
 Examples
 --------
 One use 1 day ago and one 4 days ago: B = ln(1^−0.5 + 4^−0.5) = ln 1.5.

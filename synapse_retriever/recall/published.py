@@ -16,8 +16,10 @@ References
 ----------
 A. M. Collins and E. F. Loftus, "A spreading-activation theory of semantic processing",
 *Psychological Review* 82(6), 407-428, 1975.
-The method as published: ``../shared/seeds/000_1ebfbe1454d95f2f.txt`` in the project
-(hub normalisation, the 0.6 spread rate, 0.15 threshold, 0.3 boost, 2 injections).
+"Budget-Neutral Synaptic Recall: Displacement Injection with Learned Per-Edge Decay for
+AI Agent Context Retrieval", and its companion "Hebbian Co-Activation with Long-Term
+Potentiation and Hub-Normalized Spreading Activation" (the method as published: hub
+normalisation, the 0.6 spread rate, 0.15 threshold, 0.3 boost, at most 2 injections).
 
 Examples
 --------
