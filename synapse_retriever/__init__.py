@@ -30,7 +30,8 @@ from synapse_retriever.learning.decay import (
     reinforced_weight,
 )
 from synapse_retriever.memory.graph import Edge
-from synapse_retriever.recall.hits import ANNOTATION_KEYS, Activation, Hit, injection_slots
+from synapse_retriever.memory.spreading import Activation, hub_factor, spread_activation
+from synapse_retriever.recall.hits import ANNOTATION_KEYS, Hit, injection_slots
 from synapse_retriever.recall.items import (
     ItemRecall,
     Recalled,
@@ -40,13 +41,7 @@ from synapse_retriever.recall.items import (
     usable_scores,
     usage_ids,
 )
-from synapse_retriever.recall.published import (
-    RecallPlan,
-    candidates,
-    hub_factor,
-    inject,
-    spread_activation,
-)
+from synapse_retriever.recall.published import RecallPlan, candidates, inject
 from synapse_retriever.store import DecayReport, RepairReport, SynapseStore
 from synapse_retriever.tokens import approximate_tokens
 

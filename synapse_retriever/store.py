@@ -34,9 +34,10 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError, Synaps
 from synapse_retriever.learning.decay import reinforce_edges
 from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
+from synapse_retriever.memory.spreading import Activation
 from synapse_retriever.persistence import EdgeRow, SQLiteStorage, Storage, WriteTransaction
 from synapse_retriever.recall import actr, published
-from synapse_retriever.recall.hits import Activation, Hit, Plan, Resolvable, validated_hits
+from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
 from synapse_retriever.recall.published import activation_from
 
 if TYPE_CHECKING:
@@ -556,7 +557,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Spreading activation from ``seeds``, with the paths that carried the energy.
 
         ``report_min`` and ``report`` limit which reached nodes are returned (all by
-        default); see :func:`~synapse_retriever.recall.published.spread`.
+        default); see :func:`~synapse_retriever.memory.spreading.spread`.
 
         Examples
         --------
@@ -588,7 +589,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
     ) -> dict[str, float]:
         """Energy of every node reached from ``seeds`` (hub factor applied), seeds excluded.
 
-        See :func:`~synapse_retriever.recall.published.spread_activation` for the formula.
+        See :func:`~synapse_retriever.memory.spreading.spread_activation` for the formula.
 
         Examples
         --------

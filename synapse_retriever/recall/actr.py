@@ -48,8 +48,8 @@ from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.memory.spreading import Activation
 from synapse_retriever.recall.hits import (
-    Activation,
     Hit,
     Plan,
     Resolvable,

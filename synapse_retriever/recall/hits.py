@@ -14,20 +14,19 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from numbers import Real
 from typing import Literal, NamedTuple, SupportsFloat
 
 from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.memory.spreading import Activation
 
 __all__ = [
     "ANNOTATION_KEYS",
-    "Activation",
     "Hit",
-    "NamedPaths",
     "Origin",
     "Plan",
     "Resolvable",
@@ -128,34 +127,6 @@ def injection_slots(n: int, *, seeds: int = 3, max_inject: int = 2) -> int:
 
 
 @dataclass(frozen=True)
-class Activation:
-    """What spreading activation found, by node name.
-
-    Attributes
-    ----------
-    energy : dict[str, float]
-        Final energy of every reported non-seed node, hub factor applied: E[m] × hf(m).
-    paths : dict[str, tuple[str, ...]]
-        For each reported node, the path of its largest single contribution:
-        ``(seed, node)`` after one hop, ``(seed, via, node)`` after two.
-
-    Examples
-    --------
-    >>> from synapse_retriever.recall.published import spread_activation
-    >>> act = spread_activation({"a": {"b": 0.5}, "b": {"c": 1.0}}, ["a"])
-    >>> act.energy
-    {'b': 0.3, 'c': 0.18}
-    >>> dict(act.paths)
-    {'b': ('a', 'b'), 'c': ('a', 'b', 'c')}
-    >>> Activation().energy  # nothing reached
-    {}
-    """
-
-    energy: dict[str, float] = field(default_factory=dict)
-    paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Plan:
     """Activation computed for a hit list, ready to inject: two phases for callers that
     must resolve candidate ids themselves (e.g. with an async docstore) in between.
@@ -193,26 +164,6 @@ class Plan:
     ) -> list[Hit]:
         """The hits with what the rule folds in; never longer than the input."""
         raise NotImplementedError
-
-
-class NamedPaths(Mapping[str, tuple[str, ...]]):
-    """Paths by node name over paths by node id, computed on access."""
-
-    def __init__(
-        self, paths: Mapping[int, tuple[int, ...]], names: Sequence[str], index: Mapping[str, int]
-    ) -> None:
-        self._paths, self._names, self._index = paths, names, index
-
-    def __getitem__(self, node: str) -> tuple[str, ...]:
-        if node not in self._index:
-            raise KeyError(node)
-        return tuple(self._names[x] for x in self._paths[self._index[node]])
-
-    def __iter__(self) -> Iterator[str]:
-        return (self._names[n] for n in self._paths)
-
-    def __len__(self) -> int:
-        return len(self._paths)
 
 
 def validated_hits(
