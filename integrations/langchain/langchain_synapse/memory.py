@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
 from synapse_retriever.context import (
     ContextConfig,
@@ -29,15 +29,21 @@ from synapse_retriever.context import (
     PromptSummarizer,
     trim_history,
 )
+from synapse_retriever.context.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
 
 try:  # langchain >= 1 is optional: only the agent middleware needs it
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 except ImportError:  # pragma: no cover - exercised when langchain is not installed
-    AgentMiddleware = None
+    _HAS_AGENT_MIDDLEWARE = False
+else:
+    _HAS_AGENT_MIDDLEWARE = True
 
 __all__ = ["chat_model_summarizer", "synapse_trim_messages", "to_history"]
 
-TokenCounter = Callable[[str], int] | BaseLanguageModel
+# Quoted: subscripting the pydantic model at import time would create a class.
+TokenCounter: TypeAlias = "Callable[[str], int] | BaseLanguageModel[Any]"
+
+MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 
 def _counter(token_counter: TokenCounter | None) -> Callable[[str], int] | None:
@@ -74,14 +80,14 @@ def to_history(message: BaseMessage) -> HistoryMessage:
 
 
 def synapse_trim_messages(
-    messages: Sequence[BaseMessage],
+    messages: Sequence[MessageT],
     query: str | None = None,
     *,
     max_tokens: int,
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | None = None,
-) -> list[BaseMessage]:
+) -> list[MessageT]:
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
     Args:
@@ -135,7 +141,7 @@ def synapse_trim_messages(
         config=config or ContextConfig(overflow="shrink"),
         embedder=embedder,
     )
-    result: list[BaseMessage] = []
+    result: list[MessageT] = []
     for item in kept:
         original = messages[item.index]
         if item.level is Level.FULL or item.text == original.text:
@@ -145,14 +151,21 @@ def synapse_trim_messages(
     return result
 
 
-def chat_model_summarizer(model: BaseLanguageModel, **prompts: str) -> PromptSummarizer:
+def chat_model_summarizer(
+    model: BaseLanguageModel[Any],
+    *,
+    chunks_prompt: str = CHUNKS_PROMPT,
+    summary_prompt: str = SUMMARY_PROMPT,
+) -> PromptSummarizer:
     """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
     ``model`` for the key sentences and the one-line summary (in the background).
 
     Args:
         model: A chat model or LLM; it is invoked once per prompt.
-        **prompts: ``chunks_prompt`` and ``summary_prompt`` templates (with ``{text}`` and
-            ``{words}``) to replace the core's.
+        chunks_prompt: Template (with ``{text}`` and ``{words}``) asking for the key
+            sentences; default: the core's.
+        summary_prompt: Template (with ``{text}`` and ``{words}``) asking for the one-line
+            summary; default: the core's.
 
     Example:
         A fake model stands in for yours; it answers the two prompts in turn:
@@ -175,12 +188,12 @@ def chat_model_summarizer(model: BaseLanguageModel, **prompts: str) -> PromptSum
         answer = model.invoke(prompt)
         return answer if isinstance(answer, str) else answer.text
 
-    return PromptSummarizer(complete, **prompts)
+    return PromptSummarizer(complete, chunks_prompt=chunks_prompt, summary_prompt=summary_prompt)
 
 
-if AgentMiddleware is not None:
+if _HAS_AGENT_MIDDLEWARE:
 
-    class SynapseMemoryMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
+    class SynapseMemoryMiddleware(AgentMiddleware):
         """Degrades the agent's history by importance before each model call.
 
         The agent's state keeps every message; only what the model sees is trimmed
@@ -224,8 +237,9 @@ if AgentMiddleware is not None:
 
         def _trimmed(self, request: ModelRequest) -> ModelRequest:
             system = [request.system_message] if request.system_message is not None else []
+            messages: list[AnyMessage] = [*system, *request.messages]
             kept = synapse_trim_messages(
-                [*system, *request.messages],
+                messages,
                 max_tokens=self.max_tokens,
                 token_counter=self.token_counter,
                 config=self.config,

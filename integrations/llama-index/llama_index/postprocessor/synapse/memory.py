@@ -35,6 +35,7 @@ from synapse_retriever.context import (
     PromptSummarizer,
     trim_history,
 )
+from synapse_retriever.context.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -47,7 +48,7 @@ __all__ = [
 
 def _tool_calls(message: ChatMessage) -> list[tuple[str | None, str, Any]]:
     """(id, name, arguments) of each tool call: ``ToolCallBlock``s or OpenAI-style kwargs."""
-    calls = [
+    calls: list[tuple[str | None, str, Any]] = [
         (block.tool_call_id, block.tool_name, block.tool_kwargs)
         for block in message.blocks
         if isinstance(block, ToolCallBlock)
@@ -159,12 +160,14 @@ def synapse_trim_chat_messages(
     return result
 
 
-def llm_summarizer(llm: LLM, **prompts: str) -> PromptSummarizer:
+def llm_summarizer(
+    llm: LLM, *, chunks_prompt: str = CHUNKS_PROMPT, summary_prompt: str = SUMMARY_PROMPT
+) -> PromptSummarizer:
     """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
     ``llm`` for the key sentences and the one-line summary (in the background).
 
-    ``prompts``: ``chunks_prompt`` and ``summary_prompt`` templates (with ``{text}`` and
-    ``{words}``) to replace the core's.
+    ``chunks_prompt`` and ``summary_prompt``: templates (with ``{text}`` and ``{words}``)
+    asking for the key sentences and the one-line summary; default: the core's.
 
     Example:
         ``MockLLM(max_tokens=3)`` answers every prompt with "text text text"; your LLM
@@ -179,7 +182,11 @@ def llm_summarizer(llm: LLM, **prompts: str) -> PromptSummarizer:
         >>> memory = ConversationMemory(":memory:", summarizer=summarizer)
         >>> memory.close()
     """
-    return PromptSummarizer(lambda prompt: llm.complete(prompt).text, **prompts)
+    return PromptSummarizer(
+        lambda prompt: llm.complete(prompt).text,
+        chunks_prompt=chunks_prompt,
+        summary_prompt=summary_prompt,
+    )
 
 
 class SynapseMemoryBlock(BaseMemoryBlock[str]):
