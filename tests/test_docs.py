@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from test_public_api import PUBLIC_API
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -108,15 +109,7 @@ def test_the_notebooks_are_downloadable_from_the_site(site: Path) -> None:
         assert (site / "notebooks" / notebook.name).read_bytes() == notebook.read_bytes()
 
 
-@pytest.mark.parametrize(
-    "package",
-    [
-        "synapse_retriever",
-        "synapse_retriever.context",
-        "langchain_synapse",
-        "llama_index.postprocessor.synapse",
-    ],
-)
+@pytest.mark.parametrize("package", sorted(PUBLIC_API))
 def test_every_public_name_is_in_the_api_reference(package: str) -> None:
     module = pytest.importorskip(package)
     documented = {
