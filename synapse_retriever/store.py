@@ -35,7 +35,8 @@ from synapse_retriever.learning.decay import reinforce_edges
 from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
 from synapse_retriever.memory.spreading import Activation
-from synapse_retriever.persistence import EdgeRow, SQLiteStorage, Storage, WriteTransaction
+from synapse_retriever.persistence import EdgeRow, Storage, WriteTransaction
+from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
 from synapse_retriever.recall.published import activation_from

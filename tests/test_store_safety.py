@@ -26,7 +26,7 @@ from synapse_retriever import (
     SynapseStore,
 )
 from synapse_retriever.cli import main
-from synapse_retriever.persistence import SQLiteStorage
+from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.persistence.transfer import merge_edges, read_edges
 
 DAY = 86_400.0

@@ -314,7 +314,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
     creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
-    from synapse_retriever.persistence import SQLiteStorage
+    from synapse_retriever.persistence.sqlite import SQLiteStorage
     from synapse_retriever.persistence.transfer import merge_edges
 
     try:

@@ -9,7 +9,7 @@ and, for reads, at most once per ``refresh_interval_s`` (:meth:`refresh`).
 Examples
 --------
 >>> from synapse_retriever import SynapseConfig
->>> from synapse_retriever.persistence import SQLiteStorage
+>>> from synapse_retriever.persistence.sqlite import SQLiteStorage
 >>> storage = SQLiteStorage(":memory:")
 >>> mirror = Mirror(SynapseConfig())
 >>> mirror.load(storage)

@@ -2,19 +2,12 @@
 
 The math never touches a database: a store reads and writes through a
 :class:`~synapse_retriever.persistence.protocols.Storage`, and a new backend is a new
-module here.
+module here (:mod:`~synapse_retriever.persistence.sqlite` is the embedded one). This
+package re-exports only the plain data and the protocols, so that the math can read rows
+without loading a backend.
 """
 
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
-from synapse_retriever.persistence.sqlite import SQLiteStorage
 
-__all__ = [
-    "Changes",
-    "EdgeRow",
-    "SQLiteStorage",
-    "Storage",
-    "UseColumns",
-    "UseRow",
-    "WriteTransaction",
-]
+__all__ = ["Changes", "EdgeRow", "Storage", "UseColumns", "UseRow", "WriteTransaction"]

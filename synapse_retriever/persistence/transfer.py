@@ -33,7 +33,7 @@ schema version 1 gets at migration (:func:`~synapse_retriever.learning.usage.use
 Examples
 --------
 >>> from synapse_retriever import SynapseStore
->>> from synapse_retriever.persistence import SQLiteStorage
+>>> from synapse_retriever.persistence.sqlite import SQLiteStorage
 >>> with SynapseStore(":memory:") as store:
 ...     _ = store.reinforce(["a", "b"], namespace="shared", at=0)
 ...     edges = export_edges(store, at=0)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever import Edge, SynapseConfig, SynapseStore
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence import SQLiteStorage
+from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.persistence.transfer import (
     MergeReport,
     export_edges,
