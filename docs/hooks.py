@@ -1,10 +1,8 @@
-"""MkDocs hooks: pages include README sections and the CLI's own ``--help``, so neither drifts.
+"""MkDocs hooks: the CLI page shows the commands' own ``--help``, so it never drifts.
 
-- ``<!-- readme: Title -->`` is replaced by the body of the README's ``## Title`` section.
-- ``<!-- readme: Title > Subtitle -->`` is replaced by the body of the ``### Subtitle``
-  subsection of that section, up to the next ``###`` or ``##`` heading.
-- ``<!-- readme-intro: Title -->`` is replaced by the body of the ``## Title`` section up to
-  its first ``###`` subsection.
+The pages in ``docs/`` are the source of everything else on the site; nothing is copied from
+the README.
+
 - ``<!-- cli-help: bench perf -->`` is replaced by ``synapse bench perf --help``.
 - ``<!-- cli-reference -->`` is replaced by a ``### synapse <command>`` section with the
   ``--help`` of every command and subcommand, in the parser's order: a new command shows up
@@ -25,37 +23,10 @@ from typing import Any
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 NOTEBOOKS = ROOT / "notebooks"
 
-_README_MARKER = re.compile(r"<!-- readme: (.+?) -->")
-_README_INTRO_MARKER = re.compile(r"<!-- readme-intro: (.+?) -->")
 _CLI_MARKER = re.compile(r"<!-- cli-help: ?(.*?) -->")
 _CLI_REFERENCE = "<!-- cli-reference -->"
-
-
-def readme_section(title: str) -> str:
-    """The body of the README's ``## title`` section, up to the next ``## `` heading.
-
-    ``"Title > Subtitle"`` gives the body of the section's ``### Subtitle`` subsection, up to
-    the next ``### `` or ``## `` heading.
-    """
-    title, _, subtitle = (part.strip() for part in title.partition(" > "))
-    text = README.read_text(encoding="utf-8")
-    found = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    if found is None:
-        raise ValueError(f"README.md has no section '## {title}'")
-    if not subtitle:
-        return found.group(1).strip()
-    sub = re.search(rf"^### {re.escape(subtitle)}\n(.*?)(?=^### |\Z)", found.group(1), re.S | re.M)
-    if sub is None:
-        raise ValueError(f"README.md's section '## {title}' has no '### {subtitle}'")
-    return sub.group(1).strip()
-
-
-def readme_intro(title: str) -> str:
-    """The README's ``## title`` section up to its first ``### `` subsection."""
-    return re.split(r"^### ", readme_section(title), maxsplit=1, flags=re.M)[0].strip()
 
 
 def cli_help(command: str) -> str:
@@ -98,8 +69,6 @@ def cli_reference() -> str:
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    markdown = _README_MARKER.sub(lambda found: readme_section(found.group(1)), markdown)
-    markdown = _README_INTRO_MARKER.sub(lambda found: readme_intro(found.group(1)), markdown)
     markdown = markdown.replace(_CLI_REFERENCE, cli_reference())
     return _CLI_MARKER.sub(lambda found: f"```text\n{cli_help(found.group(1))}```", markdown)
 
