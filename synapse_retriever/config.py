@@ -3,8 +3,8 @@
 The learning and forgetting constants are the published values (Budget-Neutral
 Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
 is used. The recall rule is ACT-R's (``SynapseConfig()``, the same as
-``SynapseConfig.actr()``), which beat the published rule on real histories (README,
-"Quality"); ``SynapseConfig.published()`` is the method exactly as published.
+``SynapseConfig.actr()``), which beat the published rule on real histories (docs,
+Benchmarks: Quality); ``SynapseConfig.published()`` is the method exactly as published.
 
 Examples
 --------
@@ -135,7 +135,7 @@ class SynapseConfig:
         At most this many hits are displaced per query: 2 by default and as published
         (the method's promise: at most 2 absent nodes swapped in, at least one original
         hit kept). ``max_inject=3`` is available: on the five development histories
-        (README, "Quality") the third slot was worth 0.4 to 3.0 recall points, macro.
+        (docs, Benchmarks: Quality) the third slot was worth 0.4 to 3.0 recall points, macro.
     merge_weights : Mapping[str, float]
         Factor of each non-active namespace in the merged graph (the active one is 1.0).
         ``ephemeral`` is read only when active; unknown namespaces weigh 0.

@@ -8,7 +8,7 @@ recalls by query: relevance is measured against the best-matching turn, the turn
 query recalls are condensed around the sentences that match it, the budget rule
 condenses every turn before it drops any (``demotion="fade"``), and replay adds 0.05.
 It keeps far more of what an old question needs (see ``synapse bench memory`` and the
-README's table).
+docs, Benchmarks: Conversation memory).
 
 Examples
 --------

@@ -263,7 +263,7 @@ def test_by_default_recent_use_decides_and_association_adds_on_faiss(tmp_path: P
     assert invoice.metadata["synapse_displaced"] == "auth/session.py"
 
     # Reopened, the store rebuilds its use history from the edges (approximately: the
-    # README's "Quality" says what is lost), and recalls the same documents.
+    # docs/concepts.md, "Time, storage and concurrency"), and recalls the same documents.
     retriever.store.close()
     reopened = SynapseRetriever(
         base_retriever=upstream, store=str(tmp_path / "synapses.db"), docstore=vectors
