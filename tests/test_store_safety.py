@@ -237,6 +237,15 @@ def test_read_only_can_be_asked_for(learned: Path) -> None:
         SynapseStore(":memory:", read_only=True)
 
 
+def test_a_read_only_file_of_an_older_schema_is_refused_untouched(learned: Path) -> None:
+    with contextlib.closing(sqlite3.connect(learned)) as db:
+        db.execute("PRAGMA user_version = 2")  # as a release before the change logs left it
+    digest = _digest(learned)
+    with read_only(learned), pytest.raises(NotASynapseDatabaseError, match="open it once with"):
+        SynapseStore(learned)
+    assert _digest(learned) == digest
+
+
 # -- damaged files ---------------------------------------------------------------------------
 
 

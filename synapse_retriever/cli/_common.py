@@ -95,6 +95,8 @@ def iso(seconds: float) -> str:
 def open_store(path: str, *, must_exist: bool) -> SynapseStore:
     if must_exist and not Path(path).exists():
         raise CliError(f"no synapse database at {path!r}")
+    if must_exist and not Path(path).is_dir() and not Path(path).is_file():  # /dev/null, a pipe
+        raise CliError(f"{path!r} is not a regular file, not a synapse database")
     if must_exist and Path(path).is_file() and Path(path).stat().st_size == 0:
         raise CliError(f"{path!r} is empty, not a synapse database; it was left untouched")
     if not must_exist and not Path(path).parent.is_dir():

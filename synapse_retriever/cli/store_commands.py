@@ -221,11 +221,16 @@ def cmd_decay(args: argparse.Namespace) -> int:
         )
         return 0
     detail = ", ".join(f"{ns} {n}" for ns, n in report.pruned_by_namespace.items())
-    verb = "would prune" if report.dry_run else "pruned"
+    if report.dry_run:
+        console().print(
+            f"would prune {report.pruned} of {report.remaining} edges"
+            f"{f' ({detail})' if detail else ''} at {iso(report.at)}; nothing was deleted "
+            "(dry run)"
+        )
+        return 0
     console().print(
-        f"{verb} {report.pruned} edges{f' ({detail})' if detail else ''}, "
+        f"pruned {report.pruned} edges{f' ({detail})' if detail else ''}, "
         f"{report.remaining} remain (at {iso(report.at)})"
-        + ("; nothing was deleted (dry run)" if report.dry_run else "")
     )
     return 0
 

@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -32,8 +33,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from synapse_retriever.errors import NotASynapseDatabaseError
-from synapse_retriever.persistence.sqlite import APPLICATION_ID, SQLiteStorage
+from synapse_retriever.errors import NotASynapseDatabaseError, ReadOnlyStoreError
+from synapse_retriever.persistence.sqlite import (
+    APPLICATION_ID,
+    SQLiteStorage,
+    typed_error,
+    typed_errors,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ContextStorage", "Loaded", "TurnRecord"]
 
@@ -144,7 +150,13 @@ class ContextStorage:
         self._lock = threading.RLock()
         in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         if not in_memory:
-            SQLiteStorage(self.path, busy_timeout_s=busy_timeout_s).close()  # refuse or stamp
+            core = SQLiteStorage(self.path, busy_timeout_s=busy_timeout_s)  # refuse or stamp
+            core.close()
+            if core.read_only:
+                raise ReadOnlyStoreError(
+                    f"{self.path!r} cannot be written (the file or its folder is read-only), and "
+                    "a conversation memory writes every turn: copy it somewhere writable"
+                )
         self._db = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
@@ -157,6 +169,9 @@ class ContextStorage:
                         f"{self.path!r} is not a synapse database (application_id {app_id:#x})"
                     )
             self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise typed_error(self.path, exc) from None
         except BaseException:
             self._db.close()
             raise
@@ -184,13 +199,14 @@ class ContextStorage:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, typed_errors(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse even this
+                    self._db.execute("ROLLBACK")
                 raise
 
     @staticmethod
@@ -203,7 +219,7 @@ class ContextStorage:
 
     def load(self) -> Loaded:
         """Every turn in insertion order, with its stored vector and the embedder's name."""
-        with self._lock:
+        with self._lock, typed_errors(self.path):
             rows = self._db.execute(
                 f"SELECT {_COLUMNS}, embedder, embedding FROM context_turns ORDER BY id"
             ).fetchall()
@@ -273,7 +289,7 @@ class ContextStorage:
 
     def themes(self) -> list[tuple[int, list[str]]]:
         """Every replay so far: (turns covered, themes)."""
-        with self._lock:
+        with self._lock, typed_errors(self.path):
             rows = self._db.execute("SELECT turns, themes FROM context_replays ORDER BY id")
             return [(int(n), [t for t in text.split("\n") if t]) for n, text in rows]
 

@@ -21,7 +21,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,14 @@ from synapse_retriever.errors import (
 from synapse_retriever.persistence.protocols import WriteTransaction
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
 
-__all__ = ["APPLICATION_ID", "LOG_VERSIONS", "SCHEMA_VERSION", "SQLiteStorage"]
+__all__ = [
+    "APPLICATION_ID",
+    "LOG_VERSIONS",
+    "SCHEMA_VERSION",
+    "SQLiteStorage",
+    "typed_error",
+    "typed_errors",
+]
 
 APPLICATION_ID = 0x53594E41  # "SYNA"
 """``PRAGMA application_id`` of a synapse database; other SQLite files are refused."""
@@ -542,26 +549,11 @@ class SQLiteStorage:
             db.execute("ROLLBACK")
             raise
 
-    @contextmanager
-    def _typed_errors(self) -> Iterator[None]:
-        """SQLite's damage and read-only errors as this library's, naming the file."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            typed = self._typed(exc)
-            if typed is exc:
-                raise
-            raise typed from None
+    def _typed_errors(self) -> AbstractContextManager[None]:
+        return typed_errors(self.path)
 
     def _typed(self, exc: sqlite3.DatabaseError) -> Exception:
-        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-        if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
-            return CorruptDatabaseError(_corrupt_message(self.path, str(exc)))
-        if code == SQLITE_READONLY:
-            return ReadOnlyStoreError(
-                f"{self.path!r} cannot be written ({exc}): open it read-only to read it"
-            )
-        return exc
+        return typed_error(self.path, exc)
 
     def load(self) -> Changes:
         with self._lock, self._typed_errors():
@@ -662,6 +654,37 @@ def _backfill_uses(db: sqlite3.Connection) -> None:
         tx.add_events(namespace, count)
     for namespace, at, nodes in latest:
         tx.log_recent(namespace, at, nodes, keep=len(latest))
+
+
+def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
+    """SQLite's damage and read-only errors as this library's, naming the file; ``exc``
+    itself otherwise."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return CorruptDatabaseError(_corrupt_message(path, str(exc)))
+    if code == SQLITE_READONLY:
+        return ReadOnlyStoreError(
+            f"{path!r} cannot be written ({exc}): open it read-only to read it"
+        )
+    return exc
+
+
+@contextmanager
+def typed_errors(path: str) -> Iterator[None]:
+    """Raise :func:`typed_error`'s error for what the block raises (see :class:`SQLiteStorage`).
+
+    Examples
+    --------
+    >>> with typed_errors("x.db"):
+    ...     pass
+    """
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        typed = typed_error(path, exc)
+        if typed is exc:
+            raise
+        raise typed from None
 
 
 def _retry_busy(statement: Callable[[], object], timeout_s: float) -> None:

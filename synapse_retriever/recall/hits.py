@@ -179,7 +179,8 @@ def validated_hits(
     Raises
     ------
     InvalidTypeError
-        ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair; a
+        ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair
+        (a longer tuple or record gives its first two items: ``(id, score, ...)``); a
         score is not a real number (a bool, a str, None, a complex, a Decimal).
     InvalidValueError
         A bad id (see :func:`~synapse_retriever.capture.coactivation.validate_node_id`), a score

@@ -169,7 +169,7 @@ def test_a_sweep_after_now_deletes_nothing_without_force(
     assert "would delete 2 edges that are live now" in err and "--force" in err
     code, out, _ = run(capsys, "decay", str(path), "--at", "2100-01-01", "--dry-run")
     assert code == 0
-    assert out.startswith("would prune 2 edges (personal 1, shared 1), 2 remain")
+    assert out.startswith("would prune 2 of 2 edges (personal 1, shared 1) at 2100-01-01")
     assert "nothing was deleted (dry run)" in out
     code, out, _ = run(capsys, "decay", str(path), "--at", "2100-01-01", "--dry-run", "--json")
     assert json.loads(out)["pruned_by_namespace"] == {"personal": 1, "shared": 1}
@@ -673,3 +673,11 @@ def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
 def test_histogram_bins() -> None:
     # bins [0, 0.1) [0.1, 0.2) [0.2, 1.0]; 1.0 closes the last bin; -1 and 2 are outside
     assert histogram([0.0, 0.05, 0.1, 0.5, 1.0, -1.0, 2.0], [0.0, 0.1, 0.2, 1.0]) == [2, 1, 2]
+
+
+def test_a_device_is_not_a_store(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "stats", os.devnull)
+    assert (
+        code == 2
+        and err == f"synapse: error: {os.devnull!r} is not a regular file, not a synapse database\n"
+    )

@@ -21,7 +21,13 @@ from synapse_retriever.context import (
     ConversationMemory,
     HashingEmbedder,
 )
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.errors import (
+    CorruptDatabaseError,
+    InvalidTypeError,
+    InvalidValueError,
+    ReadOnlyStoreError,
+    SynapseError,
+)
 from synapse_retriever.persistence.sqlite import APPLICATION_ID
 from synapse_retriever.persistence.sqlite import SCHEMA_VERSION as CORE_SCHEMA_VERSION
 
@@ -464,3 +470,33 @@ def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
             memory.add_turn("Deploys move to Fridays.", at=time.time() * 1000)
         assert memory.add_turn("Deploys move to Fridays.", at=time.time()) == 1
         assert memory.add_turn("Noted.") == 2  # now: not held back by a time far ahead
+
+
+def test_a_read_only_file_is_refused_in_a_typed_error_and_left_untouched(tmp_path: Path) -> None:
+    from test_store_safety import read_only  # the immutable attribute, for root too
+
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("Deploys move to Fridays.", at=0)
+    before = path.read_bytes()
+    with read_only(path), pytest.raises(ReadOnlyStoreError, match="writes every turn"):
+        ConversationMemory(path)
+    assert path.read_bytes() == before
+
+
+def test_a_damaged_turns_table_is_refused_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        for minute in range(40):
+            memory.add_turn(f"Turn {minute} about the deploy and the build.", at=60 * minute)
+    with sqlite3.connect(path) as db:
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        root = db.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'context_turns'"
+        ).fetchone()[0]
+    db.close()
+    with path.open("r+b") as file:  # a page overwritten, as by a bad disk
+        file.seek((root - 1) * page)
+        file.write(bytes(range(256)) * (page // 256))
+    with pytest.raises(CorruptDatabaseError, match=r"chat\.db' is a damaged database"):
+        ConversationMemory(path)
