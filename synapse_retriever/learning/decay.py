@@ -68,6 +68,11 @@ def _result(value: Array, *inputs: ArrayLike) -> float | Array:
 def decayed_weight(w0: ArrayLike, half_life_days: ArrayLike, age_days: ArrayLike) -> float | Array:
     """Plain exponential decay: w0 × exp(−ln2 / half_life × age); a negative age counts as 0.
 
+    References
+    ----------
+    Hebb (1949) for the reinforcement; Bliss and Lømo (1973) for the LTP floor; the method as
+    published for the constants (see the module docstring).
+
     Examples
     --------
     >>> decayed_weight(0.8, 30.0, 30.0)  # one half-life: 0.8 / 2
@@ -95,6 +100,11 @@ def effective_weight(
     Long-term potentiation floors the weight at ``ltp_floor`` when ``ltp`` is allowed
     (every namespace but ``ephemeral``), ``count >= ltp_min_count`` and
     ``w0 >= ltp_floor``. A weight below ``prune_threshold`` is pruned: 0.0.
+
+    References
+    ----------
+    Hebb (1949) for the reinforcement; Bliss and Lømo (1973) for the LTP floor; the method as
+    published for the constants (see the module docstring).
 
     Examples
     --------
@@ -138,6 +148,11 @@ def pruned_at(
     closed form can differ from :func:`effective_weight` by rounding within a few
     microseconds of the boundary: callers that need the exact verdict there recompute it.
 
+    References
+    ----------
+    Hebb (1949) for the reinforcement; Bliss and Lømo (1973) for the LTP floor; the method as
+    published for the constants (see the module docstring).
+
     Examples
     --------
     w0 = 0.3 at a 30-day half-life, last reinforced at 0: 30 × log2(30) = 147.2 days.
@@ -171,6 +186,11 @@ def _floored(
 def reinforced_weight(current: ArrayLike, delta: float) -> float | Array:
     """Hebbian update: min(1, current + delta).
 
+    References
+    ----------
+    Hebb (1949) for the reinforcement; Bliss and Lømo (1973) for the LTP floor; the method as
+    published for the constants (see the module docstring).
+
     Examples
     --------
     >>> reinforced_weight(0.9, 0.3)
@@ -201,6 +221,11 @@ def learned_half_life(
 
     clamped to ``bounds`` widened to include ``default_days``. ``gap_days`` is the time
     since the previous reinforcement: a long-idle edge falls back toward the default.
+
+    References
+    ----------
+    Hebb (1949) for the reinforcement; Bliss and Lømo (1973) for the LTP floor; the method as
+    published for the constants (see the module docstring).
 
     Examples
     --------

@@ -56,6 +56,11 @@ def base_level(times: Iterable[float], now: float, decay: float = 0.5) -> float:
 
     Uses after ``now`` are ignored.
 
+    References
+    ----------
+    Anderson and Schooler (1991); Petrov (2006) for the approximation of older uses (see the
+    module docstring).
+
     Examples
     --------
     >>> base_level([], 0.0)

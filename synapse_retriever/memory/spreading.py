@@ -50,6 +50,11 @@ Matrix: TypeAlias = Any  # scipy.sparse.csr_matrix (scipy ships no type informat
 def hub_factor(degree: int, *, hub_degree: int = 50) -> float:
     """Square-root hub normalization: sqrt(hub_degree / degree) above hub_degree, else 1.
 
+    References
+    ----------
+    Collins and Loftus (1975); the method as published for the hub normalisation (see the
+    module docstring).
+
     Examples
     --------
     >>> hub_factor(200)
@@ -233,6 +238,11 @@ def spread_activation(
     own graph: ``graph[node][neighbour]`` is the weight in [0, 1] of an undirected edge
     (given one way or both; if both ways differ, the larger counts); weights of 0 are
     absent edges. Every reached node is reported.
+
+    References
+    ----------
+    Collins and Loftus (1975); the method as published for the hub normalisation (see the
+    module docstring).
 
     Examples
     --------

@@ -104,6 +104,11 @@ def lift_strengths(
     is not in ``nodes``; the result is Σ_j W_j S_ji / Σ_{j ≠ i} W_j: a node is averaged
     over every hit but itself, including the hits it never co-occurred with.
 
+    References
+    ----------
+    Anderson and Lebiere (1998), ACT-R's retrieval from base level and association (see the
+    module docstring).
+
     Examples
     --------
     j (id 1) used 4 times, i (id 3) 2 times, together twice, in N = 16 events:
@@ -158,6 +163,11 @@ def source_weights(scores: Sequence[float]) -> list[float]:
     """W_j of each hit: its score relative to the first hit's, clipped at 0 (all 1 if the
     first score is not positive).
 
+    References
+    ----------
+    Anderson and Lebiere (1998), ACT-R's retrieval from base level and association (see the
+    module docstring).
+
     Examples
     --------
     >>> source_weights([0.8, 0.4, -0.1])
@@ -210,6 +220,11 @@ def swap(
     weakest victim and swapped while it is strictly stronger. Accepted candidates then
     fill their victims' slots in rank order, the strongest the best slot, each taking
     its victim's score. If nothing is swapped the input comes back unchanged.
+
+    References
+    ----------
+    Anderson and Lebiere (1998), ACT-R's retrieval from base level and association (see the
+    module docstring).
     """
     rows = [(node, score) for node, score in hits]
     limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)

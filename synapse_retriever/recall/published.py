@@ -63,6 +63,11 @@ def candidates(
 ) -> list[str]:
     """Absent nodes strong enough to displace a hit, strongest first (ties by id).
 
+    References
+    ----------
+    The method as published: "Budget-Neutral Synaptic Recall: Displacement Injection with
+    Learned Per-Edge Decay for AI Agent Context Retrieval".
+
     Examples
     --------
     >>> candidates([("a", 1.0)], {"a": 0.9, "y": 0.2, "x": 0.2, "z": 0.1})
@@ -121,6 +126,11 @@ def inject(
     non-seed hits (lowest score; ties: the later position), the strongest candidate
     the better slot, each taking its victim's score. At least one original hit stays.
     (c) If nothing was boosted or injected, the input comes back unchanged.
+
+    References
+    ----------
+    The method as published: "Budget-Neutral Synaptic Recall: Displacement Injection with
+    Learned Per-Edge Decay for AI Agent Context Retrieval".
 
     Examples
     --------
