@@ -117,13 +117,16 @@ def _poisoned(path: Path) -> None:
 
 
 def test_a_poisoned_store_opens_shows_and_is_repaired(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "poisoned.db"
     _poisoned(path)
     future = pytest.raises(InvalidValueError, match=r"lies in the future: store.repair\(\)")
     with SynapseStore(path) as store, future:  # it opens; current explicit times meet the poison
         store.reinforce(["jwt", "login"], at=time.time())
+    with SynapseStore(path) as store, caplog.at_level("WARNING", logger="synapse_retriever"):
+        store.reinforce(["jwt", "login"])  # the clock: placed after the poison, with a warning
+    assert "ahead of the clock" in caplog.text and "synapse repair" in caplog.text
     assert main(["edges", str(path), "jwt", "--at", str(time.time())]) == 0  # no crash
     assert "beyond year 9999: synapse repair removes it" in capsys.readouterr().out
     assert main(["repair", str(path), "--dry-run"]) == 0

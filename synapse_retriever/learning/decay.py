@@ -24,6 +24,7 @@ A personal edge reinforced twice, one day apart, learns a 21.25-day half-life:
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -38,6 +39,8 @@ from synapse_retriever.persistence.rows import EdgeRow
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
+
+logger = logging.getLogger("synapse_retriever")
 
 __all__ = [
     "decayed_weight",
@@ -314,6 +317,13 @@ def reinforce_edges(
     state = np.asarray([row or blank for row in old], dtype=np.float64)
     w0, count, half_life, created, last = (state[:, k] for k in (4, 5, 6, 7, 8))
     when = np.maximum(now, last)
+    if float(last.max(initial=-math.inf)) > time.time() + config.max_clock_skew_s:
+        logger.warning(
+            "%d edge(s) of this event were last reinforced ahead of the clock (up to %s): "
+            "the event is placed after them; store.repair() (synapse repair) removes them",
+            int(np.count_nonzero(last > time.time() + config.max_clock_skew_s)),
+            float(last.max()),
+        )
     gap = (when - last) / SECONDS_PER_DAY
     current = np.asarray(
         effective_weight(
