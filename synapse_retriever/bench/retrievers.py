@@ -41,6 +41,7 @@ __all__ = [
     "Bm25Retriever",
     "DenseUnavailableError",
     "Document",
+    "MiniLmEmbedder",
     "MiniLmRetriever",
     "Retriever",
     "TfidfRetriever",
@@ -417,6 +418,49 @@ class MiniLmRetriever:
         scores = matrix @ self.embed([query])[0]
         scored = [(float(s), d.path) for s, d in zip(scores.tolist(), documents, strict=True)]
         return _top(scored, documents, k)
+
+
+class MiniLmEmbedder:
+    """all-MiniLM-L6-v2 as a conversation-memory :class:`~synapse_retriever.context.Embedder`.
+
+    The model of :class:`MiniLmRetriever` (int8 ONNX, offline, on the CPU), each text
+    truncated to ``max_tokens`` WordPiece tokens (256, the model's window). With
+    ``cache_dir`` (default: ``$SYNAPSE_EMBEDDING_CACHE`` if set) each text's vector
+    persists in one ``.npy`` file, keyed by a hash of the text and ``max_tokens``.
+    """
+
+    dim = 384
+
+    def __init__(self, *, max_tokens: int = 256, cache_dir: str | None = None) -> None:
+        self._model = MiniLmRetriever(max_tokens=max_tokens, cache_dir=cache_dir)
+        self.name = f"all-MiniLM-L6-v2-int8-{max_tokens}"
+
+    def _path(self, text: str) -> str | None:
+        folder = self._model.cache_dir
+        if not folder:
+            return None
+        digest = hashlib.sha1(f"text\0{text}\0{self._model.max_tokens}".encode()).hexdigest()
+        return os.path.join(folder, digest + ".npy")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """Unit-length embeddings of ``texts``, one row each (384 columns)."""
+        rows: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+        todo: list[str] = []
+        for text in dict.fromkeys(texts):
+            path = self._path(text)
+            if path is not None and os.path.exists(path):
+                rows[text] = np.load(path)
+            else:
+                todo.append(text)
+        if todo:
+            for text, vector in zip(todo, self._model.embed(todo), strict=True):
+                rows[text] = vector
+                path = self._path(text)
+                if path is not None:
+                    np.save(path, vector)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([rows[text] for text in texts])
 
 
 RETRIEVERS: dict[str, Callable[[], Retriever]] = {

@@ -235,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Generate long conversations (sessions of small talk, distractor turns on each "
             "fact's topic) with planted facts asked about much later; score the fraction of "
             "facts whose answer is still in the context assembled for the question, for each "
-            "preset, against last-N (trim_messages) and vector top-k turns at the same budget."
+            "preset, against last-N (trim_messages) and vector top-k turns at the same budget. "
+            "With --realmem, replay RealMem's real conversations instead and score, for each "
+            "query, whether its evidence sessions are in the context (see "
+            "docs/benchmarks/conversation-memory.md)."
         ),
     )
     memory.set_defaults(handler=cmd_bench_memory)
@@ -253,7 +256,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds", type=int, nargs="+", default=[1, 2, 3], help="one conversation each (1 2 3)"
     )
     memory.add_argument(
-        "--budgets", type=int, nargs="+", default=[1000, 2000, 4000], help="tokens (1000 2000 4000)"
+        "--budgets",
+        type=int,
+        nargs="+",
+        help="tokens (1000 2000 4000; with --realmem 1000 2000 4000 8000)",
+    )
+    memory.add_argument(
+        "--realmem",
+        metavar="PATH",
+        help=(
+            "score on RealMem instead: a folder of its dataset/*.json files, or one file "
+            "(github.com/AvatarMemory/RealMemBench)"
+        ),
+    )
+    memory.add_argument(
+        "--personas",
+        nargs="+",
+        metavar="N|NAME",
+        help="with --realmem: the first N personas, or these names (all)",
+    )
+    memory.add_argument(
+        "--max-queries",
+        type=at_least(1),
+        metavar="N",
+        help="with --realmem: the first N queries of each persona (all)",
+    )
+    memory.add_argument(
+        "--no-minilm",
+        action="store_true",
+        help="with --realmem: leave out the MiniLM rows even where MiniLM is installed",
     )
     memory.add_argument(
         "--presets",

@@ -222,8 +222,13 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     from synapse_retriever.context.config import ContextConfig
 
     check_output(args.json)
-    if any(budget < 1 for budget in args.budgets):
+    if args.budgets is not None and any(budget < 1 for budget in args.budgets):
         raise CliError(f"budgets must be positive, got {args.budgets}")
+    if args.realmem is not None:
+        return _bench_realmem(args)
+    if args.personas is not None or args.max_queries is not None:
+        raise CliError("--personas and --max-queries go with --realmem")
+    args.budgets = args.budgets or [1000, 2000, 4000]
     presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
     err = console(stderr=True)
     reports = []
@@ -269,4 +274,95 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     for row in report["rows"]:
         table.add_row(str(row["budget"]), *(f"{100 * row[m]:.1f}%" for m in report["methods"]))
     console().print(table)
+    return 0
+
+
+def _bench_realmem(args: argparse.Namespace) -> int:
+    """``bench memory --realmem PATH``: every row on RealMem's real conversations."""
+    import logging
+
+    from synapse_retriever.bench.realmem import (
+        BUDGETS,
+        RealMemFormatError,
+        load_realmem,
+        markdown_tables,
+        run_realmem,
+    )
+    from synapse_retriever.bench.retrievers import DenseUnavailableError, MiniLmEmbedder
+    from synapse_retriever.context.embed import Embedder
+
+    try:
+        personas = load_realmem(args.realmem)
+    except (FileNotFoundError, RealMemFormatError) as exc:
+        raise CliError(str(exc)) from None
+    if args.personas:
+        names = [p.name for p in personas]
+        if len(args.personas) == 1 and args.personas[0].isdigit():
+            personas = personas[: max(1, int(args.personas[0]))]
+        else:
+            unknown = [name for name in args.personas if name not in names]
+            if unknown:
+                raise CliError(f"--personas: no persona {unknown[0]!r}; there are {names}")
+            personas = [p for p in personas if p.name in args.personas]
+    notes: list[str] = []
+    minilm: Embedder | None = None
+    if args.no_minilm:
+        notes.append("the MiniLM rows were left out (--no-minilm).")
+    else:
+        try:
+            minilm = MiniLmEmbedder()
+        except DenseUnavailableError as exc:
+            notes.append(f"the MiniLM rows were left out: {exc}.")
+    err = console(stderr=True)
+    quiet = logging.getLogger("synapse_retriever.context")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # not one warning per query when working memory shrinks
+    try:
+        with err.status("RealMem") as status:
+            report = run_realmem(
+                personas,
+                args.budgets or BUDGETS,
+                max_queries=args.max_queries,
+                minilm=minilm,
+                notes=notes,
+                progress=None if args.quiet else status.update,
+            )
+    finally:
+        quiet.setLevel(level)
+    if args.json == "-":
+        print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        sys.stdout.write(markdown_tables(report) + "\n")
+        return 0
+    every = report["tables"]["all"]
+    budgets = [str(b) for b in report["budgets"]]
+    table = Table(
+        "row",
+        *(f"{int(b):,} tokens" for b in budgets),
+        title=(
+            f"synapse bench memory --realmem: gold-session recall, {every['queries']} queries "
+            f"of {len(report['personas'])} persona(s), points against {report['baseline']} "
+            f"(95% interval); ceiling {100 * every['ceiling']:.1f}%"
+        ),
+        title_justify="left",
+    )
+    for row in report["rows"]:
+        cells = []
+        for b in budgets:
+            stats = every[row][b]
+            cell = f"{100 * stats['recall']:.1f}%"
+            if row != report["baseline"]:
+                cell += (
+                    f" ({100 * stats['delta']:+.1f} "
+                    f"[{100 * stats['low']:+.1f}, {100 * stats['high']:+.1f}])"
+                )
+            cells.append(cell)
+        table.add_row(row, *cells)
+    out = console()
+    out.print(table)
+    for note in notes:
+        out.print(f"Note: {note}")
     return 0

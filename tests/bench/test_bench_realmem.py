@@ -1,0 +1,198 @@
+"""The RealMem benchmark on a tiny file in RealMem's format, written by each test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synapse_retriever.bench.realmem import (
+    Item,
+    RealMemFormatError,
+    key_words,
+    load_realmem,
+    markdown_tables,
+    run_realmem,
+    score_context,
+)
+from synapse_retriever.cli import main
+
+
+def _turn(speaker: str, content: str, **extra: Any) -> dict[str, Any]:
+    return {"speaker": speaker, "is_query": False, "content": content, "query_id": None, **extra}
+
+
+TINY: dict[str, Any] = {
+    "_metadata": {"person_name": "Tiny_Person", "total_sessions": 3},
+    "dialogues": [
+        {
+            "session_uuid": "aaaa1111",
+            "current_time": "2025-01-01 (Wednesday)",
+            "dialogue_turns": [
+                _turn("User", "My sister Ingrid is coming to visit in March."),
+                _turn("Assistant", "Lovely, I will remember that Ingrid visits in March."),
+            ],
+        },
+        {
+            "session_uuid": "bbbb2222",
+            "current_time": "2025-01-05 (Sunday)",
+            "dialogue_turns": [
+                _turn("User", "I adopted a cat called Miso."),
+                _turn("Assistant", "   "),  # blank: not stored
+                _turn("Assistant", "Congratulations on adopting Miso, cats are great company!"),
+            ],
+        },
+        {
+            "session_uuid": "cccc3333",
+            "current_time": "2025-01-09 (Thursday)",
+            "dialogue_turns": [
+                {
+                    **_turn("User", "Who is visiting me in March?"),
+                    "is_query": True,
+                    "query_id": "Q-0001",
+                    "category_name": "Dynamic Incremental",
+                },
+                _turn(
+                    "Assistant",
+                    "Your sister Ingrid.",
+                    memory_used=[
+                        {
+                            "session_uuid": "aaaa1111",
+                            "content": "【Family】 Sister Ingrid visits in March.",
+                        }
+                    ],
+                    memory_session_uuids=["aaaa1111"],
+                ),
+            ],
+        },
+    ],
+}
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "Tiny_Person_dialogues_256k.json"
+    path.write_text(json.dumps(TINY), encoding="utf-8")
+    return path
+
+
+def test_the_loader_keeps_turns_in_order_and_finds_the_query(tiny: Path) -> None:
+    (persona,) = load_realmem(tiny.parent)
+    assert persona.name == "Tiny_Person"
+    assert [t.session for t in persona.turns] == ["aaaa1111"] * 2 + ["bbbb2222"] * 2 + [
+        "cccc3333"
+    ] * 2
+    assert [t.role for t in persona.turns[:2]] == ["user", "assistant"]
+    day = 86_400.0
+    first = persona.turns[0].at
+    # a session starts at its date, then a minute per turn (the blank turn kept its minute)
+    assert [t.at - first for t in persona.turns] == [
+        0,
+        60,
+        4 * day,
+        4 * day + 120,
+        8 * day,
+        8 * day + 60,
+    ]
+    (query,) = persona.queries
+    assert query.index == 4  # the memory holds the four turns before it
+    assert persona.turns[query.index].text == "Who is visiting me in March?"
+    assert query.category == "Dynamic Incremental"
+    assert dict(query.gold) == {"aaaa1111": frozenset({"sister", "ingrid", "visits", "march"})}
+
+
+def test_key_words_drop_the_label_and_stop_words() -> None:
+    assert key_words("【Family】 Sister Ingrid visits in March.") == {
+        "sister",
+        "ingrid",
+        "visits",
+        "march",
+    }
+
+
+def test_score_context_by_hand() -> None:
+    gold = {"aaaa1111": frozenset({"sister", "ingrid", "visits", "march"})}
+    user = "My sister Ingrid is coming to visit in March."  # sister, ingrid, march: 3 of 4
+    # 3 >= 4 / 2: the session counts; the context holds 3 of the 4 key words ("visit")
+    assert score_context([Item("aaaa1111", "full", user, 11)], gold) == (1.0, 0.75)
+    # the same text as a summary does not count for recall, only for the key words
+    assert score_context([Item("aaaa1111", "summary", user, 11)], gold) == (0.0, 0.75)
+    # one key word of four in the session's turn: 1 < 2
+    assert score_context([Item("aaaa1111", "chunks", "Ingrid?", 2)], gold) == (0.0, 0.25)
+    # the words in a turn of another session do not count for recall
+    assert score_context([Item("bbbb2222", "full", user, 11)], gold) == (0.0, 0.75)
+
+
+def test_the_runner_scores_every_row_and_budget(tiny: Path) -> None:
+    personas = load_realmem(tiny)
+    report = run_realmem(personas, budgets=(12, 200))
+    assert report["rows"] == ["default", "published", "last-N", "BM25 top-k", "hashing top-k"]
+    assert report["baseline"] == "BM25 top-k"
+    (entry,) = report["queries"]
+    assert entry["ceiling"] == 1.0 and entry["turns_before"] == 4
+    for row in report["rows"]:
+        assert entry["scores"][row]["200"]["recall"] == 1.0  # everything fits
+        assert entry["scores"][row]["200"]["words"] == 1.0
+        assert entry["scores"][row]["12"]["tokens"] <= 12
+    # 12 tokens: last-N keeps session B's last turn only (its 10 tokens: 8 words, "," and "!")
+    assert entry["scores"]["last-N"]["12"] == {
+        "recall": 0.0,
+        "words": 0.0,
+        "tokens": 10,
+        "levels": {"full": 1, "chunks": 0, "summary": 0},
+    }
+    every = report["tables"]["all"]
+    assert every["queries"] == 1 and every["last-N"]["12"]["delta"] == pytest.approx(
+        every["last-N"]["12"]["recall"] - every["BM25 top-k"]["12"]["recall"]
+    )
+    assert "Dynamic Incremental (1)" in markdown_tables(report)
+
+
+def test_the_cli_end_to_end(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.json"
+    argv = ["bench", "memory", "--realmem", str(tiny), "--no-minilm", "--quiet"]
+    code = main([*argv, "--budgets", "12", "200", "--json", str(out), "--markdown"])
+    assert code == 0
+    markdown = capsys.readouterr().out
+    assert "| last-N | 0.0% (-" in markdown and "Note: the MiniLM rows were left out" in markdown
+    report = json.loads(out.read_text())
+    assert report["budgets"] == [12, 200] and report["queries"][0]["query_id"] == "Q-0001"
+    assert main([*argv, "--personas", "1", "--max-queries", "1"]) == 0
+    assert "gold-session recall, 1 queries" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "does not exist"),
+        ({"dialogues": "no"}, "is not a RealMem dialogues file"),
+        ([1, 2], "is not a RealMem dialogues file"),
+        ("{not json", "is not JSON"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: object, message: str
+) -> None:
+    path = tmp_path / "data.json"
+    if isinstance(content, str):
+        path.write_text(content)
+    elif content is not None:
+        path.write_text(json.dumps(content))
+    assert main(["bench", "memory", "--realmem", str(path), "--no-minilm"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_folder_without_dialogues_and_an_unknown_persona(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "persona_all.json").write_text("{}")
+    with pytest.raises(RealMemFormatError, match="holds no RealMem dialogues file"):
+        load_realmem(empty)
+    assert main(["bench", "memory", "--realmem", str(tiny), "--personas", "Nobody"]) == 2
+    assert "no persona 'Nobody'" in capsys.readouterr().err
+    assert main(["bench", "memory", "--max-queries", "3"]) == 2  # only with --realmem
