@@ -61,6 +61,7 @@ __all__ = [
     "key_words",
     "load_realmem",
     "markdown_tables",
+    "merge_reports",
     "run_realmem",
     "score_context",
 ]
@@ -519,6 +520,28 @@ def _tables(
             c: _group([r for r in results if r["category"] == c], rows, baseline, budgets)
             for c in categories
         },
+    }
+
+
+def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several reports of the same rows and budgets (e.g. one run per persona) as one.
+
+    Queries are pooled and every table is computed again over all of them.
+    """
+    if not reports:
+        raise ValueError("no reports to merge")
+    first = reports[0]
+    for other in reports[1:]:
+        if other["rows"] != first["rows"] or other["budgets"] != first["budgets"]:
+            raise ValueError("the reports do not share their rows and budgets")
+    results = [entry for report in reports for entry in report["queries"]]
+    return {
+        **{key: first[key] for key in ("budgets", "rows", "baseline")},
+        "notes": list(dict.fromkeys(note for r in reports for note in r["notes"])),
+        "personas": [p for r in reports for p in r["personas"]],
+        "seconds": round(sum(r["seconds"] for r in reports), 1),
+        "queries": results,
+        "tables": _tables(results, first["rows"], first["baseline"], list(first["budgets"])),
     }
 
 

@@ -14,6 +14,7 @@ from synapse_retriever.bench.realmem import (
     key_words,
     load_realmem,
     markdown_tables,
+    merge_reports,
     run_realmem,
     score_context,
 )
@@ -196,3 +197,12 @@ def test_a_folder_without_dialogues_and_an_unknown_persona(
     assert main(["bench", "memory", "--realmem", str(tiny), "--personas", "Nobody"]) == 2
     assert "no persona 'Nobody'" in capsys.readouterr().err
     assert main(["bench", "memory", "--max-queries", "3"]) == 2  # only with --realmem
+
+
+def test_reports_merge_into_the_same_tables(tiny: Path) -> None:
+    personas = load_realmem(tiny)
+    one = run_realmem(personas, budgets=(12, 200))
+    merged = merge_reports([one, one])
+    assert merged["tables"]["all"]["queries"] == 2
+    # the same query twice: the same means and intervals
+    assert merged["tables"]["all"]["default"] == one["tables"]["all"]["default"]
