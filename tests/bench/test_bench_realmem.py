@@ -206,3 +206,18 @@ def test_reports_merge_into_the_same_tables(tiny: Path) -> None:
     assert merged["tables"]["all"]["queries"] == 2
     # the same query twice: the same means and intervals
     assert merged["tables"]["all"]["default"] == one["tables"]["all"]["default"]
+
+
+def test_without_minilm_the_dense_rows_are_left_out_with_a_note(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synapse_retriever.bench import retrievers
+
+    def missing() -> tuple[str, str]:
+        raise retrievers.DenseUnavailableError("the minilm retriever needs onnxruntime")
+
+    monkeypatch.setattr(retrievers, "minilm_files", missing)
+    assert main(["bench", "memory", "--realmem", str(tiny), "--quiet", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "dense top-k" not in out and "points against BM25 top-k" in out
+    assert "Note: the MiniLM rows were left out: the minilm retriever needs onnxruntime." in out
