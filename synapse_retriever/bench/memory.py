@@ -349,7 +349,7 @@ _ACKS = [
 
 @dataclass(frozen=True)
 class Turn:
-    """One generated turn."""
+    """One turn of a conversation (generated here, or read from RealMem), in order."""
 
     text: str
     role: str

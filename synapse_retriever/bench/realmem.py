@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from synapse_retriever.bench.memory import last_n, vector_top_k
+from synapse_retriever.bench.memory import Turn, last_n, vector_top_k
 from synapse_retriever.bench.retrievers import Bm25Retriever, Document
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, normalized
@@ -115,16 +115,6 @@ def key_words(content: str) -> frozenset[str]:
     ['1', 'approach', 'chosen', 'option']
     """
     return frozenset(context_words(_LABEL.sub("", content)) - STOP_WORDS)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One non-empty turn of a persona's conversation, in order."""
-
-    text: str
-    role: str
-    session: str
-    at: float
 
 
 @dataclass(frozen=True)
