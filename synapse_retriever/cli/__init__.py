@@ -290,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--presets",
         nargs="+",
         default=["default", "published"],
-        choices=["default", "published"],
+        choices=["default", "published", "relevance_first"],
         help="ContextConfig presets to score (default published)",
     )
     memory.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")

@@ -27,6 +27,7 @@ from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, TurnIndex, Vectors, normalized
 from synapse_retriever.context.importance import habituation, importance, recency
 from synapse_retriever.context.levels import Level, plan_levels
+from synapse_retriever.context.relevance import bm25_scores, rrf_order, select_relevant
 from synapse_retriever.context.summarize import Condensed, focus
 
 __all__ = ["AssembledTurn", "Decision", "TurnsView", "plan_context"]
@@ -158,7 +159,7 @@ def plan_context(
     query_vector = None
     if query is not None and query.strip():
         query_vector = normalized(embedder.embed([query]), embedder.dim)[0]
-    scores, _ = importances(view, query_vector, config, now=now, mode=mode)
+    scores, similarity = importances(view, query_vector, config, now=now, mode=mode)
     recalled: set[int] = set()
     if query_vector is not None and config.recall_k > 0:
         recalled = {row for row, _ in view.index.top(query_vector, config.recall_k)}
@@ -197,6 +198,15 @@ def plan_context(
                 token_counter(condensed.summary) + fixed[i],
             )
         )
+    picked: dict[int, Level] = {}
+    plan_pinned = view.pinned
+    if config.assembly == "relevance" and query is not None and query_vector is not None:
+        picked = _relevance_pass(
+            view, query, query_vector, similarity, texts, costs, budget,
+            config=config, embedder=embedder, token_counter=token_counter,
+        )  # fmt: skip
+        if picked:
+            plan_pinned = [bool(pinned[i]) or i in picked for i in range(n)]
     levels = plan_levels(
         [float(s) for s in scores],
         costs,
@@ -204,10 +214,12 @@ def plan_context(
         working_memory=config.working_memory,
         thresholds=(config.full_threshold, config.chunks_threshold, config.summary_threshold),
         demotion=config.demotion,
-        pinned=view.pinned,
+        pinned=plan_pinned,
         groups=view.groups,
         overflow=config.overflow,
     )
+    for i, level in picked.items():  # kept by the relevance pass (pinned above)
+        levels[i] = level
     slot = {Level.FULL: 0, Level.CHUNKS: 1, Level.SUMMARY: 2}
     return [
         Decision(
@@ -216,3 +228,78 @@ def plan_context(
         for i, level in enumerate(levels)
         if level is not Level.DROPPED
     ]
+
+
+def _relevance_pass(
+    view: TurnsView,
+    query: str,
+    query_vector: Vectors,
+    similarity: FloatArray,
+    texts: list[tuple[str, str, str]],
+    costs: list[tuple[int, int, int]],
+    budget: int,
+    *,
+    config: ContextConfig,
+    embedder: Embedder,
+    token_counter: TokenCounter,
+) -> dict[int, Level]:
+    """Relevance-first assembly (:mod:`~.relevance`): pick the turns the query needs.
+
+    Picked turns get their chosen text at every level of ``texts``/``costs`` (updated in
+    place) and the level they were picked at; the caller keeps them like pinned turns.
+    Grouped turns (tool calls) are left to the gradient.
+    """
+    n = len(view.texts)
+    pinned = [bool(p) for p in view.pinned] if view.pinned is not None else [False] * n
+    groups = view.groups if view.groups is not None else [None] * n
+    degradable = view.degradable if view.degradable is not None else [True] * n
+    fixed = view.fixed_tokens if view.fixed_tokens is not None else [0] * n
+    unpinned = [i for i in range(n) if not pinned[i]]
+    working = unpinned[len(unpinned) - min(config.working_memory, len(unpinned)) :]
+    always = sum(costs[i][0] for i in range(n) if pinned[i])
+    while working and config.overflow == "shrink":
+        if always + sum(costs[i][0] for i in working) <= budget:
+            break
+        working = working[1:]
+    room = budget - always - sum(costs[i][0] for i in working)
+    room = int(room * config.relevance_share)
+    if room <= 0:
+        return {}
+    skip = set(working)
+    candidates = [
+        i
+        for i in range(n)
+        if not pinned[i] and i not in skip and groups[i] is None and view.texts[i].strip()
+    ]
+    if not candidates:
+        return {}
+    lexical = bm25_scores([view.texts[i] for i in candidates], query)
+    semantic = [float(similarity[i]) for i in candidates]
+    order = [candidates[j] for j in rrf_order([lexical, semantic], k=config.rrf_k)]
+    chunked: dict[int, str] = {}
+
+    def chunk(i: int, left: int) -> tuple[str, int] | None:
+        full = costs[i][0] - fixed[i]
+        room_here = left - fixed[i]
+        if not degradable[i] or room_here <= 0 or full <= 0:
+            return None
+        text = focus(
+            view.texts[i],
+            query_vector,
+            embedder,
+            chunks_ratio=min(1.0, room_here / full),
+            token_counter=token_counter,
+        ).chunks
+        tokens = token_counter(text) + fixed[i]
+        if not text or tokens > left:
+            return None
+        chunked[i] = text
+        return text, tokens
+
+    picked: dict[int, Level] = {}
+    for pick in select_relevant(order, [c[0] for c in costs], room, chunk):
+        text = view.texts[pick.index] if pick.full else chunked[pick.index]
+        texts[pick.index] = (text, text, text)
+        costs[pick.index] = (pick.tokens,) * 3
+        picked[pick.index] = Level.FULL if pick.full else Level.CHUNKS
+    return picked

@@ -40,7 +40,7 @@ __all__ = ["MODES", "PRESETS", "ContextConfig"]
 MODES = ("analytical", "creative", "conversational")
 """The processing modes; each has a temperature."""
 
-PRESETS = ("default", "published")
+PRESETS = ("default", "published", "relevance_first")
 """Names accepted by :meth:`ContextConfig.preset`."""
 
 
@@ -107,6 +107,17 @@ class ContextConfig:
         When working memory alone exceeds the budget: ``raise``
         :class:`~synapse_retriever.context.ContextBudgetError`, or ``shrink`` working
         memory to the newest whole turns that fit (a turn is never cut).
+    assembly : {"gradient", "relevance"}
+        ``gradient``: every turn's level comes from its importance (the budget rule).
+        ``relevance``: after working memory, the turns the query needs come first, whole
+        (or chunked around the query when a turn is longer than what is left), ranked by
+        reciprocal-rank fusion of BM25 and the embedder's similarity; the gradient gets
+        what remains (see :mod:`~synapse_retriever.context.relevance`).
+    relevance_share : float
+        With ``assembly="relevance"``: the share, in [0, 1], of the budget left after
+        working memory that the relevance pass may fill.
+    rrf_k : int
+        The reciprocal-rank fusion constant k (>= 1): 1 / (k + rank).
 
     Examples
     --------
@@ -143,6 +154,9 @@ class ContextConfig:
     replay_boost: float = 0.05
     replay_themes: int = 5
     overflow: Literal["raise", "shrink"] = "raise"
+    assembly: Literal["gradient", "relevance"] = "gradient"
+    relevance_share: float = 1.0
+    rrf_k: int = 60
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
@@ -158,8 +172,29 @@ class ContextConfig:
         return cls(**{**values, **changes})
 
     @classmethod
+    def relevance_first(cls, **changes: Any) -> ContextConfig:
+        """The default with relevance-first assembly (opt in; not the default yet).
+
+        After working memory, the turns the query needs are kept whole, best first by
+        BM25 and embedder similarity fused by rank, up to ``relevance_share`` of the
+        room; the importance gradient gets the rest.
+
+        Examples
+        --------
+        >>> config = ContextConfig.relevance_first()
+        >>> config.assembly, config.relevance_share, config.working_memory
+        ('relevance', 0.9, 3)
+        """
+        values: dict[str, Any] = {
+            "assembly": "relevance",
+            "relevance_share": 0.9,
+            "working_memory": 3,
+        }
+        return cls(**{**values, **changes})
+
+    @classmethod
     def preset(cls, name: str, **changes: Any) -> ContextConfig:
-        """A named preset (``default`` or ``published``) with ``changes`` applied.
+        """A named preset (``default``, ``published``, ``relevance_first``) with ``changes``.
 
         Examples
         --------
@@ -170,6 +205,8 @@ class ContextConfig:
             return cls.published(**changes)
         if name == "default":
             return cls(**changes)
+        if name == "relevance_first":
+            return cls.relevance_first(**changes)
         raise InvalidValueError(f"preset must be one of {PRESETS}, got {name!r}")
 
     def replace(self, **changes: Any) -> ContextConfig:
@@ -207,6 +244,7 @@ class ContextConfig:
             "habituation_similarity",
             "consolidation_threshold",
             "replay_boost",
+            "relevance_share",
         ):
             _check_unit(name, getattr(self, name))
         for name in ("chunks_ratio", "summary_ratio"):
@@ -231,6 +269,7 @@ class ContextConfig:
             ("consolidation_interval", 1),
             ("replay_window", 1),
             ("replay_themes", 0),
+            ("rrf_k", 1),
         ):
             _check_int(name, getattr(self, name), minimum)
         _check_positive("recency_half_life_turns", self.recency_half_life_turns)
@@ -241,6 +280,7 @@ class ContextConfig:
             ("relevance", ("absolute", "relative")),
             ("demotion", ("importance", "fade")),
             ("overflow", ("raise", "shrink")),
+            ("assembly", ("gradient", "relevance")),
         ):
             if getattr(self, name) not in allowed:
                 raise InvalidValueError(

@@ -1,0 +1,147 @@
+"""Relevance-first assembly: the turns a question needs first, whole, then the gradient.
+
+Opt in with :meth:`~synapse_retriever.context.ContextConfig.relevance_first` (or
+``assembly="relevance"``). The importance gradient alone spreads a budget thin (many
+one-line summaries); a real question usually needs a few old turns in full.
+
+Notes
+-----
+1. Working memory (the last ``working_memory`` turns) and pinned turns are FULL, as in
+   :func:`~.levels.plan_levels`; the ``room`` left is ``budget`` minus their tokens.
+2. Every other turn is ranked by reciprocal-rank fusion (Cormack et al., 2009) of its
+   BM25 rank over the turns and its rank by the embedder's similarity to the query:
+   ``rrf(i) = 1 / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))`` (ranks from 1).
+3. In that order, up to ``relevance_share × room`` tokens, a turn goes in FULL if it
+   fits, else CHUNKS around the query (its sentences that match it) cut to what is left,
+   if that fits; else it is passed over (a shorter one further down may fit).
+4. The rest of the budget goes to the importance gradient over the remaining turns.
+
+Examples
+--------
+>>> [round(s, 2) for s in bm25_scores(["deploy on friday", "lunch", "deploy broke"], "deploy friday")]
+[1.34, 0.0, 0.43]
+>>> rrf_order([[3.0, 1.0, 0.0], [0.1, 0.9, 0.5]], k=60)
+[1, 0, 2]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from synapse_retriever.context.text import terms
+
+__all__ = ["Pick", "bm25_scores", "rrf_order", "select_relevant"]
+
+
+@lru_cache(maxsize=65_536)
+def _counts(text: str) -> tuple[Counter[str], int]:
+    found = terms(text)
+    return Counter(found), len(found)
+
+
+def bm25_scores(
+    texts: Sequence[str], query: str, *, k1: float = 1.2, b: float = 0.75
+) -> list[float]:
+    """Okapi BM25 of each text for ``query`` (terms as :func:`~.text.terms` reads them).
+
+    ``score(d) = Σ_t idf(t) · tf(t, d) (k1 + 1) / (tf(t, d) + k1 (1 − b + b |d| / avgdl))``
+    with ``idf(t) = log(1 + (N − df + 0.5) / (df + 0.5))``, over the query's distinct terms.
+
+    Examples
+    --------
+    One text in two holds "deploy": idf = log(1 + 1.5 / 1.5) = log 2; tf = 1, |d| = avgdl:
+    0.693 × 2.2 / 2.2.
+
+    >>> [round(s, 3) for s in bm25_scores(["deploy", "lunch"], "deploy")]
+    [0.693, 0.0]
+    """
+    wanted = sorted(set(terms(query)))
+    n = len(texts)
+    if not n or not wanted:
+        return [0.0] * n
+    counted = [_counts(text) for text in texts]
+    average = max(1e-9, sum(length for _, length in counted) / n)
+    frequency = {t: sum(1 for counts, _ in counted if t in counts) for t in wanted}
+    idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
+    scores = []
+    for counts, length in counted:
+        norm = k1 * (1.0 - b + b * length / average)
+        score = 0.0
+        for t in wanted:
+            tf = counts.get(t, 0)
+            if tf:
+                score += idf[t] * tf * (k1 + 1.0) / (tf + norm)
+        scores.append(score)
+    return scores
+
+
+def rrf_order(rankings: Sequence[Sequence[float]], *, k: int = 60) -> list[int]:
+    """Indices by reciprocal-rank fusion of several score lists, best first.
+
+    Each list ranks the indices by score (ties: the later index first, the more recent
+    turn); ``rrf(i) = Σ 1 / (k + rank(i))``. Ties in the fused score go to the later index.
+
+    Examples
+    --------
+    Index 1 is 2nd and 1st: 1/62 + 1/61; index 0 is 1st and 3rd: 1/61 + 1/63 (less).
+
+    >>> rrf_order([[3.0, 1.0, 0.0], [0.1, 0.9, 0.5]], k=60)
+    [1, 0, 2]
+    """
+    n = len(rankings[0]) if rankings else 0
+    fused = [0.0] * n
+    for scores in rankings:
+        order = sorted(range(n), key=lambda i: (-scores[i], -i))
+        for rank, i in enumerate(order, start=1):
+            fused[i] += 1.0 / (k + rank)
+    return sorted(range(n), key=lambda i: (-fused[i], -i))
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A turn the relevance pass keeps: ``full`` (whole) or not (chunked), and its tokens."""
+
+    index: int
+    full: bool
+    tokens: int
+
+
+def select_relevant(
+    order: Sequence[int],
+    full_tokens: Sequence[int],
+    room: int,
+    chunk: Callable[[int, int], tuple[str, int] | None],
+) -> list[Pick]:
+    """Walk ``order`` (best first) and keep what fits in ``room`` tokens.
+
+    A turn is kept whole if its ``full_tokens`` fit what is left; else
+    ``chunk(index, left)`` may return a condensation ``(text, tokens)`` that fits (or
+    None); else it is passed over and a shorter turn further down may still fit.
+
+    Examples
+    --------
+    Room 250: turn 2 (100 tokens) whole, turn 0 (300) does not fit and has no chunk, turn
+    1 (120) whole; 30 tokens are left.
+
+    >>> picks = select_relevant([2, 0, 1], [300, 120, 100], 250, lambda i, left: None)
+    >>> [(p.index, p.full, p.tokens) for p in picks]
+    [(2, True, 100), (1, True, 120)]
+    """
+    picks: list[Pick] = []
+    left = room
+    for i in order:
+        if left <= 0:
+            break
+        if full_tokens[i] <= left:
+            picks.append(Pick(i, True, int(full_tokens[i])))
+            left -= int(full_tokens[i])
+            continue
+        condensed = chunk(i, left)
+        if condensed is not None and 0 < condensed[1] <= left:
+            picks.append(Pick(i, False, int(condensed[1])))
+            left -= int(condensed[1])
+    return picks
