@@ -79,11 +79,16 @@ def bm25_scores(
     return scores
 
 
-def rrf_order(rankings: Sequence[Sequence[float]], *, k: int = 60) -> list[int]:
+def rrf_order(
+    rankings: Sequence[Sequence[float]],
+    *,
+    k: int = 60,
+    weights: Sequence[float] | None = None,
+) -> list[int]:
     """Indices by reciprocal-rank fusion of several score lists, best first.
 
     Each list ranks the indices by score (ties: the later index first, the more recent
-    turn); ``rrf(i) = Σ 1 / (k + rank(i))``. Ties in the fused score go to the later index.
+    turn); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list, default 1). Ties in the fused score go to the later index.
 
     Examples
     --------
@@ -94,10 +99,10 @@ def rrf_order(rankings: Sequence[Sequence[float]], *, k: int = 60) -> list[int]:
     """
     n = len(rankings[0]) if rankings else 0
     fused = [0.0] * n
-    for scores in rankings:
+    for scores, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         order = sorted(range(n), key=lambda i: (-scores[i], -i))
         for rank, i in enumerate(order, start=1):
-            fused[i] += 1.0 / (k + rank)
+            fused[i] += weight / (k + rank)
     return sorted(range(n), key=lambda i: (-fused[i], -i))
 
 
