@@ -275,9 +275,12 @@ def _relevance_pass(
         return {}
     lexical = bm25_scores([view.texts[i] for i in candidates], query)
     semantic = [float(similarity[i]) for i in candidates]
-    order = [candidates[j] for j in rrf_order(
-        [lexical, semantic], k=config.rrf_k, weights=(config.lexical_weight, 1.0)
-    )]
+    order = [
+        candidates[j]
+        for j in rrf_order(
+            [lexical, semantic], k=config.rrf_k, weights=(config.lexical_weight, 1.0)
+        )
+    ]
     chunked: dict[int, str] = {}
 
     def chunk(i: int, left: int) -> tuple[str, int] | None:

@@ -18,7 +18,8 @@ Notes
 
 Examples
 --------
->>> [round(s, 2) for s in bm25_scores(["deploy on friday", "lunch", "deploy broke"], "deploy friday")]
+>>> texts = ["deploy on friday", "lunch", "deploy broke"]
+>>> [round(s, 2) for s in bm25_scores(texts, "deploy friday")]
 [1.34, 0.0, 0.43]
 >>> rrf_order([[3.0, 1.0, 0.0], [0.1, 0.9, 0.5]], k=60)
 [1, 0, 2]
@@ -88,7 +89,8 @@ def rrf_order(
     """Indices by reciprocal-rank fusion of several score lists, best first.
 
     Each list ranks the indices by score (ties: the later index first, the more recent
-    turn); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list, default 1). Ties in the fused score go to the later index.
+    turn); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list, default
+    1). Ties in the fused score go to the later index.
 
     Examples
     --------
