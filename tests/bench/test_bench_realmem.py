@@ -129,7 +129,14 @@ def test_score_context_by_hand() -> None:
 def test_the_runner_scores_every_row_and_budget(tiny: Path) -> None:
     personas = load_realmem(tiny)
     report = run_realmem(personas, budgets=(12, 200))
-    assert report["rows"] == ["default", "published", "last-N", "BM25 top-k", "hashing top-k"]
+    assert report["rows"] == [
+        "default",
+        "published",
+        "relevance-first",
+        "last-N",
+        "BM25 top-k",
+        "hashing top-k",
+    ]
     assert report["baseline"] == "BM25 top-k"
     (entry,) = report["queries"]
     assert entry["ceiling"] == 1.0 and entry["turns_before"] == 4
