@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -127,7 +128,7 @@ def injection_slots(n: int, *, seeds: int = 3, max_inject: int = 2) -> int:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(ABC):
     """Activation computed for a hit list, ready to inject: two phases for callers that
     must resolve candidate ids themselves (e.g. with an async docstore) in between.
 
@@ -146,24 +147,25 @@ class Plan:
 
         Examples
         --------
+        >>> from synapse_retriever.recall.published import RecallPlan
         >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
-        >>> Plan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
+        >>> RecallPlan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
         1
         """
         return injection_slots(len(self.hits), seeds=self.seeds, max_inject=self.max_inject)
 
     @property
+    @abstractmethod
     def candidates(self) -> list[str]:
         """Absent ids that could displace a hit, strongest first (resolve these)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def inject(
         self,
         resolvable: Resolvable | None = None,
         cost: Callable[[str], float] | None = None,
     ) -> list[Hit]:
         """The hits with what the rule folds in; never longer than the input."""
-        raise NotImplementedError
 
 
 def validated_hits(
