@@ -353,14 +353,10 @@ def run_realmem(
     memories: dict[str, tuple[ContextConfig, Embedder]] = {
         "default": (ContextConfig(overflow="shrink"), hashing),
         "published": (ContextConfig.published(overflow="shrink"), hashing),
-        "relevance-first": (ContextConfig.relevance_first(overflow="shrink"), hashing),
+        "gradient": (ContextConfig.gradient(overflow="shrink"), hashing),
     }
     if dense is not None:
         memories["default (MiniLM)"] = (ContextConfig(overflow="shrink"), dense)
-        memories["relevance-first (MiniLM)"] = (
-            ContextConfig.relevance_first(overflow="shrink"),
-            dense,
-        )
     rows = [*memories, "last-N", "BM25 top-k", "hashing top-k"]
     if dense is not None:
         rows.append("dense top-k (MiniLM)")

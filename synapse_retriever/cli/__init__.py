@@ -289,9 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument(
         "--presets",
         nargs="+",
-        default=["default", "published"],
-        choices=["default", "published", "relevance_first"],
-        help="ContextConfig presets to score (default published)",
+        default=["default", "published", "gradient"],
+        choices=["default", "published", "gradient"],  # context.config.PRESETS (tested)
+        help="ContextConfig presets to score (all three)",
     )
     memory.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
     memory.add_argument("--markdown", action="store_true", help="print a Markdown table")

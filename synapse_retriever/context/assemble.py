@@ -168,6 +168,14 @@ def plan_context(
     full_tokens = view.full_tokens
     pinned = view.pinned if view.pinned is not None else [False] * n
     unpinned = [i for i in range(n) if not pinned[i]]
+    if config.working_share < 1.0 and config.working_memory:
+        span = working_span(
+            [full_tokens[i] if full_tokens is not None else token_counter(view.texts[i])
+             for i in unpinned[-config.working_memory :]],
+            config.working_memory,
+            config.working_share * budget,
+        )  # fmt: skip
+        config = config.replace(working_memory=span)
     # Working memory is never condensed unless it may shrink: skip condensing it.
     working = set()
     if config.overflow == "raise" and config.working_memory:
@@ -230,6 +238,31 @@ def plan_context(
     ]
 
 
+def working_span(tokens: Sequence[int], size: int, room: float) -> int:
+    """How many of the newest turns (``tokens``, oldest first) working memory holds.
+
+    The newest turn always; then older ones, up to ``size`` turns in all, while their
+    tokens together stay within ``room``.
+
+    Examples
+    --------
+    >>> working_span([50, 300, 40, 200], 5, 250.0)  # 200, then 40: 240; 300 more passes
+    2
+    >>> working_span([50, 300, 40, 900], 5, 250.0)  # the newest turn always
+    1
+    """
+    if size == 0 or not tokens:
+        return 0
+    used = tokens[-1]
+    span = 1
+    for cost in reversed(tokens[: len(tokens) - 1]):
+        if span == size or used + cost > room:
+            break
+        used += cost
+        span += 1
+    return span
+
+
 def _relevance_pass(
     view: TurnsView,
     query: str,
@@ -275,36 +308,38 @@ def _relevance_pass(
         return {}
     lexical = bm25_scores([view.texts[i] for i in candidates], query)
     semantic = [float(similarity[i]) for i in candidates]
-    order = [
-        candidates[j]
-        for j in rrf_order(
-            [lexical, semantic], k=config.rrf_k, weights=(config.lexical_weight, 1.0)
-        )
-    ]
-    chunked: dict[int, str] = {}
+    rankings = [lexical, semantic]
+    weights = [config.lexical_weight, 1.0]
+    if config.novelty_weight > 0:
+        rankings.append([float(view.surprise[i]) for i in candidates])
+        weights.append(config.novelty_weight)
+    order = [candidates[j] for j in rrf_order(rankings, k=config.rrf_k, weights=weights)]
+    chunked: dict[int, tuple[Level, str]] = {}
 
     def chunk(i: int, left: int) -> tuple[str, int] | None:
+        """The turn's sentences around the query cut to ``left``, else its best one."""
         full = costs[i][0] - fixed[i]
         room_here = left - fixed[i]
         if not degradable[i] or room_here <= 0 or full <= 0:
             return None
-        text = focus(
+        condensed = focus(
             view.texts[i],
             query_vector,
             embedder,
             chunks_ratio=min(1.0, room_here / full),
             token_counter=token_counter,
-        ).chunks
-        tokens = token_counter(text) + fixed[i]
-        if not text or tokens > left:
-            return None
-        chunked[i] = text
-        return text, tokens
+        )
+        for level, text in ((Level.CHUNKS, condensed.chunks), (Level.SUMMARY, condensed.summary)):
+            tokens = token_counter(text) + fixed[i]
+            if text and tokens <= left:
+                chunked[i] = (Level.FULL if text == view.texts[i] else level, text)
+                return text, tokens
+        return None
 
     picked: dict[int, Level] = {}
     for pick in select_relevant(order, [c[0] for c in costs], room, chunk):
-        text = view.texts[pick.index] if pick.full else chunked[pick.index]
+        level, text = (Level.FULL, view.texts[pick.index]) if pick.full else chunked[pick.index]
         texts[pick.index] = (text, text, text)
         costs[pick.index] = (pick.tokens,) * 3
-        picked[pick.index] = Level.FULL if pick.full else Level.CHUNKS
+        picked[pick.index] = level
     return picked

@@ -1,14 +1,16 @@
 """Every constant of conversation memory in one validated, immutable object.
 
-Two presets: :meth:`ContextConfig.published` is the method as published (weights 0.4
-recency, 0.3 surprise, 0.2 relevance, 0.1 habituation; thresholds 0.7 / 0.4 / 0.2; the
-least important turn is demoted first; replay adds 0.2). The default,
-``ContextConfig()``, keeps every published weight, threshold, ratio and temperature but
-recalls by query: relevance is measured against the best-matching turn, the turns the
-query recalls are condensed around the sentences that match it, the budget rule
-condenses every turn before it drops any (``demotion="fade"``), and replay adds 0.05.
-It keeps far more of what an old question needs (see ``synapse bench memory`` and the
-docs, Benchmarks: Conversation memory).
+Three presets. The default, ``ContextConfig()``, assembles relevance first: after the
+newest turns (working memory, at most a fifth of the budget), the turns the query needs
+go in whole, ranked by fusing BM25, the embedder's similarity and novelty; the
+importance gradient gets what is left (:mod:`~synapse_retriever.context.relevance`). It
+keeps the evidence real questions need (RealMem; see the docs, Benchmarks: Conversation
+memory). :meth:`ContextConfig.published` is the method as published (weights 0.4
+recency, 0.3 surprise, 0.2 relevance, 0.1 habituation; thresholds 0.7 / 0.4 / 0.2;
+working memory of five turns whatever the budget; the least important turn demoted
+first; replay adds 0.2). :meth:`ContextConfig.gradient` is the default of release 0.1:
+the published gradient with relative relevance, recall around the query, fading
+demotion and a replay of 0.05.
 
 Examples
 --------
@@ -40,7 +42,7 @@ __all__ = ["MODES", "PRESETS", "ContextConfig"]
 MODES = ("analytical", "creative", "conversational")
 """The processing modes; each has a temperature."""
 
-PRESETS = ("default", "published", "relevance_first")
+PRESETS = ("default", "published", "gradient")
 """Names accepted by :meth:`ContextConfig.preset`."""
 
 
@@ -55,7 +57,11 @@ class ContextConfig:
     Parameters
     ----------
     working_memory : int
-        The last this-many turns are always FULL (working memory).
+        The last this-many turns are always FULL (working memory)...
+    working_share : float
+        ...within this share, in (0, 1], of the budget: the newest turn always, older
+        ones while their tokens fit the share. 1: as published, the whole budget (where
+        working memory alone exceeds it, ``overflow`` decides).
     recency_weight, surprise_weight, relevance_weight, habituation_weight : float
         Weights of the four importance signals (each in [0, 1]).
     full_threshold, chunks_threshold, summary_threshold : float
@@ -107,28 +113,31 @@ class ContextConfig:
         When working memory alone exceeds the budget: ``raise``
         :class:`~synapse_retriever.context.ContextBudgetError`, or ``shrink`` working
         memory to the newest whole turns that fit (a turn is never cut).
-    assembly : {"gradient", "relevance"}
-        ``gradient``: every turn's level comes from its importance (the budget rule).
+    assembly : {"relevance", "gradient"}
         ``relevance``: after working memory, the turns the query needs come first, whole
         (or chunked around the query when a turn is longer than what is left), ranked by
-        reciprocal-rank fusion of BM25 and the embedder's similarity; the gradient gets
-        what remains (see :mod:`~synapse_retriever.context.relevance`).
+        reciprocal-rank fusion of BM25, the embedder's similarity and novelty; the
+        gradient gets what remains (see :mod:`~synapse_retriever.context.relevance`).
+        ``gradient``: every turn's level comes from its importance (the budget rule).
     relevance_share : float
         With ``assembly="relevance"``: the share, in [0, 1], of the budget left after
         working memory that the relevance pass may fill.
     rrf_k : int
         The reciprocal-rank fusion constant k (>= 1): 1 / (k + rank).
     lexical_weight : float
-        The weight (> 0) of the BM25 rank in the fusion, the embedder's being 1:
-        ``lexical_weight / (k + rank_bm25) + 1 / (k + rank_embedder)``.
+        The weight (> 0) of the BM25 rank in the fusion, the embedder's being 1...
+    novelty_weight : float
+        ...and of the novelty rank (the turn's surprise when it was added), >= 0:
+        ``lexical_weight / (k + rank_bm25) + 1 / (k + rank_embedder)
+        + novelty_weight / (k + rank_novelty)``; 0 leaves novelty out.
 
     Examples
     --------
     >>> config = ContextConfig(working_memory=3, mode="analytical")
     >>> config.working_memory, config.temperature(), config.temperature("creative")
     (3, 1.3, 0.8)
-    >>> ContextConfig().demotion, ContextConfig.published().demotion
-    ('fade', 'importance')
+    >>> ContextConfig().assembly, ContextConfig.published().assembly
+    ('relevance', 'gradient')
     """
 
     working_memory: int = 5
@@ -157,17 +166,22 @@ class ContextConfig:
     replay_boost: float = 0.05
     replay_themes: int = 5
     overflow: Literal["raise", "shrink"] = "raise"
-    assembly: Literal["gradient", "relevance"] = "gradient"
+    assembly: Literal["gradient", "relevance"] = "relevance"
     relevance_share: float = 1.0
     rrf_k: int = 60
-    lexical_weight: float = 1.0
+    lexical_weight: float = 3.0
+    novelty_weight: float = 1.0
+    working_share: float = 0.2
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
-        """The method as published: absolute relevance, no query recall,
+        """The method as published: the importance gradient alone, five turns of working
+        memory whatever the budget, absolute relevance, no query recall,
         least-important-first demotion, a replay boost of 0.2 (the weights, thresholds,
-        ratios and temperatures are the published ones in both presets)."""
+        ratios and temperatures are the published ones in every preset)."""
         values: dict[str, Any] = {
+            "assembly": "gradient",
+            "working_share": 1.0,
             "relevance": "absolute",
             "recall_k": 0,
             "demotion": "importance",
@@ -176,36 +190,26 @@ class ContextConfig:
         return cls(**{**values, **changes})
 
     @classmethod
-    def relevance_first(cls, **changes: Any) -> ContextConfig:
-        """The default with relevance-first assembly (opt in; not the default yet).
+    def gradient(cls, **changes: Any) -> ContextConfig:
+        """The default of release 0.1: the importance gradient alone (no relevance pass),
+        five turns of working memory whatever the budget, with the default's relative
+        relevance, recall around the query, fading demotion and replay.
 
-        After working memory, the turns the query needs are kept whole, best first by
-        BM25 and embedder similarity fused by rank, up to ``relevance_share`` of the
-        room; the importance gradient gets the rest.
+        It spreads a budget over many condensed turns: it keeps short planted facts well
+        and the evidence of real questions badly (see the docs, Benchmarks).
 
         Examples
         --------
-        >>> config = ContextConfig.relevance_first()
-        >>> config.assembly, config.working_memory, config.lexical_weight
-        ('relevance', 1, 2.0)
-
-        Notes
-        -----
-        Chosen on 30 queries of three RealMem personas with the hashing embedder: one turn
-        of working memory (more costs the 1k budget a whole retrieved turn), the whole
-        room to the relevance pass, BM25's rank weighted twice the embedder's.
+        >>> config = ContextConfig.gradient()
+        >>> config.assembly, config.working_share, config.demotion
+        ('gradient', 1.0, 'fade')
         """
-        values: dict[str, Any] = {
-            "assembly": "relevance",
-            "relevance_share": 1.0,
-            "working_memory": 1,
-            "lexical_weight": 2.0,
-        }
+        values: dict[str, Any] = {"assembly": "gradient", "working_share": 1.0}
         return cls(**{**values, **changes})
 
     @classmethod
     def preset(cls, name: str, **changes: Any) -> ContextConfig:
-        """A named preset (``default``, ``published``, ``relevance_first``) with ``changes``.
+        """A named preset (``default``, ``published``, ``gradient``) with ``changes``.
 
         Examples
         --------
@@ -216,8 +220,8 @@ class ContextConfig:
             return cls.published(**changes)
         if name == "default":
             return cls(**changes)
-        if name == "relevance_first":
-            return cls.relevance_first(**changes)
+        if name == "gradient":
+            return cls.gradient(**changes)
         raise InvalidValueError(f"preset must be one of {PRESETS}, got {name!r}")
 
     def replace(self, **changes: Any) -> ContextConfig:
@@ -286,6 +290,16 @@ class ContextConfig:
         _check_positive("recency_half_life_turns", self.recency_half_life_turns)
         _check_positive("habituation_half_count", self.habituation_half_count)
         _check_positive("lexical_weight", self.lexical_weight)
+        if not _is_number(self.novelty_weight) or not (
+            math.isfinite(self.novelty_weight) and self.novelty_weight >= 0
+        ):
+            raise InvalidValueError(
+                f"novelty_weight must be a finite number >= 0, got {self.novelty_weight!r}"
+            )
+        if not _is_number(self.working_share) or not 0.0 < self.working_share <= 1.0:
+            raise InvalidValueError(
+                f"working_share must be a number in (0, 1], got {self.working_share!r}"
+            )
         if self.recency_half_life_days is not None:
             _check_positive("recency_half_life_days", self.recency_half_life_days)
         for name, allowed in (

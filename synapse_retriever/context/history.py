@@ -28,12 +28,12 @@ Examples
 ... ]
 >>> from synapse_retriever.context.config import ContextConfig
 >>> kept = trim_history(history, "when is the deploy?", 18,
-...                     config=ContextConfig(working_memory=2))
+...                     config=ContextConfig(working_memory=2, working_share=1.0))
 >>> [(m.index, m.level.value, m.text) for m in kept]
 [(0, 'full', 'You are terse.'), (1, 'chunks', 'I moved the deploy to Fridays.'), \
 (2, 'full', 'Noted.'), (3, 'full', 'What is for lunch?')]
 >>> [m.text for m in trim_history(history, "when is the deploy?", 15,
-...                               config=ContextConfig(working_memory=2))][1]
+...                               config=ContextConfig(working_memory=2, working_share=1.0))][1]
 'moved deploy Fridays.'
 """
 
@@ -195,13 +195,12 @@ def trim_history(
     ...     HistoryMessage("user", "When is the production deploy again?"),
     ... ]
     >>> kept = trim_history(history, "When is the production deploy again?", 35,
-    ...                     config=ContextConfig(working_memory=2))
+    ...                     config=ContextConfig(working_memory=2, working_share=1.0))
     >>> for message in kept:
     ...     print(message.index, message.level.value, message.text)
     0 full You are a release assistant.
-    1 chunks We moved the production deploy to Fridays.
-    2 full Noted, Fridays.
-    3 summary build green?
+    1 full We moved the production deploy to Fridays. Nice day.
+    3 full Is the build green?
     6 full Yes, build 812 passed.
     7 full When is the production deploy again?
     """

@@ -1,20 +1,33 @@
-"""Relevance-first assembly: the turns a question needs first, whole, then the gradient.
+"""Relevance-first assembly (the default): the turns a question needs first, then the gradient.
 
-Opt in with :meth:`~synapse_retriever.context.ContextConfig.relevance_first` (or
-``assembly="relevance"``). The importance gradient alone spreads a budget thin (many
-one-line summaries); a real question usually needs a few old turns in full.
+The importance gradient alone spreads a budget thin (many one-line summaries); a real
+question usually needs a few old turns in full. ``ContextConfig(assembly="relevance")``.
 
 Notes
 -----
-1. Working memory (the last ``working_memory`` turns) and pinned turns are FULL, as in
-   :func:`~.levels.plan_levels`; the ``room`` left is ``budget`` minus their tokens.
-2. Every other turn is ranked by reciprocal-rank fusion (Cormack et al., 2009) of its
-   BM25 rank over the turns and its rank by the embedder's similarity to the query:
-   ``rrf(i) = 1 / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))`` (ranks from 1).
+1. Working memory and pinned turns are FULL, as in :func:`~.levels.plan_levels`;
+   working memory is the newest turn, then older ones (up to ``working_memory`` turns)
+   while they fit ``working_share`` of the budget
+   (:func:`~synapse_retriever.context.assemble.working_span`). The ``room`` left is
+   ``budget`` minus their tokens.
+2. Every other turn is ranked by weighted reciprocal-rank fusion (Cormack et al., 2009)
+   of its BM25 rank over the turns, its rank by the embedder's similarity to the query
+   and its rank by novelty (its surprise when added, 1 − its greatest similarity to an
+   earlier turn): ``rrf(i) = w_lex / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))
+   + w_nov / (k + rank_novelty(i))`` (ranks from 1; by default ``w_lex`` = 3,
+   ``w_nov`` = 1, k = 60). BM25 finds the words a question shares with its evidence,
+   the embedder its paraphrases, novelty the turn that said something new rather than
+   one of many that mention the topic.
 3. In that order, up to ``relevance_share × room`` tokens, a turn goes in FULL if it
    fits, else CHUNKS around the query (its sentences that match it) cut to what is left,
    if that fits; else it is passed over (a shorter one further down may fit).
 4. The rest of the budget goes to the importance gradient over the remaining turns.
+
+References
+----------
+Cormack, Clarke and Büttcher (2009), Reciprocal rank fusion outperforms Condorcet and
+individual rank learning methods, SIGIR. Robertson and Zaragoza (2009), The
+probabilistic relevance framework: BM25 and beyond.
 
 Examples
 --------
@@ -88,9 +101,9 @@ def rrf_order(
 ) -> list[int]:
     """Indices by reciprocal-rank fusion of several score lists, best first.
 
-    Each list ranks the indices by score (ties: the later index first, the more recent
-    turn); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list, default
-    1). Ties in the fused score go to the later index.
+    Each list ranks the indices by score, equal scores sharing the best of their ranks
+    (1, 2, 2, 4); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list,
+    default 1). Ties in the fused score go to the later index (the more recent turn).
 
     Examples
     --------
@@ -98,12 +111,20 @@ def rrf_order(
 
     >>> rrf_order([[3.0, 1.0, 0.0], [0.1, 0.9, 0.5]], k=60)
     [1, 0, 2]
+
+    Indices 0 and 1 tie in the first list (both rank 1); the second decides:
+
+    >>> rrf_order([[2.0, 2.0, 0.0], [0.5, 0.9, 0.1]], k=60)
+    [1, 0, 2]
     """
     n = len(rankings[0]) if rankings else 0
     fused = [0.0] * n
     for scores, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        order = sorted(range(n), key=lambda i: (-scores[i], -i))
-        for rank, i in enumerate(order, start=1):
+        order = sorted(range(n), key=lambda i: -scores[i])
+        rank = 0
+        for position, i in enumerate(order, start=1):
+            if position == 1 or scores[i] != scores[order[position - 2]]:
+                rank = position
             fused[i] += weight / (k + rank)
     return sorted(range(n), key=lambda i: (-fused[i], -i))
 

@@ -132,7 +132,7 @@ def test_the_runner_scores_every_row_and_budget(tiny: Path) -> None:
     assert report["rows"] == [
         "default",
         "published",
-        "relevance-first",
+        "gradient",
         "last-N",
         "BM25 top-k",
         "hashing top-k",

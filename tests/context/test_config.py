@@ -34,8 +34,30 @@ def test_the_default_differs_only_where_the_benchmark_says_so() -> None:
         for f in dataclasses.fields(ContextConfig)
         if getattr(default, f.name) != getattr(published, f.name)
     }
-    assert changed == {"demotion", "relevance", "recall_k", "replay_boost"}
+    assert changed == {
+        "assembly", "working_share", "demotion", "relevance", "recall_k", "replay_boost",
+    }  # fmt: skip
     assert default.weights == published.weights == (0.4, 0.3, 0.2, 0.1)
+    assert (published.assembly, published.working_share) == ("gradient", 1.0)
+
+
+def test_the_gradient_preset_is_the_default_without_the_relevance_pass() -> None:
+    gradient = ContextConfig.gradient()
+    assert gradient == ContextConfig(assembly="gradient", working_share=1.0)
+    assert ContextConfig.preset("gradient", working_memory=2) == gradient.replace(working_memory=2)
+
+
+def test_the_cli_offers_every_preset() -> None:
+    from synapse_retriever.cli import build_parser
+    from synapse_retriever.context.config import PRESETS
+
+    memory = build_parser()._subparsers._group_actions[0].choices["bench"]  # type: ignore[union-attr]
+    action = next(
+        a
+        for a in memory._subparsers._group_actions[0].choices["memory"]._actions  # type: ignore[union-attr]
+        if a.dest == "presets"
+    )
+    assert tuple(action.choices) == PRESETS == tuple(action.default)
 
 
 def test_presets_by_name() -> None:
@@ -70,6 +92,11 @@ def test_the_config_is_frozen() -> None:
         ({"consolidation_ages": (20, 5)}, "consolidation_ages must satisfy low <= high"),
         ({"temperatures": {"analytical": 0.0}}, r"temperatures\['analytical'\] must be"),
         ({"mode": "dreaming"}, "mode must be one of"),
+        ({"working_share": 0.0}, r"working_share must be a number in \(0, 1\]"),
+        ({"working_share": 1.5}, r"working_share must be a number in \(0, 1\]"),
+        ({"novelty_weight": -1.0}, "novelty_weight must be a finite number >= 0"),
+        ({"novelty_weight": float("inf")}, "novelty_weight must be a finite number >= 0"),
+        ({"assembly": "magic"}, "assembly must be one of"),
     ],
 )
 def test_bad_values_are_refused_with_a_message_naming_them(

@@ -75,13 +75,24 @@ def test_tool_calls_and_their_results_stay_paired(budget: int) -> None:
 def test_the_deploy_fact_outlives_small_talk_when_the_budget_shrinks() -> None:
     history = agent_history()
     kept = trim_history(history, "when is the production deploy?", 38)
-    # 38 tokens: system 7 + working memory 23 leave 8, so the deploy message is condensed
-    # to its key sentence; small talk and the tool call group are dropped.
+    # 38 tokens: system 7 + the newest messages (working memory within a fifth) leave
+    # room for the deploy message whole, first by relevance; the tool call group does not
+    # fit whole and is dropped whole.
     assert [(m.index, m.level, m.text) for m in kept][:2] == [
+        (0, "full", "You are a helpful release assistant."),
+        (1, "full", history[1].text),
+    ]
+    assert not {4, 5, 6} & {m.index for m in kept} and cost(history, kept) <= 38
+    gradient = trim_history(
+        history, "when is the production deploy?", 38, config=ContextConfig.gradient()
+    )
+    # The gradient: system 7 + working memory 23 leave 8, so the deploy message is
+    # condensed to its key sentence; small talk and the tool call group are dropped.
+    assert [(m.index, m.level, m.text) for m in gradient][:2] == [
         (0, "full", "You are a helpful release assistant."),
         (1, "chunks", "We moved the production deploy to Fridays."),
     ]
-    assert not {2, 3, 4, 5, 6} & {m.index for m in kept}
+    assert not {2, 3, 4, 5, 6} & {m.index for m in gradient}
 
 
 def test_non_degradable_messages_are_kept_whole_or_dropped() -> None:

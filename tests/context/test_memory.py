@@ -21,6 +21,8 @@ from synapse_retriever.context import (
     ConversationMemory,
     HashingEmbedder,
 )
+from synapse_retriever.context.assemble import working_span
+from synapse_retriever.context.config import PRESETS
 from synapse_retriever.errors import (
     CorruptDatabaseError,
     InvalidTypeError,
@@ -67,7 +69,8 @@ def test_an_empty_history_assembles_to_nothing() -> None:
 
 
 def test_old_turns_fade_by_importance_and_the_context_fits(tmp_path: Path) -> None:
-    with ConversationMemory(tmp_path / "m.db", background=False) as memory:
+    gradient = ContextConfig.gradient()
+    with ConversationMemory(tmp_path / "m.db", config=gradient, background=False) as memory:
         fill(memory)
         full = memory.assemble("when is the deploy?", 10_000, at=600)
         tight = memory.assemble("when is the deploy?", 60, at=600)
@@ -90,8 +93,27 @@ def test_every_decision_uses_the_callers_token_counter() -> None:
     assert sum(len(t.text) for t in context) <= 400
 
 
-def test_a_budget_smaller_than_working_memory_is_a_clear_error() -> None:
+def test_the_default_keeps_the_old_deploy_turn_whole_and_working_memory_in_a_fifth() -> None:
+    with ConversationMemory(background=False) as memory:
+        fill(memory)
+        context = memory.assemble("when is the deploy?", 60, at=600)
+    assert sum(t.tokens for t in context) <= 60
+    # working memory: the newest turn (7 tokens), then older ones within 12 tokens (a
+    # fifth of 60): the one before (12 tokens) would make 19, so the newest alone
+    assert (context[-1].turn_id, context[-1].level) == (8, "full")
+    assert (context[0].turn_id, context[0].level) == (1, "full")  # first by relevance
+    assert context[0].text == CHAT[0][1]
+
+
+def test_a_budget_smaller_than_the_newest_turn_is_a_clear_error() -> None:
     with ConversationMemory() as memory:
+        fill(memory)
+        with pytest.raises(ContextBudgetError, match=r"working memory alone needs \d+ tokens"):
+            memory.assemble("deploy", 3)
+
+
+def test_a_budget_smaller_than_working_memory_is_a_clear_error() -> None:
+    with ConversationMemory(config=ContextConfig.published()) as memory:
         fill(memory)
         with pytest.raises(ContextBudgetError, match=r"working memory alone needs \d+ tokens"):
             memory.assemble("deploy", 10)
@@ -407,7 +429,7 @@ WORDS = ["deploy", "friday", "weather", "grey", "sister", "museum", "coffee", "r
     ),
     query=st.sampled_from(["", "deploy on friday?", "who is my sister", "grey weather"]),
     budget=st.integers(0, 400),
-    preset=st.sampled_from(["default", "published"]),
+    preset=st.sampled_from(PRESETS),
 )
 def test_the_context_never_exceeds_the_budget_and_working_memory_stays_full(
     turns: list[str], query: str, budget: int, preset: str
@@ -417,6 +439,10 @@ def test_the_context_never_exceeds_the_budget_and_working_memory_stays_full(
         for i, text in enumerate(turns):
             memory.add_turn(text, role="user" if i % 2 else "assistant", at=i)
         working = memory.turns()[-config.working_memory :] if turns else []
+        if config.working_share < 1 and working:  # the newest turns within the share
+            tokens = [memory.token_counter(t.text) for t in working]
+            span = working_span(tokens, config.working_memory, config.working_share * budget)
+            working = working[len(working) - span :]
         needed = sum(memory.token_counter(t.text) for t in working)
         if needed > budget:
             with pytest.raises(ContextBudgetError):

@@ -1,4 +1,4 @@
-"""Tests for context/relevance.py and relevance-first assembly (ContextConfig.relevance_first)."""
+"""Tests for context/relevance.py and relevance-first assembly (the default)."""
 
 from __future__ import annotations
 
@@ -32,16 +32,16 @@ def _memory(config: ContextConfig) -> ConversationMemory:
     return memory
 
 
-def test_the_relevant_old_turn_is_kept_whole_where_the_default_keeps_a_summary() -> None:
+def test_the_relevant_old_turn_is_kept_whole_where_the_gradient_keeps_a_summary() -> None:
     # 100 words: the last turn (14 words, working memory) + OLD (14 words) whole fit easily.
     query = "which host runs the staging database?"
+    with _memory(ContextConfig.gradient()) as memory:
+        gradient = {t.turn_id: t for t in memory.assemble(query, 100, at=10_000)}
     with _memory(ContextConfig()) as memory:
-        default = {t.turn_id: t for t in memory.assemble(query, 100, at=10_000)}
-    with _memory(ContextConfig.relevance_first()) as memory:
         kept = memory.assemble(query, 100, at=10_000)
     first = {t.turn_id: t for t in kept}
     assert first[1].level == "full" and first[1].text == OLD
-    assert default.get(1) is None or default[1].level != "full"
+    assert gradient.get(1) is None or gradient[1].level != "full"
     assert kept[-1].turn_id == len(FILLER) + 1 and kept[-1].level == "full"  # working memory
 
 
@@ -50,7 +50,7 @@ def test_a_turn_longer_than_the_room_is_chunked_around_the_query() -> None:
     with ConversationMemory(
         ":memory:",
         words,
-        ContextConfig.relevance_first(),
+        ContextConfig(),
         embedder=HashingEmbedder(dim=256),
         background=False,
     ) as memory:
@@ -65,16 +65,38 @@ def test_a_turn_longer_than_the_room_is_chunked_around_the_query() -> None:
 @settings(max_examples=25, deadline=None)
 @given(budget=st.integers(min_value=20, max_value=400), query=st.sampled_from(["host", "lunch"]))
 def test_relevance_first_never_exceeds_the_budget(budget: int, query: str) -> None:
-    with _memory(ContextConfig.relevance_first()) as memory:
+    with _memory(ContextConfig()) as memory:
         kept = memory.assemble(query, budget, at=10_000)
     assert sum(t.tokens for t in kept) <= budget
     assert kept[-1].turn_id == len(FILLER) + 1 and kept[-1].level == "full"
 
 
-def test_published_and_default_keep_the_gradient() -> None:
-    assert ContextConfig().assembly == "gradient"
-    assert ContextConfig.published().assembly == "gradient"
-    assert ContextConfig.preset("relevance_first") == ContextConfig.relevance_first()
+def test_the_default_is_relevance_first_and_the_two_presets_keep_the_gradient() -> None:
+    assert ContextConfig().assembly == "relevance"
+    assert ContextConfig.published().assembly == ContextConfig.gradient().assembly == "gradient"
+
+
+def test_the_novel_turn_goes_first_among_turns_that_match_alike() -> None:
+    # One turn says where the staging database is; twelve later turns repeat one remark
+    # about it, as long and with the query's words as often: BM25 ties them all, the
+    # embedder prefers the remark. Novelty (each turn's surprise when added: the repeats
+    # have none) puts the new fact first.
+    same = "Staging database: slow today."
+    new = "Staging database: host seven."
+
+    def assemble(config: ContextConfig) -> list[str]:
+        with ConversationMemory(
+            ":memory:", words, config, embedder=HashingEmbedder(dim=256), background=False
+        ) as memory:
+            memory.add_turn(new, at=0)
+            for i in range(12):
+                memory.add_turn(same, at=60 * (i + 1))
+            memory.add_turn("ok.", at=900)
+            # 8 words: "ok." (1, working memory), then room for one 4-word turn.
+            return [t.text for t in memory.assemble("where is the staging database?", 8, at=999)]
+
+    assert assemble(ContextConfig()) == [new, "ok."]
+    assert assemble(ContextConfig(novelty_weight=0)) == [same, "ok."]
 
 
 @pytest.mark.parametrize(
@@ -88,7 +110,7 @@ def test_published_and_default_keep_the_gradient() -> None:
 )
 def test_bad_relevance_settings_are_refused(changes: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        ContextConfig.relevance_first(**changes)
+        ContextConfig(**changes)
 
 
 def test_bm25_scores_by_hand() -> None:

@@ -106,8 +106,9 @@ def synapse_trim_messages(
         ``content`` (same id, role and tool calls) where degraded.
 
     Example:
-        With the last two messages as working memory, at 22 tokens the old fact is kept as
-        a one-line summary and the least important message is dropped:
+        The importance gradient alone (the 0.1 default), with the last two messages as
+        working memory: at 22 tokens the old fact is kept as a one-line summary and the
+        least important message is dropped (the default keeps the fact whole):
 
         >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
         >>> from synapse_retriever.context import ContextConfig
@@ -120,7 +121,7 @@ def synapse_trim_messages(
         ...     HumanMessage("When is the production deploy again?"),
         ... ]
         >>> trimmed = synapse_trim_messages(
-        ...     history, max_tokens=22, config=ContextConfig(working_memory=2)
+        ...     history, max_tokens=22, config=ContextConfig.gradient(working_memory=2)
         ... )
         >>> for message in trimmed:
         ...     print(f"{message.type:6} {message.text}")

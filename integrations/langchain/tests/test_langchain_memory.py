@@ -91,8 +91,15 @@ def test_degradation_keeps_roles_and_tool_call_pairing_valid(budget: int) -> Non
     assert cost <= budget
 
 
-def test_an_old_fact_is_condensed_not_cut() -> None:
-    trimmed = synapse_trim_messages(history(), "when is the production deploy?", max_tokens=38)
+def test_an_old_fact_is_kept_whole_by_default_and_condensed_not_cut_by_the_gradient() -> None:
+    query = "when is the production deploy?"
+    trimmed = synapse_trim_messages(history(), query, max_tokens=38)
+    assert [(m.id, m.content) for m in trimmed][:2] == [
+        ("sys", "You are a helpful release assistant."),
+        ("h1", "We moved the production deploy to Fridays. Lovely weather."),
+    ]
+    gradient = ContextConfig.gradient(overflow="shrink")
+    trimmed = synapse_trim_messages(history(), query, max_tokens=38, config=gradient)
     assert [(m.id, m.content) for m in trimmed][:2] == [
         ("sys", "You are a helpful release assistant."),
         ("h1", "We moved the production deploy to Fridays."),

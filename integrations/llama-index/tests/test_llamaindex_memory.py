@@ -169,7 +169,10 @@ def test_degraded_messages_are_copies_with_their_tool_calls() -> None:
     assert all(any(m is o for o in messages) for m in roomy if message_text(m) in {
         message_text(o) for o in messages
     })  # fmt: skip
-    tight = synapse_trim_chat_messages(messages, "when is the deploy?", max_tokens=40)
+    gradient = ContextConfig.gradient(overflow="shrink")  # the default keeps the fact whole
+    tight = synapse_trim_chat_messages(
+        messages, "when is the deploy?", max_tokens=40, config=gradient
+    )
     fact = [m for m in tight if "Fridays" in message_text(m) and m.role.value == "user"]
     assert fact and message_text(fact[0]) != FACT  # condensed, not cut
     assert messages[1].content == FACT  # the original is untouched

@@ -113,8 +113,9 @@ def synapse_trim_chat_messages(
     are replaced by the condensed text (tool-call blocks and kwargs kept).
 
     Example:
-        With the last two messages as working memory, at 22 tokens the old fact is kept as
-        a one-line summary and the least important message is dropped:
+        The importance gradient alone (the 0.1 default), with the last two messages as
+        working memory: at 22 tokens the old fact is kept as a one-line summary and the
+        least important message is dropped (the default keeps the fact whole):
 
         >>> from llama_index.core.llms import ChatMessage
         >>> from synapse_retriever.context import ContextConfig
@@ -128,7 +129,7 @@ def synapse_trim_chat_messages(
         ...     ChatMessage(role="user", content="When is the production deploy again?"),
         ... ]
         >>> trimmed = synapse_trim_chat_messages(
-        ...     history, max_tokens=22, config=ContextConfig(working_memory=2)
+        ...     history, max_tokens=22, config=ContextConfig.gradient(working_memory=2)
         ... )
         >>> for message in trimmed:
         ...     print(f"{message.role.value:9} {message.content}")
@@ -215,7 +216,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         19
         >>> content = memory.get(input="When is the production deploy?")[0].content
         >>> [line for line in content.splitlines() if "deploy" in line]
-        ['user: moved production deploy Fridays.']
+        ['user: We moved the production deploy to Fridays.']
     """
 
     name: str = Field(default="synapse_memory", description="The block's name.")
