@@ -68,6 +68,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "HistoryMessage",
         "Level",
         "MODES",
+        "MiniLmEmbedder",
+        "MiniLmUnavailableError",
         "PRESETS",
         "PromptSummarizer",
         "ROLES",

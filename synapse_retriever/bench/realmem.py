@@ -342,7 +342,7 @@ def run_realmem(
 ) -> dict[str, Any]:
     """Replay every persona, score every row at every budget; a JSON-ready report.
 
-    ``minilm`` (an embedder, e.g. :class:`~synapse_retriever.bench.retrievers.MiniLmEmbedder`)
+    ``minilm`` (an embedder, e.g. :class:`~synapse_retriever.context.MiniLmEmbedder`)
     adds the dense top-k row and the default with that embedder; without it the
     intervals are taken against BM25. Conversation memory runs with
     ``overflow="shrink"``: on real conversations the five turns of working memory alone

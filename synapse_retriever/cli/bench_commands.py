@@ -288,7 +288,7 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         markdown_tables,
         run_realmem,
     )
-    from synapse_retriever.bench.retrievers import DenseUnavailableError, MiniLmEmbedder
+    from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
     from synapse_retriever.context.embed import Embedder
 
     try:
@@ -311,7 +311,7 @@ def _bench_realmem(args: argparse.Namespace) -> int:
     else:
         try:
             minilm = MiniLmEmbedder()
-        except DenseUnavailableError as exc:
+        except MiniLmUnavailableError as exc:
             notes.append(f"the MiniLM rows were left out: {exc}.")
     err = console(stderr=True)
     quiet = logging.getLogger("synapse_retriever.context")

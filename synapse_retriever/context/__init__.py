@@ -26,6 +26,7 @@ from synapse_retriever.context.history import (
 from synapse_retriever.context.importance import habituation, importance, recency, surprise
 from synapse_retriever.context.levels import ContextBudgetError, Level, plan_levels, threshold_level
 from synapse_retriever.context.memory import ROLES, ConversationMemory
+from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, TurnRecord
 from synapse_retriever.context.summarize import (
@@ -53,6 +54,8 @@ __all__ = [
     "HashingEmbedder",
     "HistoryMessage",
     "Level",
+    "MiniLmEmbedder",
+    "MiniLmUnavailableError",
     "PromptSummarizer",
     "Summarizer",
     "TfidfThemes",

@@ -26,7 +26,7 @@ from synapse_retriever._types import FloatArray
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, TurnIndex, Vectors, normalized
 from synapse_retriever.context.importance import habituation, importance, recency
-from synapse_retriever.context.levels import Level, plan_levels
+from synapse_retriever.context.levels import Level, plan_levels, threshold_level
 from synapse_retriever.context.relevance import bm25_scores, rrf_order, select_relevant
 from synapse_retriever.context.summarize import Condensed, focus
 
@@ -180,62 +180,99 @@ def plan_context(
     working = set()
     if config.overflow == "raise" and config.working_memory:
         working = set(unpinned[-config.working_memory :])
-    texts: list[tuple[str, str, str]] = []
-    costs: list[tuple[int, int, int]] = []
-    for i, text in enumerate(view.texts):
-        full = full_tokens[i] if full_tokens is not None else token_counter(text)
-        if not degradable[i] or not text.strip() or pinned[i] or i in working:
-            texts.append((text, text, text))
-            costs.append((full + fixed[i],) * 3)
-            continue
-        if i in recalled and query_vector is not None:
-            condensed = focus(
-                text,
-                query_vector,
-                embedder,
-                chunks_ratio=config.chunks_ratio,
-                token_counter=token_counter,
+    whole = [
+        (full_tokens[i] if full_tokens is not None else token_counter(text)) + fixed[i]
+        for i, text in enumerate(view.texts)
+    ]
+    picked: dict[int, tuple[Level, str, int]] = {}
+    if config.assembly == "relevance" and query is not None and query_vector is not None:
+        picked = _relevance_pass(
+            view, query, query_vector, similarity, whole, budget,
+            config=config, embedder=embedder, token_counter=token_counter,
+        )  # fmt: skip
+    # The gradient plans only the turns it could keep (the result is the same): a turn
+    # below the SUMMARY threshold is dropped whatever the budget, unless it must stay
+    # (pinned, working memory, picked) or is in a group (kept or dropped with its
+    # members); and turns are dropped least important first, so once the turns that must
+    # stay and the more important ones at their cheapest exceed the budget, every less
+    # important ungrouped turn is dropped too.
+    thresholds = (config.full_threshold, config.chunks_threshold, config.summary_threshold)
+    groups = view.groups if view.groups is not None else [None] * n
+    tail = set(unpinned[-config.working_memory :]) if config.working_memory else set()
+    must = [i for i in range(n) if pinned[i] or i in tail or i in picked]
+    optional = sorted(
+        (
+            i
+            for i in range(n)
+            if not (pinned[i] or i in tail or i in picked)
+            and (
+                groups[i] is not None
+                or threshold_level(float(scores[i]), thresholds) is not Level.DROPPED
             )
+        ),
+        key=lambda i: (groups[i] is None, -float(scores[i]), -i),
+    )
+    texts: dict[int, tuple[str, str, str]] = {}
+    cost_of: dict[int, tuple[int, int, int]] = {}
+
+    def add(i: int) -> None:
+        text = view.texts[i]
+        if i in picked:
+            _, chosen, tokens = picked[i]
+            texts[i], cost_of[i] = (chosen, chosen, chosen), (tokens,) * 3
+        elif not degradable[i] or not text.strip() or pinned[i] or i in working:
+            texts[i], cost_of[i] = (text, text, text), (whole[i],) * 3
         else:
-            condensed = view.condensed(i) or fallback(text)
-        texts.append((text, condensed.chunks, condensed.summary))
-        costs.append(
-            (
-                full + fixed[i],
+            if i in recalled and query_vector is not None:
+                condensed = focus(
+                    text,
+                    query_vector,
+                    embedder,
+                    chunks_ratio=config.chunks_ratio,
+                    token_counter=token_counter,
+                )
+            else:
+                condensed = view.condensed(i) or fallback(text)
+            texts[i] = (text, condensed.chunks, condensed.summary)
+            cost_of[i] = (
+                whole[i],
                 token_counter(condensed.chunks) + fixed[i],
                 token_counter(condensed.summary) + fixed[i],
             )
-        )
-    picked: dict[int, Level] = {}
-    plan_pinned = view.pinned
-    if config.assembly == "relevance" and query is not None and query_vector is not None:
-        picked = _relevance_pass(
-            view, query, query_vector, similarity, texts, costs, budget,
-            config=config, embedder=embedder, token_counter=token_counter,
-        )  # fmt: skip
-        if picked:
-            plan_pinned = [bool(pinned[i]) or i in picked for i in range(n)]
+
+    for i in must:
+        add(i)
+    floor = sum(cost_of[i][0] for i in must)
+    bounded = floor <= budget  # else working memory may shrink: plan every candidate
+    for i in optional:
+        add(i)
+        if groups[i] is None and bounded:
+            floor += min(cost_of[i])
+            if floor > budget:
+                break
+    planned = sorted(texts)
+    costs = [cost_of[i] for i in planned]
     levels = plan_levels(
-        [float(s) for s in scores],
+        [float(scores[i]) for i in planned],
         costs,
         budget,
         working_memory=config.working_memory,
-        thresholds=(config.full_threshold, config.chunks_threshold, config.summary_threshold),
+        thresholds=thresholds,
         demotion=config.demotion,
-        pinned=plan_pinned,
-        groups=view.groups,
+        pinned=[bool(pinned[i]) or i in picked for i in planned],
+        groups=[groups[i] for i in planned],
         overflow=config.overflow,
     )
-    for i, level in picked.items():  # kept by the relevance pass (pinned above)
-        levels[i] = level
     slot = {Level.FULL: 0, Level.CHUNKS: 1, Level.SUMMARY: 2}
-    return [
-        Decision(
-            i, level, texts[i][slot[level]], costs[i][slot[level]] - fixed[i], float(scores[i])
-        )
-        for i, level in enumerate(levels)
-        if level is not Level.DROPPED
-    ]
+    decisions = []
+    for i, level, cost in zip(planned, levels, costs, strict=True):
+        if i in picked:  # kept by the relevance pass (pinned above) at its own level
+            level = picked[i][0]
+        if level is not Level.DROPPED:
+            chosen = texts[i][slot[level]]
+            tokens = (cost[0] if i in picked else cost[slot[level]]) - fixed[i]
+            decisions.append(Decision(i, level, chosen, tokens, float(scores[i])))
+    return decisions
 
 
 def working_span(tokens: Sequence[int], size: int, room: float) -> int:
@@ -268,19 +305,18 @@ def _relevance_pass(
     query: str,
     query_vector: Vectors,
     similarity: FloatArray,
-    texts: list[tuple[str, str, str]],
-    costs: list[tuple[int, int, int]],
+    whole: Sequence[int],
     budget: int,
     *,
     config: ContextConfig,
     embedder: Embedder,
     token_counter: TokenCounter,
-) -> dict[int, Level]:
+) -> dict[int, tuple[Level, str, int]]:
     """Relevance-first assembly (:mod:`~.relevance`): pick the turns the query needs.
 
-    Picked turns get their chosen text at every level of ``texts``/``costs`` (updated in
-    place) and the level they were picked at; the caller keeps them like pinned turns.
-    Grouped turns (tool calls) are left to the gradient.
+    ``whole[i]`` is turn i's cost FULL. Returns each picked turn's level, text and cost;
+    the caller keeps them like pinned turns. Grouped turns (tool calls) are left to the
+    gradient.
     """
     n = len(view.texts)
     pinned = [bool(p) for p in view.pinned] if view.pinned is not None else [False] * n
@@ -289,12 +325,12 @@ def _relevance_pass(
     fixed = view.fixed_tokens if view.fixed_tokens is not None else [0] * n
     unpinned = [i for i in range(n) if not pinned[i]]
     working = unpinned[len(unpinned) - min(config.working_memory, len(unpinned)) :]
-    always = sum(costs[i][0] for i in range(n) if pinned[i])
+    always = sum(whole[i] for i in range(n) if pinned[i])
     while working and config.overflow == "shrink":
-        if always + sum(costs[i][0] for i in working) <= budget:
+        if always + sum(whole[i] for i in working) <= budget:
             break
         working = working[1:]
-    room = budget - always - sum(costs[i][0] for i in working)
+    room = budget - always - sum(whole[i] for i in working)
     room = int(room * config.relevance_share)
     if room <= 0:
         return {}
@@ -318,7 +354,7 @@ def _relevance_pass(
 
     def chunk(i: int, left: int) -> tuple[str, int] | None:
         """The turn's sentences around the query cut to ``left``, else its best one."""
-        full = costs[i][0] - fixed[i]
+        full = whole[i] - fixed[i]
         room_here = left - fixed[i]
         if not degradable[i] or room_here <= 0 or full <= 0:
             return None
@@ -336,10 +372,8 @@ def _relevance_pass(
                 return text, tokens
         return None
 
-    picked: dict[int, Level] = {}
-    for pick in select_relevant(order, [c[0] for c in costs], room, chunk):
+    picked: dict[int, tuple[Level, str, int]] = {}
+    for pick in select_relevant(order, whole, room, chunk):
         level, text = (Level.FULL, view.texts[pick.index]) if pick.full else chunked[pick.index]
-        texts[pick.index] = (text, text, text)
-        costs[pick.index] = (pick.tokens,) * 3
-        picked[pick.index] = level
+        picked[pick.index] = (level, text, pick.tokens)
     return picked

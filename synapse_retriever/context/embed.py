@@ -210,14 +210,14 @@ class TurnIndex:
         ]
 
     def similarities(self, vector: Vectors) -> npt.NDArray[np.float64]:
-        """Similarity of ``vector`` to every row, in row order (one FAISS search)."""
+        """Similarity of ``vector`` to every row, in row order (one product over the rows
+        FAISS stores, read in place)."""
         count = len(self)
-        result = np.zeros(count, dtype=np.float64)
         if count == 0 or not np.any(vector):
-            return result
-        scores, rows = self._index.search(vector.reshape(1, -1), count)
-        result[rows[0]] = np.clip(scores[0], 0.0, 1.0)
-        return result
+            return np.zeros(count, dtype=np.float64)
+        rows = faiss.rev_swig_ptr(self._index.get_xb(), count * self.dim).reshape(count, self.dim)
+        scores = rows @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        return np.clip(scores.astype(np.float64), 0.0, 1.0)
 
     def vectors(self) -> Vectors:
         """Every row, as a (len, dim) matrix."""

@@ -46,6 +46,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from synapse_retriever.context.text import terms
 
 __all__ = ["Pick", "bm25_scores", "rrf_order", "select_relevant"]
@@ -78,19 +80,16 @@ def bm25_scores(
     if not n or not wanted:
         return [0.0] * n
     counted = [_counts(text) for text in texts]
-    average = max(1e-9, sum(length for _, length in counted) / n)
-    frequency = {t: sum(1 for counts, _ in counted if t in counts) for t in wanted}
-    idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
-    scores = []
-    for counts, length in counted:
-        norm = k1 * (1.0 - b + b * length / average)
-        score = 0.0
-        for t in wanted:
-            tf = counts.get(t, 0)
-            if tf:
-                score += idf[t] * tf * (k1 + 1.0) / (tf + norm)
-        scores.append(score)
-    return scores
+    lengths = np.fromiter((length for _, length in counted), dtype=np.float64, count=n)
+    norm = k1 * (1.0 - b + b * lengths / max(1e-9, float(lengths.mean())))
+    scores = np.zeros(n, dtype=np.float64)
+    for t in wanted:
+        tf = np.fromiter((counts.get(t, 0) for counts, _ in counted), dtype=np.float64, count=n)
+        df = int(np.count_nonzero(tf))
+        if df:
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            scores += idf * tf * (k1 + 1.0) / (tf + norm)
+    return [float(score) for score in scores]
 
 
 def rrf_order(
@@ -118,15 +117,18 @@ def rrf_order(
     [1, 0, 2]
     """
     n = len(rankings[0]) if rankings else 0
-    fused = [0.0] * n
+    fused = np.zeros(n, dtype=np.float64)
+    positions = np.arange(1, n + 1, dtype=np.float64)
     for scores, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        order = sorted(range(n), key=lambda i: -scores[i])
-        rank = 0
-        for position, i in enumerate(order, start=1):
-            if position == 1 or scores[i] != scores[order[position - 2]]:
-                rank = position
-            fused[i] += weight / (k + rank)
-    return sorted(range(n), key=lambda i: (-fused[i], -i))
+        values = np.asarray(scores, dtype=np.float64)
+        order = np.argsort(-values, kind="stable")
+        ordered = values[order]
+        first = np.ones(n, dtype=bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        ranks = np.empty(n, dtype=np.float64)
+        ranks[order] = np.maximum.accumulate(np.where(first, positions, 0.0))
+        fused += weight / (k + ranks)
+    return [int(i) for i in np.lexsort((-np.arange(n), -fused))]
 
 
 @dataclass(frozen=True)
@@ -143,12 +145,15 @@ def select_relevant(
     full_tokens: Sequence[int],
     room: int,
     chunk: Callable[[int, int], tuple[str, int] | None],
+    *,
+    condense: int = 1,
 ) -> list[Pick]:
     """Walk ``order`` (best first) and keep what fits in ``room`` tokens.
 
-    A turn is kept whole if its ``full_tokens`` fit what is left; else
-    ``chunk(index, left)`` may return a condensation ``(text, tokens)`` that fits (or
-    None); else it is passed over and a shorter turn further down may still fit.
+    A turn is kept whole if its ``full_tokens`` fit what is left; else, for the first
+    ``condense`` turns that do not fit, ``chunk(index, left)`` may return a condensation
+    ``(text, tokens)`` that fits (or None); other turns that do not fit are passed over,
+    and a shorter turn further down may still fit whole.
 
     Examples
     --------
@@ -158,9 +163,17 @@ def select_relevant(
     >>> picks = select_relevant([2, 0, 1], [300, 120, 100], 250, lambda i, left: None)
     >>> [(p.index, p.full, p.tokens) for p in picks]
     [(2, True, 100), (1, True, 120)]
+
+    Room 150: turn 0 does not fit and is chunked to 40 tokens; turn 1 fits whole, turn 2
+    does not and is not chunked (one condensation by default):
+
+    >>> picks = select_relevant([0, 1, 2], [300, 100, 200], 150, lambda i, left: ("...", 40))
+    >>> [(p.index, p.full, p.tokens) for p in picks]
+    [(0, False, 40), (1, True, 100)]
     """
     picks: list[Pick] = []
     left = room
+    tries = condense
     for i in order:
         if left <= 0:
             break
@@ -168,6 +181,9 @@ def select_relevant(
             picks.append(Pick(i, True, int(full_tokens[i])))
             left -= int(full_tokens[i])
             continue
+        if tries <= 0:
+            continue
+        tries -= 1
         condensed = chunk(i, left)
         if condensed is not None and 0 < condensed[1] <= left:
             picks.append(Pick(i, False, int(condensed[1])))

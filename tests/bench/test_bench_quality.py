@@ -21,6 +21,7 @@ from synapse_retriever.bench.methods import (
     base_level,
     build_rows,
 )
+from synapse_retriever.context.minilm import MiniLmUnavailableError, minilm_files
 from synapse_retriever.bench.metrics import (
     displace,
     hit_at_k,
@@ -360,17 +361,14 @@ def test_the_dense_retriever_says_what_is_missing(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
     )
-    with pytest.raises(retrievers.DenseUnavailableError, match="needs onnxruntime"):
+    with pytest.raises(MiniLmUnavailableError, match=r"needs onnxruntime .*\[minilm\]"):
         retrievers.MiniLmRetriever()
 
 
 def test_the_dense_retriever_ranks_by_meaning(tmp_path: Path) -> None:
     from synapse_retriever.bench import retrievers
 
-    try:
-        retrievers.minilm_files()
-    except retrievers.DenseUnavailableError:
-        pytest.skip("the optional dense packages are not installed")
+    minilm_files()  # installed by the dev requirements (synapse-retriever[minilm])
     docs = [
         Document("auth/jwt.py", "1", lambda: "def verify_token(token): check the signature"),
         Document("docs/cooking.md", "2", lambda: "How to bake bread with flour and yeast"),

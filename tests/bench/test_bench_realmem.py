@@ -218,12 +218,12 @@ def test_reports_merge_into_the_same_tables(tiny: Path) -> None:
 def test_without_minilm_the_dense_rows_are_left_out_with_a_note(
     tiny: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from synapse_retriever.bench import retrievers
+    from synapse_retriever.context import minilm
 
     def missing() -> tuple[str, str]:
-        raise retrievers.DenseUnavailableError("the minilm retriever needs onnxruntime")
+        raise minilm.MiniLmUnavailableError("the minilm retriever needs onnxruntime")
 
-    monkeypatch.setattr(retrievers, "minilm_files", missing)
+    monkeypatch.setattr(minilm, "minilm_files", missing)
     assert main(["bench", "memory", "--realmem", str(tiny), "--quiet", "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "dense top-k" not in out and "points against BM25 top-k" in out
