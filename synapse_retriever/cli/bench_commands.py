@@ -288,8 +288,8 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         markdown_tables,
         run_realmem,
     )
-    from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
     from synapse_retriever.context.embed import Embedder
+    from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
 
     try:
         personas = load_realmem(args.realmem)

@@ -21,7 +21,6 @@ from synapse_retriever.bench.methods import (
     base_level,
     build_rows,
 )
-from synapse_retriever.context.minilm import MiniLmUnavailableError, minilm_files
 from synapse_retriever.bench.metrics import (
     displace,
     hit_at_k,
@@ -33,6 +32,7 @@ from synapse_retriever.bench.metrics import (
 from synapse_retriever.bench.quality import QualitySettings, markdown_tables, run_quality
 from synapse_retriever.bench.retrievers import Bm25Retriever, Document, TfidfRetriever, tokenize
 from synapse_retriever.capture.gitlog import Commit
+from synapse_retriever.context.minilm import MiniLmUnavailableError, minilm_files
 from synapse_retriever.errors import InvalidValueError
 
 # -- metrics -----------------------------------------------------------------------------
