@@ -78,6 +78,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "TrimmedMessage",
         "TurnIndex",
         "TurnRecord",
+        "as_embedder",
         "checked_counter",
         "focus",
         "habituation",

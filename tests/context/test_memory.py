@@ -216,6 +216,8 @@ def test_other_bad_arguments_name_the_value() -> None:
         ConversationMemory(config={"working_memory": 3})  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="summarizer must have condense"):
         ConversationMemory(summarizer=len)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"embedder must have name, dim and embed\(texts\)"):
+        ConversationMemory(embedder="all-MiniLM-L6-v2")
     with pytest.raises(InvalidTypeError, match="token_counter must be a callable"):
         ConversationMemory(token_counter=5)  # type: ignore[arg-type]
     half = ConversationMemory(token_counter=lambda text: 0.5)  # type: ignore[arg-type,return-value]
