@@ -170,7 +170,12 @@ class ConversationMemory:
         for turn in self._turns:
             self._stats.add(turn.text)
         dim = self.embedder.dim
-        stale = [i for i, name in enumerate(loaded.embedders) if name != self.embedder.name]
+        width = dim * np.dtype(np.float32).itemsize
+        stale = [  # another embedder's, or this name's at another size (e.g. a new dimensions=)
+            i
+            for i, (name, blob) in enumerate(zip(loaded.embedders, loaded.embeddings, strict=True))
+            if name != self.embedder.name or len(blob) != width
+        ]
         vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
         for i, blob in enumerate(loaded.embeddings):
             if i not in stale:
