@@ -94,6 +94,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "langchain_synapse": [
         "DEFAULT_INPUT_KEYS",
+        "LangChainEmbedder",
         "SynapseCallbackHandler",
         "SynapseMemoryMiddleware",  # only with langchain>=1 installed (see below)
         "SynapseRetriever",
