@@ -103,6 +103,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "synapse_trim_messages",
     ],
     "llama_index.postprocessor.synapse": [
+        "LlamaIndexEmbedder",
         "NodeFetcher",
         "SynapseMemoryBlock",
         "SynapsePostprocessor",
