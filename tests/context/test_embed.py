@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -90,3 +95,68 @@ def test_as_embedder_refuses_junk_naming_its_type_and_the_adapter_packages(
     message = str(raised.value)
     assert message.startswith(f"embedder must have name, dim and embed(texts), {named};")
     assert "langchain-synapse" in message and "llama-index-postprocessor-synapse" in message
+
+
+ADAPTERS = '''
+import numpy as np
+
+
+class Letters:
+    """What a framework's embeddings might be: no name, dim or embed."""
+
+
+class Junk:
+    pass
+
+
+class LettersEmbedder:
+    name, dim = "letters-v1", 26
+
+    def __init__(self, letters):
+        self.letters = letters
+
+    def embed(self, texts):
+        return np.ones((len(texts), 26))
+
+
+def adapt(obj):
+    return LettersEmbedder(obj) if isinstance(obj, Letters) else None
+
+
+def junk(obj):
+    return "not an embedder" if isinstance(obj, Junk) else None
+'''
+
+
+@pytest.fixture
+def installed_adapters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """A distribution really installed on sys.path, registering three adapters: one whose
+    module is missing, one that adapts ``Letters``, one that answers ``Junk`` with junk."""
+    (tmp_path / "toy_adapters.py").write_text(ADAPTERS)
+    info = tmp_path / "toy_adapters-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-adapters\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[synapse_retriever.embedders]\n"
+        "aaa_missing = toy_adapters_not_installed:adapt\n"
+        "letters = toy_adapters:adapt\n"
+        "junk = toy_adapters:junk\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module("toy_adapters")
+    sys.modules.pop("toy_adapters", None)
+
+
+def test_as_embedder_asks_the_installed_adapters_in_name_order(
+    installed_adapters: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    letters = installed_adapters.Letters()
+    with caplog.at_level(logging.WARNING, logger="synapse_retriever.context.embed"):
+        adapted = as_embedder(letters)
+    assert isinstance(adapted, installed_adapters.LettersEmbedder)
+    assert adapted.letters is letters
+    assert "embedder adapter 'aaa_missing'" in caplog.text  # skipped, not fatal
+    with pytest.raises(InvalidTypeError, match=r"adapter 'junk' .* returned str"):
+        as_embedder(installed_adapters.Junk())
+    with pytest.raises(InvalidTypeError, match="got object"):
+        as_embedder(object())
