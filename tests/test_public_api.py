@@ -80,6 +80,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "TrimmedMessage",
         "TurnIndex",
         "TurnRecord",
+        "as_embedder",
         "checked_counter",
         "focus",
         "habituation",
@@ -95,6 +96,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "langchain_synapse": [
         "DEFAULT_INPUT_KEYS",
+        "LangChainEmbedder",
         "SynapseCallbackHandler",
         "SynapseMemoryMiddleware",  # only with langchain>=1 installed (see below)
         "SynapseRetriever",
@@ -103,6 +105,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "synapse_trim_messages",
     ],
     "llama_index.postprocessor.synapse": [
+        "LlamaIndexEmbedder",
         "NodeFetcher",
         "SynapseMemoryBlock",
         "SynapsePostprocessor",

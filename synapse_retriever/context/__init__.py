@@ -16,7 +16,7 @@ Examples
 from synapse_retriever.context.assemble import AssembledTurn
 from synapse_retriever.context.config import MODES, PRESETS, ContextConfig
 from synapse_retriever.context.consolidate import Consolidator
-from synapse_retriever.context.embed import Embedder, HashingEmbedder, TurnIndex
+from synapse_retriever.context.embed import Embedder, HashingEmbedder, TurnIndex, as_embedder
 from synapse_retriever.context.history import (
     HistoryMessage,
     TrimmedMessage,
@@ -64,6 +64,7 @@ __all__ = [
     "TrimmedMessage",
     "TurnIndex",
     "TurnRecord",
+    "as_embedder",
     "checked_counter",
     "focus",
     "habituation",

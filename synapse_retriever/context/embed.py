@@ -8,7 +8,9 @@ The default :class:`HashingEmbedder` needs no model and no network: each content
 (see :func:`~synapse_retriever.context.text.terms`) is hashed into one of ``dim``
 signed buckets, counts are damped to 1 + log(count), and the vector is normalized.
 Texts sharing terms are close, texts sharing none are orthogonal. Any other embedder
-(a sentence-transformer, an API) plugs in through the :class:`Embedder` protocol.
+(a sentence-transformer, an API) plugs in through the :class:`Embedder` protocol, and a
+framework's embeddings (LangChain, LlamaIndex) through the adapter its integration package
+registers (see :func:`as_embedder`).
 
 Examples
 --------
@@ -22,19 +24,36 @@ Examples
 from __future__ import annotations
 
 import hashlib
+import inspect
+import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from importlib.metadata import entry_points
+from typing import Protocol, cast, runtime_checkable
 
 import faiss
 import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever.context.text import terms
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["Embedder", "HashingEmbedder", "TurnIndex", "Vectors", "normalized"]
+__all__ = [
+    "EMBEDDER_ADAPTERS",
+    "Embedder",
+    "HashingEmbedder",
+    "TurnIndex",
+    "Vectors",
+    "as_embedder",
+    "normalized",
+]
+
+log = logging.getLogger(__name__)
+
+EMBEDDER_ADAPTERS = "synapse_retriever.embedders"
+"""The entry-point group of embedder adapters: each entry is a callable
+``(obj) -> Embedder | None`` that returns an embedder for the objects it knows, else None."""
 
 Vectors = npt.NDArray[np.float32]
 """A (rows, dim) float32 matrix of L2-normalized vectors (a zero row for an empty text)."""
@@ -83,6 +102,93 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
         """One row per text."""
         ...
+
+
+def _satisfies_protocol(obj: object) -> bool:
+    """``name``, ``dim`` and a callable ``embed`` on an instance, found without calling anything.
+
+    ``isinstance(obj, Embedder)`` would do on Python 3.12+, but on 3.11 it reads the
+    properties, and an adapter's ``dim`` may embed a probe text to find its value.
+    """
+    if isinstance(obj, type):  # the class itself, not an instance of it
+        return False
+    missing = object()
+    found = [inspect.getattr_static(obj, attr, missing) for attr in ("name", "dim", "embed")]
+    return all(value is not missing for value in found) and callable(found[2])
+
+
+def as_embedder(obj: object) -> Embedder:
+    """``obj`` as an :class:`Embedder`: itself, or what an installed adapter makes of it.
+
+    An object that already has ``name``, ``dim`` and ``embed(texts)`` is returned as it
+    is. Anything else (a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``) is
+    offered to the adapters that installed packages register under the entry-point
+    group ``synapse_retriever.embedders``, in the order of their names; the first that
+    returns an embedder wins. The core imports no framework: ``langchain-synapse``
+    adapts LangChain's embeddings, ``llama-index-postprocessor-synapse`` LlamaIndex's.
+    Every ``embedder=`` of the conversation memory goes through this function.
+
+    Parameters
+    ----------
+    obj : object
+        An embedder, or a framework's embeddings model.
+
+    Returns
+    -------
+    Embedder
+        ``obj`` itself, or an adapter around it.
+
+    Raises
+    ------
+    InvalidTypeError
+        No adapter takes ``obj`` (the message names its type and the packages that
+        adapt the frameworks' embeddings), or an adapter returned something that is
+        not an embedder.
+
+    Examples
+    --------
+    >>> embedder = HashingEmbedder(dim=64)
+    >>> as_embedder(embedder) is embedder
+    True
+    >>> try:
+    ...     as_embedder("all-MiniLM-L6-v2")
+    ... except TypeError as error:  # an InvalidTypeError is a TypeError too
+    ...     print(str(error).split(";")[0])
+    embedder must have name, dim and embed(texts), got str
+
+    Notes
+    -----
+    An adapter package registers its function in its ``pyproject.toml``::
+
+        [project.entry-points."synapse_retriever.embedders"]
+        langchain = "langchain_synapse.embeddings:from_framework"
+
+    An adapter whose package fails to import is skipped with a warning in the log, so
+    a broken install of one framework does not stop another's embeddings.
+    """
+    if _satisfies_protocol(obj):
+        return cast(Embedder, obj)
+    for entry in sorted(entry_points(group=EMBEDDER_ADAPTERS), key=lambda e: (e.name, e.value)):
+        try:
+            adapter = entry.load()
+        except ImportError as error:
+            log.warning("embedder adapter %r (%s) did not load: %s", entry.name, entry.value, error)
+            continue
+        adapted = adapter(obj)
+        if adapted is None:
+            continue
+        if not _satisfies_protocol(adapted):
+            raise InvalidTypeError(
+                f"embedder adapter {entry.name!r} ({entry.value}) returned "
+                f"{type(adapted).__name__}, which has no name, dim and embed(texts)"
+            )
+        return cast(Embedder, adapted)
+    what = f"the class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+    raise InvalidTypeError(
+        f"embedder must have name, dim and embed(texts), got {what}; LangChain embeddings "
+        "are adapted by the langchain-synapse package and LlamaIndex embeddings by "
+        "llama-index-postprocessor-synapse (pip install the one for your framework)"
+    )
 
 
 def normalized(vectors: npt.ArrayLike, dim: int) -> Vectors:

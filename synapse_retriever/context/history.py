@@ -46,7 +46,13 @@ import numpy as np
 
 from synapse_retriever.context.assemble import TurnsView, plan_context
 from synapse_retriever.context.config import ContextConfig
-from synapse_retriever.context.embed import Embedder, HashingEmbedder, TurnIndex, normalized
+from synapse_retriever.context.embed import (
+    Embedder,
+    HashingEmbedder,
+    TurnIndex,
+    as_embedder,
+    normalized,
+)
 from synapse_retriever.context.levels import Level
 from synapse_retriever.context.summarize import ExtractiveSummarizer
 from synapse_retriever.context.text import TermStats
@@ -147,7 +153,7 @@ def trim_history(
     *,
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | object | None = None,
 ) -> list[TrimmedMessage]:
     """The messages to send, in order, degraded so their tokens total at most ``max_tokens``.
 
@@ -164,7 +170,8 @@ def trim_history(
     config : ContextConfig, optional
         The method's constants (default ``ContextConfig()``).
     embedder : Embedder, optional
-        Similarities (default :class:`~synapse_retriever.context.HashingEmbedder`).
+        Similarities (default :class:`~synapse_retriever.context.HashingEmbedder`); a
+        framework's embeddings too, through :func:`~synapse_retriever.context.as_embedder`.
 
     Returns
     -------
@@ -217,14 +224,14 @@ def trim_history(
             raise InvalidTypeError(
                 f"messages[{i}].text must be a str, got {type(message.text).__name__}"
             )
+    similar = as_embedder(embedder) if embedder is not None else HashingEmbedder()
     if not messages:
         return []
     config = config or ContextConfig()
     count = checked_counter(token_counter)
-    embedder = embedder or HashingEmbedder()
     texts = [m.text for m in messages]
-    vectors = normalized(embedder.embed(texts), embedder.dim)
-    index = TurnIndex(embedder.dim)
+    vectors = normalized(similar.embed(texts), similar.dim)
+    index = TurnIndex(similar.dim)
     novelty = np.zeros(len(messages))
     repeats = np.zeros(len(messages))
     for i, vector in enumerate(vectors):
@@ -252,7 +259,7 @@ def trim_history(
         query,
         max_tokens,
         config=config,
-        embedder=embedder,
+        embedder=similar,
         token_counter=count,
         fallback=lambda text: extractive.condense(
             text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio

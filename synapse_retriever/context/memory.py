@@ -33,7 +33,13 @@ from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_secon
 from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.consolidate import Consolidator
-from synapse_retriever.context.embed import Embedder, HashingEmbedder, TurnIndex, normalized
+from synapse_retriever.context.embed import (
+    Embedder,
+    HashingEmbedder,
+    TurnIndex,
+    as_embedder,
+    normalized,
+)
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, TurnRecord
 from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
@@ -80,7 +86,9 @@ class ConversationMemory:
         The method's constants (``ContextConfig()``; ``ContextConfig.published()`` for the
         method exactly as published).
     embedder : Embedder, optional
-        Similarities (default: :class:`~synapse_retriever.context.HashingEmbedder`).
+        Similarities (default: :class:`~synapse_retriever.context.HashingEmbedder`); a
+        LangChain ``Embeddings`` or a LlamaIndex ``BaseEmbedding`` too, with its
+        integration package installed (see :func:`~synapse_retriever.context.as_embedder`).
     summarizer : Summarizer, optional
         Condenses aging turns in the background (default: extractive, no model).
     themes : ThemeExtractor, optional
@@ -114,7 +122,7 @@ class ConversationMemory:
         token_counter: TokenCounter | None = None,
         config: ContextConfig | None = None,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder | object | None = None,
         summarizer: Summarizer | None = None,
         themes: ThemeExtractor | None = None,
         background: bool = True,
@@ -122,10 +130,7 @@ class ConversationMemory:
     ) -> None:
         if config is not None and not isinstance(config, ContextConfig):
             raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
-        if embedder is not None and not isinstance(embedder, Embedder):
-            raise InvalidTypeError(
-                f"embedder must have name, dim and embed(texts), got {type(embedder).__name__}"
-            )
+        resolved = as_embedder(embedder) if embedder is not None else HashingEmbedder()
         if summarizer is not None and not isinstance(summarizer, Summarizer):
             raise InvalidTypeError(
                 f"summarizer must have condense(text, ...), got {type(summarizer).__name__}"
@@ -136,7 +141,7 @@ class ConversationMemory:
         self.path = os.fspath(path)
         self.token_counter = checked_counter(token_counter)
         self._cached_count = functools.lru_cache(maxsize=16_384)(self.token_counter)
-        self.embedder: Embedder = embedder or HashingEmbedder()
+        self.embedder: Embedder = resolved
         self._stats = TermStats()
         self._extractive = ExtractiveSummarizer(self.token_counter, self._stats.idf)
         self.summarizer: Summarizer = summarizer or self._extractive
@@ -165,7 +170,12 @@ class ConversationMemory:
         for turn in self._turns:
             self._stats.add(turn.text)
         dim = self.embedder.dim
-        stale = [i for i, name in enumerate(loaded.embedders) if name != self.embedder.name]
+        width = dim * np.dtype(np.float32).itemsize
+        stale = [  # another embedder's, or this name's at another size (e.g. a new dimensions=)
+            i
+            for i, (name, blob) in enumerate(zip(loaded.embedders, loaded.embeddings, strict=True))
+            if name != self.embedder.name or len(blob) != width
+        ]
         vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
         for i, blob in enumerate(loaded.embeddings):
             if i not in stale:

@@ -116,6 +116,8 @@ def test_bad_input_is_refused_clearly() -> None:
         trim_history([HistoryMessage("user", "hi")], None, -5)
     with pytest.raises(InvalidTypeError, match="max_tokens must be an int"):
         trim_history([HistoryMessage("user", "hi")], None, "10")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"embedder must have name, dim and embed\(texts\)"):
+        trim_history([], None, 10, embedder=object())  # refused even with nothing to trim
 
 
 ROLES = st.sampled_from(["user", "assistant"])

@@ -6,8 +6,11 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -216,6 +219,8 @@ def test_other_bad_arguments_name_the_value() -> None:
         ConversationMemory(config={"working_memory": 3})  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="summarizer must have condense"):
         ConversationMemory(summarizer=len)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"embedder must have name, dim and embed\(texts\)"):
+        ConversationMemory(embedder="all-MiniLM-L6-v2")
     with pytest.raises(InvalidTypeError, match="token_counter must be a callable"):
         ConversationMemory(token_counter=5)  # type: ignore[arg-type]
     half = ConversationMemory(token_counter=lambda text: 0.5)  # type: ignore[arg-type,return-value]
@@ -413,6 +418,31 @@ def test_reopening_with_another_embedder_recomputes_the_vectors(tmp_path: Path) 
     assert db.execute("SELECT DISTINCT embedder FROM context_turns").fetchall() == [
         ("hashing-v1-128",)
     ]
+    db.close()
+
+
+class Ones:
+    """Every text the same vector: an embedder whose name does not say its size."""
+
+    name = "ones"
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+
+
+def test_vectors_of_another_size_under_the_same_name_are_recomputed(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with ConversationMemory(path, embedder=Ones(8), background=False) as memory:
+        memory.add_turn("We moved the deploy to Fridays.", at=0)
+    with ConversationMemory(path, embedder=Ones(16), background=False) as memory:
+        assert [t.text for t in memory.assemble("deploy?", 100, at=1)] == [
+            "We moved the deploy to Fridays."
+        ]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT length(embedding) FROM context_turns").fetchall() == [(16 * 4,)]
     db.close()
 
 

@@ -12,12 +12,14 @@ __all__ = ["DEFAULT_INPUT_KEYS", "SynapseCallbackHandler", "SynapseRetriever", "
 
 __version__ = "0.1.0"
 
-# Conversation memory: a trim_messages-style function, a summarizer for the core's
-# ConversationMemory, and an agent middleware when langchain >= 1 is installed.
+# Conversation memory: a trim_messages-style function, a summarizer and an embedder (any
+# LangChain Embeddings) for the core's ConversationMemory, and an agent middleware when
+# langchain >= 1 is installed.
 from langchain_synapse import memory as _memory
+from langchain_synapse.embeddings import LangChainEmbedder
 from langchain_synapse.memory import chat_model_summarizer, synapse_trim_messages
 
-__all__ += ["chat_model_summarizer", "synapse_trim_messages"]
+__all__ += ["LangChainEmbedder", "chat_model_summarizer", "synapse_trim_messages"]
 if "SynapseMemoryMiddleware" in _memory.__all__:
     SynapseMemoryMiddleware = _memory.SynapseMemoryMiddleware
     __all__ += ["SynapseMemoryMiddleware"]

@@ -18,6 +18,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
@@ -27,6 +28,7 @@ from synapse_retriever.context import (
     HistoryMessage,
     Level,
     PromptSummarizer,
+    as_embedder,
     trim_history,
 )
 from synapse_retriever.context.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
@@ -86,7 +88,7 @@ def synapse_trim_messages(
     max_tokens: int,
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | Embeddings | None = None,
 ) -> list[MessageT]:
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
@@ -99,7 +101,9 @@ def synapse_trim_messages(
         config: The method's constants; default ``ContextConfig(overflow="shrink")``,
             so a working memory larger than the budget has its oldest turns condensed
             instead of raising (a warning is logged; a turn is never cut mid-text).
-        embedder: Similarities; default: the core's offline hashing embedder.
+        embedder: Similarities: a LangChain ``Embeddings`` (wrapped in a
+            :class:`~langchain_synapse.LangChainEmbedder`) or the core's ``Embedder``;
+            default: the core's offline hashing embedder.
 
     Returns:
         The kept messages in order: the originals where FULL, copies with condensed
@@ -204,7 +208,8 @@ if _HAS_AGENT_MIDDLEWARE:
             max_tokens: Budget for the messages the model sees (system prompt included).
             token_counter: ``str -> int``, or a language model (its ``get_num_tokens``).
             config: The method's constants (default ``ContextConfig(overflow="shrink")``).
-            embedder: Similarities; default: the core's offline hashing embedder.
+            embedder: Similarities: a LangChain ``Embeddings`` (wrapped once, here) or
+                the core's ``Embedder``; default: the core's offline hashing embedder.
 
         Example:
             A fake model stands in for yours:
@@ -228,13 +233,13 @@ if _HAS_AGENT_MIDDLEWARE:
             *,
             token_counter: TokenCounter | None = None,
             config: ContextConfig | None = None,
-            embedder: Embedder | None = None,
+            embedder: Embedder | Embeddings | None = None,
         ) -> None:
             super().__init__()
             self.max_tokens = max_tokens
             self.token_counter = token_counter
             self.config = config
-            self.embedder = embedder
+            self.embedder = as_embedder(embedder) if embedder is not None else None
 
         def _trimmed(self, request: ModelRequest) -> ModelRequest:
             system = [request.system_message] if request.system_message is not None else []

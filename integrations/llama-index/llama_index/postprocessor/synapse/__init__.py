@@ -24,11 +24,18 @@ __all__ = [
 ]
 
 # Conversation memory: a memory block for Memory.from_defaults, message trimming by
-# importance, and a summarizer backed by a LlamaIndex LLM.
+# importance, a summarizer backed by a LlamaIndex LLM, and an embedder backed by a
+# LlamaIndex embedding model.
+from llama_index.postprocessor.synapse.embeddings import LlamaIndexEmbedder
 from llama_index.postprocessor.synapse.memory import (
     SynapseMemoryBlock,
     llm_summarizer,
     synapse_trim_chat_messages,
 )
 
-__all__ += ["SynapseMemoryBlock", "llm_summarizer", "synapse_trim_chat_messages"]
+__all__ += [
+    "LlamaIndexEmbedder",
+    "SynapseMemoryBlock",
+    "llm_summarizer",
+    "synapse_trim_chat_messages",
+]

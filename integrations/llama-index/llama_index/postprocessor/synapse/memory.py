@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
@@ -103,14 +104,17 @@ def synapse_trim_chat_messages(
     max_tokens: int,
     token_counter: Callable[[str], int] | None = None,
     config: ContextConfig | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | BaseEmbedding | None = None,
 ) -> list[ChatMessage]:
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
     ``query`` defaults to the last user message. The default config lets an oversized
     working memory shrink (``overflow="shrink"``, with a warning) instead of raising.
     FULL messages are returned as they are; degraded ones are copies whose text blocks
-    are replaced by the condensed text (tool-call blocks and kwargs kept).
+    are replaced by the condensed text (tool-call blocks and kwargs kept). ``embedder``
+    takes a LlamaIndex embedding model (wrapped in a
+    :class:`~llama_index.postprocessor.synapse.LlamaIndexEmbedder`) or the core's
+    ``Embedder``; default: the core's offline hashing embedder.
 
     Example:
         The importance gradient alone (the 0.1 default), with the last two messages as
