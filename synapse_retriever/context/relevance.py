@@ -100,9 +100,9 @@ def rrf_order(
 ) -> list[int]:
     """Indices by reciprocal-rank fusion of several score lists, best first.
 
-    Each list ranks the indices by score, equal scores sharing the best of their ranks
-    (1, 2, 2, 4); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list,
-    default 1). Ties in the fused score go to the later index (the more recent turn).
+    Each list ranks the indices by score (ties: the later index first, the more recent
+    turn); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list, default
+    1). Ties in the fused score go to the later index.
 
     Examples
     --------
@@ -111,24 +111,21 @@ def rrf_order(
     >>> rrf_order([[3.0, 1.0, 0.0], [0.1, 0.9, 0.5]], k=60)
     [1, 0, 2]
 
-    Indices 0 and 1 tie in the first list (both rank 1); the second decides:
+    Indices 0 and 1 tie in the first list: the later, 1, ranks 1st there and 0 2nd.
 
-    >>> rrf_order([[2.0, 2.0, 0.0], [0.5, 0.9, 0.1]], k=60)
+    >>> rrf_order([[2.0, 2.0, 0.0], [0.9, 0.5, 0.1]], k=60)
     [1, 0, 2]
     """
     n = len(rankings[0]) if rankings else 0
     fused = np.zeros(n, dtype=np.float64)
+    later_first = -np.arange(n)
     positions = np.arange(1, n + 1, dtype=np.float64)
     for scores, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        values = np.asarray(scores, dtype=np.float64)
-        order = np.argsort(-values, kind="stable")
-        ordered = values[order]
-        first = np.ones(n, dtype=bool)
-        first[1:] = ordered[1:] != ordered[:-1]
+        order = np.lexsort((later_first, -np.asarray(scores, dtype=np.float64)))
         ranks = np.empty(n, dtype=np.float64)
-        ranks[order] = np.maximum.accumulate(np.where(first, positions, 0.0))
+        ranks[order] = positions
         fused += weight / (k + ranks)
-    return [int(i) for i in np.lexsort((-np.arange(n), -fused))]
+    return [int(i) for i in np.lexsort((later_first, -fused))]
 
 
 @dataclass(frozen=True)

@@ -76,11 +76,12 @@ def test_the_default_is_relevance_first_and_the_two_presets_keep_the_gradient() 
     assert ContextConfig.published().assembly == ContextConfig.gradient().assembly == "gradient"
 
 
-def test_the_novel_turn_goes_first_among_turns_that_match_alike() -> None:
-    # One turn says where the staging database is; twelve later turns repeat one remark
-    # about it, as long and with the query's words as often: BM25 ties them all, the
-    # embedder prefers the remark. Novelty (each turn's surprise when added: the repeats
-    # have none) puts the new fact first.
+def test_the_novelty_rank_lifts_the_turn_that_said_something_new() -> None:
+    # One turn says where the staging database is; three later turns repeat one remark
+    # about it, as long and with the query's words as often. BM25 ties them all and ranks
+    # the most recent first, the embedder prefers the remark; novelty (each turn's
+    # surprise when added: the repeats have none) ranks the new fact first, and decides
+    # once it weighs more than the other two together.
     same = "Staging database: slow today."
     new = "Staging database: host seven."
 
@@ -89,14 +90,15 @@ def test_the_novel_turn_goes_first_among_turns_that_match_alike() -> None:
             ":memory:", words, config, embedder=HashingEmbedder(dim=256), background=False
         ) as memory:
             memory.add_turn(new, at=0)
-            for i in range(12):
+            for i in range(3):
                 memory.add_turn(same, at=60 * (i + 1))
             memory.add_turn("ok.", at=900)
             # 8 words: "ok." (1, working memory), then room for one 4-word turn.
             return [t.text for t in memory.assemble("where is the staging database?", 8, at=999)]
 
-    assert assemble(ContextConfig()) == [new, "ok."]
     assert assemble(ContextConfig(novelty_weight=0)) == [same, "ok."]
+    assert assemble(ContextConfig()) == [same, "ok."]  # BM25 weighs 3, novelty 1
+    assert assemble(ContextConfig(novelty_weight=8)) == [new, "ok."]
 
 
 @pytest.mark.parametrize(
