@@ -22,6 +22,7 @@ from typing import Any
 from synapse_retriever import __version__
 from synapse_retriever.cli._common import EXIT_USAGE, CliError, at_least
 from synapse_retriever.cli.bench_commands import (
+    cmd_bench_assembly,
     cmd_bench_macro,
     cmd_bench_memory,
     cmd_bench_perf,
@@ -227,6 +228,28 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")
     perf.add_argument("--plot", metavar="PNG", help="plot latency against graph size")
     perf.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    assembly = benches.add_parser(
+        "assembly",
+        help="Conversation memory: how fast a context is assembled, and a turn added.",
+        description=(
+            "Add generated conversations of each size to a conversation memory with "
+            "background consolidation, timing add_turn; then time assemble for their "
+            "questions at each budget (p50, p90, max), with the hashing embedder."
+        ),
+    )
+    assembly.set_defaults(handler=cmd_bench_assembly)
+    assembly.add_argument(
+        "--turns", type=at_least(1), nargs="+", default=[1000, 10_000], help="(1000 10000)"
+    )
+    assembly.add_argument(
+        "--budgets", type=at_least(1), nargs="+", default=[1000, 4000], help="tokens (1000 4000)"
+    )
+    assembly.add_argument(
+        "--queries", type=at_least(1), default=50, help="assembles per size and budget (50)"
+    )
+    assembly.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
+    assembly.add_argument("--quiet", action="store_true", help="no progress messages")
 
     memory = benches.add_parser(
         "memory",

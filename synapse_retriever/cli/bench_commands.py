@@ -211,6 +211,28 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_assembly(args: argparse.Namespace) -> int:
+    """How fast conversation memory assembles a context, and adds a turn."""
+    from synapse_retriever.bench.assembly import markdown_table, run_assembly_speed
+
+    check_output(args.json)
+    err = console(stderr=True)
+    with err.status("conversations") as status:
+        report = run_assembly_speed(
+            turns=args.turns,
+            budgets=args.budgets,
+            queries=args.queries,
+            progress=lambda text: status.update(text) if not args.quiet else None,
+        )
+    if args.json == "-":
+        print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    print(markdown_table(report))
+    return 0
+
+
 def cmd_bench_memory(args: argparse.Namespace) -> int:
     """Planted facts still in the assembled context much later, against two baselines."""
     from synapse_retriever.bench.memory import (

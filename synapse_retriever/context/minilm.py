@@ -42,7 +42,15 @@ INSTALL = "pip install 'synapse-retriever[minilm]'"
 
 
 class MiniLmUnavailableError(SynapseError, RuntimeError):
-    """The optional MiniLM packages are not installed (``synapse-retriever[minilm]``)."""
+    """The optional MiniLM packages are not installed (``synapse-retriever[minilm]``).
+
+    Examples
+    --------
+    >>> try:
+    ...     embedder = MiniLmEmbedder()
+    ... except MiniLmUnavailableError as error:  # pragma: no cover - the extra is missing
+    ...     print(error)  # e.g. MiniLM needs onnxruntime (pip install ...)
+    """
 
 
 def _package_file(package: str, *parts: str) -> str | None:

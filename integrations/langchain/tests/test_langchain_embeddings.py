@@ -71,24 +71,32 @@ TURNS = [
 QUERY = "When is the production deploy, and which host runs staging?"
 
 
-def assembled(embedder: object, budget: int) -> list[tuple[str, str]]:
-    with ConversationMemory(":memory:", embedder=embedder, background=False) as memory:
+def assembled(
+    embedder: object, budget: int, config: ContextConfig | None = None
+) -> list[tuple[str, str]]:
+    with ConversationMemory(
+        ":memory:", embedder=embedder, config=config, background=False
+    ) as memory:
         for at, (role, text) in enumerate(TURNS):
             memory.add_turn(text, role=role, at=at * 60)
         turns = memory.assemble(QUERY, budget, at=len(TURNS) * 60)
     return [(turn.level.value, turn.text) for turn in turns]
 
 
+@pytest.mark.parametrize("config", [ContextConfig(), ContextConfig.gradient()])
 @pytest.mark.parametrize("budget", [40, 70, 110, 1000])
 def test_a_memory_with_langchain_embeddings_assembles_what_the_hashing_embedder_does(
-    budget: int,
+    budget: int, config: ContextConfig
 ) -> None:
-    assert assembled(HashingEmbeddings(), budget) == assembled(HashingEmbedder(), budget)
+    assert assembled(HashingEmbeddings(), budget, config) == assembled(
+        HashingEmbedder(), budget, config
+    )
 
 
 def test_the_comparison_covers_every_detail_level() -> None:
-    hashing = HashingEmbedder()
+    hashing, gradient = HashingEmbedder(), ContextConfig.gradient()
     levels = {level for budget in (40, 70, 110) for level, _ in assembled(hashing, budget)}
+    levels |= {level for b in (40, 70, 110) for level, _ in assembled(hashing, b, gradient)}
     assert levels == {"full", "chunks", "summary"}  # dropped turns are not returned
 
 
