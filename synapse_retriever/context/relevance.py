@@ -102,7 +102,9 @@ def rrf_order(
 
     Each list ranks the indices by score (ties: the later index first, the more recent
     turn); ``rrf(i) = Σ w / (k + rank(i))`` (``weights``: one ``w`` per list, default
-    1). Ties in the fused score go to the later index.
+    1) over the lists where ``i`` scores above 0: a list does not vote for what it did
+    not find (a turn sharing no word with the query gets nothing from BM25). Ties in the
+    fused score go to the later index.
 
     Examples
     --------
@@ -115,16 +117,22 @@ def rrf_order(
 
     >>> rrf_order([[2.0, 2.0, 0.0], [0.9, 0.5, 0.1]], k=60)
     [1, 0, 2]
+
+    Only the second list found index 0; it still ranks after 1, found by both:
+
+    >>> rrf_order([[0.0, 1.0], [0.9, 0.5]], k=60)
+    [1, 0]
     """
     n = len(rankings[0]) if rankings else 0
     fused = np.zeros(n, dtype=np.float64)
     later_first = -np.arange(n)
     positions = np.arange(1, n + 1, dtype=np.float64)
     for scores, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        order = np.lexsort((later_first, -np.asarray(scores, dtype=np.float64)))
+        values = np.asarray(scores, dtype=np.float64)
+        order = np.lexsort((later_first, -values))
         ranks = np.empty(n, dtype=np.float64)
         ranks[order] = positions
-        fused += weight / (k + ranks)
+        fused += np.where(values > 0, weight / (k + ranks), 0.0)
     return [int(i) for i in np.lexsort((later_first, -fused))]
 
 
