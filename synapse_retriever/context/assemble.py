@@ -242,11 +242,20 @@ def plan_context(
 
     for i in must:
         add(i)
+    # What plan_levels needs whatever happens: the turns that must stay FULL and the other
+    # members of their groups at their cheapest. Above the budget, working memory may
+    # shrink and free room: then every candidate is planned.
     floor = sum(cost_of[i][0] for i in must)
-    bounded = floor <= budget  # else working memory may shrink: plan every candidate
-    for i in optional:
+    held = {groups[i] for i in must if groups[i] is not None}
+    grouped = [i for i in optional if groups[i] is not None]
+    for i in grouped:
         add(i)
-        if groups[i] is None and bounded:
+        if groups[i] in held:
+            floor += min(cost_of[i])
+    bounded = floor <= budget
+    for i in optional[len(grouped) :]:
+        add(i)
+        if bounded:
             floor += min(cost_of[i])
             if floor > budget:
                 break
