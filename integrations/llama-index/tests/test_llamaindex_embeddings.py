@@ -245,3 +245,22 @@ def test_a_memory_block_over_a_memory_with_a_llamaindex_model() -> None:
     content = memory.get(input="When is the production deploy?")[0].content
     assert content is not None and "<synapse_memory>" in content
     conversation.close()
+
+
+def test_a_memory_block_takes_a_llamaindex_model_as_embedder(tmp_path: Path) -> None:
+    model = HashingEmbedding()
+    block = SynapseMemoryBlock(tmp_path / "chat.db", budget_tokens=200, embedder=model)
+    assert isinstance(block.memory.embedder, LlamaIndexEmbedder)
+    assert block.memory.embedder.embed_model is model
+    assert block.memory.config == ContextConfig(working_memory=0)
+    block.memory.add_turn("We moved the production deploy to Fridays.", at=0)
+    assert model._batches  # the turn went through the LlamaIndex model
+    block.memory.close()
+
+
+def test_a_memory_block_over_a_memory_refuses_settings_it_would_ignore() -> None:
+    with ConversationMemory(":memory:") as conversation:
+        with pytest.raises(InvalidValueError, match="embedder go with a path"):
+            SynapseMemoryBlock(conversation, embedder=HashingEmbedding())
+        with pytest.raises(InvalidValueError, match="config, token_counter go with a path"):
+            SynapseMemoryBlock(conversation, config=ContextConfig(), token_counter=len)

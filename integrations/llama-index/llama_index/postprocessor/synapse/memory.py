@@ -37,6 +37,7 @@ from synapse_retriever.context import (
     trim_history,
 )
 from synapse_retriever.context.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
+from synapse_retriever.errors import InvalidValueError
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -195,7 +196,7 @@ def llm_summarizer(
 
 
 class SynapseMemoryBlock(BaseMemoryBlock[str]):
-    """A long-term memory block whose turns fade by importance within a token budget.
+    """A long-term memory block that keeps what the question needs within a token budget.
 
     Example:
         A small short-term queue flushes the old messages into the block; reading the
@@ -239,18 +240,27 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         *,
         config: ContextConfig | None = None,
         token_counter: Callable[[str], int] | None = None,
+        embedder: BaseEmbedding | Embedder | None = None,
         **data: Any,
     ) -> None:
         """``memory``: a :class:`ConversationMemory`, or a synapse database path to open
         one at (with ``config``, default ``ContextConfig(working_memory=0)``: the recent
-        turns are Memory's own short-term queue, so the block grades every turn it holds).
+        turns are Memory's own short-term queue, so the block grades every turn it holds;
+        ``token_counter``; and ``embedder``, a LlamaIndex ``BaseEmbedding`` as it is or any
+        :class:`~synapse_retriever.context.Embedder`, default the hashing embedder).
         """
         super().__init__(**data)
         if isinstance(memory, ConversationMemory):
+            given = {"config": config, "token_counter": token_counter, "embedder": embedder}
+            extra = [name for name, value in given.items() if value is not None]
+            if extra:
+                raise InvalidValueError(
+                    f"{', '.join(extra)} go with a path: the ConversationMemory given has its own"
+                )
             self._memory = memory
         else:
             self._memory = ConversationMemory(
-                memory, token_counter, config or ContextConfig(working_memory=0)
+                memory, token_counter, config or ContextConfig(working_memory=0), embedder=embedder
             )
 
     @classmethod
