@@ -19,8 +19,9 @@ Notes
    the embedder its paraphrases, novelty the turn that said something new rather than
    one of many that mention the topic.
 3. In that order, up to ``relevance_share × room`` tokens, a turn goes in FULL if it
-   fits, else CHUNKS around the query (its sentences that match it) cut to what is left,
-   if that fits; else it is passed over (a shorter one further down may fit).
+   fits. The first turn that does not fit is cut around the query to what is left: its
+   sentences that match it (CHUNKS), else its best one (SUMMARY). Other turns that do not
+   fit are passed over (a shorter one further down may still fit whole).
 4. The rest of the budget goes to the importance gradient over the remaining turns.
 
 References
