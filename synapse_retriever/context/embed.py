@@ -46,7 +46,9 @@ __all__ = [
     "TurnIndex",
     "Vectors",
     "as_embedder",
+    "model_rows",
     "normalized",
+    "text_list",
 ]
 
 log = logging.getLogger(__name__)
@@ -211,6 +213,47 @@ def normalized(vectors: npt.ArrayLike, dim: int) -> Vectors:
         raise InvalidValueError("embedder returned a non-finite value")
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def text_list(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list; a bare ``str`` (a common slip) is refused by name.
+
+    Examples
+    --------
+    >>> text_list(("a", "b"))
+    ['a', 'b']
+    """
+    if isinstance(texts, str):
+        raise InvalidTypeError(f"texts must be a list of str, got a bare str {texts[:40]!r}")
+    return list(texts)
+
+
+def model_rows(vectors: Sequence[Sequence[float]], count: int, model: str) -> Vectors:
+    """A model's answer for ``count`` texts as a float32 (count, dim) matrix, checked.
+
+    For the framework adapters: ``model`` names the model in the error when it returned
+    another number of vectors, vectors of different lengths or empty ones.
+
+    Examples
+    --------
+    >>> model_rows([[1.0, 2.0]], 1, "Letters").shape
+    (1, 2)
+    >>> model_rows([[1.0], [2.0, 3.0]], 2, "Letters")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: Letters returned vectors of different lengths
+    """
+    if len(vectors) != count:
+        raise InvalidValueError(f"{model} returned {len(vectors)} vectors for {count} texts")
+    try:
+        rows = np.array(vectors, dtype=np.float32, ndmin=2)
+    except ValueError as error:  # vectors of different lengths
+        raise InvalidValueError(f"{model} returned vectors of different lengths") from error
+    if rows.ndim != 2 or rows.shape[1] == 0:
+        raise InvalidValueError(
+            f"{model} returned shape {rows.shape}, expected one non-empty vector per text"
+        )
+    return rows
 
 
 class HashingEmbedder:

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
+from synapse_retriever.context.embed import model_rows, text_list
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["LangChainEmbedder", "default_name", "from_framework"]
@@ -107,7 +108,7 @@ class LangChainEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One float32 row per text, ``batch_size`` texts per ``embed_documents`` call."""
-        texts = _listed(texts)
+        texts = text_list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         batches = [
@@ -118,7 +119,7 @@ class LangChainEmbedder:
 
     async def aembed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The async :meth:`embed`, with ``aembed_documents`` (one batch after another)."""
-        texts = _listed(texts)
+        texts = text_list(texts)
         if not texts:
             if self._dim is None:
                 self._rows([PROBE], await self.embeddings.aembed_documents([PROBE]))
@@ -134,31 +135,10 @@ class LangChainEmbedder:
 
     def _rows(self, batch: list[str], vectors: list[list[float]]) -> npt.NDArray[np.float32]:
         """The model's answer for ``batch`` as a (len(batch), dim) matrix; learns ``dim``."""
-        if len(vectors) != len(batch):
-            raise InvalidValueError(
-                f"{type(self.embeddings).__name__} returned {len(vectors)} vectors "
-                f"for {len(batch)} texts"
-            )
-        try:
-            rows = np.array(vectors, dtype=np.float32, ndmin=2)
-        except ValueError as error:  # vectors of different lengths
-            raise InvalidValueError(
-                f"{type(self.embeddings).__name__} returned vectors of different lengths"
-            ) from error
-        if rows.ndim != 2 or rows.shape[1] == 0:
-            raise InvalidValueError(
-                f"{type(self.embeddings).__name__} returned shape {rows.shape}, "
-                "expected one non-empty vector per text"
-            )
+        rows = model_rows(vectors, len(batch), type(self.embeddings).__name__)
         if self._dim is None:
             self._dim = int(rows.shape[1])
         return rows
-
-
-def _listed(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise InvalidTypeError(f"texts must be a list of str, got a bare str {texts[:40]!r}")
-    return list(texts)
 
 
 def default_name(embeddings: Embeddings) -> str:

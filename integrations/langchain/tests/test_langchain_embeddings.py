@@ -235,7 +235,6 @@ def test_trim_messages_takes_langchain_embeddings() -> None:
 
 
 def test_the_middleware_wraps_langchain_embeddings_once() -> None:
-    pytest.importorskip("langchain")
     from langchain_synapse import SynapseMemoryMiddleware
 
     embeddings = HashingEmbeddings()

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from synapse_retriever.context.embed import model_rows, text_list
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["LlamaIndexEmbedder", "default_name", "from_framework"]
@@ -101,14 +102,14 @@ class LlamaIndexEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One float32 row per text, from ``get_text_embedding_batch``."""
-        texts = _listed(texts)
+        texts = text_list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self._rows(texts, self.embed_model.get_text_embedding_batch(texts))
 
     async def aembed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The async :meth:`embed`, from ``aget_text_embedding_batch``."""
-        texts = _listed(texts)
+        texts = text_list(texts)
         if not texts:
             if self._dim is None:
                 self._rows([PROBE], await self.embed_model.aget_text_embedding_batch([PROBE]))
@@ -117,28 +118,10 @@ class LlamaIndexEmbedder:
 
     def _rows(self, texts: list[str], vectors: list[list[float]]) -> npt.NDArray[np.float32]:
         """The model's answer for ``texts`` as a (len(texts), dim) matrix; learns ``dim``."""
-        model = type(self.embed_model).__name__
-        if len(vectors) != len(texts):
-            raise InvalidValueError(
-                f"{model} returned {len(vectors)} vectors for {len(texts)} texts"
-            )
-        try:
-            rows = np.array(vectors, dtype=np.float32, ndmin=2)
-        except ValueError as error:  # vectors of different lengths
-            raise InvalidValueError(f"{model} returned vectors of different lengths") from error
-        if rows.ndim != 2 or rows.shape[1] == 0:
-            raise InvalidValueError(
-                f"{model} returned shape {rows.shape}, expected one non-empty vector per text"
-            )
+        rows = model_rows(vectors, len(texts), type(self.embed_model).__name__)
         if self._dim is None:
             self._dim = int(rows.shape[1])
         return rows
-
-
-def _listed(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise InvalidTypeError(f"texts must be a list of str, got a bare str {texts[:40]!r}")
-    return list(texts)
 
 
 def default_name(embed_model: BaseEmbedding) -> str:
