@@ -130,6 +130,14 @@ class ContextConfig:
         ...and of the novelty rank (the turn's surprise when it was added), >= 0:
         ``lexical_weight / (k + rank_bm25) + 1 / (k + rank_embedder)
         + novelty_weight / (k + rank_novelty)``; 0 leaves novelty out.
+    edge_decay_rate : float
+        The temporal graph's edges decay as ``exp(−edge_decay_rate × age_days)`` (> 0;
+        0.05 per day: a half-life of 13.9 days) (:mod:`~synapse_retriever.context.graph`).
+    reinforcement_threshold : int
+        Used traversals (>= 1) that strengthen an edge by one reinforcement.
+    graph_depth, graph_damping, graph_fan_out : int, float, int
+        The graph walk of ``retrieve``: hops at most (>= 1), the activation kept per hop
+        (in (0, 1]), the strongest edges followed per node (>= 1).
 
     Examples
     --------
@@ -172,6 +180,11 @@ class ContextConfig:
     lexical_weight: float = 3.0
     novelty_weight: float = 1.0
     working_share: float = 0.2
+    edge_decay_rate: float = 0.05
+    reinforcement_threshold: int = 3
+    graph_depth: int = 2
+    graph_damping: float = 0.5
+    graph_fan_out: int = 20
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
@@ -285,11 +298,19 @@ class ContextConfig:
             ("replay_window", 1),
             ("replay_themes", 0),
             ("rrf_k", 1),
+            ("reinforcement_threshold", 1),
+            ("graph_depth", 1),
+            ("graph_fan_out", 1),
         ):
             _check_int(name, getattr(self, name), minimum)
         _check_positive("recency_half_life_turns", self.recency_half_life_turns)
         _check_positive("habituation_half_count", self.habituation_half_count)
         _check_positive("lexical_weight", self.lexical_weight)
+        _check_positive("edge_decay_rate", self.edge_decay_rate)
+        if not _is_number(self.graph_damping) or not 0.0 < self.graph_damping <= 1.0:
+            raise InvalidValueError(
+                f"graph_damping must be a number in (0, 1], got {self.graph_damping!r}"
+            )
         if not _is_number(self.novelty_weight) or not (
             math.isfinite(self.novelty_weight) and self.novelty_weight >= 0
         ):

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import threading
 from collections.abc import Sequence
 
+import networkx as nx
 import numpy as np
 
 from synapse_retriever.capture.coactivation import check_unicode
@@ -40,8 +42,18 @@ from synapse_retriever.context.embed import (
     as_embedder,
     normalized,
 )
+from synapse_retriever.context.graph.edges import reinforced, turn_links
+from synapse_retriever.context.graph.entities import extract_entities
+from synapse_retriever.context.graph.hybrid import Retrieval, blend
+from synapse_retriever.context.graph.modes import (
+    ModeDetector,
+    canonical_mode,
+    detect_mode,
+    mode_weights,
+)
+from synapse_retriever.context.graph.walk import TemporalGraph, graph_search, specificity
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
-from synapse_retriever.context.storage import ContextStorage, TurnRecord
+from synapse_retriever.context.storage import ContextStorage, EdgeRow, TurnRecord
 from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
 from synapse_retriever.context.text import TermStats
 from synapse_retriever.context.tokens import TokenCounter, checked_counter
@@ -93,6 +105,9 @@ class ConversationMemory:
         Condenses aging turns in the background (default: extractive, no model).
     themes : ThemeExtractor, optional
         Replay's theme extractor (default: TF-IDF over the conversation).
+    mode_detector : ModeDetector, optional
+        Names a query's mode for ``retrieve(mode="auto")`` (default:
+        :func:`~synapse_retriever.context.graph.modes.detect_mode`, by cue words).
     background : bool
         Consolidate on a worker thread (default) or, if False, inside :meth:`add_turn`.
 
@@ -125,6 +140,7 @@ class ConversationMemory:
         embedder: Embedder | object | None = None,
         summarizer: Summarizer | None = None,
         themes: ThemeExtractor | None = None,
+        mode_detector: ModeDetector | None = None,
         background: bool = True,
         busy_timeout_s: float = 30.0,
     ) -> None:
@@ -137,6 +153,11 @@ class ConversationMemory:
             )
         if themes is not None and not isinstance(themes, ThemeExtractor):
             raise InvalidTypeError(f"themes must have themes(texts), got {type(themes).__name__}")
+        if mode_detector is not None and not isinstance(mode_detector, ModeDetector):
+            raise InvalidTypeError(
+                f"mode_detector must have mode(query), got {type(mode_detector).__name__}"
+            )
+        self.mode_detector = mode_detector
         self.config = config or ContextConfig()
         self.path = os.fspath(path)
         self.token_counter = checked_counter(token_counter)
@@ -191,6 +212,32 @@ class ConversationMemory:
         self._index = TurnIndex(dim)
         self._index.add(vectors)
         self._at = np.array([t.at for t in self._turns], dtype=np.float64)
+        self._load_graph(loaded.entities, loaded.edges, loaded.graph_through)
+
+    def _load_graph(
+        self, entities: Sequence[tuple[str, str, str]], edges: Sequence[EdgeRow], through: int
+    ) -> None:
+        """The graph mirror; turns stored before the graph existed are linked now."""
+        self._graph = TemporalGraph()
+        self._labels = {node: (kind, label) for node, kind, label in entities}
+        self._row: dict[int, int] = {t.id: i for i, t in enumerate(self._turns)}
+        self._last_in_session: dict[str, int] = {}
+        missing_entities: list[tuple[str, str, str]] = []
+        missing_edges: list[EdgeRow] = []
+        for turn in self._turns:
+            self._graph.add_turn()
+            previous = self._last_in_session.get(turn.session)
+            self._last_in_session[turn.session] = turn.id
+            if turn.id > through:  # a file written before the graph: link it once
+                nodes, rows = turn_links(turn.id, previous, extract_entities(turn.text), turn.at)
+                missing_entities.extend(nodes)
+                missing_edges.extend(rows)
+        for node, kind, label in missing_entities:
+            self._labels.setdefault(node, (kind, label))
+        for row in [*edges, *missing_edges]:
+            self._graph.add_edge(row[0], row[1], row[2], at=row[3], count=row[4], traversals=row[5])
+        if missing_edges or (self._turns and through < self._turns[-1].id):
+            self._storage.add_graph(missing_entities, missing_edges, self._turns[-1].id)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish pending consolidation, then close the database."""
@@ -275,6 +322,7 @@ class ConversationMemory:
             not_ahead(seconds, skew_s=MAX_CLOCK_SKEW_S)
         vector = normalized(self.embedder.embed([text]), self.embedder.dim)[0]
         tokens = self.token_counter(text)
+        entities = extract_entities(text)
         with self._lock:
             self._check_open()
             if self._turns and seconds < self._turns[-1].at:
@@ -289,7 +337,22 @@ class ConversationMemory:
             else:  # no content terms ("ok", "?"): nothing new, nothing to compare
                 novelty, repeats = 0.0, 0
             record = TurnRecord(0, session, role, text, seconds, novelty, repeats, 0.0, None, None)
-            record.id = self._storage.insert(record, self.embedder.name, vector.tobytes())
+            previous = self._last_in_session.get(session)
+            links: dict[str, tuple[list[tuple[str, str, str]], list[EdgeRow]]] = {}
+
+            def link(turn_id: int) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
+                links["rows"] = turn_links(turn_id, previous, entities, seconds)
+                return links["rows"]
+
+            record.id = self._storage.insert(record, self.embedder.name, vector.tobytes(), link)
+            nodes, edges = links["rows"]
+            for node, kind, label in nodes:
+                self._labels.setdefault(node, (kind, label))
+            for row in edges:
+                self._graph.add_edge(row[0], row[1], row[2], at=row[3])
+            self._graph.add_turn()
+            self._last_in_session[session] = record.id
+            self._row[record.id] = len(self._turns)
             self._turns.append(record)
             self._tokens.append(tokens)
             self._index.add(vector.reshape(1, -1))
@@ -384,6 +447,224 @@ class ConversationMemory:
             )
             for d in decisions
         ]
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "auto",
+        at: Clock = None,
+        *,
+        sessions: Sequence[str] | None = None,
+        weights: tuple[float, float] | None = None,
+    ) -> list[Retrieval]:
+        """The turns ``query`` needs, by vector and graph recall blended by mode.
+
+        The vector side is the ``max(20, k)`` most similar turns, each scored by similarity
+        × importance; the graph side walks typed edges from the query's entities and its
+        five nearest turns (:func:`~synapse_retriever.context.graph.walk.graph_search`),
+        each turn scored by activation × importance; the two are blended with the weights
+        of the mode (:mod:`~synapse_retriever.context.graph.modes`) and cut to ``k``.
+
+        Parameters
+        ----------
+        query : str
+            What is asked.
+        k : int
+            The most results (>= 1).
+        mode : str
+            ``"auto"`` (the mode detector's choice), ``"analytical"``, ``"creative"``,
+            ``"conversational"`` or an alias (``"exploratory"``, ``"balanced"``); it also
+            sets the importance score's temperature.
+        at : datetime, float or None
+            When it is asked (edge strengths and recency; default now).
+        sessions : sequence of str, optional
+            Only turns of these sessions are returned (the walk may pass through others).
+        weights : (float, float), optional
+            ``(vector, graph)`` weights instead of the mode's: ``(1, 0)`` is vector recall
+            alone, ``(0, 1)`` the graph alone (the mode still sets the temperature).
+
+        Returns
+        -------
+        list of Retrieval
+            Best first; ``origin`` and ``path`` say how each was found.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("Login fails: verify_token() rejects valid tokens.", at=0)
+        >>> _ = memory.add_turn("Found it: the clock skew in verify_token().", at=60)
+        >>> _ = memory.add_turn("Lunch at noon?", at=120)
+        >>> [(r.turn_id, r.origin) for r in memory.retrieve("why did verify_token fail?", k=2,
+        ...                                                  at=180)]
+        [(1, 'both'), (2, 'both')]
+        >>> memory.close()
+        """
+        if not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
+        if k < 1:
+            raise InvalidValueError(f"k must be >= 1, got {k}")
+        if mode == "auto":
+            detected = self.mode_detector.mode(query) if self.mode_detector else detect_mode(query)
+            used_mode = canonical_mode(detected)
+        else:
+            used_mode = canonical_mode(mode)
+        allowed = None if sessions is None else _session_set(sessions)
+        blend_weights = mode_weights(used_mode) if weights is None else _weights(weights)
+        now = to_seconds(at)
+        if not query.strip():
+            return []
+        vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
+        entities = extract_entities(query)
+        with self._lock:
+            self._check_open()
+            if not self._turns:
+                return []
+            scores, similarity = importances(
+                self._view(), vector, self.config, now=now, mode=used_mode
+            )
+            turns = self._turns
+            keep = np.ones(len(turns), dtype=bool)
+            if allowed is not None:
+                keep = np.array([t.session in allowed for t in turns], dtype=bool)
+            ranked = [
+                i for i in np.lexsort((-np.arange(len(turns)), -similarity)) if similarity[i] > 0
+            ]
+            vector_side = {
+                turns[i].id: float(similarity[i] * scores[i])
+                for i in [i for i in ranked if keep[i]][: max(20, k)]
+            }
+            seeds = {
+                e.node: specificity(self._graph.mentions(e.node), self._graph.turns)
+                for e in entities
+            }
+            seeds.update({f"turn:{turns[i].id}": float(similarity[i]) for i in ranked[:5]})
+            hits = graph_search(
+                self._graph,
+                seeds,
+                now=now,
+                depth=self.config.graph_depth,
+                damping=self.config.graph_damping,
+                fan_out=self.config.graph_fan_out,
+                decay_rate=self.config.edge_decay_rate,
+            )
+            paths = {}
+            graph_side = {}
+            for hit in hits:
+                row = self._row[hit.turn_id]
+                if keep[row]:
+                    graph_side[hit.turn_id] = hit.score * float(scores[row])
+                    paths[hit.turn_id] = tuple((e.source, e.type, e.target) for e in hit.path)
+            if blend_weights[0] == 0:
+                vector_side = {}
+            if blend_weights[1] == 0:
+                graph_side = {}
+            blended = blend(vector_side, graph_side, blend_weights, k=k)
+            return [
+                Retrieval(
+                    b.turn_id,
+                    turns[self._row[b.turn_id]].session,
+                    b.score,
+                    b.origin,
+                    used_mode,
+                    paths.get(b.turn_id, ()) if b.origin != "vector" else (),
+                    turns[self._row[b.turn_id]].text,
+                    turns[self._row[b.turn_id]].role,
+                    turns[self._row[b.turn_id]].at,
+                )
+                for b in blended
+            ]
+
+    def used(self, results: Sequence[Retrieval], at: Clock = None) -> int:
+        """Tell the memory these retrieved turns were used: the edges that reached them
+        count one traversal each, and strengthen every ``reinforcement_threshold``
+        traversals (their clock restarts then). One transaction; returns the edges touched.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:", config=ContextConfig(reinforcement_threshold=1))
+        >>> _ = memory.add_turn("Deploys of app.py fail on Fridays.", at=0)
+        >>> _ = memory.add_turn("Lunch?", at=10)
+        >>> _ = memory.add_turn("We fixed app.py: pinned the base image.", at=20)
+        >>> results = memory.retrieve("what broke app.py?", k=3, at=30)
+        >>> memory.used(results, at=30) > 0
+        True
+        >>> memory.close()
+        """
+        now = to_seconds(at)
+        threshold = self.config.reinforcement_threshold
+        with self._lock:
+            self._check_open()
+            changed: dict[tuple[str, str, str], EdgeRow] = {}
+            for result in results:
+                if not isinstance(result, Retrieval):
+                    raise InvalidTypeError(
+                        f"results must be Retrieval objects, got {type(result).__name__}"
+                    )
+                for step in result.path:
+                    source, kind, target = step
+                    edge = self._graph.edges.get((source, target, kind)) or self._graph.edges.get(
+                        (target, source, kind)
+                    )
+                    if edge is None or edge.key in changed:
+                        continue
+                    count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
+                    stamp = max(edge.at, now) if count > edge.count else edge.at
+                    changed[edge.key] = (*edge.key, stamp, count, traversals)
+            if changed:
+                self._storage.update_edges(list(changed.values()))
+                for source, target, kind, stamp, count, traversals in changed.values():
+                    edge = self._graph.edges[(source, target, kind)]
+                    edge.at, edge.count, edge.traversals = stamp, count, traversals
+            return len(changed)
+
+    def graph(self, at: Clock = None) -> nx.MultiDiGraph:
+        """The temporal graph as a networkx ``MultiDiGraph``.
+
+        Turn nodes (``turn:<id>``) carry ``kind="turn"``, ``session``, ``role``, ``text``
+        and ``at``; entity nodes their ``kind`` and ``label``. Each edge is keyed by its type
+        and carries ``type``, ``strength`` (at ``at``, default now), ``count`` and
+        ``traversals``.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("The deploy of app.py failed.", at=0, session="ops")
+        >>> _ = memory.add_turn("Rolled back app.py.", at=60, session="ops")
+        >>> g = memory.graph(at=60)
+        >>> sorted((u, v, d["type"]) for u, v, d in g.edges(data=True))
+        [('turn:1', 'file:app.py', 'MENTIONS'), ('turn:1', 'turn:2', 'FOLLOWED_BY'), \
+('turn:2', 'file:app.py', 'MENTIONS')]
+        >>> memory.close()
+        """
+        now = to_seconds(at)
+        with self._lock:
+            self._check_open()
+            graph = nx.MultiDiGraph()
+            for turn in self._turns:
+                graph.add_node(
+                    f"turn:{turn.id}",
+                    kind="turn",
+                    session=turn.session,
+                    role=turn.role,
+                    text=turn.text,
+                    at=turn.at,
+                )
+            for node, (kind, label) in self._labels.items():
+                graph.add_node(node, kind=kind, label=label)
+            for edge in self._graph.edges.values():
+                graph.add_edge(
+                    edge.source,
+                    edge.target,
+                    key=edge.type,
+                    type=edge.type,
+                    strength=edge.strength(now, self.config.edge_decay_rate),
+                    count=edge.count,
+                    traversals=edge.traversals,
+                )
+            return graph
 
     def turns(self) -> list[TurnRecord]:
         """Copies of the stored turns, oldest first."""
@@ -512,3 +793,24 @@ def _check_turn(text: object, role: object, session: object) -> None:
         check_unicode(name, value)
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
+
+
+def _session_set(sessions: Sequence[str]) -> frozenset[str]:
+    if isinstance(sessions, str) or not all(isinstance(s, str) for s in sessions):
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r}")
+    return frozenset(sessions)
+
+
+def _weights(weights: object) -> tuple[float, float]:
+    """``(vector, graph)``: two finite numbers >= 0, not both 0."""
+    pair = tuple(weights) if isinstance(weights, (tuple, list)) else ()
+    if (
+        len(pair) != 2
+        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in pair)
+        or not all(math.isfinite(w) and w >= 0 for w in pair)
+        or not any(pair)
+    ):
+        raise InvalidValueError(
+            f"weights must be (vector, graph): two finite numbers >= 0, not both 0, got {weights!r}"
+        )
+    return (float(pair[0]), float(pair[1]))

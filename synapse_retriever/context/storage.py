@@ -29,7 +29,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -41,7 +41,16 @@ from synapse_retriever.persistence.sqlite import (
     typed_errors,
 )
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ContextStorage", "Loaded", "TurnRecord"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "ContextStorage",
+    "EdgeRow",
+    "EntityRow",
+    "Links",
+    "Loaded",
+    "TurnRecord",
+]
 
 MIGRATIONS: list[str] = [
     # 1: turns with their signals, pre-computed condensations and vectors; replays.
@@ -66,6 +75,24 @@ MIGRATIONS: list[str] = [
         turns    INTEGER NOT NULL,
         themes   TEXT    NOT NULL
     );
+    """,
+    # 2: the temporal graph: entity nodes and typed edges (turn nodes are "turn:<id>").
+    """
+    CREATE TABLE context_entities (
+        node     TEXT PRIMARY KEY,
+        kind     TEXT NOT NULL,
+        label    TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE context_edges (
+        source      TEXT    NOT NULL,
+        target      TEXT    NOT NULL,
+        type        TEXT    NOT NULL,
+        at          REAL    NOT NULL,
+        count       INTEGER NOT NULL DEFAULT 0,
+        traversals  INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (source, target, type)
+    ) WITHOUT ROWID;
+    CREATE INDEX context_edges_by_target ON context_edges (target);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -112,6 +139,19 @@ class Loaded:
     embedders: list[str] = field(default_factory=list)
     embeddings: list[bytes] = field(default_factory=list)
     consolidated_through: int = 0
+    entities: list[EntityRow] = field(default_factory=list)
+    edges: list[EdgeRow] = field(default_factory=list)
+    graph_through: int = 0
+
+
+EntityRow = tuple[str, str, str]
+"""An entity node: (node, kind, label)."""
+
+EdgeRow = tuple[str, str, str, float, int, int]
+"""A typed edge: (source, target, type, at, count, traversals)."""
+
+Links = Callable[[int], tuple[Sequence[EntityRow], Sequence[EdgeRow]]]
+"""Given a new turn's id, the entity nodes and edges to store with it."""
 
 
 class ContextStorage:
@@ -226,15 +266,30 @@ class ContextStorage:
             meta = self._db.execute(
                 "SELECT value FROM context_meta WHERE key = 'consolidated_through'"
             ).fetchone()
-        loaded = Loaded(consolidated_through=int(meta[0]) if meta else 0)
+            entities = self._db.execute("SELECT node, kind, label FROM context_entities").fetchall()
+            got = self._db.execute(
+                "SELECT source, target, type, at, count, traversals FROM context_edges"
+            ).fetchall()
+            through = self._db.execute(
+                "SELECT value FROM context_meta WHERE key = 'graph_through'"
+            ).fetchone()
+        loaded = Loaded(
+            consolidated_through=int(meta[0]) if meta else 0,
+            entities=[(str(n), str(k), str(label)) for n, k, label in entities],
+            edges=[(str(a), str(b), str(t), float(w), int(c), int(v)) for a, b, t, w, c, v in got],
+            graph_through=int(through[0]) if through else 0,
+        )
         for row in rows:
             loaded.turns.append(TurnRecord(*row[:10]))
             loaded.embedders.append(row[10])
             loaded.embeddings.append(bytes(row[11]))
         return loaded
 
-    def insert(self, record: TurnRecord, embedder: str, embedding: bytes) -> int:
-        """Store a new turn; returns its id."""
+    def insert(
+        self, record: TurnRecord, embedder: str, embedding: bytes, links: Links | None = None
+    ) -> int:
+        """Store a new turn, and what ``links(its id)`` returns (entity nodes, edges), in
+        one transaction; returns its id."""
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO context_turns (session, role, text, at, surprise, repeats, boost, "
@@ -253,7 +308,47 @@ class ContextStorage:
                     embedding,
                 ),
             )
-            return int(cursor.lastrowid or 0)
+            turn_id = int(cursor.lastrowid or 0)
+            if links is not None:
+                entities, edges = links(turn_id)
+                self._link(db, entities, edges, turn_id)
+            return turn_id
+
+    def add_graph(
+        self, entities: Sequence[EntityRow], edges: Sequence[EdgeRow], through: int
+    ) -> None:
+        """Store entity nodes and edges (existing ones are kept as they are) and record that
+        the graph covers the turns up to id ``through``; one transaction."""
+        with self._write() as db:
+            self._link(db, entities, edges, through)
+
+    def _link(
+        self,
+        db: sqlite3.Connection,
+        entities: Sequence[EntityRow],
+        edges: Sequence[EdgeRow],
+        through: int,
+    ) -> None:
+        db.executemany(
+            "INSERT INTO context_entities (node, kind, label) VALUES (?, ?, ?) "
+            "ON CONFLICT (node) DO NOTHING",
+            entities,
+        )
+        db.executemany(
+            "INSERT INTO context_edges (source, target, type, at, count, traversals) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, target, type) DO NOTHING",
+            edges,
+        )
+        self._set(db, "graph_through", through)
+
+    def update_edges(self, edges: Sequence[EdgeRow]) -> None:
+        """Store edges' new ``at``, ``count`` and ``traversals`` (after a reinforcement)."""
+        with self._write() as db:
+            db.executemany(
+                "UPDATE context_edges SET at = ?, count = ?, traversals = ? "
+                "WHERE source = ? AND target = ? AND type = ?",
+                [(w, c, t, a, b, kind) for (a, b, kind, w, c, t) in edges],
+            )
 
     def consolidate(
         self,

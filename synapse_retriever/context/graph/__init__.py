@@ -1,0 +1,77 @@
+"""The relational half of conversation memory: a temporal graph of typed, decaying edges.
+
+Turns and the entities they mention are nodes; FOLLOWED_BY joins consecutive turns of a
+session, MENTIONS a turn to each entity it names (found without a model,
+:mod:`~.entities`), and a relation extractor may add RELATES_TO, CAUSED_BY and SOLVED_BY.
+Edges decay and strengthen with use (:mod:`~.edges`); a walk along them (:mod:`~.walk`)
+recalls the turns that led to what is asked, blended with vector recall by the kind of
+question (:mod:`~.modes`, :mod:`~.hybrid`).
+:meth:`~synapse_retriever.context.ConversationMemory.retrieve` puts it together.
+
+Examples
+--------
+>>> from synapse_retriever.context import ConversationMemory
+>>> with ConversationMemory(":memory:") as memory:
+...     _ = memory.add_turn("Deploys of app.py fail since Monday.", at=0)
+...     _ = memory.add_turn("Cause found: the base image of app.py changed.", at=60)
+...     [(r.turn_id, r.origin) for r in memory.retrieve("why does app.py fail?", k=2, at=120)]
+[(1, 'both'), (2, 'both')]
+"""
+
+from synapse_retriever.context.graph.edges import (
+    EDGE_TYPES,
+    LINK_TYPES,
+    edge_strength,
+    reinforced,
+    turn_links,
+)
+from synapse_retriever.context.graph.entities import (
+    ENTITY_KINDS,
+    Entity,
+    extract_entities,
+    singular,
+)
+from synapse_retriever.context.graph.hybrid import Blended, Retrieval, blend
+from synapse_retriever.context.graph.modes import (
+    MODE_ALIASES,
+    MODE_WEIGHTS,
+    ModeDetector,
+    canonical_mode,
+    detect_mode,
+    mode_weights,
+)
+from synapse_retriever.context.graph.walk import (
+    Edge,
+    GraphHit,
+    TemporalGraph,
+    graph_search,
+    specificity,
+    turn_node,
+)
+
+__all__ = [
+    "EDGE_TYPES",
+    "ENTITY_KINDS",
+    "LINK_TYPES",
+    "MODE_ALIASES",
+    "MODE_WEIGHTS",
+    "Blended",
+    "Edge",
+    "Entity",
+    "GraphHit",
+    "ModeDetector",
+    "Retrieval",
+    "TemporalGraph",
+    "blend",
+    "canonical_mode",
+    "detect_mode",
+    "edge_strength",
+    "extract_entities",
+    "graph_search",
+    "mode_weights",
+    "reinforced",
+    "singular",
+    "specificity",
+    "turn_links",
+    "turn_node",
+]

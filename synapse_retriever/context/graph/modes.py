@@ -1,0 +1,136 @@
+"""Which kind of question: the mode that sets how vector and graph recall are blended.
+
+An analytical question ("why did we change X?", "what caused the outage?") asks for a
+chain of events, which the graph holds; an exploratory one ("ideas for the launch?",
+"what if we used Redis?") asks for what is alike, which the vectors find. The mode
+also sets the temperature of the importance score (``ContextConfig.temperatures``).
+
+============== ================= ======== =======
+mode           also called       vector   graph
+============== ================= ======== =======
+creative       exploratory       0.7      0.3
+analytical                       0.3      0.7
+conversational balanced          0.5      0.5
+============== ================= ======== =======
+
+:func:`detect_mode` is deterministic: cue words and question forms, counted; the
+larger count wins, a tie or no cue is conversational. Anything with
+``mode(query) -> str`` (a :class:`ModeDetector`) can replace it, e.g. a model that
+classifies.
+
+References
+----------
+The conversation-memory design (processing modes; the 0.7 / 0.3, 0.3 / 0.7 and
+0.5 / 0.5 blends).
+
+Examples
+--------
+>>> detect_mode("Why did we change the retry policy?")
+'analytical'
+>>> detect_mode("Any ideas for the launch party?")
+'creative'
+>>> detect_mode("Thanks, that works.")
+'conversational'
+>>> mode_weights("exploratory")
+(0.7, 0.3)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, runtime_checkable
+
+from synapse_retriever.errors import InvalidValueError
+
+__all__ = [
+    "MODE_ALIASES",
+    "MODE_WEIGHTS",
+    "ModeDetector",
+    "canonical_mode",
+    "detect_mode",
+    "mode_weights",
+]
+
+MODE_WEIGHTS = {"creative": (0.7, 0.3), "analytical": (0.3, 0.7), "conversational": (0.5, 0.5)}
+"""(vector weight, graph weight) of each mode."""
+
+MODE_ALIASES = {"exploratory": "creative", "balanced": "conversational"}
+"""Other names of the modes, as the design writes them."""
+
+_ANALYTICAL = re.compile(
+    r"\bwhy\b|\bwhat (?:caused|causes|led to|broke|went wrong|happened)\b|\bhow (?:did|do|can) "
+    r"(?:we|you|i|they) (?:fix|solve|resolve|debug|decide|end up|get)\b|\bcause[sd]?\b|\broot "
+    r"cause\b|\bbecause\b|\breason\b|\bdecid(?:e|ed|ing|ion)\b|\bagreed?\b|\bconclu(?:de|ded|sion)\b"
+    r"|\bdebug|\bfix(?:ed|es)?\b|\bbug\b|\berror\b|\bfail(?:ed|ing|ure|s)?\b|\bbroke(?:n)?\b"
+    r"|\bcompare|\bdifference between\b|\btrade-?offs?\b|\bexplain\b|\bwhat changed\b"
+    r"|\bwhen did\b|\bwhich (?:version|commit|file)\b|\bsteps?\b|\bcaused by\b",
+    re.IGNORECASE,
+)
+_CREATIVE = re.compile(
+    r"\bideas?\b|\bwhat if\b|\bbrainstorm|\bimagine\b|\bsuggest(?:ions?)?\b|\binspir"
+    r"|\balternatives?\b|\bcreative\b|\bexplore\b|\bpossibilit(?:y|ies)\b|\bcould we\b"
+    r"|\bhow about\b|\bnew ways?\b|\bdream\b|\bcome up with\b|\bthemes?\b|\bnames? for\b"
+    r"|\bwild\b|\bfun\b|\bsimilar to\b|\blike this\b|\bremind",
+    re.IGNORECASE,
+)
+
+
+@runtime_checkable
+class ModeDetector(Protocol):
+    """Anything that names a query's mode: ``mode(query) -> str`` (a mode or an alias)."""
+
+    def mode(self, query: str) -> str:
+        """The mode of ``query``."""
+        ...
+
+
+def canonical_mode(mode: str) -> str:
+    """A mode's own name (an alias resolved); an unknown name raises InvalidValueError.
+
+    Examples
+    --------
+    >>> canonical_mode("balanced"), canonical_mode("analytical")
+    ('conversational', 'analytical')
+    """
+    name = MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else mode
+    if name not in MODE_WEIGHTS:
+        known = sorted([*MODE_WEIGHTS, *MODE_ALIASES])
+        raise InvalidValueError(f"mode must be one of {known} or 'auto', got {mode!r}")
+    return str(name)
+
+
+def mode_weights(mode: str) -> tuple[float, float]:
+    """``(vector weight, graph weight)`` of a mode or alias.
+
+    Examples
+    --------
+    >>> mode_weights("analytical"), mode_weights("balanced")
+    ((0.3, 0.7), (0.5, 0.5))
+    """
+    return MODE_WEIGHTS[canonical_mode(mode)]
+
+
+def detect_mode(query: str) -> str:
+    """The mode of ``query`` by its cue words: the more frequent kind wins.
+
+    Analytical cues ask for causes, decisions and fixes ("why", "what caused", "how did we
+    fix", "decided", "bug"); creative cues ask for new or similar things ("ideas", "what
+    if", "brainstorm", "alternatives"). Each cue found counts one; a tie (none included)
+    is ``conversational``.
+
+    Examples
+    --------
+    >>> detect_mode("What caused the outage last week?")
+    'analytical'
+    >>> detect_mode("What if we brainstorm some alternatives?")
+    'creative'
+    >>> detect_mode("See you tomorrow!")
+    'conversational'
+    """
+    analytical = len(_ANALYTICAL.findall(query))
+    creative = len(_CREATIVE.findall(query))
+    if analytical > creative:
+        return "analytical"
+    if creative > analytical:
+        return "creative"
+    return "conversational"
