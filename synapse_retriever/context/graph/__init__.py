@@ -15,7 +15,7 @@ Examples
 ...     _ = memory.add_turn("Deploys of app.py fail since Monday.", at=0)
 ...     _ = memory.add_turn("Cause found: the base image of app.py changed.", at=60)
 ...     [(r.turn_id, r.origin) for r in memory.retrieve("why does app.py fail?", k=2, at=120)]
-[(1, 'both'), (2, 'both')]
+[(2, 'both'), (1, 'both')]
 """
 
 from synapse_retriever.context.graph.edges import (
