@@ -51,6 +51,7 @@ from synapse_retriever.context.graph.modes import (
     detect_mode,
     mode_weights,
 )
+from synapse_retriever.context.graph.relations import Relation, RelationExtractor
 from synapse_retriever.context.graph.walk import TemporalGraph, graph_search, specificity
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, EdgeRow, TurnRecord
@@ -108,6 +109,11 @@ class ConversationMemory:
     mode_detector : ModeDetector, optional
         Names a query's mode for ``retrieve(mode="auto")`` (default:
         :func:`~synapse_retriever.context.graph.modes.detect_mode`, by cue words).
+    relations : RelationExtractor, optional
+        Proposes typed relations (CAUSED_BY, SOLVED_BY, RELATES_TO, decisions) among the
+        turns of each consolidation (e.g. a model through
+        :class:`~synapse_retriever.context.graph.relations.PromptRelationExtractor`);
+        default: none, the graph holds FOLLOWED_BY and MENTIONS only.
     background : bool
         Consolidate on a worker thread (default) or, if False, inside :meth:`add_turn`.
 
@@ -141,6 +147,7 @@ class ConversationMemory:
         summarizer: Summarizer | None = None,
         themes: ThemeExtractor | None = None,
         mode_detector: ModeDetector | None = None,
+        relations: RelationExtractor | None = None,
         background: bool = True,
         busy_timeout_s: float = 30.0,
     ) -> None:
@@ -158,6 +165,11 @@ class ConversationMemory:
                 f"mode_detector must have mode(query), got {type(mode_detector).__name__}"
             )
         self.mode_detector = mode_detector
+        if relations is not None and not isinstance(relations, RelationExtractor):
+            raise InvalidTypeError(
+                f"relations must have relations(turns), got {type(relations).__name__}"
+            )
+        self.relations = relations
         self.config = config or ContextConfig()
         self.path = os.fspath(path)
         self.token_counter = checked_counter(token_counter)
@@ -213,6 +225,7 @@ class ConversationMemory:
         self._index.add(vectors)
         self._at = np.array([t.at for t in self._turns], dtype=np.float64)
         self._load_graph(loaded.entities, loaded.edges, loaded.graph_through)
+        self._relations_through = loaded.relations_through
 
     def _load_graph(
         self, entities: Sequence[tuple[str, str, str]], edges: Sequence[EdgeRow], through: int
@@ -729,6 +742,13 @@ class ConversationMemory:
                 if scores[i] > config.consolidation_threshold and self._turns[i].chunks is None
             ]
             window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
+            unread = (
+                [(t.id, t.role, t.text) for t in self._turns[-_RELATION_WINDOW:]
+                 if t.id > self._relations_through]
+                if self.relations is not None else []
+            )  # fmt: skip
+            last_id = self._turns[-1].id
+        linked = self._extract_relations(unread)
         condensed = [
             (turn_id, self.summarizer.condense(
                 text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
@@ -754,6 +774,11 @@ class ConversationMemory:
             self._storage.consolidate(
                 [(turn_id, c.chunks, c.summary) for turn_id, c in condensed], boosts, themes, n
             )
+            if self.relations is not None:
+                nodes, edges = linked
+                self._storage.add_graph(nodes, edges, last_id, key="relations_through")
+                self._add_to_graph(nodes, edges)
+                self._relations_through = last_id
             by_id = {
                 t.id: t for t in self._turns[max(0, n - 1 - max(high, config.replay_window)) :]
             }
@@ -762,6 +787,53 @@ class ConversationMemory:
             for turn_id, boost in boosts:
                 by_id[turn_id].boost = boost
             self._consolidated_through = n
+
+    def _extract_relations(
+        self, unread: Sequence[tuple[int, str, str]]
+    ) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
+        """The relation extractor's proposals for the turns not read yet, as graph rows.
+
+        Runs outside the lock (a model may be slow); an extractor that raises is logged
+        and skipped, like a malformed answer: consolidation goes on without its edges.
+        """
+        if self.relations is None or not unread:
+            return [], []
+        try:
+            proposed = list(self.relations.relations(list(unread)))
+        except Exception:
+            log.warning("relation extractor failed; its turns stay unlinked", exc_info=True)
+            return [], []
+        at = {turn_id: when for turn_id, when in ((t.id, t.at) for t in self._turns)}
+        nodes: list[tuple[str, str, str]] = []
+        edges: list[EdgeRow] = []
+        for relation in proposed:
+            if not isinstance(relation, Relation):
+                log.warning("relation extractor returned %r, skipped", relation)
+                continue
+            ends = [
+                f"turn:{end}" if isinstance(end, int) else end
+                for end in (relation.source, relation.target)
+            ]
+            stamp = max((at.get(end, 0.0) for end in (relation.source, relation.target)
+                         if isinstance(end, int)), default=self._turns[-1].at)  # fmt: skip
+            for end in ends:
+                if not end.startswith("turn:") and end not in self._labels:
+                    kind, _, label = end.partition(":")
+                    nodes.append((end, kind, label))
+            edges.append((ends[0], ends[1], relation.type, stamp, 0, 0))
+        return nodes, edges
+
+    def _add_to_graph(
+        self, nodes: Sequence[tuple[str, str, str]], edges: Sequence[EdgeRow]
+    ) -> None:
+        for node, kind, label in nodes:
+            self._labels.setdefault(node, (kind, label))
+        for row in edges:
+            self._graph.add_edge(row[0], row[1], row[2], at=row[3], count=row[4], traversals=row[5])
+
+
+_RELATION_WINDOW = 50
+"""The most turns one consolidation shows the relation extractor (the newest unread)."""
 
 
 class _Stored:

@@ -142,6 +142,7 @@ class Loaded:
     entities: list[EntityRow] = field(default_factory=list)
     edges: list[EdgeRow] = field(default_factory=list)
     graph_through: int = 0
+    relations_through: int = 0
 
 
 EntityRow = tuple[str, str, str]
@@ -270,14 +271,18 @@ class ContextStorage:
             got = self._db.execute(
                 "SELECT source, target, type, at, count, traversals FROM context_edges"
             ).fetchall()
-            through = self._db.execute(
-                "SELECT value FROM context_meta WHERE key = 'graph_through'"
-            ).fetchone()
+            marks = dict(
+                self._db.execute(
+                    "SELECT key, value FROM context_meta "
+                    "WHERE key IN ('graph_through', 'relations_through')"
+                ).fetchall()
+            )
         loaded = Loaded(
             consolidated_through=int(meta[0]) if meta else 0,
             entities=[(str(n), str(k), str(label)) for n, k, label in entities],
             edges=[(str(a), str(b), str(t), float(w), int(c), int(v)) for a, b, t, w, c, v in got],
-            graph_through=int(through[0]) if through else 0,
+            graph_through=int(marks.get("graph_through", 0)),
+            relations_through=int(marks.get("relations_through", 0)),
         )
         for row in rows:
             loaded.turns.append(TurnRecord(*row[:10]))
@@ -315,12 +320,17 @@ class ContextStorage:
             return turn_id
 
     def add_graph(
-        self, entities: Sequence[EntityRow], edges: Sequence[EdgeRow], through: int
+        self,
+        entities: Sequence[EntityRow],
+        edges: Sequence[EdgeRow],
+        through: int,
+        *,
+        key: str = "graph_through",
     ) -> None:
-        """Store entity nodes and edges (existing ones are kept as they are) and record that
-        the graph covers the turns up to id ``through``; one transaction."""
+        """Store entity nodes and edges (existing ones are kept as they are) and record in
+        ``key`` that they cover the turns up to id ``through``; one transaction."""
         with self._write() as db:
-            self._link(db, entities, edges, through)
+            self._link(db, entities, edges, through, key)
 
     def _link(
         self,
@@ -328,6 +338,7 @@ class ContextStorage:
         entities: Sequence[EntityRow],
         edges: Sequence[EdgeRow],
         through: int,
+        key: str = "graph_through",
     ) -> None:
         db.executemany(
             "INSERT INTO context_entities (node, kind, label) VALUES (?, ?, ?) "
@@ -339,7 +350,7 @@ class ContextStorage:
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, target, type) DO NOTHING",
             edges,
         )
-        self._set(db, "graph_through", through)
+        self._set(db, key, through)
 
     def update_edges(self, edges: Sequence[EdgeRow]) -> None:
         """Store edges' new ``at``, ``count`` and ``traversals`` (after a reinforcement)."""
