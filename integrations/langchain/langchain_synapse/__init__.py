@@ -18,8 +18,20 @@ __version__ = "0.1.0"
 from langchain_synapse import memory as _memory
 from langchain_synapse.embeddings import LangChainEmbedder
 from langchain_synapse.memory import chat_model_summarizer, synapse_trim_messages
+from langchain_synapse.memory_retriever import (
+    SynapseMemoryRetriever,
+    chat_model_relation_extractor,
+    retrieval_document,
+)
 
-__all__ += ["LangChainEmbedder", "chat_model_summarizer", "synapse_trim_messages"]
+__all__ += [
+    "LangChainEmbedder",
+    "SynapseMemoryRetriever",
+    "chat_model_relation_extractor",
+    "chat_model_summarizer",
+    "retrieval_document",
+    "synapse_trim_messages",
+]
 if "SynapseMemoryMiddleware" in _memory.__all__:
     SynapseMemoryMiddleware = _memory.SynapseMemoryMiddleware
     __all__ += ["SynapseMemoryMiddleware"]

@@ -32,10 +32,18 @@ from llama_index.postprocessor.synapse.memory import (
     llm_summarizer,
     synapse_trim_chat_messages,
 )
+from llama_index.postprocessor.synapse.memory_retriever import (
+    SynapseMemoryRetriever,
+    llm_relation_extractor,
+    retrieval_node,
+)
 
 __all__ += [
     "LlamaIndexEmbedder",
     "SynapseMemoryBlock",
+    "SynapseMemoryRetriever",
+    "llm_relation_extractor",
     "llm_summarizer",
+    "retrieval_node",
     "synapse_trim_chat_messages",
 ]

@@ -1,0 +1,132 @@
+"""`SynapseMemoryRetriever`: a conversation memory's hybrid recall as a LangChain retriever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
+
+from synapse_retriever.context import ConversationMemory
+from synapse_retriever.context.graph import PromptRelationExtractor, Retrieval
+from synapse_retriever.context.graph.relations import RELATIONS_PROMPT
+
+__all__ = ["SynapseMemoryRetriever", "chat_model_relation_extractor", "retrieval_document"]
+
+
+def retrieval_document(result: Retrieval) -> Document:
+    """A :class:`~synapse_retriever.context.graph.Retrieval` as a ``Document``.
+
+    ``id`` is the turn's id; ``metadata`` holds ``turn_id``, ``session``, ``role``, ``at``,
+    ``score``, ``origin`` (``vector``, ``graph`` or ``both``), ``mode`` and ``path`` (the
+    typed edges that reached it, as ``[source, type, target]`` lists).
+
+    Example:
+        >>> from synapse_retriever.context.graph import Retrieval
+        >>> doc = retrieval_document(Retrieval(4, "ops", 0.8, "graph", "analytical",
+        ...     (("turn:3", "FOLLOWED_BY", "turn:4"),), "Fixed it.", "assistant", 60.0))
+        >>> doc.id, doc.page_content, doc.metadata["path"]
+        ('4', 'Fixed it.', [['turn:3', 'FOLLOWED_BY', 'turn:4']])
+    """
+    return Document(
+        page_content=result.text,
+        id=str(result.turn_id),
+        metadata={
+            "turn_id": result.turn_id,
+            "session": result.session,
+            "role": result.role,
+            "at": result.at,
+            "score": result.score,
+            "origin": result.origin,
+            "mode": result.mode,
+            "path": [list(step) for step in result.path],
+        },
+    )
+
+
+class SynapseMemoryRetriever(BaseRetriever):
+    """Retrieve a conversation's turns by vector and graph recall, blended by query mode.
+
+    Wraps :meth:`synapse_retriever.context.ConversationMemory.retrieve`: the turns most
+    similar to the query, and the turns the memory's temporal graph reaches from the
+    query's entities and nearest turns ("the turn where the bug was reported", "the turn
+    that agreed the fix"), weighted by the kind of question (``mode="auto"`` detects it).
+    Each ``Document`` carries the turn's ``origin``, ``mode`` and ``path`` in its metadata.
+
+    Example:
+        .. code-block:: python
+
+            from synapse_retriever.context import ConversationMemory
+            from langchain_synapse import SynapseMemoryRetriever
+
+            memory = ConversationMemory("chat.db")
+            retriever = SynapseMemoryRetriever(memory=memory, k=5)
+            docs = retriever.invoke("why did we change validate_vat?")
+
+        >>> from synapse_retriever.context import ConversationMemory
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("Deploys of app.py fail since Monday.", at=0)
+        >>> _ = memory.add_turn("Cause: the base image of app.py changed.", at=60)
+        >>> retriever = SynapseMemoryRetriever(memory=memory, k=1)
+        >>> [d.metadata["origin"] for d in retriever.invoke("why does app.py fail?")]
+        ['both']
+        >>> memory.close()
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: ConversationMemory = Field(description="The conversation memory to search.")
+    k: int = Field(default=4, ge=1, description="The most documents returned.")
+    mode: str = Field(
+        default="auto",
+        description="'auto' (detected per query), 'analytical', 'creative', "
+        "'conversational', or an alias ('exploratory', 'balanced').",
+    )
+    sessions: list[str] | None = Field(
+        default=None, description="Only turns of these sessions are returned."
+    )
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        results = self.memory.retrieve(
+            query,
+            k=kwargs.get("k", self.k),
+            mode=kwargs.get("mode", self.mode),
+            sessions=kwargs.get("sessions", self.sessions),
+        )
+        return [retrieval_document(result) for result in results]
+
+
+def chat_model_relation_extractor(
+    model: BaseLanguageModel[Any], *, prompt: str = RELATIONS_PROMPT
+) -> PromptRelationExtractor:
+    """A relation extractor for :class:`~synapse_retriever.context.ConversationMemory`
+    (``relations=``) that asks ``model`` which turns caused, solved or relate to which,
+    and what was decided (in the background consolidation).
+
+    The model is asked for JSON; with a model that supports structured output, pass
+    ``model.with_structured_output(method="json_mode")`` yourself if you prefer. An
+    answer that is not the JSON asked for is logged and skipped.
+
+    Args:
+        model: A chat model or LLM, invoked once per consolidation.
+        prompt: A template with ``{turns}``; default: the core's.
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> model = FakeListChatModel(responses=[
+        ...     '{"relations": [{"source": 2, "type": "CAUSED_BY", "target": 1}]}'])
+        >>> extractor = chat_model_relation_extractor(model)
+        >>> extractor.relations([(1, "user", "The image changed."), (2, "user", "Deploys fail.")])
+        [Relation(source=2, type='CAUSED_BY', target=1)]
+    """
+
+    def complete(text: str) -> str:
+        answer = model.invoke(text)
+        return answer if isinstance(answer, str) else answer.text
+
+    return PromptRelationExtractor(complete, prompt=prompt)

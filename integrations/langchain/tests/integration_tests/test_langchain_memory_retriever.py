@@ -1,0 +1,89 @@
+"""SynapseMemoryRetriever against the standard LangChain retriever suite and a real file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.retrievers import BaseRetriever
+from langchain_synapse import SynapseMemoryRetriever, chat_model_relation_extractor
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+from synapse_retriever.context import ConversationMemory
+
+TURNS = [
+    ("incident", "user", "Checkout returns HTTP 500 for EU customers."),
+    ("incident", "assistant", "I will read the logs of payment_gateway.py."),
+    ("incident", "user", "The traceback ends in validate_vat() in payment_gateway.py."),
+    ("incident", "assistant", "Root cause: validate_vat() rejects the new VAT format."),
+    ("incident", "user", "Agreed: we replace validate_vat() with vies_client.py."),
+    ("week", "user", "Team lunch on Friday?"),
+    ("week", "assistant", "Sushi works for everyone."),
+    ("week", "user", "The slides need a fresher palette."),
+]
+
+
+def filled(path: str | Path = ":memory:", **kwargs: Any) -> ConversationMemory:
+    memory = ConversationMemory(path, background=False, **kwargs)
+    start = time.time() - 3600 * len(TURNS)  # an hour apart, ending now
+    for i, (session, role, text) in enumerate(TURNS):
+        memory.add_turn(text, role=role, session=session, at=start + 3600.0 * i)
+    return memory
+
+
+class TestSynapseMemoryRetrieverStandard(RetrieversIntegrationTests):
+    """The standard suite: k in the constructor and per call, sync and async."""
+
+    pytestmark = [  # noqa: RUF012
+        pytest.mark.asyncio,
+        pytest.mark.filterwarnings("ignore:.*marked with '@pytest.mark.asyncio'"),
+    ]
+
+    @property
+    def retriever_constructor(self) -> type[BaseRetriever]:
+        return SynapseMemoryRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"memory": filled()}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "Why did we change validate_vat?"
+
+
+def test_documents_carry_origin_mode_and_path(tmp_path: Path) -> None:
+    memory = filled(tmp_path / "chat.db")
+    retriever = SynapseMemoryRetriever(memory=memory, k=5, mode="analytical")
+    docs = retriever.invoke("Why did we change validate_vat?")
+    memory.close()
+    assert all(isinstance(d, Document) for d in docs)
+    by_id = {d.id: d for d in docs}
+    assert {"1", "4", "5"} <= set(by_id)  # the report, the cause, the fix
+    report = by_id["1"].metadata
+    assert report["origin"] == "graph" and report["mode"] == "analytical"
+    assert report["session"] == "incident" and report["role"] == "user"
+    assert ["turn:1", "FOLLOWED_BY", "turn:2"] in report["path"]
+
+
+def test_per_call_mode_and_sessions() -> None:
+    memory = filled()
+    retriever = SynapseMemoryRetriever(memory=memory, k=8)
+    docs = retriever.invoke("lunch ideas?", mode="creative", sessions=["week"])
+    memory.close()
+    assert docs and {d.metadata["session"] for d in docs} == {"week"}
+    assert {d.metadata["mode"] for d in docs} == {"creative"}
+
+
+def test_a_chat_model_extracts_relations_in_consolidation() -> None:
+    model = FakeListChatModel(
+        responses=['{"relations": [{"source": 1, "type": "SOLVED_BY", "target": 5}]}']
+    )
+    memory = filled(relations=chat_model_relation_extractor(model))
+    memory.consolidate()
+    assert memory.graph().has_edge("turn:1", "turn:5", key="SOLVED_BY")
+    memory.close()

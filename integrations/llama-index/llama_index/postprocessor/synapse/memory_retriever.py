@@ -1,0 +1,117 @@
+"""`SynapseMemoryRetriever`: a conversation memory's hybrid recall as a LlamaIndex retriever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.llms import LLM
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from synapse_retriever.context import ConversationMemory
+from synapse_retriever.context.graph import PromptRelationExtractor, Retrieval
+from synapse_retriever.context.graph.relations import RELATIONS_PROMPT
+
+__all__ = ["SynapseMemoryRetriever", "llm_relation_extractor", "retrieval_node"]
+
+NOTES = ("turn_id", "session", "role", "at", "origin", "mode", "path")
+"""Metadata keys a node carries about how it was found, kept out of the LLM's and the
+embedder's view."""
+
+
+def retrieval_node(result: Retrieval) -> NodeWithScore:
+    """A :class:`~synapse_retriever.context.graph.Retrieval` as a ``NodeWithScore``.
+
+    The node's id is ``turn:<id>``; its metadata holds ``turn_id``, ``session``, ``role``,
+    ``at``, ``origin``, ``mode`` and ``path`` (``[source, type, target]`` lists), all
+    excluded from what the LLM and the embedder see.
+
+    Example:
+        >>> from synapse_retriever.context.graph import Retrieval
+        >>> hit = retrieval_node(Retrieval(4, "ops", 0.8, "graph", "analytical",
+        ...     (("turn:3", "FOLLOWED_BY", "turn:4"),), "Fixed it.", "assistant", 60.0))
+        >>> hit.node.node_id, hit.score, hit.node.get_content(metadata_mode="llm")
+        ('turn:4', 0.8, 'Fixed it.')
+    """
+    node = TextNode(
+        text=result.text,
+        id_=f"turn:{result.turn_id}",
+        metadata={
+            "turn_id": result.turn_id,
+            "session": result.session,
+            "role": result.role,
+            "at": result.at,
+            "origin": result.origin,
+            "mode": result.mode,
+            "path": [list(step) for step in result.path],
+        },
+        excluded_llm_metadata_keys=list(NOTES),
+        excluded_embed_metadata_keys=list(NOTES),
+    )
+    return NodeWithScore(node=node, score=result.score)
+
+
+class SynapseMemoryRetriever(BaseRetriever):
+    """Retrieve a conversation's turns by vector and graph recall, blended by query mode.
+
+    Wraps :meth:`synapse_retriever.context.ConversationMemory.retrieve`; each node says
+    in its metadata how it was found (``origin``, ``mode``, ``path``), out of the LLM's
+    view.
+
+    Args:
+        memory: The conversation memory to search.
+        similarity_top_k: The most nodes returned.
+        mode: ``"auto"`` (detected per query), ``"analytical"``, ``"creative"``,
+            ``"conversational"`` or an alias.
+        sessions: Only turns of these sessions are returned.
+
+    Example:
+        >>> from synapse_retriever.context import ConversationMemory
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("Deploys of app.py fail since Monday.", at=0)
+        >>> _ = memory.add_turn("Cause: the base image of app.py changed.", at=60)
+        >>> retriever = SynapseMemoryRetriever(memory, similarity_top_k=1)
+        >>> [n.node.metadata["origin"] for n in retriever.retrieve("why does app.py fail?")]
+        ['both']
+        >>> memory.close()
+    """
+
+    def __init__(
+        self,
+        memory: ConversationMemory,
+        similarity_top_k: int = 4,
+        mode: str = "auto",
+        sessions: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.memory = memory
+        self.similarity_top_k = similarity_top_k
+        self.mode = mode
+        self.sessions = sessions
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        results = self.memory.retrieve(
+            query_bundle.query_str,
+            k=self.similarity_top_k,
+            mode=self.mode,
+            sessions=self.sessions,
+        )
+        return [retrieval_node(result) for result in results]
+
+
+def llm_relation_extractor(llm: LLM, *, prompt: str = RELATIONS_PROMPT) -> PromptRelationExtractor:
+    """A relation extractor for :class:`~synapse_retriever.context.ConversationMemory`
+    (``relations=``) that asks ``llm`` which turns caused, solved or relate to which, and
+    what was decided (in the background consolidation). An answer that is not the JSON
+    asked for is logged and skipped.
+
+    Example:
+        ``MockLLM`` answers with filler text, which is skipped; your LLM answers JSON:
+
+        >>> from llama_index.core.llms import MockLLM
+        >>> extractor = llm_relation_extractor(MockLLM(max_tokens=3))
+        >>> extractor.relations([(1, "user", "The image changed."), (2, "user", "Deploys fail.")])
+        []
+    """
+    return PromptRelationExtractor(lambda text: llm.complete(text).text, prompt=prompt)

@@ -1,0 +1,70 @@
+"""SynapseMemoryRetriever for LlamaIndex: real nodes, a real query engine, metadata kept out."""
+
+from __future__ import annotations
+
+import time
+
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.postprocessor.synapse import SynapseMemoryRetriever, llm_relation_extractor
+
+from synapse_retriever.context import ConversationMemory
+
+TURNS = [
+    ("incident", "user", "Checkout returns HTTP 500 for EU customers."),
+    ("incident", "assistant", "I will read the logs of payment_gateway.py."),
+    ("incident", "user", "The traceback ends in validate_vat() in payment_gateway.py."),
+    ("incident", "assistant", "Root cause: validate_vat() rejects the new VAT format."),
+    ("incident", "user", "Agreed: we replace validate_vat() with vies_client.py."),
+    ("week", "user", "Team lunch on Friday?"),
+]
+
+
+def filled(**kwargs: object) -> ConversationMemory:
+    memory = ConversationMemory(":memory:", background=False, **kwargs)  # type: ignore[arg-type]
+    start = time.time() - 3600 * len(TURNS)
+    for i, (session, role, text) in enumerate(TURNS):
+        memory.add_turn(text, role=role, session=session, at=start + 3600.0 * i)
+    return memory
+
+
+def test_nodes_carry_how_they_were_found_out_of_the_llms_view() -> None:
+    with filled() as memory:
+        retriever = SynapseMemoryRetriever(memory, similarity_top_k=5, mode="analytical")
+        hits = retriever.retrieve("Why did we change validate_vat?")
+    assert all(isinstance(hit, NodeWithScore) for hit in hits)
+    by_id = {hit.node.node_id: hit for hit in hits}
+    assert {"turn:1", "turn:4", "turn:5"} <= set(by_id)
+    report = by_id["turn:1"].node
+    assert report.metadata["origin"] == "graph"
+    assert ["turn:1", "FOLLOWED_BY", "turn:2"] in report.metadata["path"]
+    for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+        assert report.get_content(metadata_mode=mode) == TURNS[0][2]
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+def test_it_serves_a_real_query_engine() -> None:
+    with filled() as memory:
+        engine = RetrieverQueryEngine.from_args(
+            SynapseMemoryRetriever(memory, similarity_top_k=3), llm=MockLLM(max_tokens=5)
+        )
+        response = engine.query("Why did we change validate_vat?")
+    assert len(response.source_nodes) == 3
+    assert all(n.node.metadata["mode"] == "analytical" for n in response.source_nodes)
+
+
+def test_sessions_restrict_the_nodes() -> None:
+    with filled() as memory:
+        hits = SynapseMemoryRetriever(memory, similarity_top_k=6, sessions=["week"]).retrieve(
+            "lunch on Friday?"
+        )
+    assert [hit.node.metadata["session"] for hit in hits] == ["week"]
+
+
+def test_an_llm_that_does_not_answer_json_adds_no_relation() -> None:
+    memory = filled(relations=llm_relation_extractor(MockLLM(max_tokens=4)))
+    memory.consolidate()
+    kinds = {t for _, _, t in memory.graph().edges(keys=True)}
+    memory.close()
+    assert kinds == {"FOLLOWED_BY", "MENTIONS"}
