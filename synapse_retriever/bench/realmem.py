@@ -558,7 +558,9 @@ def markdown_tables(report: Mapping[str, Any]) -> str:
     """
     budgets = [str(b) for b in report["budgets"]]
     rows, baseline, tables = report["rows"], report["baseline"], report["tables"]
-    head = "| row | " + " | ".join(f"{int(b):,} tokens" for b in budgets) + " |"
+    by_k = report.get("unit") == "k"  # a retrieval report: k turns, not a token budget
+    labels = [f"k = {b}" if by_k else f"{int(b):,} tokens" for b in budgets]
+    head = "| row | " + " | ".join(labels) + " |"
     rule = "| --- |" + " --- |" * len(budgets)
     every = tables["all"]
     personas = report["personas"]
@@ -576,12 +578,17 @@ def markdown_tables(report: Mapping[str, Any]) -> str:
         for row in rows
     ]
     out += ["", "Key-word share / mean tokens used / turns kept (full, chunks, summary):", ""]
+    if by_k:
+        out[-2] = "Key-word share of the retrieved turns:"
     out += [head, rule]
     for row in rows:
         cells = []
         for b in budgets:
             s = every[row][b]
             levels = s["levels"]
+            if by_k:
+                cells.append(f"{_pct(s['words'])}%")
+                continue
             cells.append(
                 f"{_pct(s['words'])}% / {s['tokens']:,.0f} / "
                 f"{levels['full']:.1f}, {levels['chunks']:.1f}, {levels['summary']:.1f}"

@@ -305,6 +305,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --realmem: the first N queries of each persona (all)",
     )
     memory.add_argument(
+        "--retrieve",
+        action="store_true",
+        help=(
+            "with --realmem: score ConversationMemory.retrieve (vector and graph recall "
+            "by mode) at --ks instead of assembled contexts; MiniLM is its embedder where "
+            "installed (else hashing, and always with --no-minilm)"
+        ),
+    )
+    memory.add_argument(
+        "--ks",
+        type=int,
+        nargs="+",
+        help="with --retrieve: how many turns each row retrieves (5 10 20)",
+    )
+    memory.add_argument(
         "--no-minilm",
         action="store_true",
         help="with --realmem: leave out the MiniLM rows even where MiniLM is installed",

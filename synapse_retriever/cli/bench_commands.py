@@ -248,8 +248,8 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
         raise CliError(f"budgets must be positive, got {args.budgets}")
     if args.realmem is not None:
         return _bench_realmem(args)
-    if args.personas is not None or args.max_queries is not None:
-        raise CliError("--personas and --max-queries go with --realmem")
+    if args.personas is not None or args.max_queries is not None or args.retrieve:
+        raise CliError("--personas, --max-queries and --retrieve go with --realmem")
     args.budgets = args.budgets or [1000, 2000, 4000]
     presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
     err = console(stderr=True)
@@ -310,9 +310,16 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         markdown_tables,
         run_realmem,
     )
+    from synapse_retriever.bench.realmem_retrieve import KS, run_realmem_retrieval
     from synapse_retriever.context.embed import Embedder
     from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
 
+    if args.ks is not None and not args.retrieve:
+        raise CliError("--ks goes with --retrieve")
+    if args.ks is not None and any(k < 1 for k in args.ks):
+        raise CliError(f"--ks must be positive, got {args.ks}")
+    if args.retrieve and args.budgets is not None:
+        raise CliError("--budgets does not go with --retrieve (use --ks)")
     try:
         personas = load_realmem(args.realmem)
     except (FileNotFoundError, RealMemFormatError) as exc:
@@ -341,14 +348,24 @@ def _bench_realmem(args: argparse.Namespace) -> int:
     quiet.setLevel(logging.ERROR)  # not one warning per query when working memory shrinks
     try:
         with err.status("RealMem") as status:
-            report = run_realmem(
-                personas,
-                args.budgets or BUDGETS,
-                max_queries=args.max_queries,
-                minilm=minilm,
-                notes=notes,
-                progress=None if args.quiet else status.update,
-            )
+            if args.retrieve:
+                report = run_realmem_retrieval(
+                    personas,
+                    sorted(set(args.ks or KS)),
+                    embedder=minilm,
+                    max_queries=args.max_queries,
+                    notes=notes,
+                    progress=None if args.quiet else status.update,
+                )
+            else:
+                report = run_realmem(
+                    personas,
+                    args.budgets or BUDGETS,
+                    max_queries=args.max_queries,
+                    minilm=minilm,
+                    notes=notes,
+                    progress=None if args.quiet else status.update,
+                )
     finally:
         quiet.setLevel(level)
     if args.json == "-":
@@ -361,9 +378,10 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         return 0
     every = report["tables"]["all"]
     budgets = [str(b) for b in report["budgets"]]
+    by_k = report.get("unit") == "k"
     table = Table(
         "row",
-        *(f"{int(b):,} tokens" for b in budgets),
+        *((f"k = {b}" if by_k else f"{int(b):,} tokens") for b in budgets),
         title=(
             f"synapse bench memory --realmem: gold-session recall, {every['queries']} queries "
             f"of {len(report['personas'])} persona(s), points against {report['baseline']} "

@@ -18,6 +18,7 @@ from synapse_retriever.bench.realmem import (
     run_realmem,
     score_context,
 )
+from synapse_retriever.bench.realmem_retrieve import ROWS, run_realmem_retrieval
 from synapse_retriever.cli import main
 
 
@@ -228,3 +229,45 @@ def test_without_minilm_the_dense_rows_are_left_out_with_a_note(
     out = capsys.readouterr().out
     assert "dense top-k" not in out and "points against BM25 top-k" in out
     assert "Note: the MiniLM rows were left out: the minilm retriever needs onnxruntime." in out
+
+
+# -- hybrid retrieval (realmem_retrieve) ---------------------------------------------
+
+
+def test_every_row_retrieves_and_is_scored_at_every_k(tiny: Path) -> None:
+    report = run_realmem_retrieval(load_realmem(tiny), ks=(1, 4))
+    assert report["rows"] == list(ROWS) and report["baseline"] == "vector only"
+    assert report["unit"] == "k" and report["budgets"] == [1, 4]
+    (entry,) = report["queries"]
+    # "Who is visiting me in March?": the one turn that says so (session A) comes first
+    # by vector recall; at k = 4 every earlier turn is there.
+    assert entry["scores"]["vector only"]["1"]["recall"] == 1.0
+    for row in ROWS:
+        assert entry["scores"][row]["4"]["recall"] == 1.0
+        assert entry["scores"][row]["4"]["tokens"] <= 4  # turns retrieved
+    assert entry["scores"]["graph only"]["1"]["tokens"] <= 1
+    markdown = markdown_tables(report)
+    assert "| row | k = 1 | k = 4 |" in markdown
+    assert "modes detected by auto: conversational 1" in markdown
+
+
+def test_the_cli_runs_it_and_checks_its_flags(
+    tiny: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "retrieve.json"
+    argv = ["bench", "memory", "--realmem", str(tiny), "--no-minilm", "--quiet", "--retrieve"]
+    assert main([*argv, "--ks", "2", "1", "2", "--json", str(out)]) == 0
+    assert "k = 1" in capsys.readouterr().out
+    assert json.loads(out.read_text())["budgets"] == [1, 2]
+    for bad, message in (
+        (["--ks", "0"], "--ks must be positive, got [0]"),
+        (["--budgets", "100"], "--budgets does not go with --retrieve"),
+    ):
+        assert main([*argv, *bad]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["bench", "memory", "--realmem", str(tiny), "--ks", "3"]) == 2
+    assert "--ks goes with --retrieve" in capsys.readouterr().err
+    assert main(["bench", "memory", "--retrieve"]) == 2
+    assert "go with --realmem" in capsys.readouterr().err
