@@ -177,9 +177,9 @@ class ContextConfig:
     assembly: Literal["gradient", "relevance"] = "relevance"
     relevance_share: float = 1.0
     rrf_k: int = 60
-    lexical_weight: float = 3.0
-    novelty_weight: float = 1.0
-    working_share: float = 0.2
+    lexical_weight: float = 1.0
+    novelty_weight: float = 0.5
+    working_share: float = 0.1
     edge_decay_rate: float = 0.05
     reinforcement_threshold: int = 3
     graph_depth: int = 2

@@ -68,8 +68,8 @@ class SynapseMemoryRetriever(BaseRetriever):
     Example:
         >>> from synapse_retriever.context import ConversationMemory
         >>> memory = ConversationMemory(":memory:")
-        >>> _ = memory.add_turn("Deploys of app.py fail since Monday.", at=0)
-        >>> _ = memory.add_turn("Cause: the base image of app.py changed.", at=60)
+        >>> _ = memory.add_turn("Deploys of app.py fail since Monday.")
+        >>> _ = memory.add_turn("Cause: the base image of app.py changed.")
         >>> retriever = SynapseMemoryRetriever(memory, similarity_top_k=1)
         >>> [n.node.metadata["origin"] for n in retriever.retrieve("why does app.py fail?")]
         ['both']
