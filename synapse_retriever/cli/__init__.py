@@ -27,6 +27,7 @@ from synapse_retriever.cli.bench_commands import (
     cmd_bench_memory,
     cmd_bench_perf,
     cmd_bench_quality,
+    cmd_bench_retrieve,
 )
 from synapse_retriever.cli.store_commands import (
     HALF_LIFE_BINS,
@@ -250,6 +251,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     assembly.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
     assembly.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    retrieve = benches.add_parser(
+        "retrieve",
+        help="Conversation memory: how fast hybrid retrieval is, and a turn with its graph.",
+        description=(
+            "Add generated conversations of each size to a conversation memory in a real "
+            "SQLite file (background consolidation), timing add_turn with its graph edges; "
+            "then time retrieve(k=10, mode='auto') for their questions (p50, p95); the "
+            "graph's size and the file's bytes per turn, with the hashing embedder."
+        ),
+    )
+    retrieve.set_defaults(handler=cmd_bench_retrieve)
+    retrieve.add_argument(
+        "--turns", type=at_least(1), nargs="+", default=[10_000, 100_000], help="(10000 100000)"
+    )
+    retrieve.add_argument(
+        "--queries", type=at_least(1), default=100, help="retrievals per size (100)"
+    )
+    retrieve.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
+    retrieve.add_argument("--quiet", action="store_true", help="no progress messages")
 
     memory = benches.add_parser(
         "memory",

@@ -233,6 +233,27 @@ def cmd_bench_assembly(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_retrieve(args: argparse.Namespace) -> int:
+    """How fast hybrid retrieval is, what a turn with its graph costs and weighs."""
+    from synapse_retriever.bench.retrieval_speed import markdown_table, run_retrieval_speed
+
+    check_output(args.json)
+    err = console(stderr=True)
+    with err.status("conversations") as status:
+        report = run_retrieval_speed(
+            turns=args.turns,
+            queries=args.queries,
+            progress=lambda text: status.update(text) if not args.quiet else None,
+        )
+    if args.json == "-":
+        print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    print(markdown_table(report))
+    return 0
+
+
 def cmd_bench_memory(args: argparse.Namespace) -> int:
     """Planted facts still in the assembled context much later, against two baselines."""
     from synapse_retriever.bench.memory import (
