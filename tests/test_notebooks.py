@@ -18,6 +18,7 @@ EXPECTED = {
     "quickstart_llamaindex.ipynb",
     "explore_the_graph.ipynb",
     "conversation_memory.ipynb",
+    "conversation_graph.ipynb",
 }
 
 
