@@ -101,6 +101,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "SynapseMemoryMiddleware",  # only with langchain>=1 installed (see below)
         "SynapseMemoryRetriever",
         "SynapseRetriever",
+        "chat_model_mode_detector",
         "chat_model_relation_extractor",
         "chat_model_summarizer",
         "document_id",
@@ -116,6 +117,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "SynapseRecallEvent",
         "SynapseUsageEvent",
         "SynapseUsageHandler",
+        "llm_mode_detector",
         "llm_relation_extractor",
         "llm_summarizer",
         "mark_used",

@@ -20,6 +20,7 @@ from langchain_synapse.embeddings import LangChainEmbedder
 from langchain_synapse.memory import chat_model_summarizer, synapse_trim_messages
 from langchain_synapse.memory_retriever import (
     SynapseMemoryRetriever,
+    chat_model_mode_detector,
     chat_model_relation_extractor,
     retrieval_document,
 )
@@ -27,6 +28,7 @@ from langchain_synapse.memory_retriever import (
 __all__ += [
     "LangChainEmbedder",
     "SynapseMemoryRetriever",
+    "chat_model_mode_detector",
     "chat_model_relation_extractor",
     "chat_model_summarizer",
     "retrieval_document",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -11,10 +12,20 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from synapse_retriever.context import ConversationMemory
-from synapse_retriever.context.graph import PromptRelationExtractor, Retrieval
+from synapse_retriever.context.graph import (
+    MODE_PROMPT,
+    PromptModeDetector,
+    PromptRelationExtractor,
+    Retrieval,
+)
 from synapse_retriever.context.graph.relations import RELATIONS_PROMPT
 
-__all__ = ["SynapseMemoryRetriever", "chat_model_relation_extractor", "retrieval_document"]
+__all__ = [
+    "SynapseMemoryRetriever",
+    "chat_model_mode_detector",
+    "chat_model_relation_extractor",
+    "retrieval_document",
+]
 
 
 def retrieval_document(result: Retrieval) -> Document:
@@ -125,8 +136,32 @@ def chat_model_relation_extractor(
         [Relation(source=2, type='CAUSED_BY', target=1)]
     """
 
+    return PromptRelationExtractor(_completer(model), prompt=prompt)
+
+
+def chat_model_mode_detector(
+    model: BaseLanguageModel[Any], *, prompt: str = MODE_PROMPT
+) -> PromptModeDetector:
+    """A mode detector for :class:`~synapse_retriever.context.ConversationMemory`
+    (``mode_detector=``) that asks ``model`` whether a question is analytical, creative
+    or conversational; an answer naming none falls back to the cue words.
+
+    Args:
+        model: A chat model or LLM, invoked once per ``retrieve(mode="auto")``.
+        prompt: A template with ``{query}``; default: the core's.
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> detector = chat_model_mode_detector(FakeListChatModel(responses=["creative"]))
+        >>> detector.mode("Tell me about the outage.")
+        'creative'
+    """
+    return PromptModeDetector(_completer(model), prompt=prompt)
+
+
+def _completer(model: BaseLanguageModel[Any]) -> Callable[[str], str]:
     def complete(text: str) -> str:
         answer = model.invoke(text)
         return answer if isinstance(answer, str) else answer.text
 
-    return PromptRelationExtractor(complete, prompt=prompt)
+    return complete

@@ -34,8 +34,10 @@ from synapse_retriever.context.graph.entities import (
 from synapse_retriever.context.graph.hybrid import Blended, Retrieval, blend
 from synapse_retriever.context.graph.modes import (
     MODE_ALIASES,
+    MODE_PROMPT,
     MODE_WEIGHTS,
     ModeDetector,
+    PromptModeDetector,
     canonical_mode,
     detect_mode,
     mode_weights,
@@ -62,6 +64,7 @@ __all__ = [
     "ENTITY_KINDS",
     "LINK_TYPES",
     "MODE_ALIASES",
+    "MODE_PROMPT",
     "MODE_WEIGHTS",
     "RELATIONS_PROMPT",
     "Blended",
@@ -69,6 +72,7 @@ __all__ = [
     "Entity",
     "GraphHit",
     "ModeDetector",
+    "PromptModeDetector",
     "PromptRelationExtractor",
     "Relation",
     "RelationExtractor",

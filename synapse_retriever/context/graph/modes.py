@@ -37,15 +37,19 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from synapse_retriever.errors import InvalidValueError
 
 __all__ = [
     "MODE_ALIASES",
+    "MODE_PROMPT",
     "MODE_WEIGHTS",
     "ModeDetector",
+    "PromptModeDetector",
     "canonical_mode",
     "detect_mode",
     "mode_weights",
@@ -56,6 +60,16 @@ MODE_WEIGHTS = {"creative": (0.7, 0.3), "analytical": (0.3, 0.7), "conversationa
 
 MODE_ALIASES = {"exploratory": "creative", "balanced": "conversational"}
 """Other names of the modes, as the design writes them."""
+
+MODE_PROMPT = """\
+Classify the question by what answering it needs. Reply with one word:
+analytical (causes, decisions, fixes, comparisons: what led to what),
+creative (ideas, alternatives, what-ifs: what is alike or new), or
+conversational (anything else).
+
+Question: {query}"""
+
+log = logging.getLogger(__name__)
 
 _ANALYTICAL = re.compile(
     r"\bwhy\b|\bwhat (?:caused|causes|led to|broke|went wrong|happened)\b|\bhow (?:did|do|can) "
@@ -134,3 +148,34 @@ def detect_mode(query: str) -> str:
     if creative > analytical:
         return "creative"
     return "conversational"
+
+
+class PromptModeDetector:
+    """A mode from a language model: any ``prompt -> completion`` callable.
+
+    The first mode name (or alias) in the answer wins; an answer naming none falls back
+    to :func:`detect_mode` (logged), so a model never stops a retrieval. The LangChain and
+    LlamaIndex adapters wrap a chat model or an LLM in one.
+
+    Examples
+    --------
+    >>> PromptModeDetector(lambda prompt: "Analytical.").mode("Tell me about the outage")
+    'analytical'
+    >>> PromptModeDetector(lambda prompt: "No idea!").mode("Any ideas for the party?")
+    'creative'
+    """
+
+    def __init__(self, complete: Callable[[str], str], *, prompt: str = MODE_PROMPT) -> None:
+        self.complete = complete
+        self.prompt = prompt
+
+    def mode(self, query: str) -> str:
+        """The model's mode for ``query``, else the cue words'."""
+        answer = self.complete(self.prompt.format(query=query))
+        names = [*MODE_WEIGHTS, *MODE_ALIASES]
+        found = re.findall(r"[a-z]+", answer.lower()) if isinstance(answer, str) else []
+        for word in found:
+            if word in names:
+                return canonical_mode(word)
+        log.warning("mode detector: no mode in %.200r; using the cue words", answer)
+        return detect_mode(query)

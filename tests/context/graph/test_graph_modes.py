@@ -73,3 +73,18 @@ def test_an_unknown_mode_is_named_in_the_error() -> None:
         canonical_mode("angry")
     with pytest.raises(InvalidValueError, match="got None"):
         canonical_mode(None)  # type: ignore[arg-type]
+
+
+def test_a_model_can_name_the_mode_and_junk_falls_back_to_the_cue_words() -> None:
+    from synapse_retriever.context.graph.modes import PromptModeDetector
+
+    asked: list[str] = []
+
+    def model(prompt: str) -> str:
+        asked.append(prompt)
+        return "I would say: EXPLORATORY."
+
+    assert PromptModeDetector(model).mode("Tell me about the outage") == "creative"
+    assert "Question: Tell me about the outage" in asked[0]
+    assert PromptModeDetector(lambda p: "").mode("Why did it fail?") == "analytical"
+    assert PromptModeDetector(lambda p: None).mode("Thanks!") == "conversational"  # type: ignore[arg-type,return-value]

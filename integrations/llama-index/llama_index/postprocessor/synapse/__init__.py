@@ -34,6 +34,7 @@ from llama_index.postprocessor.synapse.memory import (
 )
 from llama_index.postprocessor.synapse.memory_retriever import (
     SynapseMemoryRetriever,
+    llm_mode_detector,
     llm_relation_extractor,
     retrieval_node,
 )
@@ -42,6 +43,7 @@ __all__ += [
     "LlamaIndexEmbedder",
     "SynapseMemoryBlock",
     "SynapseMemoryRetriever",
+    "llm_mode_detector",
     "llm_relation_extractor",
     "llm_summarizer",
     "retrieval_node",

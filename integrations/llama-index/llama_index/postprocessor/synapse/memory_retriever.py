@@ -9,10 +9,20 @@ from llama_index.core.llms import LLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from synapse_retriever.context import ConversationMemory
-from synapse_retriever.context.graph import PromptRelationExtractor, Retrieval
+from synapse_retriever.context.graph import (
+    MODE_PROMPT,
+    PromptModeDetector,
+    PromptRelationExtractor,
+    Retrieval,
+)
 from synapse_retriever.context.graph.relations import RELATIONS_PROMPT
 
-__all__ = ["SynapseMemoryRetriever", "llm_relation_extractor", "retrieval_node"]
+__all__ = [
+    "SynapseMemoryRetriever",
+    "llm_mode_detector",
+    "llm_relation_extractor",
+    "retrieval_node",
+]
 
 NOTES = ("turn_id", "session", "role", "at", "origin", "mode", "path")
 """Metadata keys a node carries about how it was found, kept out of the LLM's and the
@@ -115,3 +125,18 @@ def llm_relation_extractor(llm: LLM, *, prompt: str = RELATIONS_PROMPT) -> Promp
         []
     """
     return PromptRelationExtractor(lambda text: llm.complete(text).text, prompt=prompt)
+
+
+def llm_mode_detector(llm: LLM, *, prompt: str = MODE_PROMPT) -> PromptModeDetector:
+    """A mode detector for :class:`~synapse_retriever.context.ConversationMemory`
+    (``mode_detector=``) that asks ``llm`` whether a question is analytical, creative or
+    conversational; an answer naming none falls back to the cue words.
+
+    Example:
+        ``MockLLM`` answers with filler text, so the cue words decide; your LLM answers:
+
+        >>> from llama_index.core.llms import MockLLM
+        >>> llm_mode_detector(MockLLM(max_tokens=2)).mode("Why did the build fail?")
+        'analytical'
+    """
+    return PromptModeDetector(lambda text: llm.complete(text).text, prompt=prompt)
