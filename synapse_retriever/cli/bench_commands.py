@@ -357,7 +357,11 @@ def _bench_realmem(args: argparse.Namespace) -> int:
     notes: list[str] = []
     minilm: Embedder | None = None
     if args.no_minilm:
-        notes.append("the MiniLM rows were left out (--no-minilm).")
+        notes.append(
+            "MiniLM was left out (--no-minilm): the hashing embedder retrieves."
+            if args.retrieve
+            else "the MiniLM rows were left out (--no-minilm)."
+        )
     else:
         try:
             minilm = MiniLmEmbedder()
