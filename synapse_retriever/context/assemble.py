@@ -93,7 +93,9 @@ class TurnsView:
     ``condensed(i)`` returns the stored condensation of turn ``i`` or None. ``pinned``
     turns are always FULL; ``groups`` are kept or dropped together; a turn that is not
     ``degradable`` is FULL or dropped; ``fixed_tokens`` are added to a turn's cost at
-    every level (text that is never condensed, e.g. a tool call's arguments).
+    every level (text that is never condensed, e.g. a tool call's arguments); ``related``
+    is each turn's activation by the temporal graph's walk from the query (the relevance
+    pass ranks by it too, with ``graph_weight``).
     """
 
     texts: Sequence[str]
@@ -108,6 +110,7 @@ class TurnsView:
     degradable: Sequence[bool] | None = None
     fixed_tokens: Sequence[int] | None = None
     full_tokens: Sequence[int] | None = None
+    related: FloatArray | None = None
 
 
 def importances(
@@ -358,6 +361,9 @@ def _relevance_pass(
     if config.novelty_weight > 0:
         rankings.append([float(view.surprise[i]) for i in candidates])
         weights.append(config.novelty_weight)
+    if config.graph_weight > 0 and view.related is not None:
+        rankings.append([float(view.related[i]) for i in candidates])
+        weights.append(config.graph_weight)
     order = [candidates[j] for j in rrf_order(rankings, k=config.rrf_k, weights=weights)]
     chunked: dict[int, tuple[Level, str]] = {}
 

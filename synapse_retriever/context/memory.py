@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
+from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
@@ -43,7 +44,7 @@ from synapse_retriever.context.embed import (
     normalized,
 )
 from synapse_retriever.context.graph.edges import reinforced, turn_links
-from synapse_retriever.context.graph.entities import extract_entities
+from synapse_retriever.context.graph.entities import Entity, extract_entities
 from synapse_retriever.context.graph.hybrid import Retrieval, blend
 from synapse_retriever.context.graph.modes import (
     ModeDetector,
@@ -52,7 +53,12 @@ from synapse_retriever.context.graph.modes import (
     mode_weights,
 )
 from synapse_retriever.context.graph.relations import Relation, RelationExtractor
-from synapse_retriever.context.graph.walk import TemporalGraph, graph_search, specificity
+from synapse_retriever.context.graph.walk import (
+    GraphHit,
+    TemporalGraph,
+    graph_search,
+    specificity,
+)
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, EdgeRow, TurnRecord
 from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
@@ -436,6 +442,8 @@ class ConversationMemory:
             self._check_open()
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
+            if self.config.graph_weight > 0 and query is not None and query.strip():
+                view.related = self._related(query, now)
             turns = list(self._turns)
             decisions = plan_context(
                 view,
@@ -549,20 +557,7 @@ class ConversationMemory:
                 turns[i].id: float(similarity[i] * scores[i])
                 for i in [i for i in ranked if keep[i]][: max(20, k)]
             }
-            seeds = {
-                e.node: specificity(self._graph.mentions(e.node), self._graph.turns)
-                for e in entities
-            }
-            seeds.update({f"turn:{turns[i].id}": float(similarity[i]) for i in ranked[:5]})
-            hits = graph_search(
-                self._graph,
-                seeds,
-                now=now,
-                depth=self.config.graph_depth,
-                damping=self.config.graph_damping,
-                fan_out=self.config.graph_fan_out,
-                decay_rate=self.config.edge_decay_rate,
-            )
+            hits = self._walk(entities, similarity, ranked, now)
             paths = {}
             graph_side = {}
             for hit in hits:
@@ -589,6 +584,34 @@ class ConversationMemory:
                 )
                 for b in blended
             ]
+
+    def _related(self, query: str, now: float) -> FloatArray:
+        """Each turn's activation by the graph walk from ``query`` (0 where not reached)."""
+        vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
+        similarity = self._index.similarities(vector)
+        ranked = [int(i) for i in np.argsort(-similarity, kind="stable")[:5] if similarity[i] > 0]
+        related = np.zeros(len(self._turns), dtype=np.float64)
+        for hit in self._walk(extract_entities(query), similarity, ranked, now):
+            related[self._row[hit.turn_id]] = hit.score
+        return related
+
+    def _walk(
+        self, entities: Sequence[Entity], similarity: FloatArray, ranked: Sequence[int], now: float
+    ) -> list[GraphHit]:
+        """The graph walk from the query's entities and its five nearest turns."""
+        seeds = {
+            e.node: specificity(self._graph.mentions(e.node), self._graph.turns) for e in entities
+        }
+        seeds.update({f"turn:{self._turns[i].id}": float(similarity[i]) for i in ranked[:5]})
+        return graph_search(
+            self._graph,
+            seeds,
+            now=now,
+            depth=self.config.graph_depth,
+            damping=self.config.graph_damping,
+            fan_out=self.config.graph_fan_out,
+            decay_rate=self.config.edge_decay_rate,
+        )
 
     def used(self, results: Sequence[Retrieval], at: Clock = None) -> int:
         """Tell the memory these retrieved turns were used: the edges that reached them

@@ -205,3 +205,22 @@ def test_edges_persist_with_the_turn_in_one_transaction(tmp_path: Path) -> None:
         ("turn:2", "name:blue bottle", "MENTIONS"),
     ]
     assert entities == [("file:views.py", "file"), ("name:blue bottle", "name")]
+
+
+def test_assemble_can_rank_by_the_graph_too() -> None:
+    # 100 tokens: without the graph the relevance pass keeps the three turns naming
+    # validate_vat() and fills the rest by the gradient; with graph_weight it keeps the
+    # whole chain, the report (turn 1) and the log reading (turn 2) included, whole.
+    def kept(weight: float) -> dict[int, str]:
+        memory, now = build(config=ContextConfig(graph_weight=weight))
+        with memory:
+            return {t.turn_id: t.level.value for t in memory.assemble(QUESTION, 100, at=now)}
+
+    without, with_graph = kept(0.0), kept(1.0)
+    assert {REPORT, 2} & without.keys() == set()
+    assert all(with_graph.get(turn) == "full" for turn in (REPORT, 2, 3, CAUSE, FIX))
+
+
+def test_graph_weight_is_validated() -> None:
+    with pytest.raises(InvalidValueError, match="graph_weight must be a finite number >= 0"):
+        ContextConfig(graph_weight=-1.0)
