@@ -1,7 +1,7 @@
 """Every constant of conversation memory in one validated, immutable object.
 
 Three presets. The default, ``ContextConfig()``, assembles relevance first: after the
-newest turns (working memory, at most a fifth of the budget), the turns the query needs
+newest turns (working memory, at most a tenth of the budget), the turns the query needs
 go in whole, ranked by fusing BM25, the embedder's similarity and novelty; the
 importance gradient gets what is left (:mod:`~synapse_retriever.context.relevance`). It
 keeps the evidence real questions need (RealMem; see the docs, Benchmarks: Conversation
