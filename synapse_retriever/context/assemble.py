@@ -55,6 +55,8 @@ class AssembledTurn:
         The turn's importance for this query, in [0, 1].
     session : str
         The session the turn was added in.
+    mode : str
+        The processing mode the context was assembled in (``mode="auto"`` resolved).
 
     Examples
     --------
@@ -73,6 +75,7 @@ class AssembledTurn:
     tokens: int
     importance: float
     session: str = ""
+    mode: str = "conversational"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import networkx as nx
 import numpy as np
@@ -43,7 +43,7 @@ from synapse_retriever.context.embed import (
     as_embedder,
     normalized,
 )
-from synapse_retriever.context.graph.edges import reinforced, turn_links
+from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
 from synapse_retriever.context.graph.entities import Entity, extract_entities
 from synapse_retriever.context.graph.hybrid import Retrieval, blend
 from synapse_retriever.context.graph.modes import (
@@ -407,7 +407,10 @@ class ConversationMemory:
         at : datetime, float or None
             The time of the query (wall-clock recency; default now).
         mode : str, optional
-            ``analytical``, ``creative`` or ``conversational`` (its temperature).
+            ``analytical``, ``creative`` or ``conversational`` (its temperature), an alias
+            (``exploratory``, ``balanced``), or ``auto`` (the mode detector's choice, as
+            in :meth:`retrieve`); default: the configured mode. Each assembled turn says
+            which (``AssembledTurn.mode``).
         turn_overhead : int
             Tokens the caller's formatting adds to each kept turn (a role label, a
             separator); the texts plus this per kept turn fit ``budget_tokens``.
@@ -437,7 +440,10 @@ class ConversationMemory:
         if turn_overhead < 0:
             raise InvalidValueError(f"turn_overhead must be >= 0, got {turn_overhead}")
         now = to_seconds(at)
-        self.config.temperature(mode)  # validates the mode
+        with self._lock:
+            self._check_open()
+        mode = self._mode(query, mode) or self.config.mode
+        self.config.temperature(mode)  # validates the mode against the configured ones
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             view = self._view()
@@ -465,6 +471,7 @@ class ConversationMemory:
                 d.tokens,
                 d.importance,
                 turns[d.index].session,
+                mode,
             )
             for d in decisions
         ]
@@ -527,11 +534,9 @@ class ConversationMemory:
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
         if k < 1:
             raise InvalidValueError(f"k must be >= 1, got {k}")
-        if mode == "auto":
-            detected = self.mode_detector.mode(query) if self.mode_detector else detect_mode(query)
-            used_mode = canonical_mode(detected)
-        else:
-            used_mode = canonical_mode(mode)
+        with self._lock:
+            self._check_open()
+        used_mode = self._mode(query, mode) or self.config.mode
         allowed = None if sessions is None else _session_set(sessions)
         blend_weights = mode_weights(used_mode) if weights is None else _weights(weights)
         now = to_seconds(at)
@@ -561,8 +566,8 @@ class ConversationMemory:
             paths = {}
             graph_side = {}
             for hit in hits:
-                row = self._row[hit.turn_id]
-                if keep[row]:
+                row = self._row.get(hit.turn_id, -1)
+                if row >= 0 and keep[row]:
                     graph_side[hit.turn_id] = hit.score * float(scores[row])
                     paths[hit.turn_id] = tuple((e.source, e.type, e.target) for e in hit.path)
             if blend_weights[0] == 0:
@@ -584,6 +589,16 @@ class ConversationMemory:
                 )
                 for b in blended
             ]
+
+    def _mode(self, query: str | None, mode: str | None) -> str | None:
+        """``mode`` resolved: ``"auto"`` asks the detector, an alias becomes its mode."""
+        if mode is None:
+            return None
+        if mode == "auto":
+            text = query or ""
+            detected = self.mode_detector.mode(text) if self.mode_detector else detect_mode(text)
+            return canonical_mode(detected)
+        return canonical_mode(mode)
 
     def _related(self, query: str, now: float) -> FloatArray:
         """Each turn's activation by the graph walk from ``query`` (0 where not reached)."""
@@ -617,6 +632,8 @@ class ConversationMemory:
         """Tell the memory these retrieved turns were used: the edges that reached them
         count one traversal each, and strengthen every ``reinforcement_threshold``
         traversals (their clock restarts then). One transaction; returns the edges touched.
+        A result this memory did not return (another memory's, or made by hand) raises
+        InvalidValueError before anything is written.
 
         Examples
         --------
@@ -639,11 +656,13 @@ class ConversationMemory:
                     raise InvalidTypeError(
                         f"results must be Retrieval objects, got {type(result).__name__}"
                     )
-                for step in result.path:
-                    source, kind, target = step
-                    edge = self._graph.edges.get((source, target, kind)) or self._graph.edges.get(
-                        (target, source, kind)
+                row = self._row.get(result.turn_id)
+                if row is None or self._turns[row].text != result.text:
+                    raise InvalidValueError(
+                        f"result for turn {result.turn_id} was not retrieved from this memory"
                     )
+                for source, kind, target in result.path:
+                    edge = self._graph.edges.get((source, target, kind))
                     if edge is None or edge.key in changed:
                         continue
                     count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
@@ -765,13 +784,17 @@ class ConversationMemory:
                 if scores[i] > config.consolidation_threshold and self._turns[i].chunks is None
             ]
             window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
+            first = next(
+                (i for i, t in enumerate(self._turns) if t.id > self._relations_through), n
+            )
             unread = (
-                [(t.id, t.role, t.text) for t in self._turns[-_RELATION_WINDOW:]
-                 if t.id > self._relations_through]
-                if self.relations is not None else []
+                [(t.id, t.role, t.text) for t in self._turns[max(0, first - _CONTEXT_TURNS) :]]
+                if self.relations is not None and first < n else []
             )  # fmt: skip
+            known = frozenset(self._row)
+            at = {t.id: t.at for t in self._turns[max(0, first - _CONTEXT_TURNS) :]}
             last_id = self._turns[-1].id
-        linked = self._extract_relations(unread)
+        linked = self._extract_relations(unread, known, at)
         condensed = [
             (turn_id, self.summarizer.condense(
                 text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
@@ -794,12 +817,15 @@ class ConversationMemory:
         with self._lock:
             if self._closed:
                 return
+            nodes, edges = linked
             self._storage.consolidate(
-                [(turn_id, c.chunks, c.summary) for turn_id, c in condensed], boosts, themes, n
+                [(turn_id, c.chunks, c.summary) for turn_id, c in condensed],
+                boosts,
+                themes,
+                n,
+                graph=(nodes, edges, last_id) if self.relations is not None else None,
             )
             if self.relations is not None:
-                nodes, edges = linked
-                self._storage.add_graph(nodes, edges, last_id, key="relations_through")
                 self._add_to_graph(nodes, edges)
                 self._relations_through = last_id
             by_id = {
@@ -812,33 +838,44 @@ class ConversationMemory:
             self._consolidated_through = n
 
     def _extract_relations(
-        self, unread: Sequence[tuple[int, str, str]]
+        self,
+        unread: Sequence[tuple[int, str, str]],
+        known: frozenset[int],
+        at: dict[int, float],
     ) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
         """The relation extractor's proposals for the turns not read yet, as graph rows.
 
-        Runs outside the lock (a model may be slow); an extractor that raises is logged
-        and skipped, like a malformed answer: consolidation goes on without its edges.
+        The turns go in windows of :data:`_RELATION_WINDOW`, each after the
+        :data:`_CONTEXT_TURNS` before it (so a cause just before a window can be named).
+        Runs outside the lock (a model may be slow). A proposal is kept only if its type is
+        a link type (or MENTIONS of a thing), each end a known turn id or a ``kind:key``
+        node that is not a turn; anything else, and an extractor that raises, is logged
+        and skipped: consolidation goes on without those edges.
         """
         if self.relations is None or not unread:
             return [], []
-        try:
-            proposed = list(self.relations.relations(list(unread)))
-        except Exception:
-            log.warning("relation extractor failed; its turns stay unlinked", exc_info=True)
-            return [], []
-        at = {turn_id: when for turn_id, when in ((t.id, t.at) for t in self._turns)}
+        proposed: list[object] = []
+        step = _RELATION_WINDOW
+        start = next((i for i, t in enumerate(unread) if t[0] > self._relations_through), 0)
+        for begin in range(start, len(unread), step):
+            window = list(unread[max(0, begin - _CONTEXT_TURNS) : begin + step])
+            try:
+                proposed.extend(self.relations.relations(window))
+            except Exception:
+                log.warning("relation extractor failed; its turns stay unlinked", exc_info=True)
         nodes: list[tuple[str, str, str]] = []
         edges: list[EdgeRow] = []
         for relation in proposed:
-            if not isinstance(relation, Relation):
-                log.warning("relation extractor returned %r, skipped", relation)
+            ends = _relation_ends(relation, known)
+            if ends is None:
+                log.warning("relation extractor proposed %.200r, skipped", relation)
                 continue
-            ends = [
-                f"turn:{end}" if isinstance(end, int) else end
-                for end in (relation.source, relation.target)
-            ]
-            stamp = max((at.get(end, 0.0) for end in (relation.source, relation.target)
-                         if isinstance(end, int)), default=self._turns[-1].at)  # fmt: skip
+            assert isinstance(relation, Relation)  # _relation_ends checked it
+            stamp = max(
+                (at.get(end, 0.0) for end in (relation.source, relation.target)
+                 if isinstance(end, int)),
+                default=max(at.values()),
+            )  # fmt: skip
             for end in ends:
                 if not end.startswith("turn:") and end not in self._labels:
                     kind, _, label = end.partition(":")
@@ -856,7 +893,36 @@ class ConversationMemory:
 
 
 _RELATION_WINDOW = 50
-"""The most turns one consolidation shows the relation extractor (the newest unread)."""
+"""The most unread turns the relation extractor reads at once."""
+
+_CONTEXT_TURNS = 5
+"""Turns already read shown before each window, for context."""
+
+
+def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] | None:
+    """A proposed relation's two nodes, or None if it cannot be stored as it is."""
+    if not isinstance(relation, Relation):
+        return None
+    if relation.type not in LINK_TYPES and relation.type != "MENTIONS":
+        return None
+    ends: list[str] = []
+    for end in (relation.source, relation.target):
+        if isinstance(end, bool):
+            return None
+        if isinstance(end, int):
+            if end not in known:
+                return None
+            ends.append(f"turn:{end}")
+        elif isinstance(end, str):
+            kind, sep, key = end.partition(":")
+            if not sep or not kind or not key.strip() or kind == "turn" or len(end) > 300:
+                return None
+            ends.append(end)
+        else:
+            return None
+    if ends[0] == ends[1] or (relation.type == "MENTIONS" and not ends[0].startswith("turn:")):
+        return None
+    return ends[0], ends[1]
 
 
 class _Stored:
@@ -890,10 +956,13 @@ def _check_turn(text: object, role: object, session: object) -> None:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
 
 
-def _session_set(sessions: Sequence[str]) -> frozenset[str]:
-    if isinstance(sessions, str) or not all(isinstance(s, str) for s in sessions):
+def _session_set(sessions: object) -> frozenset[str]:
+    if isinstance(sessions, (str, bytes)) or not isinstance(sessions, Iterable):
         raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r}")
-    return frozenset(sessions)
+    names = list(sessions)  # a generator is read once
+    if not all(isinstance(s, str) for s in names):
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {names!r}")
+    return frozenset(names)
 
 
 def _weights(weights: object) -> tuple[float, float]:

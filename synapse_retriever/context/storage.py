@@ -367,10 +367,15 @@ class ContextStorage:
         boosts: Sequence[tuple[int, float]],
         themes: Sequence[str],
         through: int,
+        *,
+        graph: tuple[Sequence[EntityRow], Sequence[EdgeRow], int] | None = None,
     ) -> None:
         """One consolidation, atomically: (id, chunks, summary) rows, (id, boost) rows, the
-        replay's themes, and how many turns it covered."""
+        replay's themes, how many turns it covered and, if given, the relations it found
+        (entity rows, edge rows, and the last turn id they cover)."""
         with self._write() as db:
+            if graph is not None:
+                self._link(db, graph[0], graph[1], graph[2], "relations_through")
             db.executemany(
                 "UPDATE context_turns SET chunks = ?, summary = ? WHERE id = ?",
                 [(chunks, summary, turn_id) for turn_id, chunks, summary in condensed],

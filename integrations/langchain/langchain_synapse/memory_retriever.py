@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field
 
 from synapse_retriever.context import ConversationMemory
@@ -113,19 +116,20 @@ class SynapseMemoryRetriever(BaseRetriever):
 
 
 def chat_model_relation_extractor(
-    model: BaseLanguageModel[Any], *, prompt: str = RELATIONS_PROMPT
+    model: BaseLanguageModel[Any], *, prompt: str = RELATIONS_PROMPT, structured: bool = True
 ) -> PromptRelationExtractor:
     """A relation extractor for :class:`~synapse_retriever.context.ConversationMemory`
     (``relations=``) that asks ``model`` which turns caused, solved or relate to which,
     and what was decided (in the background consolidation).
 
-    The model is asked for JSON; with a model that supports structured output, pass
-    ``model.with_structured_output(method="json_mode")`` yourself if you prefer. An
-    answer that is not the JSON asked for is logged and skipped.
+    A chat model with structured output answers in :data:`RELATIONS_SCHEMA`
+    (``with_structured_output``); another model (or one without it) is asked for JSON
+    text. An answer that is not the JSON asked for is logged and skipped.
 
     Args:
-        model: A chat model or LLM, invoked once per consolidation.
+        model: A chat model or LLM, invoked once per window of turns.
         prompt: A template with ``{turns}``; default: the core's.
+        structured: Use the model's structured output where it has one (default True).
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
@@ -136,7 +140,26 @@ def chat_model_relation_extractor(
         [Relation(source=2, type='CAUSED_BY', target=1)]
     """
 
-    return PromptRelationExtractor(_completer(model), prompt=prompt)
+    plain = _completer(model)
+    if not structured:
+        return PromptRelationExtractor(plain, prompt=prompt)
+    try:
+        shaped: Callable[[str], str] | None = _completer(
+            model.with_structured_output(RELATIONS_SCHEMA)
+        )
+    except (NotImplementedError, AttributeError, TypeError, ValueError):
+        shaped = None
+
+    def complete(text: str) -> str:
+        nonlocal shaped
+        if shaped is not None:
+            try:
+                return shaped(text)
+            except (NotImplementedError, AttributeError, TypeError):
+                shaped = None  # no structured output after all: JSON text from now on
+        return plain(text)
+
+    return PromptRelationExtractor(complete, prompt=prompt)
 
 
 def chat_model_mode_detector(
@@ -159,9 +182,51 @@ def chat_model_mode_detector(
     return PromptModeDetector(_completer(model), prompt=prompt)
 
 
-def _completer(model: BaseLanguageModel[Any]) -> Callable[[str], str]:
+def _completer(model: Runnable[Any, Any]) -> Callable[[str], str]:
+    """``prompt -> text`` from a model: a string, a message's text, or structured output
+    (a dict or a pydantic object) as JSON."""
+
     def complete(text: str) -> str:
         answer = model.invoke(text)
-        return answer if isinstance(answer, str) else answer.text
+        if isinstance(answer, str):
+            return answer
+        if isinstance(answer, BaseMessage):
+            return answer.text
+        if isinstance(answer, dict):
+            return json.dumps(answer)
+        if hasattr(answer, "model_dump"):
+            return json.dumps(answer.model_dump())
+        return str(getattr(answer, "text", answer))
 
     return complete
+
+
+RELATIONS_SCHEMA: dict[str, Any] = {
+    "title": "relations",
+    "description": "How conversation turns relate, and what they decided.",
+    "type": "object",
+    "properties": {
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "source": {"type": ["integer", "string"]},
+                    "type": {"type": "string", "enum": ["CAUSED_BY", "SOLVED_BY", "RELATES_TO"]},
+                    "target": {"type": ["integer", "string"]},
+                },
+                "required": ["source", "type", "target"],
+            },
+        },
+        "decisions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"turn": {"type": "integer"}, "decision": {"type": "string"}},
+                "required": ["turn", "decision"],
+            },
+        },
+    },
+    "required": ["relations", "decisions"],
+}
+"""The JSON schema a chat model with structured output answers in."""

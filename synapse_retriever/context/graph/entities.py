@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ENTITY_KINDS", "Entity", "extract_entities", "singular"]
+__all__ = ["ENTITY_KINDS", "MAX_CHARS", "Entity", "extract_entities", "singular"]
 
 ENTITY_KINDS = ("file", "code", "date", "quantity", "quoted", "name")
 """The kinds of entity the deterministic extractor finds, in the order it looks."""
@@ -73,15 +73,15 @@ _UNITS = (
     "kb|mb|gb|tb|kib|mib|gib|tib|b|bytes?|kg|g|mg|lbs?|km|m|cm|mm|miles?|mi|"
     "usd|eur|gbp|dollars?|euros?|k|x|px|rpm|qps|rps|hz|khz|mhz|ghz|°c|°f|tokens?"
 )
+_NUMBER = r"(?<![\d,.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # 1,200 or 1200 or 1.5
 _QUANTITY = re.compile(
-    rf"[$€£]\s?\d[\d,]*(?:\.\d+)?[kKmM]?\b"
-    rf"|\b\d[\d,]*(?:\.\d+)?\s?(?:%|(?:{_UNITS})\b)",
+    rf"[$€£]\s?{_NUMBER}[kKmM]?\b|{_NUMBER}\s?(?:%|(?:{_UNITS})\b)",
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"`([^`\n]{1,60})`|\"([^\"\n]{1,60})\"|“([^”\n]{1,60})”|'([^'\n]{2,60})'")
-_NAME = re.compile(
-    r"\b[A-Z][\w'-]*[a-z0-9][\w'-]*(?:\s+(?:of\s+(?:the\s+)?|the\s+)?[A-Z][\w'-]*\w)+"
-)
+_UPPER, _LOWER = "A-ZÀ-ÖØ-Þ", "a-zß-öø-ÿ"  # Latin letters, accented ones included
+_WORD = rf"[{_UPPER}](?:[{_LOWER}0-9]|['-][{_UPPER}{_LOWER}])[\w'-]{{0,40}}\b"  # not ALL CAPS
+_NAME = re.compile(rf"\b{_WORD}(?:\s+(?:of\s+(?:the\s+)?|the\s+)?{_WORD})+")
 _LEADING_TEXT = (
     "a an the i we you he she it they my our your his her their this that these those "
     "if when where what why how who which so but and or then also hi hey hello thanks "
@@ -111,6 +111,10 @@ _MONTH_NUMBER = {
     for name in names
 }
 _MAX_QUOTED_WORDS = 5
+
+MAX_CHARS = 20_000
+"""Only a text's first this-many characters are read for entities (a pasted log or file
+can be megabytes; what a turn is about is named early)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,9 @@ def _date_key(surface: str) -> str:
     words = text.split()
     month = next(_MONTH_NUMBER[w] for w in words if w in _MONTH_NUMBER)
     numbers = [int(re.sub(r"\D", "", w)) for w in words if re.sub(r"\D", "", w)]
-    day = next(n for n in numbers if n <= 31)
+    day = next((n for n in numbers if 1 <= n <= 31), None)
+    if day is None:
+        return ""  # "May 40", "0 May": not a date
     years = [n for n in numbers if n > 31]
     if years:
         return f"{years[0]:04d}-{month:02d}-{day:02d}"
@@ -203,7 +209,8 @@ def extract_entities(text: str) -> list[Entity]:
     Returns
     -------
     list of Entity
-        One per distinct node (``kind:key``), at its first mention.
+        One per distinct node (``kind:key``), at its first mention, from the first
+        :data:`MAX_CHARS` characters.
 
     Examples
     --------
@@ -217,6 +224,7 @@ def extract_entities(text: str) -> list[Entity]:
     >>> [e.node for e in extract_entities("The budget is $20/month, with a 30% buffer.")]
     ['quantity:20 usd', 'quantity:30 %']
     """
+    text = text[:MAX_CHARS]
     taken = bytearray(len(text))
     found: list[tuple[int, Entity]] = []
     seen: set[str] = set()
@@ -255,8 +263,9 @@ def extract_entities(text: str) -> list[Entity]:
         if claim(match.start(), match.end()):
             add(match.start(), Entity("code", surface.removesuffix("()").lower(), surface))
     for match in _DATE.finditer(text):
-        if claim(match.start(), match.end()):
-            add(match.start(), Entity("date", _date_key(match.group(0)), match.group(0)))
+        key = _date_key(match.group(0))
+        if key and claim(match.start(), match.end()):
+            add(match.start(), Entity("date", key, match.group(0)))
     for match in _QUANTITY.finditer(text):
         if claim(match.start(), match.end()):
             add(match.start(), Entity("quantity", _quantity_key(match.group(0)), match.group(0)))

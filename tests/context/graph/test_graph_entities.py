@@ -77,3 +77,29 @@ def test_any_text_gives_distinct_nodes_of_known_kinds(text: str) -> None:
     assert len({e.node for e in found}) == len(found)
     assert all(e.kind in ENTITY_KINDS and e.key for e in found)
     assert all(e.surface in text for e in found)
+
+
+def test_numbers_that_are_no_day_are_no_date() -> None:
+    # "May 40" and "0 May" are not dates (they used to stop add_turn); "may" is a verb too
+    assert nodes("Sales in May 40 percent up; it may 45 times; 0 May") == []
+    assert nodes("see you May 3") == ["date:may 3"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1," * 10_000,  # a quantity pattern that rescanned from every digit
+        "[" + ", ".join(str(i) for i in range(3000)) + "]",
+        "Q" + "a" * 16_000,  # one long capitalised token
+        "a." * 10_000 + "!",
+        "a/" * 10_000 + "!",
+        '"' * 20_000,
+        "Aa " * 7_000,
+    ],
+    ids=["commas", "json ints", "long token", "dots", "slashes", "quotes", "names"],
+)
+def test_hostile_texts_are_read_in_one_pass(text: str) -> None:
+    # Each took seconds to minutes with backtracking patterns; now milliseconds. No time
+    # is asserted: a regression shows as a test that does not end.
+    found = extract_entities(text * 3)  # past MAX_CHARS: only the start is read
+    assert len(found) <= len(text)

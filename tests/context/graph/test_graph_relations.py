@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from synapse_retriever.context import ConversationMemory
+from synapse_retriever.context import ContextConfig, ConversationMemory
 from synapse_retriever.context.graph.relations import (
     PromptRelationExtractor,
     Relation,
@@ -176,3 +176,63 @@ def test_a_failing_model_never_stops_a_turn_or_a_consolidation(
 def test_an_extractor_without_relations_is_refused() -> None:
     with pytest.raises(TypeError, match="relations must have relations"):
         ConversationMemory(":memory:", relations=object())  # type: ignore[arg-type]
+
+
+class Custom:
+    """A relation extractor that is not PromptRelationExtractor: nothing checks it upstream."""
+
+    def __init__(self, proposals: list[object]) -> None:
+        self.proposals = proposals
+        self.windows: list[list[int]] = []
+
+    def relations(self, turns: Sequence[tuple[int, str, str]]) -> list[object]:
+        self.windows.append([turn_id for turn_id, _, _ in turns])
+        return self.proposals if len(self.windows) == 1 else []
+
+
+def test_a_custom_extractors_bad_relations_are_skipped_not_stored(tmp_path: Path) -> None:
+    bad = [
+        Relation(999, "CAUSED_BY", 1),  # no such turn
+        Relation("turn:abc", "RELATES_TO", 1),  # a turn node by hand
+        Relation(1, "LOVES", 2),
+        Relation(1, "RELATES_TO", "no kind"),
+        Relation("topic:x", "MENTIONS", 1),  # only a turn mentions
+        Relation(True, "CAUSED_BY", 2),  # type: ignore[arg-type]
+        "turn 1 caused turn 2",
+    ]
+    good = Relation(1, "CAUSED_BY", 2)
+    path = tmp_path / "chat.db"
+    memory = ConversationMemory(path, relations=Custom([*bad, good]), background=False)  # type: ignore[arg-type]
+    fill(memory)
+    memory.consolidate()
+    memory.close()
+    with ConversationMemory(path) as reopened:
+        graph = reopened.graph(at=240)
+        reopened.retrieve("why did the exports time out?", at=240)  # no KeyError
+    typed = [
+        (u, v, t) for u, v, t in graph.edges(keys=True) if t not in ("FOLLOWED_BY", "MENTIONS")
+    ]
+    assert typed == [("turn:1", "turn:2", "CAUSED_BY")]
+    assert "turn:999" not in graph and "turn:abc" not in graph
+
+
+def test_every_unread_turn_is_read_in_windows_with_context() -> None:
+    extractor = Custom([])
+    memory = ConversationMemory(
+        ":memory:",
+        relations=extractor,  # type: ignore[arg-type]
+        background=False,
+        config=ContextConfig(consolidation_interval=120),
+    )
+    for i in range(120):
+        memory.add_turn(f"turn {i} about the build", at=float(i))
+    memory.consolidate()
+    seen = {turn_id for window in extractor.windows for turn_id in window}
+    assert seen == set(range(1, 121))
+    assert [len(w) for w in extractor.windows] == [50, 55, 25]  # 5 turns of context before
+    assert extractor.windows[1][:5] == [46, 47, 48, 49, 50]
+    for i in range(120, 130):
+        memory.add_turn(f"turn {i}", at=float(i))
+    memory.consolidate()
+    assert extractor.windows[-1] == list(range(116, 131))  # 5 read, then the 10 new
+    memory.close()

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from synapse_retriever.context import ContextConfig, ConversationMemory
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
 BUG = [
     ("user", "Checkout started returning HTTP 500 for EU customers this morning."),
@@ -224,3 +224,81 @@ def test_assemble_can_rank_by_the_graph_too() -> None:
 def test_graph_weight_is_validated() -> None:
     with pytest.raises(InvalidValueError, match="graph_weight must be a finite number >= 0"):
         ContextConfig(graph_weight=-1.0)
+
+
+def test_used_refuses_another_memorys_results_and_follows_edges_as_they_are() -> None:
+    import dataclasses
+
+    first, now = build()
+    other, _ = build()
+    with first, other:
+        results = first.retrieve(QUESTION, k=5, mode="analytical", at=now)
+        foreign = dataclasses.replace(results[0], text="something else entirely")
+        with pytest.raises(InvalidValueError, match="was not retrieved from this memory"):
+            other.used([foreign], at=now)
+        with pytest.raises(InvalidValueError, match="turn 999"):
+            other.used([dataclasses.replace(results[0], turn_id=999)], at=now)
+        # a path written backwards names no edge: nothing is reinforced
+        backwards = dataclasses.replace(results[0], path=(("turn:2", "FOLLOWED_BY", "turn:1"),))
+        assert first.used([backwards], at=now) == 0
+
+
+def test_sessions_may_be_any_iterable_read_once() -> None:
+    memory, now = build(split=True)
+    with memory:
+        from_generator = memory.retrieve(QUESTION, k=5, at=now, sessions=(s for s in ["incident"]))
+        from_list = memory.retrieve(QUESTION, k=5, at=now, sessions=["incident"])
+    assert [r.turn_id for r in from_generator] == [r.turn_id for r in from_list] != []
+
+
+def test_a_closed_memory_refuses_before_asking_the_detector() -> None:
+    asked: list[str] = []
+
+    class Detector:
+        def mode(self, query: str) -> str:
+            asked.append(query)
+            return "analytical"
+
+    memory, now = build(mode_detector=Detector())
+    memory.close()
+    for query in (QUESTION, "   "):
+        with pytest.raises(SynapseError, match="closed"):
+            memory.retrieve(query, at=now)
+    assert asked == []
+
+
+def test_assemble_resolves_auto_and_aliases_and_says_which_mode() -> None:
+    memory, now = build()
+    with memory:
+        auto = memory.assemble(QUESTION, 200, at=now, mode="auto")
+        balanced = memory.assemble(QUESTION, 200, at=now, mode="balanced")
+        default = memory.assemble(QUESTION, 200, at=now)
+        with pytest.raises(InvalidValueError, match="got 'angry'"):
+            memory.assemble(QUESTION, 200, at=now, mode="angry")
+    assert {t.mode for t in auto} == {"analytical"}
+    assert {t.mode for t in balanced} == {t.mode for t in default} == {"conversational"}
+
+
+def test_a_turn_and_its_edges_are_written_together_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever.context.storage import ContextStorage
+
+    path = tmp_path / "chat.db"
+    memory, _ = build(path)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(ContextStorage, "_link", broken)
+    with pytest.raises((SynapseError, sqlite3.Error)):
+        memory.add_turn("validate_vat() is fixed now.", at=20_000)
+    monkeypatch.undo()
+    assert len(memory) == len(BUG) + len(CHATTER)
+    memory.close()
+    with sqlite3.connect(path) as db:
+        turns = db.execute("SELECT COUNT(*) FROM context_turns").fetchone()[0]
+        edges = db.execute(
+            "SELECT COUNT(*) FROM context_edges WHERE source = 'turn:18' OR target = 'turn:18'"
+        ).fetchone()[0]
+    assert (turns, edges) == (len(BUG) + len(CHATTER), 0)

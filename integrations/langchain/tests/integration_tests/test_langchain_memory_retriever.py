@@ -87,3 +87,37 @@ def test_a_chat_model_extracts_relations_in_consolidation() -> None:
     memory.consolidate()
     assert memory.graph().has_edge("turn:1", "turn:5", key="SOLVED_BY")
     memory.close()
+
+
+def test_structured_output_is_used_where_the_model_has_it() -> None:
+    from langchain_core.runnables import RunnableLambda
+    from langchain_synapse.memory_retriever import RELATIONS_SCHEMA
+
+    class StructuredModel(FakeListChatModel):
+        """A chat model whose structured output answers the schema with a dict."""
+
+        def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            assert schema is RELATIONS_SCHEMA
+            return RunnableLambda(
+                lambda prompt: {
+                    "relations": [{"source": 1, "type": "SOLVED_BY", "target": 5}],
+                    "decisions": [{"turn": 5, "decision": "use vies_client"}],
+                }
+            )
+
+    memory = filled(relations=chat_model_relation_extractor(StructuredModel(responses=["x"])))
+    memory.consolidate()
+    graph = memory.graph()
+    memory.close()
+    assert graph.has_edge("turn:1", "turn:5", key="SOLVED_BY")
+    assert graph.has_edge("turn:5", "decision:use vies_client", key="MENTIONS")
+
+
+def test_a_model_that_answers_the_mode_is_asked() -> None:
+    from langchain_synapse import chat_model_mode_detector
+
+    detector = chat_model_mode_detector(FakeListChatModel(responses=["analytical"]))
+    memory = filled(mode_detector=detector)
+    results = memory.retrieve("tell me about checkout", k=2)
+    memory.close()
+    assert {r.mode for r in results} == {"analytical"}
