@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from llama_index.core.llms import MockLLM
+from llama_index.core.llms import (
+    CompletionResponse,
+    CompletionResponseGen,
+    CustomLLM,
+    LLMMetadata,
+    MockLLM,
+)
+from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.postprocessor.synapse import SynapseMemoryRetriever, llm_relation_extractor
@@ -68,3 +76,48 @@ def test_an_llm_that_does_not_answer_json_adds_no_relation() -> None:
     kinds = {t for _, _, t in memory.graph().edges(keys=True)}
     memory.close()
     assert kinds == {"FOLLOWED_BY", "MENTIONS"}
+
+
+class JsonLLM(CustomLLM):
+    """An LLM that answers every prompt with one JSON object, and keeps the prompts."""
+
+    answer: str = '{"relations": [{"source": 1, "type": "SOLVED_BY", "target": 5}]}'
+    prompts: list[str] = []  # noqa: RUF012 (a pydantic field)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata()
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        return CompletionResponse(text=self.answer)
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        raise NotImplementedError
+
+
+def test_an_llm_answers_relations_through_structured_predict() -> None:
+    llm = JsonLLM(prompts=[])
+    memory = filled(relations=llm_relation_extractor(llm))
+    memory.consolidate()
+    graph = memory.graph()
+    memory.close()
+    assert graph.has_edge("turn:1", "turn:5", key="SOLVED_BY")
+    assert len(llm.prompts) == 1 and "schema" in llm.prompts[0]  # the structured path
+    plain = JsonLLM(prompts=[])
+    memory = filled(relations=llm_relation_extractor(plain, structured=False))
+    memory.consolidate()
+    memory.close()
+    assert "schema" not in plain.prompts[0]
+
+
+def test_a_model_names_the_mode() -> None:
+    from llama_index.postprocessor.synapse import llm_mode_detector
+
+    memory = filled(mode_detector=llm_mode_detector(JsonLLM(answer="creative", prompts=[])))
+    with memory:
+        assert {r.mode for r in memory.retrieve("the checkout bug", k=2)} == {"creative"}

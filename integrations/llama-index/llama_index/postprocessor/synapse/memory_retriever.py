@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from pydantic import BaseModel, Field
 
 from synapse_retriever.context import ConversationMemory
 from synapse_retriever.context.graph import (
@@ -110,10 +113,38 @@ class SynapseMemoryRetriever(BaseRetriever):
         return [retrieval_node(result) for result in results]
 
 
-def llm_relation_extractor(llm: LLM, *, prompt: str = RELATIONS_PROMPT) -> PromptRelationExtractor:
+class _Link(BaseModel):
+    """One relation as the model states it."""
+
+    source: int | str
+    type: str
+    target: int | str
+
+
+class _Decision(BaseModel):
+    """One decision and the turn that records it."""
+
+    turn: int
+    decision: str
+
+
+class _Relations(BaseModel):
+    """The structured answer: relations among the turns, and decisions."""
+
+    relations: list[_Link] = Field(default_factory=list)
+    decisions: list[_Decision] = Field(default_factory=list)
+
+
+def llm_relation_extractor(
+    llm: LLM, *, prompt: str = RELATIONS_PROMPT, structured: bool = True
+) -> PromptRelationExtractor:
     """A relation extractor for :class:`~synapse_retriever.context.ConversationMemory`
     (``relations=``) that asks ``llm`` which turns caused, solved or relate to which, and
-    what was decided (in the background consolidation). An answer that is not the JSON
+    what was decided (in the background consolidation).
+
+    With ``structured`` (the default) the LLM answers through ``structured_predict`` (a
+    function-calling LLM fills the schema; another is given the schema and parsed); an
+    answer that does not parse is asked again as plain text, and one that is not the JSON
     asked for is logged and skipped.
 
     Example:
@@ -124,7 +155,18 @@ def llm_relation_extractor(llm: LLM, *, prompt: str = RELATIONS_PROMPT) -> Promp
         >>> extractor.relations([(1, "user", "The image changed."), (2, "user", "Deploys fail.")])
         []
     """
-    return PromptRelationExtractor(lambda text: llm.complete(text).text, prompt=prompt)
+    template = PromptTemplate("{text}")
+
+    def complete(text: str) -> str:
+        if structured:
+            try:
+                answer = llm.structured_predict(_Relations, template, text=text)
+                return json.dumps(answer.model_dump())
+            except (ValueError, NotImplementedError, TypeError):
+                pass  # the model's answer did not parse: ask for JSON text
+        return llm.complete(text).text
+
+    return PromptRelationExtractor(complete, prompt=prompt)
 
 
 def llm_mode_detector(llm: LLM, *, prompt: str = MODE_PROMPT) -> PromptModeDetector:
