@@ -784,15 +784,15 @@ class ConversationMemory:
                 if scores[i] > config.consolidation_threshold and self._turns[i].chunks is None
             ]
             window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
-            first = next(
-                (i for i, t in enumerate(self._turns) if t.id > self._relations_through), n
-            )
-            unread = (
-                [(t.id, t.role, t.text) for t in self._turns[max(0, first - _CONTEXT_TURNS) :]]
-                if self.relations is not None and first < n else []
-            )  # fmt: skip
-            known = frozenset(self._row)
-            at = {t.id: t.at for t in self._turns[max(0, first - _CONTEXT_TURNS) :]}
+            unread: list[tuple[int, str, str]] = []
+            known: frozenset[int] = frozenset()
+            at: dict[int, float] = {}
+            if self.relations is not None:
+                first = self._row.get(self._relations_through, -1) + 1  # ids only grow
+                context = self._turns[max(0, first - _CONTEXT_TURNS) :]
+                unread = [(t.id, t.role, t.text) for t in context] if first < n else []
+                known = frozenset(self._row)
+                at = {t.id: t.at for t in context}
             last_id = self._turns[-1].id
         linked = self._extract_relations(unread, known, at)
         condensed = [
