@@ -330,6 +330,21 @@ def _whole(turns: Sequence[Turn], tokens: Sequence[int], kept: Iterable[int]) ->
     return [Item(turns[i].session, "full", turns[i].text, tokens[i]) for i in kept]
 
 
+def _query_entry(persona: Persona, query: Query, added: int) -> dict[str, Any]:
+    """A query's record in a report, its scores to be filled in: who asked what, its gold
+    sessions, and the ceiling (the recall of every earlier turn, whole)."""
+    every = [Item(t.session, "full", t.text, 0) for t in persona.turns[:added]]
+    return {
+        "persona": persona.name,
+        "query_id": query.query_id,
+        "category": query.category,
+        "turns_before": added,
+        "gold_sessions": sorted(query.gold),
+        "ceiling": score_context(every, query.gold)[0],
+        "scores": {},
+    }
+
+
 def run_realmem(
     personas: Sequence[Persona],
     budgets: Sequence[int] = BUDGETS,
@@ -404,17 +419,7 @@ def run_realmem(
                 for path, score in bm25.search(query.text, documents[:added], added):
                     scores[int(path)] = score
                 similarity["BM25 top-k"] = scores
-                entry: dict[str, Any] = {
-                    "persona": persona.name,
-                    "query_id": query.query_id,
-                    "category": query.category,
-                    "turns_before": added,
-                    "gold_sessions": sorted(query.gold),
-                    "ceiling": score_context(
-                        _whole(persona.turns, tokens, range(added)), query.gold
-                    )[0],
-                    "scores": {},
-                }
+                entry = _query_entry(persona, query, added)
                 for row in rows:
                     entry["scores"][row] = {}
                     for budget in budgets:

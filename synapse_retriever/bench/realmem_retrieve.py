@@ -23,7 +23,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from synapse_retriever.bench.realmem import Item, Persona, _tables, score_context
+from synapse_retriever.bench.realmem import (
+    Item,
+    Persona,
+    _query_entry,
+    _tables,
+    score_context,
+)
 from synapse_retriever.context.embed import Embedder, HashingEmbedder
 from synapse_retriever.context.memory import ConversationMemory
 
@@ -78,18 +84,7 @@ def run_realmem_retrieval(
                     memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
                 added = max(added, query.index)
                 at = persona.turns[query.index].at
-                entry: dict[str, Any] = {
-                    "persona": persona.name,
-                    "query_id": query.query_id,
-                    "category": query.category,
-                    "turns_before": added,
-                    "gold_sessions": sorted(query.gold),
-                    "ceiling": score_context(
-                        [Item(t.session, "full", t.text, 0) for t in persona.turns[:added]],
-                        query.gold,
-                    )[0],
-                    "scores": {},
-                }
+                entry = _query_entry(persona, query, added)
                 for row in ROWS:
                     mode, weights = _SETTINGS[row]
                     found = memory.retrieve(

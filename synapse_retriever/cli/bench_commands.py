@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -224,12 +224,19 @@ def cmd_bench_assembly(args: argparse.Namespace) -> int:
             queries=args.queries,
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
-    if args.json == "-":
+    return _report(args.json, report, markdown_table)
+
+
+def _report(
+    output: str | None, report: dict[str, Any], table: Callable[[dict[str, Any]], str]
+) -> int:
+    """A speed report as JSON (``-``: stdout, else a file, then the table) or a table."""
+    if output == "-":
         print_json(report)
         return 0
-    if args.json is not None:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    print(markdown_table(report))
+    if output is not None:
+        Path(output).write_text(json.dumps(report, indent=1) + "\n")
+    print(table(report))
     return 0
 
 
@@ -245,13 +252,7 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
             queries=args.queries,
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
-    if args.json == "-":
-        print_json(report)
-        return 0
-    if args.json is not None:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    print(markdown_table(report))
-    return 0
+    return _report(args.json, report, markdown_table)
 
 
 def cmd_bench_memory(args: argparse.Namespace) -> int:
