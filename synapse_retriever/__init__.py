@@ -12,7 +12,12 @@ Examples
 ['auth/jwt.py', 'auth/login.py', 'auth/views.py', 'config/secrets.py']
 """
 
-from synapse_retriever.capture.coactivation import coactivation_set, content_id, validate_node_id
+from synapse_retriever.capture.coactivation import (
+    CoActivation,
+    coactivation_set,
+    content_id,
+    validate_node_id,
+)
 from synapse_retriever.capture.runs import RunCollector
 from synapse_retriever.config import SynapseConfig, validate_namespace
 from synapse_retriever.errors import (
@@ -21,7 +26,9 @@ from synapse_retriever.errors import (
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
+    StorageUnavailableError,
     SynapseError,
+    WriteConflictError,
 )
 from synapse_retriever.learning.decay import (
     decayed_weight,
@@ -42,12 +49,13 @@ from synapse_retriever.recall.items import (
     usage_ids,
 )
 from synapse_retriever.recall.published import RecallPlan, candidates, inject
-from synapse_retriever.store import DecayReport, RepairReport, SynapseStore
+from synapse_retriever.store import DecayReport, Reinforced, RepairReport, SynapseStore
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [
     "ANNOTATION_KEYS",
     "Activation",
+    "CoActivation",
     "CorruptDatabaseError",
     "DecayReport",
     "Edge",
@@ -59,11 +67,14 @@ __all__ = [
     "ReadOnlyStoreError",
     "RecallPlan",
     "Recalled",
+    "Reinforced",
     "RepairReport",
     "RunCollector",
+    "StorageUnavailableError",
     "SynapseConfig",
     "SynapseError",
     "SynapseStore",
+    "WriteConflictError",
     "annotate",
     "approximate_tokens",
     "candidates",

@@ -152,6 +152,11 @@ class SynapseConfig:
         of the edges live at ``at`` exactly.
     busy_timeout_s : float
         How long a writer waits for another process's write lock.
+    write_retries : int
+        How many times a write is run again when it conflicted with another writer (a
+        deadlock or a serialization failure on PostgreSQL) or lost its connection before
+        committing, after a backoff of 10 ms doubling each time, with jitter; then
+        :class:`~synapse_retriever.errors.WriteConflictError`.
     max_clock_skew_s : float
         How far ahead of this machine's clock a written time may be (one day): a later
         ``at`` (a millisecond time, the commonest mistake) is refused, as it would
@@ -225,6 +230,7 @@ class SynapseConfig:
     refresh_interval_s: float = 1.0
     weight_tolerance_s: float = 60.0
     busy_timeout_s: float = 30.0
+    write_retries: int = 8
     max_clock_skew_s: float = MAX_CLOCK_SKEW_S
     injection_enabled: bool = True
     base_decay: float = 0.5
@@ -328,6 +334,7 @@ class SynapseConfig:
             ("ltp_min_count", 1),
             ("max_coactivation", 2),
             ("recent_events", 0),
+            ("write_retries", 0),
             ("use_history", 1),
             ("association_fan", 0),
         ):

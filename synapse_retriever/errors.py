@@ -18,7 +18,9 @@ __all__ = [
     "InvalidValueError",
     "NotASynapseDatabaseError",
     "ReadOnlyStoreError",
+    "StorageUnavailableError",
     "SynapseError",
+    "WriteConflictError",
 ]
 
 
@@ -126,4 +128,27 @@ class ReadOnlyStoreError(SynapseError, PermissionError):
     ...     except PermissionError as error:  # a ReadOnlyStoreError is a PermissionError too
     ...         print(type(error).__name__)
     ReadOnlyStoreError
+    """
+
+
+class WriteConflictError(SynapseError, RuntimeError):
+    """A write that kept conflicting with other writers (a deadlock or a serialization
+    failure on PostgreSQL) after ``config.write_retries`` retries; nothing was written.
+
+    Examples
+    --------
+    >>> issubclass(WriteConflictError, RuntimeError)
+    True
+    """
+
+
+class StorageUnavailableError(SynapseError, ConnectionError):
+    """A database server that cannot be reached, or a connection lost while a write was
+    being committed (whether it was committed is then unknown: an ``event_id`` makes
+    a retry exact). A lost connection before the commit is retried on a new one.
+
+    Examples
+    --------
+    >>> issubclass(StorageUnavailableError, ConnectionError)
+    True
     """

@@ -18,24 +18,43 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, SupportsFloat
+from typing import TYPE_CHECKING, Literal, SupportsFloat, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
-from synapse_retriever.capture.coactivation import coactivation_set, validate_node_id
+from synapse_retriever.capture.coactivation import (
+    CoActivation,
+    coactivation_set,
+    validate_node_id,
+)
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
 from synapse_retriever.config import SynapseConfig, validate_namespace
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
-from synapse_retriever.learning.decay import reinforce_edges
+from synapse_retriever.errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    SynapseError,
+    WriteConflictError,
+)
+from synapse_retriever.learning.decay import (
+    PairEvent,
+    canonical_pairs,
+    clamped_times,
+    reinforce_edges,
+)
+from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
 from synapse_retriever.memory.spreading import Activation
-from synapse_retriever.persistence import EdgeRow, Storage, WriteTransaction
+from synapse_retriever.persistence import Storage, WriteTransaction
+from synapse_retriever.persistence.protocols import TransientWriteError
+from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
@@ -44,7 +63,46 @@ from synapse_retriever.recall.published import activation_from
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["DecayReport", "RepairReport", "SynapseStore"]
+__all__ = ["DecayReport", "Reinforced", "RepairReport", "SynapseStore"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Reinforced:
+    """What :meth:`SynapseStore.reinforce_many` did with one event.
+
+    Attributes
+    ----------
+    edges : int
+        Edges written (0 for a replay, or an event of one node).
+    at : float
+        The time the event was written at, POSIX seconds (moved forward under
+        ``late="clamp"``).
+    replayed : bool
+        Its ``event_id`` was recorded before: nothing was written.
+
+    Examples
+    --------
+    >>> store = SynapseStore(":memory:")
+    >>> store.reinforce_many([CoActivation(["a", "b"], at=5, event_id="e1")])
+    [Reinforced(edges=1, at=5.0, replayed=False)]
+    """
+
+    edges: int
+    at: float
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class _Event:
+    """A validated event: distinct ids, namespace, explicit time, id and Δw."""
+
+    ids: list[str]
+    namespace: str
+    explicit: float | None
+    event_id: str | None
+    delta: float
 
 
 @dataclass(frozen=True)
@@ -114,21 +172,23 @@ class _DryRun(Exception):
 
 
 class SynapseStore:
-    """An associative memory of co-used nodes, persisted in SQLite.
+    """An associative memory of co-used nodes, persisted in SQLite or PostgreSQL.
 
     Parameters
     ----------
     path : str or PathLike
-        SQLite file (created if missing), or ``":memory:"``.
+        SQLite file (created if missing), ``":memory:"``, or a PostgreSQL URL
+        (``postgresql://user@host/db``: a team's shared store, with the ``postgres``
+        extra; see :class:`~synapse_retriever.persistence.postgres.PostgresStorage`).
     config : SynapseConfig, optional
         The method's constants; ``SynapseConfig()`` (the ACT-R recall rule) by default,
         ``SynapseConfig.published()`` for the method as published.
     storage : Storage, optional
         Another backend instead of SQLite at ``path``.
     read_only : bool
-        Open the file read-only: recall and every read work, every write raises
+        Open the store read-only: recall and every read work, every write raises
         :class:`~synapse_retriever.errors.ReadOnlyStoreError`. Chosen on its own when the
-        file or its folder cannot be written.
+        file or its folder cannot be written, or the database role may not write.
 
     Examples
     --------
@@ -154,12 +214,19 @@ class SynapseStore:
         if config is not None and not isinstance(config, SynapseConfig):
             raise InvalidTypeError(f"config must be a SynapseConfig, got {type(config).__name__}")
         if storage is not None and read_only:
-            raise InvalidValueError("read_only applies to the SQLite file at path, not a storage")
+            raise InvalidValueError("read_only applies to the store at path, not a storage")
         self.config = config or SynapseConfig()
         self.path = str(path)
-        self._storage: Storage = storage or SQLiteStorage(
-            path, busy_timeout_s=self.config.busy_timeout_s, read_only=read_only
-        )
+        if storage is None and is_postgres_url(path):
+            storage = PostgresStorage(
+                str(path), read_only=read_only, timeout_s=self.config.busy_timeout_s
+            )
+            self.path = storage.path  # no password in messages
+        elif storage is None:
+            storage = SQLiteStorage(
+                path, busy_timeout_s=self.config.busy_timeout_s, read_only=read_only
+            )
+        self._storage: Storage = storage
         self._lock = threading.RLock()
         self._mirror = Mirror(self.config)
         self._mirror.load(self._storage)
@@ -292,15 +359,90 @@ config: pass config together with a store path instead
         >>> store.reinforce(["a", "b"], at=86400, event_id="chat:42")  # a replay: a no-op
         0
         """
+        event = self._event(nodes, strength, namespace, at, event_id)
+        if event.delta == 0.0:
+            return 0
+        return self._write([event], "raise")[0].edges
+
+    def reinforce_many(
+        self,
+        events: Iterable[CoActivation | Iterable[str]],
+        *,
+        late: Literal["raise", "clamp"] = "raise",
+    ) -> list[Reinforced]:
+        """Reinforce many co-activation events in one transaction, each as its own event.
+
+        Each event is learned exactly as :meth:`reinforce` learns it, in the given order
+        (its pairs, uses, event count and ``event_id``; an id recorded before, or earlier
+        in the batch, is a replay), but all are written at once: a thousand events cost
+        about one event's transaction plus their upserts. All or nothing: a bad event
+        writes none of them.
+
+        Parameters
+        ----------
+        events : iterable of CoActivation, or of lists of ids
+            A plain list of ids is ``CoActivation(ids)``: strength 1, ``personal``, now.
+        late : {"raise", "clamp"}
+            What an explicit time earlier than one of its edges' last reinforcement does:
+            refuse the batch (as :meth:`reinforce` does), or move that event forward to
+            it, as if observed then (what a replay of a history out of date order needs).
+
+        Returns
+        -------
+        list of Reinforced
+            Per event: edges written, the time written at, whether it was a replay.
+
+        Raises
+        ------
+        InvalidTypeError, InvalidValueError
+            A bad event, named by its position; nothing is written.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> done = store.reinforce_many([
+        ...     CoActivation(["a", "b", "c"], at=0, event_id="commit:1"),
+        ...     CoActivation(["a", "b"], at=86400),
+        ...     CoActivation(["a", "b", "c"], at=0, event_id="commit:1"),  # a replay
+        ... ])
+        >>> [(r.edges, r.replayed) for r in done]
+        [(3, False), (1, False), (0, True)]
+        >>> edge = store.edge("a", "b")  # as two reinforce() calls leave it
+        >>> edge.activation_count, round(edge.weight, 3), round(edge.half_life_days, 2)
+        (2, 0.593, 21.25)
+        """
+        if late not in ("raise", "clamp"):
+            raise InvalidValueError(f"late must be 'raise' or 'clamp', got {late!r}")
+        if isinstance(events, (str, bytes, CoActivation)):
+            raise InvalidTypeError(
+                f"events must be an iterable of events, got a bare {type(events).__name__}"
+            )
+        checked = []
+        for position, event in enumerate(events):
+            try:
+                if isinstance(event, CoActivation):
+                    checked.append(
+                        self._event(
+                            event.nodes, event.strength, event.namespace, event.at, event.event_id
+                        )
+                    )
+                else:
+                    checked.append(self._event(event, 1.0, "personal", None, None))
+            except (InvalidTypeError, InvalidValueError) as exc:
+                raise type(exc)(f"event {position}: {exc}") from None
+        return self._write(checked, late)
+
+    def _event(
+        self, nodes: Iterable[str], strength: float, namespace: str, at: Clock, event_id: object
+    ) -> _Event:
+        """One event, validated; nothing is written."""
         ns = validate_namespace(namespace)
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
         explicit = self._written_time(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
         if event_id is not None and (not isinstance(event_id, str) or not event_id):
             raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
-        if delta == 0.0:
-            return 0
-        return self._write_event(ids, ns, explicit, event_id, delta)
+        return _Event(ids, ns, explicit, event_id, delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
@@ -319,7 +461,7 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        self._write_event(ids, ns, self._written_time(at), None, 0.0)
+        self._write([_Event(ids, ns, self._written_time(at), None, 0.0)], "raise")
 
     def _written_time(self, at: Clock) -> float | None:
         """An explicit write time in seconds (None: the clock, read inside the write),
@@ -328,60 +470,102 @@ config: pass config together with a store path instead
             return None
         return not_ahead(to_seconds(at), skew_s=self.config.max_clock_skew_s)
 
-    def _write_event(
-        self,
-        ids: list[str],
-        ns: str,
-        explicit: float | None,
-        event_id: str | None,
-        delta: float,
-    ) -> int:
-        """One event of validated, distinct ``ids`` in one transaction: their uses and,
-        with ``delta`` > 0 and two ids or more, their edges; then the mirror. Returns the
-        edges written (none for a replayed ``event_id``)."""
-        if not ids:
-            return 0
-        together = len(ids) > 1  # several nodes used at once: a co-activation event
+    def _write(self, events: list[_Event], late: str) -> list[Reinforced]:
+        """Write ``events`` in one transaction, run again while the backend reports a
+        conflict with another writer or a connection lost before the commit."""
         with self._lock:
             self._check_open()
-            mirror = self._mirror
-            with self._storage.write() as tx:
-                mirror.catch_up(tx)
-                now = explicit if explicit is not None else time.time()
-                if event_id is not None and not tx.record_event(event_id, now):
-                    return 0
-                node_ids, ns_id = self._ids(tx, ids, ns)
-                inserted: list[EdgeRow] = []
-                updated: list[EdgeRow] = []
-                if together and delta > 0.0:
-                    stored = tx.rows_among(ns_id, node_ids)
-                    inserted, updated = reinforce_edges(
-                        stored, ids, node_ids, ns, ns_id, now, explicit, delta, self.config
-                    )
-                    inserted = tx.insert(inserted)
-                    tx.update(updated)
-                uses = mirror.uses.recorded(node_ids, ns_id, now)
-                tx.write_uses(uses)
-                if together:
-                    tx.add_events(ns_id, 1)
-                tx.log_recent(ns_id, now, node_ids, keep=self.config.recent_events)
-            mirror.graph.add_names(zip(node_ids, ids, strict=True), [(ns_id, ns)])
+            return self._retrying(lambda: self._write_once(events, late))
+
+    def _retrying(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()``, run again after a :class:`TransientWriteError`, with a backoff
+        of 10 ms doubling each time and full jitter, at most ``config.write_retries``
+        times; then :class:`WriteConflictError`."""
+        for retry in range(self.config.write_retries + 1):
+            try:
+                return attempt()
+            except TransientWriteError as exc:
+                if retry == self.config.write_retries:
+                    raise WriteConflictError(
+                        f"{self!r}: a write failed {retry + 1} times ({exc}); nothing was "
+                        "written: raise config.write_retries, or write less at once"
+                    ) from exc
+                time.sleep(random.uniform(0.0, 0.01 * 2**retry))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_once(self, events: list[_Event], late: str) -> list[Reinforced]:
+        """One attempt at :meth:`_write`: one transaction, then the mirror."""
+        mirror, config = self._mirror, self.config
+        with self._storage.write() as tx:
+            mirror.catch_up(tx)
+            clock = time.time()
+            times = [clock if e.explicit is None else e.explicit for e in events]
+            new = _fresh(tx, events, times)
+            chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
+            names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
+            spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
+            node_ids, ns_ids = self._ids(tx, names, spaces)
+            node_of = dict(zip(names, node_ids, strict=True))
+            ns_of = dict(zip(spaces, ns_ids, strict=True))
+            ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
+            pairing = [i for i in chosen if len(ids_of[i]) > 1 and events[i].delta > 0.0]
+            pair_events = [
+                PairEvent(
+                    e.namespace, ns_of[e.namespace], canonical_pairs(e.ids, ids_of[i]), e.ids,
+                    ids_of[i], times[i], e.explicit is not None, e.delta,
+                )
+                for i in pairing
+                for e in (events[i],)
+            ]  # fmt: skip
+            keys = list(
+                dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
+            )
+            stored = tx.lock_edges(keys) if keys else []
+            if late == "clamp" and pair_events:
+                last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
+                for i, moved in zip(pairing, clamped_times(last, pair_events), strict=True):
+                    times[i] = moved
+                pair_events = [
+                    p._replace(at=times[i]) for p, i in zip(pair_events, pairing, strict=True)
+                ]
+            inserted, updated = reinforce_edges(stored, pair_events, config)
+            inserted = tx.insert(inserted)
+            tx.update(updated)
+            entries = [(ns_of[events[i].namespace], times[i], ids_of[i]) for i in chosen]
+            use_keys = list(dict.fromkeys((ns, node) for ns, _, ids in entries for node in ids))
+            uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
+            tx.write_uses(uses)
+            together = Counter(ns for ns, _, ids in entries if len(ids) > 1)
+            for ns, count in together.items():
+                tx.add_events(ns, count)
+            tx.log_recent(entries, keep=config.recent_events)
+
+        def apply_own() -> None:
+            mirror.graph.add_names(
+                zip(node_ids, names, strict=True), zip(ns_ids, spaces, strict=True)
+            )
             mirror.graph.apply([*inserted, *updated])
             mirror.uses.apply(uses)
-            mirror.uses.add_events(ns_id, int(together))
-            mirror.uses.remember([(ns_id, now, node_ids)])
-            mirror.version = tx.version
-        return len(inserted) + len(updated)
+            for ns, count in together.items():
+                mirror.uses.add_events(ns, count)
+            mirror.uses.remember(entries)
 
-    def _ids(self, tx: WriteTransaction, names: list[str], ns: str) -> tuple[list[int], int]:
-        """Ids of ``names`` and of ``ns``: from memory when all are known (ids are never
-        reused, and what another process added was caught up), else from ``tx``."""
+        mirror.committed(self._storage, tx.version, apply_own)
+        edges = dict(zip(pairing, (len(p.pairs) for p in pair_events), strict=True))
+        return [Reinforced(edges.get(i, 0), times[i], not new[i]) for i in range(len(events))]
+
+    def _ids(
+        self, tx: WriteTransaction, names: list[str], spaces: list[str]
+    ) -> tuple[list[int], list[int]]:
+        """Ids of ``names`` and of the namespaces ``spaces``: from memory when all are
+        known (ids are never reused, and what another process added was caught up), else
+        from ``tx``."""
         graph = self._mirror.graph
         known = [graph.index.get(name, -1) for name in names]
-        ns_id = graph.ns_index.get(ns)
+        spaces_known = [graph.ns_index.get(ns, -1) for ns in spaces]
         return (
             known if -1 not in known else tx.node_ids(names),
-            ns_id if ns_id is not None else tx.namespace_id(ns),
+            spaces_known if -1 not in spaces_known else [tx.namespace_id(ns) for ns in spaces],
         )
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
@@ -430,14 +614,8 @@ config: pass config together with a store path instead
                         "(--dry-run) to see what it would prune"
                     )
             else:
-                with self._storage.write() as tx:
-                    self._mirror.catch_up(tx)
-                    graph = self._mirror.graph  # after the catch-up: a full reload replaces it
-                    ids = graph.live_ids()
-                    pruned = ids[~graph.live(ids, now)]
-                    tx.delete(pruned.tolist())
-                graph.remove(pruned.tolist())
-                self._mirror.version = tx.version
+                ids, pruned = self._retrying(lambda: self._sweep(now))
+                graph = self._mirror.graph
             namespaces = [graph.ns_names[int(ns)] for ns in graph._ns[pruned]]
         by_namespace = Counter(namespaces)
         return DecayReport(
@@ -447,6 +625,23 @@ config: pass config together with a store path instead
             dict(sorted(by_namespace.items())),
             dry_run,
         )
+
+    def _sweep(self, now: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """One attempt at a sweep at ``now``: the live ids before it, and those deleted."""
+        mirror = self._mirror
+        with self._storage.write() as tx:
+            mirror.catch_up(tx)
+            graph = mirror.graph  # after the catch-up: a full reload replaces it
+            ids = graph.live_ids()
+            pruned = ids[~graph.live(ids, now)]
+            if not tx.version:  # other writers run concurrently: judge their current rows
+                current = tx.edges_by_id(pruned.tolist())
+                graph.apply(current)  # committed states, read under lock
+                still = np.asarray([row.id for row in current], np.int64)
+                pruned = still[~graph.live(still, now)]
+            tx.delete(pruned.tolist())
+        mirror.committed(self._storage, tx.version, lambda: graph.remove(pruned.tolist()))
+        return ids, pruned
 
     def repair(self, *, dry_run: bool = False) -> RepairReport:
         """Remove what was written ahead of the clock, from a store that accepted it.
@@ -785,3 +980,18 @@ def _clamped_strength(strength: object, maximum: float) -> float:
     if not math.isfinite(strength):
         raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
     return min(max(float(strength), 0.0), maximum)
+
+
+def _fresh(tx: WriteTransaction, events: Sequence[_Event], times: Sequence[float]) -> list[bool]:
+    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (once,
+    for its first event, when the batch holds it twice)."""
+    ids = [(e.event_id, t) for e, t in zip(events, times, strict=True) if e.event_id and e.ids]
+    recorded = tx.record_events(ids) if ids else set()
+    fresh = []
+    for event in events:
+        if event.event_id is None or not event.ids:
+            fresh.append(True)
+        else:
+            fresh.append(event.event_id in recorded)
+            recorded.discard(event.event_id)
+    return fresh

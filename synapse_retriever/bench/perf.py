@@ -150,8 +150,7 @@ def grow_graph(
             )
             tx.write_uses(uses)
             tx.add_events(ns, events.get(ns, 0))
-            for _, at, nodes in latest:
-                tx.log_recent(ns, at, nodes, keep=config.recent_events)
+            tx.log_recent(latest, keep=config.recent_events)
     finally:
         storage.close()
     degree = np.bincount(np.concatenate([a, b]), minlength=n_nodes)

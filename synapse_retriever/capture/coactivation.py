@@ -13,13 +13,40 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from synapse_retriever.config import MAX_NAME_LENGTH
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["check_unicode", "coactivation_set", "content_id", "validate_node_id"]
+__all__ = [
+    "CoActivation",
+    "check_unicode",
+    "coactivation_set",
+    "content_id",
+    "validate_node_id",
+]
 
 logger = logging.getLogger("synapse_retriever")
+
+
+@dataclass(frozen=True)
+class CoActivation:
+    """One co-activation event, as :meth:`~synapse_retriever.store.SynapseStore.reinforce`
+    takes it, for :meth:`~synapse_retriever.store.SynapseStore.reinforce_many`.
+
+    Examples
+    --------
+    >>> CoActivation(["auth/jwt.py", "config/keys.py"], at=0, event_id="commit:1f2e")
+    CoActivation(nodes=['auth/jwt.py', 'config/keys.py'], strength=1.0, namespace='personal', \
+at=0, event_id='commit:1f2e')
+    """
+
+    nodes: Iterable[str]
+    strength: float = 1.0
+    namespace: str = "personal"
+    at: datetime | float | int | None = None
+    event_id: str | None = None
 
 
 def validate_node_id(node: object) -> str:

@@ -42,7 +42,14 @@ from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.persistence.rows import UseColumns, UseRow
 
-__all__ = ["UseTable", "base_level", "older_uses", "use_strengths", "uses_from_edges"]
+__all__ = [
+    "UseTable",
+    "base_level",
+    "older_uses",
+    "recorded_uses",
+    "use_strengths",
+    "uses_from_edges",
+]
 
 
 MIN_AGE_DAYS = 1.0 / SECONDS_PER_DAY
@@ -227,6 +234,46 @@ def uses_from_edges(
     return rows, {ns: len(at) for ns, at in times.items()}, latest
 
 
+def recorded_uses(
+    stored: Sequence[UseRow],
+    events: Sequence[tuple[int, float, Sequence[int]]],
+    history: int = 8,
+) -> list[UseRow]:
+    """The use rows of the nodes of ``events`` after them: ``stored`` rows plus each event.
+
+    Each event is ``(namespace, at, nodes)``; a node counts once per event (duplicates
+    are dropped); an event of two distinct nodes or more is a co-activation and counts in
+    ``together`` too. Each row keeps its latest ``history`` times, ascending; ``first`` is
+    the earliest use. The order of the events does not matter.
+
+    Examples
+    --------
+    >>> old = UseRow(1, 7, 3, 1, 0.0, (0.0, 5.0, 9.0))
+    >>> recorded_uses([old], [(1, 4.0, [7, 8]), (1, 12.0, [7])], history=3)
+    [UseRow(namespace=1, node=7, uses=5, together=2, first=0.0, recent=(5.0, 9.0, 12.0)), \
+UseRow(namespace=1, node=8, uses=1, together=1, first=4.0, recent=(4.0,))]
+    """
+    rows = {(row.namespace, row.node): row for row in stored}
+    added: dict[tuple[int, int], tuple[int, int, list[float]]] = {}
+    for namespace, at, nodes in events:
+        distinct = dict.fromkeys(nodes)
+        together = int(len(distinct) > 1)
+        for node in distinct:
+            uses, both, times = added.get((namespace, node), (0, 0, []))
+            times.append(at)
+            added[(namespace, node)] = (uses + 1, both + together, times)
+    result = []
+    for key, (uses, both, times) in added.items():
+        row = rows.get(key)
+        if row is None:
+            result.append(UseRow(*key, uses, both, min(times), tuple(sorted(times)[-history:])))
+        else:
+            kept = sorted([*row.recent, *times])[-history:]
+            first = min(row.first, *times)
+            result.append(UseRow(*key, row.uses + uses, row.together + both, first, tuple(kept)))
+    return result
+
+
 class UseTable:
     """Use history per (namespace, node) in NumPy arrays, and each namespace's events.
 
@@ -243,10 +290,10 @@ class UseTable:
     Examples
     --------
     >>> table = UseTable()
-    >>> table.apply(table.recorded([1, 2], namespace=1, at=0.0))  # a co-activation
+    >>> table.apply(recorded_uses([], [(1, 0.0, [1, 2])]))  # a co-activation
     >>> table.add_events(1, 1)
     >>> table.remember([(1, 0.0, [1, 2])])
-    >>> table.apply(table.recorded([1], namespace=1, at=3 * 86400.0))  # a use alone
+    >>> table.apply(recorded_uses(table.rows(1, [1]), [(1, 3 * 86400.0, [1])]))  # a use alone
     >>> table.remember([(1, 3 * 86400.0, [1])])
     >>> factors = np.array([0.0, 1.0])
     >>> round(float(table.base_levels(np.array([1]), 4 * 86400.0, factors)[0]), 4)  # ln(1 + 0.5)
@@ -274,29 +321,6 @@ class UseTable:
         self._recent_nodes: dict[tuple[int, ...], IntArray] = {}  # until a new event
 
     # -- writes ------------------------------------------------------------------------
-
-    def recorded(
-        self, nodes: Sequence[int], namespace: int, at: float, *, together: bool | None = None
-    ) -> list[UseRow]:
-        """The rows of ``nodes`` after one event at ``at`` (the table is not changed).
-
-        ``together`` defaults to whether the event has two distinct nodes or more.
-        """
-        distinct = list(dict.fromkeys(nodes))
-        together = len(distinct) > 1 if together is None else together
-        rows = []
-        for node in distinct:
-            row = self._row(namespace, node)
-            if row < 0:
-                uses, both, first, times = 0, 0, at, [at]
-            else:
-                packed = self._packed[row]
-                kept = packed[_RECENT:]
-                times = sorted([*kept[np.isfinite(kept)].tolist(), at])[-self.history :]
-                uses, both = int(packed[_USES]), int(packed[_TOGETHER])
-                first = min(float(packed[_FIRST]), at)
-            rows.append(UseRow(namespace, node, uses + 1, both + together, first, tuple(times)))
-        return rows
 
     def apply(self, columns: UseColumns | Sequence[UseRow]) -> None:
         """Set rows as storage holds them."""
@@ -363,6 +387,19 @@ class UseTable:
     def add_events(self, namespace: int, events: int) -> None:
         """Count more co-activation events in a namespace."""
         self._events[namespace] = self._events.get(namespace, 0) + events
+
+    def rows(self, namespace: int, nodes: Iterable[int]) -> list[UseRow]:
+        """The rows of ``nodes`` in ``namespace`` this table holds (none for an unused node)."""
+        found = []
+        for node in nodes:
+            row = self._row(namespace, node)
+            if row >= 0:
+                packed = self._packed[row]
+                kept = packed[_RECENT:]
+                recent = tuple(kept[np.isfinite(kept)].tolist())
+                uses, both = int(packed[_USES]), int(packed[_TOGETHER])
+                found.append(UseRow(namespace, node, uses, both, float(packed[_FIRST]), recent))
+        return found
 
     def _row(self, namespace: int, node: int) -> int:
         rows = self._row_of.get(namespace)

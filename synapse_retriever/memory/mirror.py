@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import gc
 import time
+from collections.abc import Callable
 
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.usage import UseTable
@@ -80,13 +81,31 @@ class Mirror:
         self.version = max(self.version, changes.version)
 
     def catch_up(self, tx: WriteTransaction) -> None:
-        """Apply what other processes committed since our last look (read inside ``tx``)."""
-        if tx.version - 1 != self.version:
+        """Apply what other processes committed since our last look (read inside ``tx``).
+
+        Only where writers take turns (SQLite): there ``tx`` knows its version, and what
+        committed before it is all there is. Where they run concurrently, the version
+        comes at the commit, and :meth:`committed` catches up then.
+        """
+        if tx.version and tx.version - 1 != self.version:
             graph = self.graph
             changes = tx.changes(self.version, graph.max_node, graph.max_namespace)
             # everything before this transaction: if it rolls back, its version number is
             # free again and another process's next commit will carry it
             changes.version = tx.version - 1
+            self.apply(changes)
+
+    def committed(self, storage: Storage, version: int, apply_own: Callable[[], None]) -> None:
+        """After a write committed as ``version``: apply it with ``apply_own`` if it follows
+        the version this mirror reflects, else read everything since that version (the
+        write itself among it) from ``storage``: another writer committed in between."""
+        if version == self.version + 1:
+            apply_own()
+            self.version = version
+            return
+        graph = self.graph
+        changes = storage.poll(self.version, graph.max_node, graph.max_namespace)
+        if changes is not None:
             self.apply(changes)
 
     def refresh(self, storage: Storage) -> None:

@@ -13,14 +13,27 @@ from typing import Protocol
 
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseRow
 
-__all__ = ["Storage", "WriteTransaction"]
+__all__ = ["Storage", "TransientWriteError", "WriteTransaction"]
+
+
+class TransientWriteError(Exception):
+    """Raised by a backend for a write that may succeed if run again from the start: a
+    deadlock or serialization failure, or a connection lost before the commit. The store
+    retries it (``config.write_retries``); it never reaches a caller."""
+
+    def __init__(self, message: str, *, conflict: bool) -> None:
+        super().__init__(message)
+        self.conflict = conflict
+        """A conflict with another writer (else a lost connection)."""
 
 
 class WriteTransaction(Protocol):
     """What a store may do inside one write transaction."""
 
     version: int
-    """The version this transaction stamps on what it writes."""
+    """The version this transaction stamps on what it writes. Where writers take turns
+    (SQLite) it is known when the transaction begins; where they run concurrently
+    (PostgreSQL) it is 0 until the commit assigns it, in commit order."""
 
     def node_ids(self, names: Sequence[str]) -> list[int]:
         """Ids of ``names``, in order, creating the missing ones."""
@@ -30,8 +43,16 @@ class WriteTransaction(Protocol):
         """Id of namespace ``name``, created if missing."""
         ...
 
-    def rows_among(self, namespace: int, nodes: Sequence[int]) -> list[EdgeRow]:
-        """Current rows of ``namespace`` whose two ends are both in ``nodes``."""
+    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
+        """The current rows of the pairs ``(namespace, a, b)``, locked until the
+        transaction ends. A backend whose writers run concurrently locks a pair no row
+        holds yet by creating a blank row for it (count 0, weight 0, times
+        :data:`~synapse_retriever.learning.decay.BLANK_TIME`) and returns it; the
+        transaction must then write that pair."""
+        ...
+
+    def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
+        """The current rows of edges ``ids`` still stored, locked until the transaction ends."""
         ...
 
     def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
@@ -46,6 +67,11 @@ class WriteTransaction(Protocol):
         """Delete edges by id."""
         ...
 
+    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
+        """The use rows of ``(namespace, node)`` keys that have one, locked until the
+        transaction ends."""
+        ...
+
     def write_uses(self, rows: Sequence[UseRow]) -> None:
         """Insert or overwrite use rows."""
         ...
@@ -54,21 +80,20 @@ class WriteTransaction(Protocol):
         """Add ``count`` co-activation events to a namespace's counter."""
         ...
 
-    def used(self, namespace: int, nodes: Sequence[int]) -> set[int]:
-        """Those of ``nodes`` that have a use row in ``namespace``."""
-        ...
-
-    def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
-        """Log an event's nodes; the namespace's latest ``keep`` entries are kept (older
-        ones are trimmed whenever it holds more than ``2 × keep``)."""
+    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
+        """Log events' nodes, as ``(namespace, at, nodes)`` entries in order; each
+        namespace's latest ``keep`` entries are kept (older ones are trimmed whenever it
+        holds more than ``2 × keep``)."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         """Everything written after version ``since``; names with ids above the maxima."""
         ...
 
-    def record_event(self, event_id: str, at: float) -> bool:
-        """Record an event id; False if it was recorded before (the event is a replay)."""
+    def record_events(self, events: Sequence[tuple[str, float]]) -> set[str]:
+        """Record event ids ``(id, at)``; returns those recorded now (the others were
+        recorded before: their events are replays). An id twice in ``events`` is
+        recorded once."""
         ...
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:
@@ -86,11 +111,12 @@ class Storage(Protocol):
         ...
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
-        """Changes since ``since``, or None when no other connection wrote (cheap check)."""
+        """Changes since ``since``, or None when nothing was written since (cheap check)."""
         ...
 
     def write(self) -> AbstractContextManager[WriteTransaction]:
-        """A write transaction: commits on success, rolls back on any exception."""
+        """A write transaction: commits on success, rolls back on any exception. A
+        write that may succeed if run again raises :class:`TransientWriteError`."""
         ...
 
     def close(self) -> None:

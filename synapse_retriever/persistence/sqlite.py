@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -156,9 +157,12 @@ BIG_DELETE_CACHE_KIB = 262_144
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 8, 11, 26
 """SQLite's primary result codes this module tells apart."""
 
+_T = TypeVar("_T")
+
 _COLUMNS = (
     "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
 )
+_EDGE_COLUMNS = ", ".join(f"e.{column}" for column in _COLUMNS.split(", "))
 _USE_QUERY = "SELECT namespace, node, uses, together, first_at, recent FROM node_uses"
 
 
@@ -184,13 +188,39 @@ class _SQLiteTransaction:
         cursor = self._db.execute("INSERT INTO namespaces (name) VALUES (?)", (name,))
         return int(cursor.lastrowid or 0)
 
-    def rows_among(self, namespace: int, nodes: Sequence[int]) -> list[EdgeRow]:
-        marks = ", ".join("?" * len(nodes))
-        query = (
-            f"SELECT {_COLUMNS} FROM edges "
-            f"WHERE a IN ({marks}) AND b IN ({marks}) AND namespace = ?"
-        )
-        return [EdgeRow(*row) for row in self._db.execute(query, (*nodes, *nodes, namespace))]
+    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
+        # the write lock is this connection's already: reading is locking
+        found: list[EdgeRow] = []
+        for chunk in _chunks(keys, 300):
+            marks = ", ".join(["(?, ?, ?)"] * len(chunk))
+            query = (
+                f"WITH k (namespace, a, b) AS (VALUES {marks}) SELECT {_EDGE_COLUMNS} FROM k "
+                "CROSS JOIN edges e ON e.a = k.a AND e.b = k.b AND e.namespace = k.namespace"
+            )
+            found += (EdgeRow(*row) for row in self._db.execute(query, _flat(chunk)))
+        return found
+
+    def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
+        found: list[EdgeRow] = []
+        for chunk in _chunks(ids, 900):
+            query = f"SELECT {_COLUMNS} FROM edges WHERE id IN ({', '.join('?' * len(chunk))})"
+            found += (EdgeRow(*row) for row in self._db.execute(query, chunk))
+        return found
+
+    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
+        found: list[UseRow] = []
+        for chunk in _chunks(keys, 450):
+            marks = ", ".join(["(?, ?)"] * len(chunk))
+            query = (
+                f"WITH k (namespace, node) AS (VALUES {marks}) SELECT u.namespace, u.node, "
+                "u.uses, u.together, u.first_at, u.recent FROM k CROSS JOIN node_uses u "
+                "ON u.namespace = k.namespace AND u.node = k.node"
+            )
+            found += (
+                UseRow(ns, node, uses, both, first, struct.unpack(f"<{len(times) // 8}d", times))
+                for ns, node, uses, both, first, times in self._db.execute(query, _flat(chunk))
+            )
+        return found
 
     def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
         if not rows:
@@ -249,20 +279,6 @@ class _SQLiteTransaction:
             [(*row[:5], _pack(row.recent), self.version) for row in rows],
         )
 
-    def used(self, namespace: int, nodes: Sequence[int]) -> set[int]:
-        found: set[int] = set()
-        for start in range(0, len(nodes), 500):
-            chunk = list(nodes[start : start + 500])
-            marks = ", ".join("?" * len(chunk))
-            found.update(
-                row[0]
-                for row in self._db.execute(
-                    f"SELECT node FROM node_uses WHERE namespace = ? AND node IN ({marks})",
-                    (namespace, *chunk),
-                )
-            )
-        return found
-
     def add_events(self, namespace: int, count: int) -> None:
         self._db.execute(
             "INSERT INTO namespace_events (namespace, events) VALUES (?, ?) "
@@ -270,21 +286,25 @@ class _SQLiteTransaction:
             (namespace, count),
         )
 
-    def log_recent(self, namespace: int, at: float, nodes: Sequence[int], keep: int) -> None:
+    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
         db = self._db
-        cursor = db.execute(
+        db.executemany(
             "INSERT INTO recent_uses (namespace, at, nodes, version) VALUES (?, ?, ?, ?)",
-            (namespace, at, struct.pack(f"<{len(nodes)}q", *nodes), self.version),
+            [
+                (namespace, at, struct.pack(f"<{len(nodes)}q", *nodes), self.version)
+                for namespace, at, nodes in entries
+            ],
         )
-        oldest = db.execute(
-            "SELECT min(id) FROM recent_uses WHERE namespace = ?", (namespace,)
-        ).fetchone()[0]
-        if (cursor.lastrowid or 0) - oldest >= 2 * keep:  # more than 2 × keep rows: trim
-            db.execute(
-                "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM "
-                "recent_uses WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                (namespace, keep),
-            )
+        for namespace in dict.fromkeys(namespace for namespace, _, _ in entries):
+            oldest, newest = db.execute(
+                "SELECT min(id), max(id) FROM recent_uses WHERE namespace = ?", (namespace,)
+            ).fetchone()
+            if newest - oldest >= 2 * keep:  # more than 2 × keep rows: trim
+                db.execute(
+                    "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM "
+                    "recent_uses WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                    (namespace, keep),
+                )
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         db = self._db
@@ -337,11 +357,16 @@ class _SQLiteTransaction:
                 "UPDATE meta SET value = max(value, ?) WHERE key = 'log_horizon'", (horizon,)
             )
 
-    def record_event(self, event_id: str, at: float) -> bool:
-        cursor = self._db.execute(
-            "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", (event_id, at)
-        )
-        return cursor.rowcount == 1
+    def record_events(self, events: Sequence[tuple[str, float]]) -> set[str]:
+        recorded: set[str] = set()
+        for event_id, at in events:
+            cursor = self._db.execute(
+                "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                (event_id, at),
+            )
+            if cursor.rowcount == 1:
+                recorded.add(event_id)
+        return recorded
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:
         db = self._db
@@ -614,6 +639,15 @@ def _statements(script: str) -> Iterator[str]:
         raise ValueError(f"incomplete SQL statement: {pending.strip()[:60]!r}")
 
 
+def _chunks(values: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _flat(keys: Sequence[tuple[int, ...]]) -> list[int]:
+    return [value for key in keys for value in key]
+
+
 def _edge_table(cursor: sqlite3.Cursor, batch: int = 65536) -> npt.NDArray[np.float64]:
     """Rows as one n × 9 float64 array, converted in batches: a million rows as Python
     tuples at once would leave their memory to the allocator long after (measured: about
@@ -652,8 +686,7 @@ def _backfill_uses(db: sqlite3.Connection) -> None:
     tx.write_uses(rows)
     for namespace, count in events.items():
         tx.add_events(namespace, count)
-    for namespace, at, nodes in latest:
-        tx.log_recent(namespace, at, nodes, keep=len(latest))
+    tx.log_recent(latest, keep=len(latest))
 
 
 def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:

@@ -194,10 +194,12 @@ def _merge(
     spaces = {ns: tx.namespace_id(ns) for ns in dict.fromkeys(ns for ns, _, _ in incoming)}
     inserts: list[EdgeRow] = []
     updates: list[EdgeRow] = []
-    for (ns, a, b), edge in incoming.items():
-        found = tx.rows_among(spaces[ns], [ids[a], ids[b]])
-        row = EdgeRow(*found[0]) if found else None
-        old = None if row is None else Edge(a, b, ns, *row[4:])
+    keys = [(spaces[ns], ids[a], ids[b]) for ns, a, b in incoming]
+    stored = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(keys)}
+    for ((ns, a, b), edge), key in zip(incoming.items(), keys, strict=True):
+        row = stored.get(key)
+        blank = row is None or row.activation_count == 0  # a backend's lock on a new pair
+        old = None if row is None or blank else Edge(a, b, ns, *row[4:])
         new = _replacement(old, edge)
         if new is None:
             kept += 1
@@ -209,12 +211,12 @@ def _merge(
             new.created_at,
             new.last_reinforced_at,
         )
+        inserted += blank
+        replaced += not blank
         if row is None:
-            inserted += 1
-            inserts.append(EdgeRow(0, spaces[ns], ids[a], ids[b], *values))
+            inserts.append(EdgeRow(0, key[0], key[1], key[2], *values))
         else:
-            replaced += 1
-            updates.append(EdgeRow(row.id, row.namespace, row.a, row.b, *values))
+            updates.append(EdgeRow(row.id, key[0], key[1], key[2], *values))
     tx.insert(inserts)
     tx.update(updates)
     _approximate_missing_uses(tx, [*inserts, *updates])
@@ -228,7 +230,7 @@ def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> 
         by_namespace.setdefault(row.namespace, []).append(row)
     for ns, edges in by_namespace.items():
         nodes = sorted({n for row in edges for n in (row.a, row.b)})
-        missing = set(nodes) - tx.used(ns, nodes)
+        missing = set(nodes) - {row.node for row in tx.uses_of([(ns, n) for n in nodes])}
         if not missing:
             continue
         uses, events, latest = uses_from_edges(
@@ -236,8 +238,7 @@ def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> 
         )
         tx.write_uses([use for use in uses if use.node in missing])
         tx.add_events(ns, events.get(ns, 0))
-        for _, at, members in latest:
-            tx.log_recent(ns, at, members, keep=len(latest))
+        tx.log_recent(latest, keep=len(latest))
 
 
 def _newer(x: Edge, y: Edge) -> Edge:

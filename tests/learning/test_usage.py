@@ -14,6 +14,7 @@ from synapse_retriever.learning.usage import (
     UseTable,
     base_level,
     older_uses,
+    recorded_uses,
     use_strengths,
     uses_from_edges,
 )
@@ -22,6 +23,11 @@ from synapse_retriever.persistence import UseRow
 DAY = 86400.0
 PERSONAL_NS, SHARED_NS = 1, 2
 ONE = np.array([0.0, 1.0])  # namespace 1 only, factor 1
+
+
+def _recorded(table: UseTable, nodes: list[int], namespace: int, at: float) -> list[UseRow]:
+    """The rows one event of ``nodes`` at ``at`` writes, from what ``table`` holds."""
+    return recorded_uses(table.rows(namespace, nodes), [(namespace, at, nodes)], table.history)
 
 
 def test_base_level_worked_by_hand() -> None:
@@ -117,8 +123,8 @@ def test_use_strengths_match_a_row_by_row_reference(
 def test_a_node_keeps_its_latest_uses_and_approximates_the_rest() -> None:
     table = UseTable(history=2)
     for day in (0, 12, 14, 15):
-        table.apply(table.recorded([7], 1, day * DAY))
-    (row,) = table.recorded([7], 1, 16 * DAY)  # what the next use would write
+        table.apply(_recorded(table, [7], 1, day * DAY))
+    (row,) = _recorded(table, [7], 1, 16 * DAY)  # what the next use would write
     assert (row.uses, row.first, row.recent) == (5, 0.0, (15 * DAY, 16 * DAY))
     # at day 16: kept uses 2 and 1 days old: 2^-0.5 + 1 = 1.70711; the 2 older ones are
     # spread between 2 (the oldest kept) and 16 days old: 2 × (4 − 1.41421) / (0.5 × 14)
@@ -134,8 +140,8 @@ def test_a_node_keeps_its_latest_uses_and_approximates_the_rest() -> None:
 def test_namespaces_merge_by_their_factors() -> None:
     table = UseTable()
     a, b = 1, 2
-    table.apply(table.recorded([a], SHARED_NS, 0.0))
-    table.apply(table.recorded([a, a, b], PERSONAL_NS, 3 * DAY))  # duplicates count once
+    table.apply(_recorded(table, [a], SHARED_NS, 0.0))
+    table.apply(_recorded(table, [a, a, b], PERSONAL_NS, 3 * DAY))  # duplicates count once
     table.remember([(SHARED_NS, 0.0, [a]), (PERSONAL_NS, 3 * DAY, [a, b])])
     table.add_events(PERSONAL_NS, 1)
     both = np.array([0.0, 1.0, 0.5])  # by namespace id: personal 1, shared 0.5
@@ -164,7 +170,7 @@ def test_namespaces_merge_by_their_factors() -> None:
 def test_the_recent_window_forgets_old_events() -> None:
     table = UseTable(window=2)
     for i, node in enumerate([10, 11, 12]):
-        table.apply(table.recorded([node], 1, i * DAY))
+        table.apply(_recorded(table, [node], 1, i * DAY))
         table.remember([(1, i * DAY, [node])])
     assert table.recent_nodes(ONE).tolist() == [12, 11]
     assert table.events(ONE) == 0.0  # single-node uses are no co-activations
@@ -183,7 +189,7 @@ def test_uses_approximated_from_edges() -> None:
 def test_rows_written_with_a_longer_history_keep_their_latest_times() -> None:
     table = UseTable(history=2)
     table.apply([UseRow(1, 5, 4, 0, 0.0, (1.0, 2.0, 3.0)), UseRow(1, 6, 1, 0, 9.0, (9.0,))])
-    (five,) = table.recorded([5], 1, 4.0)
-    (six,) = table.recorded([6], 1, 10.0)
+    (five,) = _recorded(table, [5], 1, 4.0)
+    (six,) = _recorded(table, [6], 1, 10.0)
     assert five.recent == (3.0, 4.0) and five.uses == 5  # 2.0 and 3.0 kept, then 4.0
     assert six.recent == (9.0, 10.0) and six.first == 9.0
