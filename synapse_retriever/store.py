@@ -53,8 +53,8 @@ from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
 from synapse_retriever.memory.spreading import Activation
 from synapse_retriever.persistence import Storage, WriteTransaction
-from synapse_retriever.persistence.protocols import TransientWriteError
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
+from synapse_retriever.persistence.protocols import TransientWriteError
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
@@ -540,7 +540,7 @@ config: pass config together with a store path instead
                 tx.add_events(ns, count)
             tx.log_recent(entries, keep=config.recent_events)
 
-        def apply_own() -> None:
+        def apply_own(contiguous: bool) -> None:
             mirror.graph.add_names(
                 zip(node_ids, names, strict=True), zip(ns_ids, spaces, strict=True)
             )
@@ -548,9 +548,10 @@ config: pass config together with a store path instead
             mirror.uses.apply(uses)
             for ns, count in together.items():
                 mirror.uses.add_events(ns, count)
-            mirror.uses.remember(entries)
+            if contiguous:
+                mirror.uses.remember(entries)
 
-        mirror.committed(self._storage, tx.version, apply_own)
+        mirror.committed(tx.version, apply_own)
         edges = dict(zip(pairing, (len(p.pairs) for p in pair_events), strict=True))
         return [Reinforced(edges.get(i, 0), times[i], not new[i]) for i in range(len(events))]
 
@@ -640,7 +641,7 @@ config: pass config together with a store path instead
                 still = np.asarray([row.id for row in current], np.int64)
                 pruned = still[~graph.live(still, now)]
             tx.delete(pruned.tolist())
-        mirror.committed(self._storage, tx.version, lambda: graph.remove(pruned.tolist()))
+        mirror.committed(tx.version, lambda _: graph.remove(pruned.tolist()))
         return ids, pruned
 
     def repair(self, *, dry_run: bool = False) -> RepairReport:

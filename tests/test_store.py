@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
@@ -28,8 +29,10 @@ DAY = 86_400.0
 
 
 @pytest.fixture
-def store() -> SynapseStore:
-    return SynapseStore(":memory:")
+def store(store_path: str) -> Iterator[SynapseStore]:
+    """A new store on each backend (see ``store_path`` in conftest.py)."""
+    with SynapseStore(store_path) as opened:
+        yield opened
 
 
 def test_first_reinforcement_creates_an_edge_at_the_namespace_default(store: SynapseStore) -> None:
@@ -44,8 +47,7 @@ def test_first_reinforcement_creates_an_edge_at_the_namespace_default(store: Syn
     assert store.edge("a", "b", namespace="shared") is None
 
 
-def test_namespace_defaults() -> None:
-    store = SynapseStore(":memory:")
+def test_namespace_defaults(store: SynapseStore) -> None:
     for namespace, days in [("personal", 30), ("branch:x", 30), ("shared", 60), ("ephemeral", 1)]:
         store.reinforce(["a", "b"], namespace=namespace, at=0)
         edge = store.edge("a", "b", namespace=namespace)
@@ -130,8 +132,7 @@ def test_explicit_time_running_backwards_is_refused_and_nothing_is_written(
     assert edge is not None and edge.activation_count == 1
 
 
-def test_clock_none_never_runs_earlier_than_the_edge() -> None:
-    store = SynapseStore(":memory:")
+def test_clock_none_never_runs_earlier_than_the_edge(store: SynapseStore) -> None:
     future = datetime.now(UTC) + timedelta(hours=12)  # within max_clock_skew_s
     store.reinforce(["a", "b"], at=future)
     store.reinforce(["a", "b"])  # now < future: taken as the edge's own time, no error
@@ -173,9 +174,9 @@ def test_merged_namespaces_weigh_by_factor_and_cap_at_one(store: SynapseStore) -
     assert store.activate(["s"], at=0, active_namespace="ephemeral")["e"] == pytest.approx(0.36)
 
 
-def test_configured_extra_namespace_weights() -> None:
+def test_configured_extra_namespace_weights(store_path: str) -> None:
     config = SynapseConfig(merge_weights={"personal": 0.8, "shared": 0.5, "branch:main": 0.25})
-    store = SynapseStore(":memory:", config=config)
+    store = SynapseStore(store_path, config=config)
     store.reinforce(["s", "m"], strength=2, namespace="branch:main", at=0)
     # 0.25 × 0.6 × 0.6 = 0.09
     assert store.activate(["s"], at=0)["m"] == pytest.approx(0.09)
@@ -245,8 +246,8 @@ def test_graph_is_networkx_with_decayed_weights(store: SynapseStore) -> None:
     assert store.graph(at=1000 * DAY).number_of_edges() == 0  # pruned edges are left out
 
 
-def test_persistence_and_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "synapses.db"
+def test_persistence_and_reopen(store_path: str) -> None:
+    path = store_path
     with SynapseStore(path) as store:
         store.reinforce(["auth/jwt.py", "config/secrets.py"], at=0)
     with SynapseStore(path) as again:
@@ -438,14 +439,14 @@ def test_faiss_results_are_hits_as_similarities_and_refused_as_distances() -> No
     assert [hit.id for hit in store.recall(zip(ids, -distance[0], strict=True))] == ids
 
 
-def test_hostile_and_unicode_ids_and_branch_names_are_just_data(tmp_path: Path) -> None:
+def test_hostile_and_unicode_ids_and_branch_names_are_just_data(store_path: str) -> None:
     hostile = "x'); DROP TABLE edges; --"
     branch = "branch:'; DELETE FROM edges WHERE '1'='1"
     ids = [hostile, "Ünïcødé/файл.py", "🧠", 'quote"d', "a b"]
-    with SynapseStore(tmp_path / "s.db") as store:
+    with SynapseStore(store_path) as store:
         store.reinforce(ids, namespace=branch, at=0)
         assert store.weight(hostile, "🧠", namespace=branch, at=0) == pytest.approx(0.3)
-    with SynapseStore(tmp_path / "s.db") as store:
+    with SynapseStore(store_path) as store:
         assert store.graph(at=0, namespaces=branch).number_of_edges() == 10
         assert store.edge("🧠", hostile, namespace=branch) is not None
 

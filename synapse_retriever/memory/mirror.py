@@ -95,18 +95,19 @@ class Mirror:
             changes.version = tx.version - 1
             self.apply(changes)
 
-    def committed(self, storage: Storage, version: int, apply_own: Callable[[], None]) -> None:
-        """After a write committed as ``version``: apply it with ``apply_own`` if it follows
-        the version this mirror reflects, else read everything since that version (the
-        write itself among it) from ``storage``: another writer committed in between."""
-        if version == self.version + 1:
-            apply_own()
+    def committed(self, version: int, apply_own: Callable[[bool], None]) -> None:
+        """After a write committed as ``version``, apply it with ``apply_own``.
+
+        If it follows the version this mirror reflects, the mirror now reflects it.
+        Otherwise another writer committed in between: the write's rows (read under lock,
+        so newer than anything the mirror holds) are applied all the same, but not its
+        entry in the recent-events log (``apply_own(False)``), and the version stays: the
+        next poll reads everything since, the write's log entry among it.
+        """
+        contiguous = version == self.version + 1
+        apply_own(contiguous)
+        if contiguous:
             self.version = version
-            return
-        graph = self.graph
-        changes = storage.poll(self.version, graph.max_node, graph.max_namespace)
-        if changes is not None:
-            self.apply(changes)
 
     def refresh(self, storage: Storage) -> None:
         """Apply other processes' writes, checking at most once per refresh interval."""

@@ -202,6 +202,10 @@ class _PostgresTransaction:
         self._names: list[tuple[str, int]] = []
         self._recent: list[tuple[int, float, list[int]]] = []
         self._keep = 0
+        self._reload = False
+        self._events: dict[int, int] = {}
+        self.committing = 0
+        """The version :meth:`finish` took; it is the transaction's once committed."""
 
     def _rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn.execute(query, params).fetchall()
@@ -327,12 +331,9 @@ class _PostgresTransaction:
         self._uses.update((row.namespace, row.node) for row in rows)
 
     def add_events(self, namespace: int, count: int) -> None:
-        self._conn.execute(
-            "INSERT INTO namespace_events (namespace, events) VALUES (%s, %s) "
-            "ON CONFLICT (namespace) DO UPDATE SET events = namespace_events.events "
-            "+ excluded.events",
-            (namespace, count),
-        )
+        # the counter row is one per namespace, which every writer locks: added at the
+        # commit (see finish), so it is held for one round trip
+        self._events[namespace] = self._events.get(namespace, 0) + count
 
     def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
         # written with the version, at the commit (see finish)
@@ -377,67 +378,81 @@ class _PostgresTransaction:
         self.write_uses(kept)
         events = self._conn.execute("DELETE FROM recent_uses WHERE at > %s", (limit,)).rowcount
         events += self._conn.execute("DELETE FROM events WHERE at > %s", (limit,)).rowcount
-        self._horizon = True  # deleted use rows are not logged: every reader reloads
+        self._reload = True  # deleted use rows are not logged: every reader reloads
         return len(edges), dropped, events
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         return _changes(self._conn, since)
 
     def finish(self) -> None:
-        """Take the version (the last lock: versions follow commit order), log under it
-        what this transaction wrote, and signal the commit."""
+        """Take the version (versions then follow commit order), add the event counts, log
+        under the version what this transaction wrote, and signal the commit: one round
+        trip, so the rows every writer locks (the version, a namespace's event counter) are
+        held for that and the commit only."""
         conn = self._conn
-        version = int(
-            self._rows("UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value")[
-                0
-            ][0]
-        )
-        if self._edges:
-            namespaces, edges = zip(*sorted(self._edges), strict=True)
-            conn.execute(
-                "INSERT INTO edge_log (namespace, version, edge) SELECT n, %s, e FROM "
-                "unnest(%s::bigint[], %s::bigint[]) AS u (n, e)",
-                (version, list(namespaces), list(edges)),
+        version = "(SELECT value FROM meta WHERE key = 'version')"  # this transaction's, once set
+        with conn.pipeline():  # nothing is read back until the end
+            bumped = conn.execute(
+                "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
             )
-        if self._uses:
-            namespaces, nodes = zip(*sorted(self._uses), strict=True)
-            conn.execute(
-                "INSERT INTO use_log (namespace, version, node) SELECT n, %s, u FROM "
-                "unnest(%s::bigint[], %s::bigint[]) AS x (n, u)",
-                (version, list(namespaces), list(nodes)),
-            )
-        if self._names:
-            kinds, ids = zip(*self._names, strict=True)
-            conn.execute(
-                "INSERT INTO name_log (version, kind, id) SELECT %s, k, i FROM "
-                "unnest(%s::text[], %s::bigint[]) AS x (k, i) ON CONFLICT DO NOTHING",
-                (version, list(kinds), list(ids)),
-            )
-        if self._recent:
-            conn.cursor().executemany(
-                "INSERT INTO recent_uses (namespace, at, nodes, version) VALUES (%s, %s, %s, %s)",
-                [(ns, at, nodes, version) for ns, at, nodes in self._recent],
-            )
-            for ns in sorted({entry[0] for entry in self._recent}):
-                if version % TRIM_RECENT_EVERY:
-                    break
+            for namespace, count in sorted(self._events.items()):
                 conn.execute(
-                    "DELETE FROM recent_uses WHERE namespace = %s AND id <= (SELECT id FROM "
-                    "recent_uses WHERE namespace = %s ORDER BY id DESC LIMIT 1 OFFSET %s)",
-                    (ns, ns, 2 * self._keep),
+                    "INSERT INTO namespace_events (namespace, events) VALUES (%s, %s) "
+                    "ON CONFLICT (namespace) DO UPDATE SET events = namespace_events.events "
+                    "+ excluded.events",
+                    (namespace, count),
                 )
-        if getattr(self, "_horizon", False):
-            conn.execute("UPDATE meta SET value = %s WHERE key = 'log_horizon'", (version,))
-        elif version % LOG_TRIM_EVERY == 0 and version > LOG_VERSIONS:
-            horizon = version - LOG_VERSIONS
-            for table in ("edge_log", "use_log", "name_log"):
-                conn.execute(f"DELETE FROM {table} WHERE version <= %s", (horizon,))
+            if self._edges:
+                namespaces, edges = zip(*sorted(self._edges), strict=True)
+                conn.execute(
+                    f"INSERT INTO edge_log (namespace, version, edge) SELECT n, {version}, e "
+                    "FROM unnest(%s::bigint[], %s::bigint[]) AS u (n, e)",
+                    (list(namespaces), list(edges)),
+                )
+            if self._uses:
+                namespaces, nodes = zip(*sorted(self._uses), strict=True)
+                conn.execute(
+                    f"INSERT INTO use_log (namespace, version, node) SELECT n, {version}, u "
+                    "FROM unnest(%s::bigint[], %s::bigint[]) AS x (n, u)",
+                    (list(namespaces), list(nodes)),
+                )
+            if self._names:
+                kinds, ids = zip(*self._names, strict=True)
+                conn.execute(
+                    f"INSERT INTO name_log (version, kind, id) SELECT {version}, k, i FROM "
+                    "unnest(%s::text[], %s::bigint[]) AS x (k, i) ON CONFLICT DO NOTHING",
+                    (list(kinds), list(ids)),
+                )
+            if self._recent:
+                conn.cursor().executemany(
+                    "INSERT INTO recent_uses (namespace, at, nodes, version) "
+                    f"VALUES (%s, %s, %s, {version})",
+                    self._recent,
+                )
+                conn.execute(
+                    "DELETE FROM recent_uses r USING (SELECT namespace, id FROM (SELECT "
+                    "namespace, id, row_number() OVER (PARTITION BY namespace ORDER BY id DESC) "
+                    "AS newer FROM recent_uses WHERE namespace = ANY(%s::bigint[])) AS ranked "
+                    "WHERE newer > %s) AS old WHERE r.namespace = old.namespace AND r.id = old.id "
+                    f"AND {version} %% %s = 0",
+                    (sorted({entry[0] for entry in self._recent}), 2 * self._keep,
+                     TRIM_RECENT_EVERY),
+                )  # fmt: skip
+            if self._reload:
+                conn.execute(f"UPDATE meta SET value = {version} WHERE key = 'log_horizon'")
             conn.execute(
-                "UPDATE meta SET value = greatest(value, %s) WHERE key = 'log_horizon'",
-                (horizon,),
+                f"UPDATE meta SET value = greatest(value, {version} - %s) "
+                f"WHERE key = 'log_horizon' AND {version} %% %s = 0",
+                (LOG_VERSIONS, LOG_TRIM_EVERY),
             )
-        conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
-        self._pending_version = version
+            for table in ("edge_log", "use_log", "name_log"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE version <= {version} - %s AND {version} %% %s = 0",
+                    (LOG_VERSIONS, LOG_TRIM_EVERY),
+                )
+            conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+        row = bumped.fetchone()
+        self.committing = int(row[0]) if row else 0
 
 
 def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
@@ -709,7 +724,7 @@ class PostgresStorage:
                     tx.finish()
                     committing = True
                     conn.commit()
-                    tx.version = tx._pending_version
+                    tx.version = tx.committing
                 except BaseException:
                     if not conn.broken:
                         conn.rollback()
@@ -741,7 +756,8 @@ def _pool_timeout() -> type[Exception]:
 
 
 def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
-    """Whether ``conn``'s role may not write the store's tables, or the server is a standby."""
+    """Whether ``conn``'s role may not write the store's tables (or, before they exist,
+    create them), or the server is a standby."""
     row = conn.execute(
         "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery() "
         "OR NOT has_table_privilege('edges', 'INSERT, UPDATE, DELETE') "
@@ -752,7 +768,10 @@ def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     conn.rollback()
     if row is not None:
         return bool(row[0])
-    setting = conn.execute("SELECT current_setting('transaction_read_only') = 'on'").fetchone()
+    setting = conn.execute(
+        "SELECT current_setting('transaction_read_only') = 'on' "
+        "OR NOT has_schema_privilege(current_schema(), 'CREATE')"
+    ).fetchone()
     conn.rollback()
     return bool(setting and setting[0])
 

@@ -1,0 +1,71 @@
+"""Fixtures every test folder shares: the backends a store can run on.
+
+The PostgreSQL tests run against a real server: ``SYNAPSE_TEST_POSTGRES`` (a libpq URL of
+a role that may create databases; ``postgresql://postgres@127.0.0.1:5432/postgres`` by
+default). The session creates one throwaway database there, each test a schema of its own
+in it, and both are dropped afterwards. A server that does not answer fails the tests
+(it is never skipped).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+POSTGRES = os.environ.get("SYNAPSE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def with_database(url: str, database: str, schema: str | None = None) -> str:
+    """``url`` pointed at ``database`` (and, given, at ``schema`` as the search path)."""
+    parts = urlsplit(url)
+    query = parts.query
+    if schema is not None:
+        query = "&".join(filter(None, [query, urlencode({"options": f"-csearch_path={schema}"})]))
+    return urlunsplit((parts.scheme, parts.netloc, f"/{database}", query, ""))
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """The URL of a throwaway database on the test server, dropped after the session."""
+    name = f"synapse_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(POSTGRES, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        pytest.fail(
+            f"the PostgreSQL server at {POSTGRES!r} does not answer ({exc}); start it, or set "
+            "SYNAPSE_TEST_POSTGRES to another server's URL",
+            pytrace=False,
+        )
+    with admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield with_database(POSTGRES, name)
+        finally:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> Iterator[str]:
+    """A store URL of its own: an empty schema in the session's throwaway database."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield with_database(postgres_database, urlsplit(postgres_database).path[1:], schema)
+    with psycopg.connect(postgres_database, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store lives, on each backend: an SQLite file, then a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "synapses.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url

@@ -1,0 +1,331 @@
+"""PostgreSQL: a team's shared store against a real server (see conftest.py for which).
+
+Concurrent writers lose nothing and never deadlock; a killed backend leaves no partial
+event; other writers' commits reach a reader through LISTEN/NOTIFY or polling; a database
+of another application, a newer schema and a role that may not write are refused
+plainly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from synapse_retriever import (
+    CoActivation,
+    NotASynapseDatabaseError,
+    ReadOnlyStoreError,
+    StorageUnavailableError,
+    SynapseConfig,
+    SynapseStore,
+)
+from synapse_retriever.persistence import postgres
+from synapse_retriever.persistence.postgres import PostgresStorage
+
+DAY = 86_400.0
+NODES = [f"src/module_{i}.py" for i in range(24)]
+PROCESSES, EVENTS = 8, 500
+
+
+def _events(seed: int, count: int) -> list[list[str]]:
+    """``count`` events of 2 to 5 nodes drawn from a small, shared set (heavy overlap)."""
+    rng = random.Random(seed)
+    return [rng.sample(NODES, rng.randint(2, 5)) for _ in range(count)]
+
+
+def _write(url: str, seed: int, batch: int, start: Any) -> None:
+    """One writer process: its events one by one (``batch`` 1) or in batches."""
+    start.wait()
+    with SynapseStore(url) as store:
+        events = _events(seed, EVENTS)
+        if batch == 1:
+            for nodes in events:
+                store.reinforce(nodes, namespace="shared")
+        else:
+            for at in range(0, len(events), batch):
+                store.reinforce_many(
+                    [CoActivation(nodes, namespace="shared") for nodes in events[at : at + batch]]
+                )
+
+
+@pytest.mark.parametrize("batch", [1, 50])
+def test_concurrent_writers_lose_no_update(postgres_url: str, batch: int) -> None:
+    SynapseStore(postgres_url).close()  # the schema, before the race
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    writers = [
+        context.Process(target=_write, args=(postgres_url, seed, batch, start))
+        for seed in range(PROCESSES)
+    ]
+    for writer in writers:
+        writer.start()
+    start.set()
+    for writer in writers:
+        writer.join(timeout=300)
+    assert [writer.exitcode for writer in writers] == [0] * PROCESSES
+    expected: Counter[tuple[str, str]] = Counter()
+    used: Counter[str] = Counter()
+    for seed in range(PROCESSES):
+        for nodes in _events(seed, EVENTS):
+            expected.update(itertools.combinations(sorted(nodes), 2))
+            used.update(nodes)
+    with SynapseStore(postgres_url) as store:
+        counts = {
+            (a, b): data["count"]
+            for a, b, data in store.graph(at=time.time(), namespaces="shared").edges(data=True)
+        }
+        assert {tuple(sorted(pair)): n for pair, n in counts.items()} == dict(expected)
+    with psycopg.connect(postgres_url) as conn:
+        uses = dict(
+            conn.execute("SELECT n.name, u.uses FROM node_uses u JOIN nodes n ON n.id = u.node")
+        )
+        events = conn.execute("SELECT events FROM namespace_events").fetchone()
+        versions = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    assert uses == dict(used)
+    assert events == (PROCESSES * EVENTS,)
+    assert versions is not None and versions[0] >= PROCESSES * EVENTS // batch
+
+
+def _terminate(url: str, pid: int) -> None:
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_a_backend_killed_mid_transaction_leaves_no_partial_event_and_is_retried(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SynapseStore(postgres_url)
+    store.reinforce(["a", "b"], at=0)
+    killed: list[int] = []
+    original = postgres._PostgresTransaction.uses_of
+
+    def uses_of_then_die(self: Any, keys: Any) -> Any:
+        rows = original(self, keys)  # the edges are written by now, uncommitted
+        if not killed:
+            pid = self._conn.info.backend_pid
+            _terminate(postgres_url, pid)
+            killed.append(pid)
+        return rows
+
+    monkeypatch.setattr(postgres._PostgresTransaction, "uses_of", uses_of_then_die)
+    assert store.reinforce(["a", "b", "c"], at=DAY) == 3  # retried on a new connection
+    assert killed
+    edge = store.edge("a", "b")
+    assert edge is not None and edge.activation_count == 2  # once, not twice
+    with SynapseStore(postgres_url) as other:
+        again = other.edge("a", "b")
+        assert again is not None and again.activation_count == 2
+        assert other.edge("a", "c") is not None
+    store.close()
+
+
+def test_the_store_reconnects_after_its_connections_are_killed(postgres_url: str) -> None:
+    with SynapseStore(postgres_url) as store:
+        store.reinforce(["a", "b"], at=0)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            database = admin.info.dbname
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            )
+        assert store.reinforce(["a", "b"], at=DAY) == 1
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 2
+
+
+class PrivateServer:
+    """A PostgreSQL server of this test module's own, in a temporary folder, that a test
+    may restart (the shared server is never touched)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.bin = Path(_run(["pg_config", "--bindir"]).strip())
+        self.data, self.port = folder / "data", _free_port()
+        self.as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_owner:
+            shutil.chown(folder, "postgres")
+        _run([*self.as_owner, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust",
+              "-U", "postgres", "--no-sync", "-E", "UTF8"])  # fmt: skip
+        self.options = f"-p {self.port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self.pg_ctl("start")
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def pg_ctl(self, *command: str) -> None:
+        _run([*self.as_owner, str(self.bin / "pg_ctl"), "-D", str(self.data), "-o",
+              self.options, "-w", "-l", str(self.data / "server.log"), *command])  # fmt: skip
+
+    def restart(self) -> None:
+        self.pg_ctl("restart", "-m", "fast")
+
+
+def _run(command: list[str]) -> str:
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def private_server() -> Iterator[PrivateServer]:
+    folder = Path(tempfile.mkdtemp(prefix="synapse-postgres-"))  # the server's user reaches it
+    try:
+        server = PrivateServer(folder)
+        try:
+            yield server
+        finally:
+            server.pg_ctl("stop", "-m", "immediate")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_server_restart_is_survived(private_server: PrivateServer) -> None:
+    url = private_server.url
+    with SynapseStore(url) as store:
+        store.reinforce(["a", "b"], at=0)
+        private_server.restart()
+        assert store.reinforce(["a", "b"], at=DAY) == 1
+        assert [h.id for h in store.recall([("a", 1.0), ("x", 0.5)], at=DAY)] == ["a", "b"]
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 2
+
+
+def test_another_writers_commit_reaches_a_reader_by_notification(postgres_url: str) -> None:
+    config = SynapseConfig(refresh_interval_s=0.0)
+    with SynapseStore(postgres_url, config=config) as reader, SynapseStore(postgres_url) as writer:
+        storage = reader._storage
+        assert isinstance(storage, PostgresStorage)
+        _wait(lambda: storage.listening)
+        reader.edge("a", "b")  # caught up: nothing signalled since
+        _wait(lambda: storage.poll(reader._mirror.version, 0, 0) is None)
+        assert not storage._changed.is_set()  # a read now runs no SQL
+        writer.reinforce(["a", "b"], namespace="shared", at=0)
+        _wait(lambda: reader.edge("a", "b", namespace="shared") is not None)
+        edge = reader.edge("a", "b", namespace="shared")
+        assert edge is not None and edge.activation_count == 1
+
+
+def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
+    config = SynapseConfig(refresh_interval_s=0.0)
+    storage = PostgresStorage(postgres_url, listen=False)
+    with SynapseStore(storage=storage, config=config) as reader, SynapseStore(postgres_url) as w:
+        assert not storage.listening
+        w.reinforce(["a", "b"], at=0)
+        w.reinforce(["b", "c"], at=0)
+        assert reader.edge("b", "c") is not None  # the next read polls
+        w.decay(at=200 * DAY, force=True)
+        assert reader.edge("b", "c") is None  # deletions travel too
+
+
+def _wait(condition: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_schema_of_another_application_is_refused_and_untouched(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE invoices (id int)")
+    with pytest.raises(NotASynapseDatabaseError, match=r"another application.*invoices"):
+        SynapseStore(postgres_url)
+    with psycopg.connect(postgres_url) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        assert [row[0] for row in tables] == ["invoices"]
+
+
+def test_a_newer_schema_is_refused(postgres_url: str) -> None:
+    SynapseStore(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = 99 WHERE key = 'schema_version'")
+    with pytest.raises(NotASynapseDatabaseError, match="schema version 99, newer"):
+        SynapseStore(postgres_url)
+
+
+def test_an_unreachable_server_is_a_typed_error_at_once() -> None:
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError, match="cannot connect"):
+        SynapseStore("postgresql://nobody@127.0.0.1:1/none")
+    assert time.monotonic() - started < 10
+
+
+@pytest.fixture
+def reader_url(postgres_url: str) -> Iterator[str]:
+    """``postgres_url`` as a role that may only read (created, then dropped)."""
+    role = f"reader_{random.randrange(1 << 30)}"
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                sql.Identifier(schema), sql.Identifier(role)
+            )
+        )
+    url = postgres_url.replace("postgres@", f"{role}@", 1)
+    yield url
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_a_read_only_role_recalls_and_its_writes_raise(postgres_url: str, reader_url: str) -> None:
+    with pytest.raises(NotASynapseDatabaseError, match="holds no synapse store"):
+        SynapseStore(reader_url)  # nothing to read yet, and it may not create it
+    with SynapseStore(postgres_url) as writer:
+        writer.reinforce(["a", "b"], at=0)
+    role = reader_url.split("//", 1)[1].split("@", 1)[0]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                sql.Identifier(postgres_url.rsplit("search_path%3D", 1)[1]), sql.Identifier(role)
+            )
+        )
+    with SynapseStore(reader_url) as reader:
+        assert [h.id for h in reader.recall([("a", 1.0), ("x", 0.5)], at=0)] == ["a", "b"]
+        with pytest.raises(ReadOnlyStoreError, match="read-only"):
+            reader.reinforce(["a", "b"], at=DAY)
+        with pytest.raises(ReadOnlyStoreError):
+            reader.decay(at=0)
+    with SynapseStore(postgres_url, read_only=True) as chosen, pytest.raises(ReadOnlyStoreError):
+        chosen.reinforce(["a", "c"], at=DAY)
+    with SynapseStore(postgres_url) as writer:
+        edge = writer.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1 and writer.edge("a", "c") is None
+
+
+def test_concurrent_creators_of_one_store_all_open_it(postgres_url: str) -> None:
+    errors: list[BaseException] = []
+
+    def open_and_write(n: int) -> None:
+        try:
+            with SynapseStore(postgres_url) as store:
+                store.reinforce(["a", f"n{n}"], at=0)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_write, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with SynapseStore(postgres_url) as store:
+        assert len(store.neighbours("a", at=0)) == 6
