@@ -57,7 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def store_command(name: str, handler: Callable[[argparse.Namespace], int], help_: str) -> Any:
         sub = commands.add_parser(name, help=help_, description=help_)
-        sub.add_argument("store", metavar="STORE", help="path of the synapse database (SQLite)")
+        sub.add_argument(
+            "store",
+            metavar="STORE",
+            help="the synapse store: an SQLite file, or a postgresql:// URL",
+        )
         sub.set_defaults(handler=handler)
         return sub
 
@@ -109,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=["json", "graphml"], help="default: from the suffix of FILE"
     )
     export.add_argument("--at", help="time the decayed weights are given at (default: now)")
+    export.add_argument(
+        "--namespace",
+        action="append",
+        help="export only this namespace (repeatable; default: every namespace)",
+    )
 
     imp = store_command(
         "import",

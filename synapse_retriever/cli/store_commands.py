@@ -20,6 +20,7 @@ from rich.table import Table
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.errors import SynapseError
+from synapse_retriever.persistence.postgres import is_postgres_url
 
 if TYPE_CHECKING:
     from synapse_retriever.memory.graph import Edge
@@ -282,7 +283,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         console(stderr=True).status("exporting", spinner="dots"),
         open_store(args.store, must_exist=True) as store,
     ):
-        count = write_edges(store, args.output, fmt=fmt, at=now)
+        count = write_edges(store, args.output, fmt=fmt, at=now, namespaces=args.namespace)
     console().print(f"exported {count} live edges to {args.output}")
     return 0
 
@@ -299,7 +300,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not source.is_file():
         raise CliError(f"no export file at {args.input!r}")
     fmt = _format(args.input, args.format)
-    if not Path(args.store).parent.is_dir():
+    if not is_postgres_url(args.store) and not Path(args.store).parent.is_dir():
         raise CliError(f"cannot create {args.store!r}: no such directory")
     with console(stderr=True).status("importing", spinner="dots"):
         edges = read_edges(source, fmt=fmt)
@@ -319,9 +320,16 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
     creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
+    from synapse_retriever.persistence.postgres import PostgresStorage
     from synapse_retriever.persistence.sqlite import SQLiteStorage
     from synapse_retriever.persistence.transfer import merge_edges
 
+    if is_postgres_url(path):  # a server's database: one transaction, nothing to remove
+        shared = PostgresStorage(path, listen=False)
+        try:
+            return merge_edges(shared, edges)
+        finally:
+            shared.close()
     try:
         Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own
         created = True

@@ -99,12 +99,15 @@ class MergeReport:
     kept: int
 
 
-def export_edges(store: SynapseStore, at: Clock = None) -> list[Edge]:
-    """The stored state of every edge still live at ``at``, sorted by (namespace, a, b).
+def export_edges(
+    store: SynapseStore, at: Clock = None, namespaces: Iterable[str] | None = None
+) -> list[Edge]:
+    """The stored state of every edge still live at ``at``, sorted by (namespace, a, b);
+    only those of ``namespaces``, given.
 
     Edges that decayed below the prune threshold are left out: a sweep would delete them.
     """
-    graph = store.graph(at=at)
+    graph = store.graph(at=at, namespaces=None if namespaces is None else list(namespaces))
     edges: list[Edge] = []
     for a, b, namespace in graph.edges(keys=True):
         edge = store.edge(a, b, namespace)
@@ -433,8 +436,12 @@ def write_edges(
     *,
     fmt: Format | None = None,
     at: Clock = None,
+    namespaces: Iterable[str] | None = None,
 ) -> int:
     """Write the live edges of ``store`` to ``path`` as JSON or GraphML; returns their count.
+
+    ``namespaces`` limits the export to those namespaces (to move the team's ``shared``
+    graph from one backend to another, say).
 
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export
@@ -469,7 +476,7 @@ def write_edges(
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
     check_export_path(target, store_path=store.path)
-    edges = export_edges(store, at=now)
+    edges = export_edges(store, at=now, namespaces=namespaces)
     if fmt == "graphml":
         _refuse_what_xml_cannot_carry(edges, path)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process

@@ -196,6 +196,32 @@ def test_export_then_import_round_trips_and_merges(
     assert code == 0 and json.loads(out) == {"inserted": 0, "replaced": 0, "kept": 3}
 
 
+def test_a_namespace_moves_between_backends_without_loss(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local = tmp_path / "local.db"
+    with SynapseStore(local) as s:
+        s.reinforce([JWT, KEYS, "README.md"], namespace="shared", at=BASE)
+        s.reinforce([JWT, KEYS], strength=2, namespace="shared", at=BASE + DAY)
+        s.reinforce([JWT, "notes.md"], namespace="personal", at=BASE)
+        shared = export_edges(s, at=BASE + DAY, namespaces=["shared"])
+    out_file = tmp_path / "shared.json"
+    code, out, _ = run(capsys, "export", str(local), str(out_file), "--namespace", "shared",
+                       "--at", NEAR)  # fmt: skip
+    assert code == 0 and "exported 3 live edges" in out
+    code, out, _ = run(capsys, "import", postgres_url, str(out_file), "--json")
+    assert code == 0 and json.loads(out) == {"inserted": 3, "replaced": 0, "kept": 0}
+    back = tmp_path / "back.json"
+    code, _, _ = run(capsys, "export", postgres_url, str(back), "--at", NEAR)
+    assert code == 0
+    copy = tmp_path / "copy.db"
+    assert run(capsys, "import", str(copy), str(back))[0] == 0
+    with SynapseStore(postgres_url) as team, SynapseStore(copy) as again:
+        assert export_edges(team, at=BASE + DAY) == shared  # every field, exactly
+        assert export_edges(again, at=BASE + DAY) == shared
+        assert team.edge(JWT, "notes.md", "personal") is None  # only the namespace moved
+
+
 def test_import_never_overwrites_a_newer_edge(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
