@@ -53,6 +53,7 @@ from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
 from synapse_retriever.memory.spreading import Activation
 from synapse_retriever.persistence import Storage, WriteTransaction
+from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import TransientWriteError
 from synapse_retriever.persistence.sqlite import SQLiteStorage
@@ -217,20 +218,53 @@ class SynapseStore:
             raise InvalidValueError("read_only applies to the store at path, not a storage")
         self.config = config or SynapseConfig()
         self.path = str(path)
-        if storage is None and is_postgres_url(path):
-            storage = PostgresStorage(
-                str(path), read_only=read_only, timeout_s=self.config.busy_timeout_s
-            )
-            self.path = storage.path  # no password in messages
-        elif storage is None:
-            storage = SQLiteStorage(
-                path, busy_timeout_s=self.config.busy_timeout_s, read_only=read_only
-            )
+        if storage is None:
+            storage = _open_storage(path, read_only, self.config)
+            self.path = getattr(storage, "path", self.path)  # a URL without its password
         self._storage: Storage = storage
         self._lock = threading.RLock()
         self._mirror = Mirror(self.config)
         self._mirror.load(self._storage)
         self._closed = False
+
+    @classmethod
+    def layered(
+        cls,
+        local: str | os.PathLike[str],
+        shared: str | os.PathLike[str],
+        *,
+        config: SynapseConfig | None = None,
+        shared_namespaces: Iterable[str] = ("shared",),
+        read_only_shared: bool = False,
+    ) -> SynapseStore:
+        """One store over two backends: the team's namespaces in ``shared`` (a PostgreSQL
+        URL, typically), every other one (``personal``, ``branch:*``) in ``local`` (an
+        SQLite file).
+
+        Recall merges all of them with the usual weights, from memory; each write goes to
+        its namespace's backend (see :mod:`~synapse_retriever.persistence.layered`).
+
+        Examples
+        --------
+        >>> store = SynapseStore.layered(local=":memory:", shared=":memory:")
+        >>> _ = store.reinforce(["auth/jwt.py", "config/keys.py"], namespace="shared", at=0)
+        >>> _ = store.reinforce(["auth/jwt.py", "notes/todo.md"], at=0)  # personal: local
+        >>> [h.id for h in store.recall([("auth/jwt.py", 0.9), ("x", 0.5), ("y", 0.4)], at=0)]
+        ['auth/jwt.py', 'notes/todo.md', 'config/keys.py']
+        >>> store.close()
+        """
+        config = config or SynapseConfig()
+        namespaces = [validate_namespace(ns) for ns in shared_namespaces]
+        first = _open_storage(local, False, config)
+        try:
+            second = _open_storage(shared, read_only_shared, config)
+        except BaseException:
+            first.close()
+            raise
+        storage = LayeredStorage(first, second, shared_namespaces=namespaces)
+        store = cls(config=config, storage=storage)
+        store.path = f"{getattr(first, 'path', local)} + {getattr(second, 'path', shared)}"
+        return store
 
     @classmethod
     def coerce(
@@ -500,13 +534,15 @@ config: pass config together with a store path instead
             mirror.catch_up(tx)
             clock = time.time()
             times = [clock if e.explicit is None else e.explicit for e in events]
-            new = _fresh(tx, events, times)
+            spaces = list(dict.fromkeys(e.namespace for e in events if e.ids))
+            ns_of = dict(zip(spaces, self._ids(tx, [], spaces)[1], strict=True))
+            new = _fresh(tx, events, times, ns_of)
             chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
             names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
-            spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
-            node_ids, ns_ids = self._ids(tx, names, spaces)
+            node_ids = self._ids(tx, names, [])[0]
             node_of = dict(zip(names, node_ids, strict=True))
-            ns_of = dict(zip(spaces, ns_ids, strict=True))
+            spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
+            ns_ids = [ns_of[ns] for ns in spaces]
             ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
             pairing = [i for i in chosen if len(ids_of[i]) > 1 and events[i].delta > 0.0]
             pair_events = [
@@ -973,6 +1009,13 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         self._mirror.refresh(self._storage)
 
 
+def _open_storage(path: str | os.PathLike[str], read_only: bool, config: SynapseConfig) -> Storage:
+    """The backend ``path`` names: PostgreSQL for a ``postgresql://`` URL, else SQLite."""
+    if is_postgres_url(path):
+        return PostgresStorage(str(path), read_only=read_only, timeout_s=config.busy_timeout_s)
+    return SQLiteStorage(path, busy_timeout_s=config.busy_timeout_s, read_only=read_only)
+
+
 def _clamped_strength(strength: object, maximum: float) -> float:
     if isinstance(strength, bool) or not isinstance(strength, (int, float)):
         raise InvalidTypeError(
@@ -983,10 +1026,19 @@ def _clamped_strength(strength: object, maximum: float) -> float:
     return min(max(float(strength), 0.0), maximum)
 
 
-def _fresh(tx: WriteTransaction, events: Sequence[_Event], times: Sequence[float]) -> list[bool]:
+def _fresh(
+    tx: WriteTransaction,
+    events: Sequence[_Event],
+    times: Sequence[float],
+    namespaces: dict[str, int],
+) -> list[bool]:
     """Which of ``events`` are not replays: no ``event_id``, or one recorded now (once,
     for its first event, when the batch holds it twice)."""
-    ids = [(e.event_id, t) for e, t in zip(events, times, strict=True) if e.event_id and e.ids]
+    ids = [
+        (e.event_id, t, namespaces[e.namespace])
+        for e, t in zip(events, times, strict=True)
+        if e.event_id and e.ids
+    ]
     recorded = tx.record_events(ids) if ids else set()
     fresh = []
     for event in events:

@@ -340,8 +340,8 @@ class _PostgresTransaction:
         self._recent += [(ns, at, list(nodes)) for ns, at, nodes in entries]
         self._keep = max(self._keep, keep)
 
-    def record_events(self, events: Sequence[tuple[str, float]]) -> set[str]:
-        first = dict(reversed(events))  # an id twice: the first time
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
+        first = {event_id: at for event_id, at, _ in reversed(events)}  # twice: the first
         ordered = sorted(first)
         created = self._rows(
             "INSERT INTO events (id, at) SELECT * FROM unnest(%s::text[], %s::float8[]) "

@@ -90,10 +90,11 @@ class WriteTransaction(Protocol):
         """Everything written after version ``since``; names with ids above the maxima."""
         ...
 
-    def record_events(self, events: Sequence[tuple[str, float]]) -> set[str]:
-        """Record event ids ``(id, at)``; returns those recorded now (the others were
-        recorded before: their events are replays). An id twice in ``events`` is
-        recorded once."""
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
+        """Record event ids ``(id, at, namespace)``; returns those recorded now (the others
+        were recorded before: their events are replays). An id twice in ``events`` is
+        recorded once. An id is the store's, whatever its namespace (a backend that keeps
+        namespaces apart records it with its event's)."""
         ...
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:

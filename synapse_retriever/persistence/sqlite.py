@@ -357,9 +357,9 @@ class _SQLiteTransaction:
                 "UPDATE meta SET value = max(value, ?) WHERE key = 'log_horizon'", (horizon,)
             )
 
-    def record_events(self, events: Sequence[tuple[str, float]]) -> set[str]:
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
         recorded: set[str] = set()
-        for event_id, at in events:
+        for event_id, at, _ in events:
             cursor = self._db.execute(
                 "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                 (event_id, at),

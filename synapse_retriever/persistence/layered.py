@@ -1,0 +1,343 @@
+"""Two backends as one: a user's namespaces in a local file, the team's in a shared database.
+
+A :class:`LayeredStorage` routes each namespace to a layer (``shared`` to the shared
+backend, the others to the local one) and shows the store one id space: node and namespace
+ids are its own, given by name, and an edge's id is its layer's id × 2 + the layer (0
+local, 1 shared). The store's in-memory graph therefore holds both layers, merged at recall
+with the usual namespace weights, and recall runs no SQL.
+
+A write transaction opens a layer's own transaction only when it first touches that layer,
+and commits them when it ends: an event is in one namespace, so it is atomic as on one
+backend; a batch that spans both layers is atomic per layer. The version the store sees is
+a count of what this object has read or written; which layer version each reflects is
+kept here, per layer, and each poll asks each layer what changed since then.
+
+Examples
+--------
+>>> from synapse_retriever import SynapseStore
+>>> store = SynapseStore.layered(local=":memory:", shared=":memory:")
+>>> _ = store.reinforce(["a", "b"], namespace="personal", at=0)
+>>> _ = store.reinforce(["a", "c"], namespace="shared", at=0)
+>>> sorted(other for other, _, _ in store.neighbours("a", at=0))
+['b', 'c']
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+
+import numpy as np
+
+from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.persistence.protocols import Storage, WriteTransaction
+from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
+
+__all__ = ["LOCAL", "SHARED", "LayeredStorage"]
+
+LOCAL, SHARED = 0, 1
+"""The layers, as the last bit of an edge's id."""
+
+
+class _Names:
+    """Ids of one kind (nodes or namespaces) here, and in each layer, by name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = [""]  # ids from 1, as the backends give them
+        self.index: dict[str, int] = {}
+        self.to_view: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        self.to_layer: tuple[dict[int, int], dict[int, int]] = ({}, {})
+
+    def view(self, name: str) -> int:
+        found = self.index.get(name)
+        if found is None:
+            found = self.index[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def learn(self, layer: int, pairs: Iterable[tuple[int, str]]) -> None:
+        for layer_id, name in pairs:
+            view = self.view(name)
+            self.to_view[layer][layer_id] = view
+            self.to_layer[layer][view] = layer_id
+
+    def top(self, layer: int) -> int:
+        return max(self.to_view[layer], default=0)
+
+
+class LayeredStorage:
+    """A local backend and a shared one, seen as one (see the module docstring).
+
+    Parameters
+    ----------
+    local, shared : Storage
+        The backends: an SQLite file, say, and a PostgreSQL database.
+    shared_namespaces : collection of str
+        The namespaces kept in ``shared``; every other namespace is kept in ``local``.
+    """
+
+    def __init__(
+        self,
+        local: Storage,
+        shared: Storage,
+        *,
+        shared_namespaces: Collection[str] = ("shared",),
+    ) -> None:
+        if isinstance(shared_namespaces, str) or not shared_namespaces:
+            raise InvalidValueError(
+                f"shared_namespaces must be a non-empty collection of names, "
+                f"got {shared_namespaces!r}"
+            )
+        self.layers = (local, shared)
+        self.shared_namespaces = frozenset(shared_namespaces)
+        self.nodes, self.spaces = _Names(), _Names()
+        self.cursors = [0, 0]  # the layer version each layer's part of the view reflects
+        self.version = 0
+
+    def layer_of(self, namespace: int) -> int:
+        """The layer that keeps the namespace of view id ``namespace``."""
+        return SHARED if self.spaces.names[namespace] in self.shared_namespaces else LOCAL
+
+    def load(self) -> Changes:
+        loaded = [layer.load() for layer in self.layers]
+        return self._merged(loaded, full=True)
+
+    def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
+        found: list[Changes | None] = [
+            layer.poll(self.cursors[n], self.nodes.top(n), self.spaces.top(n))
+            for n, layer in enumerate(self.layers)
+        ]
+        if all(changes is None for changes in found):
+            return None
+        if any(changes is not None and changes.full for changes in found):
+            # one layer starts again from everything: so must the view
+            return self._merged(
+                [c if c is not None and c.full else layer.load()
+                 for c, layer in zip(found, self.layers, strict=True)],
+                full=True,
+            )  # fmt: skip
+        return self._merged(found, full=False)
+
+    def _merged(self, found: Sequence[Changes | None], *, full: bool) -> Changes:
+        """Layers' changes in view ids, as one; the view's version moves on."""
+        merged = Changes(version=0, full=full)
+        rows: list[np.ndarray] = []
+        uses: list[UseRow] = []
+        for layer, changes in enumerate(found):
+            if changes is None:
+                continue
+            self.cursors[layer] = changes.version
+            self.nodes.learn(layer, changes.nodes)
+            self.spaces.learn(layer, changes.namespaces)
+            merged.nodes += [(self.nodes.to_view[layer][i], name) for i, name in changes.nodes]
+            merged.namespaces += [
+                (self.spaces.to_view[layer][i], name) for i, name in changes.namespaces
+            ]
+            rows.append(self._rows_to_view(layer, np.asarray(changes.rows, np.float64)))
+            merged.removed += [2 * i + layer for i in changes.removed]
+            columns = changes.uses
+            uses += [
+                UseRow(
+                    self.spaces.to_view[layer][int(columns.namespace[k])],
+                    self.nodes.to_view[layer][int(columns.node[k])],
+                    int(columns.uses[k]),
+                    int(columns.together[k]),
+                    float(columns.first[k]),
+                    tuple(t for t in columns.recent[k].tolist() if t > -np.inf),
+                )
+                for k in range(len(columns))
+            ]
+            merged.events += [(self.spaces.to_view[layer][ns], n) for ns, n in changes.events]
+            merged.recent += [
+                (self.spaces.to_view[layer][ns], at, tuple(self.nodes.to_view[layer][n] for n in
+                                                           members))
+                for ns, at, members in changes.recent
+            ]  # fmt: skip
+        merged.rows = np.concatenate(rows) if rows else np.zeros((0, len(EdgeRow._fields)))
+        merged.uses = UseColumns.of(uses)
+        self.version += 1
+        merged.version = self.version
+        return merged
+
+    def _rows_to_view(self, layer: int, rows: np.ndarray) -> np.ndarray:
+        rows = rows.reshape(-1, len(EdgeRow._fields)).copy()
+        if rows.size:
+            spaces, nodes = self.spaces.to_view[layer], self.nodes.to_view[layer]
+            rows[:, 0] = 2 * rows[:, 0] + layer
+            rows[:, 1] = [spaces[int(ns)] for ns in rows[:, 1]]
+            rows[:, 2] = [nodes[int(a)] for a in rows[:, 2]]
+            rows[:, 3] = [nodes[int(b)] for b in rows[:, 3]]
+        return rows
+
+    @contextmanager
+    def write(self) -> Iterator[WriteTransaction]:
+        with ExitStack() as stack:
+            tx = _LayeredTransaction(self, stack)
+            yield tx
+        # every layer committed: the view moves on by one if no other writer came between
+        written = {layer: part.version for layer, part in tx.parts.items()}
+        if all(version == self.cursors[layer] + 1 for layer, version in written.items()):
+            for layer, version in written.items():
+                self.cursors[layer] = version
+            self.version += 1
+            tx.version = self.version
+        # else: version 0, the store applies the rows; the next poll reads the rest
+
+    def close(self) -> None:
+        for layer in self.layers:
+            with contextlib.suppress(Exception):
+                layer.close()
+
+
+class _LayeredTransaction:
+    """One write across the layers, each layer's transaction opened when first needed."""
+
+    def __init__(self, storage: LayeredStorage, stack: ExitStack) -> None:
+        self._storage = storage
+        self._stack = stack
+        self.parts: dict[int, WriteTransaction] = {}
+        self.version = 0
+
+    def _part(self, layer: int) -> WriteTransaction:
+        part = self.parts.get(layer)
+        if part is None:
+            part = self.parts[layer] = self._stack.enter_context(
+                self._storage.layers[layer].write()
+            )
+        return part
+
+    def _ns(self, view: int) -> tuple[int, WriteTransaction, int]:
+        """The layer of namespace ``view``, its transaction, and the namespace's id there."""
+        storage = self._storage
+        layer = storage.layer_of(view)
+        part = self._part(layer)
+        found = storage.spaces.to_layer[layer].get(view)
+        if found is None:
+            name = storage.spaces.names[view]
+            found = part.namespace_id(name)
+            storage.spaces.learn(layer, [(found, name)])
+        return layer, part, found
+
+    def _node_ids(self, layer: int, views: Sequence[int]) -> list[int]:
+        storage = self._storage
+        known = storage.nodes.to_layer[layer]
+        missing = [storage.nodes.names[v] for v in dict.fromkeys(views) if v not in known]
+        if missing:
+            storage.nodes.learn(layer, zip(self._part(layer).node_ids(missing), missing,
+                                           strict=True))  # fmt: skip
+        return [known[v] for v in views]
+
+    def _edge_rows(self, layer: int, rows: Iterable[EdgeRow]) -> list[EdgeRow]:
+        table = self._storage._rows_to_view(layer, np.asarray(list(rows), np.float64))
+        return [EdgeRow(int(r[0]), int(r[1]), int(r[2]), int(r[3]), r[4], int(r[5]), *r[6:])
+                for r in table.tolist()]  # fmt: skip
+
+    def _to_layer(self, rows: Sequence[EdgeRow]) -> tuple[int, list[EdgeRow]]:
+        layer, _, ns = self._ns(rows[0].namespace)
+        ends = self._node_ids(layer, [n for row in rows for n in (row.a, row.b)])
+        return layer, [
+            EdgeRow(row.id // 2, ns, ends[2 * k], ends[2 * k + 1], *row[4:])
+            for k, row in enumerate(rows)
+        ]
+
+    def node_ids(self, names: Sequence[str]) -> list[int]:
+        return [self._storage.nodes.view(name) for name in names]
+
+    def namespace_id(self, name: str) -> int:
+        return self._storage.spaces.view(name)
+
+    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
+        found: list[EdgeRow] = []
+        for positions in self._by_namespace([key[0] for key in keys]).values():
+            layer, part, ns = self._ns(keys[positions[0]][0])
+            ends = self._node_ids(layer, [n for p in positions for n in keys[p][1:]])
+            local = [(ns, ends[2 * k], ends[2 * k + 1]) for k in range(len(positions))]
+            found += self._edge_rows(layer, part.lock_edges(local))
+        return found
+
+    def _by_namespace(self, namespaces: Iterable[int]) -> dict[int, list[int]]:
+        groups: dict[int, list[int]] = {}
+        for position, ns in enumerate(namespaces):
+            groups.setdefault(ns, []).append(position)
+        return groups
+
+    def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
+        found: list[EdgeRow] = []
+        for layer in (LOCAL, SHARED):
+            mine = [i // 2 for i in ids if i % 2 == layer]
+            if mine:
+                found += self._edge_rows(layer, self._part(layer).edges_by_id(mine))
+        return found
+
+    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
+        placed: list[EdgeRow | None] = [None] * len(rows)
+        for positions in self._by_namespace(row.namespace for row in rows).values():
+            layer, local = self._to_layer([rows[p] for p in positions])
+            new = self._edge_rows(layer, self._part(layer).insert(local))
+            for p, row in zip(positions, new, strict=True):
+                placed[p] = row
+        return [row for row in placed if row is not None]
+
+    def update(self, rows: Sequence[EdgeRow]) -> None:
+        for positions in self._by_namespace(row.namespace for row in rows).values():
+            layer, local = self._to_layer([rows[p] for p in positions])
+            self._part(layer).update(local)
+
+    def delete(self, ids: Sequence[int]) -> None:
+        for layer in (LOCAL, SHARED):
+            mine = [i // 2 for i in ids if i % 2 == layer]
+            if mine:
+                self._part(layer).delete(mine)
+
+    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
+        found: list[UseRow] = []
+        nodes = self._storage.nodes
+        for positions in self._by_namespace(key[0] for key in keys).values():
+            layer, part, ns = self._ns(keys[positions[0]][0])
+            ids = self._node_ids(layer, [keys[p][1] for p in positions])
+            view = nodes.to_view[layer]
+            found += [row._replace(namespace=keys[positions[0]][0], node=view[row.node])
+                      for row in part.uses_of([(ns, n) for n in ids])]  # fmt: skip
+        return found
+
+    def write_uses(self, rows: Sequence[UseRow]) -> None:
+        for positions in self._by_namespace(row.namespace for row in rows).values():
+            layer, part, ns = self._ns(rows[positions[0]].namespace)
+            ids = self._node_ids(layer, [rows[p].node for p in positions])
+            part.write_uses([rows[p]._replace(namespace=ns, node=n)
+                             for p, n in zip(positions, ids, strict=True)])  # fmt: skip
+
+    def add_events(self, namespace: int, count: int) -> None:
+        _, part, ns = self._ns(namespace)
+        part.add_events(ns, count)
+
+    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
+        for positions in self._by_namespace(entry[0] for entry in entries).values():
+            layer, part, ns = self._ns(entries[positions[0]][0])
+            part.log_recent(
+                [(ns, entries[p][1], self._node_ids(layer, list(entries[p][2])))
+                 for p in positions],
+                keep,
+            )  # fmt: skip
+
+    def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
+        # the store catches up inside a transaction only where its version is known at the
+        # start; this one's is 0 until the commit, so this is never needed there
+        found = self._storage.poll(since, max_node, max_namespace)
+        return found if found is not None else Changes(version=self._storage.version)
+
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
+        recorded: set[str] = set()
+        for positions in self._by_namespace(event[2] for event in events).values():
+            _, part, ns = self._ns(events[positions[0]][2])
+            recorded |= part.record_events([(events[p][0], events[p][1], ns) for p in positions])
+        return recorded
+
+    def forget_after(self, limit: float) -> tuple[int, int, int]:
+        counts = [self._part(layer).forget_after(limit) for layer in (LOCAL, SHARED)]
+        return (
+            counts[0][0] + counts[1][0],
+            counts[0][1] + counts[1][1],
+            counts[0][2] + counts[1][2],
+        )

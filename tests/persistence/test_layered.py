@@ -1,0 +1,143 @@
+"""A layered store: personal and branch namespaces in a local file, the team's in PostgreSQL.
+
+It must learn and recall exactly as one store holding every namespace would, write each
+namespace only to its own backend, and see teammates' shared writes (and only those).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synapse_retriever import CoActivation, ReadOnlyStoreError, SynapseConfig, SynapseStore
+
+DAY = 86_400.0
+HITS = [("a", 0.9), ("b", 0.8), ("x", 0.7), ("y", 0.6)]
+NAMESPACES = ["personal", "shared", "branch:main", "ephemeral"]
+
+histories = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(list("abcdefg")), min_size=1, max_size=4),
+        st.sampled_from(NAMESPACES),
+        st.floats(0.0, 20.0),  # days after the previous event
+        st.booleans(),  # in a batch with the next one
+    ),
+    max_size=14,
+)
+
+
+def _learn(store: SynapseStore, history: list[tuple[list[str], str, float, bool]]) -> float:
+    now, batch = 0.0, []
+    for nodes, namespace, gap, together in history:
+        now += gap * DAY
+        batch.append(CoActivation(nodes, namespace=namespace, at=now))
+        if not together:
+            store.reinforce_many(batch)
+            batch = []
+    store.reinforce_many(batch)
+    return now
+
+
+def _state(store: SynapseStore, at: float) -> tuple[object, ...]:
+    edges = sorted(
+        (u, v, k, round(d["stored_weight"], 12), d["count"], d["half_life_days"])
+        for u, v, k, d in store.graph(at=at).edges(keys=True, data=True)
+    )  # u, v in either order: sort each pair
+    pairs = sorted((min(u, v), max(u, v), *rest) for u, v, *rest in edges)
+    recalls = [
+        [(h.id, round(h.score, 12), h.origin, round(h.energy, 9)) for h in
+         store.recall(HITS, at=at + DAY, active_namespace=ns)]
+        for ns in ("personal", "shared")
+    ]  # fmt: skip
+    return tuple(pairs), tuple(map(tuple, recalls))
+
+
+@settings(max_examples=40, deadline=None)
+@given(histories)
+def test_a_layered_store_learns_and_recalls_as_one_store(
+    history: list[tuple[list[str], str, float, bool]],
+) -> None:
+    single = SynapseStore(":memory:")
+    layered = SynapseStore.layered(local=":memory:", shared=":memory:")
+    now = _learn(single, history)
+    _learn(layered, history)
+    assert _state(layered, now) == _state(single, now)
+    assert layered.decay(at=now + 100 * DAY).pruned == single.decay(at=now + 100 * DAY).pruned
+    assert _state(layered, now + 100 * DAY) == _state(single, now + 100 * DAY)
+
+
+def _edges_in_sqlite(path: Path) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(path) as db:
+        return db.execute(
+            "SELECT s.name, x.name, y.name FROM edges e JOIN namespaces s ON s.id = e.namespace "
+            "JOIN nodes x ON x.id = e.a JOIN nodes y ON y.id = e.b ORDER BY 1, 2, 3"
+        ).fetchall()
+
+
+def _edges_in_postgres(url: str) -> list[tuple[str, str, str]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT s.name, x.name, y.name FROM edges e JOIN namespaces s ON s.id = e.namespace "
+            "JOIN nodes x ON x.id = e.a JOIN nodes y ON y.id = e.b ORDER BY 1, 2, 3"
+        ).fetchall()
+
+
+def test_each_namespace_is_written_to_its_own_backend(tmp_path: Path, postgres_url: str) -> None:
+    local = tmp_path / "me.db"
+    with SynapseStore.layered(local=local, shared=postgres_url) as store:
+        store.reinforce(["jwt.py", "keys.py"], namespace="shared", at=0)
+        store.reinforce(["jwt.py", "todo.md"], at=0)
+        store.reinforce(["jwt.py", "wip.py"], namespace="branch:feature", at=0)
+        assert store.path.startswith(str(local)) and "127.0.0.1" in store.path
+    assert _edges_in_sqlite(local) == [
+        ("branch:feature", "jwt.py", "wip.py"),
+        ("personal", "jwt.py", "todo.md"),
+    ]
+    assert _edges_in_postgres(postgres_url) == [("shared", "jwt.py", "keys.py")]
+    with SynapseStore.layered(local=local, shared=postgres_url) as again:  # reopened: both
+        assert sorted(o for o, _, _ in again.neighbours("jwt.py", at=0)) == [
+            "keys.py",
+            "todo.md",
+            "wip.py",
+        ]
+
+
+def test_teammates_share_the_shared_namespace_only(tmp_path: Path, postgres_url: str) -> None:
+    config = SynapseConfig(refresh_interval_s=0.0)
+    alice = SynapseStore.layered(local=tmp_path / "alice.db", shared=postgres_url, config=config)
+    bob = SynapseStore.layered(local=tmp_path / "bob.db", shared=postgres_url, config=config)
+    with alice, bob:
+        alice.reinforce(["jwt.py", "keys.py"], namespace="shared", at=0, event_id="commit:1")
+        alice.reinforce(["jwt.py", "diary.md"], at=0)  # Alice's own
+        deadline = time.monotonic() + 10
+        while bob.edge("jwt.py", "keys.py", "shared") is None:
+            assert time.monotonic() < deadline, "Bob never saw Alice's shared edge"
+            time.sleep(0.01)
+        assert bob.edge("jwt.py", "diary.md") is None
+        # the same commit replayed by Bob counts once: its id is the team's
+        assert bob.reinforce(["jwt.py", "keys.py"], namespace="shared", at=0,
+                             event_id="commit:1") == 0  # fmt: skip
+        bob.reinforce(["jwt.py", "keys.py"], namespace="shared", at=DAY)
+        edge = bob.edge("jwt.py", "keys.py", "shared")
+        assert edge is not None and edge.activation_count == 2
+        hits = [h.id for h in bob.recall([("jwt.py", 1.0), ("x", 0.5)], at=DAY)]
+        assert hits == ["jwt.py", "keys.py"]
+
+
+def test_a_read_only_shared_layer_refuses_shared_writes_only(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    SynapseStore(postgres_url).close()
+    with SynapseStore.layered(
+        local=tmp_path / "me.db", shared=postgres_url, read_only_shared=True
+    ) as store:
+        assert store.reinforce(["a", "b"], at=0) == 1
+        with pytest.raises(ReadOnlyStoreError):
+            store.reinforce(["a", "b"], namespace="shared", at=0)
+        assert store.edge("a", "b") is not None and store.edge("a", "b", "shared") is None
