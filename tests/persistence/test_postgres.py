@@ -34,6 +34,7 @@ from synapse_retriever import (
     StorageUnavailableError,
     SynapseConfig,
     SynapseStore,
+    WriteConflictError,
 )
 from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.postgres import PostgresStorage
@@ -133,6 +134,34 @@ def test_a_backend_killed_mid_transaction_leaves_no_partial_event_and_is_retried
         assert again is not None and again.activation_count == 2
         assert other.edge("a", "c") is not None
     store.close()
+
+
+def test_conflicts_are_retried_then_raised_typed_and_nothing_is_written(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[int] = []
+    original = postgres._PostgresTransaction.lock_edges
+
+    def deadlocked(self: Any, keys: Any) -> Any:
+        attempts.append(1)
+        if len(attempts) <= failures:
+            raise psycopg.errors.DeadlockDetected("deadlock detected (as the server says it)")
+        return original(self, keys)
+
+    monkeypatch.setattr(postgres._PostgresTransaction, "lock_edges", deadlocked)
+    with SynapseStore(postgres_url, config=SynapseConfig(write_retries=2)) as store:
+        failures = 2  # the third attempt succeeds
+        assert store.reinforce(["a", "b"], at=0) == 1
+        assert len(attempts) == 3
+        attempts.clear()
+        failures = 3  # one more than the retries
+        with pytest.raises(WriteConflictError, match=r"failed 3 times.*deadlock"):
+            store.reinforce(["a", "c"], at=0)
+        assert len(attempts) == 3
+    with SynapseStore(postgres_url) as again:
+        edge = again.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1
+        assert again.edge("a", "c") is None
 
 
 def test_the_store_reconnects_after_its_connections_are_killed(postgres_url: str) -> None:
