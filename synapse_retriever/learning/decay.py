@@ -380,9 +380,13 @@ def reinforce_edges(
     )  # fmt: skip
     w0, count, half_life, created, last = (state[:, k].copy() for k in (4, 5, 6, 7, 8))
     namespace_of = {event.namespace_id: event.namespace for event in events}
-    key_namespace = [namespace_of[key[0]] for key in keys]
-    ltp = np.asarray([config.is_ltp_namespace(ns) for ns in key_namespace])
-    default = np.asarray([config.default_half_life(ns) for ns in key_namespace])
+    key_namespace = state[:, 1]
+    ltp = np.zeros(len(keys), bool)
+    default = np.zeros(len(keys))
+    for namespace_id, namespace in namespace_of.items():  # a few namespaces, many keys
+        mine = key_namespace == namespace_id
+        ltp[mine] = config.is_ltp_namespace(namespace)
+        default[mine] = config.default_half_life(namespace)
     clock = time.time() + config.max_clock_skew_s
     if float(last.max()) > clock:
         logger.warning(
@@ -396,7 +400,7 @@ def reinforce_edges(
     at = np.asarray([event.at for event in events], np.float64)[event_of]
     explicit = np.asarray([event.explicit for event in events], bool)[event_of]
     delta = np.asarray([event.delta for event in events], np.float64)[event_of]
-    rank = _ranks(key_of)
+    rank = _ranks(key_of) if key_of.size > len(keys) else np.zeros(key_of.size, np.int64)
     for step in range(int(rank.max()) + 1):
         take = np.flatnonzero(rank == step)
         k = key_of[take]
@@ -447,8 +451,8 @@ def _ranks(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """For each entry, how many earlier entries hold the same key (0 for its first)."""
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    run = np.repeat(starts, np.diff(np.r_[starts, sorted_keys.size]))
+    starts = np.flatnonzero(np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]]))
+    run = np.repeat(starts, np.diff(np.append(starts, sorted_keys.size)))
     ranks = np.empty_like(keys)
     ranks[order] = np.arange(keys.size) - run
     return ranks
