@@ -451,8 +451,14 @@ config: pass config together with a store path instead
             raise InvalidTypeError(
                 f"events must be an iterable of events, got a bare {type(events).__name__}"
             )
+        try:
+            listed = iter(events)
+        except TypeError:
+            raise InvalidTypeError(
+                f"events must be an iterable of events, got {type(events).__name__}"
+            ) from None
         checked = []
-        for position, event in enumerate(events):
+        for position, event in enumerate(listed):
             try:
                 if isinstance(event, CoActivation):
                     checked.append(
@@ -464,7 +470,15 @@ config: pass config together with a store path instead
                     checked.append(self._event(event, 1.0, "personal", None, None))
             except (InvalidTypeError, InvalidValueError) as exc:
                 raise type(exc)(f"event {position}: {exc}") from None
-        return self._write(checked, late)
+        written = [e for e in checked if e.delta > 0.0]  # as reinforce(): strength 0 is a no-op
+        done = iter(self._write(written, late) if written else [])
+        now = time.time()
+        return [
+            next(done)
+            if e.delta > 0.0
+            else Reinforced(0, now if e.explicit is None else e.explicit)
+            for e in checked
+        ]
 
     def _event(
         self, nodes: Iterable[str], strength: float, namespace: str, at: Clock, event_id: object

@@ -23,6 +23,8 @@ LAYERS = {
     "learning": 3,
     "capture.coactivation": 3,
     "persistence.sqlite": 4,
+    "persistence.postgres": 4,
+    "persistence.layered": 4,
     "memory": 5,
     "recall": 6,
     "store": 7,

@@ -30,7 +30,7 @@ DAY = 86_400.0
 
 @pytest.fixture
 def store(store_path: str) -> Iterator[SynapseStore]:
-    """A new store on each backend (see ``store_path`` in conftest.py)."""
+    """A new store on each backend (see ``store_path`` in store_backends.py)."""
     with SynapseStore(store_path) as opened:
         yield opened
 

@@ -4,7 +4,9 @@ Synthetic graphs grow from 10-node activity events whose node popularity follows
 law (real usage has hubs). For each size the run measures, on a real SQLite file:
 
 - reinforcement throughput: 10-node events through ``SynapseStore.reinforce``, one
-  transaction each, in edge upserts per second;
+  transaction each, and through ``SynapseStore.reinforce_many`` in batches of 1,000
+  events (one transaction per batch, each event still its own), in edge upserts per
+  second (the batched figure on a copy of the grown graph, so the others are unchanged);
 - recall overhead on top of the vector hits: ``SynapseStore.recall`` on 10 hits, p50
   and p99 in microseconds, under the default rule (ACT-R activation + swaps) and under
   the published one (spreading activation + injection); under the default rule also
@@ -18,41 +20,58 @@ law (real usage has hubs). For each size the run measures, on a real SQLite file
   recall;
 - the floors SQLite sets, with no library work at all: the same kind of events as bare
   edge upserts (one ``executemany`` upsert and a commit each, through the store's
-  triggers), and a bare delete of as many scattered edges as the 90-day sweep pruned,
-  so the library's throughput and sweep read against what the file allows.
+  triggers; and the batched events, one upsert and commit per batch), and a bare delete
+  of as many scattered edges as the 90-day sweep pruned,
+  so the library's throughput and sweep read against what the file allows;
+- given a PostgreSQL server (``postgres``), on a throwaway database created there and
+  dropped afterwards, for the sizes up to ``postgres_max_edges``: the same graph grown in
+  the ``shared`` namespace (a team's store) by one bulk write through the storage, its
+  open-and-load time, the single and batched reinforcement throughput, and the recall
+  latency from ``shared`` next to the same graph in ``shared`` on SQLite.
 
 Everything is written to JSON; ``plot`` draws latency against graph size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import shutil
 import sqlite3
 import statistics
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.capture.coactivation import CoActivation
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
+from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
 from synapse_retriever.learning.decay import effective_weight, learned_half_life
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.memory.mirror import return_freed_memory
+from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
+from synapse_retriever.persistence.protocols import Storage
 from synapse_retriever.persistence.rows import EdgeRow
 from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, SQLiteStorage
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
+    "BATCH_EVENTS",
     "PerfResult",
     "grow_graph",
     "naive_spread",
     "plot_latency",
+    "reinforce_throughput",
     "run_perf",
     "sqlite_delete_floor",
     "sqlite_upsert_floor",
@@ -61,6 +80,10 @@ __all__ = [
 
 EVENT_SIZE = 10
 NOW = 1_700_000_000.0  # the benchmark's clock: explicit (and past), so runs are reproducible
+BATCH_EVENTS = 1_000
+"""Events per ``reinforce_many`` call in the batched throughput."""
+POSTGRES_MAX_EDGES = 100_000
+"""The largest graph grown on PostgreSQL by default (bigger sizes measure SQLite only)."""
 
 
 def zipf_events(
@@ -94,14 +117,31 @@ def _pair_keys(events: npt.NDArray[np.int64], n_nodes: int) -> npt.NDArray[np.in
 
 
 def grow_graph(
-    path: str | os.PathLike[str], edges: int, *, seed: int = 0, config: SynapseConfig | None = None
+    path: str | os.PathLike[str],
+    edges: int,
+    *,
+    seed: int = 0,
+    config: SynapseConfig | None = None,
+    namespace: str = "personal",
 ) -> dict[str, Any]:
-    """Write a store of about ``edges`` personal edges grown from Zipf events.
+    """Write a store of about ``edges`` edges in ``namespace`` grown from Zipf events.
 
     Each distinct pair's state is what its co-activations would leave: count n,
     weight min(1, 0.3 n), the half-life learned for n, last reinforced within the
-    past 60 days; node uses are what those edges imply (``uses_from_edges``). Returns
-    the graph's shape (nodes, edges, largest degree).
+    past 60 days; node uses are what those edges imply (``uses_from_edges``). All in
+    one write transaction through the storage: an SQLite file, or a PostgreSQL URL (the
+    same graph for the same seed on both). Returns the graph's shape (nodes, edges,
+    largest degree).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     shape = grow_graph(Path(folder) / "g.db", 1000, namespace="shared")
+    ...     with SynapseStore(Path(folder) / "g.db") as store:
+    ...         edges = store.graph(at=NOW, namespaces="shared").number_of_edges()
+    >>> shape["edges"], edges
+    (1000, 1000)
     """
     config = config or SynapseConfig()
     n_nodes = max(1000, edges // 5)
@@ -116,30 +156,40 @@ def grow_graph(
     keys, counts = keys[keep], counts[keep]
     a, b = keys // n_nodes, keys % n_nodes
     last = NOW - rng.uniform(0, 60, keys.size) * SECONDS_PER_DAY
-    half_life = np.asarray(learned_half_life(counts, 1.0, config.default_half_life("personal")))
-    half_life = np.where(counts == 1, config.default_half_life("personal"), half_life)
+    default = config.default_half_life(namespace)
+    half_life = np.asarray(learned_half_life(counts, 1.0, default))
+    half_life = np.where(counts == 1, default, half_life)
     weight = np.minimum(1.0, config.learning_rate * counts)
     names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
-    storage = SQLiteStorage(path)
+    storage: Storage = (
+        PostgresStorage(str(path), listen=False) if is_postgres_url(path) else SQLiteStorage(path)
+    )
     try:
         with storage.write() as tx:
             ids = tx.node_ids(names)
-            ns = tx.namespace_id("personal")
+            ns = tx.namespace_id(namespace)
             order = [(ids[x], ids[y]) if names[x] < names[y] else (ids[y], ids[x])
                      for x, y in zip(a.tolist(), b.tolist(), strict=True)]  # fmt: skip
-            tx.insert(
-                [
-                    EdgeRow(0, ns, x, y, w, n, h, t, t)
-                    for (x, y), w, n, h, t in zip(
-                        order,
-                        weight.tolist(),
-                        counts.tolist(),
-                        half_life.tolist(),
-                        last.tolist(),
-                        strict=True,
-                    )
-                ]
-            )
+            rows = [
+                EdgeRow(0, ns, x, y, w, n, h, t, t)
+                for (x, y), w, n, h, t in zip(
+                    order,
+                    weight.tolist(),
+                    counts.tolist(),
+                    half_life.tolist(),
+                    last.tolist(),
+                    strict=True,
+                )
+            ]
+            if isinstance(storage, PostgresStorage):
+                # as the store writes there: each pair's row is created blank by
+                # lock_edges, then written by id
+                held = {
+                    (r.namespace, r.a, r.b): r.id for r in tx.lock_edges([r[1:4] for r in rows])
+                }
+                tx.update([row._replace(id=held[row[1:4]]) for row in rows])
+            else:
+                tx.insert(rows)
             uses, events, latest = uses_from_edges(
                 (
                     (x, y, ns, n, t, t)
@@ -226,7 +276,9 @@ class PerfResult:
     nodes: int
     max_degree: int
     reinforce_upserts_per_s: float
+    batched_upserts_per_s: float
     sqlite_floor_upserts_per_s: float
+    sqlite_floor_batched_upserts_per_s: float
     sqlite_floor_delete_s: float
     recall_p50_us: float
     recall_p99_us: float
@@ -248,15 +300,70 @@ class PerfResult:
     naive_spread_p50_us: float
     naive_queries: int
     naive_ratio: float
+    batch_events: int = BATCH_EVENTS
+    # on PostgreSQL (None where not measured), the graph in ``shared``
+    pg_grow_s: float | None = None
+    pg_open_load_s: float | None = None
+    pg_reinforce_upserts_per_s: float | None = None
+    pg_batched_upserts_per_s: float | None = None
+    pg_recall_p50_us: float | None = None
+    pg_recall_p99_us: float | None = None
+    # the same graph in ``shared`` on SQLite, recalled from ``shared`` as on PostgreSQL
+    shared_recall_p50_us: float | None = None
+    shared_recall_p99_us: float | None = None
 
 
-def _timed_recalls(store: SynapseStore, queries: Sequence[list[tuple[str, float]]]) -> list[float]:
+def _timed_recalls(
+    store: SynapseStore,
+    queries: Sequence[list[tuple[str, float]]],
+    namespace: str = "personal",
+) -> list[float]:
     latencies = []
     for hits in queries:
         started = time.perf_counter()
-        store.recall(hits, at=NOW)
+        store.recall(hits, at=NOW, active_namespace=namespace)
         latencies.append((time.perf_counter() - started) * 1e6)
     return latencies
+
+
+def reinforce_throughput(
+    store: SynapseStore,
+    events: npt.NDArray[np.int64],
+    names: Sequence[str],
+    *,
+    batch: int | None = None,
+    namespace: str = "personal",
+) -> float:
+    """Edge upserts per second of ``events`` (rows of node indices into ``names``) at
+    :data:`NOW`: one ``reinforce`` each (``batch`` None), or ``reinforce_many`` over
+    ``batch`` events at a time. An event of k nodes counts k(k-1)/2 upserts, also where a
+    batch meets its pair again (it is stepped once per event, as one event at a time is).
+
+    Examples
+    --------
+    >>> store = SynapseStore(":memory:")
+    >>> events = np.array([[0, 1, 2], [1, 2, 3], [0, 1, 2]])
+    >>> reinforce_throughput(store, events, ["a", "b", "c", "d"], batch=2) > 0
+    True
+    >>> store.edge("b", "c").activation_count  # three events met b-c, in two transactions
+    3
+    """
+    rows = events.tolist()
+    if batch is None:
+        upserts = 0
+        started = time.perf_counter()
+        for row in rows:
+            upserts += store.reinforce([names[i] for i in row], namespace=namespace, at=NOW)
+        return upserts / (time.perf_counter() - started)
+    batches = [
+        [CoActivation([names[i] for i in row], namespace=namespace, at=NOW) for row in part]
+        for part in (rows[start : start + batch] for start in range(0, len(rows), batch))
+    ]  # the caller's events, ready before the clock starts
+    upserts = 0
+    started = time.perf_counter()
+    for part in batches:
+        upserts += sum(done.edges for done in store.reinforce_many(part))
+    return upserts / (time.perf_counter() - started)
 
 
 def _rss() -> int:
@@ -275,16 +382,23 @@ def run_size(
     *,
     queries: int = 300,
     events: int = 200,
+    batches: int = 5,
+    batch: int = BATCH_EVENTS,
     naive_budget_s: float = 10.0,
     seed: int = 0,
+    postgres: str | None = None,
+    postgres_max_edges: int = POSTGRES_MAX_EDGES,
     progress: Callable[[str], None] = lambda _: None,
 ) -> PerfResult:
-    """Measure one graph size (see the module docstring)."""
+    """Measure one graph size (see the module docstring); ``postgres`` is the URL of a
+    database this run may create schemas in (:func:`run_perf` makes a throwaway one)."""
     path = folder / f"perf-{edges}.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    twin = folder / f"perf-{edges}-batched.db"
+    _remove(path)
     progress(f"{edges:,} edges: growing the graph")
     shape = grow_graph(path, edges, seed=seed)
+    _remove(twin)
+    shutil.copyfile(path, twin)  # closed: no -wal left
 
     progress(f"{edges:,} edges: open and load")
     return_freed_memory()  # what growing the graph freed is not the store's
@@ -293,10 +407,10 @@ def run_size(
     store = SynapseStore(path)
     open_load = time.perf_counter() - started
     rss = _rss() - before
+    n_nodes = max(1000, edges // 5)
+    names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
     try:
         graph = store._mirror.graph
-        n_nodes = max(1000, edges // 5)
-        names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
         rng = np.random.default_rng(seed + 1)
         hits = [
             [(names[i], 1.0 - rank / 10) for rank, i in enumerate(row)]
@@ -313,11 +427,8 @@ def run_size(
         repeat_latencies = _timed_recalls(store, hits)  # the same again: rows cached
 
         progress(f"{edges:,} edges: reinforce")
-        upserts = 0
-        started = time.perf_counter()
-        for row in zipf_events(n_nodes, events, seed=int(rng.integers(1 << 31))).tolist():
-            upserts += store.reinforce([names[i] for i in row], at=NOW)
-        throughput = upserts / (time.perf_counter() - started)
+        single_events = zipf_events(n_nodes, events, seed=int(rng.integers(1 << 31)))
+        throughput = reinforce_throughput(store, single_events, names)
 
         progress(f"{edges:,} edges: decay sweeps")
         started = time.perf_counter()
@@ -334,6 +445,12 @@ def run_size(
         config = store.config
     finally:
         store.close()
+
+    progress(f"{edges:,} edges: reinforce in batches of {batch:,} events")
+    batched_events = zipf_events(n_nodes, batches * batch, seed=seed + 5)
+    with SynapseStore(twin) as copy:  # the graph as grown: the figures above are unchanged
+        batched = reinforce_throughput(copy, batched_events, names, batch=batch)
+    _remove(twin)
 
     progress(f"{edges:,} edges: recall under the published rule")
     with SynapseStore(path, config=SynapseConfig.published()) as published:
@@ -358,6 +475,15 @@ def run_size(
     progress(f"{edges:,} edges: bare SQLite upserts and deletes")  # last: they change it
     floor = sqlite_upsert_floor(path, zipf_events(n_nodes, events, seed=seed + 3), names)
     floor_delete = sqlite_delete_floor(path, report.pruned, seed=seed + 4)
+    floor_batched = sqlite_upsert_floor(path, batched_events, names, batch=batch)
+    _remove(path)
+
+    on_postgres: dict[str, float] = {}
+    if postgres is not None and edges <= postgres_max_edges:
+        on_postgres = _postgres_size(
+            folder, postgres, edges, seed=seed, hits=hits, names=names, batch=batch,
+            single=single_events, batched=batched_events, progress=progress,
+        )  # fmt: skip
     p50 = statistics.median(latencies)
     naive_p50 = statistics.median(naive)
     return PerfResult(
@@ -365,7 +491,9 @@ def run_size(
         nodes=shape["nodes"],
         max_degree=shape["max_degree"],
         reinforce_upserts_per_s=round(throughput),
+        batched_upserts_per_s=round(batched),
         sqlite_floor_upserts_per_s=round(floor),
+        sqlite_floor_batched_upserts_per_s=round(floor_batched),
         sqlite_floor_delete_s=round(floor_delete, 4),
         recall_p50_us=round(p50, 1),
         recall_p99_us=round(_percentile(latencies, 0.99), 1),
@@ -387,13 +515,119 @@ def run_size(
         naive_spread_p50_us=round(naive_p50, 1),
         naive_queries=len(naive),
         naive_ratio=round(naive_p50 / published_p50, 1),
+        batch_events=batch,
+        **on_postgres,
     )
 
 
-def sqlite_upsert_floor(path: Path, events: npt.NDArray[np.int64], names: Sequence[str]) -> float:
+def _postgres_size(
+    folder: Path,
+    database: str,
+    edges: int,
+    *,
+    seed: int,
+    hits: Sequence[list[tuple[str, float]]],
+    names: Sequence[str],
+    single: npt.NDArray[np.int64],
+    batched: npt.NDArray[np.int64],
+    batch: int,
+    progress: Callable[[str], None],
+) -> dict[str, float]:
+    """The PostgreSQL figures of one size, in a schema of its own in ``database`` (dropped
+    afterwards), and the recall of the same graph in ``shared`` on SQLite."""
+    import psycopg
+    from psycopg import sql
+
+    schema = f"perf_{edges}_{uuid.uuid4().hex[:6]}"
+    url = _with_database(database, schema=schema)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        progress(f"{edges:,} edges: growing the graph on PostgreSQL")
+        started = time.perf_counter()
+        grow_graph(url, edges, seed=seed, namespace="shared")
+        grow = time.perf_counter() - started
+        progress(f"{edges:,} edges: open, recall and reinforce on PostgreSQL")
+        started = time.perf_counter()
+        with SynapseStore(url) as store:
+            load = time.perf_counter() - started
+            store.recall(hits[0], at=NOW, active_namespace="shared")  # warm up, as on SQLite
+            latencies = _timed_recalls(store, hits, "shared")
+            single_rate = reinforce_throughput(store, single, names, namespace="shared")
+            batched_rate = reinforce_throughput(
+                store, batched, names, batch=batch, namespace="shared"
+            )
+    finally:
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+    progress(f"{edges:,} edges: the same graph in shared on SQLite")
+    path = folder / f"perf-{edges}-shared.db"
+    _remove(path)
+    grow_graph(path, edges, seed=seed, namespace="shared")
+    with SynapseStore(path) as store:
+        store.recall(hits[0], at=NOW, active_namespace="shared")
+        on_sqlite = _timed_recalls(store, hits, "shared")
+    _remove(path)
+    return {
+        "pg_grow_s": round(grow, 2),
+        "pg_open_load_s": round(load, 3),
+        "pg_reinforce_upserts_per_s": round(single_rate),
+        "pg_batched_upserts_per_s": round(batched_rate),
+        "pg_recall_p50_us": round(statistics.median(latencies), 1),
+        "pg_recall_p99_us": round(_percentile(latencies, 0.99), 1),
+        "shared_recall_p50_us": round(statistics.median(on_sqlite), 1),
+        "shared_recall_p99_us": round(_percentile(on_sqlite, 0.99), 1),
+    }
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _with_database(url: str, database: str | None = None, schema: str | None = None) -> str:
+    """``url`` pointed at ``database`` (None: its own), with ``schema`` as the search path."""
+    parts = urlsplit(url)
+    query = parts.query
+    if schema is not None:
+        query = "&".join(filter(None, [query, urlencode({"options": f"-csearch_path={schema}"})]))
+    path = parts.path if database is None else f"/{database}"
+    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+
+
+@contextlib.contextmanager
+def _throwaway_database(server: str) -> Iterator[str]:
+    """The URL of a new database on the PostgreSQL ``server`` (a URL of a role that may
+    create databases), dropped on leaving, whatever happened."""
+    import psycopg
+    from psycopg import sql
+
+    if not is_postgres_url(server):
+        raise InvalidValueError(f"--postgres must be a postgresql:// URL, got {server!r}")
+    name = f"synapse_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(server, autocommit=True, connect_timeout=10) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        raise StorageUnavailableError(
+            f"cannot create a throwaway database on {split_url(server)[1]!r}: {exc}"
+        ) from None
+    try:
+        yield _with_database(server, name)
+    finally:
+        with psycopg.connect(server, autocommit=True, connect_timeout=10) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def sqlite_upsert_floor(
+    path: Path, events: npt.NDArray[np.int64], names: Sequence[str], *, batch: int = 1
+) -> float:
     """Edge upserts per second of ``events`` (rows of node indices into ``names``) as bare
-    SQL on the store's file: per event, one transaction with the version bump, one
-    ``executemany`` upsert of its pairs and a commit; no reads, uses or in-memory state.
+    SQL on the store's file: per ``batch`` events (one by default), one transaction with the
+    version bump, one ``executemany`` upsert of their distinct pairs (a pair met n times
+    counts n upserts, written once, as the store writes it) and a commit; no reads, uses
+    or in-memory state.
 
     Examples
     --------
@@ -415,25 +649,31 @@ def sqlite_upsert_floor(path: Path, events: npt.NDArray[np.int64], names: Sequen
         used = sorted({names[i] for i in np.unique(events).tolist()})
         db.executemany("INSERT OR IGNORE INTO nodes (name) VALUES (?)", [(n,) for n in used])
         ids = dict(db.execute("SELECT name, id FROM nodes"))
-        upsert = (
+        upsert = (  # a pair met n times: n reinforcements, in one row write
             "INSERT INTO edges (namespace, a, b, weight, activation_count, half_life_days, "
-            "created_at, last_reinforced_at, version) VALUES (?, ?, ?, 0.3, 1, 30.0, ?, ?, ?) "
-            "ON CONFLICT (a, b, namespace) DO UPDATE SET "
-            "weight = min(1.0, weight + 0.3), activation_count = activation_count + 1, "
+            "created_at, last_reinforced_at, version) VALUES (?1, ?2, ?3, min(1.0, 0.3 * ?4), "
+            "?4, 30.0, ?5, ?5, ?6) ON CONFLICT (a, b, namespace) DO UPDATE SET "
+            "weight = min(1.0, weight + 0.3 * excluded.activation_count), "
+            "activation_count = activation_count + excluded.activation_count, "
             "last_reinforced_at = excluded.last_reinforced_at, version = excluded.version"
         )
         upserts = 0
+        rows = events.tolist()
         started = time.perf_counter()
-        for row in events.tolist():
-            event = sorted(names[i] for i in set(row))
-            pairs = [(ids[x], ids[y]) for k, x in enumerate(event) for y in event[k + 1 :]]
+        for start in range(0, len(rows), batch):
+            pairs: Counter[tuple[int, int]] = Counter()
+            for row in rows[start : start + batch]:
+                event = sorted(names[i] for i in set(row))
+                pairs.update((ids[x], ids[y]) for k, x in enumerate(event) for y in event[k + 1 :])
             db.execute("BEGIN IMMEDIATE")
             (version,) = db.execute(
                 "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
             ).fetchone()
-            db.executemany(upsert, [(namespace, a, b, NOW, NOW, version) for a, b in pairs])
+            db.executemany(
+                upsert, [(namespace, a, b, n, NOW, version) for (a, b), n in pairs.items()]
+            )
             db.execute("COMMIT")
-            upserts += len(pairs)
+            upserts += pairs.total()
         return upserts / (time.perf_counter() - started)
     finally:
         db.close()
@@ -478,11 +718,28 @@ def sqlite_delete_floor(path: Path, count: int, *, seed: int = 0) -> float:
 def run_perf(
     folder: Path,
     sizes: Sequence[int] = (10_000, 100_000, 1_000_000),
+    *,
+    postgres: str | None = None,
     **options: Any,
 ) -> list[dict[str, Any]]:
-    """Measure every size; a list of :class:`PerfResult` as dicts."""
+    """Measure every size; a list of :class:`PerfResult` as dicts.
+
+    ``postgres``, a server URL, adds the PostgreSQL figures, measured in a throwaway
+    database created there and dropped afterwards; the other options are
+    :func:`run_size`'s.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     (result,) = run_perf(Path(folder), [1000], queries=2, events=1, batch=10, batches=1)
+    >>> result["edges"], result["batch_events"], result["pg_recall_p50_us"]
+    (1000, 10, None)
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    return [asdict(run_size(folder, size, **options)) for size in sizes]
+    with contextlib.ExitStack() as stack:
+        database = None if postgres is None else stack.enter_context(_throwaway_database(postgres))
+        return [asdict(run_size(folder, size, postgres=database, **options)) for size in sizes]
 
 
 def plot_latency(results: Sequence[dict[str, Any]], path: Path) -> None:

@@ -2,7 +2,9 @@
 
 Each non-merge commit that touches 2 to 32 files is one co-activation event of its
 files, reinforced at the commit's time, so decay and learned half-lives come out as
-if the graph had watched the history happen.
+if the graph had watched the history happen. The commits are written in batches of
+:data:`BATCH` events, one transaction each
+(:meth:`~synapse_retriever.store.SynapseStore.reinforce_many`).
 
 Examples
 --------
@@ -23,22 +25,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from synapse_retriever.capture.coactivation import CoActivation
 from synapse_retriever.capture.gitlog import (
     MAX_FILES,
     MIN_FILES,
     Commit,
     eligible,
     read_commits,
-    touched_pairs,
 )
 from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.store import SynapseStore
 
-__all__ = ["BootstrapReport", "bootstrap", "event_time", "replay"]
+__all__ = ["BATCH", "BootstrapReport", "bootstrap", "replay"]
+
+BATCH = 1_000
+"""Commits written per transaction."""
 
 Progress = Callable[[int, int], None]
-"""``progress(done, total)``, called after each eligible commit."""
+"""``progress(done, total)``, called for each eligible commit once its batch is written."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,10 @@ class BootstrapReport:
         Eligible commits skipped because their event id was recorded by an earlier run.
     clamped : int
         Replayed commits whose date was earlier than the last reinforcement of one of
-        their edges, so they were replayed at that time instead (see :func:`event_time`).
+        their edges (a branch merged after later commits were replayed, or a store that
+        already learned from live use), so they were replayed at that time instead, as
+        if observed then (``late="clamp"`` of
+        :meth:`~synapse_retriever.store.SynapseStore.reinforce_many`).
     edges_written : int
         Edge upserts (one per pair of files per replayed commit).
     ahead : int
@@ -65,6 +72,14 @@ class BootstrapReport:
         (a committer's clock set wrong), skipped: stored, such a time would never decay.
     first_time, last_time : float or None
         Committer dates of the first and last eligible commit, POSIX seconds.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> with SynapseStore(":memory:") as store:
+    ...     replay(store, [Commit("a1", (), 0.0, 5.0, "", ("a.py", "b.py"))])
+    BootstrapReport(commits=1, eligible=1, replayed=1, already_seen=0, clamped=0, \
+edges_written=1, first_time=5.0, last_time=5.0, ahead=0)
     """
 
     commits: int
@@ -76,35 +91,6 @@ class BootstrapReport:
     first_time: float | None
     last_time: float | None
     ahead: int = 0
-
-
-def event_time(store: SynapseStore, files: Sequence[str], when: float, namespace: str) -> float:
-    """The time to reinforce ``files`` at: ``when``, or later if an edge was reinforced later.
-
-    ``SynapseStore.reinforce`` refuses an explicit time earlier than an edge's last
-    reinforcement (time must not run backwards). A replay in committer-date order never
-    meets one, but a resumed replay can: a branch merged after later commits were
-    replayed brings commits with older dates, and a store that already learned from live
-    use holds edges newer than any commit. Such a commit still counts as a co-activation;
-    it is moved forward to the newest last reinforcement among its edges, as if it had
-    been observed then.
-
-    Examples
-    --------
-    >>> from synapse_retriever import SynapseStore
-    >>> store = SynapseStore(":memory:")
-    >>> _ = store.reinforce(["a", "b"], namespace="shared", at=100.0)
-    >>> event_time(store, ["a", "b", "c"], 50.0, "shared")  # a-b was reinforced at 100
-    100.0
-    >>> event_time(store, ["a", "c"], 50.0, "shared")
-    50.0
-    """
-    latest = when
-    for a, b in touched_pairs(list(dict.fromkeys(files))):
-        edge = store.edge(a, b, namespace)
-        if edge is not None and edge.last_reinforced_at > latest:
-            latest = edge.last_reinforced_at
-    return latest
 
 
 def replay(
@@ -121,24 +107,53 @@ def replay(
     Each commit is reinforced under its :meth:`~synapse_retriever.capture.gitlog.Commit.event_id`
     in ``namespace``, so a commit replayed there before is a no-op: re-running over a
     longer history adds only the new commits, and another namespace replays it afresh.
-    A commit dated more than ``store.config.max_clock_skew_s`` ahead of the clock is
-    skipped and counted in ``ahead``.
+    The commits go in batches of :data:`BATCH`, one transaction each: a batch is written
+    whole or not at all, and an interrupted run resumes after its last written batch. A
+    commit older than the last reinforcement of one of its edges is replayed at that time
+    (counted in ``clamped``). A commit dated more than ``store.config.max_clock_skew_s``
+    ahead of the clock is skipped and counted in ``ahead``.
+
+    Examples
+    --------
+    A side branch's commit (day 5) merged after a later one (day 10) on the same files:
+
+    >>> from synapse_retriever import SynapseStore
+    >>> day = 86400.0
+    >>> history = [
+    ...     Commit("c1", (), 0.0, 10 * day, "", ("a.py", "b.py")),
+    ...     Commit("c2", (), 0.0, 5 * day, "", ("a.py", "b.py", "c.py")),
+    ... ]
+    >>> with SynapseStore(":memory:") as store:
+    ...     report = replay(store, history)
+    ...     edge = store.edge("a.py", "c.py", "shared")
+    >>> report.replayed, report.clamped, report.edges_written, edge.last_reinforced_at / day
+    (2, 1, 4, 10.0)
     """
     ns = validate_namespace(namespace)
     events = [c for c in commits if eligible(c, min_files=min_files, max_files=max_files)]
     replayed = seen = clamped = written = ahead = 0
     limit = time.time() + store.config.max_clock_skew_s
-    for done, commit in enumerate(events, start=1):
-        if commit.commit_time > limit:
-            ahead += 1
-        elif (count := _reinforce(store, commit, ns)) is None:
-            seen += 1
-        else:
-            replayed += 1
-            written += count[0]
-            clamped += count[1]
+    for start in range(0, len(events), BATCH):
+        batch = events[start : start + BATCH]
+        due = [commit for commit in batch if commit.commit_time <= limit]
+        ahead += len(batch) - len(due)
+        done = store.reinforce_many(
+            [
+                CoActivation(c.files, namespace=ns, at=c.commit_time, event_id=c.event_id(ns))
+                for c in due
+            ],
+            late="clamp",
+        )
+        for commit, result in zip(due, done, strict=True):
+            if result.replayed:
+                seen += 1
+            else:
+                replayed += 1
+                written += result.edges
+                clamped += int(result.at > commit.commit_time)
         if progress is not None:
-            progress(done, len(events))
+            for count in range(start + 1, start + len(batch) + 1):
+                progress(count, len(events))
     return BootstrapReport(
         commits=len(commits),
         eligible=len(events),
@@ -150,24 +165,6 @@ def replay(
         last_time=events[-1].commit_time if events else None,
         ahead=ahead,
     )
-
-
-def _reinforce(store: SynapseStore, commit: Commit, namespace: str) -> tuple[int, int] | None:
-    """Edges written and whether the time was clamped; None if the event was seen before."""
-    for attempt in range(2):
-        at = event_time(store, commit.files, commit.commit_time, namespace)
-        try:
-            count = store.reinforce(
-                commit.files, namespace=namespace, at=at, event_id=commit.event_id(namespace)
-            )
-        except InvalidValueError:
-            if attempt == 0:
-                continue  # another writer reinforced one of these edges in between
-            raise
-        if count == 0:
-            return None
-        return count, int(at > commit.commit_time)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def bootstrap(

@@ -22,6 +22,7 @@ from typing import Any
 from synapse_retriever import __version__
 from synapse_retriever.cli._common import EXIT_USAGE, CliError, at_least
 from synapse_retriever.cli.bench_commands import (
+    add_perf_options,
     cmd_bench_assembly,
     cmd_bench_macro,
     cmd_bench_memory,
@@ -238,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")
     perf.add_argument("--plot", metavar="PNG", help="plot latency against graph size")
     perf.add_argument("--quiet", action="store_true", help="no progress messages")
+    add_perf_options(perf)
 
     assembly = benches.add_parser(
         "assembly",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 from synapse_retriever.cli._common import (
     CliError,
+    at_least,
     check_output,
     console,
     print_json,
@@ -163,14 +164,40 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_perf_options(perf: argparse.ArgumentParser) -> None:
+    """The ``bench perf`` options of batched writes and PostgreSQL (``build_parser`` adds them
+    to the ``perf`` parser; :func:`cmd_bench_perf` takes their defaults where absent)."""
+    from synapse_retriever.bench.perf import BATCH_EVENTS, POSTGRES_MAX_EDGES
+
+    perf.add_argument(
+        "--batches",
+        type=at_least(1),
+        default=5,
+        help=f"batches of {BATCH_EVENTS:,} events for the batched throughput (5)",
+    )
+    perf.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="also measure on this PostgreSQL server (a role that may create databases: "
+        "a throwaway database is created there and dropped afterwards)",
+    )
+    perf.add_argument(
+        "--postgres-max-edges",
+        type=at_least(1),
+        default=POSTGRES_MAX_EDGES,
+        help=f"the largest size grown on PostgreSQL ({POSTGRES_MAX_EDGES:,})",
+    )
+
+
 def cmd_bench_perf(args: argparse.Namespace) -> int:
     """Cost per query and per write on synthetic Zipf graphs of several sizes."""
     import tempfile
 
-    from synapse_retriever.bench.perf import plot_latency, run_perf
+    from synapse_retriever.bench.perf import POSTGRES_MAX_EDGES, plot_latency, run_perf
 
     check_output(args.json)
     check_output(args.plot)
+    options = vars(args)  # the options of add_perf_options, where the parser has them
     err = console(stderr=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as folder, err.status("graphs") as status:
         results = run_perf(
@@ -178,7 +205,10 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             args.sizes,
             queries=args.queries,
             events=args.events,
+            batches=options.get("batches", 5),
             naive_budget_s=args.naive_budget,
+            postgres=options.get("postgres"),
+            postgres_max_edges=options.get("postgres_max_edges", POSTGRES_MAX_EDGES),
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
     if args.plot is not None:
@@ -191,8 +221,9 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     table = Table(
         "edges", "max degree", "recall p50 µs", "p99 µs", "repeated p50 µs", "published p50 µs",
         "naive p50 µs",
-        "naive ×", "upserts/s", "bare SQLite upserts/s", "sweep s (day)", "sweep s (90 days)",
-        "bare SQLite delete s", "open s", "B/edge (arrays)", "B/edge (RSS)",
+        "naive ×", "upserts/s", "bare SQLite upserts/s", "batched upserts/s (bare SQLite)",
+        "sweep s (day)",
+        "sweep s (90 days)", "bare SQLite delete s", "open s", "B/edge (arrays)", "B/edge (RSS)",
         title="synapse bench perf", title_justify="left",
     )  # fmt: skip
     for r in results:
@@ -203,11 +234,32 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             f"{r['naive_spread_p50_us']:,.0f}",
             f"{r['naive_ratio']:,.0f}", f"{r['reinforce_upserts_per_s']:,.0f}",
             f"{r['sqlite_floor_upserts_per_s']:,.0f}",
+            f"{r['batched_upserts_per_s']:,.0f} ({r['sqlite_floor_batched_upserts_per_s']:,.0f})",
             f"{r['daily_sweep_s']:.3f}", f"{r['decay_sweep_s']:.3f}",
             f"{r['sqlite_floor_delete_s']:.3f}", f"{r['open_load_s']:.2f}",
             f"{r['array_bytes_per_edge']:.0f}", f"{r['rss_bytes_per_edge']:.0f}",
         )  # fmt: skip
     console().print(table)
+    on_postgres = [r for r in results if r["pg_recall_p50_us"] is not None]
+    if on_postgres:
+        batch = f"{on_postgres[0]['batch_events']:,}"
+        pg = Table(
+            "edges", "upserts/s SQLite / PostgreSQL",
+            f"batched ({batch} events) SQLite / PostgreSQL",
+            "recall p50 µs (shared) SQLite / PostgreSQL", "p99 µs SQLite / PostgreSQL",
+            "PostgreSQL grow s", "PostgreSQL open s",
+            title="SQLite and PostgreSQL", title_justify="left",
+        )  # fmt: skip
+        for r in on_postgres:
+            pg.add_row(
+                f"{r['edges']:,}",
+                f"{r['reinforce_upserts_per_s']:,.0f} / {r['pg_reinforce_upserts_per_s']:,.0f}",
+                f"{r['batched_upserts_per_s']:,.0f} / {r['pg_batched_upserts_per_s']:,.0f}",
+                f"{r['shared_recall_p50_us']:,.0f} / {r['pg_recall_p50_us']:,.0f}",
+                f"{r['shared_recall_p99_us']:,.0f} / {r['pg_recall_p99_us']:,.0f}",
+                f"{r['pg_grow_s']:.1f}", f"{r['pg_open_load_s']:.2f}",
+            )  # fmt: skip
+        console().print(pg)
     return 0
 
 

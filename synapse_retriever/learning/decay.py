@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.persistence.rows import EdgeRow, rows_array
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
@@ -373,10 +373,9 @@ def reinforce_edges(
     keys = list(index)
     rows = {(row.namespace, row.a, row.b): row for row in stored}
     found = [rows.get(key) for key in keys]
-    state = np.asarray(
+    state = rows_array(
         [row or EdgeRow(0, *key, 0.0, 0, 1.0, BLANK_TIME, BLANK_TIME) for key, row in zip(
-            keys, found, strict=True)],
-        dtype=np.float64,
+            keys, found, strict=True)]
     )  # fmt: skip
     w0, count, half_life, created, last = (state[:, k].copy() for k in (4, 5, 6, 7, 8))
     namespace_of = {event.namespace_id: event.namespace for event in events}
@@ -433,17 +432,21 @@ def reinforce_edges(
         last[k] = when
     inserted: list[EdgeRow] = []
     updated: list[EdgeRow] = []
-    for n, (key, row) in enumerate(zip(keys, found, strict=True)):
-        new = EdgeRow(
-            0 if row is None else row.id,
-            *key,
-            float(w0[n]),
-            int(count[n]),
-            float(half_life[n]),
-            float(created[n]),
-            float(last[n]),
-        )
-        (inserted if row is None else updated).append(new)
+    columns = zip(
+        keys,
+        found,
+        w0.tolist(),
+        count.astype(np.int64).tolist(),
+        half_life.tolist(),
+        created.tolist(),
+        last.tolist(),
+        strict=True,
+    )
+    for (ns, a, b), row, *values in columns:
+        if row is None:
+            inserted.append(EdgeRow(0, ns, a, b, *values))
+        else:
+            updated.append(EdgeRow(row.id, ns, a, b, *values))
     return inserted, updated
 
 

@@ -35,6 +35,7 @@ from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import effective_weight, pruned_at
 from synapse_retriever.memory.spreading import Spread, hub_factors, spread
+from synapse_retriever.persistence.rows import rows_array
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -302,7 +303,7 @@ class MemoryGraph:
         """Insert or overwrite edges from storage rows (``EdgeRow`` order)."""
         if not len(rows):
             return
-        table = np.asarray(rows, dtype=np.float64)
+        table = rows if isinstance(rows, np.ndarray) else rows_array(rows)
         ids = table[:, 0].astype(np.int64)
         top = int(ids.max()) + 1
         if top > self._capacity:

@@ -271,11 +271,11 @@ class _PostgresTransaction:
             "INSERT INTO edges (namespace, a, b, weight, activation_count, half_life_days, "
             "created_at, last_reinforced_at) SELECT * FROM unnest(%s::bigint[], %s::bigint[], "
             "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[], %s::float8[], "
-            "%s::float8[]) WITH ORDINALITY AS u (n, a, b, w, c, h, t0, t1, position) "
-            "ORDER BY position RETURNING id",
+            "%s::float8[]) ORDER BY 1, 2, 3 RETURNING namespace, a, b, id",
             [list(column) for column in zip(*(row[1:] for row in rows), strict=True)],
         )
-        placed = [EdgeRow(int(new[0]), *row[1:]) for new, row in zip(created, rows, strict=True)]
+        ids = {(ns, a, b): edge for ns, a, b, edge in created}
+        placed = [EdgeRow(int(ids[row[1:4]]), *row[1:]) for row in rows]
         self._edges.update((row.namespace, row.id) for row in placed)
         return placed
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 
 from synapse_retriever import SynapseConfig, SynapseStore
@@ -14,11 +18,38 @@ from synapse_retriever.bench.perf import (
     NOW,
     grow_graph,
     naive_spread,
+    reinforce_throughput,
+    run_perf,
     sqlite_delete_floor,
     sqlite_upsert_floor,
     zipf_events,
 )
-from synapse_retriever.cli import main
+from synapse_retriever.cli import build_parser, main
+from synapse_retriever.cli.bench_commands import add_perf_options, cmd_bench_perf
+from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
+
+SERVER = os.environ.get("SYNAPSE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+"""The test server (as in conftest.py): a role that may create databases."""
+
+
+def perf(argv: list[str], **options: Any) -> int:
+    """``synapse bench perf ARGV``, with the options of ``add_perf_options`` set directly
+    (``--batches``, ``--postgres``, ``--postgres-max-edges``)."""
+    args = build_parser().parse_args(["bench", "perf", *argv])
+    vars(args).update(options)
+    return cmd_bench_perf(args)
+
+
+def edge_list(store: SynapseStore) -> list[tuple[str, str, dict[str, Any]]]:
+    """The store's ``shared`` edges at NOW, each once, ends in name order."""
+    graph = store.graph(at=NOW, namespaces="shared")
+    return sorted((min(u, v), max(u, v), data) for u, v, data in graph.edges(data=True))
+
+
+def bench_databases() -> set[str]:
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'synapse_bench_%'")
+        return {row[0] for row in rows}
 
 
 def test_zipf_events_favour_popular_nodes() -> None:
@@ -66,9 +97,9 @@ def test_bench_perf_command_writes_json_and_a_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, png = tmp_path / "perf.json", tmp_path / "latency"  # written as given, no suffix added
-    argv = ["bench", "perf", "--sizes", "1500", "3000", "--queries", "5", "--events", "3"]
+    argv = ["--sizes", "1500", "3000", "--queries", "5", "--events", "3"]
     argv += ["--naive-budget", "0.2", "--json", str(out), "--plot", str(png), "--quiet"]
-    assert main([*argv, "--dir", str(tmp_path)]) == 0
+    assert perf([*argv, "--dir", str(tmp_path)], batches=1) == 0
     results = json.loads(out.read_text())
     assert [r["edges"] for r in results] == [1500, 3000]
     for r in results:
@@ -76,12 +107,96 @@ def test_bench_perf_command_writes_json_and_a_plot(
         assert 0 < r["repeat_recall_p50_us"] <= r["repeat_recall_p99_us"]
         assert r["published_recall_p50_us"] > 0
         assert r["reinforce_upserts_per_s"] > 0 and r["naive_queries"] >= 1
+        assert r["batched_upserts_per_s"] > 0 and r["batch_events"] == 1000
+        assert r["sqlite_floor_batched_upserts_per_s"] > 0
+        assert r["pg_recall_p50_us"] is None and r["pg_batched_upserts_per_s"] is None
         assert r["sqlite_floor_upserts_per_s"] > 0 and r["sqlite_floor_delete_s"] >= 0
         assert r["naive_spread_p50_us"] > 0 and r["naive_ratio"] > 0
         assert r["daily_sweep_s"] >= 0 and r["decay_sweep_s"] >= 0 and r["open_load_s"] > 0
         assert r["array_bytes_per_edge"] > 0 and 1 <= r["max_degree"] < r["edges"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "recall p50" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "recall p50" in shown and "batched" in shown
+    assert "PostgreSQL" not in shown
+    assert set(tmp_path.iterdir()) == {out, png}  # the graphs went with their folder
+
+
+def test_the_perf_options_of_batches_and_postgres() -> None:
+    parser = argparse.ArgumentParser()
+    add_perf_options(parser)
+    args = parser.parse_args(["--batches", "2", "--postgres", SERVER])
+    assert (args.batches, args.postgres, args.postgres_max_edges) == (2, SERVER, 100_000)
+    assert parser.parse_args([]).batches == 5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--batches", "0"])
+
+
+def test_batched_throughput_learns_what_one_event_at_a_time_does() -> None:
+    names = [f"n{i}" for i in range(30)]
+    events = zipf_events(30, 25, size=5, seed=5)
+    with SynapseStore(":memory:") as single, SynapseStore(":memory:") as batched:
+        assert reinforce_throughput(single, events, names, namespace="shared") > 0
+        assert reinforce_throughput(batched, events, names, batch=7, namespace="shared") > 0
+        graphs = [edge_list(s) for s in (single, batched)]
+        assert graphs[0] == graphs[1] and len(graphs[0]) > 20
+
+
+def test_a_graph_grown_on_postgres_is_the_one_grown_on_sqlite(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    shapes = [
+        grow_graph(where, 1200, seed=3, namespace="shared")
+        for where in (tmp_path / "g.db", postgres_url)
+    ]
+    assert shapes[0] == shapes[1]
+    with SynapseStore(tmp_path / "g.db") as lite, SynapseStore(postgres_url) as pg:
+        graphs = [edge_list(s) for s in (lite, pg)]
+        assert graphs[0] == graphs[1] and len(graphs[0]) == 1200
+        hits = [("src/module_0000000.py", 0.9), ("src/module_0000500.py", 0.5)]
+        assert lite.recall(hits, at=NOW, active_namespace="shared") == pg.recall(
+            hits, at=NOW, active_namespace="shared"
+        )
+
+
+def test_bench_perf_on_postgres_in_a_throwaway_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = bench_databases()
+    out = tmp_path / "perf.json"
+    argv = ["--sizes", "1000", "1200", "--queries", "5", "--events", "3", "--naive-budget", "0"]
+    options = {"batches": 1, "postgres": SERVER, "postgres_max_edges": 1100}
+    assert perf([*argv, "--json", str(out), "--quiet", "--dir", str(tmp_path)], **options) == 0
+    small, big = json.loads(out.read_text())
+    for key in ("pg_reinforce_upserts_per_s", "pg_batched_upserts_per_s", "pg_open_load_s"):
+        assert small[key] > 0, key
+        assert big[key] is None, key  # above --postgres-max-edges: SQLite only
+    assert small["pg_grow_s"] > 0 and small["batched_upserts_per_s"] > 0
+    assert 0 < small["pg_recall_p50_us"] <= small["pg_recall_p99_us"]
+    assert 0 < small["shared_recall_p50_us"] <= small["shared_recall_p99_us"]
+    assert "SQLite and PostgreSQL" in capsys.readouterr().out
+    assert bench_databases() == before  # dropped
+
+
+def test_the_throwaway_database_is_dropped_when_a_run_fails(tmp_path: Path) -> None:
+    before = bench_databases()
+    with pytest.raises(IndexError):  # no query to warm up with: fails midway
+        run_perf(tmp_path, [1000], postgres=SERVER, queries=0, events=1, batches=1, batch=5)
+    assert bench_databases() == before
+
+
+@pytest.mark.parametrize(
+    ("server", "error", "reason"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/postgres", StorageUnavailableError, "cannot create"),
+        ("127.0.0.1:5432", InvalidValueError, "must be a postgresql:// URL"),
+    ],
+)
+def test_a_server_that_cannot_be_used_fails_before_measuring(
+    tmp_path: Path, server: str, error: type[Exception], reason: str
+) -> None:
+    with pytest.raises(error, match=reason):
+        run_perf(tmp_path / "graphs", [1000], postgres=server)
+    assert not (tmp_path / "graphs").exists() or not any((tmp_path / "graphs").iterdir())
 
 
 @pytest.mark.parametrize(
@@ -120,6 +235,21 @@ def test_the_sqlite_floor_writes_the_events_edges_through_the_stores_triggers(
         assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == 3
         logged = db.execute("SELECT count(*) FROM edge_log WHERE version > 1").fetchone()[0]
         assert logged == 4  # version 2: a-b, a-c, b-c; version 3: a-b
+
+
+def test_the_batched_sqlite_floor_writes_a_batch_in_one_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "floor.db"
+    SynapseStore(path).close()
+    events = np.array([[0, 1, 2], [1, 0, 1], [2, 3, 0]])  # a-b twice, a-c twice, b-c, ...
+    assert sqlite_upsert_floor(path, events, ["a", "b", "c", "d"], batch=2) > 0
+    with SynapseStore(path) as store:
+        ab, cd = store.edge("a", "b"), store.edge("c", "d")
+        assert ab is not None and ab.activation_count == 2
+        assert cd is not None and cd.activation_count == 1
+        db = store._storage._db
+        assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == 2
+        versions = db.execute("SELECT DISTINCT version FROM edge_log ORDER BY 1").fetchall()
+        assert versions == [(1,), (2,)]  # two batches: the first of two events
 
 
 def test_the_sqlite_delete_floor_deletes_that_many_edges_through_the_triggers(

@@ -8,7 +8,7 @@ import pytest
 from git_history import BASE, DAY, FEATURES, commit, git, init, make_project
 
 from synapse_retriever import SynapseStore
-from synapse_retriever.capture.bootstrap import bootstrap, event_time, replay
+from synapse_retriever.capture.bootstrap import BATCH, bootstrap, replay
 from synapse_retriever.capture.gitlog import Commit, read_commits
 from synapse_retriever.errors import InvalidValueError
 
@@ -96,14 +96,61 @@ def test_a_fresh_replay_in_date_order_never_clamps(tmp_path: Path) -> None:
         assert replay(store, commits).clamped == 0
 
 
-def test_event_time_is_the_newest_edge_time() -> None:
+def test_a_commit_is_clamped_to_the_newest_of_its_edges() -> None:
     with SynapseStore(":memory:") as store:
         store.reinforce(["a", "b"], namespace="shared", at=100.0)
         store.reinforce(["b", "c"], namespace="shared", at=300.0)
-        # a 50-second-old event over a, b, c: b-c was reinforced at 300
-        assert event_time(store, ["a", "b", "c"], 50.0, "shared") == 300.0
-        assert event_time(store, ["a", "b"], 200.0, "shared") == 200.0
-        assert event_time(store, ["a", "b"], 50.0, "personal") == 50.0
+        commits = [
+            Commit("1", (), 0.0, 50.0, "", ("a", "b", "c")),  # b-c was reinforced at 300
+            Commit("2", (), 0.0, 200.0, "", ("a", "d")),  # no edge yet: its own time
+            Commit("3", (), 0.0, 150.0, "", ("d", "a")),  # a-d, written by commit 2 at 200
+        ]
+        report = replay(store, commits)
+        assert (report.replayed, report.clamped, report.edges_written) == (3, 2, 5)
+        ac, ad = store.edge("a", "c", "shared"), store.edge("a", "d", "shared")
+        assert ac is not None and ac.last_reinforced_at == 300.0
+        assert ad is not None and (ad.created_at, ad.last_reinforced_at) == (200.0, 200.0)
+        # another namespace has no such edges: nothing is clamped there
+        assert replay(store, commits[:1], namespace="personal").clamped == 0
+        edge = store.edge("a", "b", "personal")
+        assert edge is not None and edge.last_reinforced_at == 50.0
+
+
+def test_many_commits_go_in_batches_and_equal_one_reinforce_each() -> None:
+    files = [f"src/f{i}.py" for i in range(12)]
+    commits = [
+        Commit(f"{n:06x}", (), 0.0, BASE + n * 600.0, "", (files[n % 12], files[(n * 7 + 1) % 12]))
+        for n in range(2 * BATCH + 345)
+    ]
+    eligible = [c for c in commits if len(set(c.files)) == 2]  # all: no file pairs with itself
+    assert eligible == commits
+    calls: list[tuple[int, int]] = []
+    with SynapseStore(":memory:") as store, SynapseStore(":memory:") as manual:
+        report = replay(store, commits, progress=lambda done, total: calls.append((done, total)))
+        assert (report.eligible, report.replayed, report.clamped) == (len(eligible),) * 2 + (0,)
+        assert report.edges_written == len(eligible)
+        assert calls == [(n, len(eligible)) for n in range(1, len(eligible) + 1)]
+        for c in eligible:
+            manual.reinforce(c.files, namespace="shared", at=c.commit_time)
+        for a in files:
+            for b in files:
+                assert store.edge(a, b, "shared") == manual.edge(a, b, "shared")
+        again = replay(store, commits)
+        assert (again.replayed, again.already_seen, again.edges_written) == (0, len(eligible), 0)
+
+
+def test_commits_ahead_of_the_clock_are_skipped_in_a_batch() -> None:
+    ahead = 4e9  # the year 2096
+    commits = [
+        Commit("1", (), 0.0, 10.0, "", ("a", "b")),
+        Commit("2", (), 0.0, ahead, "", ("a", "b")),
+        Commit("3", (), 0.0, 20.0, "", ("a", "c")),
+    ]
+    with SynapseStore(":memory:") as store:
+        report = replay(store, commits)
+        assert (report.replayed, report.ahead, report.clamped) == (2, 1, 0)
+        edge = store.edge("a", "b", "shared")
+        assert edge is not None and edge.last_reinforced_at == 10.0
 
 
 def test_progress_is_reported_per_eligible_commit() -> None:

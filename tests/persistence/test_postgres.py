@@ -1,4 +1,4 @@
-"""PostgreSQL: a team's shared store against a real server (see conftest.py for which).
+"""PostgreSQL: a team's shared store against a real server (see store_backends.py for which).
 
 Concurrent writers lose nothing and never deadlock; a killed backend leaves no partial
 event; other writers' commits reach a reader through LISTEN/NOTIFY or polling; a database

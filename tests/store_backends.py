@@ -1,4 +1,5 @@
-"""Fixtures every test folder shares: the backends a store can run on.
+"""Fixtures every test folder shares (a plugin: `-p store_backends` in pyproject.toml): the
+backends a store can run on.
 
 The PostgreSQL tests run against a real server: ``SYNAPSE_TEST_POSTGRES`` (a libpq URL of
 a role that may create databases; ``postgresql://postgres@127.0.0.1:5432/postgres`` by
