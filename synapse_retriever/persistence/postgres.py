@@ -311,6 +311,16 @@ class _PostgresTransaction:
     def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
         ordered = sorted(set(keys))
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[], []]
+        # as for edges: a first use creates a blank row (no use yet), so two writers using
+        # a node for the first time meet on its key and the second reads the first's row
+        self._conn.execute(
+            "INSERT INTO node_uses (namespace, node, uses, together, first_at, recent) "
+            "SELECT k.namespace, k.node, 0, 0, 'Infinity', '{}' FROM unnest(%s::bigint[], "
+            "%s::bigint[]) AS k (namespace, node) WHERE NOT EXISTS (SELECT 1 FROM node_uses u "
+            "WHERE u.namespace = k.namespace AND u.node = k.node) ORDER BY 1, 2 "
+            "ON CONFLICT DO NOTHING",
+            columns,
+        )
         rows = self._rows(
             "SELECT u.namespace, u.node, u.uses, u.together, u.first_at, u.recent "
             "FROM node_uses u JOIN unnest(%s::bigint[], %s::bigint[]) AS k (namespace, node) "
@@ -382,8 +392,8 @@ class _PostgresTransaction:
             else:
                 kept.append(UseRow(ns, node, left, min(together, left), first, tuple(keep)))
         self.write_uses(kept)
-        events = self._conn.execute("DELETE FROM recent_uses WHERE at > %s", (limit,)).rowcount
-        events += self._conn.execute("DELETE FROM events WHERE at > %s", (limit,)).rowcount
+        events = len(self._rows("DELETE FROM recent_uses WHERE at > %s RETURNING 1", (limit,)))
+        events += len(self._rows("DELETE FROM events WHERE at > %s RETURNING 1", (limit,)))
         self._reload = True  # deleted use rows are not logged: every reader reloads
         return len(edges), dropped, events
 

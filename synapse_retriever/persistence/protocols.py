@@ -69,7 +69,9 @@ class WriteTransaction(Protocol):
 
     def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
         """The use rows of ``(namespace, node)`` keys that have one, locked until the
-        transaction ends."""
+        transaction ends. A backend whose writers run concurrently locks a key no row holds
+        by creating a blank row for it (no use: ``uses`` 0, ``first`` +inf) and returns it;
+        the transaction must then write that key."""
         ...
 
     def write_uses(self, rows: Sequence[UseRow]) -> None:

@@ -233,7 +233,8 @@ def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> 
         by_namespace.setdefault(row.namespace, []).append(row)
     for ns, edges in by_namespace.items():
         nodes = sorted({n for row in edges for n in (row.a, row.b)})
-        missing = set(nodes) - {row.node for row in tx.uses_of([(ns, n) for n in nodes])}
+        held = tx.uses_of([(ns, n) for n in nodes])  # a blank row (no use) is not a use
+        missing = set(nodes) - {row.node for row in held if row.uses > 0}
         if not missing:
             continue
         uses, events, latest = uses_from_edges(

@@ -103,6 +103,45 @@ def test_concurrent_writers_lose_no_update(postgres_url: str, batch: int) -> Non
     assert versions is not None and versions[0] >= PROCESSES * EVENTS // batch
 
 
+def test_two_first_uses_of_one_node_at_once_both_count(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SynapseStore(postgres_url) as setup:  # the names exist: no name insert serialises
+        setup.reinforce(["n", "a", "b"], namespace="personal", at=0)
+        setup.reinforce(["x", "y"], namespace="shared", at=0)
+    original = postgres._PostgresTransaction.uses_of
+
+    def slow_for_the_first(self: Any, keys: Any) -> Any:
+        rows = original(self, keys)
+        if threading.current_thread().name == "first":
+            time.sleep(0.5)  # the second writer runs its whole event meanwhile, if it can
+        return rows
+
+    monkeypatch.setattr(postgres._PostgresTransaction, "uses_of", slow_for_the_first)
+    stores = [SynapseStore(postgres_url), SynapseStore(postgres_url)]
+    threads = [
+        threading.Thread(
+            target=store.reinforce, args=(["n", other],), kwargs={"namespace": "shared", "at": 1},
+            name=name,
+        )
+        for store, other, name in zip(stores, ["a", "b"], ["first", "second"], strict=True)
+    ]  # fmt: skip
+    threads[0].start()
+    time.sleep(0.1)
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+    for store in stores:
+        store.close()
+    with psycopg.connect(postgres_url) as conn:
+        uses = conn.execute(
+            "SELECT u.uses, u.together, cardinality(u.recent) FROM node_uses u "
+            "JOIN nodes n ON n.id = u.node JOIN namespaces s ON s.id = u.namespace "
+            "WHERE n.name = 'n' AND s.name = 'shared'"
+        ).fetchone()
+    assert uses == (2, 2, 2)
+
+
 def _terminate(url: str, pid: int) -> None:
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
