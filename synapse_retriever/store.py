@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import threading
 import time
 from collections import Counter
@@ -40,7 +39,6 @@ from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
     SynapseError,
-    WriteConflictError,
 )
 from synapse_retriever.learning.decay import (
     PairEvent,
@@ -55,7 +53,7 @@ from synapse_retriever.memory.spreading import Activation
 from synapse_retriever.persistence import Storage, WriteTransaction
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
-from synapse_retriever.persistence.protocols import TransientWriteError
+from synapse_retriever.persistence.protocols import retrying
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
@@ -169,7 +167,11 @@ class RepairReport:
 
 
 class _DryRun(Exception):
-    """Rolls a dry run's transaction back."""
+    """Rolls a dry run's transaction back, carrying what it would have done."""
+
+    def __init__(self, counts: tuple[int, int, int]) -> None:
+        super().__init__()
+        self.counts = counts
 
 
 class SynapseStore:
@@ -488,8 +490,12 @@ config: pass config together with a store path instead
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
         explicit = self._written_time(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        if event_id is not None and (not isinstance(event_id, str) or not event_id):
-            raise InvalidValueError(f"event_id must be a non-empty str or None, got {event_id!r}")
+        if event_id is not None and (
+            not isinstance(event_id, str) or not event_id or "\x00" in event_id
+        ):
+            raise InvalidValueError(
+                f"event_id must be a non-empty str without NUL, or None, got {event_id!r}"
+            )
         return _Event(ids, ns, explicit, event_id, delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
@@ -526,20 +532,9 @@ config: pass config together with a store path instead
             return self._retrying(lambda: self._write_once(events, late))
 
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()``, run again after a :class:`TransientWriteError`, with a backoff
-        of 10 ms doubling each time and full jitter, at most ``config.write_retries``
-        times; then :class:`WriteConflictError`."""
-        for retry in range(self.config.write_retries + 1):
-            try:
-                return attempt()
-            except TransientWriteError as exc:
-                if retry == self.config.write_retries:
-                    raise WriteConflictError(
-                        f"{self!r}: a write failed {retry + 1} times ({exc}); nothing was "
-                        "written: raise config.write_retries, or write less at once"
-                    ) from exc
-                time.sleep(random.uniform(0.0, 0.01 * 2**retry))
-        raise AssertionError("unreachable")  # pragma: no cover
+        """``attempt()`` under :func:`~synapse_retriever.persistence.protocols.retrying`,
+        at most ``config.write_retries`` times again."""
+        return retrying(attempt, self.config.write_retries, repr(self))
 
     def _write_once(self, events: list[_Event], late: str) -> list[Reinforced]:
         """One attempt at :meth:`_write`: one transaction, then the mirror."""
@@ -616,7 +611,7 @@ config: pass config together with a store path instead
         spaces_known = [graph.ns_index.get(ns, -1) for ns in spaces]
         return (
             known if -1 not in known else tx.node_ids(names),
-            spaces_known if -1 not in spaces_known else [tx.namespace_id(ns) for ns in spaces],
+            spaces_known if -1 not in spaces_known else _namespace_ids(tx, spaces),
         )
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
@@ -723,14 +718,19 @@ config: pass config together with a store path instead
         with self._lock:
             self._check_open()
             try:
-                with self._storage.write() as tx:
-                    counts = tx.forget_after(limit)
-                    if dry_run:
-                        raise _DryRun
-            except _DryRun:
-                return RepairReport(*counts, dry_run=True)
+                counts = self._retrying(lambda: self._forget_after(limit, dry_run))
+            except _DryRun as run:
+                return RepairReport(*run.counts, dry_run=True)
             self._mirror.load(self._storage)  # everything again, as every process does
         return RepairReport(*counts, dry_run=False)
+
+    def _forget_after(self, limit: float, dry_run: bool) -> tuple[int, int, int]:
+        """One attempt at :meth:`repair`: its transaction (rolled back by a dry run)."""
+        with self._storage.write() as tx:
+            counts = tx.forget_after(limit)
+            if dry_run:
+                raise _DryRun(counts)
+        return counts
 
     # -- reading -----------------------------------------------------------------------
 
@@ -1021,6 +1021,12 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Apply other processes' writes, checking at most once per refresh interval."""
         self._check_open()
         self._mirror.refresh(self._storage)
+
+
+def _namespace_ids(tx: WriteTransaction, spaces: Sequence[str]) -> list[int]:
+    """Ids of ``spaces``, created in sorted order (the order every writer creates names in)."""
+    ids = {ns: tx.namespace_id(ns) for ns in sorted(set(spaces))}
+    return [ids[ns] for ns in spaces]
 
 
 def _open_storage(path: str | os.PathLike[str], read_only: bool, config: SynapseConfig) -> Storage:

@@ -277,6 +277,7 @@ def test_a_closed_store_says_so(store: SynapseStore) -> None:
         (["a", ""], InvalidValueError, "non-empty"),
         (["a", "\ud800"], InvalidValueError, "valid Unicode"),
         (["a", "x" * 5000], InvalidValueError, "at most 4096"),
+        (["a", "nul\x00byte"], InvalidValueError, "NUL"),
         (42, InvalidTypeError, "iterable"),
     ],
 )

@@ -68,6 +68,8 @@ def validate_node_id(node: object) -> str:
             f"node id must be at most {MAX_NAME_LENGTH} characters, "
             f"got {len(node)}: {node[:40]!r}..."
         )
+    if "\x00" in node:  # PostgreSQL's text cannot hold it: refused on every backend alike
+        raise InvalidValueError(f"node id must not hold a NUL character, got {node!r}")
     return check_unicode("node id", node)
 
 

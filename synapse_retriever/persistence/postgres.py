@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,10 @@ CHANNEL = "synapse_retriever"
 LOG_VERSIONS = 10_000
 """Versions kept in the change logs; a reader that looks less often reloads everything."""
 LOG_TRIM_EVERY = 1_000
+POLL_TIMEOUT_S = 1.0
+"""How long a read waits for a connection before recall goes on from memory."""
+UNREACHABLE_BACKOFF_S = 5.0
+"""How long reads leave a server that did not answer alone before asking again."""
 TRIM_RECENT_EVERY = 64
 """The recent-events log keeps 2 × ``recent_events`` entries per namespace, trimmed by the
 transactions whose version is a multiple of this."""
@@ -608,6 +613,7 @@ class PostgresStorage:
         self._pool.open(wait=True, timeout=timeout_s)
         self._changed = threading.Event()
         self._changed.set()
+        self._unreachable_until = 0.0
         self._listening = False
         self._stopping = threading.Event()
         self._listener: threading.Thread | None = None
@@ -623,9 +629,9 @@ class PostgresStorage:
             self._listener.start()
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, timeout_s: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._pool.connection() as conn:
+            with self._pool.connection(timeout=timeout_s) as conn:
                 yield conn
         except (self._psycopg.OperationalError, _pool_timeout()) as exc:
             raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
@@ -718,17 +724,24 @@ class PostgresStorage:
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
         if self._listening and not self._changed.is_set():
             return None  # no commit was signalled: nothing to read, no SQL
+        if time.monotonic() < self._unreachable_until:
+            return None  # the server did not answer a moment ago: recall goes on from memory
         self._changed.clear()
         try:
-            with self._connection() as conn:
+            with self._connection(POLL_TIMEOUT_S) as conn:
                 version = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
                 if version is not None and version[0] == since:
                     conn.rollback()
                     return None
                 return _snapshot(conn, lambda: _changes(conn, since))
         except StorageUnavailableError as exc:
-            self._changed.set()  # look again next time
-            logger.warning("%s; recall goes on from memory", exc)
+            self._changed.set()  # look again once the back-off is over
+            self._unreachable_until = time.monotonic() + UNREACHABLE_BACKOFF_S
+            logger.warning(
+                "%s; recall goes on from memory, and asks again in %.0f s",
+                exc,
+                UNREACHABLE_BACKOFF_S,
+            )
             return None
 
     @contextmanager
@@ -760,7 +773,11 @@ class PostgresStorage:
             raise TransientWriteError(str(exc).strip(), conflict=True) from exc
         except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
             raise ReadOnlyStoreError(f"{self.path!r} cannot be written: {exc}") from None
-        except (self._psycopg.OperationalError, _pool_timeout()) as exc:
+        except _pool_timeout() as exc:  # no connection within timeout_s: not worth retrying
+            raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
+        except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
+            raise TransientWriteError(str(exc).strip(), conflict=True) from exc
+        except self._psycopg.OperationalError as exc:
             if committing:
                 raise StorageUnavailableError(
                     f"{self.path!r}: the connection was lost while committing ({exc}); whether "

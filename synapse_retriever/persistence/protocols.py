@@ -7,13 +7,16 @@ that takes the write lock first and reads the rows it updates inside it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+import time
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+from synapse_retriever.errors import StorageUnavailableError, WriteConflictError
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseRow
 
-__all__ = ["Storage", "TransientWriteError", "WriteTransaction"]
+__all__ = ["Storage", "TransientWriteError", "WriteTransaction", "retrying"]
 
 
 class TransientWriteError(Exception):
@@ -25,6 +28,43 @@ class TransientWriteError(Exception):
         super().__init__(message)
         self.conflict = conflict
         """A conflict with another writer (else a lost connection)."""
+
+
+_T = TypeVar("_T")
+
+
+def retrying(attempt: Callable[[], _T], retries: int, what: str) -> _T:
+    """``attempt()``, run again after a :class:`TransientWriteError`, with a backoff of
+    10 ms doubling each time and full jitter, at most ``retries`` times; then
+    :class:`~synapse_retriever.errors.WriteConflictError` (conflicts) or
+    :class:`~synapse_retriever.errors.StorageUnavailableError` (lost connections).
+
+    Examples
+    --------
+    >>> failures = iter([TransientWriteError("deadlock detected", conflict=True)])
+    >>> def attempt():
+    ...     for failure in failures:
+    ...         raise failure
+    ...     return "written"
+    >>> retrying(attempt, 3, "store")
+    'written'
+    """
+    for retry in range(retries + 1):
+        try:
+            return attempt()
+        except TransientWriteError as exc:
+            if retry == retries and not exc.conflict:
+                raise StorageUnavailableError(
+                    f"{what}: the connection was lost {retry + 1} times ({exc}); nothing was "
+                    "written"
+                ) from exc
+            if retry == retries:
+                raise WriteConflictError(
+                    f"{what}: a write failed {retry + 1} times ({exc}); nothing was written: "
+                    "raise config.write_retries, or write less at once"
+                ) from exc
+            time.sleep(random.uniform(0.0, 0.01 * 2**retry))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class WriteTransaction(Protocol):

@@ -61,7 +61,7 @@ from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.memory.graph import Edge
-from synapse_retriever.persistence.protocols import Storage, WriteTransaction
+from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeRow
 from synapse_retriever.persistence.sqlite import APPLICATION_ID
 from synapse_retriever.store import SynapseStore
@@ -117,7 +117,11 @@ def export_edges(
 
 
 def merge_edges(
-    storage: Storage, edges: Iterable[Edge], *, max_clock_skew_s: float = MAX_CLOCK_SKEW_S
+    storage: Storage,
+    edges: Iterable[Edge],
+    *,
+    max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
+    retries: int = 8,
 ) -> MergeReport:
     """Merge ``edges`` into ``storage`` in one transaction; newer state always wins.
 
@@ -125,6 +129,9 @@ def merge_edges(
     :class:`~synapse_retriever.persistence.Storage` (for a file:
     ``SQLiteStorage(path)``); a :class:`~synapse_retriever.store.SynapseStore` open on
     the same file picks the changes up like any other process's writes.
+
+    A conflict with another writer (on PostgreSQL) runs the merge again, at most
+    ``retries`` times (:func:`~synapse_retriever.persistence.protocols.retrying`).
 
     Raises
     ------
@@ -135,9 +142,12 @@ def merge_edges(
     """
     checked = validate_edges(edges, max_clock_skew_s=max_clock_skew_s)
     incoming = {(e.namespace, e.a, e.b): e for e in checked}
-    with storage.write() as tx:
-        counts = _merge(tx, incoming)
-    return MergeReport(*counts)
+
+    def attempt() -> tuple[int, int, int]:
+        with storage.write() as tx:
+            return _merge(tx, incoming)
+
+    return MergeReport(*retrying(attempt, retries, "merge_edges"))
 
 
 def validate_edges(
@@ -192,9 +202,10 @@ def _merge(
 ) -> tuple[int, int, int]:
     """Inserted, replaced and kept counts of merging ``incoming`` inside ``tx``."""
     inserted = replaced = kept = 0
-    names = list(dict.fromkeys(n for _, a, b in incoming for n in (a, b)))
+    # namespaces first, then nodes, each sorted: the order every writer creates names in
+    spaces = {ns: tx.namespace_id(ns) for ns in sorted({ns for ns, _, _ in incoming})}
+    names = sorted({n for _, a, b in incoming for n in (a, b)})
     ids = dict(zip(names, tx.node_ids(names), strict=True))
-    spaces = {ns: tx.namespace_id(ns) for ns in dict.fromkeys(ns for ns, _, _ in incoming)}
     inserts: list[EdgeRow] = []
     updates: list[EdgeRow] = []
     keys = [(spaces[ns], ids[a], ids[b]) for ns, a, b in incoming]

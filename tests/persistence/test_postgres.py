@@ -276,6 +276,24 @@ def test_a_server_restart_is_survived(private_server: PrivateServer) -> None:
         assert edge is not None and edge.activation_count == 2
 
 
+def test_a_stopped_server_leaves_recall_working_and_writes_refused_typed(
+    private_server: PrivateServer,
+) -> None:
+    config = SynapseConfig(refresh_interval_s=0.0, busy_timeout_s=2.0, write_retries=1)
+    with SynapseStore(private_server.url, config=config) as store:
+        store.reinforce(["p", "q"], at=0)
+        private_server.pg_ctl("stop", "-m", "fast")
+        try:
+            for _ in range(3):  # from memory; the first read notices, the others back off
+                assert [h.id for h in store.recall([("p", 1.0), ("x", 0.5)], at=0)] == ["p", "q"]
+            with pytest.raises(StorageUnavailableError, match="cannot be reached"):
+                store.reinforce(["p", "r"], at=0)
+        finally:
+            private_server.pg_ctl("start")
+        assert store.reinforce(["p", "r"], at=0) == 1  # back: writes go through again
+        assert store.edge("p", "q") is not None and store.edge("p", "r") is not None
+
+
 def test_another_writers_commit_reaches_a_reader_by_notification(postgres_url: str) -> None:
     config = SynapseConfig(refresh_interval_s=0.0)
     with SynapseStore(postgres_url, config=config) as reader, SynapseStore(postgres_url) as writer:

