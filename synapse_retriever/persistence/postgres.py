@@ -74,14 +74,14 @@ CHANNEL = "synapse_retriever"
 LOG_VERSIONS = 10_000
 """Versions kept in the change logs; a reader that looks less often reloads everything."""
 LOG_TRIM_EVERY = 1_000
+"""The logs are trimmed by the transactions whose token is a multiple of this."""
+TRIM_RECENT_EVERY = 64
+"""The recent-events log keeps 2 × ``recent_events`` entries per namespace, trimmed by the
+transactions whose token is a multiple of this."""
 POLL_TIMEOUT_S = 1.0
 """How long a read waits for a connection before recall goes on from memory."""
 UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
-TRIM_RECENT_EVERY = 64
-"""The recent-events log keeps 2 × ``recent_events`` entries per namespace, trimmed by the
-transactions whose version is a multiple of this."""
-"""The logs are trimmed by the transactions whose version is a multiple of this."""
 
 SCHEMA = [
     """
@@ -443,7 +443,31 @@ class _PostgresTransaction:
                     f"VALUES (%s, %s, %s, {token})",
                     self._recent,
                 )
-            # from here on, rows every writer locks
+            # trims, now and then (by the token): before the rows every writer locks
+            committed = "(SELECT value FROM meta WHERE key = 'version')"  # not yet this one's
+            if self._recent:
+                conn.execute(
+                    "DELETE FROM recent_uses r USING (SELECT namespace, id FROM (SELECT "
+                    "namespace, id, row_number() OVER (PARTITION BY namespace ORDER BY id DESC) "
+                    "AS newer FROM recent_uses WHERE namespace = ANY(%s::bigint[])) AS ranked "
+                    "WHERE newer > %s) AS old WHERE r.namespace = old.namespace AND r.id = old.id "
+                    f"AND {token} %% %s = 0",
+                    (sorted({entry[0] for entry in self._recent}), 2 * self._keep,
+                     TRIM_RECENT_EVERY),
+                )  # fmt: skip
+            if not self._reload:
+                conn.execute(
+                    f"UPDATE meta SET value = greatest(value, {committed} - %s) "
+                    f"WHERE key = 'log_horizon' AND {token} %% %s = 0",
+                    (LOG_VERSIONS, LOG_TRIM_EVERY),
+                )
+                for table in ("edge_log", "use_log", "name_log", "versions"):
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE tx IN (SELECT tx FROM versions WHERE "
+                        f"version <= {committed} - %s) AND {token} %% %s = 0",
+                        (LOG_VERSIONS, LOG_TRIM_EVERY),
+                    )
+            # from here on, rows every writer locks: a few small writes, then the commit
             bumped = conn.execute(
                 "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
             )
@@ -455,30 +479,8 @@ class _PostgresTransaction:
                     "+ excluded.events",
                     (namespace, count),
                 )
-            if self._recent:
-                conn.execute(
-                    "DELETE FROM recent_uses r USING (SELECT namespace, id FROM (SELECT "
-                    "namespace, id, row_number() OVER (PARTITION BY namespace ORDER BY id DESC) "
-                    "AS newer FROM recent_uses WHERE namespace = ANY(%s::bigint[])) AS ranked "
-                    "WHERE newer > %s) AS old WHERE r.namespace = old.namespace AND r.id = old.id "
-                    f"AND {version} %% %s = 0",
-                    (sorted({entry[0] for entry in self._recent}), 2 * self._keep,
-                     TRIM_RECENT_EVERY),
-                )  # fmt: skip
-            if self._reload:
+            if self._reload:  # what was deleted is not logged: every reader starts again
                 conn.execute(f"UPDATE meta SET value = {version} WHERE key = 'log_horizon'")
-            else:
-                conn.execute(
-                    f"UPDATE meta SET value = greatest(value, {version} - %s) "
-                    f"WHERE key = 'log_horizon' AND {version} %% %s = 0",
-                    (LOG_VERSIONS, LOG_TRIM_EVERY),
-                )
-            for table in ("edge_log", "use_log", "name_log", "versions"):
-                conn.execute(
-                    f"DELETE FROM {table} WHERE tx IN (SELECT tx FROM versions WHERE version "
-                    f"<= {version} - %s) AND {version} %% %s = 0",
-                    (LOG_VERSIONS, LOG_TRIM_EVERY),
-                )
             conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
         row = bumped.fetchone()
         self.committing = int(row[0]) if row else 0
@@ -498,7 +500,10 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
         ).fetchall()
         nodes = conn.execute("SELECT id, name FROM nodes").fetchall()
         spaces = conn.execute("SELECT id, name FROM namespaces").fetchall()
-        recent = conn.execute("SELECT namespace, at, nodes FROM recent_uses ORDER BY id")
+        recent = conn.execute(  # commit order, as incremental reads give it
+            "SELECT r.namespace, r.at, r.nodes FROM recent_uses r LEFT JOIN versions v "
+            "ON v.tx = r.tx ORDER BY v.version NULLS FIRST, r.id"
+        )
     else:
         edges = conn.execute(
             f"SELECT {_E_COLUMNS} FROM edges e JOIN (SELECT DISTINCT namespace, edge FROM "

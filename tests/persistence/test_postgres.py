@@ -321,6 +321,42 @@ def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
         assert reader.edge("b", "c") is None  # deletions travel too
 
 
+def test_trimmed_logs_send_a_late_reader_back_to_everything(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "LOG_VERSIONS", 4)
+    monkeypatch.setattr(postgres, "LOG_TRIM_EVERY", 2)
+    monkeypatch.setattr(postgres, "TRIM_RECENT_EVERY", 2)
+    config = SynapseConfig(refresh_interval_s=0.0, recent_events=3)
+    storage = PostgresStorage(postgres_url, listen=False)
+    with (
+        SynapseStore(storage=storage, config=config) as late,
+        SynapseStore(postgres_url, config=config) as writer,
+    ):
+        late.edge("a", "b")
+        for n in range(30):
+            writer.reinforce(["a", f"n{n % 7}"], at=n * 60.0)
+        writer.decay(at=30 * DAY, force=True)  # deletions, then more writes
+        writer.reinforce(["a", "b"], at=31 * DAY)
+        changes = storage.poll(1, 0, 0)  # version 1 is long out of the logs
+        assert changes is not None and changes.full
+        fresh = SynapseStore(postgres_url, config=config)
+        for store in (late, writer):
+            assert sorted(store.graph(at=31 * DAY).edges(data="count")) == sorted(
+                fresh.graph(at=31 * DAY).edges(data="count")
+            )
+            assert store.recall(HITS, at=31 * DAY) == fresh.recall(HITS, at=31 * DAY)
+        fresh.close()
+    with psycopg.connect(postgres_url) as conn:
+        logged = conn.execute("SELECT count(*) FROM versions").fetchone()
+        recent = conn.execute("SELECT count(*) FROM recent_uses").fetchone()
+    assert logged is not None and logged[0] <= 4 + 2 + 1  # the trims keep the logs bounded
+    assert recent is not None and recent[0] <= 2 * 3 + 2
+
+
+HITS = [("a", 0.9), ("x", 0.5), ("y", 0.4), ("z", 0.3)]
+
+
 def _wait(condition: Any, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
