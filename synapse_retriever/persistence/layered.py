@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import numpy as np
 
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
 
@@ -172,9 +172,15 @@ class LayeredStorage:
 
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
-        with ExitStack() as stack:
-            tx = _LayeredTransaction(self, stack)
+        marks = self._marks()
+        tx = _LayeredTransaction(self)
+        try:
             yield tx
+            tx.commit()
+        except BaseException as exc:
+            tx.rollback(exc)
+            self._forget_since(marks)  # ids learned from layers that rolled back
+            raise
         # every layer committed: the view moves on by one if no other writer came between
         written = {layer: part.version for layer, part in tx.parts.items()}
         if all(version == self.cursors[layer] + 1 for layer, version in written.items()):
@@ -183,6 +189,18 @@ class LayeredStorage:
             self.version += 1
             tx.version = self.version
         # else: version 0, the store applies the rows; the next poll reads the rest
+
+    def _maps(self) -> list[dict[int, int]]:
+        return [m for names in (self.nodes, self.spaces) for m in (*names.to_view, *names.to_layer)]
+
+    def _marks(self) -> list[int]:
+        """How many ids each map holds: what a failed write learned is what lies past them."""
+        return [len(mapping) for mapping in self._maps()]
+
+    def _forget_since(self, marks: list[int]) -> None:
+        for mapping, mark in zip(self._maps(), marks, strict=True):
+            while len(mapping) > mark:  # dicts keep insertion order: the newest go first
+                mapping.popitem()
 
     def close(self) -> None:
         for layer in self.layers:
@@ -193,19 +211,46 @@ class LayeredStorage:
 class _LayeredTransaction:
     """One write across the layers, each layer's transaction opened when first needed."""
 
-    def __init__(self, storage: LayeredStorage, stack: ExitStack) -> None:
+    def __init__(self, storage: LayeredStorage) -> None:
         self._storage = storage
-        self._stack = stack
+        self._opened: dict[int, AbstractContextManager[WriteTransaction]] = {}
         self.parts: dict[int, WriteTransaction] = {}
         self.version = 0
 
     def _part(self, layer: int) -> WriteTransaction:
         part = self.parts.get(layer)
         if part is None:
-            part = self.parts[layer] = self._stack.enter_context(
-                self._storage.layers[layer].write()
-            )
+            opened = self._storage.layers[layer].write()
+            part = self.parts[layer] = opened.__enter__()
+            self._opened[layer] = opened
         return part
+
+    def commit(self) -> None:
+        """Commit the layers' transactions, the shared one first: a failure there (a
+        conflict, a lost connection) rolls the local one back, so the write can be run
+        again whole. A local commit that fails after the shared one committed is reported,
+        not retried: the shared part is written."""
+        committed: list[int] = []
+        try:
+            for layer in (SHARED, LOCAL):
+                if layer in self._opened:
+                    self._opened.pop(layer).__exit__(None, None, None)
+                    committed.append(layer)
+        except BaseException as exc:
+            self.rollback(exc)
+            if committed:
+                raise StorageUnavailableError(
+                    f"the shared layer committed, the local one failed ({exc}): the write is "
+                    "in the shared store only"
+                ) from exc
+            raise
+
+    def rollback(self, exc: BaseException) -> None:
+        """Roll back every layer's transaction still open."""
+        while self._opened:
+            _, opened = self._opened.popitem()
+            with contextlib.suppress(BaseException):
+                opened.__exit__(type(exc), exc, exc.__traceback__)
 
     def _ns(self, view: int) -> tuple[int, WriteTransaction, int]:
         """The layer of namespace ``view``, its transaction, and the namespace's id there."""
@@ -262,11 +307,15 @@ class _LayeredTransaction:
             groups.setdefault(ns, []).append(position)
         return groups
 
+    def _writable(self, layer: int) -> bool:
+        return not getattr(self._storage.layers[layer], "read_only", False)
+
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
+        # a sweep judges what it may delete: a read-only layer's edges are left as they are
         found: list[EdgeRow] = []
         for layer in (LOCAL, SHARED):
             mine = [i // 2 for i in ids if i % 2 == layer]
-            if mine:
+            if mine and self._writable(layer):
                 found += self._edge_rows(layer, self._part(layer).edges_by_id(mine))
         return found
 
@@ -287,7 +336,7 @@ class _LayeredTransaction:
     def delete(self, ids: Sequence[int]) -> None:
         for layer in (LOCAL, SHARED):
             mine = [i // 2 for i in ids if i % 2 == layer]
-            if mine:
+            if mine and self._writable(layer):
                 self._part(layer).delete(mine)
 
     def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
@@ -335,9 +384,13 @@ class _LayeredTransaction:
         return recorded
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:
-        counts = [self._part(layer).forget_after(limit) for layer in (LOCAL, SHARED)]
+        counts = [
+            self._part(layer).forget_after(limit)
+            for layer in (LOCAL, SHARED)
+            if self._writable(layer)  # a read-only layer is repaired by its writers
+        ]
         return (
-            counts[0][0] + counts[1][0],
-            counts[0][1] + counts[1][1],
-            counts[0][2] + counts[1][2],
+            sum(c[0] for c in counts),
+            sum(c[1] for c in counts),
+            sum(c[2] for c in counts),
         )

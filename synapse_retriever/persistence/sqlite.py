@@ -459,6 +459,8 @@ class SQLiteStorage:
             self._db.close()
             raise
         self._data_version = self._pragma("data_version")
+        self._seen = 0
+        """The latest version this connection read or wrote."""
 
     def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
         """A connection: read-write, or read-only (``immutable`` where no shared-memory
@@ -586,14 +588,16 @@ class SQLiteStorage:
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
         with self._lock, self._typed_errors():
-            if self._pragma("data_version") == self._data_version:
-                return None
+            if self._pragma("data_version") == self._data_version and since == self._seen:
+                return None  # no other connection wrote, and the caller has all this one did
             return self._read(since, max_node, max_namespace)
 
     def _read(self, since: int, max_node: int, max_namespace: int) -> Changes:
         self._db.execute("BEGIN")
         try:
-            return _SQLiteTransaction(self._db, 0).changes(since, max_node, max_namespace)
+            changes = _SQLiteTransaction(self._db, 0).changes(since, max_node, max_namespace)
+            self._seen = changes.version
+            return changes
         finally:
             self._db.execute("COMMIT")
             self._data_version = self._pragma("data_version")
@@ -617,6 +621,7 @@ class SQLiteStorage:
                 if tx.version % LOG_TRIM_EVERY == 0:
                     tx.trim_logs()
                 db.execute("COMMIT")
+                self._seen = tx.version
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse even this
                     db.execute("ROLLBACK")

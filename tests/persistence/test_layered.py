@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import CoActivation, ReadOnlyStoreError, SynapseConfig, SynapseStore
+from synapse_retriever.persistence.layered import LayeredStorage
 
 DAY = 86_400.0
 HITS = [("a", 0.9), ("b", 0.8), ("x", 0.7), ("y", 0.6)]
@@ -141,3 +142,97 @@ def test_a_read_only_shared_layer_refuses_shared_writes_only(
         with pytest.raises(ReadOnlyStoreError):
             store.reinforce(["a", "b"], namespace="shared", at=0)
         assert store.edge("a", "b") is not None and store.edge("a", "b", "shared") is None
+
+
+def test_a_failed_write_leaves_no_ids_behind_and_a_retried_batch_counts_once(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever import InvalidValueError
+    from synapse_retriever.persistence import postgres
+
+    local = tmp_path / "me.db"
+    store = SynapseStore.layered(local=local, shared=postgres_url)
+    store.reinforce(["a", "b"], namespace="shared", at=10)
+    with pytest.raises(InvalidValueError, match="backwards"):  # rolled back in both layers
+        store.reinforce_many(
+            [
+                CoActivation(["new1", "new2"], at=20),
+                CoActivation(["new3", "x"], namespace="shared", at=20),
+                CoActivation(["a", "b"], namespace="shared", at=5),
+            ]
+        )
+    store.reinforce(["kk", "c"], at=30)  # new names after a rollback get ids of their own
+    store.reinforce(["kk", "z"], namespace="shared", at=30)
+    finish = postgres._PostgresTransaction.finish
+    failures = [psycopg.errors.DeadlockDetected("deadlock detected")]
+
+    def deadlock_once(self: object) -> None:
+        if failures:
+            raise failures.pop()
+        finish(self)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postgres._PostgresTransaction, "finish", deadlock_once)
+    store.reinforce_many(
+        [CoActivation(["c", "d"], at=40), CoActivation(["c", "d"], namespace="shared", at=40)]
+    )  # the shared part fails first: the local part rolls back, and the whole runs again
+    assert not failures
+    store.close()
+    with SynapseStore.layered(local=local, shared=postgres_url) as again:
+        assert again.edge("kk", "c") is not None and again.edge("kk", "z", "shared") is not None
+        for namespace in ("personal", "shared"):
+            edge = again.edge("c", "d", namespace)
+            assert edge is not None and edge.activation_count == 1
+        assert again.edge("new1", "new2") is None and again.edge("new3", "x", "shared") is None
+    assert ("personal", "c", "kk") in _edges_in_sqlite(local)
+    assert ("shared", "kk", "z") in _edges_in_postgres(postgres_url)
+
+
+def test_the_view_stays_current_after_a_teammate_writes_in_between(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    config = SynapseConfig(refresh_interval_s=0.0)
+    local = tmp_path / "me.db"
+    with SynapseStore(postgres_url) as first:  # the team's store holds something already
+        first.reinforce(["t", "u"], namespace="shared", at=0)
+    mine = SynapseStore.layered(local=local, shared=postgres_url, config=config)
+    with mine, SynapseStore(postgres_url) as teammate:
+        for step in range(4):
+            teammate.reinforce(["t", f"u{step}"], namespace="shared", at=step)
+            mine.reinforce_many(  # both layers, each time after the teammate's commit
+                [
+                    CoActivation(["a", f"p{step}"], at=step),
+                    CoActivation(["a", f"s{step}"], namespace="shared", at=step),
+                ]
+            )
+            mine.reinforce(["a", f"q{step}"], at=step)
+        hits = [("a", 0.9), ("x", 0.5), ("y", 0.4), ("z", 0.3)]
+        mine.edge("a", "b")  # a read catches up with both layers
+        storage = mine._storage
+        assert isinstance(storage, LayeredStorage)
+        with sqlite3.connect(local) as db:
+            version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+        assert storage.cursors[0] == version  # the local layer is not left behind
+        with SynapseStore.layered(local=local, shared=postgres_url, config=config) as fresh:
+            for namespace in ("personal", "shared"):
+                assert mine.recall(hits, at=10, active_namespace=namespace) == fresh.recall(
+                    hits, at=10, active_namespace=namespace
+                )
+            assert sorted(mine.graph(at=10).edges(keys=True)) == sorted(
+                fresh.graph(at=10).edges(keys=True)
+            )
+
+
+def test_a_sweep_with_a_read_only_shared_layer_sweeps_the_local_one(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with SynapseStore.layered(local=tmp_path / "me.db", shared=postgres_url) as writer:
+        writer.reinforce(["a", "b"], namespace="shared", at=0)
+        writer.reinforce(["a", "c"], at=0)
+    with SynapseStore.layered(
+        local=tmp_path / "me.db", shared=postgres_url, read_only_shared=True
+    ) as reader:
+        assert reader.decay(at=400 * DAY, force=True).pruned == 1  # the local edge only
+        assert reader.repair().edges == 0
+        assert reader.edge("a", "c") is None
+        assert reader.edge("a", "b", "shared") is not None  # left to the team's writers
+    assert _edges_in_postgres(postgres_url) == [("shared", "a", "b")]

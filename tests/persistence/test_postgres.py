@@ -290,7 +290,14 @@ def test_a_stopped_server_leaves_recall_working_and_writes_refused_typed(
                 store.reinforce(["p", "r"], at=0)
         finally:
             private_server.pg_ctl("start")
-        assert store.reinforce(["p", "r"], at=0) == 1  # back: writes go through again
+        deadline = time.monotonic() + 60
+        while True:  # back: writes go through again, once the pool has reconnected
+            try:
+                assert store.reinforce(["p", "r"], at=0) == 1
+                break
+            except StorageUnavailableError:
+                assert time.monotonic() < deadline, "the store never reconnected"
+                time.sleep(0.2)
         assert store.edge("p", "q") is not None and store.edge("p", "r") is not None
 
 
