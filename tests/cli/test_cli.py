@@ -588,18 +588,18 @@ def test_graphml_export_refuses_an_id_xml_cannot_carry(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with SynapseStore(store) as s:
-        s.reinforce(["auth/jwt\x00.py", KEYS], namespace="shared", at=BASE + 29 * DAY)
+        s.reinforce(["auth/jwt\x01.py", KEYS], namespace="shared", at=BASE + 29 * DAY)
     graphml = tmp_path / "edges.graphml"
     code, out, err = run(capsys, "export", str(store), str(graphml), "--at", NEAR)
     assert code == 2 and out == ""
-    _one_error_line(err, "node id 'auth/jwt\\x00.py' holds U+0000", "export as JSON")
+    _one_error_line(err, "node id 'auth/jwt\\x01.py' holds U+0001", "export as JSON")
     assert not graphml.exists() and not list(tmp_path.glob(".*partial"))
     exported = tmp_path / "edges.json"
     assert run(capsys, "export", str(store), str(exported), "--at", NEAR)[0] == 0
     assert run(capsys, "import", str(tmp_path / "copy.db"), str(exported))[0] == 0
     with SynapseStore(tmp_path / "copy.db") as copy, SynapseStore(store) as original:
-        nul = ("auth/jwt\x00.py", KEYS, "shared")
-        assert copy.edge(*nul) == original.edge(*nul) is not None
+        odd = ("auth/jwt\x01.py", KEYS, "shared")
+        assert copy.edge(*odd) == original.edge(*odd) is not None
 
 
 def _export_file(path: Path, stored_weights: list[float], *, last: float = 0.0) -> Path:
