@@ -10,8 +10,10 @@ safe is how each transaction takes its locks:
    the same pair meet on the unique key, the second waits for the first;
 2. every pair's row is then read ``FOR UPDATE``, sorted the same way: a row is read only
    once its lock is held, so no update is computed from a stale state (none is lost),
-   and every writer takes its locks in one global order (none deadlocks): edges, then
-   use rows ``(namespace, node)``, then the namespace's event counter, then the version;
+   and every writer takes its locks in one global order (none deadlocks): new names
+   (namespaces, then nodes, each sorted), event ids (sorted), edges, use rows
+   ``(namespace, node)`` (a first use locked by a blank row, as a new pair), then the
+   version row, then the namespaces' event counters;
 3. the store computes the new states from those rows and writes them back by id.
 
 Each transaction logs what it wrote (``edge_log``, ``use_log``, ``name_log``) under a token
