@@ -36,9 +36,12 @@ HIT_LISTS = [
 ]
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgresql"])
 def path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a store lives: in memory, then in an SQLite file."""
+    """Where a store lives: in memory, in an SQLite file, in a PostgreSQL schema."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
     return ":memory:" if request.param == "memory" else str(tmp_path / "synapses.db")
 
 

@@ -708,7 +708,7 @@ class PostgresStorage:
                     while not self._stopping.is_set():
                         for _ in conn.notifies(timeout=0.25):
                             self._changed.set()
-            except psycopg.Error as exc:
+            except Exception as exc:  # whatever stops it, readers poll meanwhile
                 if self._listening:
                     logger.warning(
                         "%r: listening stopped (%s); polling until it is back", self.path, exc
