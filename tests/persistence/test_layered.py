@@ -73,20 +73,20 @@ def test_a_layered_store_learns_and_recalls_as_one_store(
     assert _state(layered, now + 100 * DAY) == _state(single, now + 100 * DAY)
 
 
+EDGES_BY_NAME = (
+    "SELECT s.name, x.name, y.name FROM edges e JOIN namespaces s ON s.id = e.namespace "
+    "JOIN nodes x ON x.id = e.a JOIN nodes y ON y.id = e.b ORDER BY 1, 2, 3"
+)
+
+
 def _edges_in_sqlite(path: Path) -> list[tuple[str, str, str]]:
     with sqlite3.connect(path) as db:
-        return db.execute(
-            "SELECT s.name, x.name, y.name FROM edges e JOIN namespaces s ON s.id = e.namespace "
-            "JOIN nodes x ON x.id = e.a JOIN nodes y ON y.id = e.b ORDER BY 1, 2, 3"
-        ).fetchall()
+        return db.execute(EDGES_BY_NAME).fetchall()
 
 
 def _edges_in_postgres(url: str) -> list[tuple[str, str, str]]:
     with psycopg.connect(url) as conn:
-        return conn.execute(
-            "SELECT s.name, x.name, y.name FROM edges e JOIN namespaces s ON s.id = e.namespace "
-            "JOIN nodes x ON x.id = e.a JOIN nodes y ON y.id = e.b ORDER BY 1, 2, 3"
-        ).fetchall()
+        return conn.execute(EDGES_BY_NAME).fetchall()
 
 
 def test_each_namespace_is_written_to_its_own_backend(tmp_path: Path, postgres_url: str) -> None:
