@@ -222,7 +222,7 @@ class SynapseStore:
         self.path = str(path)
         if storage is None:
             storage = _open_storage(path, read_only, self.config)
-            self.path = getattr(storage, "path", self.path)  # a URL without its password
+        self.path = str(getattr(storage, "path", self.path))  # a URL without its password
         self._storage: Storage = storage
         self._lock = threading.RLock()
         self._mirror = Mirror(self.config)

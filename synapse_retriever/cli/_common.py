@@ -30,7 +30,7 @@ from rich.progress import (
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import to_seconds
-from synapse_retriever.persistence.postgres import is_postgres_url
+from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
@@ -94,8 +94,8 @@ def iso(seconds: float) -> str:
 
 
 def open_store(path: str, *, must_exist: bool) -> SynapseStore:
-    if is_postgres_url(path):
-        return SynapseStore(path)
+    if is_postgres_url(path):  # a command that only reads never creates the tables
+        return SynapseStore(storage=PostgresStorage(path, create=not must_exist))
     if must_exist and not Path(path).exists():
         raise CliError(f"no synapse database at {path!r}")
     if must_exist and not Path(path).is_dir() and not Path(path).is_file():  # /dev/null, a pipe

@@ -576,6 +576,8 @@ class PostgresStorage:
         Connections at most (writes and reads of one store take one each).
     timeout_s : float
         How long to wait for a connection (at open, and for a free one in the pool).
+    create : bool
+        Create the store in an empty schema (else :class:`NotASynapseDatabaseError`).
     listen : bool
         Learn of other writers' commits from ``LISTEN``/``NOTIFY`` (a reader then runs
         no SQL until something changed); False polls once per refresh interval instead,
@@ -590,6 +592,7 @@ class PostgresStorage:
         pool_size: int = 4,
         timeout_s: float = 30.0,
         listen: bool = True,
+        create: bool = True,
     ) -> None:
         try:
             import psycopg
@@ -601,6 +604,7 @@ class PostgresStorage:
         if not is_postgres_url(url):
             raise InvalidValueError(f"not a PostgreSQL URL: {url!r}")
         self._psycopg = psycopg
+        self._create = create
         self.url, self.path = split_url(url)
         self.read_only = bool(read_only)
         self._timeout_s = timeout_s
@@ -647,6 +651,11 @@ class PostgresStorage:
         with self._connection() as conn:
             found = self._found(conn)
             if found is None:
+                if not self._create:
+                    raise NotASynapseDatabaseError(
+                        f"{self.path!r} holds no synapse store (and create=False); it was left "
+                        "untouched"
+                    )
                 if self.read_only or _cannot_write(conn):
                     raise NotASynapseDatabaseError(
                         f"{self.path!r} holds no synapse store, and this connection may not "

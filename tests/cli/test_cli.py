@@ -222,6 +222,19 @@ def test_a_namespace_moves_between_backends_without_loss(
         assert team.edge(JWT, "notes.md", "personal") is None  # only the namespace moved
 
 
+def test_a_reading_command_on_an_empty_database_creates_nothing(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    code, out, err = run(capsys, "stats", postgres_url)
+    assert code == 2 and out == ""
+    _one_error_line(err, "holds no synapse store", "left untouched")
+    with psycopg.connect(postgres_url) as conn:
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()")
+        assert tables.fetchone() == (0,)
+
+
 def test_import_never_overwrites_a_newer_edge(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
