@@ -32,6 +32,7 @@ LAYERS = {
     "capture.bootstrap": 8,
     "capture.gitlog": 8,
     "capture.runs": 8,
+    "capture.watch": 8,
     "persistence.transfer": 8,
     "context": 8,
     "cli": 8,

@@ -40,6 +40,7 @@ from synapse_retriever.cli.store_commands import (
     cmd_import,
     cmd_repair,
     cmd_stats,
+    cmd_watch,
     histogram,
 )
 from synapse_retriever.errors import SynapseError
@@ -146,6 +147,25 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--rev", default="HEAD", help="history to replay (HEAD)")
     boot.add_argument("--json", action="store_true", help="print JSON")
     boot.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    watch_help = (
+        "Learn from a working tree as it is edited: files saved within one activity window "
+        "(until QUIET_S seconds pass without a save) are one co-activation event, in the "
+        "checked-out branch's namespace. Ctrl-C closes the open window first."
+    )
+    watching = commands.add_parser("watch", help=watch_help, description=watch_help)
+    watching.set_defaults(handler=cmd_watch)
+    watching.add_argument("path", metavar="PATH", help="the working tree to watch")
+    watching.add_argument(
+        "store", metavar="STORE", help="the synapse store: an SQLite file, or a postgresql:// URL"
+    )
+    watching.add_argument(
+        "--quiet-s", type=float, default=300.0, help="seconds without a save that close a window"
+    )
+    watching.add_argument(
+        "--namespace", help="namespace to learn in (default: branch:<checked-out branch>)"
+    )
+    watching.add_argument("--quiet", action="store_true", help="no status line (for services)")
 
     bench = commands.add_parser("bench", help="Benchmarks.", description="Benchmarks.")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")

@@ -402,3 +402,47 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         )
     console().print("\n".join(lines))
     return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Learn from saves in a working tree until interrupted (see ``capture.watch``)."""
+    from synapse_retriever.capture.watch import WatchReport, watch
+    from synapse_retriever.config import validate_namespace
+
+    root = Path(args.path)
+    if not root.is_dir():
+        raise CliError(f"no folder to watch at {args.path!r}")
+    if not args.quiet_s > 0:
+        raise CliError(f"--quiet-s must be > 0 seconds, got {args.quiet_s}")
+    namespace = validate_namespace(args.namespace) if args.namespace is not None else None
+    keep_out: set[str] = set()
+    if not is_postgres_url(args.store):
+        try:  # the store's own files, when it lives in the tree
+            own = Path(args.store).resolve().relative_to(root.resolve()).as_posix()
+            keep_out = {own + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+        except ValueError:
+            pass
+    with open_store(args.store, must_exist=False) as store:
+        status = console(stderr=True)
+
+        def write(files: list[str], ns: str) -> int:
+            return store.reinforce(files, namespace=ns)
+
+        def show(report: WatchReport) -> None:
+            if not args.quiet:
+                status.print(
+                    f"{report.events} events, {report.edges} edges learned "
+                    f"({report.ignored} files left out)"
+                )
+
+        report = watch(
+            root,
+            write,
+            quiet_s=args.quiet_s,
+            limit=store.config.max_coactivation,
+            namespace=namespace,
+            keep_out=keep_out,
+            on_event=show,
+        )
+    console().print(f"watched {args.path}: {report.events} events, {report.edges} edges learned")
+    return 0
