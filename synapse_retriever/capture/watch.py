@@ -269,6 +269,7 @@ def watch(
             on_event(report)
 
     observer = Observer()
+    observer.daemon = True  # never keeps the process alive after the watch returns
     observer.schedule(Handler(), os.fspath(base), recursive=True)
     observer.start()
     try:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import statistics
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +40,9 @@ from synapse_retriever.cli._common import (
 )
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram"]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What stops ``synapse watch``: its open window is written first."""
 
 WEIGHT_BINS = [i / 10 for i in range(11)]
 """Edges of the weight histogram: ten bins of 0.1 (1.0 falls in the last)."""
@@ -435,14 +440,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     f"({report.ignored} files left out)"
                 )
 
-        report = watch(
-            root,
-            write,
-            quiet_s=args.quiet_s,
-            limit=store.config.max_coactivation,
-            namespace=namespace,
-            keep_out=keep_out,
-            on_event=show,
-        )
+        stop = threading.Event()  # Ctrl-C or a service manager's SIGTERM: close, write, exit
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+        try:
+            report = watch(
+                root,
+                write,
+                quiet_s=args.quiet_s,
+                limit=store.config.max_coactivation,
+                namespace=namespace,
+                keep_out=keep_out,
+                stop=stop,
+                on_event=show,
+            )
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     console().print(f"watched {args.path}: {report.events} events, {report.edges} edges learned")
     return 0
