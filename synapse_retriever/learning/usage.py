@@ -274,6 +274,35 @@ UseRow(namespace=1, node=8, uses=1, together=1, first=4.0, recent=(4.0,))]
     return result
 
 
+def namespace_sum(parts: Sequence[tuple[IntArray, FloatArray]], size: int) -> FloatArray:
+    """Σ over namespaces of ``(positions, values)`` parts, one result per position.
+
+    The sum does not depend on the order of the parts (namespace ids follow the order a
+    store first saw them, which a reopened or batched store need not share): where
+    several parts meet, their values are added in ascending order.
+
+    Examples
+    --------
+    >>> parts = [(np.array([0, 1]), np.array([0.1, 1.0])), (np.array([1]), np.array([0.2]))]
+    >>> namespace_sum(parts, 3).tolist()
+    [0.1, 1.2, 0.0]
+    >>> namespace_sum(parts[::-1], 3).tolist() == namespace_sum(parts, 3).tolist()
+    True
+    """
+    total: FloatArray = np.zeros(size)
+    if len(parts) == 1:
+        at, values = parts[0]
+        total[at] = values
+    elif parts:
+        stacked = np.zeros((len(parts), size))
+        for k, (at, values) in enumerate(parts):
+            stacked[k, at] = values
+        stacked.sort(axis=0)
+        for row in stacked:  # row by row: a fixed order of addition
+            total += row
+    return total
+
+
 class UseTable:
     """Use history per (namespace, node) in NumPy arrays, and each namespace's events.
 
@@ -435,10 +464,9 @@ class UseTable:
     ) -> tuple[FloatArray, FloatArray]:
         """Uses in co-activations (as :meth:`uses` with ``together``) and base levels (as
         :meth:`base_levels`) of each node, from one read of its rows."""
-        together, total = np.zeros(nodes.size), np.zeros(nodes.size)
+        together, total = [], []
         for factor, at, rows in self._gather(nodes, factors):
             packed = self._packed[rows]
-            together[at] += factor * packed[:, _TOGETHER]
             strength = use_strengths(
                 packed[:, _RECENT:],
                 packed[:, _USES],
@@ -447,29 +475,29 @@ class UseTable:
                 decay,
                 kept=packed[:, _KEPT],
             )
-            total[at] += factor * strength
+            together.append((at, factor * packed[:, _TOGETHER]))
+            total.append((at, factor * strength))
+        summed = namespace_sum(total, nodes.size)
         levels: FloatArray = np.full(nodes.size, -np.inf)
-        used = total > 0.0
-        levels[used] = np.log(total[used])
-        return together, levels
+        used = summed > 0.0
+        levels[used] = np.log(summed[used])
+        return namespace_sum(together, nodes.size), levels
 
     def uses(self, nodes: IntArray, factors: FloatArray, *, together: bool = False) -> FloatArray:
         """Σ_ns factor × uses of each node (only uses in co-activations with ``together``)."""
-        total = np.zeros(nodes.size)
         column = _TOGETHER if together else _USES
-        for factor, at, rows in self._gather(nodes, factors):
-            total[at] += factor * self._packed[rows, column]
-        return total
+        parts = [
+            (at, factor * self._packed[rows, column])
+            for factor, at, rows in self._gather(nodes, factors)
+        ]
+        return namespace_sum(parts, nodes.size)
 
     def events(self, factors: FloatArray) -> float:
         """Σ_ns factor × co-activation events (two nodes or more) of the namespace."""
-        return sum(
-            (
-                float(factors[ns]) * events
-                for ns, events in self._events.items()
-                if ns < factors.size and factors[ns] > 0
-            ),
-            0.0,
+        return math.fsum(
+            float(factors[ns]) * events
+            for ns, events in self._events.items()
+            if ns < factors.size and factors[ns] > 0
         )
 
     def latest_time(self, factors: FloatArray, until: float = math.inf) -> float:

@@ -167,6 +167,44 @@ def test_namespaces_merge_by_their_factors() -> None:
     assert len(table) == 3  # (personal, a), (personal, b), (shared, a)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 4), st.floats(0.0, 30.0), st.lists(st.integers(1, 3), min_size=1)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.permutations([1, 2, 3, 4]),
+    st.lists(st.floats(0.05, 3.0), min_size=4, max_size=4),
+)
+def test_namespaces_seen_in_another_order_give_the_same_bits(
+    events: list[tuple[int, float, list[int]]], order: list[int], weights: list[float]
+) -> None:
+    # a reopened or batched store may give the namespaces other ids and meet them in
+    # another order: the merged levels, uses and events are the same to the last bit
+    def table_for(ids: dict[int, int]) -> tuple[UseTable, np.ndarray]:
+        table = UseTable()
+        for ns, at, nodes in sorted(events, key=lambda e: (ids[e[0]], e[1])):
+            table.apply(_recorded(table, nodes, ids[ns], at * DAY))
+            table.add_events(ids[ns], 1)
+        factors = np.zeros(6)
+        for ns, weight in zip([1, 2, 3, 4], weights, strict=True):
+            factors[ids[ns]] = weight
+        return table, factors
+
+    first, f1 = table_for({ns: ns for ns in (1, 2, 3, 4)})
+    second, f2 = table_for({ns: 1 + order.index(ns) for ns in (1, 2, 3, 4)})
+    nodes = np.array([1, 2, 3])
+    for table, factors in ((first, f1), (second, f2)):
+        assert table.events(factors) == pytest.approx(sum(weights[ns - 1] for ns, _, _ in events))
+    together1, levels1 = first.levels(nodes, 40 * DAY, f1)
+    together2, levels2 = second.levels(nodes, 40 * DAY, f2)
+    assert levels1.tobytes() == levels2.tobytes()
+    assert together1.tobytes() == together2.tobytes()
+    assert first.uses(nodes, f1).tobytes() == second.uses(nodes, f2).tobytes()
+    assert first.events(f1) == second.events(f2)
+
+
 def test_the_recent_window_forgets_old_events() -> None:
     table = UseTable(window=2)
     for i, node in enumerate([10, 11, 12]):
