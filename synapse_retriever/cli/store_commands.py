@@ -27,6 +27,7 @@ from synapse_retriever.persistence.postgres import is_postgres_url
 if TYPE_CHECKING:
     from synapse_retriever.memory.graph import Edge
     from synapse_retriever.persistence.transfer import Format, MergeReport
+    from synapse_retriever.store import SynapseStore
 
 from synapse_retriever.cli._common import (
     CliError,
@@ -39,7 +40,7 @@ from synapse_retriever.cli._common import (
     progress_display,
 )
 
-__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram"]
+__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "neighbour_report", "stats_report"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """What stops ``synapse watch``: its open window is written first."""
@@ -80,14 +81,12 @@ def _bin_label(low: float, high: float, *, digits: int) -> str:
     return f"{low:.{digits}f} – {high:.{digits}f}"
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
-    """Nodes, live edges per namespace, and weight and half-life histograms."""
-    now = parse_time(args.at)
-    with (
-        console(stderr=True).status("reading the graph", spinner="dots"),
-        open_store(args.store, must_exist=True) as store,
-    ):
-        graph = store.graph(at=now, namespaces=args.namespace)
+def stats_report(
+    store: SynapseStore, at: float, namespace: str | None, *, name: str
+) -> dict[str, Any]:
+    """What ``synapse stats --json`` prints (and the MCP ``stats`` tool returns): nodes,
+    live edges per namespace, and weight and half-life histograms at ``at``."""
+    graph = store.graph(at=at, namespaces=namespace)
     per_ns: defaultdict[str, list[tuple[str, str, dict[str, Any]]]] = defaultdict(list)
     for a, b, attrs in graph.edges(data=True):
         per_ns[attrs["namespace"]].append((a, b, attrs))
@@ -102,15 +101,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
         }
         for ns, edges in sorted(per_ns.items())
     }
-    report = {
-        "store": args.store,
-        "at": iso(now),
+    return {
+        "store": name,
+        "at": iso(at),
         "nodes": graph.number_of_nodes(),
         "edges": graph.number_of_edges(),
         "namespaces": namespaces,
         "weight_histogram": _bins(weights, WEIGHT_BINS, digits=1),
         "half_life_histogram_days": _bins(half_lives, HALF_LIFE_BINS, digits=0),
     }
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Nodes, live edges per namespace, and weight and half-life histograms."""
+    now = parse_time(args.at)
+    with (
+        console(stderr=True).status("reading the graph", spinner="dots"),
+        open_store(args.store, must_exist=True) as store,
+    ):
+        report = stats_report(store, now, args.namespace, name=args.store)
+    namespaces = report["namespaces"]
     if args.json:
         print_json(report)
         return 0
@@ -155,12 +165,13 @@ def _histogram_table(title: str, bins: list[dict[str, Any]]) -> Table:
     return table
 
 
-def cmd_edges(args: argparse.Namespace) -> int:
-    """A node's live neighbours, strongest first, with decayed weights and half-lives."""
-    now = parse_time(args.at)
-    with open_store(args.store, must_exist=True) as store:
-        found = store.neighbours(args.node, at=now, namespace=args.namespace)
-    rows: list[dict[str, Any]] = [
+def neighbour_report(
+    store: SynapseStore, node: str, at: float, namespace: str | None, limit: int
+) -> dict[str, Any]:
+    """What ``synapse edges --json`` prints (and the MCP ``neighbours`` tool returns): the
+    node's live edges at ``at``, strongest first, the first ``limit`` of them (0: all)."""
+    found = store.neighbours(node, at=at, namespace=namespace)
+    rows = [
         {
             "neighbour": other,
             "namespace": edge.namespace,
@@ -172,12 +183,21 @@ def cmd_edges(args: argparse.Namespace) -> int:
         }
         for other, edge, weight in found
     ]
-    shown = rows[: args.limit] if args.limit else rows
+    shown = rows[:limit] if limit else rows
+    return {"node": node, "at": iso(at), "neighbours": shown, "total": len(rows)}
+
+
+def cmd_edges(args: argparse.Namespace) -> int:
+    """A node's live neighbours, strongest first, with decayed weights and half-lives."""
+    now = parse_time(args.at)
+    with open_store(args.store, must_exist=True) as store:
+        report = neighbour_report(store, args.node, now, args.namespace, args.limit)
     if args.json:
-        print_json({"node": args.node, "at": iso(now), "neighbours": shown, "total": len(rows)})
+        print_json(report)
         return 0
+    shown, total = report["neighbours"], report["total"]
     out = console()
-    if not rows:
+    if not total:
         out.print(f"{args.node!r} has no live edges at {iso(now)}")
         return 0
     table = Table(
@@ -188,7 +208,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
         "count",
         "half-life (days)",
         "last reinforced",
-        title=f"{args.node} at {iso(now)}: {len(rows)} live edge{'s' if len(rows) != 1 else ''}",
+        title=f"{args.node} at {iso(now)}: {total} live edge{'s' if total != 1 else ''}",
         title_justify="left",
     )
     for r in shown:
@@ -202,8 +222,8 @@ def cmd_edges(args: argparse.Namespace) -> int:
             r["last_reinforced_at"],
         )
     out.print(table)
-    if len(shown) < len(rows):
-        out.print(f"... {len(rows) - len(shown)} more (--limit 0 shows all)")
+    if len(shown) < total:
+        out.print(f"... {total - len(shown)} more (--limit 0 shows all)")
     return 0
 
 
