@@ -38,6 +38,7 @@ from synapse_retriever.cli.store_commands import (
     cmd_edges,
     cmd_export,
     cmd_import,
+    cmd_mcp,
     cmd_repair,
     cmd_stats,
     cmd_watch,
@@ -166,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", help="namespace to learn in (default: branch:<checked-out branch>)"
     )
     watching.add_argument("--quiet", action="store_true", help="no status line (for services)")
+
+    store_command(
+        "mcp",
+        cmd_mcp,
+        "Serve the store to an agent over the Model Context Protocol (stdio): the tools "
+        "recall, record_usage, neighbours and stats. Needs the mcp extra.",
+    )
 
     bench = commands.add_parser("bench", help="Benchmarks.", description="Benchmarks.")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")

@@ -429,6 +429,17 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the store over the Model Context Protocol on stdio (see ``cli.mcp_server``)."""
+    try:
+        from synapse_retriever.cli.mcp_server import serve
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+    with open_store(args.store, must_exist=False) as store:
+        serve(store, args.store)
+    return 0
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     """Learn from saves in a working tree until interrupted (see ``capture.watch``)."""
     from synapse_retriever.capture.watch import WatchReport, watch

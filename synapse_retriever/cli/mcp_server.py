@@ -1,0 +1,178 @@
+"""``synapse mcp STORE``: the store as a Model Context Protocol server, for agents.
+
+Four tools over stdio (the official ``mcp`` SDK, the ``[mcp]`` extra), on one store
+opened for the server's life:
+
+- ``recall``: vector hits in, hits out, each injected or boosted one saying why;
+- ``record_usage``: ids the agent used together, as one co-activation event;
+- ``neighbours``: a node's strongest live associations (``synapse edges --json``);
+- ``stats``: nodes, edges per namespace, histograms (``synapse stats --json``).
+
+Arguments are checked twice: the SDK refuses a JSON value of the wrong type against
+each tool's input schema; every value the schema admits reaches the same validation
+as the Python API and fails with its error, named by type (``InvalidValueError: ...``).
+
+Examples
+--------
+>>> why(Hit("config/keys.py", 0.6, "injected", 0.54, ("auth/jwt.py", "config/keys.py"), "z"))
+'injected in place of z: used with auth/jwt.py (energy 0.540)'
+>>> why(Hit("a", 0.9)) is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+try:
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+    from pydantic import BaseModel, Field
+except ImportError:  # pragma: no cover - the extra is in the dev requirements
+    raise ImportError(
+        "synapse mcp needs the mcp extra: pip install 'synapse-retriever[mcp]'"
+    ) from None
+
+from synapse_retriever import __version__
+from synapse_retriever.cli.store_commands import neighbour_report, stats_report
+from synapse_retriever.clock import to_seconds
+from synapse_retriever.errors import InvalidValueError, SynapseError
+from synapse_retriever.persistence.postgres import is_postgres_url, split_url
+from synapse_retriever.recall.hits import Hit
+
+if TYPE_CHECKING:
+    from synapse_retriever.store import SynapseStore
+
+__all__ = ["ScoredId", "build_server", "serve", "why"]
+
+SERVER_NAME = "synapse-retriever"
+
+INSTRUCTIONS = (
+    "An associative memory of which documents or files are used together. Call "
+    "record_usage with the ids you actually used together for a task (not everything you "
+    "retrieved); pass your vector or search hits through recall, best first, to have "
+    "associated ids take the weakest slots; the list never grows."
+)
+
+_Result = TypeVar("_Result")
+
+
+class ScoredId(BaseModel):
+    """One hit of a recall: an id and its retrieval score (higher is better)."""
+
+    id: str = Field(description="document or file id, e.g. a path")
+    score: float = Field(description="similarity score; the hits must be sorted best first")
+
+
+def why(hit: Hit) -> str | None:
+    """A sentence saying why a hit is where it is (None for a plain vector hit)."""
+    if hit.origin == "vector":
+        return None
+    seed, *via = hit.path[:-1] or ("?",)
+    route = f"used with {seed}" + (f" via {via[0]}" if via else "")
+    place = f" in place of {hit.displaced}" if hit.displaced is not None else ""
+    return f"{hit.origin}{place}: {route} (energy {hit.energy:.3f})"
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    return {
+        "id": hit.id,
+        "score": hit.score,
+        "origin": hit.origin,
+        "energy": hit.energy,
+        "path": list(hit.path),
+        "displaced": hit.displaced,
+        "why": why(hit),
+    }
+
+
+def _checked(call: Callable[[], _Result]) -> _Result:
+    """Run an API call; its typed error becomes the tool's error, named by its type."""
+    try:
+        return call()
+    except SynapseError as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer:
+    """An MCP server whose tools read and write ``store`` (which the caller closes);
+    ``stats`` reports it as ``store_name``.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> server = build_server(SynapseStore(":memory:"))  # doctest: +SKIP
+    >>> server.run()  # stdio until the client hangs up  # doctest: +SKIP
+    """
+    server: MCPServer = MCPServer(
+        SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+    reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @server.tool(annotations=reading)
+    def recall(
+        hits: list[ScoredId],
+        namespace: str = "personal",
+        at: float | None = None,
+    ) -> dict[str, Any]:
+        """Fold learned associations into your hits, best first: at most two absent ids
+        that were used with the top hits take the weakest slots; the list never grows.
+
+        Each hit comes back with its origin (vector, boosted or injected) and, unless it
+        is a plain vector hit, why it is there: the hit it was used with and the one it
+        replaced. ``namespace`` is the active one (it weighs most); ``at`` is POSIX
+        seconds (default: now).
+        """
+        pairs = [(hit.id, hit.score) for hit in hits]
+        found = _checked(lambda: store.recall(pairs, at=at, active_namespace=namespace))
+        return {"hits": [_hit_json(hit) for hit in found]}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False))
+    def record_usage(
+        ids: list[str],
+        strength: float = 1.0,
+        namespace: str = "personal",
+        event_id: str | None = None,
+        at: float | None = None,
+    ) -> dict[str, Any]:
+        """Record that these ids were used together for one task: every pair of them is
+        reinforced (one event, one transaction). Record only what was used, not all that
+        was retrieved. ``strength`` scales the reinforcement (1.0 by default); an
+        ``event_id`` seen before is skipped, so a retried call counts once.
+        """
+        edges = _checked(lambda: store.reinforce(ids, strength, namespace, at, event_id=event_id))
+        return {"edges": edges}
+
+    @server.tool(annotations=reading)
+    def neighbours(
+        id: str,
+        namespace: str | None = None,
+        limit: int = 20,
+        at: float | None = None,
+    ) -> dict[str, Any]:
+        """An id's live associations, strongest first, with their decayed weights, counts
+        and learned half-lives: the first ``limit`` (0 for all) of ``total``, in one
+        namespace or all of them.
+        """
+
+        def read() -> dict[str, Any]:
+            if isinstance(limit, bool) or limit < 0:
+                raise InvalidValueError(f"limit must be 0 (all) or more, got {limit!r}")
+            return neighbour_report(store, id, to_seconds(at), namespace, limit)
+
+        return _checked(read)
+
+    @server.tool(annotations=reading)
+    def stats(namespace: str | None = None, at: float | None = None) -> dict[str, Any]:
+        """Nodes and live edges, per namespace, with weight and half-life histograms."""
+        return _checked(lambda: stats_report(store, to_seconds(at), namespace, name=store_name))
+
+    return server
+
+
+def serve(store: SynapseStore, path: str) -> None:
+    """Serve ``store`` (opened from ``path``) over stdio until the client hangs up."""
+    name = split_url(path)[1] if is_postgres_url(path) else path  # no password for the agent
+    build_server(store, store_name=name).run("stdio")

@@ -1,0 +1,215 @@
+"""synapse mcp STORE: the store as an MCP server, driven end to end by the official SDK's
+client over stdio, in a real subprocess, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
+from synapse_retriever.cli.mcp_server import why
+from synapse_retriever.cli.store_commands import neighbour_report, stats_report
+from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
+from synapse_retriever.recall.hits import Hit
+
+DAY = 86_400.0
+T0 = 1_700_000_000.0  # November 2023: explicit times, so every answer is reproducible
+HITS = [("auth/jwt.py", 0.9), ("docs/intro.md", 0.7), ("README.md", 0.5), ("misc.txt", 0.2)]
+
+
+def opened(path: str) -> SynapseStore:
+    if is_postgres_url(path):
+        return SynapseStore(storage=PostgresStorage(path))
+    return SynapseStore(path)
+
+
+def with_server(path: str, session: Callable[[Client], Awaitable[None]]) -> None:
+    """Run ``session`` against ``synapse mcp path`` started as a subprocess."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "synapse_retriever.cli", "mcp", path]
+    )
+
+    async def run() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            await session(client)
+
+    asyncio.run(run())
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    found: dict[str, Any] | None = result.structured_content
+    assert found is not None
+    return found
+
+
+async def error(client: Client, tool: str, arguments: dict[str, Any]) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    return text
+
+
+def hits_json(hits: list[Hit]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": h.id,
+            "score": h.score,
+            "origin": h.origin,
+            "energy": h.energy,
+            "path": list(h.path),
+            "displaced": h.displaced,
+            "why": why(h),
+        }
+        for h in hits
+    ]
+
+
+def test_an_agent_records_recalls_and_reads_what_the_api_would(store_path: str) -> None:
+    hits_in = [{"id": node, "score": score} for node, score in HITS]
+    answers: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == {"recall", "record_usage", "neighbours", "stats"}
+        assert tools["recall"].input_schema["required"] == ["hits"]
+        assert tools["record_usage"].input_schema["required"] == ["ids"]
+        assert tools["recall"].annotations is not None
+        assert tools["recall"].annotations.read_only_hint is True
+        # the cold graph gives the hits back as they came
+        cold = await call(client, "recall", {"hits": hits_in, "at": T0})
+        answers["cold"] = cold["hits"]
+        # an agent used jwt.py with keys.py three times, and once with login.py, in the team
+        for day in range(3):
+            done = await call(
+                client,
+                "record_usage",
+                {"ids": ["auth/jwt.py", "config/keys.py"], "at": T0 + day * DAY},
+            )
+            assert done == {"edges": 1}
+        three = {"ids": ["auth/jwt.py", "auth/login.py", "config/keys.py"], "at": T0 + 3 * DAY}
+        args = {**three, "namespace": "shared", "strength": 0.5, "event_id": "task-7"}
+        assert await call(client, "record_usage", args) == {"edges": 3}
+        assert await call(client, "record_usage", args) == {"edges": 0}  # a retry counts once
+        with opened(store_path) as other:  # another writer, e.g. synapse watch
+            other.reinforce(["auth/jwt.py", "tests/test_jwt.py"], at=T0 + 3 * DAY)
+        at = T0 + 4 * DAY
+        # the server's store catches up within its refresh interval (1 s): wait for it
+        deadline = time.monotonic() + 30
+        while (await call(client, "stats", {"at": at}))["edges"] < 5:
+            assert time.monotonic() < deadline, "the server never saw the other writer"
+            await asyncio.sleep(0.05)
+        answers["warm"] = (await call(client, "recall", {"hits": hits_in, "at": at}))["hits"]
+        shared = {"hits": hits_in, "at": at, "namespace": "shared"}
+        answers["shared"] = (await call(client, "recall", shared))["hits"]
+        answers["neighbours"] = await call(client, "neighbours", {"id": "auth/jwt.py", "at": at})
+        answers["one"] = await call(
+            client, "neighbours", {"id": "auth/jwt.py", "at": at, "limit": 1, "namespace": "shared"}
+        )
+        answers["stats"] = await call(client, "stats", {"at": at})
+
+    with_server(store_path, session)
+    at = T0 + 4 * DAY
+    with opened(store_path) as store:  # what the server wrote, read through the API
+        assert answers["cold"] == hits_json([Hit(node, score) for node, score in HITS])
+        assert answers["warm"] == hits_json(store.recall(HITS, at=at))
+        assert answers["shared"] == hits_json(store.recall(HITS, at=at, active_namespace="shared"))
+        assert answers["neighbours"] == neighbour_report(store, "auth/jwt.py", at, None, 20)
+        assert answers["one"] == neighbour_report(store, "auth/jwt.py", at, "shared", 1)
+        assert answers["stats"] == stats_report(store, at, None, name=answers["stats"]["store"])
+        edge = store.edge("auth/jwt.py", "config/keys.py")
+        assert edge is not None and edge.activation_count == 3
+    # both absent neighbours of the top hit take the two weakest slots, the stronger the better
+    injected = [(hit["id"], hit["displaced"]) for hit in answers["warm"][2:]]
+    assert injected == [("config/keys.py", "README.md"), ("tests/test_jwt.py", "misc.txt")]
+    keys = answers["warm"][2]
+    assert (
+        keys["why"]
+        == f"injected in place of README.md: used with auth/jwt.py (energy {keys['energy']:.3f})"
+    )
+    assert answers["warm"][0]["why"] is None  # a plain vector hit
+    assert len(answers["warm"]) == len(HITS)  # never grows
+    assert answers["one"]["total"] == 2 and len(answers["one"]["neighbours"]) == 1
+    assert answers["stats"]["edges"] == 5  # the other writer's edge too: one store, kept current
+    assert "tests/test_jwt.py" in [row["neighbour"] for row in answers["neighbours"]["neighbours"]]
+    if is_postgres_url(store_path):  # the agent never sees a password or the full URL
+        assert "postgresql://" not in answers["stats"]["store"]
+
+
+def without_clock(text: str) -> str:
+    """An error with the clock reading it names left out (server and test read it apart)."""
+    return re.sub(r"ahead of the clock \([0-9.]+\)", "ahead of the clock", text)
+
+
+def api_error(call: Callable[[], object]) -> str:
+    """The API's own error for a call, as the server names it."""
+    with pytest.raises((InvalidValueError, InvalidTypeError)) as caught:
+        call()
+    return f"{type(caught.value).__name__}: {caught.value}"
+
+
+def test_every_bad_value_the_schema_admits_fails_as_in_the_api(tmp_path: Any) -> None:
+    path = str(tmp_path / "synapses.db")
+    unsorted = [{"id": "a", "score": 0.1}, {"id": "b", "score": 0.5}]
+    far = 1e13  # milliseconds read as seconds: some 300,000 years ahead
+    cases: list[tuple[str, dict[str, Any], Callable[[SynapseStore], object]]] = [
+        ("recall", {"hits": unsorted}, lambda s: s.recall([("a", 0.1), ("b", 0.5)])),
+        ("recall", {"hits": [{"id": "", "score": 1}]}, lambda s: s.recall([("", 1.0)])),
+        (
+            "recall",
+            {"hits": [{"id": "a", "score": 1}], "namespace": "Bad Space"},
+            lambda s: s.recall([("a", 1.0)], active_namespace="Bad Space"),
+        ),
+        ("record_usage", {"ids": ["a", "b\x00"]}, lambda s: s.reinforce(["a", "b\x00"])),
+        (
+            "record_usage",
+            {"ids": ["a", "b"], "namespace": ""},
+            lambda s: s.reinforce(["a", "b"], namespace=""),
+        ),
+        ("record_usage", {"ids": ["a", "b"], "at": far}, lambda s: s.reinforce(["a", "b"], at=far)),
+        (
+            "record_usage",
+            {"ids": ["a", "b"], "event_id": ""},
+            lambda s: s.reinforce(["a", "b"], event_id=""),
+        ),
+        ("neighbours", {"id": ""}, lambda s: s.neighbours("")),
+        ("stats", {"namespace": "no such/ns"}, lambda s: s.graph(namespaces="no such/ns")),
+    ]
+    found: list[str] = []
+
+    async def session(client: Client) -> None:
+        for tool, arguments, _ in cases:
+            found.append(await error(client, tool, arguments))
+        found.append(await error(client, "neighbours", {"id": "a", "limit": -1}))
+        # a JSON value of the wrong type is refused by the schema, before the API
+        schema = await error(client, "record_usage", {"ids": ["a", "b"], "strength": "strong"})
+        assert "validation error" in schema and "strength" in schema
+        assert "validation error" in await error(client, "recall", {"hits": "a"})
+        # nothing above was written: the store is as empty as it began
+        empty = await call(client, "stats", {})
+        assert (empty["nodes"], empty["edges"]) == (0, 0)
+
+    with_server(path, session)
+    with SynapseStore(path) as store:
+        expected = [api_error(partial(run, store)) for _, _, run in cases]
+    for tool, text, wanted in zip([c[0] for c in cases], found, expected, strict=False):
+        assert without_clock(text) == without_clock(f"Error executing tool {tool}: {wanted}")
+    limit = "InvalidValueError: limit must be 0 (all) or more, got -1"
+    assert found[-1] == f"Error executing tool neighbours: {limit}"
+
+
+def test_without_a_store_folder_the_command_fails_in_one_line(tmp_path: Any) -> None:
+    from synapse_retriever.cli import main
+
+    missing = str(tmp_path / "no" / "such" / "synapses.db")
+    assert main(["mcp", missing]) == 2
