@@ -24,6 +24,7 @@ from synapse_retriever.cli._common import EXIT_USAGE, CliError, at_least
 from synapse_retriever.cli.bench_commands import (
     add_perf_options,
     cmd_bench_assembly,
+    cmd_bench_capture,
     cmd_bench_macro,
     cmd_bench_memory,
     cmd_bench_perf,
@@ -310,6 +311,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     retrieve.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
     retrieve.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    capture = benches.add_parser(
+        "capture",
+        help="What synapse watch costs on a git tree, and an MCP recall round trip.",
+        description=(
+            "Commit a git tree of small files, watch it (synapse watch, into an SQLite "
+            "store): the start-up, the CPU while idle, the saves per second absorbed from "
+            "bursts of saves and how many were lost; then serve a Zipf graph with synapse "
+            "mcp in a subprocess and time recall round trips of 10 hits (p50, p90) through "
+            "the official SDK's client, against SynapseStore.recall in process."
+        ),
+    )
+    capture.set_defaults(handler=cmd_bench_capture)
+    capture.add_argument(
+        "--files", type=at_least(2), default=10_000, help="files in the tree (10000)"
+    )
+    capture.add_argument(
+        "--idle-s", type=float, default=10.0, help="seconds of idle watching measured (10)"
+    )
+    capture.add_argument(
+        "--calls", type=at_least(1), default=300, help="MCP recalls timed, after 20 (300)"
+    )
+    capture.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
+    capture.add_argument("--quiet", action="store_true", help="no progress messages")
 
     memory = benches.add_parser(
         "memory",

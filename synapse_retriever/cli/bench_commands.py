@@ -1,4 +1,5 @@
-"""The benchmark commands: ``synapse bench quality``, ``macro``, ``perf`` and ``memory``."""
+"""The benchmark commands: ``synapse bench quality``, ``macro``, ``perf``, ``memory`` and
+``capture``."""
 
 from __future__ import annotations
 
@@ -370,6 +371,64 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     for row in report["rows"]:
         table.add_row(str(row["budget"]), *(f"{100 * row[m]:.1f}%" for m in report["methods"]))
     console().print(table)
+    return 0
+
+
+def cmd_bench_capture(args: argparse.Namespace) -> int:
+    """What ``synapse watch`` costs on a git tree, and an MCP ``recall`` round trip."""
+    import importlib.util
+
+    from synapse_retriever.bench.capture import run_capture
+
+    if not args.idle_s > 0:
+        raise CliError(f"--idle-s must be > 0 seconds, got {args.idle_s}")
+    for module, extra in (("watchdog", "watch"), ("mcp", "mcp")):
+        if importlib.util.find_spec(module) is None:
+            raise CliError(f"bench capture needs the {extra} extra: pip install "
+                           f"'synapse-retriever[{extra}]'")  # fmt: skip
+    check_output(args.json)
+    err = console(stderr=True)
+    report = run_capture(  # progress as lines: a spinner's thread would cost CPU while idle
+        files=args.files,
+        idle_s=args.idle_s,
+        calls=args.calls,
+        progress=None if args.quiet else lambda text: err.print(text, style="dim"),
+    )
+    if args.json == "-":
+        print_json(report)
+        return 0
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    watched, served = report["watch"], report["mcp"]
+    out = console()
+    out.print(
+        f"synapse watch on a git tree of {watched['files']:,} files in {watched['folders']:,} "
+        f"folders: start-up {watched['startup_s']:.3f} s, CPU while idle "
+        f"{watched['idle_cpu_percent']:.3f}% (over {watched['idle_s']:.1f} s)"
+    )
+    bursts = Table(
+        "saves in a burst", "saved in s", "absorbed in s", "saves/s absorbed", "lost",
+        "queue overflows (counted / timed)", title="bursts of saves", title_justify="left",
+    )  # fmt: skip
+    for row in watched["bursts"]:
+        bursts.add_row(
+            f"{row['saves']:,}", f"{row['saved_in_s']:.3f}", f"{row['absorbed_in_s']:.3f}",
+            "overflowed" if row["saves_per_s"] is None else f"{row['saves_per_s']:,}",
+            f"{row['lost']:,}",
+            f"{row['overflows']} / {row['timed_overflows']}",
+        )  # fmt: skip
+    out.print(bursts)
+    mcp = Table(
+        "calls", "round trip p50 ms", "p90 ms", "in process p50 ms", "ratio", "server start s",
+        title=f"MCP recall of {served['hits']} hits ({served['edges']:,} edges)",
+        title_justify="left",
+    )  # fmt: skip
+    mcp.add_row(
+        f"{served['calls']:,}", f"{served['p50_ms']:.3f}", f"{served['p90_ms']:.3f}",
+        f"{served['in_process_p50_ms']:.3f}", f"{served['ratio']:.1f}×",
+        f"{served['server_start_s']:.2f}",
+    )  # fmt: skip
+    out.print(mcp)
     return 0
 
 
