@@ -224,7 +224,13 @@ def watch(
     window is closed and written before returning, however the watch ends.
     """
     try:
-        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.events import (
+            FileCreatedEvent,
+            FileModifiedEvent,
+            FileMovedEvent,
+            FileSystemEvent,
+            FileSystemEventHandler,
+        )
         from watchdog.observers import Observer
     except ImportError:  # pragma: no cover - the extra is in the dev requirements
         raise ImportError(
@@ -270,7 +276,10 @@ def watch(
 
     observer = Observer()
     observer.daemon = True  # never keeps the process alive after the watch returns
-    observer.schedule(Handler(), os.fspath(base), recursive=True)
+    # only what a save makes: the kernel's queue then holds one event per save, not three
+    # (open, modify, close), and reads in the tree (an indexer, grep) never wake the watch
+    saves: list[type[FileSystemEvent]] = [FileModifiedEvent, FileCreatedEvent, FileMovedEvent]
+    observer.schedule(Handler(), os.fspath(base), recursive=True, event_filter=saves)
     observer.start()
     try:
         while not stop.is_set():
