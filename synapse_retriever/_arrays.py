@@ -34,17 +34,21 @@ def unique_ids(values: IntArray) -> IntArray:
 def group_sums(keys: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArray]:
     """The distinct keys, ascending, and the sum of the weights of each.
 
+    Within a key the weights are added in ascending order, so the sums do not depend on
+    the order of the input (ids a store assigned in another order give the same bits).
+
     Examples
     --------
     >>> keys, sums = group_sums(np.array([7, 2, 7, 5]), np.array([1.0, 2.0, 0.5, 4.0]))
     >>> keys.tolist(), sums.tolist()
     ([2, 5, 7], [2.0, 4.0, 1.5])
     """
-    order = np.argsort(keys, kind="stable")
+    weights = np.asarray(weights, np.float64)
+    order = np.lexsort((weights, keys))  # by key, then by weight
     ordered = keys[order]
     if ordered.size == 0:
         return ordered, np.zeros(0)
     first = np.concatenate([[True], ordered[1:] != ordered[:-1]])
-    group = np.cumsum(first) - 1  # added in input order within a key, as np.bincount adds
-    sums = np.asarray(np.bincount(group, np.asarray(weights, np.float64)[order]), np.float64)
+    group = np.cumsum(first) - 1  # np.bincount adds in the order it is given
+    sums = np.asarray(np.bincount(group, weights[order]), np.float64)
     return ordered[first], sums

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,7 +24,24 @@ def test_group_sums_are_a_bincount_by_key(pairs: list[tuple[int, float]]) -> Non
     keys = np.asarray([k for k, _ in pairs], np.int64)
     weights = np.asarray([w for _, w in pairs], np.float64)
     got_keys, got_sums = group_sums(keys, weights)
-    want_keys, inverse = np.unique(keys, return_inverse=True)
-    want_sums = np.bincount(inverse, weights, want_keys.size)
-    assert got_keys.tolist() == want_keys.tolist()
-    assert got_sums.tolist() == want_sums.tolist()  # the same order of addition: equal sums
+    want_keys = sorted(set(keys.tolist()))
+    # each key's weights added smallest first, from 0.0, as bincount adds them
+    want_sums = [sum(sorted(w for k, w in pairs if k == key), 0.0) for key in want_keys]
+    assert got_keys.tolist() == want_keys
+    assert got_sums.tolist() == want_sums
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.floats(0.0, 1e3, allow_nan=False)), min_size=1),
+    st.randoms(use_true_random=False),
+)
+def test_group_sums_do_not_depend_on_the_input_order(
+    pairs: list[tuple[int, float]], random: Any
+) -> None:
+    # a store that numbered its edges otherwise meets a pair's namespaces in another order
+    shuffled = list(pairs)
+    random.shuffle(shuffled)
+    keys, sums = group_sums(np.array([k for k, _ in pairs]), np.array([w for _, w in pairs]))
+    again = group_sums(np.array([k for k, _ in shuffled]), np.array([w for _, w in shuffled]))
+    assert keys.tolist() == again[0].tolist()
+    assert sums.tobytes() == again[1].tobytes()
