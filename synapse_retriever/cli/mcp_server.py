@@ -22,14 +22,15 @@ True
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 try:
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
-    from pydantic import BaseModel, Field
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 except ImportError:  # pragma: no cover - the extra is in the dev requirements
     raise ImportError(
         "synapse mcp needs the mcp extra: pip install 'synapse-retriever[mcp]'"
@@ -62,8 +63,38 @@ _Result = TypeVar("_Result")
 class ScoredId(BaseModel):
     """One hit of a recall: an id and its retrieval score (higher is better)."""
 
+    model_config = ConfigDict(strict=True, extra="forbid")
+
     id: str = Field(description="document or file id, e.g. a path")
     score: float = Field(description="similarity score; the hits must be sorted best first")
+
+
+Namespace = Annotated[
+    StrictStr,
+    Field(description="'personal', 'shared', 'ephemeral' or 'branch:<name>': weighs most"),
+]
+At = Annotated[StrictFloat | None, Field(description="the time, POSIX seconds (default: now)")]
+
+
+def _refusing_unknown_arguments(known: dict[str, set[str]]) -> Any:
+    """Middleware: a call naming an argument its tool (in ``known``: tool -> arguments)
+    does not have fails, so that a misspelt ``namespace`` never writes to the default."""
+
+    async def refuse(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, dict) else {}
+        arguments, tool = params.get("arguments") or {}, params.get("name")
+        takes = known.get(tool) if isinstance(tool, str) else None
+        if takes is None or not isinstance(arguments, dict) or set(arguments) <= takes:
+            return await call_next(ctx)
+        unknown = sorted(set(arguments) - takes)
+        text = (
+            f"Error executing tool {tool}: InvalidValueError: unknown "
+            f"argument{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"{tool} takes {', '.join(sorted(takes))}"
+        )
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    return refuse
 
 
 def why(hit: Hit) -> str | None:
@@ -106,24 +137,28 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
     >>> server = build_server(SynapseStore(":memory:"))  # doctest: +SKIP
     >>> server.run()  # stdio until the client hangs up  # doctest: +SKIP
     """
+    known: dict[str, set[str]] = {}  # each tool's arguments, from its signature below
     server: MCPServer = MCPServer(
-        SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+        SERVER_NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        middleware=[_refusing_unknown_arguments(known)],
     )
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=reading)
     def recall(
-        hits: list[ScoredId],
-        namespace: str = "personal",
-        at: float | None = None,
+        hits: Annotated[list[ScoredId], Field(description="your hits, best first")],
+        namespace: Namespace = "personal",
+        at: At = None,
     ) -> dict[str, Any]:
         """Fold learned associations into your hits, best first: at most two absent ids
         that were used with the top hits take the weakest slots; the list never grows.
 
         Each hit comes back with its origin (vector, boosted or injected) and, unless it
         is a plain vector hit, why it is there: the hit it was used with and the one it
-        replaced. ``namespace`` is the active one (it weighs most); ``at`` is POSIX
-        seconds (default: now).
+        replaced.
         """
         pairs = [(hit.id, hit.score) for hit in hits]
         found = _checked(lambda: store.recall(pairs, at=at, active_namespace=namespace))
@@ -131,44 +166,57 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False))
     def record_usage(
-        ids: list[str],
-        strength: float = 1.0,
-        namespace: str = "personal",
-        event_id: str | None = None,
-        at: float | None = None,
+        ids: Annotated[list[StrictStr], Field(description="ids used together for one task")],
+        strength: Annotated[
+            StrictFloat, Field(description="how strongly (1.0; 0 records nothing)")
+        ] = 1.0,
+        namespace: Namespace = "personal",
+        event_id: Annotated[
+            StrictStr | None, Field(description="an id for the event: a retry counts once")
+        ] = None,
+        at: At = None,
     ) -> dict[str, Any]:
         """Record that these ids were used together for one task: every pair of them is
         reinforced (one event, one transaction). Record only what was used, not all that
-        was retrieved. ``strength`` scales the reinforcement (1.0 by default); an
-        ``event_id`` seen before is skipped, so a retried call counts once.
+        was retrieved. At most ``max_coactivation`` distinct ids count (the first ones);
+        the others come back as ``dropped``.
         """
         edges = _checked(lambda: store.reinforce(ids, strength, namespace, at, event_id=event_id))
-        return {"edges": edges}
+        distinct = list(dict.fromkeys(ids))
+        return {"edges": edges, "dropped": distinct[store.config.max_coactivation :]}
 
     @server.tool(annotations=reading)
     def neighbours(
-        id: str,
-        namespace: str | None = None,
-        limit: int = 20,
-        at: float | None = None,
+        id: Annotated[StrictStr, Field(description="a document or file id")],
+        namespace: Annotated[
+            StrictStr | None, Field(description="one namespace (default: all)")
+        ] = None,
+        limit: Annotated[StrictInt, Field(description="how many, 0 for all (20)")] = 20,
+        at: At = None,
     ) -> dict[str, Any]:
         """An id's live associations, strongest first, with their decayed weights, counts
-        and learned half-lives: the first ``limit`` (0 for all) of ``total``, in one
-        namespace or all of them.
+        and learned half-lives: the first ``limit`` of ``total``.
         """
 
         def read() -> dict[str, Any]:
-            if isinstance(limit, bool) or limit < 0:
+            if limit < 0:
                 raise InvalidValueError(f"limit must be 0 (all) or more, got {limit!r}")
             return neighbour_report(store, id, to_seconds(at), namespace, limit)
 
         return _checked(read)
 
     @server.tool(annotations=reading)
-    def stats(namespace: str | None = None, at: float | None = None) -> dict[str, Any]:
+    def stats(
+        namespace: Annotated[
+            StrictStr | None, Field(description="one namespace (default: all)")
+        ] = None,
+        at: At = None,
+    ) -> dict[str, Any]:
         """Nodes and live edges, per namespace, with weight and half-life histograms."""
         return _checked(lambda: stats_report(store, to_seconds(at), namespace, name=store_name))
 
+    for tool in (recall, record_usage, neighbours, stats):
+        known[tool.__name__] = set(inspect.signature(tool).parameters)
     return server
 
 

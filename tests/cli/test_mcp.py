@@ -96,11 +96,12 @@ def test_an_agent_records_recalls_and_reads_what_the_api_would(store_path: str) 
                 "record_usage",
                 {"ids": ["auth/jwt.py", "config/keys.py"], "at": T0 + day * DAY},
             )
-            assert done == {"edges": 1}
+            assert done == {"edges": 1, "dropped": []}
         three = {"ids": ["auth/jwt.py", "auth/login.py", "config/keys.py"], "at": T0 + 3 * DAY}
         args = {**three, "namespace": "shared", "strength": 0.5, "event_id": "task-7"}
-        assert await call(client, "record_usage", args) == {"edges": 3}
-        assert await call(client, "record_usage", args) == {"edges": 0}  # a retry counts once
+        assert await call(client, "record_usage", args) == {"edges": 3, "dropped": []}
+        again = await call(client, "record_usage", args)  # a retry counts once
+        assert again == {"edges": 0, "dropped": []}
         with opened(store_path) as other:  # another writer, e.g. synapse watch
             other.reinforce(["auth/jwt.py", "tests/test_jwt.py"], at=T0 + 3 * DAY)
         at = T0 + 4 * DAY
@@ -151,6 +152,19 @@ def without_clock(text: str) -> str:
     return re.sub(r"ahead of the clock \([0-9.]+\)", "ahead of the clock", text)
 
 
+def test_ids_beyond_the_cap_come_back_as_dropped(tmp_path: Any) -> None:
+    ids = [f"f{i:02d}.py" for i in range(40)] + ["f00.py"]  # 40 distinct, one repeated
+    done: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        done.update(await call(client, "record_usage", {"ids": ids, "at": T0}))
+
+    with_server(str(tmp_path / "synapses.db"), session)
+    with SynapseStore(tmp_path / "synapses.db") as store:
+        cap = store.config.max_coactivation
+    assert done == {"edges": cap * (cap - 1) // 2, "dropped": ids[cap:40]}
+
+
 def api_error(call: Callable[[], object]) -> str:
     """The API's own error for a call, as the server names it."""
     with pytest.raises((InvalidValueError, InvalidTypeError)) as caught:
@@ -191,16 +205,37 @@ def test_every_bad_value_the_schema_admits_fails_as_in_the_api(tmp_path: Any) ->
         for tool, arguments, _ in cases:
             found.append(await error(client, tool, arguments))
         found.append(await error(client, "neighbours", {"id": "a", "limit": -1}))
-        # a JSON value of the wrong type is refused by the schema, before the API
-        schema = await error(client, "record_usage", {"ids": ["a", "b"], "strength": "strong"})
-        assert "validation error" in schema and "strength" in schema
-        assert "validation error" in await error(client, "recall", {"hits": "a"})
+        # a JSON value of another type is refused by the schema, before the API: never
+        # coerced (the API refuses a bool or a numeric string for a number too)
+        wrongs: list[tuple[str, dict[str, Any]]] = [
+            ("record_usage", {"ids": ["a", "b"], "strength": "strong"}),
+            ("record_usage", {"ids": ["a", "b"], "strength": "0.5"}),
+            ("record_usage", {"ids": ["a", "b"], "at": True}),
+            ("record_usage", {"ids": ["a", "b"], "at": "1700000000"}),
+            ("record_usage", {"ids": ["a", 1]}),
+            ("recall", {"hits": "a"}),
+            ("recall", {"hits": [{"id": "a", "score": True}]}),
+            ("recall", {"hits": [{"id": "a", "score": 1, "rank": 1}]}),
+            ("neighbours", {"id": "a", "limit": False}),
+            ("neighbours", {"id": "a", "limit": 2.5}),
+        ]
+        for tool, wrong in wrongs:
+            text = await error(client, tool, wrong)
+            assert "validation error" in text, (wrong, text)
+        # an argument the tool does not take is refused, not dropped: a misspelt
+        # namespace would write to the default one
+        misspelt = await error(client, "record_usage", {"ids": ["a", "b"], "namespce": "shared"})
+        assert misspelt == (
+            "Error executing tool record_usage: InvalidValueError: unknown argument "
+            "'namespce'; record_usage takes at, event_id, ids, namespace, strength"
+        )
         # nothing above was written: the store is as empty as it began
         empty = await call(client, "stats", {})
         assert (empty["nodes"], empty["edges"]) == (0, 0)
 
     with_server(path, session)
     with SynapseStore(path) as store:
+        assert store.graph().number_of_edges() == 0  # nothing refused was written
         expected = [api_error(partial(run, store)) for _, _, run in cases]
     for tool, text, wanted in zip([c[0] for c in cases], found, expected, strict=False):
         assert without_clock(text) == without_clock(f"Error executing tool {tool}: {wanted}")
