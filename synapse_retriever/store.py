@@ -303,6 +303,19 @@ config: pass config together with a store path instead
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    @property
+    def read_only(self) -> bool:
+        """Whether every write raises :class:`~synapse_retriever.errors.ReadOnlyStoreError`:
+        the store was opened read-only, or its file, folder or database role cannot be
+        written (a layered store is writable where its local layer is).
+
+        Examples
+        --------
+        >>> SynapseStore(":memory:").read_only
+        False
+        """
+        return bool(getattr(self._storage, "read_only", False))
+
     def close(self) -> None:
         """Close the database; further calls raise :class:`SynapseError`.
 

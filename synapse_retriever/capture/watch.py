@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 
 __all__ = [
@@ -197,11 +198,23 @@ def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None
 
 @dataclass
 class WatchReport:
-    """What :func:`watch` learned: events written and edges reinforced, so far."""
+    """What :func:`watch` learned: events written and edges reinforced, so far; files left
+    out (ignored, binary, gone, or written by git itself), and windows that failed to be
+    written (kept for the next attempt)."""
 
     events: int = 0
     edges: int = 0
     ignored: int = 0
+    by_git: int = 0
+    failed: int = 0
+
+
+GIT_LOCK = ".git/index.lock"
+"""Held by git while it rewrites the working tree (checkout, pull, merge, rebase, stash,
+reset): saves seen while it exists are git's, not a person's."""
+
+GIT_HEAD = ".git/HEAD"
+"""Rewritten when another branch is checked out: the open window closes in the old one."""
 
 
 def watch(
@@ -214,18 +227,27 @@ def watch(
     keep_out: Iterable[str] = (),
     stop: threading.Event | None = None,
     on_event: Callable[[WatchReport], None] | None = None,
+    on_error: Callable[[Exception], None] | None = None,
+    ready: threading.Event | None = None,
     tick_s: float = 0.5,
 ) -> WatchReport:
     """Watch the tree at ``root`` until ``stop`` is set (or Ctrl-C), calling
     ``write(files, namespace)`` for each closed window; returns what was learned.
 
     ``write`` gets the window's files relative to ``root``, with ``/`` as separator, and
-    returns the edges it wrote (``SynapseStore.reinforce``, one transaction). The open
-    window is closed and written before returning, however the watch ends.
+    returns the edges it wrote (``SynapseStore.reinforce``, one transaction). Saves are
+    sifted as they arrive (:func:`ignored`), so a file that is never learned neither keeps
+    a window open nor takes a place under ``limit``. Saves made by git itself (while it
+    holds ``.git/index.lock``) are left out, and checking out another branch closes the
+    open window in the namespace its saves were made in. A write that raises (a store
+    locked for longer than its timeout, a server away) is reported to ``on_error`` and
+    its files stay in the window for the next attempt; the open window is written before
+    returning, however the watch ends. ``ready`` is set once every folder is watched.
     """
     try:
         from watchdog.events import (
             FileCreatedEvent,
+            FileDeletedEvent,
             FileModifiedEvent,
             FileMovedEvent,
             FileSystemEvent,
@@ -237,6 +259,11 @@ def watch(
             "watching a tree needs the watch extra: pip install 'synapse-retriever[watch]'"
         ) from None
 
+    if not Path(root).is_dir():
+        raise InvalidValueError(f"root must be a folder to watch, got {os.fspath(root)!r}")
+    if namespace is not None:
+        namespace = validate_namespace(namespace)
+    window = ActivityWindow(quiet_s, limit)
     base = Path(root).resolve()
     touches: queue.Queue[tuple[str, str, str]] = queue.Queue()
 
@@ -249,63 +276,110 @@ def watch(
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
-            if event.is_directory or event.event_type not in ("modified", "created", "moved"):
+            if event.is_directory:
                 return
             new = relative(getattr(event, "dest_path", "") or event.src_path)
             old = relative(event.src_path) if event.event_type == "moved" else ""
-            if new and not new.startswith(".git/"):
+            if new.startswith(".git/") or old.startswith(".git/"):
+                if GIT_LOCK in (new, old) or new == GIT_HEAD:  # git's own state, in order
+                    touches.put((event.event_type, old, new))
+            elif new and event.event_type != "deleted":
                 touches.put((event.event_type, old, new))
 
-    window = ActivityWindow(quiet_s, limit)
     report = WatchReport()
     stop = stop or threading.Event()
+    current = namespace or branch_namespace(base)
+    git_busy = False
 
-    def flush() -> None:
+    def flush(*, last: bool = False) -> None:
         files = window.close()
         if not files:
             return
-        left = ignored(base, files, keep_out)
-        report.ignored += len(left)
-        kept = [f for f in files if f not in left]
-        if not kept:
+        try:
+            edges = write(files, current)
+        except Exception as exc:  # kept for the next attempt, in the order they were saved
+            report.failed += 1
+            for path in reversed(files):
+                window.touch(path, time.time())
+            if last or on_error is None:
+                raise
+            on_error(exc)
             return
-        report.edges += write(kept, namespace or branch_namespace(base))
+        report.edges += edges
         report.events += 1
         if on_event is not None:
             on_event(report)
 
-    observer = Observer()
-    observer.daemon = True  # never keeps the process alive after the watch returns
-    # only what a save makes: the kernel's queue then holds one event per save, not three
-    # (open, modify, close), and reads in the tree (an indexer, grep) never wake the watch
-    saves: list[type[FileSystemEvent]] = [FileModifiedEvent, FileCreatedEvent, FileMovedEvent]
-    observer.schedule(Handler(), os.fspath(base), recursive=True, event_filter=saves)
-    observer.start()
-    try:
-        while not stop.is_set():
-            try:
-                kind, old, new = touches.get(timeout=tick_s)
-            except queue.Empty:
-                if window.due(time.time()):
-                    flush()
-                continue
-            now = time.time()
-            if window.due(now):
-                flush()
-            if kind == "moved" and old:
+    def take(batch: list[tuple[str, str, str]]) -> None:
+        """Apply a batch of touches, in order; one ``git check-ignore`` for all of it."""
+        nonlocal git_busy, current
+        saved = {new for kind, _, new in batch if not new.startswith(".git/")}
+        left = ignored(base, sorted(saved), keep_out) if saved else set()
+        now = time.time()
+        for kind, old, new in batch:
+            if GIT_LOCK in (new, old):
+                if kind == "created" and new == GIT_LOCK:
+                    git_busy = True
+                elif kind == "deleted" or old == GIT_LOCK:  # renamed to the index, or removed
+                    git_busy = False
+            elif new == GIT_HEAD:
+                checked_out = namespace or branch_namespace(base)
+                if checked_out != current:
+                    flush()  # the window's saves were made on the branch checked out before
+                    current = checked_out
+            elif git_busy:
+                report.by_git += 1
+            elif new in left:
+                report.ignored += 1
+            elif kind == "moved" and old:
                 window.rename(old, new, now)
             else:
                 window.touch(new, now)
+
+    observer = Observer()
+    observer.daemon = True  # never keeps the process alive after the watch returns
+    # only what a save makes: the kernel's queue then holds one event per save, not three
+    # (open, modify, close), and reads in the tree (an indexer, grep) never wake the watch;
+    # deletions for git's lock only
+    saves: list[type[FileSystemEvent]] = [
+        FileModifiedEvent,
+        FileCreatedEvent,
+        FileMovedEvent,
+        FileDeletedEvent,
+    ]
+    observer.schedule(Handler(), os.fspath(base), recursive=True, event_filter=saves)
+    observer.start()  # the folders' watches are added before it returns
+    if ready is not None:
+        ready.set()
+
+    def drain(first: tuple[str, str, str] | None = None) -> None:
+        batch = [] if first is None else [first]
+        while True:
+            try:
+                batch.append(touches.get_nowait())
+            except queue.Empty:
+                break
+        if batch:
+            take(batch)
+
+    try:
+        while not stop.is_set():
+            try:
+                first = touches.get(timeout=tick_s)
+            except queue.Empty:
+                if git_busy and not (base / GIT_LOCK).exists():  # its removal was missed
+                    git_busy = False
+                if window.due(time.time()):
+                    flush()
+                continue
+            if window.due(time.time()):
+                flush()
+            drain(first)
     except KeyboardInterrupt:
         pass
     finally:
         observer.stop()
         observer.join(timeout=5)
-        while not touches.empty():  # what was saved before the stop still counts
-            kind, old, new = touches.get_nowait()
-            if kind == "moved" and old:
-                window.rename(old, new, time.time())
-            else:
-                window.touch(new, time.time())
-        flush()
+        drain()  # what was saved before the stop still counts
+        flush(last=True)
     return report

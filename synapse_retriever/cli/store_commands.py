@@ -42,8 +42,9 @@ from synapse_retriever.cli._common import (
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "neighbour_report", "stats_report"]
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""What stops ``synapse watch``: its open window is written first."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What stops ``synapse watch`` (Ctrl-C, a service manager, a closed terminal): its open
+window is written first."""
 
 WEIGHT_BINS = [i / 10 for i in range(11)]
 """Edges of the weight histogram: ten bins of 0.1 (1.0 falls in the last)."""
@@ -442,14 +443,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Learn from saves in a working tree until interrupted (see ``capture.watch``)."""
-    from synapse_retriever.capture.watch import WatchReport, watch
+    from synapse_retriever.capture.watch import WatchReport, branch_namespace, watch
     from synapse_retriever.config import validate_namespace
 
     root = Path(args.path)
     if not root.is_dir():
         raise CliError(f"no folder to watch at {args.path!r}")
-    if not args.quiet_s > 0:
-        raise CliError(f"--quiet-s must be > 0 seconds, got {args.quiet_s}")
+    if not 0 < args.quiet_s < math.inf:
+        raise CliError(f"--quiet-s must be a number of seconds > 0, got {args.quiet_s}")
     namespace = validate_namespace(args.namespace) if args.namespace is not None else None
     keep_out: set[str] = set()
     if not is_postgres_url(args.store):
@@ -459,6 +460,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         except ValueError:
             pass
     with open_store(args.store, must_exist=False) as store:
+        if store.read_only:
+            raise CliError(f"cannot learn into {args.store!r}: it is read-only here")
         status = console(stderr=True)
 
         def write(files: list[str], ns: str) -> int:
@@ -468,11 +471,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if not args.quiet:
                 status.print(
                     f"{report.events} events, {report.edges} edges learned "
-                    f"({report.ignored} files left out)"
+                    f"({report.ignored} saves left out, {report.by_git} made by git)"
                 )
 
-        stop = threading.Event()  # Ctrl-C or a service manager's SIGTERM: close, write, exit
+        def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
+            status.print(f"could not write the window ({exc}); its files wait for the next one")
+
+        def started() -> None:
+            ready.wait()
+            if not args.quiet:
+                where = namespace or branch_namespace(root)
+                status.print(f"watching {args.path} into {args.store} ({where}); Ctrl-C stops")
+
+        stop, ready = threading.Event(), threading.Event()  # a signal: close, write, exit
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+        threading.Thread(target=started, daemon=True).start()
         try:
             report = watch(
                 root,
@@ -483,6 +496,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 keep_out=keep_out,
                 stop=stop,
                 on_event=show,
+                on_error=failed,
+                ready=ready,
             )
         finally:
             for sig, handler in previous.items():

@@ -7,6 +7,7 @@ watcher reports (never on a sleep longer than a second).
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -101,8 +102,14 @@ class Watcher:
         self.closed = threading.Semaphore(0)
         self.stop = threading.Event()
         self.report = WatchReport()
+        self.errors: list[Exception] = []
+        self.fail = 0  # writes to refuse, as a store locked for too long does
+        ready = threading.Event()
 
         def write(files: list[str], namespace: str) -> int:
+            if self.fail:
+                self.fail -= 1
+                raise sqlite3.OperationalError("database is locked")
             self.written.append((files, namespace))
             return len(files) * (len(files) - 1) // 2
 
@@ -112,12 +119,15 @@ class Watcher:
                 write,
                 stop=self.stop,
                 on_event=lambda _: self.closed.release(),
+                on_error=self.errors.append,
+                ready=ready,
                 tick_s=0.05,
                 **options,  # type: ignore[arg-type]
             )
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
+        assert ready.wait(20), "the watch never started"
 
     def next_event(self) -> tuple[list[str], str]:
         assert self.closed.acquire(timeout=20), "no event within 20 s"
@@ -132,7 +142,6 @@ class Watcher:
 @pytest.fixture
 def watcher(tree: Path) -> Iterator[Watcher]:
     running = Watcher(tree, quiet_s=0.4, limit=3)
-    threading.Event().wait(0.3)  # the observer is scheduled
     yield running
     running.finish()
 
@@ -172,7 +181,6 @@ def test_a_rename_counts_once_under_its_new_name(tree: Path, watcher: Watcher) -
 
 def test_stopping_closes_the_open_window(tree: Path) -> None:
     running = Watcher(tree, quiet_s=3600)
-    threading.Event().wait(0.3)
     _save(tree, "a.py")
     _save(tree, "b.py")
     threading.Event().wait(0.5)  # the saves reach the watcher
@@ -215,10 +223,9 @@ def test_synapse_watch_learns_until_interrupted(tree: Path, tmp_path: Path) -> N
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
-        while not store_path.exists():  # the store is open: the watcher starts next
-            assert time.monotonic() < deadline and process.poll() is None
-            threading.Event().wait(0.05)
-        threading.Event().wait(1.0)
+        assert process.stderr is not None
+        started = process.stderr.readline()  # said once every folder is watched
+        assert started.startswith(f"watching {tree} into {store_path} (branch:main)"), started
         _save(tree, "src/jwt.py")
         _save(tree, "src/keys.py")
         learned = None
@@ -246,3 +253,92 @@ def test_synapse_watch_refuses_a_missing_folder(tmp_path: Path) -> None:
 
     assert main(["watch", str(tmp_path / "nowhere"), str(tmp_path / "s.db")]) == 2
     assert main(["watch", str(tmp_path), str(tmp_path / "s.db"), "--quiet-s", "0"]) == 2
+    assert main(["watch", str(tmp_path), str(tmp_path / "s.db"), "--quiet-s", "inf"]) == 2
+
+
+def test_noise_in_left_out_files_neither_holds_a_window_nor_takes_its_places(
+    tree: Path, watcher: Watcher
+) -> None:
+    stop_noise = threading.Event()
+
+    def noise() -> None:  # a dev server's log, written all the time (git ignores *.log)
+        while not stop_noise.is_set():
+            _save(tree, "server.log", f"{time.time()}\n")
+            stop_noise.wait(0.05)
+
+    noisy = threading.Thread(target=noise, daemon=True)
+    noisy.start()
+    try:
+        _save(tree, "src/a.py")
+        _save(tree, "src/b.py")
+        files, _ = watcher.next_event()  # the window closes although the log goes on
+        assert sorted(files) == ["src/a.py", "src/b.py"]
+        _save(tree, "src/c.py")
+        _save(tree, "src/d.py")
+        for i in range(10):  # then an install rewrites many left-out files
+            _save(tree, f"node_modules/m/{i}.js")
+            _save(tree, f"build/{i}.js")
+        files, _ = watcher.next_event()
+        assert sorted(files) == ["src/c.py", "src/d.py"]  # the cap of 3 kept the edits
+    finally:
+        stop_noise.set()
+        noisy.join()
+    assert watcher.finish().ignored >= 20
+
+
+def test_a_checkout_is_git_writing_and_closes_the_window_in_its_branch(tree: Path) -> None:
+    git(tree, "checkout", "-qb", "feature")
+    _save(tree, "src/feature.py")
+    _save(tree, "README.md", "changed on the branch\n")
+    git(tree, "add", ".")
+    git(tree, "commit", "-qm", "feature")
+    git(tree, "checkout", "-q", "main")
+    running = Watcher(tree, quiet_s=3600)  # only the checkout can close the first window
+    try:
+        _save(tree, "notes/m1.md")
+        _save(tree, "notes/m2.md")
+        git(tree, "checkout", "-q", "feature")  # rewrites README.md, creates src/feature.py
+        files, namespace = running.next_event()
+        assert (sorted(files), namespace) == (["notes/m1.md", "notes/m2.md"], "branch:main")
+        _save(tree, "src/x.py")
+        _save(tree, "src/y.py")
+        git(tree, "checkout", "-q", "main")  # back: the feature window closes
+        files, namespace = running.next_event()
+        assert (sorted(files), namespace) == (["src/x.py", "src/y.py"], "branch:feature")
+    finally:
+        report = running.finish()
+    assert report.events == 2 and report.by_git >= 2  # git's own writes were never saves
+    assert all("README.md" not in files for files, _ in running.written)
+
+
+def test_a_failed_write_keeps_its_files_for_the_next_attempt(tree: Path) -> None:
+    running = Watcher(tree, quiet_s=0.3)
+    running.fail = 1  # the store is locked once, for longer than its timeout
+    try:
+        _save(tree, "a.py")
+        _save(tree, "b.py")
+        files, _ = running.next_event()
+        assert sorted(files) == ["a.py", "b.py"]
+        assert [str(e) for e in running.errors] == ["database is locked"]
+    finally:
+        report = running.finish()
+    assert (report.events, report.failed) == (1, 1)
+
+
+def test_the_watch_refuses_what_it_cannot_watch_before_it_starts(tmp_path: Path) -> None:
+    with pytest.raises(InvalidValueError, match="nowhere"):
+        watch(tmp_path / "nowhere", lambda files, ns: 0)
+    with pytest.raises(InvalidValueError, match="namespace"):
+        watch(tmp_path, lambda files, ns: 0, namespace="Bad Space")
+
+
+def test_synapse_watch_refuses_a_store_it_cannot_write(tree: Path, tmp_path: Path) -> None:
+    from test_store_safety import read_only
+
+    from synapse_retriever.cli import main
+
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    SynapseStore(folder / "s.db").close()
+    with read_only(folder / "s.db", folder):
+        assert main(["watch", str(tree), str(folder / "s.db")]) == 2
