@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 try:
@@ -127,6 +128,16 @@ def _checked(call: Callable[[], _Result]) -> _Result:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _report_time(at: float | None) -> float:
+    """``at`` for a report that prints it as a date: within the years 1 to 9999."""
+    seconds = to_seconds(at)
+    try:
+        datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):
+        raise InvalidValueError(f"at must fall in the years 1 to 9999, got {at!r}") from None
+    return seconds
+
+
 def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer:
     """An MCP server whose tools read and write ``store`` (which the caller closes);
     ``stats`` reports it as ``store_name``.
@@ -201,7 +212,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         def read() -> dict[str, Any]:
             if limit < 0:
                 raise InvalidValueError(f"limit must be 0 (all) or more, got {limit!r}")
-            return neighbour_report(store, id, to_seconds(at), namespace, limit)
+            return neighbour_report(store, id, _report_time(at), namespace, limit)
 
         return _checked(read)
 
@@ -213,7 +224,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         at: At = None,
     ) -> dict[str, Any]:
         """Nodes and live edges, per namespace, with weight and half-life histograms."""
-        return _checked(lambda: stats_report(store, to_seconds(at), namespace, name=store_name))
+        return _checked(lambda: stats_report(store, _report_time(at), namespace, name=store_name))
 
     for tool in (recall, record_usage, neighbours, stats):
         known[tool.__name__] = set(inspect.signature(tool).parameters)

@@ -205,6 +205,10 @@ def test_every_bad_value_the_schema_admits_fails_as_in_the_api(tmp_path: Any) ->
         for tool, arguments, _ in cases:
             found.append(await error(client, tool, arguments))
         found.append(await error(client, "neighbours", {"id": "a", "limit": -1}))
+        far_report = await error(client, "stats", {"at": 1e300})
+        assert far_report.endswith(
+            "InvalidValueError: at must fall in the years 1 to 9999, got 1e+300"
+        )
         # a JSON value of another type is refused by the schema, before the API: never
         # coerced (the API refuses a bool or a numeric string for a number too)
         wrongs: list[tuple[str, dict[str, Any]]] = [
