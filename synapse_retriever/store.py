@@ -50,7 +50,7 @@ from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
 from synapse_retriever.memory.spreading import Activation
-from synapse_retriever.persistence import Storage, WriteTransaction
+from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import retrying
@@ -626,6 +626,90 @@ config: pass config together with a store path instead
             known if -1 not in known else tx.node_ids(names),
             spaces_known if -1 not in spaces_known else _namespace_ids(tx, spaces),
         )
+
+    def rename(self, old: str, new: str) -> int:
+        """Move node ``old`` to the id ``new``, as a renamed file moves: its edges in every
+        namespace and its uses go with it, unchanged (weights, counts, learned half-lives,
+        times), in one transaction. Returns the edges moved (0 for a node never learned).
+
+        Raises
+        ------
+        InvalidValueError
+            A bad id, ``old == new``, or ``new`` already has edges or uses (a rename does
+            not merge two nodes); nothing is written.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["pkg/jwt.py", "keys.py"], at=0)
+        >>> store.rename("pkg/jwt.py", "lib/jwt.py")
+        1
+        >>> store.edge("lib/jwt.py", "keys.py").activation_count
+        1
+        >>> store.edge("pkg/jwt.py", "keys.py") is None
+        True
+        """
+        old, new = validate_node_id(old), validate_node_id(new)
+        if old == new:
+            raise InvalidValueError(f"a node cannot be renamed to itself: {old!r}")
+        with self._lock:
+            self._check_open()
+            return self._retrying(lambda: self._rename_once(old, new))
+
+    def _rename_once(self, old: str, new: str) -> int:
+        """One attempt at :meth:`rename`: one transaction, then the mirror."""
+        mirror = self._mirror
+        with self._storage.write() as tx:
+            mirror.catch_up(tx)
+            graph = mirror.graph  # after the catch-up: a full reload replaces it
+            if old not in graph.index:
+                return 0
+            old_id = graph.index[old]
+            spaces = sorted(graph.ns_names)
+            if new in graph.index:
+                held = graph.incident(graph.index[new])
+                used = (
+                    row.uses for ns in spaces for row in mirror.uses.rows(ns, [graph.index[new]])
+                )
+                if held.size or any(used):
+                    raise InvalidValueError(
+                        f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
+                        "(a rename does not merge two nodes)"
+                    )
+            (new_id,) = tx.node_ids([new])
+            rows = tx.edges_by_id(graph.incident(old_id).tolist())  # current, locked
+            moved = {}
+            for row in rows:
+                other = row.b if row.a == old_id else row.a
+                pair = (new_id, other) if new < graph.names[other] else (other, new_id)
+                moved[(row.namespace, *pair)] = row
+            locked = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
+            if any(r.activation_count for r in locked.values()):  # written since the catch-up
+                raise InvalidValueError(
+                    f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
+                    "(a rename does not merge two nodes)"
+                )
+            state = {
+                key: row._replace(namespace=key[0], a=key[1], b=key[2])
+                for key, row in moved.items()
+            }
+            updated = [state[key]._replace(id=row.id) for key, row in locked.items()]
+            inserted = tx.insert([row for key, row in state.items() if key not in locked])
+            tx.update(updated)
+            tx.delete([row.id for row in rows])
+            old_uses = tx.uses_of([(ns, old_id) for ns in spaces])
+            uses = [use._replace(node=new_id) for use in old_uses]
+            blank = [UseRow(use.namespace, old_id, 0, 0, math.inf, ()) for use in old_uses]
+            tx.write_uses([*uses, *blank])
+
+        def apply_own(_: bool) -> None:
+            mirror.graph.add_names([(new_id, new)])
+            mirror.graph.remove([row.id for row in rows])
+            mirror.graph.apply([*inserted, *updated])
+            mirror.uses.apply([*uses, *blank])
+
+        mirror.committed(tx.version, apply_own)
+        return len(rows)
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.

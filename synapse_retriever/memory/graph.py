@@ -369,7 +369,7 @@ class MemoryGraph:
         ends = zip(new.tolist(), self._a[new].tolist(), self._b[new].tolist(), keys, strict=True)
         for edge, a, b, key in ends:
             x, y = (a, b) if self._degree(a) <= self._degree(b) else (b, a)
-            row = self._incident(x)
+            row = self.incident(x)
             same = row[self._a[row] + self._b[row] - x == y]
             if same.size or key in repeated:
                 twins += [edge, *same.tolist()]
@@ -715,7 +715,7 @@ class MemoryGraph:
 
     # -- stored state ------------------------------------------------------------------
 
-    def _incident(self, node: int) -> IntArray:
+    def incident(self, node: int) -> IntArray:
         """Ids of the stored edges of ``node``."""
         found = []
         if node < self._built:
@@ -731,7 +731,7 @@ class MemoryGraph:
         x = self.index.get(node)
         if x is None:
             return []
-        edges = self._incident(x)
+        edges = self.incident(x)
         if namespace is not None:
             edges = edges[self._ns[edges] == self.ns_index.get(namespace, -1)]
         weights = self.weights(edges, now)
@@ -747,7 +747,7 @@ class MemoryGraph:
         ns_id, x, y = self.ns_index.get(namespace), self.index.get(a), self.index.get(b)
         if ns_id is None or x is None or y is None:
             return None
-        edges = self._incident(x)
+        edges = self.incident(x)
         match = edges[(self._a[edges] + self._b[edges] == x + y) & (self._ns[edges] == ns_id)]
         return self._edge(int(match[0])) if match.size else None
 

@@ -236,3 +236,19 @@ def test_a_sweep_with_a_read_only_shared_layer_sweeps_the_local_one(
         assert reader.edge("a", "c") is None
         assert reader.edge("a", "b", "shared") is not None  # left to the team's writers
     assert _edges_in_postgres(postgres_url) == [("shared", "a", "b")]
+
+
+def test_a_rename_moves_a_node_in_both_layers(tmp_path: Path, postgres_url: str) -> None:
+    local = tmp_path / "me.db"
+    with SynapseStore.layered(local=local, shared=postgres_url) as store:
+        store.reinforce(["pkg/jwt.py", "keys.py"], at=0)
+        store.reinforce(["pkg/jwt.py", "login.py"], namespace="shared", at=0)
+        assert store.rename("pkg/jwt.py", "lib/jwt.py") == 2
+    assert _edges_in_sqlite(local) == [("personal", "keys.py", "lib/jwt.py")]
+    assert _edges_in_postgres(postgres_url) == [("shared", "lib/jwt.py", "login.py")]
+    with SynapseStore.layered(local=local, shared=postgres_url) as store:
+        assert store.neighbours("pkg/jwt.py", at=0) == []
+        assert [other for other, _, _ in store.neighbours("lib/jwt.py", at=0)] == [
+            "keys.py",
+            "login.py",
+        ]

@@ -1,0 +1,175 @@
+"""SynapseStore.rename: a node moves with its edges and uses, in every namespace, on every
+backend; a rename that would merge two nodes is refused and writes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synapse_retriever import InvalidValueError, SynapseStore
+from synapse_retriever.memory.graph import Edge
+
+DAY = 86_400.0
+T0 = 1_600_000_000.0
+HITS = [("keys.py", 0.9), ("docs/a.md", 0.8), ("docs/b.md", 0.7), ("docs/c.md", 0.6)]
+
+
+@pytest.fixture(params=["memory", "file", "postgresql"])
+def path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return ":memory:" if request.param == "memory" else str(tmp_path / "synapses.db")
+
+
+@pytest.fixture
+def store(path: str) -> Iterator[SynapseStore]:
+    with SynapseStore(path) as opened:
+        yield opened
+
+
+def learn(store: SynapseStore) -> None:
+    """pkg/jwt.py used with keys.py three times (personal) and with login.py (shared)."""
+    for day in range(3):
+        store.reinforce(["pkg/jwt.py", "keys.py"], at=T0 + day * DAY)
+    store.reinforce(["pkg/jwt.py", "login.py"], 2.0, "shared", T0 + 3 * DAY)
+    store.reinforce(["keys.py", "zeta.py"], at=T0 + 3 * DAY)  # an edge the rename leaves alone
+
+
+def moved(edge: Edge | None, a: str, b: str) -> Edge:
+    """An edge's state with its ends renamed (for comparing before and after)."""
+    assert edge is not None
+    return dataclasses.replace(edge, a=a, b=b)
+
+
+def test_a_rename_moves_every_edge_and_use_unchanged(store: SynapseStore) -> None:
+    learn(store)
+    at = T0 + 4 * DAY
+    keys = store.edge("pkg/jwt.py", "keys.py")
+    login = store.edge("pkg/jwt.py", "login.py", "shared")
+    before = store.recall(HITS, at=at)  # the old name is injected, with its energy
+    assert next(h.id for h in before if h.origin == "injected") == "pkg/jwt.py"
+
+    assert store.rename("pkg/jwt.py", "lib/jwt.py") == 2
+
+    # "keys.py" < "lib/jwt.py" < "pkg/...": the stored order of each pair follows the names
+    assert store.edge("lib/jwt.py", "keys.py") == moved(keys, "keys.py", "lib/jwt.py")
+    assert store.edge("lib/jwt.py", "login.py", "shared") == moved(login, "lib/jwt.py", "login.py")
+    assert store.edge("pkg/jwt.py", "keys.py") is None
+    assert store.neighbours("pkg/jwt.py", at=at) == []
+    assert store.edge("keys.py", "zeta.py") is not None
+    after = store.recall(HITS, at=at)  # the same recall, under the new name
+    assert [h._replace(id=h.id.replace("pkg/", "lib/"), path=()) for h in before] == [
+        h._replace(path=()) for h in after
+    ]
+    assert "pkg/jwt.py" not in [h.id for h in store.recall(HITS, at=at + DAY)]
+
+
+def test_what_another_store_on_the_same_file_sees(path: str) -> None:
+    if path == ":memory:":
+        pytest.skip("one process's memory")
+    with SynapseStore(path) as writer, SynapseStore(path) as reader:
+        learn(writer)
+        reader.recall(HITS, at=T0 + 4 * DAY)  # the reader's mirror is current
+        writer.rename("pkg/jwt.py", "lib/jwt.py")
+        deadline = time.monotonic() + 30
+        while reader.edge("lib/jwt.py", "keys.py") is None:  # within its refresh interval
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert reader.edge("pkg/jwt.py", "keys.py") is None
+        assert reader.recall(HITS, at=T0 + 4 * DAY) == writer.recall(HITS, at=T0 + 4 * DAY)
+    with SynapseStore(path) as reopened:
+        assert reopened.edge("lib/jwt.py", "keys.py") is not None
+        assert reopened.neighbours("pkg/jwt.py", at=T0 + 4 * DAY) == []
+
+
+def test_renaming_back_and_forth_restores_the_store(store: SynapseStore) -> None:
+    learn(store)
+    edges = sorted(store.graph(at=T0 + 4 * DAY).edges(keys=True, data="stored_weight"))
+    store.rename("pkg/jwt.py", "lib/jwt.py")
+    store.rename("lib/jwt.py", "pkg/jwt.py")  # its old name has no associations left
+    assert sorted(store.graph(at=T0 + 4 * DAY).edges(keys=True, data="stored_weight")) == edges
+
+
+def test_a_rename_that_would_merge_two_nodes_is_refused_and_writes_nothing(
+    store: SynapseStore,
+) -> None:
+    learn(store)
+    before = sorted(store.graph(at=T0 + 4 * DAY).edges(keys=True, data="stored_weight"))
+    with pytest.raises(InvalidValueError, match=r"'keys\.py' already has associations"):
+        store.rename("pkg/jwt.py", "keys.py")
+    store.use(["solo.py"], at=T0)  # a node with uses and no edge has associations too
+    with pytest.raises(InvalidValueError, match=r"'solo\.py' already has associations"):
+        store.rename("pkg/jwt.py", "solo.py")
+    assert sorted(store.graph(at=T0 + 4 * DAY).edges(keys=True, data="stored_weight")) == before
+
+
+def test_bad_renames_are_refused_and_an_unknown_node_moves_nothing(store: SynapseStore) -> None:
+    learn(store)
+    with pytest.raises(InvalidValueError, match="itself"):
+        store.rename("keys.py", "keys.py")
+    with pytest.raises(InvalidValueError):
+        store.rename("keys.py", "")
+    with pytest.raises(InvalidValueError):
+        store.rename("keys.py", "a\x00b")
+    assert store.rename("never/seen.py", "other.py") == 0
+    assert store.edge("keys.py", "pkg/jwt.py") is not None
+
+
+NODES = ["a", "b", "c", "d", "e"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(NODES), min_size=1, max_size=4),
+            st.sampled_from(["personal", "shared", "branch:x"]),
+            st.floats(0.0, 20.0),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from(NODES),
+    st.sampled_from(["0-first", "c2", "zz-last"]),  # the new name sorts anywhere
+)
+def test_after_a_rename_the_store_is_the_same_store_under_the_new_name(
+    history: list[tuple[list[str], str, float]], old: str, new: str
+) -> None:
+    with SynapseStore(":memory:") as store:
+        at = T0
+        for nodes, namespace, gap in history:
+            at += gap * DAY
+            store.reinforce(nodes, namespace=namespace, at=at)
+        at += DAY
+        hits = [(node, 1.0 - i / 10) for i, node in enumerate([*NODES, "x", "y"])]
+
+        def named(graph_edges: list[tuple[str, str, str, object]]) -> list[tuple[object, ...]]:
+            swap = {old: new}
+            return sorted(
+                (*sorted((swap.get(u, u), swap.get(v, v))), k, d) for u, v, k, d in graph_edges
+            )
+
+        edges = named(list(store.graph(at=at).edges(keys=True, data="stored_weight")))
+        before = {
+            ns: store.recall(hits, at=at, active_namespace=ns) for ns in ("personal", "shared")
+        }
+        store.rename(old, new)
+        renamed = [(h[0] if h[0] != old else new, h[1]) for h in hits]
+        assert named(list(store.graph(at=at).edges(keys=True, data="stored_weight"))) == edges
+        for ns, hits_before in before.items():
+            after = store.recall(renamed, at=at, active_namespace=ns)
+            mapped = [
+                h._replace(
+                    id=new if h.id == old else h.id,
+                    path=tuple(new if p == old else p for p in h.path),
+                    displaced=new if h.displaced == old else h.displaced,
+                )
+                for h in hits_before
+            ]
+            assert after == mapped
