@@ -653,7 +653,9 @@ config: pass config together with a store path instead
         if old == new:
             raise InvalidValueError(f"a node cannot be renamed to itself: {old!r}")
         with self._lock:
-            self._check_open()
+            self._refresh()
+            if old not in self._mirror.graph.index:  # nothing to move: no transaction (an
+                return 0  # editor's save through a temporary file is a rename too)
             return self._retrying(lambda: self._rename_once(old, new))
 
     def _rename_once(self, old: str, new: str) -> int:

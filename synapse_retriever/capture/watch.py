@@ -199,14 +199,15 @@ def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None
 @dataclass
 class WatchReport:
     """What :func:`watch` learned: events written and edges reinforced, so far; files left
-    out (ignored, binary, gone, or written by git itself), and windows that failed to be
-    written (kept for the next attempt)."""
+    out (ignored, binary, gone, or written by git itself), windows that failed to be
+    written (kept for the next attempt), and nodes renamed with what they had learned."""
 
     events: int = 0
     edges: int = 0
     ignored: int = 0
     by_git: int = 0
     failed: int = 0
+    renamed: int = 0
 
 
 GIT_LOCK = ".git/index.lock"
@@ -228,6 +229,7 @@ def watch(
     stop: threading.Event | None = None,
     on_event: Callable[[WatchReport], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
+    rename: Callable[[str, str], int] | None = None,
     ready: threading.Event | None = None,
     tick_s: float = 0.5,
 ) -> WatchReport:
@@ -243,6 +245,11 @@ def watch(
     locked for longer than its timeout, a server away) is reported to ``on_error`` and
     its files stay in the window for the next attempt; the open window is written before
     returning, however the watch ends. ``ready`` is set once every folder is watched.
+
+    A file moved within the tree (by hand, by an editor or by ``git mv``) is passed to
+    ``rename(old, new)`` at once (``SynapseStore.rename``: the node moves with what it
+    learned); inside the open window it counts once, under its new name. A ``rename``
+    that raises goes to ``on_error``, and the watch goes on.
     """
     try:
         from watchdog.events import (
@@ -310,6 +317,16 @@ def watch(
         if on_event is not None:
             on_event(report)
 
+    def moved(old: str, new: str) -> None:
+        if rename is None:
+            return
+        try:
+            report.renamed += rename(old, new) > 0
+        except Exception as exc:  # e.g. the new name already has associations
+            if on_error is None:
+                raise
+            on_error(exc)
+
     def take(batch: list[tuple[str, str, str]]) -> None:
         """Apply a batch of touches, in order; one ``git check-ignore`` for all of it."""
         nonlocal git_busy, current
@@ -327,12 +344,16 @@ def watch(
                 if checked_out != current:
                     flush()  # the window's saves were made on the branch checked out before
                     current = checked_out
-            elif git_busy:
-                report.by_git += 1
             elif new in left:
                 report.ignored += 1
             elif kind == "moved" and old:
-                window.rename(old, new, now)
+                moved(old, new)  # a move is a move whoever made it: git mv too
+                if git_busy:
+                    report.by_git += 1
+                else:
+                    window.rename(old, new, now)
+            elif git_busy:
+                report.by_git += 1
             else:
                 window.touch(new, now)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from synapse_retriever.capture.gitlog import parse_since
-from synapse_retriever.errors import SynapseError
+from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.persistence.postgres import is_postgres_url
 
 if TYPE_CHECKING:
@@ -470,12 +470,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
         def show(report: WatchReport) -> None:
             if not args.quiet:
                 status.print(
-                    f"{report.events} events, {report.edges} edges learned "
-                    f"({report.ignored} saves left out, {report.by_git} made by git)"
+                    f"{report.events} events, {report.edges} edges learned, "
+                    f"{report.renamed} files moved ({report.ignored} saves left out, "
+                    f"{report.by_git} made by git)"
                 )
 
         def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
-            status.print(f"could not write the window ({exc}); its files wait for the next one")
+            if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
+                status.print(f"not moved: {exc}")
+            else:
+                status.print(f"could not write the window ({exc}); its files wait for the next")
 
         def started() -> None:
             ready.wait()
@@ -497,6 +501,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 stop=stop,
                 on_event=show,
                 on_error=failed,
+                rename=store.rename,
                 ready=ready,
             )
         finally:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -256,6 +256,7 @@ def test_synapse_watch_refuses_a_missing_folder(tmp_path: Path) -> None:
     assert main(["watch", str(tmp_path), str(tmp_path / "s.db"), "--quiet-s", "inf"]) == 2
 
 
+@pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")  # watchdog, new folders
 def test_noise_in_left_out_files_neither_holds_a_window_nor_takes_its_places(
     tree: Path, watcher: Watcher
 ) -> None:
@@ -342,3 +343,60 @@ def test_synapse_watch_refuses_a_store_it_cannot_write(tree: Path, tmp_path: Pat
     SynapseStore(folder / "s.db").close()
     with read_only(folder / "s.db", folder):
         assert main(["watch", str(tree), str(folder / "s.db")]) == 2
+
+
+def test_a_moved_file_takes_what_it_learned_with_it(tree: Path, tmp_path: Path) -> None:
+    stop, ready = threading.Event(), threading.Event()
+    learned = threading.Semaphore(0)
+    errors: list[Exception] = []
+    with SynapseStore(tmp_path / "synapses.db") as store:
+
+        def write(files: list[str], namespace: str) -> int:
+            return store.reinforce(files, namespace=namespace)
+
+        def run() -> None:
+            watch(tree, write, quiet_s=0.3, stop=stop, ready=ready, rename=store.rename,
+                  on_event=lambda _: learned.release(), on_error=errors.append,
+                  tick_s=0.05)  # fmt: skip
+
+        def until(found: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 20
+            while not found():
+                assert time.monotonic() < deadline, "not within 20 s"
+                threading.Event().wait(0.05)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert ready.wait(20)
+        _save(tree, "pkg/jwt.py")
+        _save(tree, "keys.py")
+        _save(tree, "login.py")
+        assert learned.acquire(timeout=20)  # three edges, one event
+        git(tree, "add", ".")
+        git(tree, "commit", "-qm", "three files")
+        (tree / "pkg" / "jwt.py").rename(tree / "jwt.py")  # by hand: moved at once
+        until(lambda: store.edge("jwt.py", "keys.py", "branch:main") is not None)
+        assert learned.acquire(timeout=20)  # the move was work: a window of jwt.py alone
+        (tree / "auth").mkdir()
+        git(tree, "mv", "login.py", "auth/login.py")  # by git: moved, and not a save
+        until(lambda: store.edge("auth/login.py", "jwt.py", "branch:main") is not None)
+        (tree / "keys.py.new").write_text("saved through a temporary file\n")
+        (tree / "keys.py.new").rename(tree / "keys.py")  # nothing learned under .new
+        assert learned.acquire(timeout=20)
+        (tree / "jwt.py").rename(tree / "auth" / "login.py")  # onto a node with a past
+        until(lambda: len(errors) > 0)
+        stop.set()
+        thread.join(timeout=20)
+        now = time.time()
+        counts = {
+            (a, b): store.edge(a, b, "branch:main").activation_count  # type: ignore[union-attr]
+            for a, b in [("jwt.py", "keys.py"), ("auth/login.py", "jwt.py"),
+                         ("auth/login.py", "keys.py")]
+        }  # fmt: skip
+        assert counts == {k: 1 for k in counts}  # moved, never learned twice
+        assert store.neighbours("pkg/jwt.py", at=now) == []
+        assert store.neighbours("login.py", at=now) == []
+    assert [str(e) for e in errors] == [
+        "cannot rename 'jwt.py' to 'auth/login.py': 'auth/login.py' already has associations "
+        "(a rename does not merge two nodes)"
+    ]
