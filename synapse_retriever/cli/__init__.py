@@ -40,6 +40,7 @@ from synapse_retriever.cli.store_commands import (
     cmd_export,
     cmd_import,
     cmd_mcp,
+    cmd_rename,
     cmd_repair,
     cmd_stats,
     cmd_watch,
@@ -83,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     edges.add_argument("--namespace", help=ns_help)
     edges.add_argument("--limit", type=at_least(0), default=50, help="rows to show, 0 for all (50)")
     edges.add_argument("--json", action="store_true", help="print JSON")
+
+    rename = store_command(
+        "rename",
+        cmd_rename,
+        "Move a node to a new id with everything it learned, as a renamed file moves "
+        "(synapse watch does it as files move); refused if the new id has a past.",
+    )
+    rename.add_argument("old", metavar="OLD", help="the node's id, e.g. a file's old path")
+    rename.add_argument("new", metavar="NEW", help="its new id")
 
     decay = store_command("decay", cmd_decay, "Delete the edges that decayed below the threshold.")
     decay.add_argument("--at", help=at_help)

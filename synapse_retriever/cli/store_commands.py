@@ -228,6 +228,14 @@ def cmd_edges(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rename(args: argparse.Namespace) -> int:
+    """Move a node to a new id with its edges and uses (``SynapseStore.rename``)."""
+    with open_store(args.store, must_exist=True) as store:
+        moved = store.rename(args.old, args.new)
+    console().print(f"{args.old} -> {args.new}: {moved} edges moved, with its uses")
+    return 0
+
+
 def cmd_decay(args: argparse.Namespace) -> int:
     """Sweep: delete every edge that has decayed below the prune threshold."""
     now = parse_time(args.at)

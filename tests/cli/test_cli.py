@@ -128,6 +128,20 @@ def test_stats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "0 live edges" in out and "no live edges" in out
 
 
+def test_rename_moves_a_node_and_refuses_a_merge(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moved = "src/security/jwt.py"
+    code, out, _ = run(capsys, "rename", str(store), JWT, moved)
+    assert (code, out.split()) == (0, [JWT, "->", f"{moved}:", "1", "edges", "moved,", "with",
+                                       "its", "uses"])  # fmt: skip
+    code, out, _ = run(capsys, "edges", str(store), moved, "--at", NEAR, "--json")
+    assert [n["neighbour"] for n in json.loads(out)["neighbours"]] == [KEYS]
+    code, _, err = run(capsys, "rename", str(store), moved, KEYS)
+    assert code == 2 and err.startswith("synapse: error: cannot rename") and "merge" in err
+    assert run(capsys, "rename", str(store.parent / "none.db"), "a", "b")[0] == 2
+
+
 def test_edges(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "edges", str(store), JWT, "--at", NEAR, "--json")
     assert code == 0
