@@ -70,3 +70,12 @@ def store_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "synapses.db")
     url: str = request.getfixturevalue("postgres_url")
     return url
+
+
+@pytest.fixture(params=["memory", "file", "postgresql"])
+def any_store_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store lives: in memory, in an SQLite file, in a PostgreSQL schema."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return ":memory:" if request.param == "memory" else str(tmp_path / "synapses.db")

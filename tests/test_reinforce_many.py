@@ -8,7 +8,6 @@ import math
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,18 +35,9 @@ HIT_LISTS = [
 ]
 
 
-@pytest.fixture(params=["memory", "file", "postgresql"])
-def path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a store lives: in memory, in an SQLite file, in a PostgreSQL schema."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("postgres_url")
-        return url
-    return ":memory:" if request.param == "memory" else str(tmp_path / "synapses.db")
-
-
 @pytest.fixture
-def store(path: str) -> Iterator[SynapseStore]:
-    with SynapseStore(path) as opened:
+def store(any_store_path: str) -> Iterator[SynapseStore]:
+    with SynapseStore(any_store_path) as opened:
         yield opened
 
 
@@ -296,8 +286,9 @@ GOOD = [
 )
 @pytest.mark.parametrize("position", [0, 1, 2])
 def test_a_bad_event_is_named_and_nothing_is_written(
-    path: str, bad: Any, error: type[Exception], reason: str, position: int
+    any_store_path: str, bad: Any, error: type[Exception], reason: str, position: int
 ) -> None:
+    path = any_store_path
     events: list[Any] = [*GOOD]
     events.insert(position, bad)
     with SynapseStore(path) as store:
@@ -315,8 +306,9 @@ def test_a_bad_event_is_named_and_nothing_is_written(
 
 @pytest.mark.parametrize("backwards_in_batch", [False, True])
 def test_late_raise_refuses_an_event_earlier_than_an_edge_and_writes_nothing(
-    path: str, backwards_in_batch: bool
+    any_store_path: str, backwards_in_batch: bool
 ) -> None:
+    path = any_store_path
     with SynapseStore(path) as store:
         store.reinforce(["a", "b"], at=T0 + 100)
         state = snapshot(store, T0 + DAY)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -20,17 +19,9 @@ T0 = 1_600_000_000.0
 HITS = [("keys.py", 0.9), ("docs/a.md", 0.8), ("docs/b.md", 0.7), ("docs/c.md", 0.6)]
 
 
-@pytest.fixture(params=["memory", "file", "postgresql"])
-def path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("postgres_url")
-        return url
-    return ":memory:" if request.param == "memory" else str(tmp_path / "synapses.db")
-
-
 @pytest.fixture
-def store(path: str) -> Iterator[SynapseStore]:
-    with SynapseStore(path) as opened:
+def store(any_store_path: str) -> Iterator[SynapseStore]:
+    with SynapseStore(any_store_path) as opened:
         yield opened
 
 
@@ -71,7 +62,8 @@ def test_a_rename_moves_every_edge_and_use_unchanged(store: SynapseStore) -> Non
     assert "pkg/jwt.py" not in [h.id for h in store.recall(HITS, at=at + DAY)]
 
 
-def test_what_another_store_on_the_same_file_sees(path: str) -> None:
+def test_what_another_store_on_the_same_file_sees(any_store_path: str) -> None:
+    path = any_store_path
     if path == ":memory:":
         pytest.skip("one process's memory")
     with SynapseStore(path) as writer, SynapseStore(path) as reader:

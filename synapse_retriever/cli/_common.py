@@ -43,6 +43,7 @@ __all__ = [
     "at_least",
     "check_output",
     "console",
+    "in_calendar",
     "iso",
     "open_store",
     "parse_time",
@@ -76,11 +77,18 @@ def parse_time(text: str | None) -> float:
         seconds = to_seconds(float(text))
     except ValueError:
         seconds = parse_since(text)
+    if not in_calendar(seconds):
+        raise CliError(f"--at {text!r} is out of range (years 1 to 9999)")
+    return seconds
+
+
+def in_calendar(seconds: float) -> bool:
+    """Whether a date of the years 1 to 9999 (UTC) can show ``seconds``."""
     try:
         datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, ValueError, OSError):
-        raise CliError(f"--at {text!r} is out of range (years 1 to 9999)") from None
-    return seconds
+        return False
+    return True
 
 
 def iso(seconds: float) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 try:
@@ -38,6 +37,7 @@ except ImportError:  # pragma: no cover - the extra is in the dev requirements
     ) from None
 
 from synapse_retriever import __version__
+from synapse_retriever.cli._common import in_calendar
 from synapse_retriever.cli.store_commands import neighbour_report, stats_report
 from synapse_retriever.clock import to_seconds
 from synapse_retriever.errors import InvalidValueError, SynapseError
@@ -131,10 +131,8 @@ def _checked(call: Callable[[], _Result]) -> _Result:
 def _report_time(at: float | None) -> float:
     """``at`` for a report that prints it as a date: within the years 1 to 9999."""
     seconds = to_seconds(at)
-    try:
-        datetime.fromtimestamp(seconds, UTC)
-    except (OverflowError, ValueError, OSError):
-        raise InvalidValueError(f"at must fall in the years 1 to 9999, got {at!r}") from None
+    if not in_calendar(seconds):
+        raise InvalidValueError(f"at must fall in the years 1 to 9999, got {at!r}")
     return seconds
 
 
