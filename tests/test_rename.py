@@ -62,10 +62,8 @@ def test_a_rename_moves_every_edge_and_use_unchanged(store: SynapseStore) -> Non
     assert "pkg/jwt.py" not in [h.id for h in store.recall(HITS, at=at + DAY)]
 
 
-def test_what_another_store_on_the_same_file_sees(any_store_path: str) -> None:
-    path = any_store_path
-    if path == ":memory:":
-        pytest.skip("one process's memory")
+def test_what_another_store_on_the_same_file_sees(store_path: str) -> None:
+    path = store_path  # an SQLite file, a PostgreSQL schema: what two stores can share
     with SynapseStore(path) as writer, SynapseStore(path) as reader:
         learn(writer)
         reader.recall(HITS, at=T0 + 4 * DAY)  # the reader's mirror is current
