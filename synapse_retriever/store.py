@@ -53,7 +53,7 @@ from synapse_retriever.memory.spreading import Activation
 from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
-from synapse_retriever.persistence.protocols import retrying
+from synapse_retriever.persistence.protocols import TransientWriteError, retrying
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
@@ -627,16 +627,31 @@ config: pass config together with a store path instead
             spaces_known if -1 not in spaces_known else _namespace_ids(tx, spaces),
         )
 
-    def rename(self, old: str, new: str) -> int:
-        """Move node ``old`` to the id ``new``, as a renamed file moves: its edges in every
-        namespace and its uses go with it, unchanged (weights, counts, learned half-lives,
-        times), in one transaction. Returns the edges moved (0 for a node never learned).
+    def rename(self, old: str, new: str, namespaces: str | Iterable[str] | None = None) -> int:
+        """Move node ``old`` to the id ``new``, as a renamed file moves: its edges and its
+        uses go with it, unchanged (weights, counts, learned half-lives, times), in one
+        transaction per backend. Returns the edges moved (0 for a node never learned).
+
+        Parameters
+        ----------
+        namespaces : str or iterable of str, optional
+            Only there (a file moved on a branch moves in that branch's namespace); None
+            for every namespace ``old`` was learned in.
 
         Raises
         ------
         InvalidValueError
-            A bad id, ``old == new``, or ``new`` already has edges or uses (a rename does
-            not merge two nodes); nothing is written.
+            A bad id or namespace, ``old == new``, or ``new`` already has edges or uses in
+            one of those namespaces (a rename does not merge two nodes); nothing is written.
+
+        Notes
+        -----
+        Concurrent writers (PostgreSQL) may write ``old`` or ``new`` at the same moment: the
+        rename first reads every commit, then locks both nodes' use rows (every event that
+        uses a node writes its row, so the lock orders the rename with every such write),
+        and starts again if a write slipped in between. A layered store renames in each
+        layer, the shared one first. The recent-events log keeps ``old``: the moved node is
+        a candidate of the default rule again once it is used.
 
         Examples
         --------
@@ -652,54 +667,69 @@ config: pass config together with a store path instead
         old, new = validate_node_id(old), validate_node_id(new)
         if old == new:
             raise InvalidValueError(f"a node cannot be renamed to itself: {old!r}")
+        if namespaces is not None:
+            names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
+            only: set[str] | None = {validate_namespace(ns) for ns in names}
+        else:
+            only = None
         with self._lock:
             self._refresh()
             if old not in self._mirror.graph.index:  # nothing to move: no transaction (an
                 return 0  # editor's save through a temporary file is a rename too)
-            return self._retrying(lambda: self._rename_once(old, new))
+            return self._retrying(lambda: self._rename_once(old, new, only))
 
-    def _rename_once(self, old: str, new: str) -> int:
+    def _rename_once(self, old: str, new: str, only: set[str] | None) -> int:
         """One attempt at :meth:`rename`: one transaction, then the mirror."""
         mirror = self._mirror
+        mirror.refresh(self._storage, force=True)  # every commit so far, on every backend
         with self._storage.write() as tx:
-            mirror.catch_up(tx)
+            mirror.catch_up(tx)  # exact where writers take turns (SQLite)
             graph = mirror.graph  # after the catch-up: a full reload replaces it
-            if old not in graph.index:
+            old_id, new_id = graph.index[old], graph.index.get(new, -1)
+            edges = graph.incident(old_id)
+            learned = {graph.ns_names[int(ns)] for ns in graph.namespaces_of(edges)}
+            learned |= {
+                name for ns, name in graph.ns_names.items() if mirror.uses.rows(ns, [old_id])
+            }
+            spaces = sorted(graph.ns_index[ns] for ns in learned if only is None or ns in only)
+            if not spaces:
                 return 0
-            old_id = graph.index[old]
-            spaces = sorted(graph.ns_names)
-            if new in graph.index:
-                held = graph.incident(graph.index[new])
-                used = (
-                    row.uses for ns in spaces for row in mirror.uses.rows(ns, [graph.index[new]])
-                )
-                if held.size or any(used):
+            ids = [old_id] if new_id < 0 else [old_id, new_id]
+            keys = [(ns, node) for ns in spaces for node in ids]
+            locked = {(row.namespace, row.node): row for row in tx.uses_of(keys)}
+            seen = {(r.namespace, r.node): r for ns in spaces for r in mirror.uses.rows(ns, ids)}
+            if any(_uses_differ(locked.get(key), seen.get(key)) for key in keys):
+                raise TransientWriteError("a write to the renamed nodes slipped in", conflict=True)
+            wanted = edges[np.isin(graph.namespaces_of(edges), spaces)]
+            if new_id >= 0:
+                theirs = graph.incident(new_id)
+                if np.isin(graph.namespaces_of(theirs), spaces).any() or any(
+                    row.uses for (_, node), row in locked.items() if node == new_id
+                ):
                     raise InvalidValueError(
                         f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
                         "(a rename does not merge two nodes)"
                     )
-            (new_id,) = tx.node_ids([new])
-            rows = tx.edges_by_id(graph.incident(old_id).tolist())  # current, locked
+            else:
+                (new_id,) = tx.node_ids([new])
+            rows = tx.edges_by_id(wanted.tolist())  # current, locked
             moved = {}
             for row in rows:
                 other = row.b if row.a == old_id else row.a
                 pair = (new_id, other) if new < graph.names[other] else (other, new_id)
                 moved[(row.namespace, *pair)] = row
-            locked = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
-            if any(r.activation_count for r in locked.values()):  # written since the catch-up
-                raise InvalidValueError(
-                    f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
-                    "(a rename does not merge two nodes)"
-                )
+            blanks = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
+            if any(r.activation_count for r in blanks.values()):
+                raise TransientWriteError("the new name was written meanwhile", conflict=True)
             state = {
                 key: row._replace(namespace=key[0], a=key[1], b=key[2])
                 for key, row in moved.items()
             }
-            updated = [state[key]._replace(id=row.id) for key, row in locked.items()]
-            inserted = tx.insert([row for key, row in state.items() if key not in locked])
+            updated = [state[key]._replace(id=row.id) for key, row in blanks.items()]
+            inserted = tx.insert([row for key, row in state.items() if key not in blanks])
             tx.update(updated)
             tx.delete([row.id for row in rows])
-            old_uses = tx.uses_of([(ns, old_id) for ns in spaces])
+            old_uses = [row for (_, node), row in locked.items() if node == old_id and row.uses]
             uses = [use._replace(node=new_id) for use in old_uses]
             blank = [UseRow(use.namespace, old_id, 0, 0, math.inf, ()) for use in old_uses]
             tx.write_uses([*uses, *blank])
@@ -1133,6 +1163,19 @@ def _open_storage(path: str | os.PathLike[str], read_only: bool, config: Synapse
     if is_postgres_url(path):
         return PostgresStorage(str(path), read_only=read_only, timeout_s=config.busy_timeout_s)
     return SQLiteStorage(path, busy_timeout_s=config.busy_timeout_s, read_only=read_only)
+
+
+def _uses_differ(stored: UseRow | None, seen: UseRow | None) -> bool:
+    """Whether a use row read under lock is not the one the mirror holds: another use was
+    recorded since (a blank row, which a concurrent backend creates to lock a key, counts
+    as none)."""
+
+    def state(row: UseRow | None) -> tuple[int, int, float]:
+        if row is None:
+            return (0, 0, -math.inf)
+        return (row.uses, row.together, max(row.recent, default=-math.inf))
+
+    return state(stored) != state(seen)
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:

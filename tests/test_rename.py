@@ -79,6 +79,22 @@ def test_what_another_store_on_the_same_file_sees(store_path: str) -> None:
         assert reopened.neighbours("pkg/jwt.py", at=T0 + 4 * DAY) == []
 
 
+def test_a_rename_sees_what_another_writer_committed_just_before(store_path: str) -> None:
+    # within the other store's refresh interval: nothing may be left behind or merged
+    with SynapseStore(store_path) as writer, SynapseStore(store_path) as other:
+        learn(writer)
+        writer.recall(HITS, at=T0 + 4 * DAY)  # the writer's mirror was current a moment ago
+        other.reinforce(["pkg/jwt.py", "late.py"], at=T0 + 4 * DAY)
+        assert writer.rename("pkg/jwt.py", "lib/jwt.py") == 3  # the late edge moved too
+        assert writer.edge("pkg/jwt.py", "late.py") is None
+        other.reinforce(["api.py", "zeta.py"], at=T0 + 4 * DAY)
+        with pytest.raises(InvalidValueError, match="already has associations"):
+            writer.rename("lib/jwt.py", "api.py")  # api.py has a past now: never merged
+    with SynapseStore(store_path) as reopened:
+        assert reopened.edge("lib/jwt.py", "late.py") is not None
+        assert reopened.edge("api.py", "keys.py") is None
+
+
 def test_renaming_back_and_forth_restores_the_store(store: SynapseStore) -> None:
     learn(store)
     edges = sorted(store.graph(at=T0 + 4 * DAY).edges(keys=True, data="stored_weight"))
@@ -163,3 +179,14 @@ def test_after_a_rename_the_store_is_the_same_store_under_the_new_name(
                 for h in hits_before
             ]
             assert after == mapped
+
+
+def test_a_rename_in_one_namespace_leaves_the_others(store: SynapseStore) -> None:
+    learn(store)
+    assert store.rename("pkg/jwt.py", "lib/jwt.py", namespaces="shared") == 1
+    assert store.edge("lib/jwt.py", "login.py", "shared") is not None
+    assert store.edge("pkg/jwt.py", "keys.py") is not None  # personal: untouched
+    assert store.edge("lib/jwt.py", "keys.py") is None
+    assert store.rename("pkg/jwt.py", "lib/jwt.py", namespaces=["branch:x"]) == 0
+    with pytest.raises(InvalidValueError, match="namespace"):
+        store.rename("pkg/jwt.py", "lib/jwt.py", namespaces="Bad Space")

@@ -114,6 +114,26 @@ class ActivityWindow:
         self._touched.pop(old, None)
         self.touch(new, at)
 
+    def follow(self, old: str, new: str | None) -> None:
+        """``old`` became ``new`` without being saved: a file of the window keeps its place
+        under its new name (None: it leaves the window); another is not added.
+
+        Examples
+        --------
+        >>> window = ActivityWindow()
+        >>> window.touch("a.py", 0); window.follow("a.py", "lib/a.py"); window.follow("x", "y")
+        >>> window.close()
+        ['lib/a.py']
+        """
+        if old in self._touched:
+            at = self._touched.pop(old)
+            if new is not None:
+                self._touched[new] = at  # its own time: the latest touch stays the latest
+                self._order_by_time()
+
+    def _order_by_time(self) -> None:
+        self._touched = dict(sorted(self._touched.items(), key=lambda item: item[1]))
+
     def due(self, now: float) -> bool:
         """Whether the window is open and has been quiet for ``quiet_s``."""
         return bool(self._touched) and now - self.last >= self.quiet_s
@@ -142,11 +162,15 @@ def branch_namespace(root: str | os.PathLike[str]) -> str:
 
 
 def ignored(
-    root: str | os.PathLike[str], paths: Sequence[str], keep_out: Iterable[str] = ()
+    root: str | os.PathLike[str],
+    paths: Sequence[str],
+    keep_out: Iterable[str] = (),
+    *,
+    gone: bool = True,
 ) -> set[str]:
     """Those of ``paths`` (relative to ``root``) that are not events: in a build or tool
     folder (:data:`BUILD_FOLDERS`), ignored by git, in ``keep_out`` (the store's own files),
-    binary, or gone.
+    binary, or gone (unless ``gone`` is False: a file saved, then moved before it is read).
 
     Examples
     --------
@@ -162,7 +186,8 @@ def ignored(
     left: set[str] = set()
     for path in paths:
         built = any(part in BUILD_FOLDERS for part in Path(path).parts[:-1])
-        if path in out or built or _binary_or_gone(base / path):
+        binary = _binary(base / path)
+        if path in out or built or binary or (binary is None and gone):
             left.add(path)
     rest = [p for p in paths if p not in left]
     if rest:
@@ -172,12 +197,13 @@ def ignored(
     return left
 
 
-def _binary_or_gone(path: Path) -> bool:
+def _binary(path: Path) -> bool | None:
+    """Whether a file is binary; None if it is gone (deleted or moved since, or a folder)."""
     try:
         with path.open("rb") as handle:
             return b"\0" in handle.read(BINARY_PROBE)
-    except OSError:  # deleted since, or a folder
-        return True
+    except OSError:
+        return None
 
 
 def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None) -> str | None:
@@ -229,7 +255,7 @@ def watch(
     stop: threading.Event | None = None,
     on_event: Callable[[WatchReport], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
-    rename: Callable[[str, str], int] | None = None,
+    rename: Callable[[str, str, str], int] | None = None,
     ready: threading.Event | None = None,
     tick_s: float = 0.5,
 ) -> WatchReport:
@@ -247,9 +273,12 @@ def watch(
     returning, however the watch ends. ``ready`` is set once every folder is watched.
 
     A file moved within the tree (by hand, by an editor or by ``git mv``) is passed to
-    ``rename(old, new)`` at once (``SynapseStore.rename``: the node moves with what it
-    learned); inside the open window it counts once, under its new name. A ``rename``
-    that raises goes to ``on_error``, and the watch goes on.
+    ``rename(old, new, namespace)`` when the window closes, before its files are written
+    (``SynapseStore.rename``: the node moves with what it learned there); inside the
+    window it counts once, under its new name. A move undone, a chain of moves (once, end
+    to end), an old path that is back (an editor's backup by renaming) and a file gone or
+    left out are not renames. A ``rename`` that raises goes to ``on_error``; the watch goes
+    on (a store that is away keeps the move for the next window).
     """
     try:
         from watchdog.events import (
@@ -297,9 +326,12 @@ def watch(
     stop = stop or threading.Event()
     current = namespace or branch_namespace(base)
     git_busy = False
+    moves: dict[str, str] = {}  # path now -> the path it had when the window opened
+    moved_at = -float("inf")
 
     def flush(*, last: bool = False) -> None:
-        files = window.close()
+        settle_moves(last=last)  # first: the window's files then land on the moved nodes
+        files = [path for path in window.close() if (base / path).is_file()]
         if not files:
             return
         try:
@@ -317,21 +349,43 @@ def watch(
         if on_event is not None:
             on_event(report)
 
-    def moved(old: str, new: str) -> None:
-        if rename is None:
+    def settle_moves(*, last: bool) -> None:
+        """Rename the nodes of the files that moved in this window, in its namespace: a
+        chain of moves once, from its first path to its last; not a move undone, nor one
+        whose old path is back (an editor's backup by renaming, then a new file), nor one
+        whose file is gone or left out now."""
+        settled = [(old, new) for new, old in moves.items() if old != new]
+        moves.clear()
+        if rename is None or not settled:
             return
-        try:
-            report.renamed += rename(old, new) > 0
-        except Exception as exc:  # e.g. the new name already has associations
-            if on_error is None:
-                raise
-            on_error(exc)
+        out = ignored(base, [new for _, new in settled], keep_out)
+        for old, new in settled:
+            if new in out or (base / old).exists():
+                continue
+            try:
+                report.renamed += rename(old, new, current) > 0
+            except InvalidValueError as exc:  # the new path has a past of its own: said
+                if on_error is None or last:
+                    raise
+                on_error(exc)
+            except Exception as exc:  # the store is away: the move waits for the next window
+                moves.setdefault(new, old)
+                if on_error is None or last:
+                    raise
+                on_error(exc)
 
     def take(batch: list[tuple[str, str, str]]) -> None:
         """Apply a batch of touches, in order; one ``git check-ignore`` for all of it."""
-        nonlocal git_busy, current
-        saved = {new for kind, _, new in batch if not new.startswith(".git/")}
-        left = ignored(base, sorted(saved), keep_out) if saved else set()
+        nonlocal git_busy, current, moved_at
+        final: dict[str, str] = {}  # where a path of the batch ends, after its moves in it
+        for kind, old, new in reversed(batch):
+            if kind == "moved" and old:
+                final[old] = final.get(new, new)
+        saved = {final.get(new, new) for kind, _, new in batch if not new.startswith(".git/")}
+        # judged where each file ends, and not yet by whether it is there: one saved, then
+        # moved before this batch is read, is followed by its move (the window drops what
+        # is gone when it closes)
+        left = ignored(base, sorted(saved), keep_out, gone=False) if saved else set()
         now = time.time()
         for kind, old, new in batch:
             if GIT_LOCK in (new, old):
@@ -344,14 +398,19 @@ def watch(
                 if checked_out != current:
                     flush()  # the window's saves were made on the branch checked out before
                     current = checked_out
-            elif new in left:
-                report.ignored += 1
-            elif kind == "moved" and old:
-                moved(old, new)  # a move is a move whoever made it: git mv too
-                if git_busy:
+            elif kind == "moved" and old:  # a move is a move whoever made it: git mv too
+                moves[new] = moves.pop(old, old)
+                moved_at = now
+                if final.get(new, new) in left:  # moved out of what is learned
+                    report.ignored += 1
+                    window.follow(old, None)
+                elif git_busy:  # not a save: the window only follows the file
                     report.by_git += 1
+                    window.follow(old, new)
                 else:
                     window.rename(old, new, now)
+            elif final.get(new, new) in left:
+                report.ignored += 1
             elif git_busy:
                 report.by_git += 1
             else:
@@ -373,6 +432,9 @@ def watch(
     if ready is not None:
         ready.set()
 
+    def due(now: float) -> bool:  # a quiet spell after saves, or after moves alone
+        return window.due(now) or (bool(moves) and now - moved_at >= window.quiet_s)
+
     def drain(first: tuple[str, str, str] | None = None) -> None:
         batch = [] if first is None else [first]
         while True:
@@ -390,10 +452,10 @@ def watch(
             except queue.Empty:
                 if git_busy and not (base / GIT_LOCK).exists():  # its removal was missed
                     git_busy = False
-                if window.due(time.time()):
+                if due(time.time()):
                     flush()
                 continue
-            if window.due(time.time()):
+            if due(time.time()):
                 flush()
             drain(first)
     except KeyboardInterrupt:

@@ -232,7 +232,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     """Move a node to a new id with its edges and uses (``SynapseStore.rename``)."""
     with open_store(args.store, must_exist=True) as store:
         moved = store.rename(args.old, args.new)
-    console().print(f"{args.old} -> {args.new}: {moved} edges moved, with its uses")
+    console().print(f"{args.old} -> {args.new}: {moved} edges moved, with its uses", markup=False)
     return 0
 
 
@@ -485,9 +485,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
             if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
-                status.print(f"not moved: {exc}")
+                status.print(f"not moved: {exc}", markup=False)
             else:
-                status.print(f"could not write the window ({exc}); its files wait for the next")
+                status.print(
+                    f"could not write to the store ({exc}); what was saved or moved waits "
+                    "for the next window",
+                    markup=False,
+                )
 
         def started() -> None:
             ready.wait()
@@ -509,7 +513,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 stop=stop,
                 on_event=show,
                 on_error=failed,
-                rename=store.rename,
+                rename=lambda old, new, ns: store.rename(old, new, namespaces=ns),
                 ready=ready,
             )
         finally:

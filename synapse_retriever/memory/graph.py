@@ -715,6 +715,11 @@ class MemoryGraph:
 
     # -- stored state ------------------------------------------------------------------
 
+    def namespaces_of(self, edges: IntArray) -> IntArray:
+        """The namespace id of each of ``edges``."""
+        found: IntArray = self._ns[edges].astype(np.int64)
+        return found
+
     def incident(self, node: int) -> IntArray:
         """Ids of the stored edges of ``node``."""
         found = []

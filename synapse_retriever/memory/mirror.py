@@ -109,10 +109,11 @@ class Mirror:
         if contiguous:
             self.version = version
 
-    def refresh(self, storage: Storage) -> None:
-        """Apply other processes' writes, checking at most once per refresh interval."""
+    def refresh(self, storage: Storage, *, force: bool = False) -> None:
+        """Apply other processes' writes, checking at most once per refresh interval
+        (every time with ``force``)."""
         clock = time.monotonic()
-        if clock - self._polled < self.config.refresh_interval_s:
+        if clock - self._polled < self.config.refresh_interval_s and not force:
             return
         self._polled = clock
         graph = self.graph

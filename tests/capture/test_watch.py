@@ -146,6 +146,14 @@ def watcher(tree: Path) -> Iterator[Watcher]:
     running.finish()
 
 
+def until(found: Callable[[], bool]) -> None:
+    """Wait for ``found()`` (20 s at most), checking every 50 ms."""
+    deadline = time.monotonic() + 20
+    while not found():
+        assert time.monotonic() < deadline, "not within 20 s"
+        threading.Event().wait(0.05)
+
+
 def _save(root: Path, name: str, text: str = "x\n") -> None:
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -355,15 +363,10 @@ def test_a_moved_file_takes_what_it_learned_with_it(tree: Path, tmp_path: Path) 
             return store.reinforce(files, namespace=namespace)
 
         def run() -> None:
-            watch(tree, write, quiet_s=0.3, stop=stop, ready=ready, rename=store.rename,
+            watch(tree, write, quiet_s=0.3, stop=stop, ready=ready,
+                  rename=lambda old, new, ns: store.rename(old, new, namespaces=ns),
                   on_event=lambda _: learned.release(), on_error=errors.append,
                   tick_s=0.05)  # fmt: skip
-
-        def until(found: Callable[[], bool]) -> None:
-            deadline = time.monotonic() + 20
-            while not found():
-                assert time.monotonic() < deadline, "not within 20 s"
-                threading.Event().wait(0.05)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
@@ -400,3 +403,48 @@ def test_a_moved_file_takes_what_it_learned_with_it(tree: Path, tmp_path: Path) 
         "cannot rename 'jwt.py' to 'auth/login.py': 'auth/login.py' already has associations "
         "(a rename does not merge two nodes)"
     ]
+
+
+def test_moves_settle_when_the_window_closes_in_its_branch_only(tree: Path, tmp_path: Path) -> None:
+    stop, ready, learned = threading.Event(), threading.Event(), threading.Semaphore(0)
+    errors: list[Exception] = []
+    with SynapseStore(tmp_path / "synapses.db") as store:
+        store.reinforce(["a.py", "b.py"], namespace="shared", at=time.time() - 60)  # the team's
+
+        def run() -> None:
+            watch(tree, lambda files, ns: store.reinforce(files, namespace=ns), quiet_s=0.3,
+                  stop=stop, ready=ready, on_event=lambda _: learned.release(),
+                  rename=lambda old, new, ns: store.rename(old, new, namespaces=ns),
+                  on_error=errors.append, tick_s=0.05)  # fmt: skip
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert ready.wait(20)
+        for name in ("a.py", "b.py", "c.py"):
+            _save(tree, name)
+        assert learned.acquire(timeout=20)  # a, b, c in branch:main
+        git(tree, "add", ".")
+        git(tree, "commit", "-qm", "three")
+        (tree / "a.py").rename(tree / "step.py")  # a chain: once, end to end
+        (tree / "step.py").rename(tree / "lib.py")
+        (tree / "b.py").rename(tree / "b.py.orig")  # a backup by renaming, then a new b.py
+        _save(tree, "b.py", "new content\n")
+        _save(tree, "c.py", "edited\n")  # saved in the window, then moved by git
+        git(tree, "mv", "c.py", "d.py")
+        assert learned.acquire(timeout=20)
+        stop.set()
+        thread.join(timeout=20)
+        now = time.time()
+        mine = {o for o, _, _ in store.neighbours("lib.py", at=now, namespace="branch:main")}
+        assert mine == {"b.py", "b.py.orig", "d.py"}  # a.py moved to lib.py, c.py to d.py
+        assert store.neighbours("step.py", at=now) == []  # the middle of the chain: nothing
+        assert store.neighbours("c.py", at=now) == []  # no ghost of the moved file
+        assert store.edge("a.py", "b.py", "shared") is not None  # the team's: untouched
+        counts = {
+            pair: store.edge(*pair, "branch:main").activation_count  # type: ignore[union-attr]
+            for pair in [("d.py", "lib.py"), ("b.py", "lib.py"), ("b.py.orig", "lib.py")]
+        }
+        # moved, then this window; b.py kept its past (its old path came back): the backup
+        # is a file of this window only
+        assert counts == {("d.py", "lib.py"): 2, ("b.py", "lib.py"): 2, ("b.py.orig", "lib.py"): 1}
+    assert errors == []
