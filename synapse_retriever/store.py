@@ -673,7 +673,8 @@ config: pass config together with a store path instead
         else:
             only = None
         with self._lock:
-            self._refresh()
+            self._check_open()
+            self._mirror.refresh(self._storage, force=True)  # a node learned a moment ago
             if old not in self._mirror.graph.index:  # nothing to move: no transaction (an
                 return 0  # editor's save through a temporary file is a rename too)
             return self._retrying(lambda: self._rename_once(old, new, only))
@@ -685,7 +686,7 @@ config: pass config together with a store path instead
         with self._storage.write() as tx:
             mirror.catch_up(tx)  # exact where writers take turns (SQLite)
             graph = mirror.graph  # after the catch-up: a full reload replaces it
-            old_id, new_id = graph.index[old], graph.index.get(new, -1)
+            old_id = graph.index[old]
             edges = graph.incident(old_id)
             learned = {graph.ns_names[int(ns)] for ns in graph.namespaces_of(edges)}
             learned |= {
@@ -694,24 +695,28 @@ config: pass config together with a store path instead
             spaces = sorted(graph.ns_index[ns] for ns in learned if only is None or ns in only)
             if not spaces:
                 return 0
-            ids = [old_id] if new_id < 0 else [old_id, new_id]
-            keys = [(ns, node) for ns in spaces for node in ids]
+            # the new name's id first, known or not: its use rows are locked with the old's
+            new_id = graph.index[new] if new in graph.index else tx.node_ids([new])[0]
+            # no merge: the new name may have no past in those namespaces (in any, for all)
+            checked = spaces if only is not None else sorted(graph.ns_names)
+            keys = sorted({(ns, old_id) for ns in spaces} | {(ns, new_id) for ns in checked})
             locked = {(row.namespace, row.node): row for row in tx.uses_of(keys)}
-            seen = {(r.namespace, r.node): r for ns in spaces for r in mirror.uses.rows(ns, ids)}
+            seen = {
+                (r.namespace, r.node): r
+                for ns in checked
+                for r in mirror.uses.rows(ns, [old_id, new_id])
+            }
             if any(_uses_differ(locked.get(key), seen.get(key)) for key in keys):
                 raise TransientWriteError("a write to the renamed nodes slipped in", conflict=True)
+            theirs = graph.namespaces_of(graph.incident(new_id) if new_id < graph.n else edges[:0])
+            if np.isin(theirs, checked).any() or any(
+                row.uses for ns in checked for row in mirror.uses.rows(ns, [new_id])
+            ):
+                raise InvalidValueError(
+                    f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
+                    "(a rename does not merge two nodes)"
+                )
             wanted = edges[np.isin(graph.namespaces_of(edges), spaces)]
-            if new_id >= 0:
-                theirs = graph.incident(new_id)
-                if np.isin(graph.namespaces_of(theirs), spaces).any() or any(
-                    row.uses for (_, node), row in locked.items() if node == new_id
-                ):
-                    raise InvalidValueError(
-                        f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
-                        "(a rename does not merge two nodes)"
-                    )
-            else:
-                (new_id,) = tx.node_ids([new])
             rows = tx.edges_by_id(wanted.tolist())  # current, locked
             moved = {}
             for row in rows:

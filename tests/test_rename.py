@@ -4,6 +4,7 @@ backend; a rename that would merge two nodes is refused and writes nothing."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterator
 
@@ -190,3 +191,30 @@ def test_a_rename_in_one_namespace_leaves_the_others(store: SynapseStore) -> Non
     assert store.rename("pkg/jwt.py", "lib/jwt.py", namespaces=["branch:x"]) == 0
     with pytest.raises(InvalidValueError, match="namespace"):
         store.rename("pkg/jwt.py", "lib/jwt.py", namespaces="Bad Space")
+
+
+def test_two_renames_onto_one_name_at_once_never_merge(store_path: str) -> None:
+    with SynapseStore(store_path) as first, SynapseStore(store_path) as second:
+        first.reinforce(["a.py", "x.py"], at=T0)
+        first.reinforce(["b.py", "y.py"], namespace="shared", at=T0)
+        second.edge("b.py", "y.py")  # both mirrors current
+        start, out = threading.Barrier(2), {}
+
+        def run(store: SynapseStore, old: str) -> None:
+            start.wait()
+            try:
+                out[old] = store.rename(old, "c.py")
+            except InvalidValueError:
+                out[old] = -1
+
+        threads = [
+            threading.Thread(target=run, args=(first, "a.py")),
+            threading.Thread(target=run, args=(second, "b.py")),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert sorted(out.values()) == [-1, 1]  # one moved, the other refused
+    with SynapseStore(store_path) as reopened:
+        assert len(reopened.neighbours("c.py", at=T0)) == 1
