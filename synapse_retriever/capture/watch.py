@@ -192,6 +192,10 @@ def ignored(
     rest = [p for p in paths if p not in left]
     if rest:
         found = _git(root, ["check-ignore", "--stdin", "-z"], "\0".join(rest) + "\0")
+        if found is None and len(rest) > 1:  # one path git refuses (in a submodule) fails
+            found = "\0".join(  # them all: ask path by path
+                _git(root, ["check-ignore", "--stdin", "-z"], path + "\0") or "" for path in rest
+            )
         if found:
             left.update(p for p in found.split("\0") if p)
     return left

@@ -86,6 +86,19 @@ def test_what_is_left_out(tree: Path) -> None:
     assert ignored(tree, paths, keep_out={"store.db"}) == set(paths) - {"src/a.py"}
 
 
+def test_a_submodule_does_not_blind_the_ignore_rules(tree: Path, tmp_path: Path) -> None:
+    library = init(tmp_path / "library")
+    _save(library, "lib.py")
+    git(library, "add", ".")
+    git(library, "commit", "-qm", "library")
+    git(tree, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library),
+        "vendor/lib")  # fmt: skip
+    _save(tree, "debug.log")
+    _save(tree, "src/a.py")
+    # git refuses a path inside a submodule, and with it the whole batch: asked one by one
+    assert ignored(tree, ["debug.log", "vendor/lib/lib.py", "src/a.py"]) == {"debug.log"}
+
+
 def test_the_namespace_follows_the_branch(tree: Path) -> None:
     assert branch_namespace(tree) == "branch:main"
     git(tree, "checkout", "-qb", "feature/login")
