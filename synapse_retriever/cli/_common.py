@@ -62,8 +62,10 @@ class CliError(Exception):
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr), 200 columns wide when it is not a terminal."""
-    out = Console(stderr=stderr, highlight=False)
+    """A rich console on stdout (or stderr), 200 columns wide when it is not a terminal;
+    text is printed as it is (no markup: a path such as ``pages/[id].tsx`` keeps its
+    brackets)."""
+    out = Console(stderr=stderr, highlight=False, markup=False)
     if not out.is_terminal:
         out.width = 200  # no terminal: do not wrap tables at 80 columns
     return out

@@ -232,7 +232,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     """Move a node to a new id with its edges and uses (``SynapseStore.rename``)."""
     with open_store(args.store, must_exist=True) as store:
         moved = store.rename(args.old, args.new)
-    console().print(f"{args.old} -> {args.new}: {moved} edges moved, with its uses", markup=False)
+    console().print(f"{args.old} -> {args.new}: {moved} edges moved, with its uses")
     return 0
 
 
@@ -485,12 +485,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
             if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
-                status.print(f"not moved: {exc}", markup=False)
+                status.print(f"not moved: {exc}")
             else:
                 status.print(
                     f"could not write to the store ({exc}); what was saved or moved waits "
-                    "for the next window",
-                    markup=False,
+                    "for the next window"
                 )
 
         def started() -> None:

@@ -142,6 +142,18 @@ def test_rename_moves_a_node_and_refuses_a_merge(
     assert run(capsys, "rename", str(store.parent / "none.db"), "a", "b")[0] == 2
 
 
+def test_ids_with_brackets_print_as_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "synapses.db"
+    with SynapseStore(path) as opened:
+        opened.reinforce(["pages/[id].tsx", "lib/[bold]api.ts"], at=BASE)
+    code, out, _ = run(capsys, "edges", str(path), "pages/[id].tsx", "--at", str(BASE))
+    assert code == 0 and "pages/[id].tsx" in out and "lib/[bold]api.ts" in out
+    code, out, _ = run(capsys, "rename", str(path), "pages/[id].tsx", "pages/[slug].tsx")
+    assert out.startswith("pages/[id].tsx -> pages/[slug].tsx: 1 edges moved")
+
+
 def test_edges(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "edges", str(store), JWT, "--at", NEAR, "--json")
     assert code == 0
