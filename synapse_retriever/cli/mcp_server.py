@@ -142,9 +142,14 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 
     Examples
     --------
+    >>> import asyncio
     >>> from synapse_retriever import SynapseStore
-    >>> server = build_server(SynapseStore(":memory:"))  # doctest: +SKIP
-    >>> server.run()  # stdio until the client hangs up  # doctest: +SKIP
+    >>> server = build_server(SynapseStore(":memory:"))
+    >>> sorted(tool.name for tool in asyncio.run(server.list_tools()))
+    ['neighbours', 'recall', 'record_usage', 'stats']
+
+    ``server.run("stdio")`` then serves it until the client hangs up (what :func:`serve`
+    does).
     """
     known: dict[str, set[str]] = {}  # each tool's arguments, from its signature below
     server: MCPServer = MCPServer(
