@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import subprocess
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "BUILD_FOLDERS",
@@ -83,8 +84,10 @@ class ActivityWindow:
     """
 
     def __init__(self, quiet_s: float = 300.0, limit: int = 32) -> None:
-        if not quiet_s > 0:
-            raise InvalidValueError(f"quiet_s must be > 0 seconds, got {quiet_s!r}")
+        if isinstance(quiet_s, bool) or not isinstance(quiet_s, (int, float)):
+            raise InvalidTypeError(f"quiet_s must be a number of seconds, got {quiet_s!r}")
+        if not 0 < quiet_s < math.inf:
+            raise InvalidValueError(f"quiet_s must be a finite number > 0, got {quiet_s!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
             raise InvalidValueError(f"limit must be an integer >= 2, got {limit!r}")
         self.quiet_s = float(quiet_s)

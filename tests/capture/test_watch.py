@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from git_history import git, init
 
-from synapse_retriever import InvalidValueError, SynapseStore
+from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
 from synapse_retriever.capture.watch import (
     ActivityWindow,
     WatchReport,
@@ -53,10 +53,25 @@ def test_a_rename_is_one_file_moving() -> None:
     assert window.close() == ["src/new.py", "src/other.py"]
 
 
-@pytest.mark.parametrize(("quiet_s", "limit"), [(0, 32), (-1, 32), (60, 1), (60, True)])
-def test_bad_window_settings_are_refused(quiet_s: float, limit: int) -> None:
-    with pytest.raises(InvalidValueError):
+@pytest.mark.parametrize(
+    ("quiet_s", "limit", "error"),
+    [
+        (0, 32, InvalidValueError),
+        (-1, 32, InvalidValueError),
+        (float("inf"), 32, InvalidValueError),
+        (float("nan"), 32, InvalidValueError),
+        ("5", 32, InvalidTypeError),
+        (True, 32, InvalidTypeError),
+        (60, 1, InvalidValueError),
+        (60, True, InvalidValueError),
+    ],
+)
+def test_bad_window_settings_are_refused_by_name(
+    quiet_s: float, limit: int, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=r"quiet_s|limit") as caught:
         ActivityWindow(quiet_s, limit)
+    assert repr(quiet_s if "quiet_s" in str(caught.value) else limit) in str(caught.value)
 
 
 @pytest.fixture
