@@ -64,6 +64,7 @@ __all__ = [
     "merge_reports",
     "run_realmem",
     "score_context",
+    "score_query",
 ]
 
 BUDGETS = (1000, 2000, 4000, 8000)
@@ -122,7 +123,9 @@ class Query:
     """A query turn: the memory holds ``turns[:index]`` when it is asked.
 
     ``gold`` maps each session ``memory_used`` names to the key words of its content
-    there (all of that session's memories together).
+    there (all of that session's memories together). A set that labels evidence turns
+    instead (LoCoMo, :mod:`~synapse_retriever.bench.locomo`) gives their keys in
+    ``evidence`` (:attr:`Persona.keys`), and ``gold`` is empty.
     """
 
     index: int
@@ -130,15 +133,18 @@ class Query:
     query_id: str
     category: str
     gold: Mapping[str, frozenset[str]]
+    evidence: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class Persona:
-    """One RealMem file: a persona's turns and queries."""
+    """One RealMem file (or LoCoMo conversation): a persona's turns and queries; ``keys``
+    names each turn where queries name evidence turns (empty otherwise)."""
 
     name: str
     turns: tuple[Turn, ...]
     queries: tuple[Query, ...]
+    keys: tuple[str, ...] = ()
 
 
 def _date(text: object, where: str) -> float:
@@ -229,12 +235,14 @@ def load_realmem(path: str | os.PathLike[str]) -> list[Persona]:
 
 @dataclass(frozen=True)
 class Item:
-    """A turn in a context: its session, level (``full``, ``chunks``, ``summary``), text."""
+    """A turn in a context: its session, level (``full``, ``chunks``, ``summary``), text,
+    and its key where the data set names turns."""
 
     session: str
     level: str
     text: str
     tokens: int
+    key: str = ""
 
 
 def score_context(items: Sequence[Item], gold: Mapping[str, frozenset[str]]) -> tuple[float, float]:
@@ -269,6 +277,25 @@ def score_context(items: Sequence[Item], gold: Mapping[str, frozenset[str]]) -> 
         seen |= context_words(item.text)
     share = len(every & seen) / len(every) if every else 1.0
     return found / len(gold), share
+
+
+def score_query(items: Sequence[Item], query: Query) -> tuple[float, float]:
+    """``(recall, key-word share)`` of a context for ``query``: :func:`score_context` for
+    RealMem's gold sessions; for labelled evidence turns, the share of them in the
+    context at CHUNKS or FULL (key-word share 1.0: there are no key words).
+
+    Examples
+    --------
+    >>> query = Query(3, "What does Ann do?", "q1", "single-hop", {},
+    ...               evidence=frozenset({"D1:1", "D2:4"}))
+    >>> score_query([Item("s1", "full", "I paint.", 3, "D1:1"),
+    ...              Item("s2", "summary", "paints", 1, "D2:4")], query)
+    (0.5, 1.0)
+    """
+    if not query.evidence:
+        return score_context(items, query.gold)
+    found = {item.key for item in items if item.level != "summary"} & query.evidence
+    return len(found) / len(query.evidence), 1.0
 
 
 def bootstrap_ci(
@@ -319,28 +346,41 @@ def _constant(text: str) -> Callable[[], str]:
     return lambda: text
 
 
-def _memory_items(memory: ConversationMemory, query: str, budget: int, at: float) -> list[Item]:
+def _key(persona: Persona, row: int) -> str:
+    """The data set's name of the turn at ``row`` (its id − 1 in a memory fed in order)."""
+    return persona.keys[row] if persona.keys else ""
+
+
+def _memory_items(
+    memory: ConversationMemory, persona: Persona, query: str, budget: int, at: float
+) -> list[Item]:
     return [
-        Item(t.session, t.level.value, t.text, t.tokens)
+        Item(t.session, t.level.value, t.text, t.tokens, _key(persona, t.turn_id - 1))
         for t in memory.assemble(query, budget, at=at)
     ]
 
 
-def _whole(turns: Sequence[Turn], tokens: Sequence[int], kept: Iterable[int]) -> list[Item]:
-    return [Item(turns[i].session, "full", turns[i].text, tokens[i]) for i in kept]
+def _whole(persona: Persona, tokens: Sequence[int], kept: Iterable[int]) -> list[Item]:
+    turns = persona.turns
+    return [
+        Item(turns[i].session, "full", turns[i].text, tokens[i], _key(persona, i)) for i in kept
+    ]
 
 
 def _query_entry(persona: Persona, query: Query, added: int) -> dict[str, Any]:
     """A query's record in a report, its scores to be filled in: who asked what, its gold
     sessions, and the ceiling (the recall of every earlier turn, whole)."""
-    every = [Item(t.session, "full", t.text, 0) for t in persona.turns[:added]]
+    every = [
+        Item(t.session, "full", t.text, 0, persona.keys[i] if persona.keys else "")
+        for i, t in enumerate(persona.turns[:added])
+    ]
     return {
         "persona": persona.name,
         "query_id": query.query_id,
         "category": query.category,
         "turns_before": added,
-        "gold_sessions": sorted(query.gold),
-        "ceiling": score_context(every, query.gold)[0],
+        "gold_sessions": sorted(query.gold or query.evidence),
+        "ceiling": score_query(every, query)[0],
         "scores": {},
     }
 
@@ -424,13 +464,15 @@ def run_realmem(
                     entry["scores"][row] = {}
                     for budget in budgets:
                         if row in open_memories:
-                            items = _memory_items(open_memories[row], query.text, budget, at)
+                            items = _memory_items(
+                                open_memories[row], persona, query.text, budget, at
+                            )
                         elif row == "last-N":
-                            items = _whole(persona.turns, tokens, last_n(prefix, budget))
+                            items = _whole(persona, tokens, last_n(prefix, budget))
                         else:
                             kept = vector_top_k(similarity[row], prefix, budget)
-                            items = _whole(persona.turns, tokens, kept)
-                        recall, share = score_context(items, query.gold)
+                            items = _whole(persona, tokens, kept)
+                        recall, share = score_query(items, query)
                         levels = {
                             level: sum(item.level == level for item in items)
                             for level in ("full", "chunks", "summary")

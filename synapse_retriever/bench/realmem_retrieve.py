@@ -1,20 +1,27 @@
-"""RealMem for hybrid retrieval: does the temporal graph find the sessions a question needs?
+"""Retrieval on real conversations: does ``retrieve`` find what a question needs, against
+what a user could write in five lines?
 
 The replay of :mod:`~synapse_retriever.bench.realmem` (every turn before a query in
 memory, fed in order at its own time), scored on
 :meth:`~synapse_retriever.context.ConversationMemory.retrieve` instead of an assembled
-context: for each query and each ``k`` (5, 10, 20), the share of its gold sessions that
-one of the ``k`` retrieved turns holds with at least half of the session's key words
-(:func:`~synapse_retriever.bench.realmem.score_context`, every turn whole).
+context, for RealMem or LoCoMo (:mod:`~synapse_retriever.bench.locomo`): for each query
+and each ``k`` (5, 10, 20), the share of its gold sessions one of the ``k`` retrieved
+turns holds with at least half of the session's key words (RealMem), or the share of its
+evidence turns among them (LoCoMo) (:func:`~synapse_retriever.bench.realmem.score_query`).
 
-Rows: ``retrieve(mode="auto")``, each fixed mode, the graph alone (weights ``(0, 1)``)
-and vector recall alone (``(1, 0)``, the baseline of the paired intervals), all with
-one embedder.
+Rows, all with one embedder: ``retrieve(mode="auto")``, each fixed mode, ``no graph``
+(weights ``(1, 0)``: the lexical and dense channels fused, the graph left out) and
+``graph only`` (``(0, 1)``); then the plain methods a user would otherwise pick:
+``BM25 top-k`` (SQLite FTS5's ``bm25()`` with the memory's own tokenizer, in a
+:class:`~synapse_retriever.context.lexical.LexicalIndex` of its own), ``dense top-k``
+(the embedder's cosine) and ``fusion top-k``, their reciprocal-rank fusion (k = 60,
+each list cut at 100, as LangChain's ``EnsembleRetriever`` fuses), the baseline of the
+paired intervals.
 
 Examples
 --------
->>> ROWS[0], ROWS[-1]
-('auto', 'vector only')
+>>> ROWS[0], BASELINE
+('auto', 'fusion top-k')
 """
 
 from __future__ import annotations
@@ -23,32 +30,72 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from synapse_retriever.bench.realmem import (
     Item,
     Persona,
+    _CachedEmbedder,
+    _key,
     _query_entry,
     _tables,
-    score_context,
+    score_query,
 )
 from synapse_retriever.context.embed import Embedder, HashingEmbedder
+from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.context.relevance import rrf_order
 
-__all__ = ["KS", "ROWS", "run_realmem_retrieval"]
+__all__ = ["BASELINE", "KS", "ROWS", "run_realmem_retrieval"]
 
 KS = (5, 10, 20)
 """How many turns each row retrieves."""
 
-ROWS = ("auto", "analytical", "creative", "conversational", "graph only", "vector only")
-"""The rows: a mode (``auto`` detects it per query) or one side of the blend alone."""
+BASELINE = "fusion top-k"
+"""The strongest plain method: the row every other is compared with."""
+
+ROWS = (
+    "auto",
+    "analytical",
+    "creative",
+    "conversational",
+    "no graph",
+    "graph only",
+    "BM25 top-k",
+    "dense top-k",
+    BASELINE,
+)
+"""The rows: a mode (``auto`` detects it per query), one side of the blend alone, and the
+plain methods."""
 
 _SETTINGS: dict[str, tuple[str, tuple[float, float] | None]] = {
     "auto": ("auto", None),
     "analytical": ("analytical", None),
     "creative": ("creative", None),
     "conversational": ("conversational", None),
+    "no graph": ("auto", (1.0, 0.0)),
     "graph only": ("auto", (0.0, 1.0)),
-    "vector only": ("auto", (1.0, 0.0)),
 }
+
+_FUSED_DEPTH = 100
+"""How deep each plain list is cut before it is fused (a retriever returns a top-k)."""
+
+
+def _plain_rows(
+    lexical: list[int], similarity: np.ndarray[Any, Any], depth: int
+) -> dict[str, list[int]]:
+    """BM25, dense and their RRF (k = 60) top lists of row indices."""
+    dense = [int(i) for i in np.lexsort((-np.arange(len(similarity)), -similarity))[:depth]]
+    dense = [i for i in dense if similarity[i] > 0]
+    n = len(similarity)
+    ranks = []
+    for ranked in (lexical, dense):
+        scores = np.zeros(n)
+        scores[ranked] = np.arange(len(ranked), 0, -1, dtype=np.float64)  # best highest
+        ranks.append(scores)
+    order = rrf_order([r.tolist() for r in ranks], k=60)
+    fused = [i for i in order if ranks[0][i] > 0 or ranks[1][i] > 0]
+    return {"BM25 top-k": lexical, "dense top-k": dense, BASELINE: fused[:depth]}
 
 
 def run_realmem_retrieval(
@@ -66,15 +113,18 @@ def run_realmem_retrieval(
     (``budgets`` holds the ``k`` values, ``unit`` is ``"k"``), so
     :func:`~synapse_retriever.bench.realmem.markdown_tables` prints it.
     """
-    similar = embedder if embedder is not None else HashingEmbedder()
+    similar = _CachedEmbedder(embedder if embedder is not None else HashingEmbedder())
     results: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     started = time.perf_counter()
     modes: dict[str, int] = {}
+    depth = max(max(ks), _FUSED_DEPTH)
     for persona in personas:
         begun = time.perf_counter()
         queries = persona.queries[:max_queries] if max_queries is not None else persona.queries
+        vectors = similar.embed([t.text for t in persona.turns[: max(q.index for q in queries)]])
         memory = ConversationMemory(":memory:", embedder=similar, background=False)
+        lexical = LexicalIndex()
         try:
             added = 0
             for number, query in enumerate(queries):
@@ -82,20 +132,30 @@ def run_realmem_retrieval(
                     progress(f"{persona.name}: query {number + 1}/{len(queries)}")
                 for turn in persona.turns[added : query.index]:
                     memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
+                    lexical.add([turn.text])
                 added = max(added, query.index)
-                at = persona.turns[query.index].at
+                at = persona.turns[query.index].at if query.index < len(persona.turns) else (
+                    persona.turns[-1].at + 60.0
+                )  # fmt: skip
                 entry = _query_entry(persona, query, added)
+                similarity = vectors[:added] @ similar.embed([query.text])[0]
+                found: dict[str, list[int]] = _plain_rows(
+                    [row for row, _ in lexical.top(query.text, depth)], similarity, depth
+                )
+                for row, (mode, weights) in _SETTINGS.items():
+                    got = memory.retrieve(query.text, k=max(ks), mode=mode, at=at, weights=weights)
+                    if row == "auto" and got:
+                        modes[got[0].mode] = modes.get(got[0].mode, 0) + 1
+                    found[row] = [r.turn_id - 1 for r in got]  # ids count from 1, in order
                 for row in ROWS:
-                    mode, weights = _SETTINGS[row]
-                    found = memory.retrieve(
-                        query.text, k=max(ks), mode=mode, at=at, weights=weights
-                    )
-                    if row == "auto" and found:
-                        modes[found[0].mode] = modes.get(found[0].mode, 0) + 1
                     entry["scores"][row] = {}
                     for k in ks:
-                        items = [Item(r.session, "full", r.text, 0) for r in found[:k]]
-                        recall, share = score_context(items, query.gold)
+                        items = [
+                            Item(persona.turns[i].session, "full", persona.turns[i].text, 0,
+                                 _key(persona, i))
+                            for i in found[row][:k]
+                        ]  # fmt: skip
+                        recall, share = score_query(items, query)
                         entry["scores"][row][str(k)] = {
                             "recall": recall,
                             "words": share,
@@ -120,11 +180,11 @@ def run_realmem_retrieval(
         "budgets": list(ks),
         "unit": "k",
         "rows": rows,
-        "baseline": "vector only",
+        "baseline": BASELINE,
         "embedder": similar.name,
         "notes": [*notes, f"embedder {similar.name}; modes detected by auto: {detected}."],
         "personas": summary,
         "seconds": round(time.perf_counter() - started, 1),
         "queries": results,
-        "tables": _tables(results, rows, "vector only", list(ks)),
+        "tables": _tables(results, rows, BASELINE, list(ks)),
     }

@@ -27,7 +27,8 @@ from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, TurnIndex, Vectors, normalized
 from synapse_retriever.context.importance import habituation, importance, recency
 from synapse_retriever.context.levels import Level, plan_levels, threshold_level
-from synapse_retriever.context.relevance import bm25_scores, rrf_order, select_relevant
+from synapse_retriever.context.lexical import LexicalIndex
+from synapse_retriever.context.relevance import rrf_order, select_relevant
 from synapse_retriever.context.summarize import Condensed, focus
 
 __all__ = ["AssembledTurn", "Decision", "TurnsView", "plan_context"]
@@ -98,7 +99,9 @@ class TurnsView:
     ``degradable`` is FULL or dropped; ``fixed_tokens`` are added to a turn's cost at
     every level (text that is never condensed, e.g. a tool call's arguments); ``related``
     is each turn's activation by the temporal graph's walk from the query (the relevance
-    pass ranks by it too, with ``graph_weight``).
+    pass ranks by it too, with ``graph_weight``); ``lexical`` each turn's BM25 score for
+    the query from a stored index (:mod:`~.lexical`; None: the relevance pass indexes the
+    texts itself).
     """
 
     texts: Sequence[str]
@@ -114,6 +117,7 @@ class TurnsView:
     fixed_tokens: Sequence[int] | None = None
     full_tokens: Sequence[int] | None = None
     related: FloatArray | None = None
+    lexical: FloatArray | None = None
 
 
 def importances(
@@ -357,7 +361,10 @@ def _relevance_pass(
     ]
     if not candidates:
         return {}
-    lexical = bm25_scores([view.texts[i] for i in candidates], query)
+    if view.lexical is not None:
+        lexical = [float(view.lexical[i]) for i in candidates]
+    else:  # nothing stored (a message list): an index of the candidates alone
+        lexical = LexicalIndex(view.texts[i] for i in candidates).scores(query)
     semantic = [float(similarity[i]) for i in candidates]
     rankings = [lexical, semantic]
     weights = [config.lexical_weight, 1.0]

@@ -70,6 +70,10 @@ __all__ = ["ROLES", "ConversationMemory"]
 
 log = logging.getLogger(__name__)
 
+_ASSEMBLY_LEXICAL_DEPTH = 1000
+"""How many turns the lexical index ranks for an assembly (a rank beyond adds less than
+1 / 1,060 to a turn's fused score)."""
+
 ROLES = (
     "user",
     "assistant",
@@ -427,6 +431,8 @@ class ConversationMemory:
         """
         if query is not None and not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+        if query is not None:
+            check_unicode("query", query)
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
             raise InvalidTypeError(
                 f"budget_tokens must be an int, got {type(budget_tokens).__name__}"
@@ -448,8 +454,10 @@ class ConversationMemory:
             self._check_open()
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
-            if self.config.graph_weight > 0 and query is not None and query.strip():
-                view.related = self._related(query, now)
+            if query is not None and query.strip():
+                view.lexical = self._lexical(query, _ASSEMBLY_LEXICAL_DEPTH)
+                if self.config.graph_weight > 0:
+                    view.related = self._related(query, now)
             turns = list(self._turns)
             decisions = plan_context(
                 view,
@@ -530,6 +538,7 @@ class ConversationMemory:
         """
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+        check_unicode("query", query)
         if isinstance(k, bool) or not isinstance(k, int):
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
         if k < 1:
@@ -599,6 +608,15 @@ class ConversationMemory:
             detected = self.mode_detector.mode(text) if self.mode_detector else detect_mode(text)
             return canonical_mode(detected)
         return canonical_mode(mode)
+
+    def _lexical(self, query: str, depth: int) -> FloatArray:
+        """Each turn's BM25 score for ``query`` from the lexical index (0 below ``depth``)."""
+        scores = np.zeros(len(self._turns), dtype=np.float64)
+        for turn_id, score in self._storage.lexical(query, depth):
+            row = self._row.get(turn_id)
+            if row is not None:  # a turn another process added since: not in this view yet
+                scores[row] = score
+        return scores
 
     def _related(self, query: str, now: float) -> FloatArray:
         """Each turn's activation by the graph walk from ``query`` (0 where not reached)."""

@@ -11,9 +11,10 @@ Notes
    (:func:`~synapse_retriever.context.assemble.working_span`). The ``room`` left is
    ``budget`` minus their tokens.
 2. Every other turn is ranked by weighted reciprocal-rank fusion (Cormack et al., 2009)
-   of its BM25 rank over the turns, its rank by the embedder's similarity to the query
-   and its rank by novelty (its surprise when added, 1 − its greatest similarity to an
-   earlier turn): ``rrf(i) = w_lex / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))
+   of its BM25 rank over the turns (the lexical index, :mod:`~.lexical`), its rank by the
+   embedder's similarity to the query and its rank by novelty (its surprise when added,
+   1 − its greatest similarity to an earlier turn):
+   ``rrf(i) = w_lex / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))
    + w_nov / (k + rank_novelty(i))`` (ranks from 1; by default ``w_lex`` = 1,
    ``w_nov`` = 0.5, k = 60; with ``graph_weight`` > 0 the turns' rank by the temporal
    graph's walk from the query joins with that weight). BM25 finds the words a question
@@ -33,65 +34,18 @@ probabilistic relevance framework: BM25 and beyond.
 
 Examples
 --------
->>> texts = ["deploy on friday", "lunch", "deploy broke"]
->>> [round(s, 2) for s in bm25_scores(texts, "deploy friday")]
-[1.34, 0.0, 0.43]
 >>> rrf_order([[3.0, 1.0, 0.0], [0.1, 0.9, 0.5]], k=60)
 [1, 0, 2]
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from synapse_retriever.context.text import terms
-
-__all__ = ["Pick", "bm25_scores", "rrf_order", "select_relevant"]
-
-
-@lru_cache(maxsize=65_536)
-def _counts(text: str) -> tuple[Counter[str], int]:
-    found = terms(text)
-    return Counter(found), len(found)
-
-
-def bm25_scores(
-    texts: Sequence[str], query: str, *, k1: float = 1.2, b: float = 0.75
-) -> list[float]:
-    """Okapi BM25 of each text for ``query`` (terms as :func:`~.text.terms` reads them).
-
-    ``score(d) = Σ_t idf(t) · tf(t, d) (k1 + 1) / (tf(t, d) + k1 (1 − b + b |d| / avgdl))``
-    with ``idf(t) = log(1 + (N − df + 0.5) / (df + 0.5))``, over the query's distinct terms.
-
-    Examples
-    --------
-    One text in two holds "deploy": idf = log(1 + 1.5 / 1.5) = log 2; tf = 1, |d| = avgdl:
-    0.693 × 2.2 / 2.2.
-
-    >>> [round(s, 3) for s in bm25_scores(["deploy", "lunch"], "deploy")]
-    [0.693, 0.0]
-    """
-    wanted = sorted(set(terms(query)))
-    n = len(texts)
-    if not n or not wanted:
-        return [0.0] * n
-    counted = [_counts(text) for text in texts]
-    lengths = np.fromiter((length for _, length in counted), dtype=np.float64, count=n)
-    norm = k1 * (1.0 - b + b * lengths / max(1e-9, float(lengths.mean())))
-    scores = np.zeros(n, dtype=np.float64)
-    for t in wanted:
-        tf = np.fromiter((counts.get(t, 0) for counts, _ in counted), dtype=np.float64, count=n)
-        df = int(np.count_nonzero(tf))
-        if df:
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            scores += idf * tf * (k1 + 1.0) / (tf + norm)
-    return [float(score) for score in scores]
+__all__ = ["Pick", "rrf_order", "select_relevant"]
 
 
 def rrf_order(

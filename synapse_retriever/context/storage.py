@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from synapse_retriever.context.lexical import fts_table, top_matches
 from synapse_retriever.errors import NotASynapseDatabaseError, ReadOnlyStoreError
 from synapse_retriever.persistence.sqlite import (
     APPLICATION_ID,
@@ -93,6 +94,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (source, target, type)
     ) WITHOUT ROWID;
     CREATE INDEX context_edges_by_target ON context_edges (target);
+    """,
+    # 3: the lexical channel: an FTS5 index over the turns' text (BM25 through bm25()).
+    f"""
+    {fts_table("context_turns_fts", content="context_turns")};
+    INSERT INTO context_turns_fts (context_turns_fts) VALUES ('rebuild');
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -314,6 +320,9 @@ class ContextStorage:
                 ),
             )
             turn_id = int(cursor.lastrowid or 0)
+            db.execute(
+                "INSERT INTO context_turns_fts (rowid, text) VALUES (?, ?)", (turn_id, record.text)
+            )
             if links is not None:
                 entities, edges = links(turn_id)
                 self._link(db, entities, edges, turn_id)
@@ -397,6 +406,12 @@ class ContextStorage:
                 "UPDATE context_turns SET embedder = ?, embedding = ? WHERE id = ?",
                 [(embedder, blob, turn_id) for turn_id, blob in rows],
             )
+
+    def lexical(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` turns best matching ``query`` by BM25 over the turns stored now:
+        ``(turn id, score)``, best first (:mod:`~synapse_retriever.context.lexical`)."""
+        with self._lock, typed_errors(self.path):
+            return top_matches(self._db, "context_turns_fts", query, limit)
 
     def themes(self) -> list[tuple[int, list[str]]]:
         """Every replay so far: (turns covered, themes)."""

@@ -236,12 +236,13 @@ def test_without_minilm_the_dense_rows_are_left_out_with_a_note(
 
 def test_every_row_retrieves_and_is_scored_at_every_k(tiny: Path) -> None:
     report = run_realmem_retrieval(load_realmem(tiny), ks=(1, 4))
-    assert report["rows"] == list(ROWS) and report["baseline"] == "vector only"
+    assert report["rows"] == list(ROWS) and report["baseline"] == "fusion top-k"
     assert report["unit"] == "k" and report["budgets"] == [1, 4]
     (entry,) = report["queries"]
     # "Who is visiting me in March?": the one turn that says so (session A) comes first
-    # by vector recall; at k = 4 every earlier turn is there.
-    assert entry["scores"]["vector only"]["1"]["recall"] == 1.0
+    # by the relevance channels and by each plain method; at k = 4 every earlier turn is there.
+    for row in ("no graph", "BM25 top-k", "dense top-k", "fusion top-k"):
+        assert entry["scores"][row]["1"]["recall"] == 1.0
     for row in ROWS:
         assert entry["scores"][row]["4"]["recall"] == 1.0
         assert entry["scores"][row]["4"]["tokens"] <= 4  # turns retrieved

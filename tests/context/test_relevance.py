@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever.context import ContextConfig, ConversationMemory, HashingEmbedder
-from synapse_retriever.context.relevance import bm25_scores, rrf_order, select_relevant
+from synapse_retriever.context.relevance import rrf_order, select_relevant
 from synapse_retriever.errors import InvalidValueError
 
 
@@ -113,12 +113,6 @@ def test_the_novelty_rank_lifts_the_turn_that_said_something_new() -> None:
 def test_bad_relevance_settings_are_refused(changes: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         ContextConfig(**changes)
-
-
-def test_bm25_scores_by_hand() -> None:
-    # Two texts, "host" in one: idf = log(1 + 1.5 / 1.5) = 0.693; tf 1 at average length.
-    assert [round(s, 3) for s in bm25_scores(["host db", "lunch menu"], "host")] == [0.693, 0.0]
-    assert bm25_scores([], "host") == [] and bm25_scores(["a b"], "the") == [0.0]
 
 
 def test_rrf_weights_favour_the_weighted_list() -> None:
