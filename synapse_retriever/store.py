@@ -521,9 +521,19 @@ config: pass config together with a store path instead
 
         Examples
         --------
-        >>> store = SynapseStore(":memory:", config=SynapseConfig.actr())
+        A use raises a node's base level; by default that orders the nodes associated
+        with the query, and a node used with none of the hits is never injected:
+
+        >>> store = SynapseStore(":memory:")
         >>> store.use(["README.md"], at=0)
         >>> [h.id for h in store.recall([("a", 0.9), ("b", 0.5)], at=86400)]
+        ['a', 'b']
+
+        The recency prior lets it in on its base level alone:
+
+        >>> prior = SynapseStore(":memory:", config=SynapseConfig.recency())
+        >>> prior.use(["README.md"], at=0)
+        >>> [h.id for h in prior.recall([("a", 0.9), ("b", 0.5)], at=86400)]
         ['a', 'README.md']
         """
         ns = validate_namespace(namespace)
