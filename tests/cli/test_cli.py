@@ -128,6 +128,17 @@ def test_stats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "0 live edges" in out and "no live edges" in out
 
 
+def test_store_stats_in_python_is_what_stats_json_prints(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for extra in ([], ["--namespace", "shared"], ["--namespace", "personal"]):
+        code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json", *extra)
+        assert code == 0
+        with SynapseStore(store) as opened:
+            namespace = extra[1] if extra else None
+            assert opened.stats(int(NEAR), namespace) == json.loads(out)  # labelled by path
+
+
 def test_rename_moves_a_node_and_refuses_a_merge(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
