@@ -617,3 +617,19 @@ def test_every_field_is_described() -> None:
     own = set(SynapseRetriever.model_fields) - {"name", "tags", "metadata"}
     assert {"base_retriever", "store", "docstore", "id_key", "k", "active_namespace"} <= own
     assert all(SynapseRetriever.model_fields[f].description for f in own)
+
+
+def test_record_usage_takes_the_time_of_use() -> None:
+    retriever = SynapseRetriever(base_retriever=RunnableLambda(lambda query: []), store=":memory:")
+    day = 86_400
+    assert retriever.record_usage(["a", "x"], at=0) == 1
+    assert retriever.record_usage([Document("...", id="a"), "x"], at=10 * day) == 1
+    edge = retriever.store.edge("a", "x")
+    assert edge is not None and edge.last_reinforced_at == 10 * day
+    # a day after 10: 0.3 decayed over 10 days then + 0.3, as two reinforce(at=) calls leave it
+    twin = SynapseStore(":memory:")
+    twin.reinforce(["a", "x"], at=0)
+    twin.reinforce(["a", "x"], at=10 * day)
+    assert retriever.store.weight("a", "x", at=11 * day) == twin.weight("a", "x", at=11 * day)
+    with pytest.raises(ValueError, match="earlier"):
+        retriever.record_usage(["a", "x"], at=day)  # before the edge's last reinforcement

@@ -179,6 +179,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
 
         Record what was *used* (cited, read, edited), not merely retrieved: reinforcing
         every retrieved node would feed recall's own output back into the graph.
+        ``at`` is when they were used: an aware datetime or POSIX seconds (None: now),
+        e.g. to replay a log of past tasks in time order.
 
         Example:
             >>> from llama_index.core.schema import TextNode
@@ -187,6 +189,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             1
             >>> synapse.store.weight("auth/jwt.py", "config/keys.py") > 0
             True
+            >>> synapse.record_usage(["billing/invoice.py", "billing/tax.py"], at=1_700_000_000)
+            1
         """
         ids = usage_ids(nodes_or_ids, self.node_id, (BaseNode, NodeWithScore))
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
