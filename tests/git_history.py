@@ -83,12 +83,13 @@ def commit(
     return git(repo, "rev-parse", "HEAD")
 
 
-def make_project(path: Path, *, cycles: int = 10) -> Path:
+def make_project(path: Path, *, cycles: int = 10, start: int = BASE) -> Path:
     """A repository where each feature's message matches one file and never its partner.
 
     History, one commit a day: every file is added alone (18 single-file commits), then
     ``cycles`` rounds of the three features, each commit touching its two files. With
     the default 10 cycles there are 48 usable commits: 38 teach (80%), the last 10 test.
+    The first commit is at ``start`` (POSIX seconds).
 
     The commits are written by one ``git fast-import`` (with the same fixed author and
     committer dates as :func:`commit`), which is much faster than one commit at a time.
@@ -107,7 +108,7 @@ def make_project(path: Path, *, cycles: int = 10) -> Path:
             history.append((message, {matched: lines[matched], partner: lines[partner]}))
     stream = []
     for day, (message, files) in enumerate(history):
-        when = f"{BASE + day * DAY} +0000"
+        when = f"{start + day * DAY} +0000"
         stream += [
             "commit refs/heads/main",
             f"author Test <test@example.com> {when}",
