@@ -90,6 +90,7 @@ __all__ = [
     "prepare_several",
     "run_quality",
     "run_several",
+    "score_table",
 ]
 
 VARIANTS = ("frozen", "online")
@@ -409,37 +410,61 @@ def evaluate(
         close = getattr(row, "close", None)
         if callable(close):
             close()
-    result: dict[str, Any] = {}
-    for k in settings.ks:
-        base = scores[k]["vector"]
-        oracle = scores[k].get("oracle")
-        table: dict[str, Any] = {}
-        for name in names:
-            mine = scores[k][name]
-            deltas = [m[0] - b[0] for m, b in zip(mine, base, strict=True)]
-            verdicts = [_better(m[:2], b[:2]) for m, b in zip(mine, base, strict=True)]
-            low, high = paired_bootstrap_ci(deltas, resamples=settings.resamples)
-            recall = mean([m[0] for m in mine])
-            share = (
-                oracle_share(recall, mean([b[0] for b in base]), mean([o[0] for o in oracle]))
-                if oracle is not None
-                else None
-            )
-            table[name] = {
-                "recall": recall,
-                "ndcg": mean([m[1] for m in mine]),
-                "hit": mean([m[2] for m in mine]),
-                "delta_recall": mean(deltas),
-                "delta_recall_ci95": [low, high],
-                "delta_ndcg": mean([m[1] - b[1] for m, b in zip(mine, base, strict=True)]),
-                "improved": verdicts.count(1),
-                "worse": verdicts.count(-1),
-                "oracle_share": share,
-                **_precision(counts[k][name], bool(prepared.projects)),
-                "per_query_recall": [round(m[0], 6) for m in mine],
-            }
-        result[str(k)] = {"rows": table, "synapse_misses": misses[k].as_dict()}
-    return {"queries": shas, "by_k": result}
+    by_k = {
+        str(k): {
+            "rows": score_table(
+                names, scores[k], counts[k], settings.resamples, bool(prepared.projects)
+            ),
+            "synapse_misses": misses[k].as_dict(),
+        }
+        for k in settings.ks
+    }
+    return {"queries": shas, "by_k": by_k}
+
+
+Scores = Mapping[str, Sequence[tuple[float, float, float]]]
+"""Per row, per query: (recall, nDCG, hit) at one k."""
+
+
+def score_table(
+    names: Sequence[str],
+    scores: Scores,
+    counts: Mapping[str, Injections],
+    resamples: int,
+    several: bool = False,
+) -> dict[str, Any]:
+    """Each row's entry of a quality table at one k, against the ``vector`` row (and the
+    ``oracle`` row's gain, if scored): recall, nDCG, hit, the recall change with its paired
+    bootstrap interval, queries better and worse, the oracle share, and the precision
+    entries (off-topic shares when ``several`` histories share the store)."""
+    base = scores["vector"]
+    oracle = scores.get("oracle")
+    table: dict[str, Any] = {}
+    for name in names:
+        mine = scores[name]
+        deltas = [m[0] - b[0] for m, b in zip(mine, base, strict=True)]
+        verdicts = [_better(m[:2], b[:2]) for m, b in zip(mine, base, strict=True)]
+        low, high = paired_bootstrap_ci(deltas, resamples=resamples)
+        recall = mean([m[0] for m in mine])
+        share = (
+            oracle_share(recall, mean([b[0] for b in base]), mean([o[0] for o in oracle]))
+            if oracle is not None
+            else None
+        )
+        table[name] = {
+            "recall": recall,
+            "ndcg": mean([m[1] for m in mine]),
+            "hit": mean([m[2] for m in mine]),
+            "delta_recall": mean(deltas),
+            "delta_recall_ci95": [low, high],
+            "delta_ndcg": mean([m[1] - b[1] for m, b in zip(mine, base, strict=True)]),
+            "improved": verdicts.count(1),
+            "worse": verdicts.count(-1),
+            "oracle_share": share,
+            **_precision(counts[name], several),
+            "per_query_recall": [round(m[0], 6) for m in mine],
+        }
+    return table
 
 
 def _precision(counts: Injections, several: bool) -> dict[str, Any]:
@@ -627,12 +652,14 @@ def markdown_tables(report: dict[str, Any]) -> str:
     """The report as Markdown: a heading line and one table per variant."""
     commits = report["commits"]
     settings = report["settings"]
-    out = [
+    heading = (
         f"{report['name']} @ {report['head'][:12]}: {commits['teach']} teaching commits up to "
         f"{commits['split_at']}, {commits['queries']} test queries up to {commits['last_at']}; "
-        f"baseline {settings['retriever']}",
-        "",
-    ]
+        f"baseline {settings['retriever']}"
+        if "head" in report
+        else f"{report['name']}: {commits['queries']} queries"  # a --queries report
+    )
+    out = [heading, ""]
     for variant in report["variants"]:
         header, cells = table_rows(report, variant)
         out.append(f"{variant}:")
