@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from git_history import BASE, DAY, commit, init, make_project
+from git_history import BASE, DAY, commit, init, make_mixed_project, make_project
 
 from synapse_retriever import SynapseConfig, SynapseStore
 from synapse_retriever.bench.methods import (
@@ -391,6 +391,24 @@ def test_the_recency_preset_injects_off_topic_files(several: dict) -> None:  # t
     assert recency["queries_off_topic"] > 0 and recency["off_topic"] > 0
     assert default["queries_off_topic"] == 0.0
     assert recency["injected_precision"] < default["injected_precision"]
+
+
+def test_on_two_noisier_histories_the_gate_keeps_recall_and_injects_nothing_off_topic(
+    tmp_path: Path,
+) -> None:
+    # two generated projects interleaved in time (docs/benchmarks/quality.md measures on these)
+    alpha = make_mixed_project(tmp_path / "alpha", seed=1)
+    beta = make_mixed_project(tmp_path / "beta", seed=2, start=BASE + 3 * 3600)
+    rows = {}
+    for name, config in (("default", SynapseConfig()), ("recency", SynapseConfig.recency())):
+        settings = QualitySettings(config=config, rows=("synapse",), variants=("online",))
+        report = run_several([alpha, beta], settings)
+        rows[name] = report["variants"]["online"]["by_k"]["10"]["rows"]
+    default, recency = rows["default"]["synapse"], rows["recency"]["synapse"]
+    assert default["off_topic"] == 0.0 and default["queries_off_topic"] == 0.0
+    assert recency["off_topic"] > 0.0 and recency["queries_off_topic"] > 0.0
+    assert default["recall"] >= recency["recall"] > rows["default"]["vector"]["recall"]
+    assert default["injected_precision"] > recency["injected_precision"]
 
 
 def test_several_histories_are_validated(project: Path) -> None:
