@@ -63,9 +63,9 @@ class SynapseRetriever(BaseRetriever):
     :class:`~langchain_synapse.SynapseCallbackHandler`) are linked in a
     :class:`~synapse_retriever.SynapseStore`. At query time, by default (the ACT-R
     rule), up to two documents it missed (resolved through ``docstore``) take the
-    slots of its weakest hits when they beat them by a margin: documents used recently
-    and often, the more so when used with the hits (a document used recently may take a
-    slot even when nothing ties it to the query); the first hit never moves. Under
+    slots of its weakest hits when they beat them by a margin: documents used with the
+    hits (the association gate: nothing else is injected), the more recently and often the
+    stronger (``SynapseConfig.recency()`` lifts the gate); the first hit never moves. Under
     ``SynapseConfig.published()`` the upstream's documents present in the graph's
     neighbourhood are boosted, and at most two strongly associated documents are
     injected. The output has exactly ``min(k, len(upstream))`` documents; a cold graph

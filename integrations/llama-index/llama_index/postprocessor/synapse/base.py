@@ -66,9 +66,9 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     """Fold nodes used together with the top hits into the results, never adding a node.
 
     By default (the ACT-R rule) up to two absent nodes, fetched from ``docstore``, take
-    the slots of the weakest hits when they beat them by a margin: nodes used recently and
-    often, the more so when used with the hits (a node used recently may take a slot even
-    when nothing ties it to the query); the first hit never moves. Under
+    the slots of the weakest hits when they beat them by a margin: nodes used with the
+    hits (the association gate: nothing else is injected), the more recently and often the
+    stronger (``SynapseConfig.recency()`` lifts the gate); the first hit never moves. Under
     ``SynapseConfig.published()`` nodes already present that were used with the top hits
     move up, and at most two strongly associated absent nodes are injected. The number of
     nodes never grows, an id that cannot be fetched displaces nothing, and on a cold graph
