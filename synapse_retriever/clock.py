@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -25,6 +25,7 @@ __all__ = [
     "SECONDS_PER_DAY",
     "Clock",
     "days_between",
+    "iso",
     "not_ahead",
     "to_seconds",
 ]
@@ -110,3 +111,19 @@ be 1700000000.0
     raise InvalidValueError(
         f"{what}={seconds} is more than {skew_s:g} s ahead of the clock ({clock}): {hint}"
     )
+
+
+def iso(seconds: float) -> str:
+    """ISO 8601 in UTC; a time no calendar date can show (a store written in milliseconds
+    before such times were refused) as its seconds.
+
+    Examples
+    --------
+    >>> iso(0), iso(1e18)
+    ('1970-01-01T00:00:00Z', '1000000000000000000 s (beyond year 9999: synapse repair removes it)')
+    """
+    try:
+        moment = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{seconds:.0f} s (beyond year 9999: synapse repair removes it)"
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

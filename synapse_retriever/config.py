@@ -4,7 +4,10 @@ The learning and forgetting constants are the published values (Budget-Neutral
 Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
 is used. The recall rule is ACT-R's (``SynapseConfig()``, the same as
 ``SynapseConfig.actr()``), which beat the published rule on real histories (docs,
-Benchmarks: Quality); ``SynapseConfig.published()`` is the method exactly as published.
+Benchmarks: Quality), gated by association: only a node with a learned edge to one of
+the query's hits may take a slot. ``SynapseConfig.recency()`` lifts the gate (a recency
+prior: a node used often and lately may take a slot in any query);
+``SynapseConfig.published()`` is the method exactly as published.
 
 Examples
 --------
@@ -44,7 +47,7 @@ __all__ = [
 RULES = ("published", "actr")
 """Recall rules: ``actr`` (the default) and ``published``."""
 
-PRESETS = ("actr", "published")
+PRESETS = ("actr", "published", "recency")
 """Named configurations (:meth:`SynapseConfig.preset`)."""
 
 BASE_NAMESPACES = ("personal", "shared", "ephemeral")
@@ -179,15 +182,28 @@ class SynapseConfig:
         ``actr``: a memory that stopped learning cannot tell a never-used node from one used
         since: a never-used node's base level is ``unused_base + stale_unused × ln(1 + g)``,
         g the days since the latest event recorded in the namespaces read (0: off).
+    require_association : bool
+        ``actr``: the association gate (on by default). A candidate must have a learned
+        edge with at least one of the query's hits (among that hit's
+        ``association_fan`` most co-used neighbours) to take a slot; base level still
+        orders the associated candidates and defends the hits. False is the recency
+        prior (the preset :meth:`recency`): the nodes of the latest ``recent_events``
+        events are candidates too, on their base level alone, whatever the query.
+    min_association : float
+        ``actr``, under the gate: the least mean log-lift association with the hits,
+        Σ_j W_j S_ji / Σ_j W_j (in nats; see :mod:`synapse_retriever.recall.actr`), a
+        candidate needs to take a slot. 0 (default): any learned edge will do; higher
+        trades recall for precision (docs, Configuration).
     recent_events : int
-        ``actr``: the nodes of this many latest events per namespace are candidates
-        (besides the hits' neighbours).
+        ``actr``: the latest events kept per namespace; under the recency prior
+        (``require_association=False``) their nodes are candidates too (besides the
+        hits' neighbours).
     use_history : int
         ``actr``: use times kept exactly per node (older ones are approximated).
     association_fan : int
         ``actr``: per hit, only this many most co-used neighbours are read; 0 reads
-        none, a query-blind rule (no association; the candidates are the latest
-        events' nodes).
+        none, a query-blind rule (no association; with the recency prior the
+        candidates are the latest events' nodes, under the gate there are none).
 
     Examples
     --------
@@ -242,6 +258,8 @@ class SynapseConfig:
     recent_events: int = 50
     use_history: int = 8
     association_fan: int = 256
+    require_association: bool = True
+    min_association: float = 0.0
 
     @classmethod
     def published(cls, **overrides: object) -> SynapseConfig:
@@ -287,8 +305,32 @@ class SynapseConfig:
         return cls(**values)  # type: ignore[arg-type]
 
     @classmethod
+    def recency(cls, **overrides: object) -> SynapseConfig:
+        """The ACT-R rule without the association gate: a recency prior.
+
+        The nodes of the latest ``recent_events`` events are candidates as well as the
+        hits' co-used neighbours, and any of them takes a slot on its base level alone
+        (how recently and how often it was used), whatever the query. This was the
+        default before 0.2: it finds a little more of what a task touches next in one
+        project, and injects off-topic documents (a file of another project, the most
+        used document into every query) where one store serves several (docs,
+        Configuration, for the measured cost).
+
+        Examples
+        --------
+        >>> config = SynapseConfig.recency()
+        >>> config.rule, config.require_association, config.recent_events
+        ('actr', False, 50)
+        >>> SynapseConfig.preset("recency") == config
+        True
+        """
+        values: dict[str, object] = {"require_association": False}
+        values.update(overrides)
+        return cls.actr(**values)
+
+    @classmethod
     def preset(cls, name: str, **overrides: object) -> SynapseConfig:
-        """A named configuration: ``"actr"`` or ``"published"``.
+        """A named configuration: ``"actr"``, ``"published"`` or ``"recency"``.
 
         Examples
         --------
@@ -296,8 +338,8 @@ class SynapseConfig:
         True
         """
         if name in PRESETS:
-            factory = cls.actr if name == "actr" else cls.published
-            return factory(**overrides)
+            factory = {"actr": cls.actr, "published": cls.published, "recency": cls.recency}
+            return factory[name](**overrides)
         raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {name!r}")
 
     def __post_init__(self) -> None:
@@ -316,8 +358,17 @@ class SynapseConfig:
             _check_positive(name, getattr(self, name))
         if self.rule not in RULES:
             raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
-        for name in ("association", "keep_bonus", "stale_unused"):
+        for name in ("association", "keep_bonus", "stale_unused", "min_association"):
             _check_non_negative(name, getattr(self, name))
+        if not isinstance(self.require_association, bool):
+            raise InvalidTypeError(
+                f"require_association must be a bool, got {self.require_association!r}"
+            )
+        if self.min_association > 0 and not self.require_association:
+            raise InvalidValueError(
+                f"min_association applies under the association gate: got "
+                f"min_association={self.min_association!r} with require_association=False"
+            )
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):
             raise InvalidValueError(

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, SupportsFloat, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, SupportsFloat, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.memory.graph import Edge
 from synapse_retriever.memory.mirror import Mirror
 from synapse_retriever.memory.spreading import Activation
+from synapse_retriever.memory.stats import graph_stats
 from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
@@ -521,9 +522,19 @@ config: pass config together with a store path instead
 
         Examples
         --------
-        >>> store = SynapseStore(":memory:", config=SynapseConfig.actr())
+        A use raises a node's base level; by default that orders the nodes associated
+        with the query, and a node used with none of the hits is never injected:
+
+        >>> store = SynapseStore(":memory:")
         >>> store.use(["README.md"], at=0)
         >>> [h.id for h in store.recall([("a", 0.9), ("b", 0.5)], at=86400)]
+        ['a', 'b']
+
+        The recency prior lets it in on its base level alone:
+
+        >>> prior = SynapseStore(":memory:", config=SynapseConfig.recency())
+        >>> prior.use(["README.md"], at=0)
+        >>> [h.id for h in prior.recall([("a", 0.9), ("b", 0.5)], at=86400)]
         ['a', 'README.md']
         """
         ns = validate_namespace(namespace)
@@ -1144,6 +1155,48 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         with self._lock:
             self._refresh()
             return self._mirror.graph.to_networkx(now, chosen, single=single)
+
+    def stats(
+        self,
+        at: Clock = None,
+        namespace: str | None = None,
+        *,
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """Nodes, live edges per namespace, and weight and half-life histograms at ``at``:
+        what ``synapse stats --json`` prints (the same code).
+
+        Parameters
+        ----------
+        at : datetime, float or None
+            When to decay the weights to (None: now).
+        namespace : str, optional
+            One namespace (default: all).
+        name : str, optional
+            The ``store`` label of the report (default: the store's path, a PostgreSQL
+            URL without its password).
+
+        Returns
+        -------
+        dict
+            ``store``, ``at`` (ISO 8601), ``nodes``, ``edges``, ``namespaces`` (per
+            namespace: ``nodes``, ``edges``, ``mean_weight``, ``median_half_life_days``),
+            ``weight_histogram`` and ``half_life_histogram_days`` (lists of
+            ``{"bin": label, "edges": count}``); see :mod:`synapse_retriever.memory.stats`.
+
+        Examples
+        --------
+        >>> store = SynapseStore(":memory:")
+        >>> _ = store.reinforce(["a", "b", "c"], namespace="shared", at=0)
+        >>> report = store.stats(at=0)
+        >>> report["nodes"], report["edges"], report["namespaces"]["shared"]["edges"]
+        (3, 3, 3)
+        >>> report["weight_histogram"][3]
+        {'bin': '0.3 – 0.4', 'edges': 3}
+        """
+        now = to_seconds(at)
+        graph = self.graph(at=now, namespaces=namespace)
+        return graph_stats(graph, now, self.path if name is None else name)
 
     # -- keeping the in-memory graph current -------------------------------------------
 

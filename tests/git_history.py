@@ -83,12 +83,13 @@ def commit(
     return git(repo, "rev-parse", "HEAD")
 
 
-def make_project(path: Path, *, cycles: int = 10) -> Path:
+def make_project(path: Path, *, cycles: int = 10, start: int = BASE) -> Path:
     """A repository where each feature's message matches one file and never its partner.
 
     History, one commit a day: every file is added alone (18 single-file commits), then
     ``cycles`` rounds of the three features, each commit touching its two files. With
     the default 10 cycles there are 48 usable commits: 38 teach (80%), the last 10 test.
+    The first commit is at ``start`` (POSIX seconds).
 
     The commits are written by one ``git fast-import`` (with the same fixed author and
     committer dates as :func:`commit`), which is much faster than one commit at a time.
@@ -107,7 +108,7 @@ def make_project(path: Path, *, cycles: int = 10) -> Path:
             history.append((message, {matched: lines[matched], partner: lines[partner]}))
     stream = []
     for day, (message, files) in enumerate(history):
-        when = f"{BASE + day * DAY} +0000"
+        when = f"{start + day * DAY} +0000"
         stream += [
             "commit refs/heads/main",
             f"author Test <test@example.com> {when}",
@@ -129,3 +130,71 @@ def make_project(path: Path, *, cycles: int = 10) -> Path:
 
 def _data(text: str) -> str:
     return f"data {len(text.encode())}\n{text}"
+
+
+def make_mixed_project(
+    path: Path, *, seed: int, start: int = BASE, modules: int = 8, commits: int = 240
+) -> Path:
+    """A noisier history for measuring: ``modules`` folders of two features of 3 files
+    each, one commit every 6 hours (with jitter) touching 1 to 3 files of one feature
+    (popular modules more often, by a Zipf-like weight), one time in ten with a file of
+    another module too.
+
+    A message names a distinctive word of its first file and three words every file may
+    hold, so the vector search finds that file and noise; the rest of what the commit
+    touched is for the graph to recall. Deterministic for a given ``seed``.
+    """
+    import random
+
+    rng = random.Random(seed)
+    repo = init(path)
+
+    def word() -> str:
+        return "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(9))
+
+    names = [[f"m{m}/part{j}.py" for j in range(6)] for m in range(modules)]
+    words = {name: word() for row in names for name in row}
+    shared = [word() for _ in range(modules)]
+    common = [word() for _ in range(40)]  # noise every file and message draws from
+    text = {
+        name: f"# {shared[m]} {words[name]} {' '.join(rng.sample(common, 6))}\n"
+        for m, row in enumerate(names)
+        for name in row
+    }
+    history: list[tuple[str, dict[str, str], int]] = []
+    for m, row in enumerate(names):  # every file added first, one commit per module
+        history.append((f"add {shared[m]}", {n: text[n] for n in row}, start + m * 3600))
+    weights = [1.0 / (m + 1) for m in range(modules)]
+    when = start + DAY
+    for i in range(commits):
+        m = rng.choices(range(modules), weights)[0]
+        feature = names[m][:3] if rng.random() < 0.5 else names[m][3:]
+        touched = rng.sample(feature, rng.choice([1, 2, 2, 3]))
+        if rng.random() < 0.1:
+            touched.append(rng.choice(names[rng.randrange(modules)]))
+        touched = list(dict.fromkeys(touched))
+        for name in touched:
+            text[name] += f"# change {i}\n"
+        message = f"{words[touched[0]]} {' '.join(rng.sample(common, 3))}"
+        history.append((message, {n: text[n] for n in touched}, when))
+        when += 6 * 3600 + rng.randrange(-3600, 3600)
+    stream = []
+    for message, files, at in history:
+        stamp = f"{at} +0000"
+        stream += [
+            "commit refs/heads/main",
+            f"author Test <test@example.com> {stamp}",
+            f"committer Test <test@example.com> {stamp}",
+            _data(message),
+        ]
+        for name, body in files.items():
+            stream += [f"M 100644 inline {name}", _data(body)]
+    subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet"],
+        input="\n".join(stream) + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    git(repo, "reset", "-q", "--hard")
+    return repo

@@ -66,12 +66,28 @@ class Query:
         Files the commit touched that existed before it (retrievable).
     documents : frozenset of str
         Files of the tree the query runs against (the commit's first parent).
+    project : str or None
+        When one store learns several histories: the query's own (its ids, and every
+        id of that history, start with ``project/``); an injection outside it is off
+        topic.
     """
 
     text: str
     time: float
     relevant: frozenset[str]
     documents: frozenset[str]
+    project: str | None = None
+
+    def on_topic(self, node: str) -> bool:
+        """Whether ``node`` belongs to the query's project (always, with no project).
+
+        Examples
+        --------
+        >>> query = Query("fix", 0.0, frozenset(), frozenset(), project="attrs")
+        >>> query.on_topic("attrs/src/x.py"), query.on_topic("rich/x.py")
+        (True, False)
+        """
+        return self.project is None or node.startswith(self.project + "/")
 
 
 class Method(Protocol):
@@ -406,8 +422,9 @@ ROWS: dict[str, Callable[[RowContext], Method]] = {
 ``synapse`` is the method with the run's configuration (the default, the ACT-R rule,
 unless told otherwise), ``synapse-published`` the method as published,
 ``synapse-blind`` the run's configuration with its query seeds removed (its query-blind
-twin: no neighbour of a hit is read, so nothing is associated with the query and the
-candidates are the latest events' nodes; the hits still defend by their base levels),
+twin: no neighbour of a hit is read, so nothing is associated with the query, the gate is
+lifted and the candidates are the latest events' nodes; the hits still defend by their
+base levels),
 ``synapse-nolift`` the configuration without the association term (candidates still the
 hits' neighbours: what the log-lift adds on top of choosing them);
 ``oracle-reachable`` is the oracle restricted to files the graph links to the seeds."""
@@ -418,8 +435,8 @@ def _blind(config: SynapseConfig) -> SynapseConfig:
 
     The published rule has nothing but the query's seeds, so its twin changes nothing.
     """
-    if config.rule == "actr":
-        return replace(config, association_fan=0)
+    if config.rule == "actr":  # no neighbour read, so no association to gate on
+        return replace(config, association_fan=0, require_association=False, min_association=0.0)
     return replace(config, spread_rate=0.0)
 
 

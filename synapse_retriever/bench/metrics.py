@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, fields
 
 __all__ = [
+    "Injections",
     "displace",
     "hit_at_k",
+    "injections",
     "mean",
     "ndcg_at_k",
     "oracle_share",
@@ -161,3 +164,95 @@ def displace(ranked: Sequence[str], newcomers: Sequence[str], *, slots: int = 2)
     if n == 0:
         return list(ranked)
     return [*ranked[: len(ranked) - n], *newcomers[:n]]
+
+
+@dataclass
+class Injections:
+    """What a row put into queries' top-k that the vector search did not, and what it took
+    out; counts, summed over queries with ``+``."""
+
+    queries: int = 0
+    """Queries scored."""
+    injected: int = 0
+    """Ids in the result that were not among the hits."""
+    injected_relevant: int = 0
+    """Of those, ids of the query's relevant set."""
+    displaced: int = 0
+    """Hits missing from the result."""
+    displaced_relevant: int = 0
+    """Of those, ids of the query's relevant set."""
+    queries_injected: int = 0
+    """Queries given at least one injection."""
+    queries_unneeded: int = 0
+    """Queries given at least one injection their relevant set did not need."""
+    off_topic: int = 0
+    """Injections of another project (when projects are known)."""
+    queries_off_topic: int = 0
+    """Queries given at least one off-topic injection."""
+
+    def __add__(self, other: Injections) -> Injections:
+        return Injections(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(Injections))
+        )
+
+    def shares(self) -> dict[str, float | None]:
+        """The precision columns: ``injected_precision`` (relevant / injected),
+        ``displaced_relevant`` (relevant / displaced), ``queries_unneeded``,
+        ``queries_off_topic`` (shares of queries) and ``off_topic`` (share of
+        injections); None where the denominator is 0.
+
+        Examples
+        --------
+        >>> Injections(4, 3, 1, 3, 0, 2, 1, 0, 0).shares()["injected_precision"]
+        0.3333333333333333
+        """
+
+        def share(part: int, whole: int) -> float | None:
+            return part / whole if whole else None
+
+        return {
+            "injected_precision": share(self.injected_relevant, self.injected),
+            "displaced_relevant": share(self.displaced_relevant, self.displaced),
+            "queries_unneeded": share(self.queries_unneeded, self.queries),
+            "off_topic": share(self.off_topic, self.injected),
+            "queries_off_topic": share(self.queries_off_topic, self.queries),
+        }
+
+
+def injections(
+    hits: Sequence[str],
+    ranked: Sequence[str],
+    relevant: Collection[str],
+    on_topic: Callable[[str], bool] | None = None,
+) -> Injections:
+    """Count one query's injections (ids of ``ranked`` not in ``hits``) and displaced hits
+    (ids of ``hits`` not in ``ranked``); ``on_topic`` tells an id of the query's own
+    project (None: every id is).
+
+    Examples
+    --------
+    Hits a, b, c; the result swapped c for x (relevant) and b for y (of another project):
+
+    >>> counts = injections(["a", "b", "c"], ["a", "x", "y"], {"a", "x", "c"},
+    ...                     on_topic=lambda n: n != "y")
+    >>> counts.injected, counts.injected_relevant, counts.displaced, counts.displaced_relevant
+    (2, 1, 2, 1)
+    >>> counts.queries_unneeded, counts.off_topic, counts.queries_off_topic
+    (1, 1, 1)
+    """
+    present, kept = set(hits), set(ranked)
+    new = [node for node in ranked if node not in present]
+    gone = [node for node in hits if node not in kept]
+    unneeded = sum(node not in relevant for node in new)
+    foreign = sum(not on_topic(node) for node in new) if on_topic is not None else 0
+    return Injections(
+        queries=1,
+        injected=len(new),
+        injected_relevant=len(new) - unneeded,
+        displaced=len(gone),
+        displaced_relevant=sum(node in relevant for node in gone),
+        queries_injected=int(bool(new)),
+        queries_unneeded=int(unneeded > 0),
+        off_topic=foreign,
+        queries_off_topic=int(foreign > 0),
+    )

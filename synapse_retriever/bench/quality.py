@@ -26,14 +26,25 @@ Protocol (on any local git repository, bare or not):
 6. Metrics at k = 5 and 10: recall@k, nDCG@k, hit@k, per-query recall deltas against
    the vector baseline with a paired bootstrap 95% interval, how many queries got
    better or worse (by recall@k, then nDCG@k on ties), and the share of the oracle's
-   recall gain each row reaches.
+   recall gain each row reaches. Precision: the share of a row's injections that were
+   relevant, the share of the hits it displaced that were, and the share of queries
+   given an injection their relevant set did not need
+   (:class:`~synapse_retriever.bench.metrics.Injections`).
+7. Several histories (:func:`run_several`): one store learns two or more repositories
+   at once, their eligible commits merged in time order in one namespace (as an agent
+   working on all of them would), ids prefixed with each repository's name; the merged
+   history is split at 80% in time. Each test commit asks with hits from its own
+   repository's tree (its retriever fitted on that repository's last teaching tree),
+   and may be given any file of every repository (its own parent tree, the others'
+   trees at the split): an injected file of another repository is off topic, and is
+   counted as such.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,7 +57,9 @@ from synapse_retriever.bench.methods import (
     build_rows,
 )
 from synapse_retriever.bench.metrics import (
+    Injections,
     hit_at_k,
+    injections,
     mean,
     ndcg_at_k,
     oracle_share,
@@ -74,7 +87,10 @@ __all__ = [
     "evaluate",
     "markdown_tables",
     "prepare",
+    "prepare_several",
     "run_quality",
+    "run_several",
+    "score_table",
 ]
 
 VARIANTS = ("frozen", "online")
@@ -137,6 +153,8 @@ class Prepared:
     teach: tuple[Commit, ...]
     test: tuple[HeldOut, ...]
     documents_at_split: int
+    projects: tuple[str, ...] = ()
+    """The repositories' names when one store learns several (ids ``name/path``)."""
 
 
 def _documents(tree: dict[str, TreeEntry], blobs: BlobReader) -> list[Document]:
@@ -215,6 +233,109 @@ def prepare(
     )
 
 
+def _prefixed(commit: Commit, name: str) -> Commit:
+    """``commit`` with its paths as ``name/path``."""
+    return replace(
+        commit,
+        files=tuple(f"{name}/{f}" for f in commit.files),
+        deleted=tuple(f"{name}/{f}" for f in commit.deleted),
+    )
+
+
+def prepare_several(
+    repos: Sequence[tuple[str | os.PathLike[str], str]],
+    settings: QualitySettings,
+    *,
+    rev: str = "HEAD",
+    since: float | None = None,
+    progress: Progress | None = None,
+) -> Prepared:
+    """One history of several repositories ``(path, name)``: see the module's step 7.
+
+    Raises
+    ------
+    GitError
+        A path is not a git repository, or ``rev`` is unknown in it.
+    InvalidValueError
+        Fewer than two repositories, names that repeat or hold a ``/``, a repository
+        with no teaching commit, or no test commit that can be a query.
+    """
+    names = [name for _, name in repos]
+    if len(repos) < 2 or len(set(names)) != len(names) or any("/" in n or not n for n in names):
+        raise InvalidValueError(
+            f"several histories need two or more distinct names without '/', got {names}"
+        )
+    heads, read, merged = [], 0, []
+    for position, (repo, _) in enumerate(repos):
+        heads.append(check_repository(repo, rev))
+        commits = read_commits(repo, rev=rev, since=since)
+        read += len(commits)
+        merged += [
+            (c.commit_time, position, c) for c in commits if 1 <= len(c.files) <= settings.max_files
+        ]
+    merged.sort(key=lambda item: (item[0], item[1]))
+    cut = int(len(merged) * settings.split)
+    teach, test = merged[:cut], merged[cut:]
+    retrievers: list[Retriever] = []
+    documents_at_split = 0
+    others: dict[int, list[Document]] = {}
+    k_max = max(settings.ks)
+    items: list[HeldOut] = []
+    blob_readers = [BlobReader(repo) for repo, _ in repos]
+    try:
+        for position, ((repo, name), blobs) in enumerate(zip(repos, blob_readers, strict=True)):
+            last = [c for _, p, c in teach if p == position]
+            if not last:
+                raise InvalidValueError(
+                    f"{name!r} has no commit in the first {settings.split:.0%} of the merged "
+                    "history: nothing to teach from it"
+                )
+            at_split = _documents(tree_files(repo, last[-1].sha), blobs)
+            retriever: Retriever = RETRIEVERS[settings.retriever]()
+            retriever.fit(at_split)
+            retrievers.append(retriever)
+            documents_at_split += len(at_split)
+            others[position] = [replace(d, path=f"{name}/{d.path}") for d in at_split]
+        for done, (_, position, commit) in enumerate(test, start=1):
+            repo, name = repos[position]
+            query: Query | None = None
+            hits: tuple[tuple[str, float], ...] = ()
+            if commit.parents:
+                tree = tree_files(repo, commit.parents[0])
+                relevant = frozenset(f"{name}/{f}" for f in commit.files if f in tree)
+                if relevant:
+                    own = _documents(tree, blob_readers[position])
+                    found = retrievers[position].search(commit.message, own, k_max)
+                    hits = tuple((f"{name}/{node}", score) for node, score in found)
+                    pool = {f"{name}/{path}" for path in tree}
+                    for other, docs in others.items():
+                        if other != position:
+                            pool.update(d.path for d in docs)
+                    query = Query(
+                        commit.message, commit.commit_time, relevant, frozenset(pool), name
+                    )
+            items.append(HeldOut(_prefixed(commit, name), query, hits))
+            if progress is not None:
+                progress("vector search", done, len(test))
+    finally:
+        for blobs in blob_readers:
+            blobs.close()
+    if not any(item.query is not None for item in items):
+        raise InvalidValueError(
+            f"none of the {len(test)} test commits of {names} changed a file that existed "
+            "before it: nothing to query"
+        )
+    return Prepared(
+        repository=", ".join(os.fspath(repo) for repo, _ in repos),
+        head="+".join(head[:12] for head in heads),
+        commits_read=read,
+        teach=tuple(_prefixed(c, repos[p][1]) for _, p, c in teach),
+        test=tuple(items),
+        documents_at_split=documents_at_split,
+        projects=tuple(names),
+    )
+
+
 def _better(a: tuple[float, float], b: tuple[float, float]) -> int:
     """+1 if ``a`` beats ``b`` (recall first, then nDCG), -1 if it loses, 0 on a tie."""
     for x, y in zip(a, b, strict=True):
@@ -251,6 +372,7 @@ def evaluate(
         k: {row.name: [] for row in rows} for k in settings.ks
     }
     misses = {k: MissCounts() for k in settings.ks}
+    counts = {k: {row.name: Injections() for row in rows} for k in settings.ks}
     shas: list[str] = []
     for item in prepared.test:
         if item.query is not None:
@@ -262,6 +384,12 @@ def evaluate(
                     if len(ranked) != len(hits):
                         raise AssertionError(f"row {row.name} changed the count of hits")
                     relevant = item.query.relevant
+                    counts[k][row.name] += injections(
+                        [node for node, _ in hits],
+                        ranked,
+                        relevant,
+                        item.query.on_topic if item.query.project is not None else None,
+                    )
                     scores[k][row.name].append(
                         (
                             recall_at_k(ranked, relevant, k),
@@ -282,36 +410,79 @@ def evaluate(
         close = getattr(row, "close", None)
         if callable(close):
             close()
-    result: dict[str, Any] = {}
-    for k in settings.ks:
-        base = scores[k]["vector"]
-        oracle = scores[k].get("oracle")
-        table: dict[str, Any] = {}
-        for name in names:
-            mine = scores[k][name]
-            deltas = [m[0] - b[0] for m, b in zip(mine, base, strict=True)]
-            verdicts = [_better(m[:2], b[:2]) for m, b in zip(mine, base, strict=True)]
-            low, high = paired_bootstrap_ci(deltas, resamples=settings.resamples)
-            recall = mean([m[0] for m in mine])
-            share = (
-                oracle_share(recall, mean([b[0] for b in base]), mean([o[0] for o in oracle]))
-                if oracle is not None
-                else None
-            )
-            table[name] = {
-                "recall": recall,
-                "ndcg": mean([m[1] for m in mine]),
-                "hit": mean([m[2] for m in mine]),
-                "delta_recall": mean(deltas),
-                "delta_recall_ci95": [low, high],
-                "delta_ndcg": mean([m[1] - b[1] for m, b in zip(mine, base, strict=True)]),
-                "improved": verdicts.count(1),
-                "worse": verdicts.count(-1),
-                "oracle_share": share,
-                "per_query_recall": [round(m[0], 6) for m in mine],
-            }
-        result[str(k)] = {"rows": table, "synapse_misses": misses[k].as_dict()}
-    return {"queries": shas, "by_k": result}
+    by_k = {
+        str(k): {
+            "rows": score_table(
+                names, scores[k], counts[k], settings.resamples, bool(prepared.projects)
+            ),
+            "synapse_misses": misses[k].as_dict(),
+        }
+        for k in settings.ks
+    }
+    return {"queries": shas, "by_k": by_k}
+
+
+Scores = Mapping[str, Sequence[tuple[float, float, float]]]
+"""Per row, per query: (recall, nDCG, hit) at one k."""
+
+
+def score_table(
+    names: Sequence[str],
+    scores: Scores,
+    counts: Mapping[str, Injections],
+    resamples: int,
+    several: bool = False,
+) -> dict[str, Any]:
+    """Each row's entry of a quality table at one k, against the ``vector`` row (and the
+    ``oracle`` row's gain, if scored): recall, nDCG, hit, the recall change with its paired
+    bootstrap interval, queries better and worse, the oracle share, and the precision
+    entries (off-topic shares when ``several`` histories share the store)."""
+    base = scores["vector"]
+    oracle = scores.get("oracle")
+    table: dict[str, Any] = {}
+    for name in names:
+        mine = scores[name]
+        deltas = [m[0] - b[0] for m, b in zip(mine, base, strict=True)]
+        verdicts = [_better(m[:2], b[:2]) for m, b in zip(mine, base, strict=True)]
+        low, high = paired_bootstrap_ci(deltas, resamples=resamples)
+        recall = mean([m[0] for m in mine])
+        share = (
+            oracle_share(recall, mean([b[0] for b in base]), mean([o[0] for o in oracle]))
+            if oracle is not None
+            else None
+        )
+        table[name] = {
+            "recall": recall,
+            "ndcg": mean([m[1] for m in mine]),
+            "hit": mean([m[2] for m in mine]),
+            "delta_recall": mean(deltas),
+            "delta_recall_ci95": [low, high],
+            "delta_ndcg": mean([m[1] - b[1] for m, b in zip(mine, base, strict=True)]),
+            "improved": verdicts.count(1),
+            "worse": verdicts.count(-1),
+            "oracle_share": share,
+            **_precision(counts[name], several),
+            "per_query_recall": [round(m[0], 6) for m in mine],
+        }
+    return table
+
+
+def _precision(counts: Injections, several: bool) -> dict[str, Any]:
+    """The precision entries of a row: counts and shares (off topic only for several
+    histories)."""
+    shares = counts.shares()
+    out: dict[str, Any] = {
+        "injected": counts.injected,
+        "injected_precision": shares["injected_precision"],
+        "displaced": counts.displaced,
+        "displaced_relevant": shares["displaced_relevant"],
+        "queries_injected": counts.queries_injected,
+        "queries_unneeded": shares["queries_unneeded"],
+    }
+    if several:
+        out["off_topic"] = shares["off_topic"]
+        out["queries_off_topic"] = shares["queries_off_topic"]
+    return out
 
 
 def run_quality(
@@ -332,6 +503,47 @@ def run_quality(
     """
     settings = settings or QualitySettings()
     prepared = prepare(repo, settings, rev=rev, since=since, progress=progress)
+    return _run(prepared, settings, rev, since, progress, store_path, name)
+
+
+def run_several(
+    repos: Sequence[str | os.PathLike[str]],
+    settings: QualitySettings | None = None,
+    *,
+    rev: str = "HEAD",
+    since: float | None = None,
+    progress: Progress | None = None,
+    names: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark on several histories learned in one store (the module's step 7).
+
+    The report is :func:`run_quality`'s, named ``"a + b"``, with ``projects`` (the
+    names, default: the directory names) and, per row, the off-topic shares:
+    ``off_topic`` (of injections, a file of another repository) and
+    ``queries_off_topic`` (of queries given at least one).
+    """
+    settings = settings or QualitySettings()
+    labels = list(names) if names is not None else [_name(os.fspath(r)) for r in repos]
+    if len(labels) != len(repos):
+        raise InvalidValueError(f"{len(repos)} repositories need as many names, got {labels}")
+    prepared = prepare_several(
+        list(zip(repos, labels, strict=True)), settings, rev=rev, since=since, progress=progress
+    )
+    report = _run(prepared, settings, rev, since, progress, None, " + ".join(labels))
+    report["projects"] = labels
+    return report
+
+
+def _run(
+    prepared: Prepared,
+    settings: QualitySettings,
+    rev: str,
+    since: float | None,
+    progress: Progress | None,
+    store_path: str | None,
+    name: str | None,
+) -> dict[str, Any]:
+    """Every variant of ``prepared``, and the report around them."""
     variants: dict[str, Any] = {}
     for variant in settings.variants:
         path = store_path if store_path is not None and variant == "frozen" else ":memory:"
@@ -386,6 +598,10 @@ def _points(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
+def _share(value: float | None) -> str:
+    return "—" if value is None else _points(value)
+
+
 def _signed(value: float) -> str:
     return f"{100 * value:+.1f}"
 
@@ -397,7 +613,12 @@ def table_rows(report: dict[str, Any], variant: str) -> tuple[list[str], list[li
     header = ["row"]
     for k in ks:
         header += [f"R@{k}", f"ΔR@{k} [95% CI]", f"nDCG@{k}", f"hit@{k}", f"+/−@{k}"]
-    header.append(f"oracle share@{ks[-1]}")
+    last = ks[-1]
+    header.append(f"oracle share@{last}")
+    several = "off_topic" in by_k[last]["rows"]["vector"]
+    header += [f"inj. relevant@{last}", f"displ. relevant@{last}", f"q. unneeded@{last}"]
+    if several:
+        header += [f"inj. off topic@{last}", f"q. off topic@{last}"]
     cells: list[list[str]] = []
     for name in by_k[ks[0]]["rows"]:
         line = [name]
@@ -419,6 +640,10 @@ def table_rows(report: dict[str, Any], variant: str) -> tuple[list[str], list[li
             ]
         share = by_k[ks[-1]]["rows"][name]["oracle_share"]
         line.append("—" if share is None or name in ("vector", "oracle") else f"{share:.0%}")
+        row = by_k[last]["rows"][name]
+        keys = ["injected_precision", "displaced_relevant", "queries_unneeded"]
+        keys += ["off_topic", "queries_off_topic"] if several else []
+        line += [_share(row.get(key)) for key in keys]
         cells.append(line)
     return header, cells
 
@@ -427,12 +652,14 @@ def markdown_tables(report: dict[str, Any]) -> str:
     """The report as Markdown: a heading line and one table per variant."""
     commits = report["commits"]
     settings = report["settings"]
-    out = [
+    heading = (
         f"{report['name']} @ {report['head'][:12]}: {commits['teach']} teaching commits up to "
         f"{commits['split_at']}, {commits['queries']} test queries up to {commits['last_at']}; "
-        f"baseline {settings['retriever']}",
-        "",
-    ]
+        f"baseline {settings['retriever']}"
+        if "head" in report
+        else f"{report['name']}: {commits['queries']} queries"  # a --queries report
+    )
+    out = [heading, ""]
     for variant in report["variants"]:
         header, cells = table_rows(report, variant)
         out.append(f"{variant}:")

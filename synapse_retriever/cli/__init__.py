@@ -198,7 +198,20 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     quality.set_defaults(handler=cmd_bench_quality)
-    quality.add_argument("--git", required=True, metavar="PATH", help="git repository")
+    source = quality.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--git",
+        nargs="+",
+        metavar="PATH",
+        help="git repository; two or more: one store learns them all, and injections of "
+        "another repository's files are counted as off topic",
+    )
+    source.add_argument(
+        "--queries",
+        metavar="FILE",
+        help="JSON Lines of your own queries ({hits, relevant, optional query, at, used}), "
+        "scored over the store given with --store",
+    )
     quality.add_argument("--rev", default="HEAD", help="history to read (HEAD)")
     quality.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
     quality.add_argument("--split", type=float, default=0.8, help="teaching share (0.8)")
@@ -219,12 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="frozen: learn from teaching commits only; online: also after each query",
     )
     quality.add_argument("--rows", nargs="+", metavar="ROW", help="rows to score (all)")
-    quality.add_argument("--namespace", default="shared", help="namespace the graph learns in")
+    quality.add_argument(
+        "--namespace",
+        help="namespace the graph learns in (shared); with --queries, the active one (personal)",
+    )
     quality.add_argument(
         "--preset",
-        choices=["actr", "published"],
-        help="configuration of the synapse row (default: SynapseConfig(), the ACT-R rule); "
-        "synapse-published is always published",
+        choices=["actr", "published", "recency"],
+        help="configuration of the synapse row (default: SynapseConfig(), the ACT-R rule "
+        "gated by association); synapse-published is always published",
     )
     quality.add_argument(
         "--set",
@@ -232,7 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="override a SynapseConfig constant, e.g. --set keep_bonus=2.0",
     )
-    quality.add_argument("--store", metavar="STORE", help="keep the frozen graph in this new file")
+    quality.add_argument(
+        "--store",
+        metavar="STORE",
+        help="with --git (one repository): keep the frozen graph in this new file; with "
+        "--queries: the store to score over (an SQLite file is copied first: the queries' "
+        "used ids are learned into the copy)",
+    )
     quality.add_argument("--name", help="repository label in the tables")
     quality.add_argument("--json", metavar="FILE", help="write the full report ('-': stdout)")
     quality.add_argument("--markdown", action="store_true", help="print Markdown tables")

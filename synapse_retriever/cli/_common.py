@@ -29,7 +29,7 @@ from rich.progress import (
 )
 
 from synapse_retriever.capture.gitlog import parse_since
-from synapse_retriever.clock import to_seconds
+from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.store import SynapseStore
 
@@ -91,16 +91,6 @@ def in_calendar(seconds: float) -> bool:
     except (OverflowError, ValueError, OSError):
         return False
     return True
-
-
-def iso(seconds: float) -> str:
-    """ISO 8601 in UTC; a time no calendar date can show (a store written in milliseconds
-    before such times were refused) as its seconds."""
-    try:
-        moment = datetime.fromtimestamp(seconds, UTC)
-    except (OverflowError, ValueError, OSError):
-        return f"{seconds:.0f} s (beyond year 9999: synapse repair removes it)"
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def open_store(path: str, *, must_exist: bool) -> SynapseStore:

@@ -65,35 +65,48 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
         QualitySettings,
         markdown_tables,
         run_quality,
+        run_several,
         summary,
         table_rows,
     )
 
-    settings = QualitySettings(
-        split=args.split,
-        ks=tuple(args.k),
-        retriever=args.retriever,
-        variants=tuple(args.variant),
-        rows=tuple(args.rows) if args.rows else QualitySettings().rows,
-        namespace=args.namespace,
-        config=_config(args.set or [], args.preset),
-    )
-    since = parse_since(args.since) if args.since is not None else None
-    if args.store is not None:
-        if Path(args.store).exists():
-            raise CliError(f"--store {args.store!r} exists: give a new file for the learned graph")
-        check_output(args.store)
     check_output(args.json)
-    with progress_display(not args.quiet) as progress:
-        report = run_quality(
-            args.git,
-            settings,
-            rev=args.rev,
-            since=since,
-            progress=progress,
-            store_path=args.store,
-            name=args.name,
+    if args.queries is not None:
+        report = _bench_queries(args)
+    else:
+        settings = QualitySettings(
+            split=args.split,
+            ks=tuple(args.k),
+            retriever=args.retriever,
+            variants=tuple(args.variant),
+            rows=tuple(args.rows) if args.rows else QualitySettings().rows,
+            namespace=args.namespace or "shared",
+            config=_config(args.set or [], args.preset),
         )
+        since = parse_since(args.since) if args.since is not None else None
+        if len(args.git) > 1 and (args.store is not None or args.name is not None):
+            raise CliError("--store and --name take one repository: several are named by folder")
+        if args.store is not None:
+            if Path(args.store).exists():
+                raise CliError(
+                    f"--store {args.store!r} exists: give a new file for the learned graph"
+                )
+            check_output(args.store)
+        with progress_display(not args.quiet) as progress:
+            if len(args.git) > 1:
+                report = run_several(
+                    args.git, settings, rev=args.rev, since=since, progress=progress
+                )
+            else:
+                report = run_quality(
+                    args.git[0],
+                    settings,
+                    rev=args.rev,
+                    since=since,
+                    progress=progress,
+                    store_path=args.store,
+                    name=args.name,
+                )
     if args.json == "-":
         print_json(report)
         return 0
@@ -104,12 +117,18 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     else:
         out = console()
         commits = report["commits"]
-        out.print(
-            f"{report['name']} @ {report['head'][:12]}: {commits['teach']} teaching commits "
-            f"up to {commits['split_at']}, {commits['queries']} test queries "
-            f"({commits['test_without_query']} test commits only added files), "
-            f"baseline {settings.retriever}; numbers are percent"
-        )
+        if args.queries is not None:
+            out.print(
+                f"{report['name']}: {commits['queries']} queries from {args.queries}; "
+                "numbers are percent"
+            )
+        else:
+            out.print(
+                f"{report['name']} @ {report['head'][:12]}: {commits['teach']} teaching "
+                f"commits up to {commits['split_at']}, {commits['queries']} test queries "
+                f"({commits['test_without_query']} test commits only added files), "
+                f"baseline {report['settings']['retriever']}; numbers are percent"
+            )
         for variant in report["variants"]:
             header, cells = table_rows(report, variant)
             table = Table(*header, title=variant, title_justify="left")
@@ -121,6 +140,62 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     if args.json is not None:
         console(stderr=True).print(f"report written to {args.json}")
     return 0
+
+
+def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
+    """``bench quality --queries FILE --store STORE``: the report of
+    :func:`~synapse_retriever.bench.queries.run_queries`. The store is never written: an
+    SQLite file is copied to a temporary one first (the used ids are learned there); a
+    PostgreSQL store is read only, so its queries may not carry used ids."""
+    import sqlite3
+    import tempfile
+
+    from synapse_retriever.bench.queries import read_queries, run_queries
+    from synapse_retriever.persistence.postgres import is_postgres_url
+    from synapse_retriever.store import SynapseStore
+
+    if args.store is None:
+        raise CliError("--queries needs --store: the store to score the queries over")
+    git_only = {
+        "--rev": args.rev != "HEAD",
+        "--since": args.since is not None,
+        "--rows": bool(args.rows),
+        "--variant": args.variant != ["frozen", "online"],
+        "--retriever": args.retriever != "tfidf",
+        "--split": args.split != 0.8,
+    }
+    if any(git_only.values()):
+        given = [option for option, set_ in git_only.items() if set_]
+        raise CliError(f"{', '.join(given)} apply to --git, not to --queries")
+    queries = read_queries(args.queries)
+    config = _config(args.set or [], args.preset)
+    namespace = args.namespace or "personal"
+    learns = any(query.used for query in queries)
+    label = args.name or args.store
+    if is_postgres_url(args.store):
+        if learns:
+            raise CliError(
+                "the queries carry used ids, which would be written to the PostgreSQL store: "
+                "leave them out, or score over an SQLite copy"
+            )
+        with SynapseStore(args.store, config=config, read_only=True) as store:
+            return run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
+    if not Path(args.store).is_file():
+        raise CliError(f"--store {args.store!r} is not a store file")
+    with tempfile.TemporaryDirectory() as folder:
+        copy = str(Path(folder) / "copy.db")
+        source, target = sqlite3.connect(args.store), sqlite3.connect(copy)
+        try:
+            source.backup(target)
+        except sqlite3.DatabaseError as exc:
+            raise CliError(f"--store {args.store!r} is not a store file: {exc}") from None
+        finally:
+            source.close()
+            target.close()
+        with SynapseStore(copy, config=config) as store:
+            report = run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
+    report["store"] = args.store
+    return report
 
 
 def cmd_bench_macro(args: argparse.Namespace) -> int:

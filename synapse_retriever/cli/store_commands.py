@@ -11,10 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import signal
-import statistics
 import threading
-from collections import defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +19,7 @@ from rich.table import Table
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.errors import InvalidValueError, SynapseError
+from synapse_retriever.memory.stats import HALF_LIFE_BINS, WEIGHT_BINS, histogram
 from synapse_retriever.persistence.postgres import is_postgres_url
 
 if TYPE_CHECKING:
@@ -41,76 +39,19 @@ from synapse_retriever.cli._common import (
 )
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "neighbour_report", "stats_report"]
+# the histograms' bins live with the report, in the core (SynapseStore.stats)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """What stops ``synapse watch`` (Ctrl-C, a service manager, a closed terminal): its open
 window is written first."""
 
-WEIGHT_BINS = [i / 10 for i in range(11)]
-"""Edges of the weight histogram: ten bins of 0.1 (1.0 falls in the last)."""
-
-HALF_LIFE_BINS = [0.0, 7.0, 14.0, 30.0, 60.0, 90.0, 120.0, math.inf]
-"""Edges of the half-life histogram, in days (30 and 60 are the personal and shared defaults)."""
-
-
-def histogram(values: Sequence[float], edges: Sequence[float]) -> list[int]:
-    """Counts of ``values`` in the bins ``[edges[i], edges[i+1])``; the last bin is closed.
-
-    Values outside ``[edges[0], edges[-1]]`` are not counted.
-
-    Examples
-    --------
-    Half-lives of 3, 30, 30 and 200 days in the bins <7, 7–30, ≥30:
-
-    >>> histogram([3.0, 30.0, 30.0, 200.0], [0.0, 7.0, 30.0, math.inf])
-    [1, 0, 3]
-    """
-    counts = [0] * (len(edges) - 1)
-    last = len(counts) - 1
-    for value in values:
-        for i in range(len(counts)):
-            low, high = edges[i], edges[i + 1]
-            if low <= value < high or (i == last and value == high):
-                counts[i] += 1
-                break
-    return counts
-
-
-def _bin_label(low: float, high: float, *, digits: int) -> str:
-    if math.isinf(high):
-        return f"≥ {low:.{digits}f}"
-    return f"{low:.{digits}f} – {high:.{digits}f}"
-
 
 def stats_report(
     store: SynapseStore, at: float, namespace: str | None, *, name: str
 ) -> dict[str, Any]:
-    """What ``synapse stats --json`` prints (and the MCP ``stats`` tool returns): nodes,
-    live edges per namespace, and weight and half-life histograms at ``at``."""
-    graph = store.graph(at=at, namespaces=namespace)
-    per_ns: defaultdict[str, list[tuple[str, str, dict[str, Any]]]] = defaultdict(list)
-    for a, b, attrs in graph.edges(data=True):
-        per_ns[attrs["namespace"]].append((a, b, attrs))
-    weights = [attrs["weight"] for _, _, attrs in graph.edges(data=True)]
-    half_lives = [attrs["half_life_days"] for _, _, attrs in graph.edges(data=True)]
-    namespaces = {
-        ns: {
-            "nodes": len({n for a, b, _ in edges for n in (a, b)}),
-            "edges": len(edges),
-            "mean_weight": statistics.fmean(e[2]["weight"] for e in edges),
-            "median_half_life_days": statistics.median(e[2]["half_life_days"] for e in edges),
-        }
-        for ns, edges in sorted(per_ns.items())
-    }
-    return {
-        "store": name,
-        "at": iso(at),
-        "nodes": graph.number_of_nodes(),
-        "edges": graph.number_of_edges(),
-        "namespaces": namespaces,
-        "weight_histogram": _bins(weights, WEIGHT_BINS, digits=1),
-        "half_life_histogram_days": _bins(half_lives, HALF_LIFE_BINS, digits=0),
-    }
+    """What ``synapse stats --json`` prints (and the MCP ``stats`` tool returns):
+    :meth:`SynapseStore.stats` labelled ``name``."""
+    return store.stats(at, namespace, name=name)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -148,14 +89,6 @@ def cmd_stats(args: argparse.Namespace) -> int:
     ):
         out.print(_histogram_table(title, bins))
     return 0
-
-
-def _bins(values: Sequence[float], edges: Sequence[float], *, digits: int) -> list[dict[str, Any]]:
-    counts = histogram(values, edges)
-    return [
-        {"bin": _bin_label(edges[i], edges[i + 1], digits=digits), "edges": count}
-        for i, count in enumerate(counts)
-    ]
 
 
 def _histogram_table(title: str, bins: list[dict[str, Any]]) -> Table:

@@ -13,8 +13,12 @@ through learned co-use (ACT-R's spreading activation with log-lift strengths)::
 A hit that was never used has B = ``unused_base``. A hit defends its slot with a bonus
 of ``keep_bonus`` (the evidence of the vector match) and only ``defend_association``
 of its association with the other hits (they are alike by construction); an absent
-node takes the slot of the weakest non-protected hit only if its activation beats that
-hit's defending activation plus the bonus. At most ``max_inject`` such swaps; the first
+node takes the slot of the weakest non-protected hit only if it is associated with the
+query (the association gate: a learned edge with at least one hit, and a mean log-lift
+Σ_j W_j S_ji / Σ_j W_j of at least ``min_association``) and its activation beats that
+hit's defending activation plus the bonus. Base level orders the associated nodes; the
+recency prior (``SynapseConfig.recency()``) lifts the gate, letting the latest events'
+nodes in on their base level alone. At most ``max_inject`` such swaps; the first
 ``seeds`` hits never move. The list never grows, its order is kept, and a store that
 learned nothing changes nothing.
 
@@ -483,18 +487,29 @@ def plan(
 ) -> ActrPlan:
     """The ACT-R rule's plan for validated ``hits`` (best first) at time ``now``.
 
-    Each hit's candidates are its ``association_fan`` most co-used live neighbours and the
-    latest events' nodes; every one gets A = B + W × lift (the module's formula, with a
-    hit's share of the association ``defend_association``); a memory that stopped
-    learning g days ago raises ``unused_base`` by ``stale_unused × ln(1 + g)``.
+    The candidates are each hit's ``association_fan`` most co-used live neighbours (the
+    association gate, ``require_association``: nothing else may take a slot), or, under
+    the recency prior, those and the latest events' nodes. Every one gets A = B + W × lift
+    (the module's formula, with a hit's share of the association ``defend_association``);
+    a memory that stopped learning g days ago raises ``unused_base`` by
+    ``stale_unused × ln(1 + g)``. Under the gate a candidate also needs its lift (the mean
+    log-lift with the hits) to be at least ``min_association``.
 
     Examples
     --------
-    >>> from synapse_retriever import SynapseStore
+    >>> from synapse_retriever import SynapseConfig, SynapseStore
     >>> store = SynapseStore(":memory:")
     >>> _ = store.reinforce(["a", "b"], at=0)
     >>> store.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # b: B 0 beats x's -6 + 3
     ['b']
+    >>> store.use(["readme"], at=0)  # used, but with none of the hits
+    >>> store.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # gated out
+    ['b']
+    >>> recency = SynapseStore(":memory:", config=SynapseConfig.recency())
+    >>> _ = recency.reinforce(["a", "b"], at=0)
+    >>> recency.use(["readme"], at=0)
+    >>> recency.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # readme: B 0 too
+    ['b', 'readme']
     """
     settings = {
         "seeds": config.seeds,
@@ -512,7 +527,8 @@ def plan(
         if config.association_fan
         else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
     )
-    recent = uses.recent_nodes(factors, until=now)
+    gated = config.require_association
+    recent = np.zeros(0, np.int64) if gated else uses.recent_nodes(factors, until=now)
     known = ids[ids >= 0]
     nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
     counts, base = uses.levels(nodes, now, factors, config.base_decay)
@@ -540,7 +556,12 @@ def plan(
     )
     movable = [by_name[node] for node, _ in hits[config.seeds :]]
     floor = min(movable, default=math.inf) + config.keep_bonus
-    strong = np.flatnonzero((activation > floor) & ~present)
+    eligible = (activation > floor) & ~present
+    if gated:  # an edge with a hit, and at least min_association of lift
+        linked = np.zeros(nodes.size, bool)
+        linked[np.searchsorted(nodes, np.concatenate([row for row, _ in sources]))] = True
+        eligible &= linked & (lift >= config.min_association)
+    strong = np.flatnonzero(eligible)
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
     head = len(hits) + config.max_inject  # what a swap reads first
     by_name.update(zip(order[:head], order.values(head), strict=True))

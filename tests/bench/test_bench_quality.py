@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from git_history import BASE, DAY, commit, init, make_project
+from git_history import BASE, DAY, commit, init, make_mixed_project, make_project
 
 from synapse_retriever import SynapseConfig, SynapseStore
 from synapse_retriever.bench.methods import (
@@ -29,7 +29,12 @@ from synapse_retriever.bench.metrics import (
     paired_bootstrap_ci,
     recall_at_k,
 )
-from synapse_retriever.bench.quality import QualitySettings, markdown_tables, run_quality
+from synapse_retriever.bench.quality import (
+    QualitySettings,
+    markdown_tables,
+    run_quality,
+    run_several,
+)
 from synapse_retriever.bench.retrievers import Bm25Retriever, Document, TfidfRetriever, tokenize
 from synapse_retriever.capture.gitlog import Commit
 from synapse_retriever.context.minilm import MiniLmUnavailableError, minilm_files
@@ -319,6 +324,98 @@ def test_markdown_tables(report: dict) -> None:  # type: ignore[type-arg]
     text = markdown_tables(report)
     assert "| synapse-published | 100.0 | +50.0 [+50.0, +50.0] | 85.0 | 100.0 | 10/0 |" in text
     assert text.count("| row |") == 2
+
+
+def test_precision_columns(report: dict) -> None:  # type: ignore[type-arg]
+    for variant in ("frozen", "online"):
+        vector = _row(report, variant, 5, "vector")
+        assert (vector["injected"], vector["displaced"]) == (0, 0)
+        assert vector["injected_precision"] is None and vector["queries_unneeded"] == 0.0
+        # the published rule injects each query's partner, once, into the weakest slot: every
+        # injection relevant; it displaces a filler (never relevant)
+        published = _row(report, variant, 5, "synapse-published")
+        assert (published["injected"], published["injected_precision"]) == (10, 1.0)
+        assert (published["displaced"], published["displaced_relevant"]) == (10, 0.0)
+        assert published["queries_unneeded"] == 0.0
+        assert "off_topic" not in published  # one history: no other project
+    # the recency row fills both weak slots with the latest commit's files: online, never
+    # the query's (20 injections, none relevant, every query given one it did not need)
+    recency = _row(report, "online", 10, "recency")
+    assert (recency["injected"], recency["injected_precision"]) == (20, 0.0)
+    assert recency["queries_unneeded"] == 1.0
+    text = markdown_tables(report)
+    assert "| inj. relevant@10 | displ. relevant@10 | q. unneeded@10 |" in text
+
+
+@pytest.fixture(scope="module")
+def several(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    # two projects, the second's commits twelve hours after the first's every day: one
+    # store learns both, interleaved in time (their files named alpha/... and beta/...)
+    folder = tmp_path_factory.mktemp("several")
+    alpha = make_project(folder / "alpha")
+    beta = make_project(folder / "beta", start=BASE + DAY // 2)
+    reports = {}
+    for name, config in (("default", SynapseConfig()), ("recency", SynapseConfig.recency())):
+        settings = QualitySettings(
+            config=config, rows=("synapse", "synapse-blind", "recency", "oracle")
+        )
+        reports[name] = run_several([alpha, beta], settings)
+    return reports
+
+
+def test_several_histories_in_one_store(several: dict) -> None:  # type: ignore[type-arg]
+    report = several["default"]
+    assert report["name"] == "alpha + beta" and report["projects"] == ["alpha", "beta"]
+    # 96 events merged by time: 76 teach, 20 test (the last 10 of each, interleaved)
+    assert (report["commits"]["teach"], report["commits"]["test"]) == (76, 20)
+    assert report["commits"]["queries"] == 20
+    json.dumps(report)
+    for variant in ("frozen", "online"):
+        vector = _row(report, variant, 10, "vector")
+        assert vector["off_topic"] is None and vector["queries_off_topic"] == 0.0
+        # the default injects only what is associated with a hit: its own partner
+        synapse = _row(report, variant, 10, "synapse")
+        assert synapse["off_topic"] == 0.0 and synapse["queries_off_topic"] == 0.0
+        assert synapse["recall"] == 1.0 and synapse["injected_precision"] == 1.0
+        # the query-blind recency baseline takes the other project's latest files too
+        assert _row(report, variant, 10, "recency")["queries_off_topic"] > 0
+    text = markdown_tables(report)
+    assert "| inj. off topic@10 | q. off topic@10 |" in text
+
+
+def test_the_recency_preset_injects_off_topic_files(several: dict) -> None:  # type: ignore[type-arg]
+    default = _row(several["default"], "online", 10, "synapse")
+    recency = _row(several["recency"], "online", 10, "synapse")
+    # the other project's latest files, used twelve hours before the query, beat the
+    # never-used fillers on base level alone: the prior injects them, the gate never
+    assert recency["queries_off_topic"] > 0 and recency["off_topic"] > 0
+    assert default["queries_off_topic"] == 0.0
+    assert recency["injected_precision"] < default["injected_precision"]
+
+
+def test_on_two_noisier_histories_the_gate_keeps_recall_and_injects_nothing_off_topic(
+    tmp_path: Path,
+) -> None:
+    # two generated projects interleaved in time (docs/benchmarks/quality.md measures on these)
+    alpha = make_mixed_project(tmp_path / "alpha", seed=1)
+    beta = make_mixed_project(tmp_path / "beta", seed=2, start=BASE + 3 * 3600)
+    rows = {}
+    for name, config in (("default", SynapseConfig()), ("recency", SynapseConfig.recency())):
+        settings = QualitySettings(config=config, rows=("synapse",), variants=("online",))
+        report = run_several([alpha, beta], settings)
+        rows[name] = report["variants"]["online"]["by_k"]["10"]["rows"]
+    default, recency = rows["default"]["synapse"], rows["recency"]["synapse"]
+    assert default["off_topic"] == 0.0 and default["queries_off_topic"] == 0.0
+    assert recency["off_topic"] > 0.0 and recency["queries_off_topic"] > 0.0
+    assert default["recall"] >= recency["recall"] > rows["default"]["vector"]["recall"]
+    assert default["injected_precision"] > recency["injected_precision"]
+
+
+def test_several_histories_are_validated(project: Path) -> None:
+    with pytest.raises(InvalidValueError, match="two or more distinct names"):
+        run_several([project], QualitySettings())
+    with pytest.raises(InvalidValueError, match="two or more distinct names"):
+        run_several([project, project], QualitySettings())
 
 
 def test_settings_are_validated() -> None:

@@ -128,6 +128,17 @@ def test_stats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "0 live edges" in out and "no live edges" in out
 
 
+def test_store_stats_in_python_is_what_stats_json_prints(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for extra in ([], ["--namespace", "shared"], ["--namespace", "personal"]):
+        code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json", *extra)
+        assert code == 0
+        with SynapseStore(store) as opened:
+            namespace = extra[1] if extra else None
+            assert opened.stats(int(NEAR), namespace) == json.loads(out)  # labelled by path
+
+
 def test_rename_moves_a_node_and_refuses_a_merge(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -337,6 +348,86 @@ def test_bench_quality_json_to_stdout(project: Path, capsys: pytest.CaptureFixtu
     code, out, _ = run(capsys, *args, "--variant", "frozen", "--k", "5", "--rows", "oracle")
     assert code == 0
     assert list(json.loads(out)["variants"]["frozen"]["by_k"]["5"]["rows"]) == ["vector", "oracle"]
+
+
+def test_bench_quality_over_your_own_queries(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the bootstrapped store (namespace shared) knows jwt.py and keys.py change together
+    queries = tmp_path / "queries.jsonl"
+    lines = [
+        {"query": "token expiry", "hits": [[JWT, 0.9], ["README.md", 0.4]],
+         "relevant": [JWT, KEYS], "at": int(NEAR)},
+        {"hits": [JWT, "README.md"], "relevant": [KEYS, "README.md"],
+         "at": int(NEAR) + DAY, "used": ["README.md", KEYS]},
+        {"hits": ["README.md", "docs/x.md"], "relevant": [KEYS], "at": int(NEAR) + 2 * DAY},
+    ]  # fmt: skip
+    queries.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    before = store.read_bytes()
+    args = ["bench", "quality", "--queries", str(queries), "--store", str(store), "--k", "2"]
+    code, out, _ = run(capsys, *args, "--namespace", "shared", "--json", "-")
+    assert code == 0
+    report = json.loads(out)
+    rows = report["variants"]["online"]["by_k"]["2"]["rows"]  # a line has used ids: online
+    # vector: 1/2, 1/2, 0; the store swaps keys.py in for README.md in the first two
+    # (recall 1 and 1/2), and after the second query learns README.md with keys.py, keys.py
+    # comes in with the third's README.md hit (recall 1)
+    assert rows["vector"]["per_query_recall"] == [0.5, 0.5, 0.0]
+    assert rows["synapse"]["per_query_recall"] == [1.0, 0.5, 1.0]
+    assert (rows["synapse"]["injected"], rows["synapse"]["injected_precision"]) == (3, 1.0)
+    # the second query's displaced README.md was relevant: 1 of 3 displaced
+    assert rows["synapse"]["displaced_relevant"] == pytest.approx(1 / 3)
+    assert report["variants"]["online"]["queries"] == ["token expiry", "", ""]
+    assert store.read_bytes() == before  # learned into a copy: the store is untouched
+    code, out, _ = run(capsys, *args, "--namespace", "shared", "--markdown")
+    assert code == 0 and "| synapse | 83.3 |" in out
+    code, out, _ = run(capsys, *args, "--namespace", "shared")
+    assert code == 0 and "3 queries from" in out
+
+
+def test_bench_quality_over_your_own_queries_refuses_bad_input(
+    store: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"hits": ["a", "b"], "relevant": ["b"]}\n{"hits": [["a", "high"]]}\n')
+    base = ["bench", "quality", "--queries", str(queries)]
+    cases = [
+        (base, "needs --store"),
+        ([*base, "--store", str(store)], "line 2: a hit must be an id or [id, finite score]"),
+        ([*base, "--store", str(tmp_path / "none.db")], "line 2"),
+        (["bench", "quality", "--queries", str(tmp_path / "none.jsonl"), "--store", str(store)],
+         "none.jsonl"),
+    ]  # fmt: skip
+    queries_ok = tmp_path / "ok.jsonl"
+    queries_ok.write_text('{"hits": ["a", "b"], "relevant": ["b"]}\n')
+    ok = ["bench", "quality", "--queries", str(queries_ok)]
+    cases += [
+        ([*ok, "--store", str(store), "--rows", "oracle"], "--rows apply to --git"),
+        ([*ok, "--store", str(tmp_path / "none.db")], "not a store file"),
+        ([*ok, "--store", str(queries_ok)], "not a store file"),
+        (["bench", "quality", "--git", str(project), str(project), "--store", "x.db"],
+         "take one repository"),
+    ]  # fmt: skip
+    for args, fragment in cases:
+        code, _, err = run(capsys, *args, "--quiet")
+        assert code == 2, args
+        _one_error_line(err, fragment)
+
+
+def test_bench_quality_on_two_histories(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = make_project(tmp_path / "other", cycles=3, start=BASE + DAY // 2)
+    args = ["bench", "quality", "--git", str(project), str(other), "--json", "-", "--quiet"]
+    code, out, _ = run(capsys, *args, "--rows", "synapse", "--k", "10")
+    assert code == 0
+    report = json.loads(out)
+    assert report["projects"] == ["project", "other"]
+    synapse = report["variants"]["online"]["by_k"]["10"]["rows"]["synapse"]
+    assert synapse["off_topic"] == 0.0 and synapse["queries_off_topic"] == 0.0
+    code, out, _ = run(capsys, *args, "--rows", "recency", "--k", "10")
+    recency = json.loads(out)["variants"]["online"]["by_k"]["10"]["rows"]["recency"]
+    assert code == 0 and recency["queries_off_topic"] == 1.0  # the other's latest files
 
 
 def test_bench_macro_averages_reports(

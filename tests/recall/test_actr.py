@@ -125,7 +125,8 @@ def test_swap_keeps_the_token_budget() -> None:
 
 
 def test_the_store_computes_base_level_plus_association() -> None:
-    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+    # the recency prior: the unassociated nodes are candidates too, to be worked by hand
+    store = SynapseStore(":memory:", config=SynapseConfig.recency())
     store.reinforce(["jwt", "keys"], namespace="shared", at=0)
     store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
     store.reinforce(["old", "other"], namespace="shared", at=0)  # an unrelated co-activation
@@ -181,7 +182,8 @@ def test_the_default_swaps_at_most_two_nodes_in_as_published() -> None:
 
 def test_recall_swaps_in_at_most_two_of_three_qualifying_nodes_by_default() -> None:
     hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5)]  # never used
-    for config, swaps in ((SynapseConfig(), 2), (SynapseConfig(max_inject=3), 3)):
+    # the recency prior (x, y and z share no edge with a hit), at the default cap and at 3
+    for config, swaps in ((SynapseConfig.recency(), 2), (SynapseConfig.recency(max_inject=3), 3)):
         with SynapseStore(":memory:", config=config) as store:
             store.reinforce(["x", "y", "z"], at=0)
             # a day later x, y and z have A = ln 1^-0.5 + 0 = 0 (lift: ln(1 × 1 / (1 × 1)) = 0);
@@ -226,8 +228,15 @@ events = st.lists(
 hit_lists = st.lists(st.sampled_from("abcdefghijklm"), min_size=0, max_size=10, unique=True)
 
 
-def _recall(history: list[tuple[list[str], float]], ids: list[str]) -> list[str]:
-    store = SynapseStore(":memory:", config=SynapseConfig.actr())
+configs = st.sampled_from([SynapseConfig(), SynapseConfig.recency()])
+
+
+def _recall(
+    history: list[tuple[list[str], float]],
+    ids: list[str],
+    config: SynapseConfig | None = None,
+) -> list[str]:
+    store = SynapseStore(":memory:", config=config or SynapseConfig())
     at = 0.0
     for nodes, gap in history:
         at += gap * DAY
@@ -242,23 +251,47 @@ def _recall(history: list[tuple[list[str], float]], ids: list[str]) -> list[str]
 
 
 @settings(max_examples=60, deadline=None)
-@given(events, hit_lists)
+@given(events, hit_lists, configs)
 def test_recall_never_grows_the_result_and_keeps_an_original(
-    history: list[tuple[list[str], float]], ids: list[str]
+    history: list[tuple[list[str], float]], ids: list[str], config: SynapseConfig
 ) -> None:
-    result = _recall(history, ids)
+    result = _recall(history, ids, config)
     assert len(result) == len(ids)
     assert len(set(result)) == len(result)
     if ids:
         assert result[0] == ids[0]  # the first hit never moves: at least one original stays
-        assert sum(node in ids for node in result) >= max(1, len(ids) - 3)
+        assert sum(node in ids for node in result) >= len(ids) - 2  # at most 2 swaps
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, hit_lists, st.sampled_from([0.0, 0.5, 2.0]))
+def test_the_default_injects_only_nodes_with_an_edge_to_a_hit(
+    history: list[tuple[list[str], float]], ids: list[str], minimum: float
+) -> None:
+    config = SynapseConfig(min_association=minimum)
+    store = SynapseStore(":memory:", config=config)
+    at = 0.0
+    for nodes, gap in history:
+        at += gap * DAY
+        if len(set(nodes)) > 1:
+            store.reinforce(nodes, at=at)
+        else:
+            store.use(nodes, at=at)
+    hits = [(node, 1.0 - i / 20) for i, node in enumerate(ids)]
+    plan = store.plan(hits, at=at + DAY)
+    for hit in plan.inject():
+        if hit.origin == "injected":
+            assert any(store.weight(hit.id, node, at=at + DAY) > 0 for node in ids)
+            # and its path starts at a hit it was used with
+            assert hit.path[0] in ids and hit.path[1] == hit.id
+    store.close()
 
 
 @settings(max_examples=30, deadline=None)
-@given(hit_lists)
-def test_a_cold_store_is_the_identity(ids: list[str]) -> None:
+@given(hit_lists, configs)
+def test_a_cold_store_is_the_identity(ids: list[str], config: SynapseConfig) -> None:
     hits = [(node, 1.0 - i / 20) for i, node in enumerate(ids)]
-    with SynapseStore(":memory:", config=SynapseConfig.actr()) as store:
+    with SynapseStore(":memory:", config=config) as store:
         result = store.recall(hits, at=0)
     assert [(h.id, h.score, h.origin) for h in result] == [(n, s, "vector") for n, s in hits]
 
@@ -270,12 +303,13 @@ def test_unused_base_is_the_floor_of_every_activation() -> None:
 def test_a_reopened_store_keeps_its_use_history(tmp_path: object) -> None:
     path = f"{tmp_path}/synapses.db"
     hits = [("jwt", 0.9), ("login", 0.5)]
-    with SynapseStore(path, config=SynapseConfig.actr()) as store:
+    config = SynapseConfig.recency()  # readme, used alone, is a candidate too
+    with SynapseStore(path, config=config) as store:
         store.reinforce(["jwt", "keys"], namespace="shared", at=0)
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
         store.use(["readme"], namespace="shared", at=2 * DAY)
         before = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
-    with SynapseStore(path, config=SynapseConfig.actr()) as store:
+    with SynapseStore(path, config=config) as store:
         after = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
         assert [h.id for h in store.recall(hits, at=4 * DAY, active_namespace="shared")] == [
             "jwt",
@@ -374,7 +408,7 @@ def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) ->
     # scratch, with the default weight tolerance: the ACT-R rule's plan is exact
     import tempfile
 
-    config = dataclasses.replace(SynapseConfig.actr(), recent_events=4, use_history=3)
+    config = SynapseConfig.recency(recent_events=4, use_history=3)  # the recent log read too
     with tempfile.TemporaryDirectory() as folder:
         path = f"{folder}/s.db"
         store = SynapseStore(path, config=config)
@@ -405,7 +439,7 @@ def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) ->
 
 def test_uses_written_by_another_process_are_seen_here(tmp_path: object) -> None:
     path = f"{tmp_path}/s.db"
-    config = dataclasses.replace(SynapseConfig.actr(), refresh_interval_s=0.0)
+    config = SynapseConfig.recency(refresh_interval_s=0.0)  # readme: a use, no edge
     reader = SynapseStore(path, config=config)
     hits = [("jwt", 0.9), ("login", 0.5)]
     assert [h.id for h in reader.recall(hits, at=DAY)] == ["jwt", "login"]
@@ -514,7 +548,7 @@ def test_a_hit_keeps_its_most_co_used_neighbours_ties_to_the_smaller_id() -> Non
 
 
 def test_reinforcing_one_node_records_a_use_once_per_event_id() -> None:
-    store = SynapseStore(":memory:")
+    store = SynapseStore(":memory:", config=SynapseConfig.recency())  # a use, no edge
     assert store.reinforce(["readme"], at=0, event_id="run:1") == 0  # no pair, no edge
     assert store.reinforce(["readme"], at=0, event_id="run:1") == 0  # a replay: nothing
     node = np.array([store._mirror.graph.index["readme"]])
@@ -545,3 +579,49 @@ def test_with_no_neighbours_read_the_rule_is_query_blind() -> None:
     assert "b" in results["seen"]  # a's neighbour, reached through the hit
     assert "b" not in results["blind"]  # not read: only c and d were candidates
     assert results["blind"][1:] == results["blind other"][1:]  # the query's hit changes nothing
+
+
+def test_an_unassociated_recent_node_is_never_injected_by_default() -> None:
+    # billing.py is used in every task of the week, never with jwt.py or its partner
+    hits = [("jwt.py", 0.9), ("login.md", 0.5), ("faq.md", 0.4)]
+    results = {}
+    for name, config in (("default", SynapseConfig()), ("recency", SynapseConfig.recency())):
+        with SynapseStore(":memory:", config=config) as store:
+            store.reinforce(["jwt.py", "keys.py"], at=0)
+            for day in range(1, 8):
+                store.reinforce(["billing.py", "invoice.py"], at=day * DAY)
+            results[name] = [(h.id, h.origin) for h in store.recall(hits, at=8 * DAY)]
+    # billing and invoice: B = ln(Σ_{d=1..7} d^-0.5) = ln 4.18 = 1.43, beating the never-used
+    # hits' −6 + ln 2 + 3 = −2.31 on base level alone: the recency prior injects them
+    assert ("billing.py", "injected") in results["recency"]
+    # the gate: only keys.py (an edge with jwt.py) may take a slot
+    assert results["default"] == [
+        ("jwt.py", "vector"),
+        ("login.md", "vector"),
+        ("keys.py", "injected"),
+    ]
+
+
+def test_min_association_keeps_out_weakly_associated_nodes() -> None:
+    def recall(minimum: float) -> list[str]:
+        with SynapseStore(":memory:", config=SynapseConfig(min_association=minimum)) as store:
+            store.reinforce(["jwt.py", "keys.py"], at=0)
+            store.reinforce(["a", "b"], at=0)  # an unrelated event: N = 2
+            plan = store.plan([("jwt.py", 0.9), ("x", 0.5)], at=DAY)
+            return [h.id for h in plan.inject()]
+
+    # keys.py: S = ln(c × N / (n_jwt × n_keys)) = ln(1 × 2 / 1) = ln 2 = 0.69315 from jwt
+    # (weight 1); x lends nothing (never used) but weighs 0.5 / 0.9 = 0.55556 in the mean:
+    # 0.69315 / 1.55556 = 0.44560
+    assert recall(0.0) == ["jwt.py", "keys.py"]
+    assert recall(0.445) == ["jwt.py", "keys.py"]
+    assert recall(0.446) == ["jwt.py", "x"]
+
+
+def test_min_association_is_validated_and_needs_the_gate() -> None:
+    with pytest.raises(InvalidValueError, match="min_association must be a finite number"):
+        SynapseConfig(min_association=-0.1)
+    with pytest.raises(InvalidValueError, match="require_association=False"):
+        SynapseConfig.recency(min_association=0.5)
+    with pytest.raises(TypeError, match="require_association must be a bool"):
+        SynapseConfig(require_association=1)  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ from synapse_retriever import (
     usage_ids,
     validate_namespace,
 )
+from synapse_retriever.clock import Clock
 
 __all__ = ["SynapseRetriever", "document_id"]
 
@@ -62,9 +63,9 @@ class SynapseRetriever(BaseRetriever):
     :class:`~langchain_synapse.SynapseCallbackHandler`) are linked in a
     :class:`~synapse_retriever.SynapseStore`. At query time, by default (the ACT-R
     rule), up to two documents it missed (resolved through ``docstore``) take the
-    slots of its weakest hits when they beat them by a margin: documents used recently
-    and often, the more so when used with the hits (a document used recently may take a
-    slot even when nothing ties it to the query); the first hit never moves. Under
+    slots of its weakest hits when they beat them by a margin: documents used with the
+    hits (the association gate: nothing else is injected), the more recently and often the
+    stronger (``SynapseConfig.recency()`` lifts the gate); the first hit never moves. Under
     ``SynapseConfig.published()`` the upstream's documents present in the graph's
     neighbourhood are boosted, and at most two strongly associated documents are
     injected. The output has exactly ``min(k, len(upstream))`` documents; a cold graph
@@ -171,6 +172,7 @@ class SynapseRetriever(BaseRetriever):
         used: Iterable[Document | str],
         strength: float = 1.0,
         namespace: str | None = None,
+        at: Clock = None,
     ) -> int:
         """Reinforce documents (or ids) the application used together, as one event.
 
@@ -182,6 +184,8 @@ class SynapseRetriever(BaseRetriever):
                 ``metadata[id_key]``, else a content hash) or ids, used together.
             strength: Δw = learning_rate × strength, clamped to ``[0, max_strength]``.
             namespace: Where the edges go; ``active_namespace`` by default.
+            at: When they were used: an aware datetime or POSIX seconds (None: now), e.g.
+                to replay a log of past tasks in time order.
 
         Returns:
             The number of edges written (pairs of distinct ids).
@@ -197,9 +201,11 @@ class SynapseRetriever(BaseRetriever):
             1
             >>> retriever.record_usage(["auth/jwt.py", "config/keys.py", "tests/test_jwt.py"])
             3
+            >>> retriever.record_usage(["billing/invoice.py", "billing/tax.py"], at=1_700_000_000)
+            1
         """
         ids = usage_ids(used, lambda doc: document_id(doc, self.id_key), Document)
-        return self.store.reinforce(ids, strength, namespace or self.active_namespace)
+        return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
 
     def _get_relevant_documents(
         self,

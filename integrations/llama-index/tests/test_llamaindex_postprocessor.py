@@ -527,3 +527,14 @@ def test_never_more_nodes_out_than_in_and_upstream_untouched(
         for node_id, score in hits:
             upstream.setdefault(node_id, []).append(score)
         assert all(n.score in upstream[n.node.node_id] for n in kept)
+
+
+def test_record_usage_takes_the_time_of_use() -> None:
+    synapse = SynapsePostprocessor(store=":memory:")
+    day = 86_400
+    assert synapse.record_usage(["a", make_node("x")], at=0) == 1
+    assert synapse.record_usage(["a", "x"], at=10 * day) == 1
+    edge = synapse.store.edge("a", "x")
+    assert edge is not None and edge.last_reinforced_at == 10 * day
+    with pytest.raises(ValueError, match="earlier"):
+        synapse.record_usage(["a", "x"], at=day)  # before the edge's last reinforcement

@@ -212,7 +212,7 @@ def test_a_co_used_document_vector_search_misses_takes_the_weakest_slot(tmp_path
     assert reopened.batch([QUERY, QUERY]) == [result, result]
 
 
-def test_by_default_recent_use_decides_and_association_adds_on_faiss(tmp_path: Path) -> None:
+def test_by_default_association_decides_and_recent_use_orders_on_faiss(tmp_path: Path) -> None:
     vectors = vector_store()
     upstream = vectors.as_retriever(search_kwargs={"k": 4})
     top = upstream.invoke(QUERY)
@@ -241,26 +241,41 @@ def test_by_default_recent_use_decides_and_association_adds_on_faiss(tmp_path: P
     # association with the hits: it met jwt.py in 2 of N = 3 events, each used twice:
     # S = ln(2 × 3 / (2 × 2)) = 0.405, times jwt.py's weight 1 over the rank weights
     # 1 + 0.75 + 0.5 + 0.25 = 2.5: 0.162, A = 6.539. invoice.py and theme.css, used once
-    # together in an unrelated run: B = 5.683, no association. login.py, tokens.md and
-    # session.py were never used: −6 + 3 (keep bonus) = −3. Only the first hit is fixed and
-    # at most 2 may be swapped (the default): the two weakest slots (ties: the later position
-    # first), session.py's and tokens.md's, go to keys.py, the better one, and invoice.py
-    # (ahead of theme.css, its equal, by id); login.py keeps its slot.
+    # together in an unrelated run (B = 5.683), share no edge with a hit: the association
+    # gate keeps them out. login.py, tokens.md and session.py were never used: −6 + 3 (keep
+    # bonus) = −3. keys.py takes the weakest slot (ties: the later position), session.py's.
     assert [doc.id for doc in result] == [
+        "auth/jwt.py",
+        "auth/login.py",
+        "docs/tokens.md",
+        "config/keys.py",
+    ]
+    assert result[:3] == top[:3]
+    keys = result[3]
+    assert keys.metadata["synapse_path"] == "auth/jwt.py -> config/keys.py"
+    assert keys.metadata["synapse_displaced"] == "auth/session.py"
+    expected = 0.5 * math.log(86400) + math.log(2) + math.log(1.5) / 2.5  # 6.539
+    slack = 0.5 * math.log(60)  # on a slow machine: every use aged up to a minute
+    assert expected - slack <= keys.metadata["synapse_energy"] <= expected + 1e-6
+
+    # The recency prior lets invoice.py in on its base level alone: the two weakest slots
+    # go to keys.py, the better one, and invoice.py (ahead of theme.css, its equal, by id).
+    prior = SynapseRetriever(
+        base_retriever=upstream,
+        store=str(tmp_path / "synapses.db"),
+        docstore=vectors,
+        config=SynapseConfig.recency(),
+    )
+    recency = prior.invoke(QUERY)
+    assert [doc.id for doc in recency] == [
         "auth/jwt.py",
         "auth/login.py",
         "config/keys.py",
         "billing/invoice.py",
     ]
-    assert result[:2] == top[:2]
-    keys, invoice = result[2:]
-    assert keys.metadata["synapse_path"] == "auth/jwt.py -> config/keys.py"
-    assert keys.metadata["synapse_displaced"] == "docs/tokens.md"
-    expected = 0.5 * math.log(86400) + math.log(2) + math.log(1.5) / 2.5  # 6.539
-    slack = 0.5 * math.log(60)  # on a slow machine: every use aged up to a minute
-    assert expected - slack <= keys.metadata["synapse_energy"] <= expected + 1e-6
-    assert invoice.metadata["synapse_path"] == ""
-    assert invoice.metadata["synapse_displaced"] == "auth/session.py"
+    assert recency[3].metadata["synapse_path"] == ""
+    assert recency[3].metadata["synapse_displaced"] == "auth/session.py"
+    prior.store.close()
 
     # Reopened, the store rebuilds its use history from the edges (approximately: the
     # docs/concepts.md, "Time, storage and concurrency"), and recalls the same documents.

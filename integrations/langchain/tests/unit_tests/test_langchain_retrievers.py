@@ -296,10 +296,18 @@ JUST_NOW = 0.5 * math.log(86400)  # 5.6834
 WITHIN_A_MINUTE = 0.5 * math.log(1440)  # 3.6366
 
 
-def test_by_default_recently_used_documents_take_the_weakest_slots_unasked(
+def test_by_default_recently_used_documents_unrelated_to_the_query_are_never_injected(
     upstream: ListRetriever, docstore: InMemoryStore
 ) -> None:
     retriever = make(upstream, docstore=docstore)
+    retriever.record_usage(["x", "y"])  # nothing ties x and y to the query's documents
+    assert retriever.invoke("q") == upstream.docs  # the association gate: nothing to inject
+
+
+def test_the_recency_preset_injects_recently_used_documents_unasked(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    retriever = make(upstream, docstore=docstore, config=SynapseConfig.recency())
     retriever.record_usage(["x", "y"])  # nothing ties x and y to the query's documents
     result = retriever.invoke("q")
     # x and y: B = 5.6834, no association; both beat the −3 of e and d (ties: the later
@@ -322,13 +330,12 @@ def test_by_default_a_co_used_document_adds_its_association_with_the_hits(
     result = retriever.invoke("q")
     # x: B = 5.6834 plus its association with the hits: it met a in 1 of N = 2 events, each
     # used once: S = ln(1 × 2 / (1 × 1)) = 0.6931, times a's weight 1 over all the hits'
-    # weights 3.0: 0.2310. ghost and y: B alone; ghost cannot be fetched and costs no slot.
-    # Victims e, then d (−3 each); x, the stronger, takes the better slot, d's
-    assert ids(result) == ["a", "b", "c", "x", "y"]
-    injected = result[3]
+    # weights 3.0: 0.2310. y and ghost met no hit: gated out, however recent.
+    # x beats the weakest victim e (−3) and takes its slot
+    assert ids(result) == ["a", "b", "c", "d", "x"]
+    injected = result[4]
     assert injected.metadata["synapse_path"] == "a -> x"
-    assert injected.metadata["synapse_displaced"] == "d"
-    assert result[4].metadata["synapse_displaced"] == "e"
+    assert injected.metadata["synapse_displaced"] == "e"
     association = math.log(2) / 3.0
     energy = injected.metadata["synapse_energy"]
     assert WITHIN_A_MINUTE + association <= energy <= JUST_NOW + association + 1e-6
@@ -610,3 +617,19 @@ def test_every_field_is_described() -> None:
     own = set(SynapseRetriever.model_fields) - {"name", "tags", "metadata"}
     assert {"base_retriever", "store", "docstore", "id_key", "k", "active_namespace"} <= own
     assert all(SynapseRetriever.model_fields[f].description for f in own)
+
+
+def test_record_usage_takes_the_time_of_use() -> None:
+    retriever = SynapseRetriever(base_retriever=RunnableLambda(lambda query: []), store=":memory:")
+    day = 86_400
+    assert retriever.record_usage(["a", "x"], at=0) == 1
+    assert retriever.record_usage([Document("...", id="a"), "x"], at=10 * day) == 1
+    edge = retriever.store.edge("a", "x")
+    assert edge is not None and edge.last_reinforced_at == 10 * day
+    # a day after 10: 0.3 decayed over 10 days then + 0.3, as two reinforce(at=) calls leave it
+    twin = SynapseStore(":memory:")
+    twin.reinforce(["a", "x"], at=0)
+    twin.reinforce(["a", "x"], at=10 * day)
+    assert retriever.store.weight("a", "x", at=11 * day) == twin.weight("a", "x", at=11 * day)
+    with pytest.raises(ValueError, match="earlier"):
+        retriever.record_usage(["a", "x"], at=day)  # before the edge's last reinforcement

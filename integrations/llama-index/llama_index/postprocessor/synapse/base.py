@@ -66,9 +66,9 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     """Fold nodes used together with the top hits into the results, never adding a node.
 
     By default (the ACT-R rule) up to two absent nodes, fetched from ``docstore``, take
-    the slots of the weakest hits when they beat them by a margin: nodes used recently and
-    often, the more so when used with the hits (a node used recently may take a slot even
-    when nothing ties it to the query); the first hit never moves. Under
+    the slots of the weakest hits when they beat them by a margin: nodes used with the
+    hits (the association gate: nothing else is injected), the more recently and often the
+    stronger (``SynapseConfig.recency()`` lifts the gate); the first hit never moves. Under
     ``SynapseConfig.published()`` nodes already present that were used with the top hits
     move up, and at most two strongly associated absent nodes are injected. The number of
     nodes never grows, an id that cannot be fetched displaces nothing, and on a cold graph
@@ -179,6 +179,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
 
         Record what was *used* (cited, read, edited), not merely retrieved: reinforcing
         every retrieved node would feed recall's own output back into the graph.
+        ``at`` is when they were used: an aware datetime or POSIX seconds (None: now),
+        e.g. to replay a log of past tasks in time order.
 
         Example:
             >>> from llama_index.core.schema import TextNode
@@ -187,6 +189,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             1
             >>> synapse.store.weight("auth/jwt.py", "config/keys.py") > 0
             True
+            >>> synapse.record_usage(["billing/invoice.py", "billing/tax.py"], at=1_700_000_000)
+            1
         """
         ids = usage_ids(nodes_or_ids, self.node_id, (BaseNode, NodeWithScore))
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
