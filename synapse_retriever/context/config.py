@@ -141,6 +141,10 @@ class ContextConfig:
     graph_weight : float
         With ``assembly="relevance"``: the weight (>= 0) of the turns' rank by the graph
         walk from the query in the fusion (0: the graph is not used to assemble).
+    neighbour_share : float
+        In ``retrieve``, in [0, 1]: a turn gains this × the mode's graph weight × the
+        best fused score among its time neighbours in the graph (analytical 0.7,
+        conversational 0.5, creative 0.3; :mod:`~synapse_retriever.context.graph.hybrid`).
 
     Examples
     --------
@@ -189,6 +193,7 @@ class ContextConfig:
     graph_damping: float = 0.5
     graph_fan_out: int = 20
     graph_weight: float = 0.0
+    neighbour_share: float = 0.6
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
@@ -310,6 +315,10 @@ class ContextConfig:
         _check_positive("recency_half_life_turns", self.recency_half_life_turns)
         _check_positive("habituation_half_count", self.habituation_half_count)
         _check_positive("lexical_weight", self.lexical_weight)
+        if not _is_number(self.neighbour_share) or not 0 <= self.neighbour_share <= 1:
+            raise InvalidValueError(
+                f"neighbour_share must be a number in [0, 1], got {self.neighbour_share!r}"
+            )
         _check_positive("edge_decay_rate", self.edge_decay_rate)
         if not _is_number(self.graph_damping) or not 0.0 < self.graph_damping <= 1.0:
             raise InvalidValueError(

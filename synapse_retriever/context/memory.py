@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -45,7 +45,7 @@ from synapse_retriever.context.embed import (
 )
 from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
 from synapse_retriever.context.graph.entities import Entity, extract_entities
-from synapse_retriever.context.graph.hybrid import Retrieval, blend
+from synapse_retriever.context.graph.hybrid import Retrieval, fuse, lift, ranked, spread
 from synapse_retriever.context.graph.modes import (
     ModeDetector,
     canonical_mode,
@@ -69,6 +69,9 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError, Synaps
 __all__ = ["ROLES", "ConversationMemory"]
 
 log = logging.getLogger(__name__)
+
+_RETRIEVAL_DEPTH = 100
+"""How many turns each channel of ``retrieve`` ranks (or 2k, if larger)."""
 
 _ASSEMBLY_LEXICAL_DEPTH = 1000
 """How many turns the lexical index ranks for an assembly (a rank beyond adds less than
@@ -494,13 +497,14 @@ class ConversationMemory:
         sessions: Sequence[str] | None = None,
         weights: tuple[float, float] | None = None,
     ) -> list[Retrieval]:
-        """The turns ``query`` needs, by vector and graph recall blended by mode.
+        """The turns ``query`` needs: BM25 and the embedder fused, the graph on top.
 
-        The vector side is the ``max(20, k)`` most similar turns, each scored by similarity
-        × importance; the graph side walks typed edges from the query's entities and its
-        five nearest turns (:func:`~synapse_retriever.context.graph.walk.graph_search`),
-        each turn scored by activation × importance; the two are blended with the weights
-        of the mode (:mod:`~synapse_retriever.context.graph.modes`) and cut to ``k``.
+        The lexical channel (BM25 over the turns, :mod:`~synapse_retriever.context.lexical`)
+        and the dense channel (the embedder's cosine) each rank their best turns; the two
+        are fused by weighted reciprocal rank (``lexical_weight`` to the embedder's 1,
+        ``rrf_k``); then each turn gains a share of its best time neighbour's score in the
+        temporal graph (the turn before or after it in its session, or a typed relation),
+        the share set by the mode (:mod:`~synapse_retriever.context.graph.hybrid`).
 
         Parameters
         ----------
@@ -510,15 +514,16 @@ class ConversationMemory:
             The most results (>= 1).
         mode : str
             ``"auto"`` (the mode detector's choice), ``"analytical"``, ``"creative"``,
-            ``"conversational"`` or an alias (``"exploratory"``, ``"balanced"``); it also
-            sets the importance score's temperature.
+            ``"conversational"`` or an alias (``"exploratory"``, ``"balanced"``): how much
+            the graph adds (analytical most).
         at : datetime, float or None
-            When it is asked (edge strengths and recency; default now).
+            When it is asked (default now); recorded in each result's mode only.
         sessions : sequence of str, optional
-            Only turns of these sessions are returned (the walk may pass through others).
+            Only turns of these sessions are returned (their neighbours may be in others).
         weights : (float, float), optional
-            ``(vector, graph)`` weights instead of the mode's: ``(1, 0)`` is vector recall
-            alone, ``(0, 1)`` the graph alone (the mode still sets the temperature).
+            ``(relevance, graph)`` instead of the mode's: ``(1, 0)`` is the two channels
+            fused without the graph, ``(0, 1)`` the turns the graph reaches from them,
+            ranked by the graph alone.
 
         Returns
         -------
@@ -547,57 +552,70 @@ class ConversationMemory:
             self._check_open()
         used_mode = self._mode(query, mode) or self.config.mode
         allowed = None if sessions is None else _session_set(sessions)
-        blend_weights = mode_weights(used_mode) if weights is None else _weights(weights)
-        now = to_seconds(at)
+        relevance, graph = mode_weights(used_mode) if weights is None else _weights(weights)
+        to_seconds(at)  # validated: a bad time is refused even where it changes nothing
         if not query.strip():
             return []
         vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
-        entities = extract_entities(query)
+        depth = max(_RETRIEVAL_DEPTH, 2 * k)
         with self._lock:
             self._check_open()
             if not self._turns:
                 return []
-            scores, similarity = importances(
-                self._view(), vector, self.config, now=now, mode=used_mode
-            )
             turns = self._turns
-            keep = np.ones(len(turns), dtype=bool)
+            lexical = [
+                turns[self._row[turn_id]].id
+                for turn_id, _ in self._storage.lexical(query, depth)
+                if turn_id in self._row  # another process's turn, not in this view yet
+            ]
+            dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
+            fused = fuse(
+                [lexical, dense], [self.config.lexical_weight, 1.0], k=self.config.rrf_k
+            )
+            neighbours, links = self._neighbours(fused)
+            if relevance > 0:
+                share = self.config.neighbour_share * graph / (relevance + graph)
+                scores = spread(fused, neighbours, share)
+            else:  # the graph alone: the turns it reaches from the fused ones
+                scores = lift(fused, neighbours)
             if allowed is not None:
-                keep = np.array([t.session in allowed for t in turns], dtype=bool)
-            ranked = [
-                i for i in np.lexsort((-np.arange(len(turns)), -similarity)) if similarity[i] > 0
-            ]
-            vector_side = {
-                turns[i].id: float(similarity[i] * scores[i])
-                for i in [i for i in ranked if keep[i]][: max(20, k)]
-            }
-            hits = self._walk(entities, similarity, ranked, now)
-            paths = {}
-            graph_side = {}
-            for hit in hits:
-                row = self._row.get(hit.turn_id, -1)
-                if row >= 0 and keep[row]:
-                    graph_side[hit.turn_id] = hit.score * float(scores[row])
-                    paths[hit.turn_id] = tuple((e.source, e.type, e.target) for e in hit.path)
-            if blend_weights[0] == 0:
-                vector_side = {}
-            if blend_weights[1] == 0:
-                graph_side = {}
-            blended = blend(vector_side, graph_side, blend_weights, k=k)
-            return [
-                Retrieval(
-                    b.turn_id,
-                    turns[self._row[b.turn_id]].session,
-                    b.score,
-                    b.origin,
-                    used_mode,
-                    paths.get(b.turn_id, ()) if b.origin != "vector" else (),
-                    turns[self._row[b.turn_id]].text,
-                    turns[self._row[b.turn_id]].role,
-                    turns[self._row[b.turn_id]].at,
-                )
-                for b in blended
-            ]
+                scores = {t: s for t, s in scores.items() if turns[self._row[t]].session in allowed}
+            found_lexical, found_dense = set(lexical), set(dense)
+            results = []
+            for turn_id in ranked(scores, k):
+                turn = turns[self._row[turn_id]]
+                origin = (
+                    "both" if turn_id in found_lexical and turn_id in found_dense
+                    else "lexical" if turn_id in found_lexical
+                    else "vector" if turn_id in found_dense
+                    else "graph"
+                )  # fmt: skip
+                lifted = scores[turn_id] > fused.get(turn_id, 0.0)
+                path = links.get(turn_id, ()) if lifted else ()
+                results.append(
+                    Retrieval(turn_id, turn.session, scores[turn_id], origin, used_mode, path,
+                              turn.text, turn.role, turn.at)
+                )  # fmt: skip
+            return results
+
+    def _neighbours(
+        self, scores: Mapping[int, float]
+    ) -> tuple[dict[int, list[int]], dict[int, tuple[tuple[str, str, str], ...]]]:
+        """For each turn linked to a scored one by a turn–turn edge of the graph (FOLLOWED_BY,
+        typed relations): those scored turns, and the edge from the best of them."""
+        neighbours: dict[int, list[int]] = {}
+        best: dict[int, tuple[float, tuple[str, str, str]]] = {}
+        for turn_id, score in scores.items():
+            node = f"turn:{turn_id}"
+            for edge in self._graph.neighbours(node):
+                other = edge.target if edge.source == node else edge.source
+                if not other.startswith("turn:") or int(other[5:]) not in self._row:
+                    continue
+                other_id = int(other[5:])
+                neighbours.setdefault(other_id, []).append(turn_id)
+                if other_id not in best or score > best[other_id][0]:
+                    best[other_id] = (score, (edge.source, edge.type, edge.target))
+        return neighbours, {turn: (edge,) for turn, (_, edge) in best.items()}
 
     def _mode(self, query: str | None, mode: str | None) -> str | None:
         """``mode`` resolved: ``"auto"`` asks the detector, an alias becomes its mode."""

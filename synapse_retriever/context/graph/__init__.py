@@ -31,7 +31,7 @@ from synapse_retriever.context.graph.entities import (
     extract_entities,
     singular,
 )
-from synapse_retriever.context.graph.hybrid import Blended, Retrieval, blend
+from synapse_retriever.context.graph.hybrid import Retrieval, fuse, lift, ranked, spread
 from synapse_retriever.context.graph.modes import (
     MODE_ALIASES,
     MODE_PROMPT,
@@ -67,7 +67,6 @@ __all__ = [
     "MODE_PROMPT",
     "MODE_WEIGHTS",
     "RELATIONS_PROMPT",
-    "Blended",
     "Edge",
     "Entity",
     "GraphHit",
@@ -78,7 +77,8 @@ __all__ = [
     "RelationExtractor",
     "Retrieval",
     "TemporalGraph",
-    "blend",
+    "fuse",
+    "lift",
     "canonical_mode",
     "detect_mode",
     "edge_strength",
@@ -86,6 +86,8 @@ __all__ = [
     "extract_entities",
     "graph_search",
     "mode_weights",
+    "ranked",
+    "spread",
     "parse_relations",
     "reinforced",
     "singular",

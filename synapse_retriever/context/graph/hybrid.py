@@ -1,89 +1,135 @@
-"""Hybrid retrieval: associative (vector) and relational (graph) recall blended by mode.
+"""Hybrid retrieval: the lexical and dense channels fused, the temporal graph on top.
 
 Notes
 -----
-1. Each list is scored by its own relevance × the turn's importance: a vector result by
-   its similarity to the query, a graph result by the activation that reached it.
-2. Each list is divided by its best score, so that the weights compare like with like
-   (a similarity near 0.8 and an activation near 0.1 would otherwise not mix).
-3. ``score = w_vector × vector + w_graph × graph`` (a turn absent from a list gets 0
-   there), with the weights of the mode (:data:`~.modes.MODE_WEIGHTS`); a turn in both
-   lists has origin ``"both"``. Best first, ties to the newer turn, cut to ``k``.
+1. **Channels.** The lexical channel ranks turns by BM25 (:mod:`~..lexical`, SQLite
+   FTS5); the dense channel by the embedder's cosine to the query. Each gives its best
+   ``depth`` turns (100, or 2k if larger).
+2. **Fusion** (:func:`fuse`): weighted reciprocal-rank fusion,
+   ``fused(i) = w_lex / (k + rank_lex(i)) + w_dense / (k + rank_dense(i))``, ranks from 1,
+   a channel adding nothing for a turn it did not rank; k = 60 and ``w_lex`` = 1,
+   ``w_dense`` = 0.5 by default (``ContextConfig.rrf_k``, ``retrieval_weights``): on
+   both conversation sets BM25 alone beats dense top-k by far, and equal weights fuse
+   below BM25 alone.
+3. **Graph** (:func:`spread`): a turn's time neighbours in the temporal graph (the turns
+   FOLLOWED_BY links to it, before and after, in its session, and typed relations
+   between turns) are its context: the question's evidence is often the answer after
+   the turn that matched it, or the question before. Each turn gains ``share`` × the
+   best fused score among its neighbours, ``score(i) = fused(i) + share ×
+   max_j fused(j)``. ``share`` is the mode's graph weight
+   (:data:`~.modes.MODE_WEIGHTS`) × ``ContextConfig.neighbour_share``, so an analytical
+   question leans on the graph most. A turn is reached by the graph alone when no
+   channel ranked it.
+4. Best first, ties to the newer turn, cut to ``k``.
 
 References
 ----------
-The conversation-memory design (hybrid retrieval with biomimetic weighting).
+Cormack, Clarke and Büttcher (2009), Reciprocal rank fusion outperforms Condorcet and
+individual rank learning methods, SIGIR. The conversation-memory design (hybrid
+retrieval with biomimetic weighting; processing modes).
 
 Examples
 --------
->>> blended = blend({1: 0.8, 2: 0.4}, {2: 0.2, 3: 0.1}, (0.3, 0.7), k=3)
->>> [(b.turn_id, round(b.score, 2), b.origin) for b in blended]
-[(2, 0.85, 'both'), (3, 0.35, 'graph'), (1, 0.3, 'vector')]
+Turn 3 is first by BM25 and third by the embedder, turn 1 first by the embedder only:
+
+>>> fused = fuse([[3, 2], [1, 2, 3]], [1.0, 0.5], k=60)
+>>> sorted(fused, key=fused.get, reverse=True)
+[3, 2, 1]
+>>> spread({1: 0.2, 2: 0.1}, {1: [2], 2: [1, 3]}, 0.5)  # 3 only by its neighbour 2
+{1: 0.25, 2: 0.2, 3: 0.05}
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Blended", "Retrieval", "blend"]
+__all__ = ["Retrieval", "fuse", "lift", "ranked", "spread"]
 
 
-@dataclass(frozen=True)
-class Blended:
-    """One blended result: the turn, its score and where it came from."""
+def fuse(rankings: Sequence[Sequence[int]], weights: Sequence[float], *, k: int) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion of ranked lists of turns (best first).
 
-    turn_id: int
-    score: float
-    origin: str
-
-
-def blend(
-    vector: Mapping[int, float],
-    graph: Mapping[int, float],
-    weights: tuple[float, float],
-    *,
-    k: int,
-) -> list[Blended]:
-    """Merge two scored lists of turns (see the module notes); at most ``k`` results.
+    ``fused(i) = Σ_lists w / (k + rank(i))`` with ranks from 1; a list adds nothing for a
+    turn it does not hold.
 
     Examples
     --------
-    Turn 2: 0.3 × 0.4 / 0.8 + 0.7 × 0.2 / 0.2 = 0.15 + 0.7 = 0.85; turn 3: 0.7 × 0.5;
-    turn 1: 0.3 × 1.
+    Turn 7 is 1st in the first list and 2nd in the second: 1 / 61 + 0.5 / 62.
 
-    >>> [b.turn_id for b in blend({1: 0.8, 2: 0.4}, {2: 0.2, 3: 0.1}, (0.3, 0.7), k=2)]
-    [2, 3]
-    >>> blend({}, {}, (0.5, 0.5), k=5)
-    []
+    >>> round(fuse([[7], [9, 7]], [1.0, 0.5], k=60)[7], 6) == round(1 / 61 + 0.5 / 62, 6)
+    True
+    >>> fuse([], [], k=60)
+    {}
     """
-    top_vector = max(vector.values(), default=0.0)
-    top_graph = max(graph.values(), default=0.0)
-    w_vector, w_graph = weights
-    merged: list[Blended] = []
-    for turn_id in vector.keys() | graph.keys():
-        score = 0.0
-        if turn_id in vector and top_vector > 0:
-            score += w_vector * vector[turn_id] / top_vector
-        if turn_id in graph and top_graph > 0:
-            score += w_graph * graph[turn_id] / top_graph
-        origin = (
-            "both" if turn_id in vector and turn_id in graph
-            else "vector" if turn_id in vector
-            else "graph"
-        )  # fmt: skip
-        merged.append(Blended(turn_id, score, origin))
-    merged.sort(key=lambda b: (-b.score, -b.turn_id))
-    return merged[:k]
+    fused: dict[int, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, turn in enumerate(ranking, start=1):
+            fused[turn] = fused.get(turn, 0.0) + weight / (k + rank)
+    return fused
+
+
+def lift(scores: Mapping[int, float], neighbours: Mapping[int, Iterable[int]]) -> dict[int, float]:
+    """Each turn's best neighbour score: ``max_j scores[j]`` over ``neighbours[i]``.
+
+    ``neighbours[i]`` are the turns linked to ``i`` (either way); a neighbour without a
+    score adds nothing, and a turn none of whose neighbours is scored is left out.
+
+    Examples
+    --------
+    >>> lift({1: 0.2, 2: 0.1}, {2: [1, 3], 3: [2], 4: [5]})
+    {2: 0.2, 3: 0.1}
+    """
+    out: dict[int, float] = {}
+    for turn, linked in neighbours.items():
+        best = max((scores.get(other, 0.0) for other in linked), default=0.0)
+        if best > 0:
+            out[turn] = best
+    return out
+
+
+def spread(
+    scores: Mapping[int, float], neighbours: Mapping[int, Iterable[int]], share: float
+) -> dict[int, float]:
+    """Each turn's score plus ``share`` × its best neighbour's (:func:`lift`); a turn
+    with no score of its own but a scored neighbour enters with that share alone.
+
+    Examples
+    --------
+    Turn 2's neighbours 1 (0.2) and 3 (none): 0.1 + 0.5 × 0.2.
+
+    >>> spread({1: 0.2, 2: 0.1}, {2: [1, 3]}, 0.5)
+    {1: 0.2, 2: 0.2}
+    >>> spread({1: 0.2}, {1: [2]}, 0.0)
+    {1: 0.2}
+    """
+    out = dict(scores)
+    if share > 0:
+        for turn, best in lift(scores, neighbours).items():
+            out[turn] = out.get(turn, 0.0) + share * best
+    return out
+
+
+def ranked(scores: Mapping[int, float], k: int) -> list[int]:
+    """The ``k`` best turns of ``scores``, best first, ties to the newer (higher id).
+
+    Examples
+    --------
+    >>> ranked({1: 0.5, 2: 0.5, 3: 0.9}, 2)
+    [3, 2]
+    """
+    return sorted(scores, key=lambda turn: (-scores[turn], -turn))[:k]
 
 
 @dataclass(frozen=True)
 class Retrieval:
     """A turn :meth:`~synapse_retriever.context.ConversationMemory.retrieve` returns.
 
-    ``origin`` is ``"vector"``, ``"graph"`` or ``"both"``; ``mode`` the mode used;
-    ``path`` the typed edges ``(source, type, target)`` that reached the turn (empty for
-    a vector-only result), from the seed to the turn.
+    ``origin`` says how it was found: ``"lexical"`` (BM25 only), ``"vector"`` (the
+    embedder only), ``"both"`` (both channels) or ``"graph"`` (only as the neighbour of
+    a turn they found); ``mode`` the mode used; ``path`` the typed edges ``(source,
+    type, target)`` through which the graph raised it (empty if it did not), from the
+    neighbour to the turn.
     """
 
     turn_id: int

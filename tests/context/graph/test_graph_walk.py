@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever.context.graph.hybrid import blend
+from synapse_retriever.context.graph.hybrid import fuse, lift, ranked, spread
 from synapse_retriever.context.graph.walk import TemporalGraph, graph_search, specificity
 
 DAY = 86_400.0
@@ -88,17 +88,34 @@ def test_specificity_worked_by_hand() -> None:
     assert specificity(0, 9) == specificity(3, 0) == 0.0
 
 
+rankings = st.lists(st.integers(1, 30), unique=True, max_size=20)
+
+
+@given(rankings, rankings, st.floats(0.1, 4), st.integers(1, 100))
+def test_fusion_is_monotone_in_each_rank_and_symmetric_in_the_lists(
+    lexical: list[int], dense: list[int], weight: float, k: int
+) -> None:
+    fused = fuse([lexical, dense], [weight, 1.0], k=k)
+    assert set(fused) == set(lexical) | set(dense)
+    # a better rank in a list never lowers the fused score, the lists' order is irrelevant
+    for better, worse in zip(dense, dense[1:], strict=False):
+        if better not in lexical and worse not in lexical:
+            assert fused[better] > fused[worse]
+    assert fuse([dense, lexical], [1.0, weight], k=k) == pytest.approx(fused)
+
+
 @given(
-    st.dictionaries(st.integers(1, 30), st.floats(0, 1), max_size=20),
-    st.dictionaries(st.integers(1, 30), st.floats(0, 1), max_size=20),
-    st.sampled_from([(0.3, 0.7), (0.7, 0.3), (0.5, 0.5), (1.0, 0.0)]),
+    st.dictionaries(st.integers(1, 30), st.floats(0.001, 1), max_size=20),
+    st.dictionaries(st.integers(1, 30), st.lists(st.integers(1, 30), max_size=4), max_size=20),
+    st.floats(0, 1),
     st.integers(1, 40),
 )
-def test_blend_never_returns_more_than_k_or_a_turn_twice(
-    vector: dict[int, float], graph: dict[int, float], weights: tuple[float, float], k: int
+def test_the_graph_only_adds_and_ranked_cuts_to_k_once_each(
+    scores: dict[int, float], neighbours: dict[int, list[int]], share: float, k: int
 ) -> None:
-    merged = blend(vector, graph, weights, k=k)
-    ids = [b.turn_id for b in merged]
-    assert len(ids) == len(set(ids)) == min(k, len(vector.keys() | graph.keys()))
-    assert all(0.0 <= b.score <= 1.0 + 1e-9 for b in merged)
-    assert [b.score for b in merged] == sorted((b.score for b in merged), reverse=True)
+    spread_out = spread(scores, neighbours, share)
+    assert all(spread_out[t] >= s for t, s in scores.items())  # never below the fusion
+    assert set(spread_out) - set(scores) <= set(lift(scores, neighbours))
+    top = ranked(spread_out, k)
+    assert len(top) == len(set(top)) == min(k, len(spread_out))
+    assert [spread_out[t] for t in top] == sorted((spread_out[t] for t in top), reverse=True)
