@@ -34,10 +34,11 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "BASE_NAMESPACES",
-    "MAX_NAME_LENGTH",
+    "MAX_NAME_BYTES",
     "PRESETS",
     "RULES",
     "SynapseConfig",
+    "check_size",
     "validate_namespace",
 ]
 
@@ -50,8 +51,32 @@ PRESETS = ("actr", "published")
 BASE_NAMESPACES = ("personal", "shared", "ephemeral")
 """The fixed namespaces; branches are ``"branch:<name>"``."""
 
-MAX_NAME_LENGTH = 4096
-"""Longest node id or namespace accepted, in characters."""
+MAX_NAME_BYTES = 2048
+"""Longest node id, namespace or event id accepted, in bytes of UTF-8: one limit on every
+backend, under the largest entry PostgreSQL's indexes take (2,704 bytes)."""
+
+
+def check_size(what: str, value: str) -> str:
+    """``value`` itself if its UTF-8 takes at most :data:`MAX_NAME_BYTES` bytes.
+
+    Examples
+    --------
+    >>> check_size("node id", "é" * 1024)[:3]  # 2 bytes each: 2048
+    'ééé'
+    >>> check_size("node id", "é" * 1025)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: node id must be at most 2048 bytes of UTF-8, \
+got 2050: 'éééééééééééééééééééééééééééééééééééééééé'...
+    """
+    if len(value) * 4 <= MAX_NAME_BYTES:  # 4 bytes a character at most: no need to count
+        return value
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise InvalidValueError(
+            f"{what} must be at most {MAX_NAME_BYTES} bytes of UTF-8, got {size}: {value[:40]!r}..."
+        )
+    return value
 
 
 def validate_namespace(namespace: object) -> str:
@@ -73,8 +98,8 @@ def validate_namespace(namespace: object) -> str:
         return namespace
     if namespace.startswith("branch:"):
         name = namespace[len("branch:") :]
-        if name.strip() and len(namespace) <= MAX_NAME_LENGTH and _printable(name):
-            return namespace
+        if name.strip() and _printable(name):
+            return check_size("namespace", namespace)
         raise InvalidValueError(
             f"branch namespace needs a printable, non-blank name, got {namespace!r}"
         )

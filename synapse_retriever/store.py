@@ -30,11 +30,12 @@ import numpy.typing as npt
 
 from synapse_retriever.capture.coactivation import (
     CoActivation,
+    check_unicode,
     coactivation_set,
     validate_node_id,
 )
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
-from synapse_retriever.config import SynapseConfig, validate_namespace
+from synapse_retriever.config import SynapseConfig, check_size, validate_namespace
 from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
@@ -503,13 +504,7 @@ config: pass config together with a store path instead
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
         explicit = self._written_time(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        if event_id is not None and (
-            not isinstance(event_id, str) or not event_id or "\x00" in event_id
-        ):
-            raise InvalidValueError(
-                f"event_id must be a non-empty str without NUL, or None, got {event_id!r}"
-            )
-        return _Event(ids, ns, explicit, event_id, delta)
+        return _Event(ids, ns, explicit, _event_id(event_id), delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
@@ -1181,6 +1176,20 @@ def _uses_differ(stored: UseRow | None, seen: UseRow | None) -> bool:
         return (row.uses, row.together, max(row.recent, default=-math.inf))
 
     return state(stored) != state(seen)
+
+
+def _event_id(event_id: object) -> str | None:
+    """``event_id`` if it is None or a usable id: as a node id, a non-empty str of valid
+    Unicode without NUL, at most ``MAX_NAME_BYTES`` bytes of UTF-8 (on every backend)."""
+    if event_id is None:
+        return None
+    if isinstance(event_id, str) and event_id:
+        check_size("event_id", event_id)
+        if "\x00" not in event_id:
+            return check_unicode("event_id", event_id)
+    raise InvalidValueError(
+        f"event_id must be a non-empty str without NUL, or None, got {event_id!r}"
+    )
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:

@@ -260,6 +260,8 @@ def test_an_event_id_belongs_to_the_store_not_to_a_namespace(store: SynapseStore
     assert store.edge("a", "b", "personal") is None
 
 
+LONG = "0f" * 1400  # 2,800 bytes, as os.urandom(1400).hex()
+
 GOOD = [
     CoActivation(["a", "b"], at=T0, event_id="g1"),
     CoActivation(["b", "c"], namespace="shared", at=T0 + 1, event_id="g2"),
@@ -280,6 +282,11 @@ GOOD = [
         (CoActivation(["a", "b"], at="today"), InvalidTypeError, "at must be"),  # type: ignore[arg-type]
         (CoActivation(["a", "b"], event_id=""), InvalidValueError, "event_id must be"),
         (CoActivation(["a", "b"], event_id=5), InvalidValueError, "event_id must be"),  # type: ignore[arg-type]
+        (CoActivation(["a", "b"], event_id="e\udce9"), InvalidValueError, "event_id must be valid"),
+        # over PostgreSQL's largest index entry: refused up front, alike on every backend
+        (CoActivation(["a", "b"], event_id=LONG), InvalidValueError, "event_id must be at most"),
+        (CoActivation(["a", LONG]), InvalidValueError, "node id must be at most 2048 bytes"),
+        (CoActivation(["a", "b"], namespace=f"branch:{LONG}"), InvalidValueError, "at most"),
         ("ab", InvalidTypeError, "nodes must be a list of ids, got a bare str"),
         (5, InvalidTypeError, "nodes must be an iterable"),
     ],

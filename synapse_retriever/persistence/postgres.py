@@ -939,7 +939,8 @@ class PostgresStorage:
             raise ReadOnlyStoreError(f"{self.path!r} cannot be written: {exc}") from None
         except errors.ProgramLimitExceeded as exc:  # a value too large: a retry cannot help
             raise InvalidValueError(
-                f"{self.path!r}: {str(exc).strip()}; nothing was written"
+                f"{self.path!r}: a value is too large for PostgreSQL "
+                f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
             ) from None
         except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
             raise WriteConflictError(

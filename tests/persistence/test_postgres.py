@@ -31,6 +31,7 @@ from psycopg import sql
 
 from synapse_retriever import (
     CoActivation,
+    InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
@@ -38,6 +39,7 @@ from synapse_retriever import (
     SynapseStore,
     WriteConflictError,
 )
+from synapse_retriever.cli import main
 from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.postgres import PostgresStorage
 
@@ -646,3 +648,34 @@ def test_a_write_after_killed_connections_reconnects_at_once(postgres_url: str) 
     with SynapseStore(postgres_url) as again:
         edge = again.edge("a", "b")
         assert edge is not None and edge.activation_count == 10  # each write once
+
+
+def test_a_value_too_large_for_an_index_is_refused_typed_and_never_retried(
+    postgres_url: str,
+) -> None:
+    storage = PostgresStorage(postgres_url, listen=False)
+    refused = pytest.raises(InvalidValueError, match=r"exceeds btree.*nothing was written")
+    try:  # below the store's own check (2048 bytes), as an older client would write it
+        with refused, storage.write() as tx:  # not TransientWriteError (a lost connection)
+            tx.node_ids([os.urandom(1400).hex()])
+    finally:
+        storage.close()
+
+
+def test_importing_an_export_with_an_id_over_the_limit_is_refused_typed(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = os.urandom(1400).hex()  # an SQLite store of an older release accepted it
+    with SynapseStore(tmp_path / "old.db") as old:
+        old.reinforce(["a", "b"], namespace="shared", at=0)
+        old.reinforce(["a", "placeholder"], namespace="shared", at=0)
+    export = tmp_path / "old.json"
+    assert main(["export", str(tmp_path / "old.db"), str(export), "--at", "0"]) == 0
+    export.write_text(export.read_text().replace("placeholder", long))
+    capsys.readouterr()
+    assert main(["import", postgres_url, str(export)]) == 2
+    err = capsys.readouterr().err
+    assert "node id must be at most 2048 bytes of UTF-8, got 2800" in err
+    assert len(err.splitlines()) == 1
+    with SynapseStore(postgres_url) as team:  # nothing of the import was written
+        assert team.edge("a", "b", "shared") is None
