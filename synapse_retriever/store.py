@@ -1208,19 +1208,13 @@ def _fresh(
     times: Sequence[float],
     namespaces: dict[str, int],
 ) -> list[bool]:
-    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (once,
-    for its first event, when the batch holds it twice)."""
-    ids = [
-        (e.event_id, t, namespaces[e.namespace])
-        for e, t in zip(events, times, strict=True)
-        if e.event_id and e.ids
-    ]
-    recorded = tx.record_events(ids) if ids else set()
-    fresh = []
-    for event in events:
-        if event.event_id is None or not event.ids:
-            fresh.append(True)
-        else:
-            fresh.append(event.event_id in recorded)
-            recorded.discard(event.event_id)
+    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (see
+    :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`)."""
+    identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
+    recorded = tx.record_events(
+        [(events[i].event_id or "", times[i], namespaces[events[i].namespace]) for i in identified]
+    ) if identified else []  # fmt: skip
+    fresh = [True] * len(events)
+    for i, new in zip(identified, recorded, strict=True):
+        fresh[i] = new
     return fresh

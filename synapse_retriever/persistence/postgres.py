@@ -378,7 +378,7 @@ class _PostgresTransaction:
         self._recent += [(ns, at, list(nodes)) for ns, at, nodes in entries]
         self._keep = max(self._keep, keep)
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
         first = {event_id: at for event_id, at, _ in reversed(events)}  # twice: the first
         ordered = sorted(first)
         created = self._rows(
@@ -386,7 +386,12 @@ class _PostgresTransaction:
             "ORDER BY 1 ON CONFLICT (id) DO NOTHING RETURNING id",
             (ordered, [first[i] for i in ordered]),
         )
-        return {row[0] for row in created}
+        new = {row[0] for row in created}
+        recorded = []
+        for event_id, _, _ in events:  # an id met again in the batch is a replay
+            recorded.append(event_id in new)
+            new.discard(event_id)
+        return recorded
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:
         edges = self._rows(
