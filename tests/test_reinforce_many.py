@@ -19,6 +19,7 @@ from synapse_retriever import (
     InvalidTypeError,
     InvalidValueError,
     Reinforced,
+    SynapseConfig,
     SynapseStore,
 )
 from synapse_retriever.memory.graph import Edge
@@ -381,7 +382,7 @@ def test_late_clamp_leaves_events_in_order_alone(store: SynapseStore) -> None:
 
 @pytest.mark.parametrize("late", ["ignore", "", None, True])
 def test_a_bad_late_is_refused(store: SynapseStore, late: Any) -> None:
-    with pytest.raises(InvalidValueError, match="late must be 'raise' or 'clamp'"):
+    with pytest.raises(InvalidValueError, match="late must be 'skew', 'raise' or 'clamp'"):
         store.reinforce_many([["a", "b"]], late=late)
     assert store.edge("a", "b") is None
 
@@ -396,3 +397,35 @@ def test_a_bare_string_or_a_single_event_is_refused(store: SynapseStore, events:
 def test_events_that_are_not_iterable_are_refused(store: SynapseStore) -> None:
     with pytest.raises(InvalidTypeError, match="events must be an iterable"):
         store.reinforce_many(5)  # type: ignore[arg-type]
+
+
+def test_a_late_event_is_counted_within_the_clock_skew_and_refused_beyond(
+    any_store_path: str,
+) -> None:
+    skew = SynapseConfig().max_clock_skew_s  # one day
+    with SynapseStore(any_store_path) as store:
+        store.reinforce(["a", "b"], at=T0 + 100)
+        assert store.reinforce(["a", "b", "c"], at=T0 + 50) == 3  # another writer came first
+        assert store.reinforce_many([CoActivation(["b", "a"], at=T0 + 90)]) == [
+            Reinforced(1, T0 + 100)  # at the edge's time, as if observed then
+        ]
+        edge = store.edge("a", "b")
+        assert edge is not None and (edge.activation_count, edge.last_reinforced_at) == (
+            3,
+            T0 + 100,
+        )
+        ac = store.edge("a", "c")  # the whole event at one time
+        assert ac is not None and ac.created_at == T0 + 100
+        state = snapshot(store, T0 + DAY)
+        with pytest.raises(InvalidValueError, match=r"earlier than .* by more than 86400 s"):
+            store.reinforce(["a", "b"], at=T0 + 99 - skew)
+        with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
+            store.reinforce(["a", "b"], at=T0 + 99, late="raise")  # refused however little
+        assert snapshot(store, T0 + DAY) == state
+        assert store.reinforce(["a", "b"], at=T0 - 10 * DAY, late="clamp") == 1
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 4
+    with SynapseStore(any_store_path, config=SynapseConfig(max_clock_skew_s=0.0)) as strict:
+        strict.reinforce(["a", "b"], at=T0 + 100)  # (in memory: a new store)
+        with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
+            strict.reinforce(["a", "b"], at=T0 + 99)  # no skew allowed: as late="raise"

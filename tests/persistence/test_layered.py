@@ -159,7 +159,8 @@ def test_a_failed_write_leaves_no_ids_behind_and_a_retried_batch_counts_once(
                 CoActivation(["new1", "new2"], at=20),
                 CoActivation(["new3", "x"], namespace="shared", at=20),
                 CoActivation(["a", "b"], namespace="shared", at=5),
-            ]
+            ],
+            late="raise",
         )
     store.reinforce(["kk", "c"], at=30)  # new names after a rollback get ids of their own
     store.reinforce(["kk", "z"], namespace="shared", at=30)

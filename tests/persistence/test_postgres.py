@@ -679,3 +679,30 @@ def test_importing_an_export_with_an_id_over_the_limit_is_refused_typed(
     assert len(err.splitlines()) == 1
     with SynapseStore(postgres_url) as team:  # nothing of the import was written
         assert team.edge("a", "b", "shared") is None
+
+
+def test_writers_with_their_own_clocks_interleave_and_every_event_counts(
+    postgres_url: str,
+) -> None:
+    SynapseStore(postgres_url).close()  # the schema, before the race
+    start = 1_700_000_000.0
+    errors: list[BaseException] = []
+
+    def write(behind_s: float) -> None:  # an agent whose clock is behind the other's
+        try:
+            with SynapseStore(postgres_url) as store:
+                for i in range(40):
+                    store.reinforce(["a", "b"], namespace="shared", at=start + i - behind_s)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(behind,)) for behind in (0.0, 5.0)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert errors == []
+    with SynapseStore(postgres_url) as store:
+        edge = store.edge("a", "b", "shared")
+        assert edge is not None and edge.activation_count == 80  # every event, once
+        assert edge.last_reinforced_at == start + 39
