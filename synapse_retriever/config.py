@@ -176,7 +176,9 @@ class SynapseConfig:
         ``published`` rule's spreading reads weights; the ``actr`` rule reads co-use counts
         of the edges live at ``at`` exactly.
     busy_timeout_s : float
-        How long a writer waits for another process's write lock.
+        How long a writer waits for another process's write lock (SQLite), or for a
+        free connection and for each lock a write needs (PostgreSQL: ``lock_timeout``,
+        then :class:`~synapse_retriever.errors.WriteConflictError`).
     write_retries : int
         How many times a write is run again when it conflicted with another writer (a
         deadlock or a serialization failure on PostgreSQL) or lost its connection before
@@ -185,7 +187,9 @@ class SynapseConfig:
     max_clock_skew_s : float
         How far ahead of this machine's clock a written time may be (one day): a later
         ``at`` (a millisecond time, the commonest mistake) is refused, as it would
-        never decay and would push every later write after it.
+        never decay and would push every later write after it. Also how much earlier
+        than an edge's last reinforcement an event may come (another writer came first)
+        and be counted, at that reinforcement, under ``late="skew"`` (the default).
     injection_enabled : bool
         False makes ``recall`` the identity.
     base_decay : float
