@@ -893,8 +893,8 @@ class PostgresStorage:
         try:
             with self._connection(POLL_TIMEOUT_S) as conn:
                 with _deadline(conn, ANSWER_TIMEOUT_S), conn.pipeline():
-                    # a lock held on meta (LOCK TABLE, VACUUM FULL) delays this a second
-                    # at most, a server that stopped answering two: then from memory
+                    # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
+                    # second at most, a server that stopped answering two: then from memory
                     conn.execute("SELECT set_config('lock_timeout', %s, true)",
                                  (f"{POLL_TIMEOUT_S * 1000:.0f}",))  # fmt: skip
                     found = conn.execute("SELECT value FROM meta WHERE key = 'version'")
@@ -902,7 +902,7 @@ class PostgresStorage:
                 conn.rollback()
                 if version is not None and version[0] == since:
                     return None
-                return _snapshot(conn, lambda: _changes(conn, since))
+                return _snapshot(conn, lambda: _changes(conn, since), POLL_TIMEOUT_S)
         except StorageUnavailableError as exc:
             self._changed.set()  # look again once the back-off is over
             self._unreachable_until = time.monotonic() + UNREACHABLE_BACKOFF_S
@@ -991,10 +991,18 @@ def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     return bool(setting and setting[0])
 
 
-def _snapshot(conn: psycopg.Connection[Any], read: Any) -> Changes:
-    """``read()`` in one repeatable-read, read-only transaction on ``conn``."""
+def _snapshot(
+    conn: psycopg.Connection[Any], read: Any, lock_timeout_s: float | None = None
+) -> Changes:
+    """``read()`` in one repeatable-read, read-only transaction on ``conn``, waiting
+    ``lock_timeout_s`` at most for each lock (the connection's own bound by default)."""
     conn.rollback()
-    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    with conn.pipeline():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        if lock_timeout_s is not None:
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, true)", (f"{lock_timeout_s * 1000:.0f}",)
+            )
     try:
         result: Changes = read()
     finally:

@@ -561,7 +561,10 @@ def proxy(postgres_url: str) -> Iterator[FreezingProxy]:
         server.close()
 
 
-def test_a_lock_held_on_the_version_leaves_recall_working_from_memory(postgres_url: str) -> None:
+@pytest.mark.parametrize("table", ["meta", "edges"])
+def test_a_lock_held_on_the_store_leaves_recall_working_from_memory(
+    postgres_url: str, table: str
+) -> None:
     config = SynapseConfig(refresh_interval_s=0.0)
     storage = PostgresStorage(postgres_url, listen=False)  # every read polls
     with SynapseStore(storage=storage, config=config) as reader, SynapseStore(postgres_url) as w:
@@ -569,7 +572,7 @@ def test_a_lock_held_on_the_version_leaves_recall_working_from_memory(postgres_u
         assert reader.edge("a", "b") is not None
         w.reinforce(["a", "c"], at=0)  # the reader has something to read
         with psycopg.connect(postgres_url) as locker:
-            locker.execute("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL takes
+            locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL
             hits = _bounded(lambda: reader.recall([("a", 1.0), ("x", 0.5)], at=0), locker.rollback)
             assert [h.id for h in hits] == ["a", "b"]  # from memory: the lock is still held
         assert reader.edge("a", "c") is None  # backing off: from memory still
