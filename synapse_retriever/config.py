@@ -37,10 +37,11 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "BASE_NAMESPACES",
-    "MAX_NAME_LENGTH",
+    "MAX_NAME_BYTES",
     "PRESETS",
     "RULES",
     "SynapseConfig",
+    "check_size",
     "validate_namespace",
 ]
 
@@ -53,8 +54,32 @@ PRESETS = ("actr", "published", "recency")
 BASE_NAMESPACES = ("personal", "shared", "ephemeral")
 """The fixed namespaces; branches are ``"branch:<name>"``."""
 
-MAX_NAME_LENGTH = 4096
-"""Longest node id or namespace accepted, in characters."""
+MAX_NAME_BYTES = 2048
+"""Longest node id, namespace or event id accepted, in bytes of UTF-8: one limit on every
+backend, under the largest entry PostgreSQL's indexes take (2,704 bytes)."""
+
+
+def check_size(what: str, value: str) -> str:
+    """``value`` itself if its UTF-8 takes at most :data:`MAX_NAME_BYTES` bytes.
+
+    Examples
+    --------
+    >>> check_size("node id", "é" * 1024)[:3]  # 2 bytes each: 2048
+    'ééé'
+    >>> check_size("node id", "é" * 1025)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: node id must be at most 2048 bytes of UTF-8, \
+got 2050: 'éééééééééééééééééééééééééééééééééééééééé'...
+    """
+    if len(value) * 4 <= MAX_NAME_BYTES:  # 4 bytes a character at most: no need to count
+        return value
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise InvalidValueError(
+            f"{what} must be at most {MAX_NAME_BYTES} bytes of UTF-8, got {size}: {value[:40]!r}..."
+        )
+    return value
 
 
 def validate_namespace(namespace: object) -> str:
@@ -76,8 +101,8 @@ def validate_namespace(namespace: object) -> str:
         return namespace
     if namespace.startswith("branch:"):
         name = namespace[len("branch:") :]
-        if name.strip() and len(namespace) <= MAX_NAME_LENGTH and _printable(name):
-            return namespace
+        if name.strip() and _printable(name):
+            return check_size("namespace", namespace)
         raise InvalidValueError(
             f"branch namespace needs a printable, non-blank name, got {namespace!r}"
         )
@@ -154,7 +179,9 @@ class SynapseConfig:
         ``published`` rule's spreading reads weights; the ``actr`` rule reads co-use counts
         of the edges live at ``at`` exactly.
     busy_timeout_s : float
-        How long a writer waits for another process's write lock.
+        How long a writer waits for another process's write lock (SQLite), or for a
+        free connection and for each lock a write needs (PostgreSQL: ``lock_timeout``,
+        then :class:`~synapse_retriever.errors.WriteConflictError`).
     write_retries : int
         How many times a write is run again when it conflicted with another writer (a
         deadlock or a serialization failure on PostgreSQL) or lost its connection before
@@ -163,7 +190,9 @@ class SynapseConfig:
     max_clock_skew_s : float
         How far ahead of this machine's clock a written time may be (one day): a later
         ``at`` (a millisecond time, the commonest mistake) is refused, as it would
-        never decay and would push every later write after it.
+        never decay and would push every later write after it. Also how much earlier
+        than an edge's last reinforcement an event may come (another writer came first)
+        and be counted, at that reinforcement, under ``late="skew"`` (the default).
     injection_enabled : bool
         False makes ``recall`` the identity.
     base_decay : float

@@ -30,11 +30,12 @@ import numpy.typing as npt
 
 from synapse_retriever.capture.coactivation import (
     CoActivation,
+    check_unicode,
     coactivation_set,
     validate_node_id,
 )
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
-from synapse_retriever.config import SynapseConfig, validate_namespace
+from synapse_retriever.config import SynapseConfig, check_size, validate_namespace
 from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
@@ -67,6 +68,10 @@ __all__ = ["DecayReport", "Reinforced", "RepairReport", "SynapseStore"]
 
 _T = TypeVar("_T")
 
+Late = Literal["skew", "raise", "clamp"]
+"""What an explicit time earlier than an edge's last reinforcement does (see
+:meth:`SynapseStore.reinforce`)."""
+
 
 @dataclass(frozen=True)
 class Reinforced:
@@ -77,8 +82,8 @@ class Reinforced:
     edges : int
         Edges written (0 for a replay, or an event of one node).
     at : float
-        The time the event was written at, POSIX seconds (moved forward under
-        ``late="clamp"``).
+        The time the event was written at, POSIX seconds (moved forward to an edge's
+        last reinforcement when it came late: see ``late``).
     replayed : bool
         Its ``event_id`` was recorded before: nothing was written.
 
@@ -355,6 +360,7 @@ config: pass config together with a store path instead
         at: Clock = None,
         *,
         event_id: str | None = None,
+        late: Late = "skew",
     ) -> int:
         """Reinforce every pair of ``nodes`` as one co-activation event (one transaction).
 
@@ -373,6 +379,14 @@ config: pass config together with a store path instead
             Makes the call idempotent: an event id already recorded in this store is a
             no-op (returns 0), so replays (a resumed import, a redelivered callback) never
             count twice. The id is recorded in the same transaction as the edges.
+        late : {"skew", "raise", "clamp"}
+            What an explicit ``at`` earlier than the last reinforcement of one of its
+            edges does (another writer came first: events of several writers arrive out
+            of order). ``"skew"``, the default: moved forward to that reinforcement, as if
+            observed then, and counted, when at most ``config.max_clock_skew_s`` earlier;
+            refused when earlier still. ``"raise"``: refused however little earlier.
+            ``"clamp"``: moved forward however much earlier (a replay of a history out of
+            date order).
 
         Returns
         -------
@@ -391,8 +405,9 @@ config: pass config together with a store path instead
         Raises
         ------
         InvalidTypeError, InvalidValueError
-            Bad ids, strength, namespace or time, or an explicit ``at`` earlier than an
-            edge's last reinforcement. Nothing is written.
+            Bad ids, strength, namespace, time or ``late``, or an explicit ``at`` earlier
+            than an edge's last reinforcement by more than ``late`` allows. Nothing is
+            written.
 
         Examples
         --------
@@ -408,17 +423,22 @@ config: pass config together with a store path instead
         1
         >>> store.reinforce(["a", "b"], at=86400, event_id="chat:42")  # a replay: a no-op
         0
+        >>> store.reinforce(["a", "b"], at=86400 - 5)  # another writer came 5 s first
+        1
+        >>> store.edge("a", "b").last_reinforced_at  # counted, at that writer's time
+        86400.0
         """
+        checked = _late(late)
         event = self._event(nodes, strength, namespace, at, event_id)
         if event.delta == 0.0:
             return 0
-        return self._write([event], "raise")[0].edges
+        return self._write([event], checked)[0].edges
 
     def reinforce_many(
         self,
         events: Iterable[CoActivation | Iterable[str]],
         *,
-        late: Literal["raise", "clamp"] = "raise",
+        late: Late = "skew",
     ) -> list[Reinforced]:
         """Reinforce many co-activation events in one transaction, each as its own event.
 
@@ -432,10 +452,12 @@ config: pass config together with a store path instead
         ----------
         events : iterable of CoActivation, or of lists of ids
             A plain list of ids is ``CoActivation(ids)``: strength 1, ``personal``, now.
-        late : {"raise", "clamp"}
-            What an explicit time earlier than one of its edges' last reinforcement does:
-            refuse the batch (as :meth:`reinforce` does), or move that event forward to
-            it, as if observed then (what a replay of a history out of date order needs).
+        late : {"skew", "raise", "clamp"}
+            What an explicit time earlier than one of its edges' last reinforcement does,
+            as in :meth:`reinforce`: move that event forward to it, as if observed then,
+            when at most ``config.max_clock_skew_s`` earlier (``"skew"``, the default),
+            however much earlier (``"clamp"``: a replay of a history out of date order),
+            or never (``"raise"``); an event refused refuses the batch.
 
         Returns
         -------
@@ -461,8 +483,7 @@ config: pass config together with a store path instead
         >>> edge.activation_count, round(edge.weight, 3), round(edge.half_life_days, 2)
         (2, 0.593, 21.25)
         """
-        if late not in ("raise", "clamp"):
-            raise InvalidValueError(f"late must be 'raise' or 'clamp', got {late!r}")
+        late = _late(late)
         if isinstance(events, (str, bytes, CoActivation)):
             raise InvalidTypeError(
                 f"events must be an iterable of events, got a bare {type(events).__name__}"
@@ -504,13 +525,7 @@ config: pass config together with a store path instead
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
         explicit = self._written_time(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        if event_id is not None and (
-            not isinstance(event_id, str) or not event_id or "\x00" in event_id
-        ):
-            raise InvalidValueError(
-                f"event_id must be a non-empty str without NUL, or None, got {event_id!r}"
-            )
-        return _Event(ids, ns, explicit, event_id, delta)
+        return _Event(ids, ns, explicit, _event_id(event_id), delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
@@ -539,7 +554,7 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        self._write([_Event(ids, ns, self._written_time(at), None, 0.0)], "raise")
+        self._write([_Event(ids, ns, self._written_time(at), None, 0.0)], "skew")
 
     def _written_time(self, at: Clock) -> float | None:
         """An explicit write time in seconds (None: the clock, read inside the write),
@@ -590,10 +605,12 @@ config: pass config together with a store path instead
                 dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
             )
             stored = tx.lock_edges(keys) if keys else []
-            if late == "clamp" and pair_events:
+            if late != "raise" and pair_events:  # read under lock: exact with many writers
                 last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
-                for i, moved in zip(pairing, clamped_times(last, pair_events), strict=True):
-                    times[i] = moved
+                within = math.inf if late == "clamp" else config.max_clock_skew_s
+                moved = clamped_times(last, pair_events, within_s=within)
+                for i, at in zip(pairing, moved, strict=True):
+                    times[i] = at
                 pair_events = [
                     p._replace(at=times[i]) for p, i in zip(pair_events, pairing, strict=True)
                 ]
@@ -1236,6 +1253,26 @@ def _uses_differ(stored: UseRow | None, seen: UseRow | None) -> bool:
     return state(stored) != state(seen)
 
 
+def _late(late: object) -> Late:
+    if late == "skew" or late == "raise" or late == "clamp":
+        return late
+    raise InvalidValueError(f"late must be 'skew', 'raise' or 'clamp', got {late!r}")
+
+
+def _event_id(event_id: object) -> str | None:
+    """``event_id`` if it is None or a usable id: as a node id, a non-empty str of valid
+    Unicode without NUL, at most ``MAX_NAME_BYTES`` bytes of UTF-8 (on every backend)."""
+    if event_id is None:
+        return None
+    if isinstance(event_id, str) and event_id:
+        check_size("event_id", event_id)
+        if "\x00" not in event_id:
+            return check_unicode("event_id", event_id)
+    raise InvalidValueError(
+        f"event_id must be a non-empty str without NUL, or None, got {event_id!r}"
+    )
+
+
 def _clamped_strength(strength: object, maximum: float) -> float:
     if isinstance(strength, bool) or not isinstance(strength, (int, float)):
         raise InvalidTypeError(
@@ -1252,19 +1289,13 @@ def _fresh(
     times: Sequence[float],
     namespaces: dict[str, int],
 ) -> list[bool]:
-    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (once,
-    for its first event, when the batch holds it twice)."""
-    ids = [
-        (e.event_id, t, namespaces[e.namespace])
-        for e, t in zip(events, times, strict=True)
-        if e.event_id and e.ids
-    ]
-    recorded = tx.record_events(ids) if ids else set()
-    fresh = []
-    for event in events:
-        if event.event_id is None or not event.ids:
-            fresh.append(True)
-        else:
-            fresh.append(event.event_id in recorded)
-            recorded.discard(event.event_id)
+    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (see
+    :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`)."""
+    identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
+    recorded = tx.record_events(
+        [(events[i].event_id or "", times[i], namespaces[events[i].namespace]) for i in identified]
+    ) if identified else []  # fmt: skip
+    fresh = [True] * len(events)
+    for i, new in zip(identified, recorded, strict=True):
+        fresh[i] = new
     return fresh

@@ -154,7 +154,7 @@ def test_a_failed_write_does_not_hide_another_stores_next_commit(tmp_path: Path)
     mine.reinforce(["x", "y"], at=0)
     theirs.reinforce(["x", "y"], at=100)  # not seen here yet
     with pytest.raises(ValueError, match="earlier"):
-        mine.reinforce(["x", "y"], at=50)  # catches up inside its transaction, then rolls back
+        mine.reinforce(["x", "y"], at=50, late="raise")  # caught up in its transaction: rolled back
     theirs.reinforce(["c", "d"], at=200)  # takes the version number the rollback freed
     theirs.use(["u"], at=200)
     assert mine.edge("c", "d") is not None

@@ -19,6 +19,7 @@ from synapse_retriever import (
     InvalidTypeError,
     InvalidValueError,
     Reinforced,
+    SynapseConfig,
     SynapseStore,
 )
 from synapse_retriever.memory.graph import Edge
@@ -260,6 +261,8 @@ def test_an_event_id_belongs_to_the_store_not_to_a_namespace(store: SynapseStore
     assert store.edge("a", "b", "personal") is None
 
 
+LONG = "0f" * 1400  # 2,800 bytes, as os.urandom(1400).hex()
+
 GOOD = [
     CoActivation(["a", "b"], at=T0, event_id="g1"),
     CoActivation(["b", "c"], namespace="shared", at=T0 + 1, event_id="g2"),
@@ -280,6 +283,11 @@ GOOD = [
         (CoActivation(["a", "b"], at="today"), InvalidTypeError, "at must be"),  # type: ignore[arg-type]
         (CoActivation(["a", "b"], event_id=""), InvalidValueError, "event_id must be"),
         (CoActivation(["a", "b"], event_id=5), InvalidValueError, "event_id must be"),  # type: ignore[arg-type]
+        (CoActivation(["a", "b"], event_id="e\udce9"), InvalidValueError, "event_id must be valid"),
+        # over PostgreSQL's largest index entry: refused up front, alike on every backend
+        (CoActivation(["a", "b"], event_id=LONG), InvalidValueError, "event_id must be at most"),
+        (CoActivation(["a", LONG]), InvalidValueError, "node id must be at most 2048 bytes"),
+        (CoActivation(["a", "b"], namespace=f"branch:{LONG}"), InvalidValueError, "at most"),
         ("ab", InvalidTypeError, "nodes must be a list of ids, got a bare str"),
         (5, InvalidTypeError, "nodes must be an iterable"),
     ],
@@ -374,7 +382,7 @@ def test_late_clamp_leaves_events_in_order_alone(store: SynapseStore) -> None:
 
 @pytest.mark.parametrize("late", ["ignore", "", None, True])
 def test_a_bad_late_is_refused(store: SynapseStore, late: Any) -> None:
-    with pytest.raises(InvalidValueError, match="late must be 'raise' or 'clamp'"):
+    with pytest.raises(InvalidValueError, match="late must be 'skew', 'raise' or 'clamp'"):
         store.reinforce_many([["a", "b"]], late=late)
     assert store.edge("a", "b") is None
 
@@ -389,3 +397,35 @@ def test_a_bare_string_or_a_single_event_is_refused(store: SynapseStore, events:
 def test_events_that_are_not_iterable_are_refused(store: SynapseStore) -> None:
     with pytest.raises(InvalidTypeError, match="events must be an iterable"):
         store.reinforce_many(5)  # type: ignore[arg-type]
+
+
+def test_a_late_event_is_counted_within_the_clock_skew_and_refused_beyond(
+    any_store_path: str,
+) -> None:
+    skew = SynapseConfig().max_clock_skew_s  # one day
+    with SynapseStore(any_store_path) as store:
+        store.reinforce(["a", "b"], at=T0 + 100)
+        assert store.reinforce(["a", "b", "c"], at=T0 + 50) == 3  # another writer came first
+        assert store.reinforce_many([CoActivation(["b", "a"], at=T0 + 90)]) == [
+            Reinforced(1, T0 + 100)  # at the edge's time, as if observed then
+        ]
+        edge = store.edge("a", "b")
+        assert edge is not None and (edge.activation_count, edge.last_reinforced_at) == (
+            3,
+            T0 + 100,
+        )
+        ac = store.edge("a", "c")  # the whole event at one time
+        assert ac is not None and ac.created_at == T0 + 100
+        state = snapshot(store, T0 + DAY)
+        with pytest.raises(InvalidValueError, match=r"earlier than .* by more than 86400 s"):
+            store.reinforce(["a", "b"], at=T0 + 99 - skew)
+        with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
+            store.reinforce(["a", "b"], at=T0 + 99, late="raise")  # refused however little
+        assert snapshot(store, T0 + DAY) == state
+        assert store.reinforce(["a", "b"], at=T0 - 10 * DAY, late="clamp") == 1
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 4
+    with SynapseStore(any_store_path, config=SynapseConfig(max_clock_skew_s=0.0)) as strict:
+        strict.reinforce(["a", "b"], at=T0 + 100)  # (in memory: a new store)
+        with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
+            strict.reinforce(["a", "b"], at=T0 + 99)  # no skew allowed: as late="raise"

@@ -276,7 +276,8 @@ def test_a_closed_store_says_so(store: SynapseStore) -> None:
         (["a", None], InvalidTypeError, "NoneType"),
         (["a", ""], InvalidValueError, "non-empty"),
         (["a", "\ud800"], InvalidValueError, "valid Unicode"),
-        (["a", "x" * 5000], InvalidValueError, "at most 4096"),
+        (["a", "x" * 5000], InvalidValueError, "at most 2048 bytes of UTF-8, got 5000"),
+        (["a", "é" * 1025], InvalidValueError, "at most 2048 bytes of UTF-8, got 2050"),
         (["a", "nul\x00byte"], InvalidValueError, "NUL"),
         (42, InvalidTypeError, "iterable"),
     ],
@@ -300,6 +301,9 @@ def test_bad_ids_are_refused_by_name(nodes: object, error: type, message: str) -
         ({"at": datetime(2026, 1, 1)}, InvalidValueError, "naive"),
         ({"at": float("nan")}, InvalidValueError, "finite"),
         ({"at": "yesterday"}, InvalidTypeError, "at must be"),
+        ({"namespace": "branch:" + "x" * 2042}, InvalidValueError, "namespace must be at most"),
+        ({"event_id": "e" * 2049}, InvalidValueError, "event_id must be at most 2048 bytes"),
+        ({"event_id": "e\udce9"}, InvalidValueError, r"event_id must be valid Unicode.*'e\\udce9'"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from synapse_retriever.config import MAX_NAME_LENGTH
+from synapse_retriever.config import check_size
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -50,7 +50,8 @@ at=0, event_id='commit:1f2e')
 
 
 def validate_node_id(node: object) -> str:
-    """Return ``node`` if it is a usable node id: a non-empty str of valid Unicode.
+    """Return ``node`` if it is a usable node id: a non-empty str of valid Unicode, without
+    NUL, at most :data:`~synapse_retriever.config.MAX_NAME_BYTES` bytes of UTF-8.
 
     Examples
     --------
@@ -63,11 +64,7 @@ def validate_node_id(node: object) -> str:
         raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {node!r}")
     if not node:
         raise InvalidValueError(f"node id must be a non-empty string, got {node!r}")
-    if len(node) > MAX_NAME_LENGTH:
-        raise InvalidValueError(
-            f"node id must be at most {MAX_NAME_LENGTH} characters, "
-            f"got {len(node)}: {node[:40]!r}..."
-        )
+    check_size("node id", node)
     if "\x00" in node:  # PostgreSQL's text cannot hold it: refused on every backend alike
         raise InvalidValueError(f"node id must not hold a NUL character, got {node!r}")
     return check_unicode("node id", node)

@@ -3,7 +3,8 @@
 Four tools over stdio (the official ``mcp`` SDK, the ``[mcp]`` extra), on one store
 opened for the server's life:
 
-- ``recall``: vector hits in, hits out, each injected or boosted one saying why;
+- ``recall``: vector hits in (at most :data:`MAX_RECALL_HITS`), hits out, each injected
+  or boosted one saying why;
 - ``record_usage``: ids the agent used together, as one co-activation event;
 - ``neighbours``: a node's strongest live associations (``synapse edges --json``);
 - ``stats``: nodes, edges per namespace, histograms (``synapse stats --json``).
@@ -11,6 +12,9 @@ opened for the server's life:
 Arguments are checked twice: the SDK refuses a JSON value of the wrong type against
 each tool's input schema; every value the schema admits reaches the same validation
 as the Python API and fails with its error, named by type (``InvalidValueError: ...``).
+A request the server cannot read, or ``recall`` with more than :data:`MAX_RECALL_HITS`
+hits, gets a JSON-RPC error (-32700, -32600 or -32602; see :mod:`.mcp_stdio`), never
+silence.
 
 Examples
 --------
@@ -27,9 +31,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 try:
+    import anyio
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
     from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 except ImportError:  # pragma: no cover - the extra is in the dev requirements
     raise ImportError(
@@ -38,6 +44,7 @@ except ImportError:  # pragma: no cover - the extra is in the dev requirements
 
 from synapse_retriever import __version__
 from synapse_retriever.cli._common import in_calendar
+from synapse_retriever.cli.mcp_stdio import serve_stdio
 from synapse_retriever.cli.store_commands import neighbour_report, stats_report
 from synapse_retriever.clock import to_seconds
 from synapse_retriever.errors import InvalidValueError, SynapseError
@@ -47,7 +54,7 @@ from synapse_retriever.recall.hits import Hit
 if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
 
-__all__ = ["ScoredId", "build_server", "serve", "why"]
+__all__ = ["MAX_RECALL_HITS", "ScoredId", "build_server", "serve", "why"]
 
 SERVER_NAME = "synapse-retriever"
 
@@ -57,6 +64,11 @@ INSTRUCTIONS = (
     "retrieved); pass your vector or search hits through recall, best first, to have "
     "associated ids take the weakest slots; the list never grows."
 )
+
+MAX_RECALL_HITS = 1_000
+"""``recall`` takes at most this many hits (a top-k list; the store's recall reads each
+once). A longer list is refused with JSON-RPC error -32602 naming its length, before any
+work: 100,000 hits took 10.6 s and held up every other call."""
 
 _Result = TypeVar("_Result")
 
@@ -96,6 +108,21 @@ def _refusing_unknown_arguments(known: dict[str, set[str]]) -> Any:
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
     return refuse
+
+
+async def _refusing_long_hit_lists(ctx: Any, call_next: Any) -> Any:
+    """Middleware: ``recall`` with more than :data:`MAX_RECALL_HITS` hits is refused
+    (-32602, naming the count) before its hits are read."""
+    params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, dict) else {}
+    arguments = params.get("arguments")
+    hits = arguments.get("hits") if isinstance(arguments, dict) else None
+    if params.get("name") == "recall" and isinstance(hits, list) and len(hits) > MAX_RECALL_HITS:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Invalid params: recall takes at most {MAX_RECALL_HITS:,} hits, got "
+            f"{len(hits):,}; pass your best {MAX_RECALL_HITS:,}",
+        )
+    return await call_next(ctx)
 
 
 def why(hit: Hit) -> str | None:
@@ -157,13 +184,19 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         version=__version__,
         instructions=INSTRUCTIONS,
         log_level="WARNING",
-        middleware=[_refusing_unknown_arguments(known)],
+        middleware=[_refusing_long_hit_lists, _refusing_unknown_arguments(known)],
     )
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=reading)
     def recall(
-        hits: Annotated[list[ScoredId], Field(description="your hits, best first")],
+        hits: Annotated[
+            list[ScoredId],
+            Field(
+                description=f"your hits, best first: at most {MAX_RECALL_HITS:,}",
+                max_length=MAX_RECALL_HITS,
+            ),
+        ],
         namespace: Namespace = "personal",
         at: At = None,
     ) -> dict[str, Any]:
@@ -172,7 +205,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 
         Each hit comes back with its origin (vector, boosted or injected) and, unless it
         is a plain vector hit, why it is there: the hit it was used with and the one it
-        replaced.
+        replaced. At most 1,000 hits (MAX_RECALL_HITS); more are refused.
         """
         pairs = [(hit.id, hit.score) for hit in hits]
         found = _checked(lambda: store.recall(pairs, at=at, active_namespace=namespace))
@@ -237,4 +270,4 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 def serve(store: SynapseStore, path: str) -> None:
     """Serve ``store`` (opened from ``path``) over stdio until the client hangs up."""
     name = split_url(path)[1] if is_postgres_url(path) else path  # no password for the agent
-    build_server(store, store_name=name).run("stdio")
+    anyio.run(serve_stdio, build_server(store, store_name=name))

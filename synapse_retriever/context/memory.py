@@ -60,7 +60,7 @@ from synapse_retriever.context.graph.walk import (
     specificity,
 )
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
-from synapse_retriever.context.storage import ContextStorage, EdgeRow, TurnRecord
+from synapse_retriever.context.storage import ContextStorage, EdgeRow, Loaded, TurnRecord
 from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
 from synapse_retriever.context.text import TermStats
 from synapse_retriever.context.tokens import TokenCounter, checked_counter
@@ -209,11 +209,30 @@ class ConversationMemory:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _load(self) -> None:
-        loaded = self._storage.load()
-        self._turns: list[TurnRecord] = loaded.turns
-        self._tokens: list[int] = [self.token_counter(t.text) for t in self._turns]
-        self._consolidated_through = loaded.consolidated_through
-        for turn in self._turns:
+        self._turns: list[TurnRecord] = []
+        self._tokens: list[int] = []
+        self._index = TurnIndex(self.embedder.dim)
+        self._at = np.zeros(0, dtype=np.float64)
+        self._graph = TemporalGraph()
+        self._labels: dict[str, tuple[str, str]] = {}
+        self._row: dict[int, int] = {}
+        self._last_in_session: dict[str, int] = {}
+        self._consolidated_through = self._relations_through = 0
+        self._storage.changed()  # sets the mark the catch-ups compare with
+        self._take(self._storage.load())
+
+    def _catch_up(self, *, force: bool = False) -> None:
+        """Take in the turns other processes stored since this memory last looked, with
+        their vectors and graph rows. Nothing committed elsewhere: one PRAGMA, no read."""
+        if not self._closed and (self._storage.changed() or force):
+            self._take(self._storage.load(after=self._turns[-1].id if self._turns else 0))
+
+    def _take(self, loaded: Loaded) -> None:
+        """Append ``loaded``'s turns (ids after this memory's last) to every mirror."""
+        turns = loaded.turns
+        self._turns.extend(turns)
+        self._tokens.extend(self.token_counter(t.text) for t in turns)
+        for turn in turns:
             self._stats.add(turn.text)
         dim = self.embedder.dim
         width = dim * np.dtype(np.float32).itemsize
@@ -222,35 +241,39 @@ class ConversationMemory:
             for i, (name, blob) in enumerate(zip(loaded.embedders, loaded.embeddings, strict=True))
             if name != self.embedder.name or len(blob) != width
         ]
-        vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
+        vectors = np.zeros((len(turns), dim), dtype=np.float32)
         for i, blob in enumerate(loaded.embeddings):
             if i not in stale:
                 vectors[i] = np.frombuffer(blob, dtype=np.float32)
         if stale:  # stored by another embedder: recompute them in this one's space
             log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
-            fresh = normalized(self.embedder.embed([self._turns[i].text for i in stale]), dim)
+            fresh = normalized(self.embedder.embed([turns[i].text for i in stale]), dim)
             vectors[stale] = fresh
             self._storage.replace_embeddings(
                 self.embedder.name,
-                [(self._turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
+                [(turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
             )
-        self._index = TurnIndex(dim)
         self._index.add(vectors)
-        self._at = np.array([t.at for t in self._turns], dtype=np.float64)
-        self._load_graph(loaded.entities, loaded.edges, loaded.graph_through)
-        self._relations_through = loaded.relations_through
+        self._at = np.append(self._at, [t.at for t in turns])
+        self._load_graph(turns, loaded.entities, loaded.edges, loaded.graph_through)
+        self._consolidated_through = max(self._consolidated_through, loaded.consolidated_through)
+        self._relations_through = max(self._relations_through, loaded.relations_through)
 
     def _load_graph(
-        self, entities: Sequence[tuple[str, str, str]], edges: Sequence[EdgeRow], through: int
+        self,
+        turns: Sequence[TurnRecord],
+        entities: Sequence[tuple[str, str, str]],
+        edges: Sequence[EdgeRow],
+        through: int,
     ) -> None:
-        """The graph mirror; turns stored before the graph existed are linked now."""
-        self._graph = TemporalGraph()
-        self._labels = {node: (kind, label) for node, kind, label in entities}
-        self._row: dict[int, int] = {t.id: i for i, t in enumerate(self._turns)}
-        self._last_in_session: dict[str, int] = {}
+        """Add ``turns`` and graph rows to the graph mirror; turns stored before the graph
+        existed are linked now."""
+        for node, kind, label in entities:
+            self._labels.setdefault(node, (kind, label))
         missing_entities: list[tuple[str, str, str]] = []
         missing_edges: list[EdgeRow] = []
-        for turn in self._turns:
+        for turn in turns:
+            self._row[turn.id] = len(self._row)
             self._graph.add_turn()
             previous = self._last_in_session.get(turn.session)
             self._last_in_session[turn.session] = turn.id
@@ -262,8 +285,8 @@ class ConversationMemory:
             self._labels.setdefault(node, (kind, label))
         for row in [*edges, *missing_edges]:
             self._graph.add_edge(row[0], row[1], row[2], at=row[3], count=row[4], traversals=row[5])
-        if missing_edges or (self._turns and through < self._turns[-1].id):
-            self._storage.add_graph(missing_entities, missing_edges, self._turns[-1].id)
+        if missing_edges or (turns and through < turns[-1].id):
+            self._storage.add_graph(missing_entities, missing_edges, turns[-1].id)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish pending consolidation, then close the database."""
@@ -281,7 +304,9 @@ class ConversationMemory:
         self.close()
 
     def __len__(self) -> int:
-        return len(self._turns)
+        with self._lock:
+            self._catch_up()
+            return len(self._turns)
 
     def __repr__(self) -> str:
         return f"ConversationMemory({self.path!r}, turns={len(self._turns)})"
@@ -351,27 +376,37 @@ class ConversationMemory:
         entities = extract_entities(text)
         with self._lock:
             self._check_open()
-            if self._turns and seconds < self._turns[-1].at:
-                if at is not None:
-                    raise InvalidValueError(
-                        f"at={seconds} is earlier than the previous turn's {self._turns[-1].at}"
-                    )
-                seconds = self._turns[-1].at
-            if np.any(vector):
-                novelty = 1.0 - self._index.nearest(vector)
-                repeats = self._index.count_at_least(vector, self.config.habituation_similarity)
-            else:  # no content terms ("ok", "?"): nothing new, nothing to compare
-                novelty, repeats = 0.0, 0
-            record = TurnRecord(0, session, role, text, seconds, novelty, repeats, 0.0, None, None)
-            previous = self._last_in_session.get(session)
-            links: dict[str, tuple[list[tuple[str, str, str]], list[EdgeRow]]] = {}
+            record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None)
+            stored: list[tuple[list[tuple[str, str, str]], list[EdgeRow]]] = []
 
             def link(turn_id: int) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
-                links["rows"] = turn_links(turn_id, previous, entities, seconds)
-                return links["rows"]
+                previous = self._last_in_session.get(session)
+                stored.append(turn_links(turn_id, previous, entities, record.at))
+                return stored[-1]
 
-            record.id = self._storage.insert(record, self.embedder.name, vector.tobytes(), link)
-            nodes, edges = links["rows"]
+            retry = False
+            while True:  # stored only after the last turn in view: times stay in id order
+                self._catch_up(force=retry)
+                last = self._turns[-1] if self._turns else None
+                if last is not None and record.at < last.at:
+                    if at is not None:
+                        raise InvalidValueError(
+                            f"at={seconds} is earlier than the previous turn's {last.at}"
+                        )
+                    record.at = last.at
+                if np.any(vector):
+                    record.surprise = 1.0 - self._index.nearest(vector)
+                    record.repeats = self._index.count_at_least(
+                        vector, self.config.habituation_similarity
+                    )
+                turn_id = self._storage.insert(
+                    record, self.embedder.name, vector.tobytes(), link, after=last.id if last else 0
+                )
+                if turn_id is not None:
+                    break
+                retry = True  # another process stored a turn meanwhile: take it in, again
+            record.id = turn_id
+            nodes, edges = stored[-1]
             for node, kind, label in nodes:
                 self._labels.setdefault(node, (kind, label))
             for row in edges:
@@ -382,7 +417,7 @@ class ConversationMemory:
             self._turns.append(record)
             self._tokens.append(tokens)
             self._index.add(vector.reshape(1, -1))
-            self._at = np.append(self._at, seconds)
+            self._at = np.append(self._at, record.at)
             self._stats.add(text)
             due = len(self._turns) - self._consolidated_through >= (
                 self.config.consolidation_interval
@@ -455,6 +490,7 @@ class ConversationMemory:
         self.config.temperature(mode)  # validates the mode against the configured ones
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
+            self._catch_up()
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
             if query is not None and query.strip():
@@ -560,6 +596,7 @@ class ConversationMemory:
         depth = max(_RETRIEVAL_DEPTH, 2 * k)
         with self._lock:
             self._check_open()
+            self._catch_up()
             if not self._turns:
                 return []
             turns = self._turns
@@ -733,6 +770,7 @@ class ConversationMemory:
         now = to_seconds(at)
         with self._lock:
             self._check_open()
+            self._catch_up()
             graph = nx.MultiDiGraph()
             for turn in self._turns:
                 graph.add_node(
@@ -760,6 +798,7 @@ class ConversationMemory:
     def turns(self) -> list[TurnRecord]:
         """Copies of the stored turns, oldest first."""
         with self._lock:
+            self._catch_up()
             return [TurnRecord(**vars(t)) for t in self._turns]
 
     def replays(self) -> list[tuple[int, list[str]]]:

@@ -195,6 +195,7 @@ class ContextStorage:
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
         self.path = os.fspath(path)
         self._lock = threading.RLock()
+        self._data_version = -1  # what changed() last read
         in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         if not in_memory:
             core = SQLiteStorage(self.path, busy_timeout_s=busy_timeout_s)  # refuse or stamp
@@ -264,27 +265,54 @@ class ContextStorage:
             (key, str(value)),
         )
 
-    def load(self) -> Loaded:
-        """Every turn in insertion order, with its stored vector and the embedder's name."""
+    def changed(self) -> bool:
+        """Whether another connection (another process, say) committed to the file since
+        the last call: one ``PRAGMA data_version``, no table read.
+
+        Examples
+        --------
+        >>> storage = ContextStorage(":memory:")
+        >>> storage.changed(), storage.changed()  # the first call sets the mark
+        (True, False)
+        >>> storage.close()
+        """
         with self._lock, typed_errors(self.path):
-            rows = self._db.execute(
-                f"SELECT {_COLUMNS}, embedder, embedding FROM context_turns ORDER BY id"
-            ).fetchall()
-            meta = self._db.execute(
-                "SELECT value FROM context_meta WHERE key = 'consolidated_through'"
-            ).fetchone()
-            entities = self._db.execute("SELECT node, kind, label FROM context_entities").fetchall()
-            got = self._db.execute(
-                "SELECT source, target, type, at, count, traversals FROM context_edges"
-            ).fetchall()
-            marks = dict(
-                self._db.execute(
-                    "SELECT key, value FROM context_meta "
-                    "WHERE key IN ('graph_through', 'relations_through')"
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        seen, self._data_version = self._data_version, version
+        return version != seen
+
+    def load(self, after: int = 0) -> Loaded:
+        """The turns with an id above ``after`` in insertion order, with their stored
+        vectors and the embedder's name; the graph rows (all of them, or with ``after``
+        those that touch the turns returned) and the marks; one snapshot of the file."""
+        edge_rows = "SELECT source, target, type, at, count, traversals FROM context_edges"
+        entity_rows = "SELECT node, kind, label FROM context_entities"
+        if after:  # the rows that touch the new turns: their edges, the entities at their ends
+            new = "SELECT 'turn:' || id FROM context_turns WHERE id > :after"
+            edge_rows += f" WHERE source IN ({new}) OR target IN ({new})"
+            ends = f"SELECT source FROM ({edge_rows}) UNION SELECT target FROM ({edge_rows})"
+            entity_rows += f" WHERE node IN ({ends})"
+        with self._lock, typed_errors(self.path):
+            self._db.execute("BEGIN")  # one snapshot: no edge read without its turn
+            try:
+                rows = self._db.execute(
+                    f"SELECT {_COLUMNS}, embedder, embedding FROM context_turns "
+                    "WHERE id > :after ORDER BY id",
+                    {"after": after},
                 ).fetchall()
-            )
+                entities = self._db.execute(entity_rows, {"after": after}).fetchall()
+                got = self._db.execute(edge_rows, {"after": after}).fetchall()
+                marks = dict(
+                    self._db.execute(
+                        "SELECT key, value FROM context_meta WHERE key IN "
+                        "('consolidated_through', 'graph_through', 'relations_through')"
+                    ).fetchall()
+                )
+            finally:
+                with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse even this
+                    self._db.execute("ROLLBACK")  # it only read
         loaded = Loaded(
-            consolidated_through=int(meta[0]) if meta else 0,
+            consolidated_through=int(marks.get("consolidated_through", 0)),
             entities=[(str(n), str(k), str(label)) for n, k, label in entities],
             edges=[(str(a), str(b), str(t), float(w), int(c), int(v)) for a, b, t, w, c, v in got],
             graph_through=int(marks.get("graph_through", 0)),
@@ -297,11 +325,32 @@ class ContextStorage:
         return loaded
 
     def insert(
-        self, record: TurnRecord, embedder: str, embedding: bytes, links: Links | None = None
-    ) -> int:
+        self,
+        record: TurnRecord,
+        embedder: str,
+        embedding: bytes,
+        links: Links | None = None,
+        *,
+        after: int | None = None,
+    ) -> int | None:
         """Store a new turn, and what ``links(its id)`` returns (entity nodes, edges), in
-        one transaction; returns its id."""
+        one transaction; returns its id. With ``after``, only if the file's last turn is
+        still the one of that id (0: none), else nothing is stored and None is returned:
+        another process added a turn the caller has not seen.
+
+        Examples
+        --------
+        >>> storage = ContextStorage(":memory:")
+        >>> record = TurnRecord(0, "s1", "user", "hi", 0.0, 1.0, 0, 0.0, None, None)
+        >>> storage.insert(record, "e", b"", after=0), storage.insert(record, "e", b"", after=0)
+        (1, None)
+        >>> storage.close()
+        """
         with self._write() as db:
+            if after is not None:
+                last = db.execute("SELECT max(id) FROM context_turns").fetchone()[0]
+                if (last or 0) != after:
+                    return None
             cursor = db.execute(
                 "INSERT INTO context_turns (session, role, text, at, surprise, repeats, boost, "
                 "chunks, summary, embedder, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

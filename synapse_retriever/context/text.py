@@ -38,7 +38,9 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _WORD = re.compile(r"\w+")
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+# A space run after . ! or ?, or a whole space run holding a line break. The break is
+# looked for only from a run's first character, so a long run is read once (linear).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<!\s)[^\S\n]*\n\s*")
 _MAX_SENTENCE_WORDS = 40
 
 

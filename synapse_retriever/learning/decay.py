@@ -292,14 +292,25 @@ def canonical_pairs(names: Sequence[str], node_ids: Sequence[int]) -> list[tuple
 
 
 def clamped_times(
-    last: Mapping[tuple[int, int, int], float], events: Sequence[PairEvent]
+    last: Mapping[tuple[int, int, int], float],
+    events: Sequence[PairEvent],
+    *,
+    within_s: float = math.inf,
 ) -> list[float]:
     """Each event's time moved forward, where needed, to the latest reinforcement of its
     pairs, the events of the batch before it included.
 
-    What a replay of a history whose dates are not in order needs (a branch merged after
-    later commits): such an event still counts, as if it had been observed then. ``last``
-    holds the stored ``last_reinforced_at`` of the pairs, by ``(namespace_id, a, b)``.
+    What writers whose events arrive out of order need (another writer came first by a
+    second), and a replay of a history whose dates are not in order (a branch merged
+    after later commits): such an event still counts, as if it had been observed then.
+    ``last`` holds the stored ``last_reinforced_at`` of the pairs, by
+    ``(namespace_id, a, b)``.
+
+    Raises
+    ------
+    InvalidValueError
+        An explicit time more than ``within_s`` earlier than the latest reinforcement of
+        one of its pairs.
 
     Examples
     --------
@@ -307,12 +318,21 @@ def clamped_times(
     >>> b = PairEvent("shared", 1, [(2, 3)], ["b", "c"], [2, 3], 20.0, True, 0.3)
     >>> clamped_times({(1, 1, 2): 100.0}, [a, b, a])  # the second event shares no edge
     [100.0, 20.0, 100.0]
+    >>> clamped_times({(1, 1, 2): 100.0}, [a], within_s=10.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: at=50.0 is earlier than the last \
+reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
     """
     latest = dict(last)
     times = []
     for event in events:
         keys = [(event.namespace_id, a, b) for a, b in event.pairs]
-        at = max([event.at, *(latest.get(key, BLANK_TIME) for key in keys)])
+        before = [latest.get(key, BLANK_TIME) for key in keys]
+        at = max([event.at, *before])
+        if event.explicit and at - event.at > within_s:
+            key = keys[before.index(at)]
+            raise _backwards(event, key, at, time.time() + within_s, within_s)
         latest.update(dict.fromkeys(keys, at))
         times.append(at)
     return times
@@ -462,13 +482,20 @@ def _ranks(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def _backwards(
-    event: PairEvent, key: tuple[int, int, int], last: float, clock: float
+    event: PairEvent, key: tuple[int, int, int], last: float, clock: float, within_s: float = 0.0
 ) -> InvalidValueError:
-    """The error for an explicit time earlier than the last reinforcement of ``key``."""
+    """The error for an explicit time earlier than the last reinforcement of ``key`` (by
+    more than ``within_s``)."""
     name = dict(zip(event.node_ids, event.names, strict=True))
+    by = (
+        f" by more than {within_s:g} s (config.max_clock_skew_s; late='clamp' counts it at "
+        "that reinforcement)"
+        if within_s > 0
+        else ""
+    )
     return InvalidValueError(
         f"at={event.at} is earlier than the last reinforcement of {name[key[1]]!r}-"
-        f"{name[key[2]]!r} in {event.namespace!r} ({last}): time must not run backwards"
+        f"{name[key[2]]!r} in {event.namespace!r} ({last}){by}: time must not run backwards"
         + (
             "; that time lies in the future: store.repair() (synapse repair) "
             "removes what was written ahead of the clock"

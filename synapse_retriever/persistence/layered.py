@@ -376,11 +376,18 @@ class _LayeredTransaction:
         found = self._storage.poll(since, max_node, max_namespace)
         return found if found is not None else Changes(version=self._storage.version)
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
-        recorded: set[str] = set()
-        for positions in self._by_namespace(event[2] for event in events).values():
-            _, part, ns = self._ns(events[positions[0]][2])
-            recorded |= part.record_events([(events[p][0], events[p][1], ns) for p in positions])
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
+        # each layer records its events' ids, in their order, as separate calls would: an
+        # id met in both layers is two events, each written with its edges
+        recorded = [False] * len(events)
+        placed = [self._ns(namespace) for _, _, namespace in events]
+        for layer in (LOCAL, SHARED):
+            positions = [p for p, (where, _, _) in enumerate(placed) if where == layer]
+            if positions:
+                mine = [(events[p][0], events[p][1], placed[p][2]) for p in positions]
+                done = self._part(layer).record_events(mine)
+                for p, fresh in zip(positions, done, strict=True):
+                    recorded[p] = fresh
         return recorded
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -57,6 +59,7 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
+    WriteConflictError,
 )
 from synapse_retriever.learning.decay import BLANK_TIME
 from synapse_retriever.persistence.protocols import TransientWriteError, WriteTransaction
@@ -64,7 +67,6 @@ from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, Use
 
 if TYPE_CHECKING:
     import psycopg
-    import psycopg_pool
 
 __all__ = ["CHANNEL", "SCHEMA_VERSION", "PostgresStorage", "is_postgres_url", "split_url"]
 
@@ -81,9 +83,22 @@ TRIM_RECENT_EVERY = 64
 """The recent-events log keeps 2 × ``recent_events`` entries per namespace, trimmed by the
 transactions whose token is a multiple of this."""
 POLL_TIMEOUT_S = 1.0
-"""How long a read waits for a connection before recall goes on from memory."""
+"""How long a read waits for a connection or a lock before recall goes on from memory."""
+ANSWER_TIMEOUT_S = 2.0
+"""How long a connection check, or a read's look at the version, may go unanswered (a
+stalled network, a frozen server) before the connection is given up."""
 UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
+CONNECTION_OPTIONS: dict[str, int] = {
+    "connect_timeout": 5,  # libpq waits without bound (the kernel's 130 s) otherwise
+    "keepalives": 1,  # a peer gone silent is found after 5 + 3 × 2 s of quiet
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,  # ms: data sent and unacknowledged that long drops it
+}
+"""libpq settings of every connection: how long a connection may take to open, and how
+soon a server or network that stopped answering is noticed."""
 
 SCHEMA = [
     """
@@ -363,7 +378,7 @@ class _PostgresTransaction:
         self._recent += [(ns, at, list(nodes)) for ns, at, nodes in entries]
         self._keep = max(self._keep, keep)
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
         first = {event_id: at for event_id, at, _ in reversed(events)}  # twice: the first
         ordered = sorted(first)
         created = self._rows(
@@ -371,7 +386,12 @@ class _PostgresTransaction:
             "ORDER BY 1 ON CONFLICT (id) DO NOTHING RETURNING id",
             (ordered, [first[i] for i in ordered]),
         )
-        return {row[0] for row in created}
+        new = {row[0] for row in created}
+        recorded = []
+        for event_id, _, _ in events:  # an id met again in the batch is a replay
+            recorded.append(event_id in new)
+            new.discard(event_id)
+        return recorded
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:
         edges = self._rows(
@@ -558,6 +578,146 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
     )
 
 
+class _Connections:
+    """At most ``size`` connections to one database, kept open between uses.
+
+    Each is checked before it is handed out (an empty query, answered within
+    :data:`ANSWER_TIMEOUT_S`); one found dead (a killed backend, a restarted server, a
+    stalled network) is closed and replaced at once by a new one, whose opening is bounded
+    by ``connect_timeout`` (:data:`CONNECTION_OPTIONS`). A call after killed connections
+    thus waits one connect, never a backoff (psycopg_pool's 1, 2, 4, ... s between checks
+    kept one write waiting its whole 30 s timeout while the server was up). A new
+    connection waits ``lock_timeout_s`` at most for each lock (``lock_timeout``).
+    """
+
+    def __init__(self, url: str, where: str, size: int, lock_timeout_s: float) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
+        self._url, self._where, self._size = url, where, size
+        self._lock_timeout_ms = max(1, round(lock_timeout_s * 1000))
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._guard = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+        self._closed = False
+
+    @contextmanager
+    def connection(self, timeout_s: float) -> Iterator[psycopg.Connection[Any]]:
+        """A live connection, given back on leaving the block; ``timeout_s`` bounds the
+        wait for a free one (:class:`StorageUnavailableError` then)."""
+        if not self._slots.acquire(timeout=timeout_s):
+            raise StorageUnavailableError(
+                f"{self._where!r}: none of its {self._size} connections was free within "
+                f"{timeout_s:g} s"
+            )
+        try:
+            conn = self._take()
+            try:
+                yield conn
+            finally:
+                self._give(conn)
+        finally:
+            self._slots.release()
+
+    def connect(self, **options: Any) -> psycopg.Connection[Any]:
+        """A new connection (:data:`CONNECTION_OPTIONS` and ``options``), its lock waits
+        bounded; :class:`StorageUnavailableError` if it cannot be opened."""
+        try:
+            conn = self._psycopg.connect(self._url, **{**CONNECTION_OPTIONS, **options})
+            conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+            if not conn.autocommit:
+                conn.commit()
+        except self._psycopg.OperationalError as exc:
+            raise StorageUnavailableError(
+                f"{self._where!r} cannot be reached: cannot connect ({str(exc).strip()})"
+            ) from None
+        return conn
+
+    def _take(self) -> psycopg.Connection[Any]:
+        while True:
+            with self._guard:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return self.connect()
+            if _answers(conn):
+                return conn
+            conn.close()
+
+    def _give(self, conn: psycopg.Connection[Any]) -> None:
+        idle = self._psycopg.pq.TransactionStatus.IDLE
+        if not conn.closed and conn.info.transaction_status != idle:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+        with self._guard:
+            keep = not self._closed and not conn.closed and not conn.broken
+            keep = keep and conn.info.transaction_status == idle
+            if keep:
+                self._idle.append(conn)
+        if not keep:
+            conn.close()
+
+    def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _answers(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` answers an empty query within :data:`ANSWER_TIMEOUT_S`."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        with _deadline(conn, ANSWER_TIMEOUT_S):
+            conn.autocommit = True  # no transaction for the check
+            try:
+                conn.execute("")
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.autocommit = False
+    except Exception:
+        return False
+    return not conn.closed
+
+
+@contextmanager
+def _deadline(conn: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
+    """Shut ``conn``'s socket down if the block is still running after ``seconds``.
+
+    A server or network that stopped answering then fails the block at once (psycopg's
+    ``OperationalError``: the connection is lost) instead of holding it until the kernel
+    gives up; the connection is closed on leaving the block. Neither ``statement_timeout``
+    (the server is not answering) nor TCP keepalives (the kernel still acknowledges a
+    frozen server's packets, and a proxy's) bound that wait.
+    """
+    guard = threading.Lock()
+    state = {"done": False, "fired": False}
+
+    def expire() -> None:
+        with guard:
+            if state["done"]:
+                return
+            state["fired"] = True
+            with (
+                contextlib.suppress(OSError, ValueError),
+                socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock,
+            ):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with guard:
+            state["done"] = True
+        timer.cancel()
+        if state["fired"]:
+            conn.close()
+
+
 class PostgresStorage:
     """PostgreSQL backend: a pool of connections to one database, shared by many writers.
 
@@ -575,7 +735,8 @@ class PostgresStorage:
     pool_size : int
         Connections at most (writes and reads of one store take one each).
     timeout_s : float
-        How long to wait for a connection (at open, and for a free one in the pool).
+        How long to wait for a free connection, and for each lock a write or a load
+        waits on (``lock_timeout``); the store passes ``config.busy_timeout_s``.
     create : bool
         Create the store in an empty schema (else :class:`NotASynapseDatabaseError`).
     listen : bool
@@ -596,7 +757,6 @@ class PostgresStorage:
     ) -> None:
         try:
             import psycopg
-            import psycopg_pool
         except ImportError:  # pragma: no cover - the extra is in the dev requirements
             raise ImportError(
                 "PostgreSQL needs the postgres extra: pip install 'synapse-retriever[postgres]'"
@@ -608,20 +768,7 @@ class PostgresStorage:
         self.url, self.path = split_url(url)
         self.read_only = bool(read_only)
         self._timeout_s = timeout_s
-        try:  # one connection first: a wrong URL fails at once, with the server's reason
-            psycopg.connect(url, connect_timeout=max(1, int(timeout_s))).close()
-        except psycopg.Error as exc:
-            raise StorageUnavailableError(f"cannot connect to {self.path!r}: {exc}") from None
-        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            open=False,
-            timeout=timeout_s,
-            check=psycopg_pool.ConnectionPool.check_connection,
-            name=f"synapse {self.path}",
-        )
-        self._pool.open(wait=True, timeout=timeout_s)
+        self._pool = _Connections(self.url, self.path, pool_size, timeout_s)
         self._changed = threading.Event()
         self._changed.set()
         self._unreachable_until = 0.0
@@ -642,9 +789,9 @@ class PostgresStorage:
     @contextmanager
     def _connection(self, timeout_s: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._pool.connection(timeout=timeout_s) as conn:
-                yield conn
-        except (self._psycopg.OperationalError, _pool_timeout()) as exc:
+            with self._pool.connection(self._timeout_s if timeout_s is None else timeout_s) as c:
+                yield c
+        except self._psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
 
     def _open(self) -> None:
@@ -707,10 +854,10 @@ class PostgresStorage:
     def _listen(self) -> None:
         """Set ``_changed`` on every commit signalled on :data:`CHANNEL`, reconnecting
         after a lost connection (readers poll at their interval meanwhile)."""
-        psycopg, delay = self._psycopg, 0.05
+        delay = 0.05
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                with self._pool.connect(autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self._listening, delay = True, 0.05
                     self._changed.set()  # what committed while no one listened
@@ -745,11 +892,17 @@ class PostgresStorage:
         self._changed.clear()
         try:
             with self._connection(POLL_TIMEOUT_S) as conn:
-                version = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+                with _deadline(conn, ANSWER_TIMEOUT_S), conn.pipeline():
+                    # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
+                    # second at most, a server that stopped answering two: then from memory
+                    conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                                 (f"{POLL_TIMEOUT_S * 1000:.0f}",))  # fmt: skip
+                    found = conn.execute("SELECT value FROM meta WHERE key = 'version'")
+                version = found.fetchone()
+                conn.rollback()
                 if version is not None and version[0] == since:
-                    conn.rollback()
                     return None
-                return _snapshot(conn, lambda: _changes(conn, since))
+                return _snapshot(conn, lambda: _changes(conn, since), POLL_TIMEOUT_S)
         except StorageUnavailableError as exc:
             self._changed.set()  # look again once the back-off is over
             self._unreachable_until = time.monotonic() + UNREACHABLE_BACKOFF_S
@@ -770,7 +923,7 @@ class PostgresStorage:
         errors = self._psycopg.errors
         committing = False
         try:
-            with self._pool.connection() as conn:
+            with self._pool.connection(self._timeout_s) as conn:
                 try:
                     # statements whose results are not read wait and go together with the
                     # next that is read: a round trip per read, not per statement
@@ -789,8 +942,16 @@ class PostgresStorage:
             raise TransientWriteError(str(exc).strip(), conflict=True) from exc
         except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
             raise ReadOnlyStoreError(f"{self.path!r} cannot be written: {exc}") from None
-        except _pool_timeout() as exc:  # no connection within timeout_s: not worth retrying
-            raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
+        except errors.ProgramLimitExceeded as exc:  # a value too large: a retry cannot help
+            raise InvalidValueError(
+                f"{self.path!r}: a value is too large for PostgreSQL "
+                f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
+            ) from None
+        except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
+            raise WriteConflictError(
+                f"{self.path!r}: a lock was held by another transaction longer than "
+                f"busy_timeout_s ({self._timeout_s:g} s): {str(exc).strip()}; nothing was written"
+            ) from None
         except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
             raise TransientWriteError(str(exc).strip(), conflict=True) from exc
         except self._psycopg.OperationalError as exc:
@@ -807,12 +968,6 @@ class PostgresStorage:
         if self._listener is not None:
             self._listener.join(timeout=2.0)
         self._pool.close()
-
-
-def _pool_timeout() -> type[Exception]:
-    import psycopg_pool
-
-    return psycopg_pool.PoolTimeout
 
 
 def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
@@ -836,10 +991,18 @@ def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     return bool(setting and setting[0])
 
 
-def _snapshot(conn: psycopg.Connection[Any], read: Any) -> Changes:
-    """``read()`` in one repeatable-read, read-only transaction on ``conn``."""
+def _snapshot(
+    conn: psycopg.Connection[Any], read: Any, lock_timeout_s: float | None = None
+) -> Changes:
+    """``read()`` in one repeatable-read, read-only transaction on ``conn``, waiting
+    ``lock_timeout_s`` at most for each lock (the connection's own bound by default)."""
     conn.rollback()
-    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    with conn.pipeline():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        if lock_timeout_s is not None:
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, true)", (f"{lock_timeout_s * 1000:.0f}",)
+            )
     try:
         result: Changes = read()
     finally:

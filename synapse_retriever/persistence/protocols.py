@@ -132,11 +132,12 @@ class WriteTransaction(Protocol):
         """Everything written after version ``since``; names with ids above the maxima."""
         ...
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
-        """Record event ids ``(id, at, namespace)``; returns those recorded now (the others
-        were recorded before: their events are replays). An id twice in ``events`` is
-        recorded once. An id is the store's, whatever its namespace (a backend that keeps
-        namespaces apart records it with its event's)."""
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
+        """Record event ids ``(id, at, namespace)``; returns, for each, whether its id was
+        recorded now (False: a replay, its id recorded before or earlier in ``events``).
+        An id is the store's, whatever its namespace; a store over several backends (a
+        layered one) records it in its event's backend, as separate calls would, so the
+        same id on two backends is two events."""
         ...
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:

@@ -357,15 +357,14 @@ class _SQLiteTransaction:
                 "UPDATE meta SET value = max(value, ?) WHERE key = 'log_horizon'", (horizon,)
             )
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> set[str]:
-        recorded: set[str] = set()
+    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
+        recorded: list[bool] = []
         for event_id, at, _ in events:
             cursor = self._db.execute(
                 "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                 (event_id, at),
             )
-            if cursor.rowcount == 1:
-                recorded.add(event_id)
+            recorded.append(cursor.rowcount == 1)
         return recorded
 
     def forget_after(self, limit: float) -> tuple[int, int, int]:

@@ -4,7 +4,10 @@ client over stdio, in a real subprocess, on both backends."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import select
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -14,9 +17,11 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
 from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
-from synapse_retriever.cli.mcp_server import why
+from synapse_retriever.cli.mcp_server import MAX_RECALL_HITS, why
 from synapse_retriever.cli.store_commands import neighbour_report, stats_report
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.recall.hits import Hit
@@ -252,3 +257,75 @@ def test_without_a_store_folder_the_command_fails_in_one_line(tmp_path: Any) -> 
 
     missing = str(tmp_path / "no" / "such" / "synapses.db")
     assert main(["mcp", missing]) == 2
+
+
+def test_recall_refuses_more_hits_than_its_cap_naming_the_count(tmp_path: Any) -> None:
+    many = [{"id": f"doc{i:04d}.md", "score": 1.0} for i in range(MAX_RECALL_HITS + 1)]
+    answers: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        recall = {tool.name: tool for tool in (await client.list_tools()).tools}["recall"]
+        answers["description"] = recall.description
+        answers["schema"] = recall.input_schema["properties"]["hits"]
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("recall", {"hits": many, "at": T0})
+        answers["refused"] = refused.value
+        answers["cap"] = await call(client, "recall", {"hits": many[:-1], "at": T0})
+
+    with_server(str(tmp_path / "synapses.db"), session)
+    assert answers["refused"].code == INVALID_PARAMS  # -32602, a JSON-RPC error
+    assert answers["refused"].message == (
+        "Invalid params: recall takes at most 1,000 hits, got 1,001; pass your best 1,000"
+    )
+    assert len(answers["cap"]["hits"]) == MAX_RECALL_HITS  # the cap itself is served
+    # the cap is stated where an agent reads it: the tool's description and its schema
+    assert "At most 1,000 hits" in answers["description"]
+    assert answers["schema"]["maxItems"] == MAX_RECALL_HITS
+
+
+def exchange(server: subprocess.Popen[bytes], message: str, wait_s: float = 10.0) -> Any:
+    """Send one line to a raw stdio server: its reply, or None after ``wait_s`` of silence."""
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(message.encode() + b"\n")
+    server.stdin.flush()
+    ready, _, _ = select.select([server.stdout], [], [], wait_s)
+    return json.loads(server.stdout.readline()) if ready else None
+
+
+def test_a_line_the_server_cannot_read_gets_a_json_rpc_error_and_it_reads_on(
+    tmp_path: Any,
+) -> None:
+    call_with = '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": %s}'
+    lines: list[tuple[str, object, int, str]] = [
+        ('{"jsonrpc": "2.0", "id": 2, "method": "ping"', None, PARSE_ERROR, "Parse error"),
+        ("nonsense", None, PARSE_ERROR, "Parse error: not JSON (Expecting value"),
+        (  # valid JSON, but no UTF-8 text: the request's own id, and where the value is
+            call_with % (3, '{"name": "record_usage", "arguments": {"ids": ["a\\udce9", "b"]}}'),
+            3,
+            INVALID_PARAMS,
+            "Invalid params: params.arguments.ids[0] must be valid Unicode, got 'a\\udce9'",
+        ),
+        (
+            call_with % ('"r4"', '{"name": "recall", "arguments": {"hits": [{"id": "\\ud800"}]}}'),
+            "r4",
+            INVALID_PARAMS,
+            "Invalid params: params.arguments.hits[0].id must be valid Unicode",
+        ),
+        ('{"id": 5, "hello": "world"}', 5, INVALID_REQUEST, "Invalid request"),
+    ]
+    command = [sys.executable, "-m", "synapse_retriever.cli", "mcp", str(tmp_path / "synapses.db")]
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
+    start = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as server:
+        try:
+            assert exchange(server, json.dumps(start), wait_s=60.0) is not None
+            for number, (line, request, code, start_of_message) in enumerate(lines):
+                reply = exchange(server, line)
+                assert reply is not None, f"no reply to {line}"
+                assert (reply["id"], reply["error"]["code"]) == (request, code), line
+                assert reply["error"]["message"].startswith(start_of_message), reply
+                ping = {"jsonrpc": "2.0", "id": 100 + number, "method": "ping"}
+                pong = exchange(server, json.dumps(ping))  # it reads on
+                assert pong == {"jsonrpc": "2.0", "id": 100 + number, "result": {}}
+        finally:
+            server.kill()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -518,6 +522,70 @@ def test_turns_added_while_other_threads_assemble_never_break_a_context() -> Non
             thread.join()
         assert memory.wait_for_consolidation(timeout=10)
     assert not errors
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from synapse_retriever.context import ConversationMemory
+
+    path, writer = sys.argv[1], int(sys.argv[2])
+    with ConversationMemory(path, background=False) as memory:
+        for i in range(50):
+            turn = memory.add_turn(f"writer {writer} note {i}: deploys moved", session=f"w{writer}")
+            ids = [t.id for t in memory.turns()]  # every turn stored, by any process, in order
+            assert turn in ids and ids == list(range(1, len(ids) + 1)), (turn, ids)
+    """
+)
+
+
+def test_a_memory_sees_the_turns_other_processes_add_without_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path) as reader:
+        reader.add_turn("Before the writers came: deploys move to Fridays.", session="r")
+        context = reader.assemble("deploys", 100_000)  # the view it keeps, opened before them
+        writers = [
+            subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(writer)])
+            for writer in range(4)
+        ]
+        assert [writer.wait(timeout=300) for writer in writers] == [0, 0, 0, 0]
+        # 4 writers x 50 turns: the reader sees every one, once, without reopening
+        turns = reader.turns()
+        expected = {f"writer {w} note {i}: deploys moved" for w in range(4) for i in range(50)}
+        assert len(turns) == len(reader) == 201 and {t.text for t in turns[1:]} == expected
+        assert [t.id for t in turns] == list(range(1, 202))
+        assert [t.at for t in turns] == sorted(t.at for t in turns)  # times in id order
+        assert len(context) == 1 and len(reader.assemble("deploys", 100_000)) == 201
+        found = reader.retrieve("what did writer 3 note 49 say?", k=300)
+        assert "writer 3 note 49: deploys moved" in {r.text for r in found}
+        # each session's turns are linked in id order, whichever process stored them
+        graph = reader.graph()
+        followed = sorted(
+            (u, v) for u, v, kind in graph.edges(data="type") if kind == "FOLLOWED_BY"
+        )
+        chains = []
+        for writer in range(4):
+            ids = [t.id for t in turns if t.session == f"w{writer}"]
+            chains += [(f"turn:{a}", f"turn:{b}") for a, b in itertools.pairwise(ids)]
+        assert followed == sorted(chains)
+        assert sum(kind == "turn" for _, kind in graph.nodes(data="kind")) == 201
+        assert reader.add_turn("And the reader again.", session="r") == 202
+
+
+def test_a_turn_comes_after_the_turns_another_memory_stored_in_time_and_id(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path) as a, ConversationMemory(path) as b:
+        a.add_turn("Deploys move to Fridays.", at=100)
+        later = time.time() + 3600  # ahead of the clock, within the allowed skew
+        assert b.add_turn("Noted, Fridays.", role="assistant", at=later) == 2
+        # a never looked again: its own turns still go after b's, in time and in id
+        with pytest.raises(InvalidValueError, match=f"earlier than the previous turn's {later}"):
+            a.add_turn("Too early.", at=200)
+        assert a.add_turn("And the retro is on Monday.") == 3  # now: b's time, not earlier
+        assert [(t.id, t.at) for t in b.turns()] == [(1, 100.0), (2, later), (3, later)]
+        assert [t.text for t in a.turns()] == [t.text for t in b.turns()]
 
 
 def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:

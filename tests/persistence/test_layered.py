@@ -159,7 +159,8 @@ def test_a_failed_write_leaves_no_ids_behind_and_a_retried_batch_counts_once(
                 CoActivation(["new1", "new2"], at=20),
                 CoActivation(["new3", "x"], namespace="shared", at=20),
                 CoActivation(["a", "b"], namespace="shared", at=5),
-            ]
+            ],
+            late="raise",
         )
     store.reinforce(["kk", "c"], at=30)  # new names after a rollback get ids of their own
     store.reinforce(["kk", "z"], namespace="shared", at=30)
@@ -252,3 +253,30 @@ def test_a_rename_moves_a_node_in_both_layers(tmp_path: Path, postgres_url: str)
             "keys.py",
             "login.py",
         ]
+
+
+def _both_events(store: SynapseStore, batch: bool) -> None:
+    events = [
+        CoActivation(["a", "b"], namespace="personal", at=0, event_id="commit:1"),
+        CoActivation(["a", "c"], namespace="shared", at=0, event_id="commit:1"),
+    ]
+    if batch:
+        store.reinforce_many(events)
+    else:
+        for event in events:
+            store.reinforce_many([event])
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_one_event_id_in_both_layers_writes_both_events_in_a_batch_or_not(
+    tmp_path: Path, postgres_url: str, batch: bool
+) -> None:
+    with SynapseStore.layered(tmp_path / "local.db", postgres_url) as store:
+        _both_events(store, batch)
+        _both_events(store, batch)  # a replay: nothing more
+        for other, namespace in (("b", "personal"), ("c", "shared")):
+            edge = store.edge("a", other, namespace)
+            assert edge is not None and edge.activation_count == 1, namespace
+    with SynapseStore(postgres_url) as team:  # the id is recorded with its edges
+        edge = team.edge("a", "c", "shared")
+        assert edge is not None and edge.activation_count == 1

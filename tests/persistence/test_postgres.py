@@ -8,6 +8,7 @@ plainly.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -22,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -29,6 +31,7 @@ from psycopg import sql
 
 from synapse_retriever import (
     CoActivation,
+    InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
@@ -36,6 +39,7 @@ from synapse_retriever import (
     SynapseStore,
     WriteConflictError,
 )
+from synapse_retriever.cli import main
 from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.postgres import PostgresStorage
 
@@ -458,3 +462,250 @@ def test_concurrent_creators_of_one_store_all_open_it(postgres_url: str) -> None
     assert errors == []
     with SynapseStore(postgres_url) as store:
         assert len(store.neighbours("a", at=0)) == 6
+
+
+def _bounded(call: Any, unblock: Any, timeout_s: float = 20.0) -> Any:
+    """``call()``'s result or the exception it raised, run in a thread that must end within
+    ``timeout_s`` (a hang fails the test; ``unblock()`` then frees the thread first)."""
+    done: list[Any] = []
+
+    def run() -> None:
+        try:
+            done.append(call())
+        except Exception as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        unblock()
+        thread.join(timeout_s)
+        pytest.fail(f"still waiting after {timeout_s} s")
+    return done[0]
+
+
+class FreezingProxy:
+    """A TCP proxy on 127.0.0.1 to the test server that can stop forwarding, as a stalled
+    network does: connections stay open and nothing passes either way; new ones are
+    accepted and get no answer."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        port = self.listener.getsockname()[1]
+        self.url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = False
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def freeze(self) -> None:
+        self.flowing.clear()
+
+    def thaw(self) -> None:
+        self.flowing.set()
+
+    def _wait_flowing(self) -> bool:
+        while not self.flowing.wait(0.05):
+            if self.closed:
+                return False
+        return not self.closed
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        if not self._wait_flowing():
+            return
+        upstream = socket.create_connection(self.target)
+        self.sockets.append(upstream)
+        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+        self._pump(client, upstream)
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                if not self._wait_flowing():
+                    return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.closed = True
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+@pytest.fixture
+def proxy(postgres_url: str) -> Iterator[FreezingProxy]:
+    server = FreezingProxy(postgres_url)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("table", ["meta", "edges"])
+def test_a_lock_held_on_the_store_leaves_recall_working_from_memory(
+    postgres_url: str, table: str
+) -> None:
+    config = SynapseConfig(refresh_interval_s=0.0)
+    storage = PostgresStorage(postgres_url, listen=False)  # every read polls
+    with SynapseStore(storage=storage, config=config) as reader, SynapseStore(postgres_url) as w:
+        w.reinforce(["a", "b"], at=0)
+        assert reader.edge("a", "b") is not None
+        w.reinforce(["a", "c"], at=0)  # the reader has something to read
+        with psycopg.connect(postgres_url) as locker:
+            locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL
+            hits = _bounded(lambda: reader.recall([("a", 1.0), ("x", 0.5)], at=0), locker.rollback)
+            assert [h.id for h in hits] == ["a", "b"]  # from memory: the lock is still held
+        assert reader.edge("a", "c") is None  # backing off: from memory still
+        storage._unreachable_until = 0.0  # the back-off over
+        assert reader.edge("a", "c") is not None
+
+
+def test_a_write_waits_busy_timeout_s_at_most_for_a_lock_and_writes_nothing(
+    postgres_url: str,
+) -> None:
+    config = SynapseConfig(busy_timeout_s=0.5)
+    with SynapseStore(postgres_url, config=config) as store:
+        store.reinforce(["a", "b"], at=0)
+        with psycopg.connect(postgres_url) as locker:
+            locker.execute("LOCK TABLE edges IN ACCESS EXCLUSIVE MODE")
+            error = _bounded(lambda: store.reinforce(["a", "b"], at=DAY), locker.rollback)
+        assert isinstance(error, WriteConflictError), error
+        assert "busy_timeout_s (0.5 s)" in str(error) and "nothing was written" in str(error)
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1
+        assert store.reinforce(["a", "b"], at=DAY) == 1  # the lock released: written, once
+    with SynapseStore(postgres_url) as again:
+        edge = again.edge("a", "b")
+        assert edge is not None and edge.activation_count == 2
+
+
+def test_a_stalled_network_leaves_recall_working_and_writes_refused_then_recovers(
+    postgres_url: str, proxy: FreezingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "UNREACHABLE_BACKOFF_S", 0.0)  # ask again at every read
+    config = SynapseConfig(refresh_interval_s=0.0, busy_timeout_s=5.0, write_retries=1)
+    storage = PostgresStorage(proxy.url, listen=False, timeout_s=config.busy_timeout_s)
+    with SynapseStore(storage=storage, config=config) as store, SynapseStore(postgres_url) as w:
+        store.reinforce(["a", "b"], at=0)
+        w.reinforce(["a", "c"], at=0)  # something to read
+        proxy.freeze()
+        hits = _bounded(lambda: store.recall([("a", 1.0), ("x", 0.5)], at=0), proxy.close)
+        assert [h.id for h in hits] == ["a", "b"]  # from memory
+        error = _bounded(lambda: store.reinforce(["a", "d"], at=0), proxy.close)
+        assert isinstance(error, StorageUnavailableError), error
+        assert "cannot connect" in str(error)  # the connect timeout: no answer through the proxy
+        proxy.thaw()
+        assert store.reinforce(["a", "d"], at=0) == 1  # a new connection at once
+        assert store.edge("a", "c") is not None  # and reads again
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1
+
+
+def test_a_write_after_killed_connections_reconnects_at_once(postgres_url: str) -> None:
+    name = f"killed_{random.randrange(1 << 30)}"
+    url = f"{postgres_url}&application_name={name}"
+    stop = threading.Event()
+
+    def kill_idle_connections() -> None:  # every 0.2 s, as an overloaded pooler or a DBA does
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            while not stop.wait(0.2):
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND state = 'idle'",
+                    (name,),
+                )
+
+    # a pool that backs off 1, 2, ... s after a dead connection runs past a 3 s timeout
+    config = SynapseConfig(busy_timeout_s=3.0)
+    storage = PostgresStorage(url, listen=False, timeout_s=config.busy_timeout_s)
+    killer = threading.Thread(target=kill_idle_connections, daemon=True)
+    with SynapseStore(storage=storage, config=config) as store:
+        killer.start()
+        try:
+            for day in range(10):
+                time.sleep(0.25)  # the idle connection is killed meanwhile
+                assert store.reinforce(["a", "b"], at=day * DAY) == 1
+        finally:
+            stop.set()
+            killer.join()
+    with SynapseStore(postgres_url) as again:
+        edge = again.edge("a", "b")
+        assert edge is not None and edge.activation_count == 10  # each write once
+
+
+def test_a_value_too_large_for_an_index_is_refused_typed_and_never_retried(
+    postgres_url: str,
+) -> None:
+    storage = PostgresStorage(postgres_url, listen=False)
+    refused = pytest.raises(InvalidValueError, match=r"exceeds btree.*nothing was written")
+    try:  # below the store's own check (2048 bytes), as an older client would write it
+        with refused, storage.write() as tx:  # not TransientWriteError (a lost connection)
+            tx.node_ids([os.urandom(1400).hex()])
+    finally:
+        storage.close()
+
+
+def test_importing_an_export_with_an_id_over_the_limit_is_refused_typed(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = os.urandom(1400).hex()  # an SQLite store of an older release accepted it
+    with SynapseStore(tmp_path / "old.db") as old:
+        old.reinforce(["a", "b"], namespace="shared", at=0)
+        old.reinforce(["a", "placeholder"], namespace="shared", at=0)
+    export = tmp_path / "old.json"
+    assert main(["export", str(tmp_path / "old.db"), str(export), "--at", "0"]) == 0
+    export.write_text(export.read_text().replace("placeholder", long))
+    capsys.readouterr()
+    assert main(["import", postgres_url, str(export)]) == 2
+    err = capsys.readouterr().err
+    assert "node id must be at most 2048 bytes of UTF-8, got 2800" in err
+    assert len(err.splitlines()) == 1
+    with SynapseStore(postgres_url) as team:  # nothing of the import was written
+        assert team.edge("a", "b", "shared") is None
+
+
+def test_writers_with_their_own_clocks_interleave_and_every_event_counts(
+    postgres_url: str,
+) -> None:
+    SynapseStore(postgres_url).close()  # the schema, before the race
+    start = 1_700_000_000.0
+    errors: list[BaseException] = []
+
+    def write(behind_s: float) -> None:  # an agent whose clock is behind the other's
+        try:
+            with SynapseStore(postgres_url) as store:
+                for i in range(40):
+                    store.reinforce(["a", "b"], namespace="shared", at=start + i - behind_s)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(behind,)) for behind in (0.0, 5.0)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert errors == []
+    with SynapseStore(postgres_url) as store:
+        edge = store.edge("a", "b", "shared")
+        assert edge is not None and edge.activation_count == 80  # every event, once
+        assert edge.last_reinforced_at == start + 39

@@ -454,7 +454,7 @@ def test_a_failed_event_records_no_use() -> None:
     store = SynapseStore(":memory:", config=SynapseConfig.actr())
     store.reinforce(["a", "b"], at=DAY)
     with pytest.raises(ValueError, match="earlier"):
-        store.reinforce(["a", "b", "c"], at=0)  # before the edge's last reinforcement
+        store.reinforce(["a", "b", "c"], at=0, late="raise")  # before the edge's last one
     assert store._mirror.uses.uses(np.array([1, 2]), np.array([0.0, 1.0])).tolist() == [1.0, 1.0]
     assert store._storage._db.execute("SELECT count(*) FROM node_uses").fetchone() == (2,)
     store.close()

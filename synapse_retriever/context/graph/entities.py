@@ -52,7 +52,7 @@ _FILE = re.compile(
     re.IGNORECASE,
 )
 _CODE = re.compile(
-    r"(?<![\w.])(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:\(\))?(?![\w.]*\w)"  # dotted
+    r"(?<![\w.])(?>(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)(?:\(\))?(?!\.*\w)"  # dotted, atomic
     r"|\b[A-Za-z_]\w*\(\)"  # a call
     r"|\b[a-z0-9]+(?:_[a-z0-9]+)+\b|\b_\w+\b"  # snake_case
     r"|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b"  # camelCase

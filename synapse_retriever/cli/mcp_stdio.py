@@ -1,0 +1,201 @@
+"""The MCP server's stdio transport: every request gets an answer, even one it cannot read.
+
+The SDK's stdio transport drops a line it cannot read (text that is not JSON, a string
+holding a lone surrogate, JSON that is not a JSON-RPC message) with a debug log: the
+client, waiting on that request's id, waits forever. Here such a line is answered with a
+JSON-RPC error, then the server reads on:
+
+- ``-32700`` (parse error), id ``null``: the line is not JSON;
+- ``-32602`` (invalid params), the request's id: a string in its ``params`` holds a lone
+  surrogate (``"a\\udce9"`` is valid JSON, but no UTF-8 text); the message names it;
+- ``-32600`` (invalid request): anything else the SDK could not read, or a lone surrogate
+  outside ``params``.
+
+A notification (a message without an id) is never answered, as JSON-RPC says.
+
+Examples
+--------
+>>> error = unreadable_reply('{"jsonrpc": "2.0", "id": 3, "method": "ping"')
+>>> error.id, error.error.code, error.error.message
+(None, -32700, "Parse error: not JSON (Expecting ',' delimiter at line 1 column 45)")
+>>> call = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"ids": ["a\\\\udce9"]}}'
+>>> error = unreadable_reply(call)
+>>> error.id, error.error.code
+(7, -32602)
+>>> error.error.message  # doctest: +ELLIPSIS
+"Invalid params: params.ids[0] must be valid Unicode, got 'a\\\\udce9'; a lone surrogate ..."
+"""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import ValidationError
+
+from synapse_retriever.capture.coactivation import check_unicode
+from synapse_retriever.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+
+__all__ = ["serve_stdio", "unreadable_reply"]
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_strings(value: object, where: str) -> None:
+    """Raise ``InvalidValueError`` naming the first string (key or value) in ``value``
+    that holds a lone surrogate, and where it is."""
+    if isinstance(value, str):
+        check_unicode(where, value)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_strings(item, f"{where}[{index}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_unicode(f"a key in {where}", key)
+            _check_strings(item, f"{where}.{key}")
+
+
+def _request_id(message: object) -> tuple[bool, int | str | None]:
+    """Whether ``message`` asks for an answer (it has an id), and the id to answer with
+    (``None`` if it is not a usable one)."""
+    if not isinstance(message, dict) or "id" not in message:
+        return not isinstance(message, dict), None  # a notification is never answered
+    found = message["id"]
+    if isinstance(found, int) and not isinstance(found, bool):
+        return True, found
+    if isinstance(found, str):
+        try:
+            return True, check_unicode("id", found)
+        except InvalidValueError:
+            pass  # an id of no UTF-8 text cannot be echoed: null
+    return True, None
+
+
+def _error(request: int | str | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request, error=ErrorData(code=code, message=message))
+
+
+def unreadable_reply(line: str) -> JSONRPCError | None:
+    """The JSON-RPC error answering ``line``, a message the SDK could not read; ``None``
+    for a notification (no id), which is never answered.
+
+    Examples
+    --------
+    >>> unreadable_reply("nonsense").error.code
+    -32700
+    >>> unreadable_reply('{"jsonrpc": "2.0", "method": "x", "params": {"a": "\\\\ud800"}}') is None
+    True
+    """
+    try:
+        message = json.loads(line.rstrip("\r\n"), parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        return _error(None, PARSE_ERROR, f"Parse error: not JSON ({reason})")
+    except (ValueError, RecursionError) as exc:  # NaN or Infinity; nested too deep
+        return _error(None, PARSE_ERROR, f"Parse error: not JSON ({exc or 'nested too deep'})")
+    answered, request = _request_id(message)
+    if not answered:
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    try:
+        try:
+            _check_strings(params, "params")
+        except InvalidValueError as exc:
+            return _error(request, INVALID_PARAMS, f"Invalid params: {exc}")
+        _check_strings(message, "message")  # its method, say
+    except InvalidValueError as exc:
+        return _error(request, INVALID_REQUEST, f"Invalid request: {exc}")
+    except RecursionError:
+        return _error(request, INVALID_REQUEST, "Invalid request: nested too deep")
+    return _error(request, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message")
+
+
+def _reply_to(failure: Exception) -> JSONRPCError | None:
+    """The answer to what the SDK's transport yielded instead of a message."""
+    if isinstance(failure, ValidationError):
+        for error in failure.errors():
+            if error["type"] == "json_invalid" and isinstance(error["input"], str):
+                return unreadable_reply(error["input"])  # the line, as received
+        for error in failure.errors():  # JSON, but not a message: a field missing at its top
+            if error["type"] == "missing" and len(error["loc"]) == 2:
+                return unreadable_reply(json.dumps(error["input"]))
+    return _error(None, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message")
+
+
+class _AnsweringUnreadable:
+    """The transport's read stream, with each item it could not read answered on
+    ``replies`` instead of handed on (where it is dropped with a debug log)."""
+
+    def __init__(
+        self, items: ReadStream[SessionMessage | Exception], replies: WriteStream[SessionMessage]
+    ) -> None:
+        self._items = items
+        self._replies = replies
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item (what the SDK's dispatcher reads)."""
+        return getattr(self._items, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message the transport could read, having answered those it could not."""
+        while True:
+            item = await self._items.receive()
+            if not isinstance(item, Exception):
+                return item
+            reply = _reply_to(item)
+            if reply is not None:
+                await self._replies.send(SessionMessage(reply))
+
+    async def aclose(self) -> None:
+        """Close the transport's read stream."""
+        await self._items.aclose()
+
+    def __aiter__(self) -> _AnsweringUnreadable:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _AnsweringUnreadable:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve ``server`` over stdin and stdout until the client hangs up, answering every
+    request (``MCPServer.run_stdio_async`` with unreadable lines answered).
+
+    Examples
+    --------
+    >>> serve_stdio.__name__  # run as anyio.run(serve_stdio, server), by synapse mcp
+    'serve_stdio'
+    """
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, too
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(
+            _AnsweringUnreadable(read_stream, write_stream),
+            write_stream,
+            lowlevel.create_initialization_options(),
+        )
