@@ -141,6 +141,11 @@ class ContextConfig:
     graph_weight : float
         With ``assembly="relevance"``: the weight (>= 0) of the turns' rank by the graph
         walk from the query in the fusion (0: the graph is not used to assemble).
+    retrieval_rrf_k, retrieval_lexical_weight : int, float
+        ``retrieve``'s fusion of its two channels: ``retrieval_lexical_weight / (k +
+        rank_bm25) + 1 / (k + rank_embedder)`` with k = ``retrieval_rrf_k`` (>= 1; the
+        weight > 0); a small k lets the first ranks of each channel decide
+        (:mod:`~synapse_retriever.context.graph.hybrid` says how they were chosen).
     neighbour_share : float
         In ``retrieve``, in [0, 1]: a turn gains this × the mode's graph weight × the
         best fused score among its time neighbours in the graph (analytical 0.7,
@@ -193,6 +198,8 @@ class ContextConfig:
     graph_damping: float = 0.5
     graph_fan_out: int = 20
     graph_weight: float = 0.0
+    retrieval_rrf_k: int = 10
+    retrieval_lexical_weight: float = 2.0
     neighbour_share: float = 0.6
 
     @classmethod
@@ -307,6 +314,7 @@ class ContextConfig:
             ("replay_window", 1),
             ("replay_themes", 0),
             ("rrf_k", 1),
+            ("retrieval_rrf_k", 1),
             ("reinforcement_threshold", 1),
             ("graph_depth", 1),
             ("graph_fan_out", 1),
@@ -315,6 +323,7 @@ class ContextConfig:
         _check_positive("recency_half_life_turns", self.recency_half_life_turns)
         _check_positive("habituation_half_count", self.habituation_half_count)
         _check_positive("lexical_weight", self.lexical_weight)
+        _check_positive("retrieval_lexical_weight", self.retrieval_lexical_weight)
         if not _is_number(self.neighbour_share) or not 0 <= self.neighbour_share <= 1:
             raise InvalidValueError(
                 f"neighbour_share must be a number in [0, 1], got {self.neighbour_share!r}"

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -45,7 +45,7 @@ from synapse_retriever.context.embed import (
 )
 from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
 from synapse_retriever.context.graph.entities import Entity, extract_entities
-from synapse_retriever.context.graph.hybrid import Retrieval, fuse, lift, ranked, spread
+from synapse_retriever.context.graph.hybrid import Retrieval, ranked, spread
 from synapse_retriever.context.graph.modes import (
     ModeDetector,
     canonical_mode,
@@ -59,6 +59,7 @@ from synapse_retriever.context.graph.walk import (
     graph_search,
     specificity,
 )
+from synapse_retriever.context.relevance import fuse
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.context.storage import ContextStorage, EdgeRow, Loaded, TurnRecord
 from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
@@ -537,10 +538,11 @@ class ConversationMemory:
 
         The lexical channel (BM25 over the turns, :mod:`~synapse_retriever.context.lexical`)
         and the dense channel (the embedder's cosine) each rank their best turns; the two
-        are fused by weighted reciprocal rank (``lexical_weight`` to the embedder's 1,
-        ``rrf_k``); then each turn gains a share of its best time neighbour's score in the
-        temporal graph (the turn before or after it in its session, or a typed relation),
-        the share set by the mode (:mod:`~synapse_retriever.context.graph.hybrid`).
+        are fused by weighted reciprocal rank (``retrieval_lexical_weight`` to the
+        embedder's 1, k = ``retrieval_rrf_k``); then each turn gains a share of its best
+        time neighbour's score in the temporal graph (the turn before or after it in its
+        session, or a typed relation), the share set by the mode
+        (:mod:`~synapse_retriever.context.graph.hybrid`).
 
         Parameters
         ----------
@@ -606,15 +608,17 @@ class ConversationMemory:
                 if turn_id in self._row  # another process's turn, not in this view yet
             ]
             dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
-            fused = fuse(
-                [lexical, dense], [self.config.lexical_weight, 1.0], k=self.config.rrf_k
-            )
-            neighbours, links = self._neighbours(fused)
+            config = self.config
+            channel_weights = [config.retrieval_lexical_weight, 1.0]
+            fused = fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k)
+            neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
             if relevance > 0:
-                share = self.config.neighbour_share * graph / (relevance + graph)
-                scores = spread(fused, neighbours, share)
+                share = config.neighbour_share * graph / (relevance + graph)
+                scores = spread(fused, neighbours, share, depth=config.graph_depth)
             else:  # the graph alone: the turns it reaches from the fused ones
-                scores = lift(fused, neighbours)
+                reached = spread(fused, neighbours, config.graph_damping, depth=config.graph_depth)
+                scores = {t: s - fused.get(t, 0.0) for t, s in reached.items()}
+                scores = {t: s for t, s in scores.items() if s > 0}
             if allowed is not None:
                 scores = {t: s for t, s in scores.items() if turns[self._row[t]].session in allowed}
             found_lexical, found_dense = set(lexical), set(dense)
@@ -627,32 +631,46 @@ class ConversationMemory:
                     else "vector" if turn_id in found_dense
                     else "graph"
                 )  # fmt: skip
-                lifted = scores[turn_id] > fused.get(turn_id, 0.0)
-                path = links.get(turn_id, ()) if lifted else ()
+                lifted = scores[turn_id] > fused.get(turn_id, 0.0) or relevance == 0
+                path = self._link_from(turn_id, fused, scores, neighbours) if lifted else ()
                 results.append(
                     Retrieval(turn_id, turn.session, scores[turn_id], origin, used_mode, path,
                               turn.text, turn.role, turn.at)
                 )  # fmt: skip
             return results
 
-    def _neighbours(
-        self, scores: Mapping[int, float]
-    ) -> tuple[dict[int, list[int]], dict[int, tuple[tuple[str, str, str], ...]]]:
-        """For each turn linked to a scored one by a turn–turn edge of the graph (FOLLOWED_BY,
-        typed relations): those scored turns, and the edge from the best of them."""
-        neighbours: dict[int, list[int]] = {}
-        best: dict[int, tuple[float, tuple[str, str, str]]] = {}
-        for turn_id, score in scores.items():
-            node = f"turn:{turn_id}"
-            for edge in self._graph.neighbours(node):
-                other = edge.target if edge.source == node else edge.source
-                if not other.startswith("turn:") or int(other[5:]) not in self._row:
-                    continue
-                other_id = int(other[5:])
-                neighbours.setdefault(other_id, []).append(turn_id)
-                if other_id not in best or score > best[other_id][0]:
-                    best[other_id] = (score, (edge.source, edge.type, edge.target))
-        return neighbours, {turn: (edge,) for turn, (_, edge) in best.items()}
+    def _time_neighbours(self, turn_id: int) -> tuple[int, ...]:
+        """The turns linked to ``turn_id`` by a turn–turn edge of the graph (FOLLOWED_BY
+        either way, typed relations), in this memory's view."""
+        node = f"turn:{turn_id}"
+        linked = []
+        for edge in self._graph.neighbours(node):
+            other = edge.target if edge.source == node else edge.source
+            if other.startswith("turn:") and int(other[5:]) in self._row:
+                linked.append(int(other[5:]))
+        return tuple(linked)
+
+    def _link_from(
+        self,
+        turn_id: int,
+        fused: Mapping[int, float],
+        scores: Mapping[int, float],
+        neighbours: Callable[[int], Iterable[int]],
+    ) -> tuple[tuple[str, str, str], ...]:
+        """The edge between ``turn_id`` and the neighbour that raised it most (by fused
+        score, then final score), as stored."""
+        best = max(
+            neighbours(turn_id),
+            key=lambda t: (fused.get(t, 0.0), scores.get(t, 0.0), -t),
+            default=None,
+        )
+        if best is None:
+            return ()
+        node, other = f"turn:{turn_id}", f"turn:{best}"
+        for edge in self._graph.neighbours(node):
+            if other in (edge.source, edge.target):
+                return ((edge.source, edge.type, edge.target),)
+        return ()
 
     def _mode(self, query: str | None, mode: str | None) -> str | None:
         """``mode`` resolved: ``"auto"`` asks the detector, an alias becomes its mode."""

@@ -15,7 +15,7 @@ Examples
 ...     _ = memory.add_turn("Deploys of app.py fail since Monday.", at=0)
 ...     _ = memory.add_turn("Cause found: the base image of app.py changed.", at=60)
 ...     [(r.turn_id, r.origin) for r in memory.retrieve("why does app.py fail?", k=2, at=120)]
-[(2, 'both'), (1, 'both')]
+[(1, 'both'), (2, 'both')]
 """
 
 from synapse_retriever.context.graph.edges import (
@@ -31,7 +31,7 @@ from synapse_retriever.context.graph.entities import (
     extract_entities,
     singular,
 )
-from synapse_retriever.context.graph.hybrid import Retrieval, fuse, lift, ranked, spread
+from synapse_retriever.context.graph.hybrid import Retrieval, lift, ranked, spread
 from synapse_retriever.context.graph.modes import (
     MODE_ALIASES,
     MODE_PROMPT,
@@ -77,21 +77,20 @@ __all__ = [
     "RelationExtractor",
     "Retrieval",
     "TemporalGraph",
-    "fuse",
-    "lift",
     "canonical_mode",
     "detect_mode",
     "edge_strength",
     "endpoint_node",
     "extract_entities",
     "graph_search",
+    "lift",
     "mode_weights",
-    "ranked",
-    "spread",
     "parse_relations",
+    "ranked",
     "reinforced",
     "singular",
     "specificity",
+    "spread",
     "turn_links",
     "turn_node",
 ]

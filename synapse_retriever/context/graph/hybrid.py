@@ -5,7 +5,7 @@ Notes
 1. **Channels.** The lexical channel ranks turns by BM25 (:mod:`~..lexical`, SQLite
    FTS5); the dense channel by the embedder's cosine to the query. Each gives its best
    ``depth`` turns (100, or 2k if larger).
-2. **Fusion** (:func:`fuse`): weighted reciprocal-rank fusion,
+2. **Fusion** (:func:`~..relevance.fuse`): weighted reciprocal-rank fusion,
    ``fused(i) = w_lex / (k + rank_lex(i)) + w_dense / (k + rank_dense(i))``, ranks from 1,
    a channel adding nothing for a turn it did not rank; k = 60 and ``w_lex`` = 1,
    ``w_dense`` = 0.5 by default (``ContextConfig.rrf_k``, ``retrieval_weights``): on
@@ -30,83 +30,80 @@ retrieval with biomimetic weighting; processing modes).
 
 Examples
 --------
-Turn 3 is first by BM25 and third by the embedder, turn 1 first by the embedder only:
+Turns 1, 2 and 3 follow one another; 1 and 2 were found: each gains half its best
+neighbour's score, and turn 3 is reached only as turn 2's neighbour:
 
->>> fused = fuse([[3, 2], [1, 2, 3]], [1.0, 0.5], k=60)
->>> sorted(fused, key=fused.get, reverse=True)
-[3, 2, 1]
->>> spread({1: 0.2, 2: 0.1}, {1: [2], 2: [1, 3]}, 0.5)  # 3 only by its neighbour 2
+>>> links = {1: [2], 2: [1, 3], 3: [2]}
+>>> spread({1: 0.2, 2: 0.1}, lambda turn: links.get(turn, []), 0.5)
 {1: 0.25, 2: 0.2, 3: 0.05}
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Retrieval", "fuse", "lift", "ranked", "spread"]
+__all__ = ["Retrieval", "lift", "ranked", "spread"]
 
 
-def fuse(rankings: Sequence[Sequence[int]], weights: Sequence[float], *, k: int) -> dict[int, float]:
-    """Weighted reciprocal-rank fusion of ranked lists of turns (best first).
-
-    ``fused(i) = Σ_lists w / (k + rank(i))`` with ranks from 1; a list adds nothing for a
-    turn it does not hold.
-
-    Examples
-    --------
-    Turn 7 is 1st in the first list and 2nd in the second: 1 / 61 + 0.5 / 62.
-
-    >>> round(fuse([[7], [9, 7]], [1.0, 0.5], k=60)[7], 6) == round(1 / 61 + 0.5 / 62, 6)
-    True
-    >>> fuse([], [], k=60)
-    {}
-    """
-    fused: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, turn in enumerate(ranking, start=1):
-            fused[turn] = fused.get(turn, 0.0) + weight / (k + rank)
-    return fused
-
-
-def lift(scores: Mapping[int, float], neighbours: Mapping[int, Iterable[int]]) -> dict[int, float]:
-    """Each turn's best neighbour score: ``max_j scores[j]`` over ``neighbours[i]``.
-
-    ``neighbours[i]`` are the turns linked to ``i`` (either way); a neighbour without a
-    score adds nothing, and a turn none of whose neighbours is scored is left out.
+def lift(
+    scores: Mapping[int, float], neighbours: Callable[[int], Iterable[int]]
+) -> dict[int, float]:
+    """The best score each neighbour of a scored turn gets from them: ``max_j scores[j]``
+    over the scored turns ``j`` linked to it (``neighbours(j)``: the turns linked to
+    ``j``, either way).
 
     Examples
     --------
-    >>> lift({1: 0.2, 2: 0.1}, {2: [1, 3], 3: [2], 4: [5]})
-    {2: 0.2, 3: 0.1}
+    >>> links = {1: [2], 2: [1, 3], 3: [2]}
+    >>> lift({1: 0.2, 2: 0.1}, lambda t: links.get(t, []))
+    {2: 0.2, 1: 0.1, 3: 0.1}
     """
     out: dict[int, float] = {}
-    for turn, linked in neighbours.items():
-        best = max((scores.get(other, 0.0) for other in linked), default=0.0)
-        if best > 0:
-            out[turn] = best
+    for turn, score in scores.items():
+        if score <= 0:
+            continue
+        for other in neighbours(turn):
+            if score > out.get(other, 0.0):
+                out[other] = score
     return out
 
 
 def spread(
-    scores: Mapping[int, float], neighbours: Mapping[int, Iterable[int]], share: float
+    scores: Mapping[int, float],
+    neighbours: Callable[[int], Iterable[int]],
+    share: float,
+    *,
+    depth: int = 1,
 ) -> dict[int, float]:
-    """Each turn's score plus ``share`` × its best neighbour's (:func:`lift`); a turn
-    with no score of its own but a scored neighbour enters with that share alone.
+    """Each turn's score plus ``share`` × its best neighbour's (:func:`lift`); then, for
+    ``depth`` > 1, the turns reached only through the graph pass ``share`` of what they
+    gained on to their own neighbours that have nothing yet, hop by hop.
 
     Examples
     --------
-    Turn 2's neighbours 1 (0.2) and 3 (none): 0.1 + 0.5 × 0.2.
+    Turn 2: 0.1 + 0.5 × 0.2 (from 1); turn 3: 0.5 × 0.1 (from 2); turn 4, two hops from
+    2 through 3: 0.5 × 0.05.
 
-    >>> spread({1: 0.2, 2: 0.1}, {2: [1, 3]}, 0.5)
-    {1: 0.2, 2: 0.2}
-    >>> spread({1: 0.2}, {1: [2]}, 0.0)
+    >>> links = {1: [2], 2: [1, 3], 3: [2, 4], 4: [3]}
+    >>> spread({1: 0.2, 2: 0.1}, lambda t: links.get(t, []), 0.5, depth=2)
+    {1: 0.25, 2: 0.2, 3: 0.05, 4: 0.025}
+    >>> spread({1: 0.2}, lambda t: links.get(t, []), 0.0)
     {1: 0.2}
     """
     out = dict(scores)
-    if share > 0:
-        for turn, best in lift(scores, neighbours).items():
-            out[turn] = out.get(turn, 0.0) + share * best
+    if share <= 0:
+        return out
+    frontier: Mapping[int, float] = scores
+    for hop in range(depth):
+        gained = {t: share * best for t, best in lift(frontier, neighbours).items()}
+        if hop > 0:
+            gained = {t: g for t, g in gained.items() if t not in out}
+        for turn, gain in gained.items():
+            out[turn] = out.get(turn, 0.0) + gain
+        frontier = {t: g for t, g in gained.items() if t not in scores}
+        if not frontier:
+            break
     return out
 
 

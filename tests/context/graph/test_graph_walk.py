@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever.context.graph.hybrid import fuse, lift, ranked, spread
+from synapse_retriever.context.graph.hybrid import lift, ranked, spread
 from synapse_retriever.context.graph.walk import TemporalGraph, graph_search, specificity
+from synapse_retriever.context.relevance import fuse
 
 DAY = 86_400.0
 
@@ -98,7 +100,7 @@ def test_fusion_is_monotone_in_each_rank_and_symmetric_in_the_lists(
     fused = fuse([lexical, dense], [weight, 1.0], k=k)
     assert set(fused) == set(lexical) | set(dense)
     # a better rank in a list never lowers the fused score, the lists' order is irrelevant
-    for better, worse in zip(dense, dense[1:], strict=False):
+    for better, worse in itertools.pairwise(dense):
         if better not in lexical and worse not in lexical:
             assert fused[better] > fused[worse]
     assert fuse([dense, lexical], [1.0, weight], k=k) == pytest.approx(fused)
@@ -113,9 +115,13 @@ def test_fusion_is_monotone_in_each_rank_and_symmetric_in_the_lists(
 def test_the_graph_only_adds_and_ranked_cuts_to_k_once_each(
     scores: dict[int, float], neighbours: dict[int, list[int]], share: float, k: int
 ) -> None:
-    spread_out = spread(scores, neighbours, share)
+    links = neighbours.get
+    spread_out = spread(scores, lambda t: links(t, []), share, depth=2)
     assert all(spread_out[t] >= s for t, s in scores.items())  # never below the fusion
-    assert set(spread_out) - set(scores) <= set(lift(scores, neighbours))
+    if share == 0:
+        assert spread_out == scores
+    one_hop = set(lift(scores, lambda t: links(t, [])))
+    assert set(spread(scores, lambda t: links(t, []), share)) - set(scores) <= one_hop
     top = ranked(spread_out, k)
     assert len(top) == len(set(top)) == min(k, len(spread_out))
     assert [spread_out[t] for t in top] == sorted((spread_out[t] for t in top), reverse=True)
