@@ -377,8 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
             "facts whose answer is still in the context assembled for the question, for each "
             "preset, against last-N (trim_messages) and vector top-k turns at the same budget. "
             "With --realmem, replay RealMem's real conversations instead and score, for each "
-            "query, whether its evidence sessions are in the context (see "
-            "docs/benchmarks/conversation-memory.md)."
+            "query, whether its evidence sessions are in the context; with --locomo, LoCoMo's, "
+            "whether its evidence turns are (see docs/benchmarks/conversation-memory.md)."
         ),
     )
     memory.set_defaults(handler=cmd_bench_memory)
@@ -407,6 +407,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=(
             "score on RealMem instead: a folder of its dataset/*.json files, or one file "
             "(github.com/AvatarMemory/RealMemBench)"
+        ),
+    )
+    memory.add_argument(
+        "--locomo",
+        metavar="PATH",
+        help=(
+            "score on LoCoMo instead: its locomo10.json, or a folder of one JSON file per "
+            "conversation (github.com/snap-research/locomo, CC BY-NC 4.0); every option "
+            "of --realmem applies (a conversation is a persona)"
         ),
     )
     memory.add_argument(

@@ -396,10 +396,12 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     check_output(args.json)
     if args.budgets is not None and any(budget < 1 for budget in args.budgets):
         raise CliError(f"budgets must be positive, got {args.budgets}")
-    if args.realmem is not None:
+    if args.realmem is not None and args.locomo is not None:
+        raise CliError("--realmem and --locomo are two data sets: give one")
+    if args.realmem is not None or args.locomo is not None:
         return _bench_realmem(args)
     if args.personas is not None or args.max_queries is not None or args.retrieve:
-        raise CliError("--personas, --max-queries and --retrieve go with --realmem")
+        raise CliError("--personas, --max-queries and --retrieve go with --realmem or --locomo")
     args.budgets = args.budgets or [1000, 2000, 4000]
     presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
     err = console(stderr=True)
@@ -508,7 +510,8 @@ def cmd_bench_capture(args: argparse.Namespace) -> int:
 
 
 def _bench_realmem(args: argparse.Namespace) -> int:
-    """``bench memory --realmem PATH``: every row on RealMem's real conversations."""
+    """``bench memory --realmem PATH`` or ``--locomo PATH``: every row on real
+    conversations."""
     import logging
 
     from synapse_retriever.bench.realmem import (
@@ -528,8 +531,10 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         raise CliError(f"--ks must be positive, got {args.ks}")
     if args.retrieve and args.budgets is not None:
         raise CliError("--budgets does not go with --retrieve (use --ks)")
+    from synapse_retriever.bench.locomo import load_locomo
+
     try:
-        personas = load_realmem(args.realmem)
+        personas = load_realmem(args.realmem) if args.realmem else load_locomo(args.locomo)
     except (FileNotFoundError, RealMemFormatError) as exc:
         raise CliError(str(exc)) from None
     if args.personas:
@@ -559,7 +564,7 @@ def _bench_realmem(args: argparse.Namespace) -> int:
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # not one warning per query when working memory shrinks
     try:
-        with err.status("RealMem") as status:
+        with err.status("RealMem" if args.realmem else "LoCoMo") as status:
             if args.retrieve:
                 report = run_realmem_retrieval(
                     personas,
@@ -595,7 +600,9 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         "row",
         *((f"k = {b}" if by_k else f"{int(b):,} tokens") for b in budgets),
         title=(
-            f"synapse bench memory --realmem: gold-session recall, {every['queries']} queries "
+            f"synapse bench memory {'--realmem' if args.realmem else '--locomo'}: "
+            f"{'gold-session' if args.realmem else 'evidence-turn'} recall, "
+            f"{every['queries']} queries "
             f"of {len(report['personas'])} persona(s), points against {report['baseline']} "
             f"(95% interval); ceiling {100 * every['ceiling']:.1f}%"
         ),

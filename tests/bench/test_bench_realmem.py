@@ -271,4 +271,74 @@ def test_the_cli_runs_it_and_checks_its_flags(
     assert main(["bench", "memory", "--realmem", str(tiny), "--ks", "3"]) == 2
     assert "--ks goes with --retrieve" in capsys.readouterr().err
     assert main(["bench", "memory", "--retrieve"]) == 2
-    assert "go with --realmem" in capsys.readouterr().err
+    assert "go with --realmem or --locomo" in capsys.readouterr().err
+
+
+# -- LoCoMo: evidence turns ----------------------------------------------------------
+
+
+LOCOMO = {
+    "speaker_a": "Ann",
+    "speaker_b": "Bo",
+    "session_1_date_time": "1:56 pm on 8 May, 2023",
+    "session_1": [
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "I started pottery classes last week."},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "Nice! Where are they?"},
+        {"speaker": "Ann", "dia_id": "D1:3", "text": "At the studio on Elm Street, Tuesdays."},
+    ],
+    "session_2_date_time": "10:00 am on 20 May, 2023",
+    "session_2": [
+        {"speaker": "Bo", "dia_id": "D2:1", "text": "My dog Rex learned to fetch."},
+        {"speaker": "Ann", "dia_id": "D2:2", "text": "   "},
+        {"speaker": "Ann", "dia_id": "D2:3", "text": "Rex is adorable."},
+    ],
+    "qa": [
+        {"question": "Where are Ann's pottery classes?", "evidence": ["D1:3"], "category": 4},
+        {"question": "What did Rex learn?", "evidence": ["D2:1", "D9:9"], "category": 1},
+        {"question": "Unanswerable?", "evidence": [], "category": 5},
+    ],
+}
+
+
+def test_locomo_is_read_in_both_layouts_and_scored_by_evidence_turns(tmp_path: Path) -> None:
+    from synapse_retriever.bench.locomo import load_locomo
+
+    folder = tmp_path / "locomo"
+    folder.mkdir()
+    (folder / "26.json").write_text(json.dumps(LOCOMO))
+    listed = tmp_path / "locomo10.json"
+    listed.write_text(
+        json.dumps([{"sample_id": "conv-26", "conversation": LOCOMO, "qa": LOCOMO["qa"]}])
+    )
+    (one,) = load_locomo(folder)
+    (same,) = load_locomo(listed)
+    assert one.turns == same.turns and one.queries == same.queries and same.name == "conv-26"
+    assert len(one.turns) == 5 and one.keys == ("D1:1", "D1:2", "D1:3", "D2:1", "D2:3")
+    assert [q.evidence for q in one.queries] == [frozenset({"D1:3"}), frozenset({"D2:1"})]
+    report = run_realmem_retrieval([one], ks=(1, 5))
+    (first, second) = report["queries"]
+    # the answer (D1:3) shares no word with the question: only the graph reaches it, two
+    # turns after the one that matched (D1:1)
+    found = {row: first["scores"][row]["5"]["recall"] for row in ROWS}
+    assert found == {
+        row: 0.0 if row in ("no graph", "BM25 top-k", "dense top-k", "fusion top-k") else 1.0
+        for row in ROWS
+    }
+    assert first["scores"]["BM25 top-k"]["1"]["recall"] == 0.0  # "pottery classes": D1:1
+    assert second["scores"]["BM25 top-k"]["1"]["recall"] == 1.0  # "Rex learned": D2:1
+    assert second["ceiling"] == 1.0 and second["category"] == "multi-hop"
+
+
+def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps([LOCOMO]))
+    argv = ["bench", "memory", "--locomo", str(path), "--no-minilm", "--quiet", "--retrieve"]
+    assert main([*argv, "--ks", "1", "2", "--markdown"]) == 0
+    assert "| fusion top-k |" in capsys.readouterr().out
+    assert main([*argv, "--realmem", str(path)]) == 2
+    assert "give one" in capsys.readouterr().err
+    path.write_text(json.dumps([{"speaker_a": "x"}]))
+    assert main(argv) == 2
+    assert "is not a LoCoMo conversation" in capsys.readouterr().err
