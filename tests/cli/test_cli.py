@@ -441,6 +441,28 @@ def test_foreign_files_are_refused_and_left_untouched(
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://me:secret@[::1", "Invalid IPv6 URL"),
+        ("postgres://me:secret@db:port/team", "Port could not be cast"),
+    ],
+)
+@pytest.mark.parametrize("command", [*STORE_COMMANDS, "repair", "mcp"])
+def test_a_malformed_postgresql_url_is_one_line_without_its_password(
+    command: str,
+    url: str,
+    problem: str,
+    project: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, command, url, *_store_args(command, project, tmp_path))
+    assert code == 2
+    _one_error_line(err, "is not a valid PostgreSQL URL", problem)
+    assert "secret" not in err
+
+
 @pytest.mark.parametrize("command", ["stats", "edges", "decay", "export"])
 def test_read_commands_refuse_an_empty_file(
     command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
