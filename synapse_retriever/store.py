@@ -862,6 +862,9 @@ config: pass config together with a store path instead
         times of node uses (a node left with none loses its use row), the future entries
         of the recent-events log, and the ids of events recorded ahead of the clock (so
         that a replay with corrected times is learned). Every process reloads the store.
+        A dry run changes nothing; on a file that is open read-only it runs on a private
+        copy of it in memory (:meth:`SQLiteStorage.copy
+        <synapse_retriever.persistence.sqlite.SQLiteStorage.copy>`).
 
         Examples
         --------
@@ -879,16 +882,23 @@ config: pass config together with a store path instead
         limit = time.time() + self.config.max_clock_skew_s
         with self._lock:
             self._check_open()
+            storage = self._storage
+            if dry_run and self.read_only and isinstance(storage, SQLiteStorage):
+                storage = storage.copy()  # a dry run only reads: the file is never written
             try:
-                counts = self._retrying(lambda: self._forget_after(limit, dry_run))
+                counts = self._retrying(lambda: self._forget_after(storage, limit, dry_run))
             except _DryRun as run:
                 return RepairReport(*run.counts, dry_run=True)
+            finally:
+                if storage is not self._storage:
+                    storage.close()
             self._mirror.load(self._storage)  # everything again, as every process does
         return RepairReport(*counts, dry_run=False)
 
-    def _forget_after(self, limit: float, dry_run: bool) -> tuple[int, int, int]:
+    @staticmethod
+    def _forget_after(storage: Storage, limit: float, dry_run: bool) -> tuple[int, int, int]:
         """One attempt at :meth:`repair`: its transaction (rolled back by a dry run)."""
-        with self._storage.write() as tx:
+        with storage.write() as tx:
             counts = tx.forget_after(limit)
             if dry_run:
                 raise _DryRun(counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import multiprocessing as mp
 import os
 import shutil
@@ -22,6 +23,7 @@ from synapse_retriever import (
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
+    RepairReport,
     SynapseConfig,
     SynapseStore,
 )
@@ -223,6 +225,38 @@ def test_a_read_only_store_reads_and_recalls_and_refuses_writes(
         assert main(["decay", str(learned)]) == 2
         assert "is open read-only" in capsys.readouterr().err
     assert _digest(learned) == digest
+
+
+@pytest.mark.parametrize("folder_too", [False, True], ids=["file", "file-and-folder"])
+def test_reading_a_read_only_store_leaves_nothing_beside_it(
+    learned: Path, folder_too: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with read_only(learned, *([learned.parent] if folder_too else [])):
+        assert main(["stats", str(learned)]) == 0
+        with SynapseStore(learned) as store:
+            assert store.edge("jwt", "keys") is not None
+    assert sorted(p.name for p in learned.parent.iterdir()) == [learned.name]  # no -wal, -shm
+    assert "2 live edges" in capsys.readouterr().out
+
+
+def test_a_dry_run_repair_of_a_read_only_store_only_reads(
+    learned: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SynapseStore(learned, config=SynapseConfig(max_clock_skew_s=1e15)) as store:
+        store.reinforce(["jwt", "ms"], at=time.time() * 1000)  # as older releases let through
+    for leftover in learned.parent.glob("synapses.db-*"):
+        leftover.unlink()
+    digest = _digest(learned)
+    with read_only(learned):
+        with SynapseStore(learned) as store:
+            assert store.repair(dry_run=True) == RepairReport(1, 2, 1, dry_run=True)
+            assert store.edge("jwt", "ms") is not None  # still there: it only counted
+            with pytest.raises(ReadOnlyStoreError):
+                store.repair()
+        assert main(["repair", str(learned), "--dry-run", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["edges"] == 1
+    assert _digest(learned) == digest
+    assert sorted(p.name for p in learned.parent.iterdir()) == [learned.name]
 
 
 def test_read_only_can_be_asked_for(learned: Path) -> None:

@@ -11,6 +11,11 @@ output, binaries and the store's own files are left out, and the namespace follo
 checked-out branch (``branch:<name>``) unless one is given. Each event is one transaction;
 stopping (Ctrl-C) closes the open window first.
 
+Only regular files are ever opened: a FIFO, a device, a socket or a symbolic link (a loop of
+links among them) is left out without being opened or followed, and so is a file whose name
+is not UTF-8 (it could not be a node id). If the watched folder is deleted or moved, the
+watch writes the open window and raises :class:`WatchStoppedError`.
+
 Examples
 --------
 >>> window = ActivityWindow(quiet_s=300, limit=3)
@@ -27,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 import queue
+import stat
 import subprocess
 import threading
 import time
@@ -34,13 +40,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
 __all__ = [
     "BUILD_FOLDERS",
     "ActivityWindow",
     "WatchReport",
+    "WatchStoppedError",
     "branch_namespace",
     "ignored",
     "watch",
@@ -173,7 +181,9 @@ def ignored(
 ) -> set[str]:
     """Those of ``paths`` (relative to ``root``) that are not events: in a build or tool
     folder (:data:`BUILD_FOLDERS`), ignored by git, in ``keep_out`` (the store's own files),
-    binary, or gone (unless ``gone`` is False: a file saved, then moved before it is read).
+    named in bytes that are not UTF-8, binary, not a regular file (a FIFO, a device, a
+    socket, a symbolic link: never opened), or gone (unless ``gone`` is False: a file
+    saved, then moved before it is read).
 
     Examples
     --------
@@ -181,16 +191,17 @@ def ignored(
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (root / "a.py").write_text("x = 1")
     >>> _ = (root / "logo.png").write_bytes(b"\\x89PNG\\x00\\x01")
-    >>> sorted(ignored(root, ["a.py", "logo.png", "build/out.js", "missing.py"]))
-    ['build/out.js', 'logo.png', 'missing.py']
+    >>> os.mkfifo(root / "pipe.txt")  # never opened: opening a FIFO waits for a writer
+    >>> sorted(ignored(root, ["a.py", "logo.png", "build/out.js", "missing.py", "pipe.txt"]))
+    ['build/out.js', 'logo.png', 'missing.py', 'pipe.txt']
     """
     base = Path(root)
     out = set(keep_out)
     left: set[str] = set()
     for path in paths:
         built = any(part in BUILD_FOLDERS for part in Path(path).parts[:-1])
-        binary = _binary(base / path)
-        if path in out or built or binary or (binary is None and gone):
+        text = _text_file(base / path) if _utf8(path) else False
+        if path in out or built or text is False or (text is None and gone):
             left.add(path)
     rest = [p for p in paths if p not in left]
     if rest:
@@ -204,13 +215,66 @@ def ignored(
     return left
 
 
-def _binary(path: Path) -> bool | None:
-    """Whether a file is binary; None if it is gone (deleted or moved since, or a folder)."""
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO put in a file's place meanwhile does not block
+    | getattr(os, "O_NOFOLLOW", 0)  # nor is a link put there followed
+    | getattr(os, "O_NOCTTY", 0)
+)
+
+
+def _text_file(path: Path) -> bool | None:
+    """Whether ``path`` is a regular file of text (no NUL byte in its first
+    :data:`BINARY_PROBE` bytes); False for a binary file, a file that cannot be read, and
+    anything but a regular file (a FIFO, a device, a socket, a symbolic link), which is
+    never opened; None if it is gone (deleted or moved since) or a folder."""
     try:
-        with path.open("rb") as handle:
-            return b"\0" in handle.read(BINARY_PROBE)
+        mode = path.lstat().st_mode
+    except OSError:  # gone, or a name the file system refuses
+        return None
+    if stat.S_ISDIR(mode):
+        return None
+    if not stat.S_ISREG(mode):
+        return False
+    try:
+        handle = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
+    try:  # judged again on the handle: the name may have changed hands since
+        return stat.S_ISREG(os.fstat(handle).st_mode) and b"\0" not in os.read(handle, BINARY_PROBE)
+    except OSError:
+        return False
+    finally:
+        os.close(handle)
+
+
+def _regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file, not followed if it is a symbolic link."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:  # gone, or a name the file system refuses
+        return False
+
+
+def _utf8(path: str) -> bool:
+    """Whether a path holds no lone surrogate (what a name in bytes that are not UTF-8
+    becomes): such a name could not be a node id."""
+    try:
+        check_unicode("file name", path)
+    except InvalidValueError:
+        return False
+    return True
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The device and inode of ``folder``; None if it is not a folder there any more."""
+    try:
+        found = folder.stat()
     except OSError:
         return None
+    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
 
 
 def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None) -> str | None:
@@ -227,6 +291,27 @@ def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode in (0, 1) else None
+
+
+class WatchStoppedError(SynapseError, RuntimeError):
+    """:func:`watch` could not go on: the folder it watched was deleted or moved (or
+    another put in its place), or its file system events stopped arriving. The open window
+    was written first; :attr:`report` says what the watch learned.
+
+    Examples
+    --------
+    >>> error = WatchStoppedError("the watched folder '/src/app' was deleted or moved",
+    ...                           WatchReport(events=3))
+    >>> str(error)
+    "the watched folder '/src/app' was deleted or moved; the watch stopped after 3 events \
+(its open window was written)"
+    """
+
+    def __init__(self, why: str, report: WatchReport) -> None:
+        super().__init__(
+            f"{why}; the watch stopped after {report.events} events (its open window was written)"
+        )
+        self.report = report
 
 
 @dataclass
@@ -286,6 +371,17 @@ def watch(
     to end), an old path that is back (an editor's backup by renaming) and a file gone or
     left out are not renames. A ``rename`` that raises goes to ``on_error``; the watch goes
     on (a store that is away keeps the move for the next window).
+
+    Only regular files are opened (:func:`ignored`), and a file whose name is not UTF-8 is
+    left out, so neither a FIFO, a device, a loop of symbolic links nor such a name stops
+    or blocks the watch.
+
+    Raises
+    ------
+    WatchStoppedError
+        The folder was deleted or moved while watched (checked every ``tick_s``), or the
+        file system events stopped arriving (watchdog's thread ended); the open window
+        was written first.
     """
     try:
         from watchdog.events import (
@@ -308,14 +404,18 @@ def watch(
         namespace = validate_namespace(namespace)
     window = ActivityWindow(quiet_s, limit)
     base = Path(root).resolve()
+    identity = _identity(base)
     touches: queue.Queue[tuple[str, str, str]] = queue.Queue()
 
     def relative(path: str | bytes) -> str:
-        text = os.fsdecode(path)
+        """A path watchdog reports, relative to ``base``; "" outside it, or for a name that
+        is not UTF-8. Never resolved: links (a loop of them) are not followed."""
+        text = os.path.normpath(os.fsdecode(path))
         try:
-            return Path(text).resolve().relative_to(base).as_posix()
+            found = Path(text).relative_to(base).as_posix()
         except ValueError:
             return ""
+        return found if found != "." and _utf8(found) else ""
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
@@ -324,12 +424,14 @@ def watch(
             new = relative(getattr(event, "dest_path", "") or event.src_path)
             old = relative(event.src_path) if event.event_type == "moved" else ""
             if new.startswith(".git/") or old.startswith(".git/"):
-                if GIT_LOCK in (new, old) or new == GIT_HEAD:  # git's own state, in order
+                rewritten = new == GIT_HEAD and event.event_type != "deleted"
+                if GIT_LOCK in (new, old) or rewritten:  # git's own state, in order
                     touches.put((event.event_type, old, new))
             elif new and event.event_type != "deleted":
                 touches.put((event.event_type, old, new))
 
     report = WatchReport()
+    gone = False  # the watched folder itself: deleted or moved
     stop = stop or threading.Event()
     current = namespace or branch_namespace(base)
     git_busy = False
@@ -338,7 +440,9 @@ def watch(
 
     def flush(*, last: bool = False) -> None:
         settle_moves(last=last)  # first: the window's files then land on the moved nodes
-        files = [path for path in window.close() if (base / path).is_file()]
+        # a file deleted since its save is not written; all are, if the folder went away
+        here = _identity(base) == identity
+        files = [path for path in window.close() if not here or _regular_file(base / path)]
         if not files:
             return
         try:
@@ -452,8 +556,14 @@ def watch(
         if batch:
             take(batch)
 
+    checked = time.monotonic()
     try:
         while not stop.is_set():
+            if time.monotonic() - checked >= tick_s:  # at most once a tick, saves or not
+                checked = time.monotonic()
+                gone = _identity(base) != identity
+                if gone or not observer.is_alive():
+                    break
             try:
                 first = touches.get(timeout=tick_s)
             except queue.Empty:
@@ -468,8 +578,15 @@ def watch(
     except KeyboardInterrupt:
         pass
     finally:
+        alive = observer.is_alive()
         observer.stop()
         observer.join(timeout=5)
         drain()  # what was saved before the stop still counts
         flush(last=True)
+    if gone:
+        raise WatchStoppedError(
+            f"the watched folder {os.fspath(root)!r} was deleted or moved", report
+        )
+    if not alive and not stop.is_set():
+        raise WatchStoppedError(f"the file system events of {os.fspath(root)!r} stopped", report)
     return report

@@ -121,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "output",
         metavar="FILE",
-        help="file to write (.json, .graphml or .xml); never a store or another SQLite file",
+        help="file to write (.json, .graphml or .xml), written through a symbolic link; "
+        "never a store, another SQLite file, a FIFO or a device; - writes to stdout "
+        "(with --format)",
     )
     export.add_argument(
         "--format", choices=["json", "graphml"], help="default: from the suffix of FILE"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 from synapse_retriever.cli._common import (
     CliError,
     check_output,
+    check_postgres_url,
     console,
     iso,
     open_store,
@@ -239,20 +242,34 @@ def _format(path: str, given: Format | None) -> Format:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the live edges as JSON or GraphML."""
+    """Write the live edges as JSON or GraphML, to a file or (``-``) to stdout."""
     from synapse_retriever.persistence.transfer import check_export_path, write_edges
 
     now = parse_time(args.at)
     check_output(args.output)
-    check_export_path(args.output, store_path=args.store)  # never a store, never SQLite
+    streamed = args.output == "-" or _is_stdout(args.output)  # /dev/stdout: no rename over it
+    if not streamed:  # never a store, never SQLite, never a FIFO or a device
+        check_export_path(args.output, store_path=args.store)
     fmt = _format(args.output, args.format)
     with (
         console(stderr=True).status("exporting", spinner="dots"),
         open_store(args.store, must_exist=True) as store,
     ):
-        count = write_edges(store, args.output, fmt=fmt, at=now, namespaces=args.namespace)
-    console().print(f"exported {count} live edges to {args.output}")
+        target = sys.stdout.buffer if streamed else args.output
+        count = write_edges(store, target, fmt=fmt, at=now, namespaces=args.namespace)
+    if streamed:  # stdout holds the export alone
+        console(stderr=True).print(f"exported {count} live edges to stdout")
+    else:
+        console().print(f"exported {count} live edges to {args.output}")
     return 0
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether ``path`` is, through links, the file this process's stdout writes to."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError):  # missing; or no stdout with a descriptor
+        return False
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -292,6 +309,7 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     from synapse_retriever.persistence.transfer import merge_edges
 
     if is_postgres_url(path):  # a server's database: one transaction, nothing to remove
+        check_postgres_url(path)
         shared = PostgresStorage(path, listen=False)
         try:
             return merge_edges(shared, edges)

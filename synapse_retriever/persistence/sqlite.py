@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import struct
 import threading
 import time
@@ -462,8 +463,9 @@ class SQLiteStorage:
         """The latest version this connection read or wrote."""
 
     def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
-        """A connection: read-write, or read-only (``immutable`` where no shared-memory
-        file can be made beside a WAL file that holds nothing)."""
+        """A connection: read-write, or read-only (``immutable`` beside a WAL file that
+        holds nothing, where no shared-memory file can be made, or first where no one can
+        write the file: then no empty ``-wal`` and ``-shm`` are left beside it)."""
         uris = [self.path]
         if self.read_only:
             if not Path(self.path).is_file():
@@ -471,7 +473,8 @@ class SQLiteStorage:
             uri = Path(self.path).absolute().as_uri()
             uris = [f"{uri}?mode=ro"]
             if _empty_or_missing(Path(f"{self.path}-wal")):  # nothing a reader could miss
-                uris.append(f"{uri}?immutable=1")
+                frozen = _frozen(Path(self.path))
+                uris.insert(0 if frozen else 1, f"{uri}?immutable=1")
         for position, target in enumerate(uris):
             try:
                 db = sqlite3.connect(
@@ -626,6 +629,22 @@ class SQLiteStorage:
                     db.execute("ROLLBACK")
                 raise
 
+    def copy(self) -> SQLiteStorage:
+        """A private copy of the database in memory, read from this connection (a dry run
+        on a store that cannot be written runs on it).
+
+        Examples
+        --------
+        >>> storage = SQLiteStorage(":memory:")
+        >>> with storage.copy().write() as tx:
+        ...     tx.version
+        1
+        """
+        copy = SQLiteStorage(":memory:")
+        with self._lock, self._typed_errors():
+            self._db.backup(copy._db)
+        return copy
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -749,6 +768,19 @@ def _unwritable(path: Path) -> bool:
     if not path.exists():
         return False
     return not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _frozen(path: Path) -> bool:
+    """Whether no one can write an existing file now: no write permission is set for
+    anyone, or the permissions let this process write it and the system refuses all the
+    same (an immutable file, ``chattr +i``, or a read-only file system)."""
+    found = path.stat()
+    if not found.st_mode & 0o222:
+        return True
+    if os.access(path, os.W_OK) or not hasattr(os, "geteuid"):
+        return False
+    owner = found.st_uid == os.geteuid() and found.st_mode & stat.S_IWUSR
+    return os.geteuid() == 0 or bool(owner)
 
 
 def _empty_or_missing(path: Path) -> bool:

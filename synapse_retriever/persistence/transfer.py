@@ -46,14 +46,16 @@ Examples
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
@@ -355,7 +357,9 @@ def check_export_path(
 ) -> None:
     """Refuse an export path that would overwrite a database: the store's own file (by any
     spelling, symlink or hard link, and its ``-wal``, ``-shm`` and ``-journal`` files),
-    another synapse store, or any SQLite file (its 16-byte header ``SQLite format 3\\0``).
+    another synapse store, or any SQLite file (its 16-byte header ``SQLite format 3\\0``);
+    and one that is not a regular file, through links (a FIFO, a device such as
+    ``/dev/stdout``, a socket), which is never opened.
 
     :func:`write_edges` calls it before writing anything; a missing or ordinary file passes.
 
@@ -376,8 +380,19 @@ def check_export_path(
     ... except ValueError as error:  # an InvalidValueError
     ...     print(str(error).split(": ", 1)[1])
     it is the store being exported; it was left untouched (export to a .json or .graphml file)
+    >>> check_export_path(os.devnull)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: cannot write '/dev/null': it is a device, not a \
+regular file; it was left untouched (export to a file; synapse export writes to stdout with -)
     >>> store.close()
     """
+    kind = _not_regular(path)
+    if kind is not None:
+        raise InvalidValueError(
+            f"cannot write {os.fspath(path)!r}: it is {kind}, not a regular file; it was left "
+            "untouched (export to a file; synapse export writes to stdout with -)"
+        )
     what = None
     if store_path is not None:
         for suffix, name in [("", "the store being exported")] + [
@@ -400,6 +415,22 @@ def check_export_path(
             f"cannot write {os.fspath(path)!r}: it is {what}; it was left untouched "
             "(export to a .json or .graphml file)"
         )
+
+
+def _not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is, through links, if it exists and is not a regular file or a folder
+    (a folder is refused where the export is written); None otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing (a new file), or a dangling or looping link
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (a named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a file"
 
 
 def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -444,7 +475,7 @@ def _attributes(edge: Edge, at: float, store: SynapseStore) -> dict[str, Any]:
 
 def write_edges(
     store: SynapseStore,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | IO[bytes],
     *,
     fmt: Format | None = None,
     at: Clock = None,
@@ -457,16 +488,20 @@ def write_edges(
 
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export
-    leaves no half-written file; a path that is a database (:func:`check_export_path`)
-    is refused, and so is a GraphML export of an id or namespace holding a character
-    that XML 1.0 cannot carry (a NUL, another C0 control but tab, LF and CR, U+FFFE,
-    U+FFFF): JSON carries any id.
+    leaves no half-written file; a symbolic link is written through (its target is
+    replaced, the link stays). A path that is a database or not a regular file (a FIFO,
+    a device: :func:`check_export_path`) is refused, and so is a GraphML export of an id
+    or namespace holding a character that XML 1.0 cannot carry (a NUL, another C0 control
+    but tab, LF and CR, U+FFFE, U+FFFF): JSON carries any id.
+
+    ``path`` may also be a binary stream (``sys.stdout.buffer``): the whole export is
+    written to it, unclosed, once it is ready; ``fmt`` is then required.
 
     Raises
     ------
     InvalidValueError
-        An unknown format or suffix, a path that is a database, or an id GraphML cannot
-        carry; nothing is written.
+        An unknown format or suffix, a path that is a database or not a regular file, or
+        an id GraphML cannot carry; nothing is written.
     IsADirectoryError
         ``path`` is a directory.
 
@@ -483,38 +518,55 @@ def write_edges(
     [('auth/jwt.py', 'config/keys.py')]
     """
     now = to_seconds(at)
+    if not isinstance(path, (str, os.PathLike)):  # a stream: all of it, once it is ready
+        if fmt is None:
+            raise InvalidValueError("write_edges to a stream needs fmt='json' or 'graphml'")
+        edges = export_edges(store, at=now, namespaces=namespaces)
+        document = _document(edges, _format("stream", fmt), now, store, name="the stream")
+        path.write(document)
+        path.flush()
+        return len(edges)
     fmt = _format(path, fmt)
-    target = Path(path)
-    if target.is_dir():
+    if Path(path).is_dir():
         raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
-    check_export_path(target, store_path=store.path)
+    check_export_path(path, store_path=store.path)
+    target = Path(os.path.realpath(path))  # through links: the link stays, its target changes
     edges = export_edges(store, at=now, namespaces=namespaces)
-    if fmt == "graphml":
-        _refuse_what_xml_cannot_carry(edges, path)
+    document = _document(edges, fmt, now, store, name=os.fspath(path))
     temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
     try:
-        if fmt == "json":
-            document = {
-                "format": FORMAT_NAME,
-                "version": FORMAT_VERSION,
-                "exported_at": now,
-                "edges": [{"a": e.a, "b": e.b, **_attributes(e, now, store)} for e in edges],
-            }
-            temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
-        else:
-            import networkx as nx
-
-            graph = nx.MultiGraph(format=FORMAT_NAME, version=FORMAT_VERSION, exported_at=now)
-            for e in edges:
-                graph.add_edge(e.a, e.b, key=e.namespace, **_attributes(e, now, store))
-            # the ElementTree writer, not lxml's where installed: the one whose round trip
-            # of every id the GraphML check lets through is tested
-            nx.write_graphml_xml(graph, temporary)
+        temporary.write_bytes(document)
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     return len(edges)
+
+
+def _document(
+    edges: list[Edge], fmt: Format, now: float, store: SynapseStore, *, name: str
+) -> bytes:
+    """The export of ``edges`` as ``fmt``, encoded (refused before anything is written if
+    GraphML cannot carry an id; ``name`` says where it was going)."""
+    if fmt == "json":
+        document = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "exported_at": now,
+            "edges": [{"a": e.a, "b": e.b, **_attributes(e, now, store)} for e in edges],
+        }
+        return (json.dumps(document, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    import networkx as nx
+
+    _refuse_what_xml_cannot_carry(edges, name)
+    graph = nx.MultiGraph(format=FORMAT_NAME, version=FORMAT_VERSION, exported_at=now)
+    for e in edges:
+        graph.add_edge(e.a, e.b, key=e.namespace, **_attributes(e, now, store))
+    # the ElementTree writer, not lxml's where installed: the one whose round trip of every
+    # id the GraphML check lets through is tested
+    written = io.BytesIO()
+    nx.write_graphml_xml(graph, written)
+    return written.getvalue()
 
 
 def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> list[Edge]:

@@ -6,7 +6,10 @@ watcher reports (never on a sleep longer than a second).
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
 from synapse_retriever.capture.watch import (
     ActivityWindow,
     WatchReport,
+    WatchStoppedError,
     branch_namespace,
     ignored,
     watch,
@@ -396,6 +400,9 @@ def test_a_moved_file_takes_what_it_learned_with_it(tree: Path, tmp_path: Path) 
                   on_event=lambda _: learned.release(), on_error=errors.append,
                   tick_s=0.05)  # fmt: skip
 
+        # watched from the start: a move into a folder made just before may reach the
+        # watch before the folder is watched, as a new file (a race of the test, not a rename)
+        (tree / "auth").mkdir()
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         assert ready.wait(20)
@@ -408,7 +415,6 @@ def test_a_moved_file_takes_what_it_learned_with_it(tree: Path, tmp_path: Path) 
         (tree / "pkg" / "jwt.py").rename(tree / "jwt.py")  # by hand: moved at once
         until(lambda: store.edge("jwt.py", "keys.py", "branch:main") is not None)
         assert learned.acquire(timeout=20)  # the move was work: a window of jwt.py alone
-        (tree / "auth").mkdir()
         git(tree, "mv", "login.py", "auth/login.py")  # by git: moved, and not a save
         until(lambda: store.edge("auth/login.py", "jwt.py", "branch:main") is not None)
         (tree / "keys.py.new").write_text("saved through a temporary file\n")
@@ -476,3 +482,143 @@ def test_moves_settle_when_the_window_closes_in_its_branch_only(tree: Path, tmp_
         # is a file of this window only
         assert counts == {("d.py", "lib.py"): 2, ("b.py", "lib.py"): 2, ("b.py.orig", "lib.py"): 1}
     assert errors == []
+
+
+def _fifo(path: Path) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this system")
+    os.mkfifo(path)
+
+
+def test_what_is_not_a_regular_file_is_left_out_never_opened(tree: Path, tmp_path: Path) -> None:
+    _fifo(tree / "pipe.txt")  # opened, it would wait for a writer forever
+    (tree / "loop1").symlink_to("loop2")
+    (tree / "loop2").symlink_to("loop1")
+    (tree / "link.py").symlink_to(tree / "README.md")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tree / "s.sock"))
+        names = ["README.md", "pipe.txt", "loop1", "link.py", "s.sock", "caf\udce9.py"]
+        found: list[set[str]] = []
+        sifting = threading.Thread(target=lambda: found.append(ignored(tree, names)), daemon=True)
+        sifting.start()
+        sifting.join(timeout=20)
+        if sifting.is_alive():  # blocked opening the FIFO: release it, then fail
+            os.close(os.open(tree / "pipe.txt", os.O_WRONLY | os.O_NONBLOCK))
+            pytest.fail("ignored() opened a FIFO and waited for a writer")
+    assert found == [set(names) - {"README.md"}]
+
+
+def test_a_symlink_loop_neither_stops_nor_blinds_the_watch(tree: Path, watcher: Watcher) -> None:
+    (tree / "loop1").symlink_to("loop2")
+    (tree / "loop2").symlink_to("loop1")
+    (tree / "self").symlink_to(".")  # a folder that holds itself
+    _save(tree, "a.py")
+    _save(tree, "b.py")
+    files, _ = watcher.next_event()
+    assert sorted(files) == ["a.py", "b.py"]
+
+
+def test_a_name_that_is_not_utf8_is_left_out_and_the_watch_goes_on(
+    tree: Path, watcher: Watcher
+) -> None:
+    (tree / os.fsdecode(b"caf\xe9.py")).write_text("x\n")
+    _save(tree, "a.py")
+    _save(tree, "b.py")
+    files, _ = watcher.next_event()
+    assert sorted(files) == ["a.py", "b.py"]
+    (tree / os.fsdecode(b"caf\xe9.py")).rename(tree / "cafe.py")  # renamed to a good name
+    _save(tree, "c.py")
+    files, _ = watcher.next_event()
+    assert sorted(files) == ["c.py", "cafe.py"] and watcher.errors == []
+
+
+def _synapse_watch(tree: Path, store: Path) -> subprocess.Popen[str]:
+    """``synapse watch`` with an hour-long window, once it says every folder is watched."""
+    command = [sys.executable, "-m", "synapse_retriever.cli", "watch", str(tree), str(store),
+               "--quiet-s", "3600"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    assert process.stderr.readline().startswith("watching "), "the watch never started"
+    return process
+
+
+def _finish(process: subprocess.Popen[str], sig: signal.Signals | None) -> str:
+    """Send ``sig`` (None: none), wait 30 s at most for the process to end; its stderr."""
+    try:
+        if sig is not None:
+            process.send_signal(sig)
+        return process.communicate(timeout=30)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_a_fifo_is_never_opened_and_a_sigterm_still_writes_the_open_window(
+    tree: Path, tmp_path: Path
+) -> None:
+    store_path = tmp_path / "synapses.db"
+    process = _synapse_watch(tree, store_path)
+    try:
+        _fifo(tree / "pipe.txt")
+        _save(tree, "a.py")
+        _save(tree, "b.py")
+        threading.Event().wait(0.5)  # the saves reach the watcher
+    finally:
+        err = _finish(process, signal.SIGTERM)
+    assert process.returncode == 0, err
+    with SynapseStore(store_path) as store:
+        assert store.edge("a.py", "b.py", "branch:main") is not None
+
+
+def test_the_watched_folder_deleted_is_said_and_the_open_window_written(
+    tree: Path, tmp_path: Path
+) -> None:
+    store_path = tmp_path / "synapses.db"
+    process = _synapse_watch(tree, store_path)
+    try:
+        _save(tree, "a.py")
+        _save(tree, "b.py")
+        threading.Event().wait(0.5)  # the saves reach the watcher
+        shutil.rmtree(tree)
+    finally:
+        err = _finish(process, None)  # it stops by itself
+    assert process.returncode == 2
+    assert err.splitlines()[-1] == (
+        f"synapse: error: the watched folder {str(tree)!r} was deleted or moved; the watch "
+        "stopped after 1 events (its open window was written)"
+    )
+    with SynapseStore(store_path) as store:
+        assert store.edge("a.py", "b.py", "branch:main") is not None
+
+
+def test_the_watched_folder_moved_stops_the_watch_after_writing_its_window(
+    tree: Path, tmp_path: Path
+) -> None:
+    written: list[list[str]] = []
+    stopped: list[WatchStoppedError] = []
+    ready = threading.Event()
+
+    def write(files: list[str], namespace: str) -> int:
+        written.append(sorted(files))
+        return 1
+
+    def run() -> None:
+        try:
+            watch(tree, write, quiet_s=3600, ready=ready, tick_s=0.05)
+        except WatchStoppedError as exc:
+            stopped.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert ready.wait(20), "the watch never started"
+    _save(tree, "a.py")
+    _save(tree, "b.py")
+    threading.Event().wait(0.5)  # the saves reach the watcher
+    tree.rename(tmp_path / "moved")
+    tree.mkdir()  # another folder in its place is not the one watched
+    thread.join(timeout=20)
+    assert not thread.is_alive(), "the watch went on without its folder"
+    assert written == [["a.py", "b.py"]]
+    assert len(stopped) == 1 and stopped[0].report.events == 1
+    assert "was deleted or moved" in str(stopped[0])

@@ -532,6 +532,28 @@ def test_foreign_files_are_refused_and_left_untouched(
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://me:secret@[::1", "Invalid IPv6 URL"),
+        ("postgres://me:secret@db:port/team", "Port could not be cast"),
+    ],
+)
+@pytest.mark.parametrize("command", [*STORE_COMMANDS, "repair", "mcp"])
+def test_a_malformed_postgresql_url_is_one_line_without_its_password(
+    command: str,
+    url: str,
+    problem: str,
+    project: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, command, url, *_store_args(command, project, tmp_path))
+    assert code == 2
+    _one_error_line(err, "is not a valid PostgreSQL URL", problem)
+    assert "secret" not in err
+
+
 @pytest.mark.parametrize("command", ["stats", "edges", "decay", "export"])
 def test_read_commands_refuse_an_empty_file(
     command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -564,6 +586,48 @@ def test_export_to_a_directory_leaves_nothing(
     assert code == 2
     _one_error_line(err, "is a directory")
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_export_to_dash_streams_to_stdout_and_writes_no_file(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    code, out, err = run(capsys, "export", str(store), "-", "--format", "json", "--at", NEAR)
+    assert code == 0 and err.startswith("exported ") and err.endswith(" live edges to stdout\n")
+    with SynapseStore(store) as s:
+        count = len(export_edges(s, at=float(NEAR)))
+    assert len(json.loads(out)["edges"]) == count > 0  # stdout holds the export alone
+    assert sorted(tmp_path.iterdir()) == before  # no file named "-"
+    code, _, err = run(capsys, "export", str(store), "-")
+    assert code == 2
+    _one_error_line(err, "--format json or graphml")
+
+
+def _export_in_a_subprocess(store: Path, target: str, *options: str) -> tuple[int, str, str]:
+    """``synapse export`` in a subprocess, its stdout a pipe; 60 s at most."""
+    command = [sys.executable, "-m", "synapse_retriever.cli", "export", str(store), target,
+               "--at", NEAR, *options]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"synapse export {target} hung")
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_export_to_dev_stdout_writes_stdout_and_a_fifo_is_refused_unopened(
+    store: Path, tmp_path: Path
+) -> None:
+    if not hasattr(os, "mkfifo") or not Path("/dev/stdout").exists():
+        pytest.skip("no FIFOs or no /dev/stdout on this system")
+    code, out, err = _export_in_a_subprocess(store, "/dev/stdout", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["format"] == "synapse-retriever/edges"
+    os.mkfifo(tmp_path / "pipe.json")
+    code, out, err = _export_in_a_subprocess(store, str(tmp_path / "pipe.json"))
+    assert code == 2
+    _one_error_line(err, "pipe.json': it is a FIFO (a named pipe), not a regular file", "with -")
+    assert (tmp_path / "pipe.json").is_fifo()
 
 
 def test_a_time_out_of_range_changes_nothing(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import socket
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -276,6 +279,77 @@ def test_write_edges_refuses_the_store_and_any_sqlite_file(
         assert os.fspath(target(tmp_path)) in str(refused.value)  # names the path
         assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
         assert len(export_edges(store, at=3 * DAY)) == 5
+
+
+def test_an_export_through_a_symlink_writes_its_target_and_keeps_the_link(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "edges.json").write_text("old\n")
+    (tmp_path / "latest.json").symlink_to(tmp_path / "exports" / "edges.json")
+    (tmp_path / "new.json").symlink_to(tmp_path / "exports" / "new-target.json")  # dangling
+    with _learned() as store:
+        assert write_edges(store, tmp_path / "latest.json", at=3 * DAY) == 5
+        assert write_edges(store, tmp_path / "new.json", at=3 * DAY) == 5
+        expected = export_edges(store, at=3 * DAY)
+    assert (tmp_path / "latest.json").is_symlink() and (tmp_path / "new.json").is_symlink()
+    assert read_edges(tmp_path / "exports" / "edges.json") == expected
+    assert read_edges(tmp_path / "exports" / "new-target.json") == expected
+    assert sorted(p.name for p in (tmp_path / "exports").iterdir()) == [
+        "edges.json",
+        "new-target.json",
+    ]  # no partial file left beside them
+
+
+def _fifo(path: Path) -> Path:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this system")
+    os.mkfifo(path)
+    return path
+
+
+def test_an_export_refuses_a_fifo_a_socket_and_a_link_to_them_never_opening_them(
+    tmp_path: Path,
+) -> None:
+    pipe = _fifo(tmp_path / "pipe.json")
+    (tmp_path / "link.json").symlink_to(pipe)
+    with socket.socket(socket.AF_UNIX) as sock, _learned() as store:
+        sock.bind(str(tmp_path / "s.json"))
+        for target, kind in [
+            ("pipe.json", "a FIFO"),
+            ("link.json", "a FIFO"),
+            ("s.json", "a socket"),
+        ]:
+            refused: list[Exception] = []
+
+            def export(name: str = target, refused: list[Exception] = refused) -> None:
+                try:
+                    write_edges(store, tmp_path / name, at=3 * DAY)
+                except InvalidValueError as exc:
+                    refused.append(exc)
+
+            exporting = threading.Thread(target=export, daemon=True)
+            exporting.start()
+            exporting.join(timeout=20)
+            if exporting.is_alive():  # opened the FIFO, waiting for a writer: release it
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+                exporting.join(timeout=20)
+                pytest.fail(f"write_edges opened {target} and waited for a writer")
+            assert len(refused) == 1 and kind in str(refused[0]), (target, refused)
+            assert str(tmp_path / target) in str(refused[0])
+        assert pipe.is_fifo() and (tmp_path / "link.json").is_symlink()  # left untouched
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "pipe.json", "s.json"]
+
+
+def test_an_export_to_a_stream_writes_all_of_it_there(tmp_path: Path) -> None:
+    with _learned() as store:
+        for fmt in ("json", "graphml"):
+            stream = io.BytesIO()
+            assert write_edges(store, stream, fmt=fmt, at=3 * DAY) == 5  # type: ignore[arg-type]
+            (tmp_path / f"e.{fmt}").write_bytes(stream.getvalue())
+            assert read_edges(tmp_path / f"e.{fmt}") == export_edges(store, at=3 * DAY)
+        with pytest.raises(InvalidValueError, match="needs fmt"):
+            write_edges(store, io.BytesIO(), at=3 * DAY)
 
 
 def test_guess_format_knows_three_suffixes_in_any_case() -> None:
