@@ -97,11 +97,11 @@ class TurnsView:
     ``condensed(i)`` returns the stored condensation of turn ``i`` or None. ``pinned``
     turns are always FULL; ``groups`` are kept or dropped together; a turn that is not
     ``degradable`` is FULL or dropped; ``fixed_tokens`` are added to a turn's cost at
-    every level (text that is never condensed, e.g. a tool call's arguments); ``related``
-    is each turn's activation by the temporal graph's walk from the query (the relevance
-    pass ranks by it too, with ``graph_weight``); ``lexical`` each turn's BM25 score for
-    the query from a stored index (:mod:`~.lexical`; None: the relevance pass indexes the
-    texts itself).
+    every level (text that is never condensed, e.g. a tool call's arguments); ``ranking``
+    the rows the query needs, best first, from a memory's retrieval rule
+    (:meth:`~synapse_retriever.context.ConversationMemory.retrieve`): the relevance pass
+    takes that order; without it (a message list, nothing stored) it fuses BM25, the
+    embedder and novelty itself.
     """
 
     texts: Sequence[str]
@@ -116,8 +116,7 @@ class TurnsView:
     degradable: Sequence[bool] | None = None
     fixed_tokens: Sequence[int] | None = None
     full_tokens: Sequence[int] | None = None
-    related: FloatArray | None = None
-    lexical: FloatArray | None = None
+    ranking: Sequence[int] | None = None
 
 
 def importances(
@@ -161,13 +160,18 @@ def plan_context(
     fallback: Callable[[str], Condensed],
     now: float,
     mode: str | None = None,
+    query_vector: Vectors | None = None,
 ) -> list[Decision]:
-    """The kept turns, oldest first, with their level and text; their tokens fit ``budget``."""
+    """The kept turns, oldest first, with their level and text; their tokens fit ``budget``.
+
+    ``query_vector`` is the query's embedding if the caller has it (else it is embedded).
+    """
     n = len(view.texts)
     if n == 0:
         return []
-    query_vector = None
-    if query is not None and query.strip():
+    if query is None or not query.strip():
+        query_vector = None
+    elif query_vector is None:
         query_vector = normalized(embedder.embed([query]), embedder.dim)[0]
     scores, similarity = importances(view, query_vector, config, now=now, mode=mode)
     recalled: set[int] = set()
@@ -361,20 +365,35 @@ def _relevance_pass(
     ]
     if not candidates:
         return {}
-    if view.lexical is not None:
-        lexical = [float(view.lexical[i]) for i in candidates]
-    else:  # nothing stored (a message list): an index of the candidates alone
-        lexical = LexicalIndex(view.texts[i] for i in candidates).scores(query)
+    if view.ranking is not None:  # the memory's retrieval ranking (retrieve's rule)
+        eligible = set(candidates)
+        order = [i for i in view.ranking if i in eligible]
+        return _pick(view, order, query_vector, whole, fixed, degradable, room, embedder,
+                     token_counter)  # fmt: skip
+    lexical = LexicalIndex(view.texts[i] for i in candidates).scores(query)
     semantic = [float(similarity[i]) for i in candidates]
     rankings = [lexical, semantic]
     weights = [config.lexical_weight, 1.0]
     if config.novelty_weight > 0:
         rankings.append([float(view.surprise[i]) for i in candidates])
         weights.append(config.novelty_weight)
-    if config.graph_weight > 0 and view.related is not None:
-        rankings.append([float(view.related[i]) for i in candidates])
-        weights.append(config.graph_weight)
     order = [candidates[j] for j in rrf_order(rankings, k=config.rrf_k, weights=weights)]
+    return _pick(view, order, query_vector, whole, fixed, degradable, room, embedder, token_counter)
+
+
+def _pick(
+    view: TurnsView,
+    order: Sequence[int],
+    query_vector: Vectors,
+    whole: Sequence[int],
+    fixed: Sequence[int],
+    degradable: Sequence[bool],
+    room: int,
+    embedder: Embedder,
+    token_counter: TokenCounter,
+) -> dict[int, tuple[Level, str, int]]:
+    """The turns of ``order`` (best first) that fit ``room``: whole, or the first that does
+    not fit cut around the query (:func:`~.relevance.select_relevant`)."""
     chunked: dict[int, tuple[Level, str]] = {}
 
     def chunk(i: int, left: int) -> tuple[str, int] | None:

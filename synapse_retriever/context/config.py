@@ -138,9 +138,6 @@ class ContextConfig:
     graph_depth, graph_damping, graph_fan_out : int, float, int
         The graph walk of ``retrieve``: hops at most (>= 1), the activation kept per hop
         (in (0, 1]), the strongest edges followed per node (>= 1).
-    graph_weight : float
-        With ``assembly="relevance"``: the weight (>= 0) of the turns' rank by the graph
-        walk from the query in the fusion (0: the graph is not used to assemble).
     retrieval_rrf_k, retrieval_lexical_weight : int, float
         ``retrieve``'s fusion of its two channels: ``retrieval_lexical_weight / (k +
         rank_bm25) + 1 / (k + rank_embedder)`` with k = ``retrieval_rrf_k`` (>= 1; the
@@ -197,7 +194,6 @@ class ContextConfig:
     graph_depth: int = 2
     graph_damping: float = 0.5
     graph_fan_out: int = 20
-    graph_weight: float = 0.0
     retrieval_rrf_k: int = 10
     retrieval_lexical_weight: float = 2.0
     neighbour_share: float = 0.6
@@ -332,12 +328,6 @@ class ContextConfig:
         if not _is_number(self.graph_damping) or not 0.0 < self.graph_damping <= 1.0:
             raise InvalidValueError(
                 f"graph_damping must be a number in (0, 1], got {self.graph_damping!r}"
-            )
-        if not _is_number(self.graph_weight) or not (
-            math.isfinite(self.graph_weight) and self.graph_weight >= 0
-        ):
-            raise InvalidValueError(
-                f"graph_weight must be a finite number >= 0, got {self.graph_weight!r}"
             )
         if not _is_number(self.novelty_weight) or not (
             math.isfinite(self.novelty_weight) and self.novelty_weight >= 0

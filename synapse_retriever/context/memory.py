@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -30,7 +31,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import networkx as nx
 import numpy as np
 
-from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
@@ -40,11 +40,12 @@ from synapse_retriever.context.embed import (
     Embedder,
     HashingEmbedder,
     TurnIndex,
+    Vectors,
     as_embedder,
     normalized,
 )
 from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
-from synapse_retriever.context.graph.entities import Entity, extract_entities
+from synapse_retriever.context.graph.entities import extract_entities
 from synapse_retriever.context.graph.hybrid import Retrieval, ranked, spread
 from synapse_retriever.context.graph.modes import (
     ModeDetector,
@@ -54,10 +55,7 @@ from synapse_retriever.context.graph.modes import (
 )
 from synapse_retriever.context.graph.relations import Relation, RelationExtractor
 from synapse_retriever.context.graph.walk import (
-    GraphHit,
     TemporalGraph,
-    graph_search,
-    specificity,
 )
 from synapse_retriever.context.relevance import fuse
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
@@ -74,9 +72,9 @@ log = logging.getLogger(__name__)
 _RETRIEVAL_DEPTH = 100
 """How many turns each channel of ``retrieve`` ranks (or 2k, if larger)."""
 
-_ASSEMBLY_LEXICAL_DEPTH = 1000
-"""How many turns the lexical index ranks for an assembly (a rank beyond adds less than
-1 / 1,060 to a turn's fused score)."""
+_ASSEMBLY_DEPTH = 1000
+"""How many turns each channel ranks for an assembly (a budget of whole turns rarely
+holds more; the gradient plans the rest)."""
 
 ROLES = (
     "user",
@@ -489,15 +487,17 @@ class ConversationMemory:
             self._check_open()
         mode = self._mode(query, mode) or self.config.mode
         self.config.temperature(mode)  # validates the mode against the configured ones
+        vector = None
+        if query is not None and query.strip():
+            vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             self._catch_up()
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
-            if query is not None and query.strip():
-                view.lexical = self._lexical(query, _ASSEMBLY_LEXICAL_DEPTH)
-                if self.config.graph_weight > 0:
-                    view.related = self._related(query, now)
+            if query is not None and vector is not None:
+                found = self._ranking(query, vector, mode_weights(mode), _ASSEMBLY_DEPTH).scores
+                view.ranking = [self._row[turn_id] for turn_id in ranked(found, len(found))]
             turns = list(self._turns)
             decisions = plan_context(
                 view,
@@ -509,6 +509,7 @@ class ConversationMemory:
                 fallback=self._fallback,
                 now=now,
                 mode=mode,
+                query_vector=vector,
             )
         return [
             AssembledTurn(
@@ -602,26 +603,12 @@ class ConversationMemory:
             if not self._turns:
                 return []
             turns = self._turns
-            lexical = [
-                turns[self._row[turn_id]].id
-                for turn_id, _ in self._storage.lexical(query, depth)
-                if turn_id in self._row  # another process's turn, not in this view yet
-            ]
-            dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
-            config = self.config
-            channel_weights = [config.retrieval_lexical_weight, 1.0]
-            fused = fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k)
-            neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
-            if relevance > 0:
-                share = config.neighbour_share * graph / (relevance + graph)
-                scores = spread(fused, neighbours, share, depth=config.graph_depth)
-            else:  # the graph alone: the turns it reaches from the fused ones
-                reached = spread(fused, neighbours, config.graph_damping, depth=config.graph_depth)
-                scores = {t: s - fused.get(t, 0.0) for t, s in reached.items()}
-                scores = {t: s for t, s in scores.items() if s > 0}
+            ranking = self._ranking(query, vector, (relevance, graph), depth)
+            scores, fused = ranking.scores, ranking.fused
+            neighbours = ranking.neighbours
             if allowed is not None:
                 scores = {t: s for t, s in scores.items() if turns[self._row[t]].session in allowed}
-            found_lexical, found_dense = set(lexical), set(dense)
+            found_lexical, found_dense = ranking.lexical, ranking.dense
             results = []
             for turn_id in ranked(scores, k):
                 turn = turns[self._row[turn_id]]
@@ -638,6 +625,31 @@ class ConversationMemory:
                               turn.text, turn.role, turn.at)
                 )  # fmt: skip
             return results
+
+    def _ranking(
+        self, query: str, vector: Vectors, weights: tuple[float, float], depth: int
+    ) -> _Ranking:
+        """The turns ``query`` needs, scored (the rule of :meth:`retrieve`); the caller
+        holds the lock and has caught up."""
+        turns, config = self._turns, self.config
+        lexical = [
+            turns[self._row[turn_id]].id
+            for turn_id, _ in self._storage.lexical(query, depth)
+            if turn_id in self._row  # another process's turn, not in this view yet
+        ]
+        dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
+        channel_weights = [config.retrieval_lexical_weight, 1.0]
+        fused = fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k)
+        neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
+        relevance, graph = weights
+        if relevance > 0:
+            share = config.neighbour_share * graph / (relevance + graph)
+            scores = spread(fused, neighbours, share, depth=config.graph_depth)
+        else:  # the graph alone: the turns it reaches from the fused ones
+            reached = spread(fused, neighbours, config.graph_damping, depth=config.graph_depth)
+            scores = {t: s - fused.get(t, 0.0) for t, s in reached.items()}
+            scores = {t: s for t, s in scores.items() if s > 0}
+        return _Ranking(scores, fused, frozenset(lexical), frozenset(dense), neighbours)
 
     def _time_neighbours(self, turn_id: int) -> tuple[int, ...]:
         """The turns linked to ``turn_id`` by a turn–turn edge of the graph (FOLLOWED_BY
@@ -681,43 +693,6 @@ class ConversationMemory:
             detected = self.mode_detector.mode(text) if self.mode_detector else detect_mode(text)
             return canonical_mode(detected)
         return canonical_mode(mode)
-
-    def _lexical(self, query: str, depth: int) -> FloatArray:
-        """Each turn's BM25 score for ``query`` from the lexical index (0 below ``depth``)."""
-        scores = np.zeros(len(self._turns), dtype=np.float64)
-        for turn_id, score in self._storage.lexical(query, depth):
-            row = self._row.get(turn_id)
-            if row is not None:  # a turn another process added since: not in this view yet
-                scores[row] = score
-        return scores
-
-    def _related(self, query: str, now: float) -> FloatArray:
-        """Each turn's activation by the graph walk from ``query`` (0 where not reached)."""
-        vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
-        similarity = self._index.similarities(vector)
-        ranked = [int(i) for i in np.argsort(-similarity, kind="stable")[:5] if similarity[i] > 0]
-        related = np.zeros(len(self._turns), dtype=np.float64)
-        for hit in self._walk(extract_entities(query), similarity, ranked, now):
-            related[self._row[hit.turn_id]] = hit.score
-        return related
-
-    def _walk(
-        self, entities: Sequence[Entity], similarity: FloatArray, ranked: Sequence[int], now: float
-    ) -> list[GraphHit]:
-        """The graph walk from the query's entities and its five nearest turns."""
-        seeds = {
-            e.node: specificity(self._graph.mentions(e.node), self._graph.turns) for e in entities
-        }
-        seeds.update({f"turn:{self._turns[i].id}": float(similarity[i]) for i in ranked[:5]})
-        return graph_search(
-            self._graph,
-            seeds,
-            now=now,
-            depth=self.config.graph_depth,
-            damping=self.config.graph_damping,
-            fan_out=self.config.graph_fan_out,
-            decay_rate=self.config.edge_decay_rate,
-        )
 
     def used(self, results: Sequence[Retrieval], at: Clock = None) -> int:
         """Tell the memory these retrieved turns were used: the edges that reached them
@@ -1016,6 +991,18 @@ def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] |
     if ends[0] == ends[1] or (relation.type == "MENTIONS" and not ends[0].startswith("turn:")):
         return None
     return ends[0], ends[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ranking:
+    """What :meth:`ConversationMemory._ranking` found: final and fused scores by turn id,
+    the ids each channel ranked, and the graph's neighbours (memoized)."""
+
+    scores: dict[int, float]
+    fused: dict[int, float]
+    lexical: frozenset[int]
+    dense: frozenset[int]
+    neighbours: Callable[[int], tuple[int, ...]]
 
 
 class _Stored:

@@ -16,8 +16,9 @@ Notes
    1 − its greatest similarity to an earlier turn):
    ``rrf(i) = w_lex / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))
    + w_nov / (k + rank_novelty(i))`` (ranks from 1; by default ``w_lex`` = 1,
-   ``w_nov`` = 0.5, k = 60; with ``graph_weight`` > 0 the turns' rank by the temporal
-   graph's walk from the query joins with that weight). BM25 finds the words a question
+   ``w_nov`` = 0.5, k = 60). A :class:`~synapse_retriever.context.ConversationMemory`
+   ranks by its retrieval rule instead (:mod:`~.graph.hybrid`: BM25 and the embedder
+   fused, the graph's time neighbours on top). BM25 finds the words a question
    shares with its evidence, the embedder its paraphrases, novelty the turn that said
    something new rather than one of many that mention the topic.
 3. In that order, up to ``relevance_share × room`` tokens, a turn goes in FULL if it

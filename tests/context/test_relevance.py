@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever.context import ContextConfig, ConversationMemory, HashingEmbedder
+from synapse_retriever.context.history import HistoryMessage, trim_history
 from synapse_retriever.context.relevance import rrf_order, select_relevant
 from synapse_retriever.errors import InvalidValueError
 
@@ -86,15 +87,12 @@ def test_the_novelty_rank_lifts_the_turn_that_said_something_new() -> None:
     new = "Staging database: host seven."
 
     def assemble(config: ContextConfig) -> list[str]:
-        with ConversationMemory(
-            ":memory:", words, config, embedder=HashingEmbedder(dim=256), background=False
-        ) as memory:
-            memory.add_turn(new, at=0)
-            for i in range(3):
-                memory.add_turn(same, at=60 * (i + 1))
-            memory.add_turn("ok.", at=900)
-            # 8 words: "ok." (1, working memory), then room for one 4-word turn.
-            return [t.text for t in memory.assemble("where is the staging database?", 8, at=999)]
+        # a message list (a memory ranks by its retrieval rule instead): 8 words, "ok."
+        # (1, working memory), then room for one 4-word turn.
+        history = [HistoryMessage("user", text) for text in [new, same, same, same, "ok."]]
+        kept = trim_history(history, "where is the staging database?", 8, config=config,
+                            token_counter=words, embedder=HashingEmbedder(dim=256))  # fmt: skip
+        return [m.text for m in kept]
 
     assert assemble(ContextConfig(novelty_weight=0)) == [same, "ok."]
     assert assemble(ContextConfig()) == [same, "ok."]  # BM25 weighs 3, novelty 1

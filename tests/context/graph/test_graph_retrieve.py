@@ -208,23 +208,23 @@ def test_edges_persist_with_the_turn_in_one_transaction(tmp_path: Path) -> None:
     assert entities == [("file:views.py", "file"), ("name:blue bottle", "name")]
 
 
-def test_assemble_can_rank_by_the_graph_too() -> None:
-    # 100 tokens: without the graph the relevance pass keeps the three turns naming
-    # validate_vat() and fills the rest by the gradient; with graph_weight it keeps the
-    # whole chain, the report (turn 1) and the log reading (turn 2) included, whole.
-    def kept(weight: float) -> dict[int, str]:
-        memory, now = build(config=ContextConfig(graph_weight=weight))
+def test_assemble_ranks_as_retrieve_does_the_graph_included() -> None:
+    # 100 tokens: the relevance pass takes retrieve's order, so the whole chain is kept,
+    # the report (turn 1) and the log reading (turn 2) included, whole; without the
+    # graph (neighbour_share 0) the report is not.
+    def kept(share: float) -> dict[int, str]:
+        memory, now = build(config=ContextConfig(neighbour_share=share, working_memory=1))
         with memory:
             return {t.turn_id: t.level.value for t in memory.assemble(QUESTION, 100, at=now)}
 
-    without, with_graph = kept(0.0), kept(1.0)
-    assert {REPORT, 2} & without.keys() == set()
+    without, with_graph = kept(0.0), kept(0.6)
+    assert REPORT not in without
     assert all(with_graph.get(turn) == "full" for turn in (REPORT, 2, 3, CAUSE, FIX))
 
 
-def test_graph_weight_is_validated() -> None:
-    with pytest.raises(InvalidValueError, match="graph_weight must be a finite number >= 0"):
-        ContextConfig(graph_weight=-1.0)
+def test_neighbour_share_is_validated() -> None:
+    with pytest.raises(InvalidValueError, match=r"neighbour_share must be a number in \[0, 1\]"):
+        ContextConfig(neighbour_share=1.5)
 
 
 def test_used_refuses_another_memorys_results_and_follows_edges_as_they_are() -> None:
