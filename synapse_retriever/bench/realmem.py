@@ -19,7 +19,9 @@ for the query at each token budget. Every row is scored the same way:
 - **tokens**: what the context uses, by the one token counter of every row.
 
 Rows: conversation memory (each preset, each embedder), last-N whole turns, BM25
-top-k whole turns and dense top-k whole turns (same budget, same counter).
+top-k whole turns (SQLite FTS5, the memory's own tokenizer), dense top-k whole turns and
+their reciprocal-rank fusion (:func:`plain_rankings`), each at the same budget with the
+same counter; the fusion is the baseline of the intervals.
 
 Examples
 --------
@@ -42,10 +44,11 @@ from typing import Any
 import numpy as np
 
 from synapse_retriever.bench.memory import Turn, last_n, vector_top_k
-from synapse_retriever.bench.retrievers import Bm25Retriever, Document
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, normalized
+from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.context.relevance import fuse
 from synapse_retriever.errors import SynapseError
 from synapse_retriever.tokens import approximate_tokens
 
@@ -342,8 +345,39 @@ class _CachedEmbedder:
         return np.stack([self._memo[t] for t in texts])
 
 
-def _constant(text: str) -> Callable[[], str]:
-    return lambda: text
+FUSED_DEPTH = 100
+"""How deep each plain list is cut before it is fused (a retriever returns a top-k)."""
+
+
+def plain_rankings(
+    lexical: Sequence[int], similarity: np.ndarray[Any, Any], depth: int
+) -> dict[str, list[int]]:
+    """What a user could write in five lines, as rows best first: ``lexical`` (BM25's
+    rows, given), ``dense`` (the ``depth`` rows most similar, similarity > 0) and
+    ``fusion``, their reciprocal-rank fusion with k = 60 (LangChain's
+    ``EnsembleRetriever``; :func:`~synapse_retriever.context.relevance.fuse`).
+
+    Examples
+    --------
+    >>> plain_rankings([2, 0], np.array([0.9, 0.0, 0.5]), 10)["fusion"]
+    [2, 0]
+    """
+    later_first = -np.arange(len(similarity))
+    dense = [int(i) for i in np.lexsort((later_first, -similarity))[:depth] if similarity[i] > 0]
+    fused = fuse([list(lexical), dense], [1.0, 1.0], k=60)
+    return {
+        "lexical": list(lexical),
+        "dense": dense,
+        "fusion": sorted(fused, key=lambda row: (-fused[row], -row))[:depth],
+    }
+
+
+def _as_scores(ranking: Sequence[int], size: int) -> list[float]:
+    """A ranking (best first) as scores for :func:`~.memory.vector_top_k`."""
+    scores = [0.0] * size
+    for position, row in enumerate(ranking):
+        scores[row] = float(len(ranking) - position)
+    return scores
 
 
 def _key(persona: Persona, row: int) -> str:
@@ -414,8 +448,8 @@ def run_realmem(
         memories["default (MiniLM)"] = (ContextConfig(overflow="shrink"), dense)
     rows = [*memories, "last-N", "BM25 top-k", "hashing top-k"]
     if dense is not None:
-        rows.append("dense top-k (MiniLM)")
-    baseline = "dense top-k (MiniLM)" if dense is not None else "BM25 top-k"
+        rows += ["dense top-k (MiniLM)", "fusion top-k (MiniLM)"]
+    baseline = "fusion top-k (MiniLM)" if dense is not None else "BM25 top-k"
     results: list[dict[str, Any]] = []
     summary_personas: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -427,8 +461,7 @@ def run_realmem(
             progress(f"{persona.name}: embedding {len(texts)} turns")
         hashed = hashing.embed(texts)
         dense_vectors = dense.embed(texts) if dense is not None else None
-        documents = [Document(str(i), str(i), _constant(text)) for i, text in enumerate(texts)]
-        bm25 = Bm25Retriever()
+        lexical = LexicalIndex()
         queries = persona.queries[:max_queries] if max_queries is not None else persona.queries
         open_memories = {
             name: ConversationMemory(
@@ -444,21 +477,20 @@ def run_realmem(
                 for turn in persona.turns[added : query.index]:
                     for memory in open_memories.values():
                         memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
+                    lexical.add([turn.text])
                 added = max(added, query.index)
                 at = persona.turns[query.index].at  # the query turn's own time
                 prefix = tokens[:added]
                 similarity: dict[str, list[float]] = {
                     "hashing top-k": (hashed[:added] @ hashing.embed([query.text])[0]).tolist()
                 }
+                similarity["BM25 top-k"] = lexical.scores(query.text)
                 if dense is not None and dense_vectors is not None:
-                    similarity["dense top-k (MiniLM)"] = (
-                        dense_vectors[:added] @ dense.embed([query.text])[0]
-                    ).tolist()
-                bm25.fit(documents[:added])
-                scores = [0.0] * added
-                for path, score in bm25.search(query.text, documents[:added], added):
-                    scores[int(path)] = score
-                similarity["BM25 top-k"] = scores
+                    cosine = dense_vectors[:added] @ dense.embed([query.text])[0]
+                    similarity["dense top-k (MiniLM)"] = cosine.tolist()
+                    matched = [row for row, _ in lexical.top(query.text, FUSED_DEPTH)]
+                    fusion = plain_rankings(matched, cosine, FUSED_DEPTH)["fusion"]
+                    similarity["fusion top-k (MiniLM)"] = _as_scores(fusion, added)
                 entry = _query_entry(persona, query, added)
                 for row in rows:
                     entry["scores"][row] = {}

@@ -30,21 +30,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from synapse_retriever.bench.realmem import (
+    FUSED_DEPTH,
     Item,
     Persona,
     _CachedEmbedder,
     _key,
     _query_entry,
     _tables,
+    plain_rankings,
     score_query,
 )
 from synapse_retriever.context.embed import Embedder, HashingEmbedder
 from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.memory import ConversationMemory
-from synapse_retriever.context.relevance import rrf_order
 
 __all__ = ["BASELINE", "KS", "ROWS", "run_realmem_retrieval"]
 
@@ -77,26 +76,6 @@ _SETTINGS: dict[str, tuple[str, tuple[float, float] | None]] = {
     "graph only": ("auto", (0.0, 1.0)),
 }
 
-_FUSED_DEPTH = 100
-"""How deep each plain list is cut before it is fused (a retriever returns a top-k)."""
-
-
-def _plain_rows(
-    lexical: list[int], similarity: np.ndarray[Any, Any], depth: int
-) -> dict[str, list[int]]:
-    """BM25, dense and their RRF (k = 60) top lists of row indices."""
-    dense = [int(i) for i in np.lexsort((-np.arange(len(similarity)), -similarity))[:depth]]
-    dense = [i for i in dense if similarity[i] > 0]
-    n = len(similarity)
-    ranks = []
-    for ranked in (lexical, dense):
-        scores = np.zeros(n)
-        scores[ranked] = np.arange(len(ranked), 0, -1, dtype=np.float64)  # best highest
-        ranks.append(scores)
-    order = rrf_order([r.tolist() for r in ranks], k=60)
-    fused = [i for i in order if ranks[0][i] > 0 or ranks[1][i] > 0]
-    return {"BM25 top-k": lexical, "dense top-k": dense, BASELINE: fused[:depth]}
-
 
 def run_realmem_retrieval(
     personas: Sequence[Persona],
@@ -118,7 +97,7 @@ def run_realmem_retrieval(
     summary: list[dict[str, Any]] = []
     started = time.perf_counter()
     modes: dict[str, int] = {}
-    depth = max(max(ks), _FUSED_DEPTH)
+    depth = max(max(ks), FUSED_DEPTH)
     for persona in personas:
         begun = time.perf_counter()
         queries = persona.queries[:max_queries] if max_queries is not None else persona.queries
@@ -139,9 +118,14 @@ def run_realmem_retrieval(
                 )  # fmt: skip
                 entry = _query_entry(persona, query, added)
                 similarity = vectors[:added] @ similar.embed([query.text])[0]
-                found: dict[str, list[int]] = _plain_rows(
+                plain = plain_rankings(
                     [row for row, _ in lexical.top(query.text, depth)], similarity, depth
                 )
+                found: dict[str, list[int]] = {
+                    "BM25 top-k": plain["lexical"],
+                    "dense top-k": plain["dense"],
+                    BASELINE: plain["fusion"],
+                }
                 for row, (mode, weights) in _SETTINGS.items():
                     got = memory.retrieve(query.text, k=max(ks), mode=mode, at=at, weights=weights)
                     if row == "auto" and got:
