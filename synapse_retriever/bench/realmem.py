@@ -628,6 +628,45 @@ def _cell(stats: Mapping[str, Any], is_baseline: bool) -> str:
     )
 
 
+def plot_reports(reports: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """One panel per report (a data set): recall against k or the token budget, one line
+    per row, the baseline dashed; PNG unless ``path`` names another format matplotlib
+    writes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(
+        1, len(reports), figsize=(6.2 * len(reports), 4.6), squeeze=False, sharey=True
+    )
+    for panel, report in zip(axes[0], reports, strict=True):
+        every = report["tables"]["all"]
+        budgets = [str(b) for b in report["budgets"]]
+        xs = [int(b) for b in budgets]
+        for row in report["rows"]:
+            ys = [100 * every[row][b]["recall"] for b in budgets]
+            style = "--" if row == report["baseline"] else "-"
+            width = 2.4 if row in ("auto", "default (MiniLM)") else 1.3
+            panel.plot(xs, ys, style, marker="o", markersize=3, linewidth=width, label=row)
+        by_k = report.get("unit") == "k"
+        panel.set_xlabel("k (turns retrieved)" if by_k else "token budget")
+        if not by_k:
+            panel.set_xscale("log", base=2)
+        panel.set_xticks(xs, [f"{x:,}" for x in xs])
+        what = "gold sessions" if report.get("dataset", "RealMem") == "RealMem" else "evidence"
+        panel.set_title(f"{report.get('dataset', 'RealMem')}: {every['queries']:,} queries")
+        panel.set_ylabel(f"recall of {what} (%)")
+        panel.grid(True, alpha=0.3)
+        panel.legend(fontsize=7)
+    figure.tight_layout()
+    kind = Path(path).suffix[1:].lower()
+    figure.savefig(
+        path, dpi=110, format=kind if kind in figure.canvas.get_supported_filetypes() else "png"
+    )
+    plt.close(figure)
+
+
 def markdown_tables(report: Mapping[str, Any]) -> str:
     """The report as Markdown: recall with intervals, key words and tokens, per category
     and per persona.

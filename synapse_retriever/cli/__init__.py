@@ -412,6 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     memory.add_argument(
+        "--plot",
+        nargs="+",
+        metavar=("PNG", "REPORT"),
+        help=(
+            "plot saved --json reports instead of running: PNG, then one report per panel "
+            "(recall against k or budget, one line per row)"
+        ),
+    )
+    memory.add_argument(
         "--locomo",
         metavar="PATH",
         help=(

@@ -396,6 +396,8 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     check_output(args.json)
     if args.budgets is not None and any(budget < 1 for budget in args.budgets):
         raise CliError(f"budgets must be positive, got {args.budgets}")
+    if args.plot is not None:
+        return _plot_memory_reports(args.plot)
     if args.realmem is not None and args.locomo is not None:
         raise CliError("--realmem and --locomo are two data sets: give one")
     if args.realmem is not None or args.locomo is not None:
@@ -509,6 +511,26 @@ def cmd_bench_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot_memory_reports(paths: Sequence[str]) -> int:
+    """``bench memory --plot PNG REPORT...``: one panel per saved report."""
+    from synapse_retriever.bench.realmem import plot_reports
+
+    if len(paths) < 2:
+        raise CliError("--plot takes the image's path, then one or more --json reports")
+    reports = []
+    for path in paths[1:]:
+        try:
+            report = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{path!r} is not a bench memory --json report: {exc}") from None
+        if not isinstance(report, dict) or not {"rows", "budgets", "tables"} <= report.keys():
+            raise CliError(f"{path!r} is not a bench memory --json report")
+        reports.append(report)
+    plot_reports(reports, paths[0])
+    console().print(f"wrote {paths[0]}")
+    return 0
+
+
 def _bench_realmem(args: argparse.Namespace) -> int:
     """``bench memory --realmem PATH`` or ``--locomo PATH``: every row on real
     conversations."""
@@ -585,6 +607,7 @@ def _bench_realmem(args: argparse.Namespace) -> int:
                 )
     finally:
         quiet.setLevel(level)
+    report["dataset"] = "RealMem" if args.realmem else "LoCoMo"
     if args.json == "-":
         print_json(report)
         return 0

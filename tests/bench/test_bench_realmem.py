@@ -335,8 +335,15 @@ def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
     path = tmp_path / "locomo10.json"
     path.write_text(json.dumps([LOCOMO]))
     argv = ["bench", "memory", "--locomo", str(path), "--no-minilm", "--quiet", "--retrieve"]
-    assert main([*argv, "--ks", "1", "2", "--markdown"]) == 0
+    report = tmp_path / "locomo.json"
+    assert main([*argv, "--ks", "1", "2", "--json", str(report), "--markdown"]) == 0
     assert "| fusion top-k |" in capsys.readouterr().out
+    assert json.loads(report.read_text())["dataset"] == "LoCoMo"
+    picture = tmp_path / "recall.png"
+    assert main(["bench", "memory", "--plot", str(picture), str(report), str(report)]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["bench", "memory", "--plot", str(picture), str(path)]) == 2
+    assert "is not a bench memory --json report" in capsys.readouterr().err
     assert main([*argv, "--realmem", str(path)]) == 2
     assert "give one" in capsys.readouterr().err
     path.write_text(json.dumps([{"speaker_a": "x"}]))
