@@ -7,10 +7,12 @@ Notes
    ``depth`` turns (100, or 2k if larger).
 2. **Fusion** (:func:`~..relevance.fuse`): weighted reciprocal-rank fusion,
    ``fused(i) = w_lex / (k + rank_lex(i)) + w_dense / (k + rank_dense(i))``, ranks from 1,
-   a channel adding nothing for a turn it did not rank; k = 60 and ``w_lex`` = 1,
-   ``w_dense`` = 0.5 by default (``ContextConfig.rrf_k``, ``retrieval_weights``): on
-   both conversation sets BM25 alone beats dense top-k by far, and equal weights fuse
-   below BM25 alone.
+   a channel adding nothing for a turn it did not rank; by default k = 60 and BM25
+   weighs twice the embedder (``ContextConfig.rrf_k``, ``retrieval_lexical_weight``):
+   on both conversation sets BM25 alone beats dense top-k by far. Chosen on RealMem
+   (gold-session recall at k = 10: 36.8% against 35.5% with equal weights), confirmed
+   on LoCoMo (evidence turns at k = 10: 61.3% against 57.1%); a smaller k (10 or 30)
+   did better on LoCoMo and worse on RealMem.
 3. **Graph** (:func:`spread`): a turn's time neighbours in the temporal graph (the turns
    FOLLOWED_BY links to it, before and after, in its session, and typed relations
    between turns) are its context: the question's evidence is often the answer after
