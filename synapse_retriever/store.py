@@ -864,7 +864,10 @@ config: pass config together with a store path instead
         that a replay with corrected times is learned). Every process reloads the store.
         A dry run changes nothing; on a file that is open read-only it runs on a private
         copy of it in memory (:meth:`SQLiteStorage.copy
-        <synapse_retriever.persistence.sqlite.SQLiteStorage.copy>`).
+        <synapse_retriever.persistence.sqlite.SQLiteStorage.copy>`), on a PostgreSQL store
+        open read-only (a role that may only read) it counts with read-only queries
+        (:meth:`PostgresStorage.would_forget
+        <synapse_retriever.persistence.postgres.PostgresStorage.would_forget>`).
 
         Examples
         --------
@@ -883,6 +886,8 @@ config: pass config together with a store path instead
         with self._lock:
             self._check_open()
             storage = self._storage
+            if dry_run and self.read_only and isinstance(storage, PostgresStorage):
+                return RepairReport(*storage.would_forget(limit), dry_run=True)  # only reads
             if dry_run and self.read_only and isinstance(storage, SQLiteStorage):
                 storage = storage.copy()  # a dry run only reads: the file is never written
             try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from synapse_retriever import SynapseConfig, SynapseStore
+from synapse_retriever import SynapseConfig, SynapseStore, WriteConflictError
 
 ROUNDS = 60
 DAY = 86_400.0
@@ -265,3 +265,27 @@ def test_a_writer_of_an_older_release_is_still_seen_after_the_migration(tmp_path
     db.close()
     assert reader.edge("x", "y") is not None  # the triggers logged it for the other stores
     reader.close()
+
+
+def test_a_write_waits_busy_timeout_s_at_most_for_the_lock_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "held.db"
+    with SynapseStore(path, config=SynapseConfig(busy_timeout_s=0.2)) as store:
+        store.reinforce(["a", "b"], at=0)
+        locker = sqlite3.connect(path, isolation_level=None)
+        try:
+            locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            with pytest.raises(WriteConflictError) as caught:
+                store.reinforce(["a", "b", "c"], at=DAY)
+        finally:
+            locker.close()
+        message = str(caught.value)
+        assert "held.db" in message and "busy_timeout_s (0.2 s)" in message
+        assert "nothing was written" in message
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1 and store.edge("a", "c") is None
+        assert store.reinforce(["a", "b"], at=DAY) == 1  # the lock released: written, once
+    with SynapseStore(path) as again:
+        edge = again.edge("a", "b")
+        assert edge is not None and edge.activation_count == 2

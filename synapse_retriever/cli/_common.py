@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.progress import (
@@ -43,7 +42,6 @@ __all__ = [
     "CliError",
     "at_least",
     "check_output",
-    "check_postgres_url",
     "console",
     "in_calendar",
     "iso",
@@ -95,31 +93,8 @@ def in_calendar(seconds: float) -> bool:
     return True
 
 
-def check_postgres_url(url: str) -> None:
-    """Refuse a ``postgresql://`` URL whose host or port cannot be read (an IPv6 address
-    without its closing bracket, a port that is not a number), naming it without its
-    password.
-
-    Examples
-    --------
-    >>> check_postgres_url("postgresql://me:secret@[::1]:5432/team")
-    >>> check_postgres_url("postgresql://me:secret@[::1/team")
-    Traceback (most recent call last):
-    ...
-    synapse_retriever.cli._common.CliError: 'postgresql://[::1/team' is not a valid \
-PostgreSQL URL (Invalid IPv6 URL)
-    """
-    try:
-        _ = urlsplit(url).port  # the port is read last: a bad host or port raises
-    except ValueError as exc:
-        scheme, _, rest = url.partition("://")
-        shown = f"{scheme}://{rest.rpartition('@')[2]}"
-        raise CliError(f"{shown!r} is not a valid PostgreSQL URL ({exc})") from None
-
-
 def open_store(path: str, *, must_exist: bool) -> SynapseStore:
     if is_postgres_url(path):  # a command that only reads never creates the tables
-        check_postgres_url(path)
         return SynapseStore(storage=PostgresStorage(path, create=not must_exist))
     if must_exist and not Path(path).exists():
         raise CliError(f"no synapse database at {path!r}")

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 from synapse_retriever.cli._common import (
     CliError,
     check_output,
-    check_postgres_url,
     console,
     iso,
     open_store,
@@ -309,7 +308,6 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     from synapse_retriever.persistence.transfer import merge_edges
 
     if is_postgres_url(path):  # a server's database: one transaction, nothing to remove
-        check_postgres_url(path)
         shared = PostgresStorage(path, listen=False)
         try:
             return merge_edges(shared, edges)

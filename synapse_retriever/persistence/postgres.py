@@ -47,9 +47,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -59,10 +59,13 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
-    WriteConflictError,
 )
 from synapse_retriever.learning.decay import BLANK_TIME
-from synapse_retriever.persistence.protocols import TransientWriteError, WriteTransaction
+from synapse_retriever.persistence.protocols import (
+    TransientWriteError,
+    WriteTransaction,
+    lock_timeout_error,
+)
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
 
 if TYPE_CHECKING:
@@ -71,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = ["CHANNEL", "SCHEMA_VERSION", "PostgresStorage", "is_postgres_url", "split_url"]
 
 logger = logging.getLogger("synapse_retriever")
+_T = TypeVar("_T")
 
 APPLICATION_ID = 0x53594E41  # "SYNA", as in SQLite's PRAGMA application_id
 CHANNEL = "synapse_retriever"
@@ -209,13 +213,31 @@ def is_postgres_url(path: object) -> bool:
 def split_url(url: str) -> tuple[str, str]:
     """The connection string, and a name for messages without its password.
 
+    Raises
+    ------
+    InvalidValueError
+        The host or the port cannot be read (an IPv6 address without its closing
+        bracket, a port that is not a number); the message names the URL without its
+        user and password.
+
     Examples
     --------
     >>> split_url("postgres://me:secret@localhost:5432/team")[1]
     'localhost:5432/team'
+    >>> split_url("postgresql://me:secret@[::1/team")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: 'postgresql://[::1/team' is not a valid \
+PostgreSQL URL (Invalid IPv6 URL)
     """
-    parts = urlsplit(url)
-    where = f"{parts.hostname or 'localhost'}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # read last: a bad host or port raises
+    except ValueError as exc:
+        scheme, _, rest = url.partition("://")
+        shown = f"{scheme}://{rest.partition('?')[0].rpartition('@')[2]}"
+        raise InvalidValueError(f"{shown!r} is not a valid PostgreSQL URL ({exc})") from None
+    where = f"{parts.hostname or 'localhost'}{f':{port}' if port else ''}{parts.path}"
     return url, where
 
 
@@ -913,6 +935,13 @@ class PostgresStorage:
             )
             return None
 
+    def would_forget(self, limit: float) -> tuple[int, int, int]:
+        """What a repair at ``limit`` would remove, as the write transaction's
+        ``forget_after`` counts it (edges, node use times, events), read in one read-only
+        snapshot: a dry run where this role may not write (or ``read_only=True``)."""
+        with self._connection() as conn:
+            return _snapshot(conn, lambda: _ahead_of(conn, limit))
+
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
         if self.read_only:
@@ -948,10 +977,7 @@ class PostgresStorage:
                 f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
             ) from None
         except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
-            raise WriteConflictError(
-                f"{self.path!r}: a lock was held by another transaction longer than "
-                f"busy_timeout_s ({self._timeout_s:g} s): {str(exc).strip()}; nothing was written"
-            ) from None
+            raise lock_timeout_error(self.path, self._timeout_s, str(exc)) from None
         except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
             raise TransientWriteError(str(exc).strip(), conflict=True) from exc
         except self._psycopg.OperationalError as exc:
@@ -991,9 +1017,23 @@ def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     return bool(setting and setting[0])
 
 
+def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> tuple[int, int, int]:
+    """The edges created or reinforced after ``limit``, the node use times after it, and
+    the recent-events entries and event ids after it: what ``forget_after`` deletes."""
+    [(edges, uses, events)] = conn.execute(
+        "SELECT (SELECT count(*) FROM edges WHERE last_reinforced_at > %(t)s "
+        "OR created_at > %(t)s), "
+        "(SELECT count(*) FROM node_uses, unnest(recent) AS r (at) WHERE r.at > %(t)s), "
+        "(SELECT count(*) FROM recent_uses WHERE at > %(t)s) "
+        "+ (SELECT count(*) FROM events WHERE at > %(t)s)",
+        {"t": limit},
+    ).fetchall()
+    return int(edges), int(uses), int(events)
+
+
 def _snapshot(
-    conn: psycopg.Connection[Any], read: Any, lock_timeout_s: float | None = None
-) -> Changes:
+    conn: psycopg.Connection[Any], read: Callable[[], _T], lock_timeout_s: float | None = None
+) -> _T:
     """``read()`` in one repeatable-read, read-only transaction on ``conn``, waiting
     ``lock_timeout_s`` at most for each lock (the connection's own bound by default)."""
     conn.rollback()
@@ -1004,7 +1044,7 @@ def _snapshot(
                 "SELECT set_config('lock_timeout', %s, true)", (f"{lock_timeout_s * 1000:.0f}",)
             )
     try:
-        result: Changes = read()
+        result = read()
     finally:
         with contextlib.suppress(Exception):
             conn.rollback()

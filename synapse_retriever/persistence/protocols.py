@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 from synapse_retriever.errors import StorageUnavailableError, WriteConflictError
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseRow
 
-__all__ = ["Storage", "TransientWriteError", "WriteTransaction", "retrying"]
+__all__ = ["Storage", "TransientWriteError", "WriteTransaction", "lock_timeout_error", "retrying"]
 
 
 class TransientWriteError(Exception):
@@ -65,6 +65,23 @@ def retrying(attempt: Callable[[], _T], retries: int, what: str) -> _T:
                 ) from exc
             time.sleep(random.uniform(0.0, 0.01 * 2**retry))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def lock_timeout_error(path: str, timeout_s: float, detail: str) -> WriteConflictError:
+    """The error of a write that waited ``busy_timeout_s`` for a lock another transaction
+    (or process) held, and gave up; the same on every backend. Nothing was written: the
+    transaction was rolled back (or never began).
+
+    Examples
+    --------
+    >>> print(lock_timeout_error("team.db", 0.5, "database is locked"))
+    'team.db': a lock was held by another transaction longer than busy_timeout_s (0.5 s): \
+database is locked; nothing was written
+    """
+    return WriteConflictError(
+        f"{path!r}: a lock was held by another transaction longer than busy_timeout_s "
+        f"({timeout_s:g} s): {detail.strip()}; nothing was written"
+    )
 
 
 class WriteTransaction(Protocol):

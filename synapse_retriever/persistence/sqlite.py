@@ -35,7 +35,7 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
 )
-from synapse_retriever.persistence.protocols import WriteTransaction
+from synapse_retriever.persistence.protocols import WriteTransaction, lock_timeout_error
 from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
 
 __all__ = [
@@ -446,6 +446,7 @@ class SQLiteStorage:
         self._lock = threading.RLock()
         self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self.read_only = bool(read_only)
+        self._busy_timeout_s = busy_timeout_s
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
@@ -613,7 +614,12 @@ class SQLiteStorage:
             )
         with self._lock, self._typed_errors():
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("BEGIN IMMEDIATE")  # waits busy_timeout_s at most for the lock
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
+                    raise lock_timeout_error(self.path, self._busy_timeout_s, str(exc)) from None
+                raise
             try:
                 version = db.execute(
                     "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"

@@ -233,6 +233,7 @@ def test_a_sweep_with_a_read_only_shared_layer_sweeps_the_local_one(
         local=tmp_path / "me.db", shared=postgres_url, read_only_shared=True
     ) as reader:
         assert reader.decay(at=400 * DAY, force=True).pruned == 1  # the local edge only
+        assert reader.repair(dry_run=True).edges == 0  # reads; the shared layer left alone
         assert reader.repair().edges == 0
         assert reader.edge("a", "c") is None
         assert reader.edge("a", "b", "shared") is not None  # left to the team's writers

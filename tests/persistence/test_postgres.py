@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import multiprocessing
 import os
 import random
@@ -34,6 +35,7 @@ from synapse_retriever import (
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
+    RepairReport,
     StorageUnavailableError,
     SynapseConfig,
     SynapseStore,
@@ -400,6 +402,20 @@ def test_an_unreachable_server_is_a_typed_error_at_once() -> None:
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://me:secret@[::1", "Invalid IPv6 URL"),
+        ("postgres://me:secret@db:port/team", "Port could not be cast"),
+    ],
+)
+def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem: str) -> None:
+    for opening in (lambda: PostgresStorage(url), lambda: SynapseStore(url)):
+        with pytest.raises(InvalidValueError, match="is not a valid PostgreSQL URL") as caught:
+            opening()
+        assert problem in str(caught.value) and "secret" not in str(caught.value)
+
+
 @pytest.fixture
 def reader_url(postgres_url: str) -> Iterator[str]:
     """``postgres_url`` as a role that may only read (created, then dropped)."""
@@ -442,6 +458,39 @@ def test_a_read_only_role_recalls_and_its_writes_raise(postgres_url: str, reader
     with SynapseStore(postgres_url) as writer:
         edge = writer.edge("a", "b")
         assert edge is not None and edge.activation_count == 1 and writer.edge("a", "c") is None
+
+
+def _grant_select(postgres_url: str, reader_url: str) -> None:
+    role = reader_url.split("//", 1)[1].split("@", 1)[0]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                sql.Identifier(postgres_url.rsplit("search_path%3D", 1)[1]), sql.Identifier(role)
+            )
+        )
+
+
+def test_a_dry_run_repair_as_a_read_only_role_only_reads(
+    postgres_url: str, reader_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SynapseStore(postgres_url, config=SynapseConfig(max_clock_skew_s=1e15)) as writer:
+        writer.reinforce(["jwt", "keys"], at=0)
+        writer.reinforce(["jwt", "ms"], at=time.time() * 1000)  # as older releases let through
+    _grant_select(postgres_url, reader_url)
+    with SynapseStore(reader_url) as reader:
+        assert reader.read_only
+        assert reader.repair(dry_run=True) == RepairReport(1, 2, 1, dry_run=True)
+        assert reader.edge("jwt", "ms") is not None  # still there: it only counted
+        with pytest.raises(ReadOnlyStoreError):
+            reader.repair()
+    with SynapseStore(postgres_url, read_only=True) as chosen:
+        assert chosen.repair(dry_run=True) == RepairReport(1, 2, 1, dry_run=True)
+    assert main(["repair", reader_url, "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["edges"] == 1
+    with SynapseStore(postgres_url) as writer:  # what it counted is what a repair removes
+        assert writer.repair(dry_run=True) == RepairReport(1, 2, 1, dry_run=True)
+        assert writer.repair() == RepairReport(1, 2, 1)
+        assert writer.edge("jwt", "ms") is None and writer.edge("jwt", "keys") is not None
 
 
 def test_concurrent_creators_of_one_store_all_open_it(postgres_url: str) -> None:
