@@ -138,10 +138,11 @@ class ContextConfig:
     graph_depth, graph_damping, graph_fan_out : int, float, int
         The graph walk of ``retrieve``: hops at most (>= 1), the activation kept per hop
         (in (0, 1]), the strongest edges followed per node (>= 1).
-    retrieval_lexical_weight : float
+    retrieval_rrf_k, retrieval_lexical_weight : int, float
         ``retrieve``'s fusion of its two channels (and a memory's assembly's):
-        ``retrieval_lexical_weight / (rrf_k + rank_bm25) + 1 / (rrf_k + rank_embedder)``
-        (> 0; :mod:`~synapse_retriever.context.graph.hybrid` says how it was chosen).
+        ``retrieval_lexical_weight / (k + rank_bm25) + 1 / (k + rank_embedder)`` with k =
+        ``retrieval_rrf_k`` (>= 1; the weight > 0;
+        :mod:`~synapse_retriever.context.graph.hybrid` says how they were chosen).
     neighbour_share : float
         In ``retrieve``, in [0, 1]: a turn gains this × the mode's graph weight × the
         best fused score among its time neighbours in the graph (analytical 0.7,
@@ -193,8 +194,9 @@ class ContextConfig:
     graph_depth: int = 2
     graph_damping: float = 0.5
     graph_fan_out: int = 20
-    retrieval_lexical_weight: float = 2.0
-    neighbour_share: float = 0.2
+    retrieval_rrf_k: int = 30
+    retrieval_lexical_weight: float = 3.0
+    neighbour_share: float = 0.6
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
@@ -308,6 +310,7 @@ class ContextConfig:
             ("replay_window", 1),
             ("replay_themes", 0),
             ("rrf_k", 1),
+            ("retrieval_rrf_k", 1),
             ("reinforcement_threshold", 1),
             ("graph_depth", 1),
             ("graph_fan_out", 1),

@@ -540,7 +540,7 @@ class ConversationMemory:
         The lexical channel (BM25 over the turns, :mod:`~synapse_retriever.context.lexical`)
         and the dense channel (the embedder's cosine) each rank their best turns; the two
         are fused by weighted reciprocal rank (``retrieval_lexical_weight`` to the
-        embedder's 1, k = ``rrf_k``); then each turn gains a share of its best
+        embedder's 1, k = ``retrieval_rrf_k``); then each turn gains a share of its best
         time neighbour's score in the temporal graph (the turn before or after it in its
         session, or a typed relation), the share set by the mode
         (:mod:`~synapse_retriever.context.graph.hybrid`).
@@ -639,7 +639,7 @@ class ConversationMemory:
         ]
         dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
         channel_weights = [config.retrieval_lexical_weight, 1.0]
-        fused = fuse([lexical, dense], channel_weights, k=config.rrf_k)
+        fused = fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k)
         neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
         relevance, graph = weights
         if relevance > 0:
