@@ -146,7 +146,8 @@ class ContextConfig:
     neighbour_share : float
         In ``retrieve``, in [0, 1]: a turn gains this × the mode's graph weight × the
         best fused score among its time neighbours in the graph (analytical 0.7,
-        conversational 0.5, creative 0.3; :mod:`~synapse_retriever.context.graph.hybrid`).
+        conversational 0.5, creative 0.3; :mod:`~synapse_retriever.context.graph.hybrid`
+        says how the value was chosen).
 
     Examples
     --------
