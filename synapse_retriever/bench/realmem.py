@@ -380,6 +380,14 @@ def _as_scores(ranking: Sequence[int], size: int) -> list[float]:
     return scores
 
 
+def query_time(persona: Persona, query: Query) -> float:
+    """When ``query`` is asked: its own turn's time (RealMem), or a minute after the last
+    turn when it is asked after the conversation (LoCoMo)."""
+    if query.index < len(persona.turns):
+        return persona.turns[query.index].at
+    return persona.turns[-1].at + 60.0
+
+
 def _key(persona: Persona, row: int) -> str:
     """The data set's name of the turn at ``row`` (its id − 1 in a memory fed in order)."""
     return persona.keys[row] if persona.keys else ""
@@ -479,7 +487,7 @@ def run_realmem(
                         memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
                     lexical.add([turn.text])
                 added = max(added, query.index)
-                at = persona.turns[query.index].at  # the query turn's own time
+                at = query_time(persona, query)
                 prefix = tokens[:added]
                 similarity: dict[str, list[float]] = {
                     "hashing top-k": (hashed[:added] @ hashing.embed([query.text])[0]).tolist()

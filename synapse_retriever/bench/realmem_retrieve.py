@@ -39,6 +39,7 @@ from synapse_retriever.bench.realmem import (
     _query_entry,
     _tables,
     plain_rankings,
+    query_time,
     score_query,
 )
 from synapse_retriever.context.embed import Embedder, HashingEmbedder
@@ -113,9 +114,7 @@ def run_realmem_retrieval(
                     memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
                     lexical.add([turn.text])
                 added = max(added, query.index)
-                at = persona.turns[query.index].at if query.index < len(persona.turns) else (
-                    persona.turns[-1].at + 60.0
-                )  # fmt: skip
+                at = query_time(persona, query)
                 entry = _query_entry(persona, query, added)
                 similarity = vectors[:added] @ similar.embed([query.text])[0]
                 plain = plain_rankings(

@@ -327,6 +327,8 @@ def test_locomo_is_read_in_both_layouts_and_scored_by_evidence_turns(tmp_path: P
     assert first["scores"]["BM25 top-k"]["1"]["recall"] == 0.0  # "pottery classes": D1:1
     assert second["scores"]["BM25 top-k"]["1"]["recall"] == 1.0  # "Rex learned": D2:1
     assert second["ceiling"] == 1.0 and second["category"] == "multi-hop"
+    budgeted = run_realmem([one], (20, 200))  # asked after the last turn: no turn of its own
+    assert budgeted["queries"][1]["scores"]["BM25 top-k"]["200"]["recall"] == 1.0
 
 
 def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
