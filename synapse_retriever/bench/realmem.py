@@ -685,13 +685,15 @@ def markdown_tables(report: Mapping[str, Any]) -> str:
     budgets = [str(b) for b in report["budgets"]]
     rows, baseline, tables = report["rows"], report["baseline"], report["tables"]
     by_k = report.get("unit") == "k"  # a retrieval report: k turns, not a token budget
+    evidence = report.get("dataset") == "LoCoMo"
+    measure = "Evidence-turn recall" if evidence else "Gold-session recall"
     labels = [f"k = {b}" if by_k else f"{int(b):,} tokens" for b in budgets]
     head = "| row | " + " | ".join(labels) + " |"
     rule = "| --- |" + " --- |" * len(budgets)
     every = tables["all"]
     personas = report["personas"]
     out = [
-        f"Gold-session recall, {every['queries']} queries of {len(personas)} persona(s) "
+        f"{measure}, {every['queries']} queries of {len(personas)} persona(s) "
         f"({', '.join(p['name'] for p in personas)}); in brackets: points against "
         f"{baseline}, 95% paired bootstrap interval. Ceiling (every earlier turn whole): "
         f"{_pct(every['ceiling'])}%.",
@@ -721,7 +723,7 @@ def markdown_tables(report: Mapping[str, Any]) -> str:
             )
         out.append(f"| {row} | " + " | ".join(cells) + " |")
     for title, groups in (("category", tables["category"]), ("persona", tables["persona"])):
-        out += ["", f"Gold-session recall per {title} (points against {baseline}):", ""]
+        out += ["", f"{measure} per {title} (points against {baseline}):", ""]
         out += [f"| {title} (queries) | row | " + " | ".join(f"{int(b):,}" for b in budgets) + " |"]
         out += ["| --- | --- |" + " --- |" * len(budgets)]
         for name, group in groups.items():
