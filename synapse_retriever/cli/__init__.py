@@ -257,7 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--queries: the store to score over (an SQLite file is copied first: the queries' "
         "used ids are learned into the copy)",
     )
-    quality.add_argument("--name", help="repository label in the tables")
+    quality.add_argument(
+        "--name",
+        nargs="+",
+        help="label in the tables: one per --git repository (default: each folder's name, "
+        "'.git' dropped)",
+    )
     quality.add_argument("--json", metavar="FILE", help="write the full report ('-': stdout)")
     quality.add_argument("--markdown", action="store_true", help="print Markdown tables")
     quality.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -84,8 +84,12 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
             config=_config(args.set or [], args.preset),
         )
         since = parse_since(args.since) if args.since is not None else None
-        if len(args.git) > 1 and (args.store is not None or args.name is not None):
-            raise CliError("--store and --name take one repository: several are named by folder")
+        if len(args.git) > 1 and args.store is not None:
+            raise CliError("--store takes one repository")
+        if args.name is not None and len(args.name) != len(args.git):
+            raise CliError(
+                f"--name takes one label per --git repository: {len(args.name)} for {len(args.git)}"
+            )
         if args.store is not None:
             if Path(args.store).exists():
                 raise CliError(
@@ -95,7 +99,12 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
         with progress_display(not args.quiet) as progress:
             if len(args.git) > 1:
                 report = run_several(
-                    args.git, settings, rev=args.rev, since=since, progress=progress
+                    args.git,
+                    settings,
+                    rev=args.rev,
+                    since=since,
+                    progress=progress,
+                    names=args.name,
                 )
             else:
                 report = run_quality(
@@ -105,7 +114,7 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
                     since=since,
                     progress=progress,
                     store_path=args.store,
-                    name=args.name,
+                    name=args.name[0] if args.name else None,
                 )
     if args.json == "-":
         print_json(report)
@@ -156,6 +165,8 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.store is None:
         raise CliError("--queries needs --store: the store to score the queries over")
+    if args.name is not None and len(args.name) > 1:
+        raise CliError(f"--queries takes one --name, got {len(args.name)}")
     git_only = {
         "--rev": args.rev != "HEAD",
         "--since": args.since is not None,
@@ -171,7 +182,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
     config = _config(args.set or [], args.preset)
     namespace = args.namespace or "personal"
     learns = any(query.used for query in queries)
-    label = args.name or args.store
+    label = args.name[0] if args.name else args.store
     if is_postgres_url(args.store):
         if learns:
             raise CliError(

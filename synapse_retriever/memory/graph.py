@@ -443,9 +443,10 @@ class MemoryGraph:
                 self._views.popitem(last=False)
         self._views.move_to_end(active_namespace)
         n = self.n
-        if view.main.shape[0] < n:
+        if view.main.shape[0] < n:  # nodes added without an edge (a use alone)
             view.main = self._main_matrix(view.data)
             view.hub = np.concatenate([view.hub, np.ones(n - view.hub.size)])
+            view.log = None  # sized for the old count too
         if view.log is None:
             self._build_log(view)
         if view.dirty:

@@ -406,7 +406,10 @@ def test_bench_quality_over_your_own_queries_refuses_bad_input(
         ([*ok, "--store", str(tmp_path / "none.db")], "not a store file"),
         ([*ok, "--store", str(queries_ok)], "not a store file"),
         (["bench", "quality", "--git", str(project), str(project), "--store", "x.db"],
-         "take one repository"),
+         "--store takes one repository"),
+        (["bench", "quality", "--git", str(project), str(project), "--name", "a"],
+         "--name takes one label per --git repository: 1 for 2"),
+        ([*ok, "--store", str(store), "--name", "a", "b"], "--queries takes one --name, got 2"),
     ]  # fmt: skip
     for args, fragment in cases:
         code, _, err = run(capsys, *args, "--quiet")
@@ -428,6 +431,21 @@ def test_bench_quality_on_two_histories(
     code, out, _ = run(capsys, *args, "--rows", "recency", "--k", "10")
     recency = json.loads(out)["variants"]["online"]["by_k"]["10"]["rows"]["recency"]
     assert code == 0 and recency["queries_off_topic"] == 1.0  # the other's latest files
+
+
+def test_bench_quality_names_histories_whose_folders_share_a_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bare clones kept as <owner+name>/repo: both folders are named "repo"
+    one = make_project(tmp_path / "attrs" / "repo", cycles=3)
+    two = make_project(tmp_path / "typer" / "repo", cycles=3, start=BASE + DAY // 2)
+    args = ["bench", "quality", "--git", str(one), str(two), "--json", "-", "--quiet"]
+    code, _, err = run(capsys, *args, "--rows", "synapse", "--k", "10")
+    assert code == 2 and "distinct names" in err
+    code, out, _ = run(capsys, *args, "--rows", "synapse", "--k", "10", "--name", "a", "t")
+    assert code == 0
+    report = json.loads(out)
+    assert report["projects"] == ["a", "t"] and report["name"] == "a + t"
 
 
 def test_bench_macro_averages_reports(

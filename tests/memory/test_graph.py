@@ -23,6 +23,9 @@ steps = st.lists(
         ),
         st.tuples(st.just("decay"), st.floats(0.0, 200.0)),
         st.tuples(st.just("fold")),  # fold the log of new edges into the CSR adjacency
+        st.tuples(  # a use adds a node (u*: one never reinforced) without any edge
+            st.just("use"), st.lists(st.sampled_from(["n0", "u0", "u1", "u2"]), min_size=1)
+        ),
         st.tuples(
             st.just("query"), st.lists(nodes, min_size=1, max_size=3), st.sampled_from(NAMESPACES)
         ),
@@ -61,6 +64,8 @@ def test_recall_view_matches_a_from_scratch_spread(steps: list[tuple], hub_degre
             store.decay(at=now + step[1] * DAY)
         elif step[0] == "fold":
             store._mirror.graph.rebuild()
+        elif step[0] == "use":
+            store.use(step[1], at=now)
         else:
             _, seeds, active = step
             got = store.activate(seeds, at=now, active_namespace=active)
@@ -82,6 +87,17 @@ def test_many_new_edges_fold_the_log_into_the_adjacency() -> None:
     # 3000 leaves: hf(hub) = sqrt(50 / 3000) = 0.129099; each leaf 0.3 × 0.6 × 0.129099
     assert energy["leaf0"] == pytest.approx(0.3 * 0.6 * (50 / 3000) ** 0.5)
     assert len(energy) == 3000
+
+
+def test_a_node_added_by_a_use_alone_resizes_the_cached_view() -> None:
+    # a one-file commit of a new file (synapse bench quality on two real histories): the
+    # node count grows with no edge written, and the log of new edges must grow with it
+    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store.reinforce(["a", "b"], at=0)  # a new edge: in the log, not in the adjacency
+    assert store.activate(["a"], at=0) == pytest.approx({"b": 0.18})
+    store.use(["c"], at=0)
+    assert store.activate(["a"], at=0) == pytest.approx({"b": 0.18})
+    assert store.activate(["c"], at=0) == {}
 
 
 def test_writes_after_the_adjacency_is_built_update_the_cached_view_in_place() -> None:
@@ -139,6 +155,8 @@ def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) ->
             now += step[1] * DAY  # later reads see the edges that decayed since
         elif step[0] == "fold":
             graph.rebuild()
+        elif step[0] == "use":
+            store.use(step[1], at=now)
         else:
             _, seeds, active = step
             known = [seed for seed in seeds if seed in graph.index]
