@@ -233,7 +233,7 @@ class ConversationMemory:
             )
         self._index = TurnIndex(dim)
         self._index.add(vectors)
-        self._at = np.array([t.at for t in self._turns], dtype=np.float64)
+        self._times = np.array([t.at for t in self._turns], dtype=np.float64)
         self._load_graph(loaded.entities, loaded.edges, loaded.graph_through)
         self._relations_through = loaded.relations_through
 
@@ -379,7 +379,7 @@ class ConversationMemory:
             self._turns.append(record)
             self._tokens.append(tokens)
             self._index.add(vector.reshape(1, -1))
-            self._at = np.append(self._at, seconds)
+            self._times = _appended(self._times, len(self._turns) - 1, seconds)
             self._stats.add(text)
             due = len(self._turns) - self._consolidated_through >= (
                 self.config.consolidation_interval
@@ -750,17 +750,23 @@ class ConversationMemory:
             self._check_open()
             return self._storage.themes()
 
-    def _view(self) -> TurnsView:
-        turns = self._turns
+    def _view(self, start: int = 0) -> TurnsView:
+        """What the planner reads about the turns from row ``start`` on (every turn by
+        default; a tail costs what it holds, not what the conversation does)."""
+        turns = self._turns[start:] if start else self._turns
+        index = self._index
+        if start:
+            index = TurnIndex(self.embedder.dim)
+            index.add(self._index.vectors(start))
         return TurnsView(
             texts=[t.text for t in turns],
-            index=self._index,
+            index=index,
             surprise=np.array([t.surprise for t in turns], dtype=np.float64),
             repeats=np.array([t.repeats for t in turns], dtype=np.float64),
             boost=np.array([t.boost for t in turns], dtype=np.float64),
-            at=self._at.copy(),
+            at=self._times[start : len(self._turns)].copy(),
             condensed=_Stored(list(turns)),
-            full_tokens=list(self._tokens),
+            full_tokens=self._tokens[start:],
         )
 
     def _fallback(self, text: str) -> Condensed:
@@ -792,14 +798,19 @@ class ConversationMemory:
             waiting = n - self._consolidated_through
             if n == 0 or not (force or waiting >= config.consolidation_interval):
                 return  # coalesced requests: this window was consolidated already
-            view = self._view()
             low, high = config.consolidation_ages
+            # Only the turns aged low to high are condensed: score the tail from the oldest
+            # of them. The same scores as over every turn: ages count from the end, and the
+            # most similar turn to the last one (relative relevance's maximum) is itself.
+            first = max(0, n - 1 - high)
+            view = self._view(first)
             query = normalized(self.embedder.embed([self._turns[-1].text]), self.embedder.dim)[0]
             scores, _ = importances(view, query, config, now=self._turns[-1].at)
             due = [
                 (i, self._turns[i].id, self._turns[i].text)
-                for i in range(max(0, n - 1 - high), n - low)
-                if scores[i] > config.consolidation_threshold and self._turns[i].chunks is None
+                for i in range(first, n - low)
+                if scores[i - first] > config.consolidation_threshold
+                and self._turns[i].chunks is None
             ]
             window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
             unread: list[tuple[int, str, str]] = []
@@ -941,6 +952,24 @@ def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] |
     if ends[0] == ends[1] or (relation.type == "MENTIONS" and not ends[0].startswith("turn:")):
         return None
     return ends[0], ends[1]
+
+
+def _appended(buffer: FloatArray, count: int, value: float) -> FloatArray:
+    """``buffer`` (its first ``count`` values in use) with ``value`` at ``count``: in place,
+    or in a copy twice the size when full, so appending stays amortised constant.
+
+    Examples
+    --------
+    >>> times = _appended(np.zeros(1), 1, 5.0)
+    >>> times[:2].tolist(), len(times)
+    ([0.0, 5.0], 16)
+    """
+    if count >= len(buffer):
+        grown = np.zeros(max(16, 2 * len(buffer)), dtype=buffer.dtype)
+        grown[: len(buffer)] = buffer
+        buffer = grown
+    buffer[count] = value
+    return buffer
 
 
 class _Stored:
