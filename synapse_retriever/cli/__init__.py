@@ -330,11 +330,20 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Add generated conversations of each size to a conversation memory in a real "
             "SQLite file (background consolidation), timing add_turn with its graph edges; "
-            "then time retrieve(k=10, mode='auto') for their questions (p50, p95); the "
-            "graph's size and the file's bytes per turn, with the hashing embedder."
+            "then time retrieve(k=10, mode='auto') for their questions (p50, p95), the "
+            "vector index's and the lexical index's top 100, and reopening the memory; the "
+            "graph's size and the file's bytes per turn. Embedders: hashing (1024 dims) and "
+            "dense-384 (hashing projected to MiniLM's 384 dense dims; not MiniLM)."
         ),
     )
     retrieve.set_defaults(handler=cmd_bench_retrieve)
+    retrieve.add_argument(
+        "--embedders",
+        nargs="+",
+        choices=["hashing", "dense-384"],
+        default=["hashing", "dense-384"],
+        help="(hashing dense-384)",
+    )
     retrieve.add_argument(
         "--turns", type=at_least(1), nargs="+", default=[10_000, 100_000], help="(10000 100000)"
     )

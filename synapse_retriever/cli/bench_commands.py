@@ -378,6 +378,7 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
         report = run_retrieval_speed(
             turns=args.turns,
             queries=args.queries,
+            embedders=args.embedders,
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
     return _report(args.json, report, markdown_table)
