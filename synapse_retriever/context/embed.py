@@ -348,14 +348,16 @@ class TurnIndex:
     exactly. So a search costs about ``NPROBE × sqrt(rows)`` vectors instead of ``rows``,
     and what it misses are rows in lists it did not read: :meth:`nearest` can only be
     lower than the exact value, :meth:`count_at_least` only smaller, :meth:`top` only
-    lacks rows (never a wrong score). A vector already in the index always finds itself:
-    it sits in the list of its nearest centroid, the first one probed.
+    lacks rows (never a wrong score). A vector already in the index sits in the list of
+    its nearest centroid, the first one read, so it is found unless more candidates than
+    asked for score within the codes' error of it (near-copies of it, as good).
 
     The IVF index is trained (k-means on ``32 × lists`` rows, 10 iterations) and filled
     when the index reaches ``exact_below`` rows and again each time it doubles (the
     lists grow with it), so adding stays amortised constant; a memory opened at that
     size builds it once. Measured on generated conversations (``docs/benchmarks/speed.md``):
-    at 100,000 hashing vectors, recall@10 0.97 and recall@100 0.96 of the exact top-k.
+    recall@10 0.995 and recall@100 0.977 of the exact top-k at 10,000 hashing vectors,
+    0.989 and 0.961 at 100,000.
 
     Examples
     --------

@@ -220,8 +220,9 @@ class ConversationMemory:
             if name != self.embedder.name or len(blob) != width
         ]
         vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
+        stale_rows = set(stale)  # a list would make re-embedding every turn quadratic
         for i, blob in enumerate(loaded.embeddings):
-            if i not in stale:
+            if i not in stale_rows:
                 vectors[i] = np.frombuffer(blob, dtype=np.float32)
         if stale:  # stored by another embedder: recompute them in this one's space
             log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
