@@ -13,7 +13,7 @@ from synapse_retriever.errors import InvalidValueError
 
 
 def test_every_size_is_timed_and_weighed() -> None:
-    report = run_retrieval_speed(turns=(40, 80), queries=3)
+    report = run_retrieval_speed(turns=(40, 80), adds=10, queries=3)
     assert [(row["embedder"], row["turns"]) for row in report["rows"]] == [
         ("hashing", 40),
         ("hashing", 80),
@@ -22,6 +22,7 @@ def test_every_size_is_timed_and_weighed() -> None:
     ]
     for row in report["rows"]:
         assert 0 < row["add_p50_ms"] <= row["add_p95_ms"] <= row["add_p99_ms"]
+        assert row["add_cpu_p50_ms"] > 0 and row["retrieve_cpu_p50_ms"] > 0
         assert 0 < row["retrieve_p50_ms"] <= row["retrieve_p95_ms"]
         assert 0 < row["dense_p50_ms"] <= row["dense_p95_ms"]
         assert 0 < row["lexical_p50_ms"] <= row["lexical_p95_ms"]
@@ -38,7 +39,8 @@ def test_an_unknown_embedder_is_refused_by_name() -> None:
 
 def test_the_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "speed.json"
-    argv = ["bench", "retrieve", "--turns", "30", "--queries", "2", "--embedders", "hashing"]
+    argv = ["bench", "retrieve", "--turns", "30", "--adds", "5", "--queries", "2"]
+    argv += ["--embedders", "hashing"]
     argv.append("--quiet")
     assert main([*argv, "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rows"][0]["turns"] == 30
