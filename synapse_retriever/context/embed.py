@@ -314,6 +314,10 @@ _SQ8_MARGIN = 0.05
 inner products err by a few thousandths on unit vectors, far less than this."""
 
 
+_CANDIDATES = 64
+"""How many candidates :meth:`TurnIndex.nearest_and_count` rescores."""
+
+
 class TurnIndex:
     """A FAISS inner-product index over turn vectors, in insertion order: exact, then
     approximate once it holds ``exact_below`` rows.
@@ -348,7 +352,10 @@ class TurnIndex:
     exactly. So a search costs about ``NPROBE × sqrt(rows)`` vectors instead of ``rows``,
     and what it misses are rows in lists it did not read: :meth:`nearest` can only be
     lower than the exact value, :meth:`count_at_least` only smaller, :meth:`top` only
-    lacks rows (never a wrong score). A vector already in the index sits in the list of
+    lacks rows (never a wrong score). The 8-bit codes are trained on the sample (their
+    range per dimension), so a later value outside it is clipped: its row's score is still
+    exact once found, but it may rank too low to be a candidate; the measured recall
+    includes this. A vector already in the index sits in the list of
     its nearest centroid, the first one read, so it is found unless more candidates than
     asked for score within the codes' error of it (near-copies of it, as good).
 
@@ -452,11 +459,39 @@ class TurnIndex:
             return 0
         if self._ivf is not None:
             _, _, rows = self._ivf.range_search(vector.reshape(1, -1), threshold - _SQ8_MARGIN)
-            found = self._rescored(vector, rows)
-            return sum(1 for _, score in found if score >= np.float32(threshold))
+            least = np.float32(threshold)
+            return sum(1 for _, score in self._rescored(vector, rows) if score >= least)
         radius = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))
         limits, _, _ = self._index.range_search(vector.reshape(1, -1), radius)
         return int(limits[1] - limits[0])
+
+    def nearest_and_count(self, vector: Vectors, threshold: float) -> tuple[float, int]:
+        """:meth:`nearest` and :meth:`count_at_least` of ``vector`` from one search (what
+        a new turn's novelty and repeats need).
+
+        Exact below ``exact_below`` rows, as the two methods. Above, the approximate
+        index's 64 best candidates, rescored: the highest is the nearest (at least the
+        one :meth:`nearest` finds), and those reaching ``threshold`` are the count, the
+        same as :meth:`count_at_least` unless the 64th could still reach it (then that
+        method counts).
+
+        Examples
+        --------
+        >>> index = TurnIndex(2)
+        >>> index.add(normalized([[1, 0], [1, 1], [0, 1]], 2))
+        >>> index.nearest_and_count(normalized([[1, 0]], 2)[0], 0.7)
+        (1.0, 2)
+        """
+        if self._ivf is None or not np.any(vector):
+            return self.nearest(vector), self.count_at_least(vector, threshold)
+        approximate, rows = self._ivf.search(vector.reshape(1, -1), _CANDIDATES)
+        found = self._rescored(vector, rows[0])
+        nearest = float(np.clip(found[0][1], 0.0, 1.0)) if found else 0.0
+        if rows[0, -1] >= 0 and approximate[0, -1] >= threshold - _SQ8_MARGIN:
+            return nearest, self.count_at_least(vector, threshold)  # more may reach it
+        near = rows[0][approximate[0] >= threshold - _SQ8_MARGIN]  # what the range search reads
+        least = np.float32(threshold)
+        return nearest, sum(1 for _, score in self._rescored(vector, near) if score >= least)
 
     def top(self, vector: Vectors, k: int) -> list[tuple[int, float]]:
         """The ``k`` most similar rows as (row, similarity), best first; similarity > 0 only."""

@@ -219,11 +219,15 @@ class ConversationMemory:
             for i, (name, blob) in enumerate(zip(loaded.embedders, loaded.embeddings, strict=True))
             if name != self.embedder.name or len(blob) != width
         ]
-        vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
-        stale_rows = set(stale)  # a list would make re-embedding every turn quadratic
-        for i, blob in enumerate(loaded.embeddings):
-            if i not in stale_rows:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+        if stale:
+            vectors = np.zeros((len(self._turns), dim), dtype=np.float32)
+            stale_rows = set(stale)  # a list would make re-embedding every turn quadratic
+            for i, blob in enumerate(loaded.embeddings):
+                if i not in stale_rows:
+                    vectors[i] = np.frombuffer(blob, dtype=np.float32)
+        else:  # every vector is this embedder's: one buffer, not a copy per turn
+            joined = bytearray().join(loaded.embeddings)
+            vectors = np.frombuffer(joined, dtype=np.float32).reshape(len(self._turns), dim)
         if stale:  # stored by another embedder: recompute them in this one's space
             log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
             fresh = normalized(self.embedder.embed([self._turns[i].text for i in stale]), dim)
@@ -356,8 +360,10 @@ class ConversationMemory:
                     )
                 seconds = self._turns[-1].at
             if np.any(vector):
-                novelty = 1.0 - self._index.nearest(vector)
-                repeats = self._index.count_at_least(vector, self.config.habituation_similarity)
+                nearest, repeats = self._index.nearest_and_count(
+                    vector, self.config.habituation_similarity
+                )
+                novelty = 1.0 - nearest
             else:  # no content terms ("ok", "?"): nothing new, nothing to compare
                 novelty, repeats = 0.0, 0
             record = TurnRecord(0, session, role, text, seconds, novelty, repeats, 0.0, None, None)

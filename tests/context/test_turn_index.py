@@ -36,6 +36,7 @@ def test_below_the_threshold_every_answer_is_the_exact_ones() -> None:
         assert switching.top(query, 10) == exact.top(query, 10)
         assert switching.nearest(query) == exact.nearest(query)
         assert switching.count_at_least(query, 0.3) == exact.count_at_least(query, 0.3)
+        assert switching.nearest_and_count(query, 0.3) == exact.nearest_and_count(query, 0.3)
         assert switching.similarities(query).tolist() == exact.similarities(query).tolist()
 
 
@@ -50,6 +51,8 @@ def test_above_the_threshold_a_stored_vector_finds_itself_and_rows_keep_their_or
         assert best_row == row and best == pytest.approx(1.0, abs=1e-5)  # the exact top-1
         assert index.nearest(vectors[row]) == pytest.approx(1.0, abs=1e-5)
         assert index.count_at_least(vectors[row], 0.999) == 1
+        nearest, count = index.nearest_and_count(vectors[row], 0.999)
+        assert nearest == pytest.approx(1.0, abs=1e-5) and count == 1
 
 
 def test_the_approximate_index_is_rebuilt_at_each_doubling_not_per_add() -> None:
@@ -79,6 +82,9 @@ def test_the_approximate_index_never_overstates(
     assert [score for _, score in found] == sorted((score for _, score in found), reverse=True)
     assert index.nearest(query) <= exact.max() + 1e-5
     assert index.count_at_least(query, threshold) <= int(np.sum(exact >= threshold)) + 1
+    nearest, count = index.nearest_and_count(query, threshold)  # one search, the same answers
+    assert index.nearest(query) - 1e-5 <= nearest <= exact.max() + 1e-5
+    assert count == index.count_at_least(query, threshold)
 
 
 def test_exact_below_is_checked() -> None:
