@@ -1,20 +1,34 @@
 """How fast hybrid retrieval is, what adding a turn costs with the graph, what a turn weighs.
 
 A generated conversation (:func:`~synapse_retriever.bench.memory.generate_conversation`)
-of each size is added turn by turn to a :class:`~synapse_retriever.context.ConversationMemory`
-in a real SQLite file, with background consolidation, timing every ``add_turn`` (the
-turn, its vector and its graph edges from the deterministic extractor, one transaction).
-Then each of the conversation's questions (cycled) is retrieved with
-``retrieve(k=10, mode="auto")``, timed one by one. Reported: p50 and p95 in
-milliseconds, the graph's size, and the file's bytes per turn, with the hashing embedder.
+of each size is stored in a real SQLite file in one transaction (each turn with its vector;
+its surprise and repeats are placeholders), as a file written before the graph existed:
+the first open links the graph. The second open is timed (reading every turn, rebuilding
+the graph mirror and the vector index). Then ``adds`` more turns (1,000 by default) are
+added one by one with background consolidation, timing every ``add_turn`` at that size
+(the turn, its vector, its novelty and repeats from the vector index, its graph edges,
+one transaction). Then each of the conversation's questions (cycled) is retrieved with
+``retrieve(k=10, mode="auto")``, timed one by one, and so are the two channels a fused
+retrieval reads: the vector index's ``top(vector, 100)``
+(:class:`~synapse_retriever.context.TurnIndex`, approximate from
+:data:`~synapse_retriever.context.embed.EXACT_BELOW` turns) and the lexical index's 100
+best turns (SQLite FTS5).
+
+Reported: p50 and p95 (and add_turn's p99) in milliseconds of wall-clock time, the median
+CPU time of the calling thread for ``add_turn`` and ``retrieve`` (what a call costs on a
+machine with a core to spare; wall time on a loaded machine adds the wait for one), the
+open time in seconds, the graph's size and the file's bytes per turn, for each embedder:
+``hashing`` (the default :class:`~synapse_retriever.context.HashingEmbedder`, 1,024
+dimensions) and ``dense-384`` (:class:`DenseHashingEmbedder`: MiniLM's 384 dimensions and
+dense vectors, but not MiniLM, so the model's own time is left out).
 
 This is a script, not a timed test; the suite runs it on a tiny input.
 
 Examples
 --------
->>> report = run_retrieval_speed(turns=(60,), queries=3)
->>> [(row["turns"], row["queries"]) for row in report["rows"]]
-[(60, 3)]
+>>> report = run_retrieval_speed(turns=(60,), adds=5, queries=3, embedders=("dense-384",))
+>>> [(row["embedder"], row["turns"], row["queries"]) for row in report["rows"]]
+[('dense-384', 60, 3)]
 """
 
 from __future__ import annotations
@@ -25,93 +39,229 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from synapse_retriever.bench.assembly import _ms
-from synapse_retriever.bench.memory import generate_conversation
-from synapse_retriever.context.memory import ConversationMemory
+import numpy as np
 
-__all__ = ["markdown_table", "run_retrieval_speed"]
+from synapse_retriever.bench.assembly import _ms
+from synapse_retriever.bench.memory import Turn, generate_conversation
+from synapse_retriever.context.embed import Embedder, HashingEmbedder, Vectors, normalized
+from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.context.storage import ContextStorage
+from synapse_retriever.errors import InvalidValueError
+
+__all__ = ["EMBEDDERS", "DenseHashingEmbedder", "markdown_table", "run_retrieval_speed"]
+
+DEPTH = 100
+"""How many turns each channel is asked for (what a fused retrieval reads)."""
+
+
+class DenseHashingEmbedder:
+    """Hashing vectors projected to ``dim`` dense dimensions by a fixed Gaussian matrix.
+
+    For speed measurements at MiniLM's size (384) without the model's time: the vectors
+    are dense like a sentence embedder's and deterministic, but they are not MiniLM's
+    and carry only the hashing embedder's word overlap.
+
+    Examples
+    --------
+    >>> embedder = DenseHashingEmbedder()
+    >>> vectors = embedder.embed(["staging database host", "lunch"])
+    >>> vectors.shape, embedder.name
+    ((2, 384), 'dense-hashing-v1-384')
+    >>> round(float(np.linalg.norm(vectors[0])), 3)
+    1.0
+    """
+
+    def __init__(self, dim: int = 384, *, source_dim: int = 1024) -> None:
+        self._hashing = HashingEmbedder(source_dim)
+        self._dim = dim
+        self._projection = np.random.default_rng(0).standard_normal((source_dim, dim))
+        self._projection = self._projection.astype(np.float32)
+
+    @property
+    def name(self) -> str:
+        """``dense-hashing-v1-<dim>``."""
+        return f"dense-hashing-v1-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        """The vector length."""
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One unit row per text (a zero row for a text with no content terms)."""
+        return normalized(self._hashing.embed(texts) @ self._projection, self._dim)
+
+
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "hashing": HashingEmbedder,
+    "dense-384": DenseHashingEmbedder,
+}
+"""The embedders the benchmark knows, by name."""
 
 
 def run_retrieval_speed(
     *,
     turns: Sequence[int] = (10_000, 100_000),
+    adds: int = 1000,
     queries: int = 100,
     k: int = 10,
     seed: int = 1,
+    embedders: Sequence[str] = ("hashing", "dense-384"),
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Time ``add_turn`` and ``retrieve`` at each conversation size; a JSON-ready report."""
+    """Time opening, ``add_turn``, ``retrieve`` and each channel at each conversation size
+    (``adds`` more turns are added to it), for each of ``embedders`` (names in
+    :data:`EMBEDDERS`); a JSON-ready report."""
+    unknown = [name for name in embedders if name not in EMBEDDERS]
+    if unknown:
+        raise InvalidValueError(f"embedders must be among {sorted(EMBEDDERS)}, got {unknown}")
     rows: list[dict[str, Any]] = []
-    for size in turns:
-        conversation = generate_conversation(
-            turns=size, facts=max(1, min(16, size // 60)), sessions=max(1, size // 125), seed=seed
-        )
-        with tempfile.TemporaryDirectory() as folder:
-            path = os.path.join(folder, "memory.db")
-            memory = ConversationMemory(path, background=True)
-            try:
-                adds = []
-                for number, turn in enumerate(conversation.turns):
-                    if progress is not None and number % 1000 == 0:
-                        progress(f"{size:,} turns: adding turn {number + 1:,}")
-                    start = time.perf_counter()
-                    memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
-                    adds.append(time.perf_counter() - start)
-                memory.wait_for_consolidation()
-                questions = [q.question for q in conversation.questions]
-                now = conversation.turns[-1].at
-                times = []
-                if progress is not None:
-                    progress(f"{size:,} turns: retrieving")
-                for number in range(queries):
-                    start = time.perf_counter()
-                    memory.retrieve(questions[number % len(questions)], k=k, at=now)
-                    times.append(time.perf_counter() - start)
-                graph = memory.graph(at=now)
-                nodes, edges = graph.number_of_nodes(), graph.number_of_edges()
-            finally:
-                memory.close()
-            size_bytes = sum(
-                os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder)
-            )
-        rows.append(
-            {
-                "turns": size,
-                "queries": queries,
-                "k": k,
-                "add_p50_ms": round(_ms(adds, 0.5), 3),
-                "add_p99_ms": round(_ms(adds, 0.99), 3),
-                "retrieve_p50_ms": round(_ms(times, 0.5), 2),
-                "retrieve_p95_ms": round(_ms(times, 0.95), 2),
-                "nodes": nodes,
-                "edges": edges,
-                "bytes_per_turn": round(size_bytes / size),
-            }
-        )
-    return {"embedder": "hashing", "rows": rows}
+    for name in embedders:
+        for size in turns:
+            embedder = EMBEDDERS[name]()
+            rows.append(_one_size(embedder, name, size, adds, queries, k, seed, progress))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"rows": rows, "cpus": os.cpu_count(), "load_average_1m": load}
+
+
+def _prefill(path: str, embedder: Embedder, turns: Sequence[Turn]) -> None:
+    """Store ``turns`` in one transaction, as a file written before the graph existed.
+
+    Each turn's vector is its embedder's; its surprise (1.0) and repeats (0) are
+    placeholders (they weigh in ranking, not in speed). The next open links the graph.
+    """
+    storage = ContextStorage(path)
+    try:
+        with storage._write() as db:
+            for begin in range(0, len(turns), 1000):
+                chunk = turns[begin : begin + 1000]
+                vectors = normalized(embedder.embed([t.text for t in chunk]), embedder.dim)
+                db.executemany(
+                    "INSERT INTO context_turns (session, role, text, at, surprise, repeats, "
+                    "embedder, embedding) VALUES (?, ?, ?, ?, 1.0, 0, ?, ?)",
+                    [
+                        (t.session, t.role, t.text, t.at, embedder.name, vector.tobytes())
+                        for t, vector in zip(chunk, vectors, strict=True)
+                    ],
+                )
+            db.execute("INSERT INTO context_turns_fts (context_turns_fts) VALUES ('rebuild')")
+    finally:
+        storage.close()
+
+
+def _one_size(
+    embedder: Embedder,
+    name: str,
+    size: int,
+    adds: int,
+    queries: int,
+    k: int,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    conversation = generate_conversation(
+        turns=size + adds,
+        facts=max(1, min(16, size // 60)),
+        sessions=max(1, (size + adds) // 125),
+        seed=seed,
+    )
+    questions = [q.question for q in conversation.questions]
+    now = conversation.turns[-1].at
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "memory.db")
+        if progress is not None:
+            progress(f"{name}, {size:,} turns: storing")
+        _prefill(path, embedder, conversation.turns[:size])
+        ConversationMemory(path, embedder=embedder, background=False).close()  # links the graph
+        start = time.perf_counter()
+        memory = ConversationMemory(path, embedder=embedder, background=True)
+        open_s = time.perf_counter() - start
+        try:
+            added, added_cpu = [], []
+            for number, turn in enumerate(conversation.turns[size:]):
+                if progress is not None and number % 100 == 0:
+                    progress(f"{name}, {size:,} turns: adding turn {size + number + 1:,}")
+                start, cpu = time.perf_counter(), time.thread_time()
+                memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
+                added.append(time.perf_counter() - start)
+                added_cpu.append(time.thread_time() - cpu)
+            memory.wait_for_consolidation()
+            if progress is not None:
+                progress(f"{name}, {size:,} turns: retrieving")
+            times, times_cpu, dense, lexical = [], [], [], []
+            for number in range(queries):
+                question = questions[number % len(questions)]
+                start, cpu = time.perf_counter(), time.thread_time()
+                memory.retrieve(question, k=k, at=now)
+                times.append(time.perf_counter() - start)
+                times_cpu.append(time.thread_time() - cpu)
+                vector = normalized(embedder.embed([question]), embedder.dim)[0]
+                start = time.perf_counter()
+                memory._index.top(vector, DEPTH)
+                dense.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                memory._storage.lexical(question, DEPTH)
+                lexical.append(time.perf_counter() - start)
+            approximate = memory._index.approximate
+            graph = memory.graph(at=now)
+            nodes, edges = graph.number_of_nodes(), graph.number_of_edges()
+        finally:
+            memory.close()
+        size_bytes = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    return {
+        "embedder": name,
+        "dim": embedder.dim,
+        "turns": size,
+        "adds": adds,
+        "queries": queries,
+        "k": k,
+        "add_p50_ms": round(_ms(added, 0.5), 3),
+        "add_p95_ms": round(_ms(added, 0.95), 3),
+        "add_p99_ms": round(_ms(added, 0.99), 3),
+        "add_cpu_p50_ms": round(_ms(added_cpu, 0.5), 3),
+        "retrieve_p50_ms": round(_ms(times, 0.5), 2),
+        "retrieve_p95_ms": round(_ms(times, 0.95), 2),
+        "retrieve_cpu_p50_ms": round(_ms(times_cpu, 0.5), 2),
+        "dense_p50_ms": round(_ms(dense, 0.5), 3),
+        "dense_p95_ms": round(_ms(dense, 0.95), 3),
+        "lexical_p50_ms": round(_ms(lexical, 0.5), 3),
+        "lexical_p95_ms": round(_ms(lexical, 0.95), 3),
+        "approximate": approximate,
+        "open_s": round(open_s, 3),
+        "nodes": nodes,
+        "edges": edges,
+        "bytes_per_turn": round(size_bytes / (size + adds)),
+    }
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    """The report as a Markdown table.
+    """The report as a Markdown table (times in ms, the open time in seconds).
 
     Examples
     --------
-    >>> print(markdown_table({"rows": [{"turns": 10, "queries": 2, "k": 10, "add_p50_ms": 0.5,
-    ...     "add_p99_ms": 0.9, "retrieve_p50_ms": 1.0, "retrieve_p95_ms": 2.0, "nodes": 14,
-    ...     "edges": 20, "bytes_per_turn": 4200}]}))
-    | turns | add_turn p50 ms | p99 ms | retrieve p50 ms | p95 ms | nodes | edges | bytes / turn |
-    | --- | --- | --- | --- | --- | --- | --- | --- |
-    | 10 | 0.5 | 0.9 | 1.0 | 2.0 | 14 | 20 | 4,200 |
-    """
+    >>> row = {"embedder": "hashing", "dim": 1024, "turns": 10, "open_s": 0.01,
+    ...     "add_p50_ms": 0.5, "add_p95_ms": 0.8, "add_p99_ms": 0.9, "add_cpu_p50_ms": 0.4,
+    ...     "retrieve_p50_ms": 1.0, "retrieve_p95_ms": 2.0, "retrieve_cpu_p50_ms": 0.9,
+    ...     "dense_p50_ms": 0.1, "dense_p95_ms": 0.2, "lexical_p50_ms": 0.3,
+    ...     "lexical_p95_ms": 0.4, "approximate": False, "nodes": 14, "edges": 20,
+    ...     "bytes_per_turn": 4200}
+    >>> print(markdown_table({"rows": [row]}).splitlines()[-1])
+    | hashing (1024) | 10 | 0.01 | 0.5 | 0.8 | 0.9 | 0.4 | 1.0 | 2.0 | 0.9 | 0.1 (exact) | 0.2 | 0.3 | 0.4 | 14 | 20 | 4,200 |
+    """  # noqa: E501
     lines = [
-        "| turns | add_turn p50 ms | p99 ms | retrieve p50 ms | p95 ms | nodes | edges "
+        "| embedder | turns | open s | add_turn p50 | p95 | p99 | CPU p50 | retrieve p50 | p95 "
+        "| CPU p50 | dense top-100 p50 | p95 | lexical top-100 p50 | p95 | nodes | edges "
         "| bytes / turn |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "|" + " --- |" * 17,
     ]
     for row in report["rows"]:
+        kind = "IVF" if row["approximate"] else "exact"
         lines.append(
-            f"| {row['turns']:,} | {row['add_p50_ms']} | {row['add_p99_ms']} "
-            f"| {row['retrieve_p50_ms']} | {row['retrieve_p95_ms']} | {row['nodes']:,} "
-            f"| {row['edges']:,} | {row['bytes_per_turn']:,} |"
+            f"| {row['embedder']} ({row['dim']}) | {row['turns']:,} | {row['open_s']} "
+            f"| {row['add_p50_ms']} | {row['add_p95_ms']} | {row['add_p99_ms']} "
+            f"| {row['add_cpu_p50_ms']} | {row['retrieve_p50_ms']} | {row['retrieve_p95_ms']} "
+            f"| {row['retrieve_cpu_p50_ms']} | {row['dense_p50_ms']} ({kind}) "
+            f"| {row['dense_p95_ms']} | {row['lexical_p50_ms']} | {row['lexical_p95_ms']} "
+            f"| {row['nodes']:,} | {row['edges']:,} | {row['bytes_per_turn']:,} |"
         )
     return "\n".join(lines)

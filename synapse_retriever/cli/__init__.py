@@ -335,15 +335,27 @@ def build_parser() -> argparse.ArgumentParser:
         "retrieve",
         help="Conversation memory: how fast hybrid retrieval is, and a turn with its graph.",
         description=(
-            "Add generated conversations of each size to a conversation memory in a real "
-            "SQLite file (background consolidation), timing add_turn with its graph edges; "
-            "then time retrieve(k=10, mode='auto') for their questions (p50, p95); the "
-            "graph's size and the file's bytes per turn, with the hashing embedder."
+            "Store generated conversations of each size in a real SQLite file, time opening "
+            "the memory, then add more turns (background consolidation), timing add_turn "
+            "at that size; then time retrieve(k=10, mode='auto') for their questions (p50, "
+            "p95) and the vector index's and the lexical index's top 100; the graph's size "
+            "and the file's bytes per turn. Embedders: hashing (1024 dims) and dense-384 "
+            "(hashing projected to MiniLM's 384 dense dims; not MiniLM)."
         ),
     )
     retrieve.set_defaults(handler=cmd_bench_retrieve)
     retrieve.add_argument(
+        "--embedders",
+        nargs="+",
+        choices=["hashing", "dense-384"],
+        default=["hashing", "dense-384"],
+        help="(hashing dense-384)",
+    )
+    retrieve.add_argument(
         "--turns", type=at_least(1), nargs="+", default=[10_000, 100_000], help="(10000 100000)"
+    )
+    retrieve.add_argument(
+        "--adds", type=at_least(1), default=1000, help="turns added and timed per size (1000)"
     )
     retrieve.add_argument(
         "--queries", type=at_least(1), default=100, help="retrievals per size (100)"

@@ -388,7 +388,9 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
     with err.status("conversations") as status:
         report = run_retrieval_speed(
             turns=args.turns,
+            adds=args.adds,
             queries=args.queries,
+            embedders=args.embedders,
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
     return _report(args.json, report, markdown_table)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import networkx as nx
 import numpy as np
 
+from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.context.assemble import AssembledTurn, TurnsView, importances, plan_context
@@ -211,7 +212,8 @@ class ConversationMemory:
         self._turns: list[TurnRecord] = []
         self._tokens: list[int] = []
         self._index = TurnIndex(self.embedder.dim)
-        self._at = np.zeros(0, dtype=np.float64)
+        self._times = np.zeros(0, dtype=np.float64)  # the turns' times, in a growing buffer
+        self._timed = 0
         self._graph = TemporalGraph()
         self._labels: dict[str, tuple[str, str]] = {}
         self._row: dict[int, int] = {}
@@ -240,10 +242,15 @@ class ConversationMemory:
             for i, (name, blob) in enumerate(zip(loaded.embedders, loaded.embeddings, strict=True))
             if name != self.embedder.name or len(blob) != width
         ]
-        vectors = np.zeros((len(turns), dim), dtype=np.float32)
-        for i, blob in enumerate(loaded.embeddings):
-            if i not in stale:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+        if stale:
+            vectors = np.zeros((len(turns), dim), dtype=np.float32)
+            stale_rows = set(stale)  # a list would make re-embedding every turn quadratic
+            for i, blob in enumerate(loaded.embeddings):
+                if i not in stale_rows:
+                    vectors[i] = np.frombuffer(blob, dtype=np.float32)
+        else:  # every vector is this embedder's: one buffer, not a copy per turn
+            joined = bytearray().join(loaded.embeddings)
+            vectors = np.frombuffer(joined, dtype=np.float32).reshape(len(turns), dim)
         if stale:  # stored by another embedder: recompute them in this one's space
             log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
             fresh = normalized(self.embedder.embed([turns[i].text for i in stale]), dim)
@@ -253,7 +260,9 @@ class ConversationMemory:
                 [(turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
             )
         self._index.add(vectors)
-        self._at = np.append(self._at, [t.at for t in turns])
+        for turn in turns:
+            self._times = _appended(self._times, self._timed, turn.at)
+            self._timed += 1
         self._load_graph(turns, loaded.entities, loaded.edges, loaded.graph_through)
         self._consolidated_through = max(self._consolidated_through, loaded.consolidated_through)
         self._relations_through = max(self._relations_through, loaded.relations_through)
@@ -393,11 +402,11 @@ class ConversationMemory:
                             f"at={seconds} is earlier than the previous turn's {last.at}"
                         )
                     record.at = last.at
-                if np.any(vector):
-                    record.surprise = 1.0 - self._index.nearest(vector)
-                    record.repeats = self._index.count_at_least(
+                if np.any(vector):  # else no content terms ("ok", "?"): nothing new
+                    nearest, repeats = self._index.nearest_and_count(
                         vector, self.config.habituation_similarity
                     )
+                    record.surprise, record.repeats = 1.0 - nearest, repeats
                 turn_id = self._storage.insert(
                     record, self.embedder.name, vector.tobytes(), link, after=last.id if last else 0
                 )
@@ -416,7 +425,8 @@ class ConversationMemory:
             self._turns.append(record)
             self._tokens.append(tokens)
             self._index.add(vector.reshape(1, -1))
-            self._at = np.append(self._at, record.at)
+            self._times = _appended(self._times, self._timed, record.at)
+            self._timed += 1
             self._stats.add(text)
             due = len(self._turns) - self._consolidated_through >= (
                 self.config.consolidation_interval
@@ -800,17 +810,23 @@ class ConversationMemory:
             self._check_open()
             return self._storage.themes()
 
-    def _view(self) -> TurnsView:
-        turns = self._turns
+    def _view(self, start: int = 0) -> TurnsView:
+        """What the planner reads about the turns from row ``start`` on (every turn by
+        default; a tail costs what it holds, not what the conversation does)."""
+        turns = self._turns[start:] if start else self._turns
+        index = self._index
+        if start:
+            index = TurnIndex(self.embedder.dim)
+            index.add(self._index.vectors(start))
         return TurnsView(
             texts=[t.text for t in turns],
-            index=self._index,
+            index=index,
             surprise=np.array([t.surprise for t in turns], dtype=np.float64),
             repeats=np.array([t.repeats for t in turns], dtype=np.float64),
             boost=np.array([t.boost for t in turns], dtype=np.float64),
-            at=self._at.copy(),
+            at=self._times[start : len(self._turns)].copy(),
             condensed=_Stored(list(turns)),
-            full_tokens=list(self._tokens),
+            full_tokens=self._tokens[start:],
         )
 
     def _fallback(self, text: str) -> Condensed:
@@ -842,14 +858,19 @@ class ConversationMemory:
             waiting = n - self._consolidated_through
             if n == 0 or not (force or waiting >= config.consolidation_interval):
                 return  # coalesced requests: this window was consolidated already
-            view = self._view()
             low, high = config.consolidation_ages
+            # Only the turns aged low to high are condensed: score the tail from the oldest
+            # of them. The same scores as over every turn: ages count from the end, and the
+            # most similar turn to the last one (relative relevance's maximum) is itself.
+            first = max(0, n - 1 - high)
+            view = self._view(first)
             query = normalized(self.embedder.embed([self._turns[-1].text]), self.embedder.dim)[0]
             scores, _ = importances(view, query, config, now=self._turns[-1].at)
             due = [
                 (i, self._turns[i].id, self._turns[i].text)
-                for i in range(max(0, n - 1 - high), n - low)
-                if scores[i] > config.consolidation_threshold and self._turns[i].chunks is None
+                for i in range(first, n - low)
+                if scores[i - first] > config.consolidation_threshold
+                and self._turns[i].chunks is None
             ]
             window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
             unread: list[tuple[int, str, str]] = []
@@ -1003,6 +1024,24 @@ class _Ranking:
     lexical: frozenset[int]
     dense: frozenset[int]
     neighbours: Callable[[int], tuple[int, ...]]
+
+
+def _appended(buffer: FloatArray, count: int, value: float) -> FloatArray:
+    """``buffer`` (its first ``count`` values in use) with ``value`` at ``count``: in place,
+    or in a copy twice the size when full, so appending stays amortised constant.
+
+    Examples
+    --------
+    >>> times = _appended(np.zeros(1), 1, 5.0)
+    >>> times[:2].tolist(), len(times)
+    ([0.0, 5.0], 16)
+    """
+    if count >= len(buffer):
+        grown = np.zeros(max(16, 2 * len(buffer)), dtype=buffer.dtype)
+        grown[: len(buffer)] = buffer
+        buffer = grown
+    buffer[count] = value
+    return buffer
 
 
 class _Stored:

@@ -211,6 +211,9 @@ class ContextStorage:
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             if not in_memory:
+                # per connection: the documented power-loss guarantee (WAL, no fsync per
+                # commit; a crash of the machine may lose the last turns, never the file)
+                self._db.execute("PRAGMA synchronous = NORMAL")
                 app_id = int(self._db.execute("PRAGMA application_id").fetchone()[0])
                 if app_id != APPLICATION_ID:
                     raise NotASynapseDatabaseError(

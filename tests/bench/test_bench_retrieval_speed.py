@@ -9,26 +9,43 @@ import pytest
 
 from synapse_retriever.bench.retrieval_speed import markdown_table, run_retrieval_speed
 from synapse_retriever.cli import main
+from synapse_retriever.errors import InvalidValueError
 
 
 def test_every_size_is_timed_and_weighed() -> None:
-    report = run_retrieval_speed(turns=(40, 80), queries=3)
-    assert [row["turns"] for row in report["rows"]] == [40, 80]
+    report = run_retrieval_speed(turns=(40, 80), adds=10, queries=3)
+    assert [(row["embedder"], row["turns"]) for row in report["rows"]] == [
+        ("hashing", 40),
+        ("hashing", 80),
+        ("dense-384", 40),
+        ("dense-384", 80),
+    ]
     for row in report["rows"]:
-        assert 0 < row["add_p50_ms"] <= row["add_p99_ms"]
+        assert 0 < row["add_p50_ms"] <= row["add_p95_ms"] <= row["add_p99_ms"]
+        assert row["add_cpu_p50_ms"] > 0 and row["retrieve_cpu_p50_ms"] > 0
         assert 0 < row["retrieve_p50_ms"] <= row["retrieve_p95_ms"]
+        assert 0 < row["dense_p50_ms"] <= row["dense_p95_ms"]
+        assert 0 < row["lexical_p50_ms"] <= row["lexical_p95_ms"]
+        assert row["open_s"] >= 0 and row["approximate"] is False  # 80 turns: exact
         assert row["nodes"] >= row["turns"] and row["edges"] >= row["turns"] - 1
         assert row["bytes_per_turn"] > 0
-    assert markdown_table(report).splitlines()[2].startswith("| 40 |")
+    assert markdown_table(report).splitlines()[2].startswith("| hashing (1024) | 40 |")
+
+
+def test_an_unknown_embedder_is_refused_by_name() -> None:
+    with pytest.raises(InvalidValueError, match="'minilm'"):
+        run_retrieval_speed(turns=(10,), queries=1, embedders=("minilm",))
 
 
 def test_the_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "speed.json"
-    argv = ["bench", "retrieve", "--turns", "30", "--queries", "2", "--quiet"]
+    argv = ["bench", "retrieve", "--turns", "30", "--adds", "5", "--queries", "2"]
+    argv += ["--embedders", "hashing"]
+    argv.append("--quiet")
     assert main([*argv, "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rows"][0]["turns"] == 30
     assert main(argv) == 0
-    assert "| 30 |" in capsys.readouterr().out
+    assert "| hashing (1024) | 30 |" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:  # argparse's own usage error
         main(["bench", "retrieve", "--turns", "0"])
     assert exit_info.value.code == 2
