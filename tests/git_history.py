@@ -106,26 +106,9 @@ def make_project(path: Path, *, cycles: int = 10, start: int = BASE) -> Path:
             for name in (matched, partner):
                 lines[name] += f"# change {cycle}\n"
             history.append((message, {matched: lines[matched], partner: lines[partner]}))
-    stream = []
-    for day, (message, files) in enumerate(history):
-        when = f"{start + day * DAY} +0000"
-        stream += [
-            "commit refs/heads/main",
-            f"author Test <test@example.com> {when}",
-            f"committer Test <test@example.com> {when}",
-            _data(message),
-        ]
-        for name, text in files.items():
-            stream += [f"M 100644 inline {name}", _data(text)]
-    subprocess.run(
-        ["git", "-C", str(repo), "fast-import", "--quiet"],
-        input="\n".join(stream) + "\n",
-        text=True,
-        check=True,
-        capture_output=True,
+    return _fast_import(
+        repo, [(m, files, start + day * DAY) for day, (m, files) in enumerate(history)]
     )
-    git(repo, "reset", "-q", "--hard")
-    return repo
 
 
 def _data(text: str) -> str:
@@ -178,6 +161,11 @@ def make_mixed_project(
         message = f"{words[touched[0]]} {' '.join(rng.sample(common, 3))}"
         history.append((message, {n: text[n] for n in touched}, when))
         when += 6 * 3600 + rng.randrange(-3600, 3600)
+    return _fast_import(repo, history)
+
+
+def _fast_import(repo: Path, history: list[tuple[str, dict[str, str], int]]) -> Path:
+    """Commit ``(message, {path: text}, time)`` in order on main with ``git fast-import``."""
     stream = []
     for message, files, at in history:
         stamp = f"{at} +0000"
