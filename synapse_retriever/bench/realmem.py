@@ -49,7 +49,7 @@ from synapse_retriever.context.embed import Embedder, HashingEmbedder, normalize
 from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.memory import ConversationMemory
 from synapse_retriever.context.relevance import fuse
-from synapse_retriever.errors import SynapseError
+from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [
@@ -436,14 +436,22 @@ def run_realmem(
     notes: Sequence[str] = (),
     token_counter: Callable[[str], int] = approximate_tokens,
     progress: Callable[[str], None] | None = None,
+    rows: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Replay every persona, score every row at every budget; a JSON-ready report.
 
     ``minilm`` (an embedder, e.g. :class:`~synapse_retriever.context.MiniLmEmbedder`)
     adds the dense top-k row and the default with that embedder; without it the
-    intervals are taken against BM25. Conversation memory runs with
+    intervals are taken against BM25. ``rows`` keeps only those rows (and the
+    baseline), in the report's order: each memory row replays every turn, so leaving
+    rows out is what makes a long run shorter. Conversation memory runs with
     ``overflow="shrink"``: on real conversations the five turns of working memory alone
     often exceed 1,000 tokens, which the default ``raise`` refuses.
+
+    Raises
+    ------
+    InvalidValueError
+        A name in ``rows`` that is not a row of this run (the message lists them).
     """
     hashing = _CachedEmbedder(HashingEmbedder())
     dense = _CachedEmbedder(minilm) if minilm is not None else None
@@ -454,10 +462,15 @@ def run_realmem(
     }
     if dense is not None:
         memories["default (MiniLM)"] = (ContextConfig(overflow="shrink"), dense)
-    rows = [*memories, "last-N", "BM25 top-k", "hashing top-k"]
+    every_row = [*memories, "last-N", "BM25 top-k", "hashing top-k"]
     if dense is not None:
-        rows += ["dense top-k (MiniLM)", "fusion top-k (MiniLM)"]
+        every_row += ["dense top-k (MiniLM)", "fusion top-k (MiniLM)"]
     baseline = "fusion top-k (MiniLM)" if dense is not None else "BM25 top-k"
+    unknown = [row for row in rows or () if row not in every_row]
+    if unknown:
+        raise InvalidValueError(f"no row {unknown[0]!r} in this run; its rows are {every_row}")
+    rows = [r for r in every_row if rows is None or r in rows or r == baseline]
+    memories = {name: setting for name, setting in memories.items() if name in rows}
     results: list[dict[str, Any]] = []
     summary_personas: list[dict[str, Any]] = []
     started = time.perf_counter()

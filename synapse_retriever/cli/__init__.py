@@ -481,9 +481,17 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument(
         "--presets",
         nargs="+",
-        default=["default", "published", "gradient"],
         choices=["default", "published", "gradient"],  # context.config.PRESETS (tested)
         help="ContextConfig presets to score (all three)",
+    )
+    memory.add_argument(
+        "--rows",
+        nargs="+",
+        metavar="ROW",
+        help=(
+            "with --realmem or --locomo, budgeted: only these rows and the baseline, e.g. "
+            "'default (MiniLM)' 'BM25 top-k' (all; each memory row replays every turn)"
+        ),
     )
     memory.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
     memory.add_argument("--markdown", action="store_true", help="print a Markdown table")

@@ -9,16 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.table import Table
 
 from synapse_retriever.capture.gitlog import parse_since
-from synapse_retriever.config import SynapseConfig
-
-if TYPE_CHECKING:
-    pass
-
 from synapse_retriever.cli._common import (
     CliError,
     at_least,
@@ -27,6 +22,8 @@ from synapse_retriever.cli._common import (
     print_json,
     progress_display,
 )
+from synapse_retriever.config import SynapseConfig
+from synapse_retriever.errors import InvalidValueError
 
 __all__: list[str] = []
 
@@ -415,10 +412,13 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
         raise CliError("--realmem and --locomo are two data sets: give one")
     if args.realmem is not None or args.locomo is not None:
         return _bench_realmem(args)
-    if args.personas is not None or args.max_queries is not None or args.retrieve:
-        raise CliError("--personas, --max-queries and --retrieve go with --realmem or --locomo")
+    if args.personas is not None or args.max_queries is not None or args.retrieve or args.rows:
+        raise CliError(
+            "--personas, --max-queries, --retrieve and --rows go with --realmem or --locomo"
+        )
     args.budgets = args.budgets or [1000, 2000, 4000]
-    presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(args.presets)}
+    chosen = args.presets or ["default", "published", "gradient"]
+    presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(chosen)}
     err = console(stderr=True)
     reports = []
     with err.status("conversations") as status:
@@ -566,6 +566,10 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         raise CliError(f"--ks must be positive, got {args.ks}")
     if args.retrieve and args.budgets is not None:
         raise CliError("--budgets does not go with --retrieve (use --ks)")
+    if args.retrieve and args.rows:
+        raise CliError("--rows goes with the budgeted run, not --retrieve")
+    if args.presets is not None:
+        raise CliError("--presets goes with generated conversations; with --realmem use --rows")
     from synapse_retriever.bench.locomo import load_locomo
 
     try:
@@ -617,7 +621,10 @@ def _bench_realmem(args: argparse.Namespace) -> int:
                     minilm=minilm,
                     notes=notes,
                     progress=None if args.quiet else status.update,
+                    rows=args.rows,
                 )
+    except InvalidValueError as exc:
+        raise CliError(str(exc)) from None
     finally:
         quiet.setLevel(level)
     report["dataset"] = "RealMem" if args.realmem else "LoCoMo"

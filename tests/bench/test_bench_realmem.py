@@ -20,6 +20,7 @@ from synapse_retriever.bench.realmem import (
 )
 from synapse_retriever.bench.realmem_retrieve import ROWS, run_realmem_retrieval
 from synapse_retriever.cli import main
+from synapse_retriever.errors import InvalidValueError
 
 
 def _turn(speaker: str, content: str, **extra: Any) -> dict[str, Any]:
@@ -157,6 +158,30 @@ def test_the_runner_scores_every_row_and_budget(tiny: Path) -> None:
         every["last-N"]["12"]["recall"] - every["BM25 top-k"]["12"]["recall"]
     )
     assert "Dynamic Incremental (1)" in markdown_tables(report)
+
+
+def test_rows_keep_only_those_and_the_baseline(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    personas = load_realmem(tiny)
+    every = run_realmem(personas, budgets=(12, 200))
+    some = run_realmem(personas, budgets=(12, 200), rows=["last-N", "default"])
+    assert some["rows"] == ["default", "last-N", "BM25 top-k"]  # the report's order
+    for row in some["rows"]:
+        assert some["queries"][0]["scores"][row] == every["queries"][0]["scores"][row]
+    with pytest.raises(InvalidValueError, match="no row 'fusion top-k' in this run"):
+        run_realmem(personas, budgets=(12,), rows=["fusion top-k"])
+    argv = ["bench", "memory", "--realmem", str(tiny), "--no-minilm", "--quiet"]
+    assert main([*argv, "--rows", "last-N", "--markdown"]) == 0
+    assert "| last-N |" in capsys.readouterr().out
+    for bad, says in [
+        (["--rows", "nope"], "no row 'nope'"),
+        (["--presets", "published"], "with --realmem use --rows"),
+        (["--retrieve", "--rows", "auto"], "--rows goes with the budgeted run"),
+    ]:
+        assert main([*argv, *bad]) == 2
+        assert says in capsys.readouterr().err
+    assert main(["bench", "memory", "--rows", "default"]) == 2  # only with --realmem
 
 
 def test_the_cli_end_to_end(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
