@@ -9,7 +9,8 @@ first): read at run time from the folder or file the user gives, never shipped.
 
 A conversation becomes a :class:`~synapse_retriever.bench.realmem.Persona`: its turns in
 order, each at its session's date plus a minute per turn, the first speaker ``user``
-and the second ``assistant``, the text as said (no speaker name added); every question
+and the second ``assistant``, each turn's speaker its ``speaker`` (a question that names
+one finds what they said first), the text as said (no name added); every question
 is asked after the last turn, and its ``evidence`` holds the keys of its evidence turns.
 A turn whose text is blank is left out (it cannot be stored).
 
@@ -87,8 +88,10 @@ def locomo_persona(sample: Mapping[str, Any], name: str, where: str) -> Persona:
             if not turn["text"].strip():
                 continue
             clock = max(start + 60.0 * position, clock + 1.0)  # never back in time
-            role = "user" if turn.get("speaker") == first else "assistant"
-            turns.append(Turn(turn["text"], role, session, clock))
+            speaker = turn.get("speaker")
+            role = "user" if speaker == first else "assistant"
+            said_by = speaker if isinstance(speaker, str) and speaker.strip() else None
+            turns.append(Turn(turn["text"], role, session, clock, said_by))
             keys.append(str(turn.get("dia_id", f"{session}:{position}")))
         number += 1
     known = frozenset(keys)

@@ -349,12 +349,14 @@ _ACKS = [
 
 @dataclass(frozen=True)
 class Turn:
-    """One turn of a conversation (generated here, or read from RealMem), in order."""
+    """One turn of a conversation (generated here, or read from RealMem or LoCoMo), in
+    order; ``speaker`` is who said it, where the data names them (LoCoMo)."""
 
     text: str
     role: str
     session: str
     at: float
+    speaker: str | None = None
 
 
 @dataclass(frozen=True)

@@ -497,7 +497,13 @@ def run_realmem(
                     progress(f"{persona.name}: query {number + 1}/{len(queries)}")
                 for turn in persona.turns[added : query.index]:
                     for memory in open_memories.values():
-                        memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
+                        memory.add_turn(
+                            turn.text,
+                            role=turn.role,
+                            at=turn.at,
+                            session=turn.session,
+                            speaker=turn.speaker,
+                        )
                     lexical.add([turn.text])
                 added = max(added, query.index)
                 at = query_time(persona, query)

@@ -111,7 +111,13 @@ def run_realmem_retrieval(
                 if progress is not None:
                     progress(f"{persona.name}: query {number + 1}/{len(queries)}")
                 for turn in persona.turns[added : query.index]:
-                    memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
+                    memory.add_turn(
+                        turn.text,
+                        role=turn.role,
+                        at=turn.at,
+                        session=turn.session,
+                        speaker=turn.speaker,
+                    )
                     lexical.add([turn.text])
                 added = max(added, query.index)
                 at = query_time(persona, query)

@@ -401,7 +401,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
         pool_reports,
         run_memory_bench,
     )
-    from synapse_retriever.context.config import ContextConfig
+    from synapse_retriever.context.config import PRESETS, ContextConfig
 
     check_output(args.json)
     if args.budgets is not None and any(budget < 1 for budget in args.budgets):
@@ -417,7 +417,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
             "--personas, --max-queries, --retrieve and --rows go with --realmem or --locomo"
         )
     args.budgets = args.budgets or [1000, 2000, 4000]
-    chosen = args.presets or ["default", "published", "gradient"]
+    chosen = args.presets or PRESETS  # all three by default
     presets = {name: ContextConfig.preset(name) for name in dict.fromkeys(chosen)}
     err = console(stderr=True)
     reports = []

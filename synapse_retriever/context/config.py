@@ -148,6 +148,13 @@ class ContextConfig:
         best fused score among its time neighbours in the graph (analytical 0.7,
         conversational 0.5, creative 0.3; :mod:`~synapse_retriever.context.graph.hybrid`
         says how the value was chosen).
+    speaker_boost, date_boost, date_margin_days : float, float, float
+        In ``retrieve`` and a query's assembly, each >= 0: a fused score is multiplied
+        by ``1 + speaker_boost`` if the turn was said by a speaker the question names
+        (``add_turn(..., speaker=...)``), and by ``1 + date_boost`` if it was said in
+        the time the question names ("on 13 October 2023", "in July 2023") or up to
+        ``date_margin_days`` after (:mod:`~synapse_retriever.context.graph.focus` says
+        how the values were chosen); 0 turns a cue off.
 
     Examples
     --------
@@ -198,6 +205,9 @@ class ContextConfig:
     retrieval_rrf_k: int = 30
     retrieval_lexical_weight: float = 3.0
     neighbour_share: float = 0.6
+    speaker_boost: float = 0.5
+    date_boost: float = 1.0
+    date_margin_days: float = 7.0
 
     @classmethod
     def published(cls, **changes: Any) -> ContextConfig:
@@ -325,6 +335,10 @@ class ContextConfig:
             raise InvalidValueError(
                 f"neighbour_share must be a number in [0, 1], got {self.neighbour_share!r}"
             )
+        for name in ("speaker_boost", "date_boost", "date_margin_days"):
+            value = getattr(self, name)
+            if not _is_number(value) or not (math.isfinite(value) and value >= 0):
+                raise InvalidValueError(f"{name} must be a finite number >= 0, got {value!r}")
         _check_positive("edge_decay_rate", self.edge_decay_rate)
         if not _is_number(self.graph_damping) or not 0.0 < self.graph_damping <= 1.0:
             raise InvalidValueError(

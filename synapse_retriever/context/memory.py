@@ -47,6 +47,7 @@ from synapse_retriever.context.embed import (
 )
 from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
 from synapse_retriever.context.graph.entities import extract_entities
+from synapse_retriever.context.graph.focus import date_window, focus_factor, named
 from synapse_retriever.context.graph.hybrid import Retrieval, ranked, spread
 from synapse_retriever.context.graph.modes import (
     ModeDetector,
@@ -76,6 +77,9 @@ _RETRIEVAL_DEPTH = 100
 _ASSEMBLY_DEPTH = 1000
 """How many turns each channel ranks for an assembly (a budget of whole turns rarely
 holds more; the gradient plans the rest)."""
+
+_SPEAKER_CHARS = 200
+"""The longest speaker name ``add_turn`` takes."""
 
 ROLES = (
     "user",
@@ -218,6 +222,7 @@ class ConversationMemory:
         self._labels: dict[str, tuple[str, str]] = {}
         self._row: dict[int, int] = {}
         self._last_in_session: dict[str, int] = {}
+        self._speakers: dict[str, None] = {}  # every speaker named, in order first seen
         self._consolidated_through = self._relations_through = 0
         self._storage.changed()  # sets the mark the catch-ups compare with
         self._take(self._storage.load())
@@ -235,6 +240,8 @@ class ConversationMemory:
         self._tokens.extend(self.token_counter(t.text) for t in turns)
         for turn in turns:
             self._stats.add(turn.text)
+            if turn.speaker is not None:
+                self._speakers[turn.speaker] = None
         dim = self.embedder.dim
         width = dim * np.dtype(np.float32).itemsize
         stale = [  # another embedder's, or this name's at another size (e.g. a new dimensions=)
@@ -331,6 +338,8 @@ class ConversationMemory:
         role: str = "user",
         at: Clock = None,
         session: str = "default",
+        *,
+        speaker: str | None = None,
     ) -> int:
         """Store one turn; returns its id. Every ``consolidation_interval`` turns, starts a
         consolidation in the background.
@@ -345,6 +354,10 @@ class ConversationMemory:
             When it was said; None means now (or the previous turn's time, if later).
         session : str
             A non-empty label for the conversation it belongs to.
+        speaker : str, optional
+            Who said it, by name (``"Caroline"``; LangChain's ``message.name``): a
+            question that names a speaker finds what they said first
+            (``ContextConfig.speaker_boost``). Up to 200 characters.
 
         Raises
         ------
@@ -352,7 +365,8 @@ class ConversationMemory:
             ``text`` is not a str (multimodal content: pass its text parts).
         InvalidValueError
             ``text`` is empty or blank; ``role`` or ``session`` is empty; ``role`` is not
-            one of :data:`ROLES`; ``text``, ``role`` or ``session`` holds a lone surrogate
+            one of :data:`ROLES`; ``speaker`` is blank or longer than 200 characters;
+            ``text``, ``role``, ``session`` or ``speaker`` holds a lone surrogate
             (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
             not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
             time, or more than a day ahead of the clock (a millisecond time, which would
@@ -375,7 +389,7 @@ class ConversationMemory:
         1
         >>> memory.close()
         """
-        _check_turn(text, role, session)
+        _check_turn(text, role, session, speaker)
         seconds = to_seconds(at)
         if at is not None:  # a millisecond time would hold back every later turn
             not_ahead(seconds, skew_s=MAX_CLOCK_SKEW_S)
@@ -384,7 +398,7 @@ class ConversationMemory:
         entities = extract_entities(text)
         with self._lock:
             self._check_open()
-            record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None)
+            record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker)
             stored: list[tuple[list[tuple[str, str, str]], list[EdgeRow]]] = []
 
             def link(turn_id: int) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
@@ -423,6 +437,8 @@ class ConversationMemory:
             self._last_in_session[session] = record.id
             self._row[record.id] = len(self._turns)
             self._turns.append(record)
+            if speaker is not None:
+                self._speakers[speaker] = None
             self._tokens.append(tokens)
             self._index.add(vector.reshape(1, -1))
             self._times = _appended(self._times, self._timed, record.at)
@@ -506,7 +522,8 @@ class ConversationMemory:
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
             if query is not None and vector is not None:
-                found = self._ranking(query, vector, mode_weights(mode), _ASSEMBLY_DEPTH).scores
+                weights = mode_weights(mode)
+                found = self._ranking(query, vector, weights, _ASSEMBLY_DEPTH, now).scores
                 view.ranking = [self._row[turn_id] for turn_id in ranked(found, len(found))]
             turns = list(self._turns)
             decisions = plan_context(
@@ -602,7 +619,7 @@ class ConversationMemory:
         used_mode = self._mode(query, mode) or self.config.mode
         allowed = None if sessions is None else _session_set(sessions)
         relevance, graph = mode_weights(used_mode) if weights is None else _weights(weights)
-        to_seconds(at)  # validated: a bad time is refused even where it changes nothing
+        now = to_seconds(at)  # validated: a bad time is refused even where it changes nothing
         if not query.strip():
             return []
         vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
@@ -613,7 +630,7 @@ class ConversationMemory:
             if not self._turns:
                 return []
             turns = self._turns
-            ranking = self._ranking(query, vector, (relevance, graph), depth)
+            ranking = self._ranking(query, vector, (relevance, graph), depth, now)
             scores, fused = ranking.scores, ranking.fused
             neighbours = ranking.neighbours
             if allowed is not None:
@@ -637,10 +654,10 @@ class ConversationMemory:
             return results
 
     def _ranking(
-        self, query: str, vector: Vectors, weights: tuple[float, float], depth: int
+        self, query: str, vector: Vectors, weights: tuple[float, float], depth: int, now: float
     ) -> _Ranking:
-        """The turns ``query`` needs, scored (the rule of :meth:`retrieve`); the caller
-        holds the lock and has caught up."""
+        """The turns ``query`` needs, scored (the rule of :meth:`retrieve`), asked at
+        ``now``; the caller holds the lock and has caught up."""
         turns, config = self._turns, self.config
         lexical = [
             turns[self._row[turn_id]].id
@@ -649,7 +666,9 @@ class ConversationMemory:
         ]
         dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
         channel_weights = [config.retrieval_lexical_weight, 1.0]
-        fused = fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k)
+        fused = self._focused(
+            query, fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k), now
+        )
         neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
         relevance, graph = weights
         if relevance > 0:
@@ -660,6 +679,28 @@ class ConversationMemory:
             scores = {t: s - fused.get(t, 0.0) for t, s in reached.items()}
             scores = {t: s for t, s in scores.items() if s > 0}
         return _Ranking(scores, fused, frozenset(lexical), frozenset(dense), neighbours)
+
+    def _focused(self, query: str, fused: dict[int, float], now: float) -> dict[int, float]:
+        """``fused`` with the turns of the speakers and the time ``query`` names raised
+        (:mod:`~synapse_retriever.context.graph.focus`)."""
+        config = self.config
+        speakers = named(query, self._speakers) if config.speaker_boost > 0 else frozenset()
+        window = date_window(query, now) if config.date_boost > 0 else None
+        if not speakers and window is None:
+            return fused
+        start, end = window or (0.0, 0.0)
+        end += config.date_margin_days * 86_400.0
+        out = {}
+        for turn_id, score in fused.items():
+            turn = self._turns[self._row[turn_id]]
+            factor = focus_factor(
+                spoke=turn.speaker in speakers,
+                dated=window is not None and start <= turn.at < end,
+                speaker_boost=config.speaker_boost,
+                date_boost=config.date_boost,
+            )
+            out[turn_id] = score * factor
+        return out
 
     def _time_neighbours(self, turn_id: int) -> tuple[int, ...]:
         """The turns linked to ``turn_id`` by a turn–turn edge of the graph (FOLLOWED_BY
@@ -1057,7 +1098,7 @@ class _Stored:
         return Condensed(turn.chunks, turn.summary)
 
 
-def _check_turn(text: object, role: object, session: object) -> None:
+def _check_turn(text: object, role: object, session: object, speaker: object = None) -> None:
     """Refuse a turn that cannot be stored as it is, before anything is."""
     if not isinstance(text, str):
         raise InvalidTypeError(
@@ -1073,6 +1114,13 @@ def _check_turn(text: object, role: object, session: object) -> None:
         check_unicode(name, value)
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
+    if speaker is not None:
+        if not isinstance(speaker, str) or not speaker.strip() or len(speaker) > _SPEAKER_CHARS:
+            raise InvalidValueError(
+                f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
+                f"got {speaker!r:.80}"
+            )
+        check_unicode("speaker", speaker)
 
 
 def _session_set(sessions: object) -> frozenset[str]:

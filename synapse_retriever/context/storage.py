@@ -100,11 +100,13 @@ MIGRATIONS: list[str] = [
     {fts_table("context_turns_fts", content="context_turns")};
     INSERT INTO context_turns_fts (context_turns_fts) VALUES ('rebuild');
     """,
+    # 4: who said a turn, when the caller says (a question naming them finds their turns).
+    "ALTER TABLE context_turns ADD COLUMN speaker TEXT",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 """The ``context_*`` schema version this library writes (``context_meta.schema_version``)."""
 
-_COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summary"
+_COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker"
 
 
 @dataclass
@@ -113,7 +115,9 @@ class TurnRecord:
 
     ``surprise`` and ``repeats`` are measured once, against the turns before it;
     ``chunks`` and ``summary`` are None until consolidation condenses the turn;
-    ``boost`` is what replay added to its importance.
+    ``boost`` is what replay added to its importance; ``speaker`` who said it, if the
+    caller said (a name, e.g. ``"Caroline"``; the role says which side of the
+    conversation).
 
     Examples
     --------
@@ -135,6 +139,7 @@ class TurnRecord:
     boost: float
     chunks: str | None
     summary: str | None
+    speaker: str | None = None
 
 
 @dataclass
@@ -322,9 +327,9 @@ class ContextStorage:
             relations_through=int(marks.get("relations_through", 0)),
         )
         for row in rows:
-            loaded.turns.append(TurnRecord(*row[:10]))
-            loaded.embedders.append(row[10])
-            loaded.embeddings.append(bytes(row[11]))
+            loaded.turns.append(TurnRecord(*row[:11]))
+            loaded.embedders.append(row[11])
+            loaded.embeddings.append(bytes(row[12]))
         return loaded
 
     def insert(
@@ -356,7 +361,8 @@ class ContextStorage:
                     return None
             cursor = db.execute(
                 "INSERT INTO context_turns (session, role, text, at, surprise, repeats, boost, "
-                "chunks, summary, embedder, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "chunks, summary, speaker, embedder, embedding) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.session,
                     record.role,
@@ -367,6 +373,7 @@ class ContextStorage:
                     record.boost,
                     record.chunks,
                     record.summary,
+                    record.speaker,
                     embedder,
                     embedding,
                 ),
