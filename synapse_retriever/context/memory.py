@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -1153,7 +1154,8 @@ _Result = TypeVar("_Result")
 async def _finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
     """``await work``; if the awaiting task is cancelled meanwhile, ``work`` still runs to
     its end (a write in a thread cannot be stopped halfway anyway), and the cancellation
-    is raised only once it has: the caller never resumes while a write is in flight.
+    is raised only once it has, however many times the task is cancelled: the caller
+    never resumes while a write is in flight.
 
     Examples
     --------
@@ -1177,7 +1179,11 @@ async def _finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        await asyncio.wait([task])
+        while not task.done():  # a second cancellation (a timeout, a task group) waits too
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller gets the cancellation, not the error
         raise
 
 

@@ -201,6 +201,9 @@ def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
                 task.cancel()
                 await asyncio.sleep(0.3)
                 assert not task.done()  # the await ends when the write does, not before
+                task.cancel()  # a second cancellation (a timeout after a task group's) too
+                await asyncio.sleep(0.3)
+                assert not task.done()
             finally:
                 other.execute("COMMIT")
                 other.close()
