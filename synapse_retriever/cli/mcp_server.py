@@ -1,10 +1,13 @@
 """``synapse mcp STORE``: the store as a Model Context Protocol server, for agents.
 
-Four tools over stdio (the official ``mcp`` SDK, the ``[mcp]`` extra), on one store
+Five tools over stdio (the official ``mcp`` SDK, the ``[mcp]`` extra), on one store
 opened for the server's life:
 
 - ``recall``: vector hits in (at most :data:`MAX_RECALL_HITS`), hits out, each injected
   or boosted one saying why;
+- ``related``: ids in (the files an agent has open, at most :data:`MAX_RELATED_IDS`), no
+  scores needed; what the store associates with them out, strongest first, each with
+  its energy, the path it comes through and its edges to the given ids;
 - ``record_usage``: ids the agent used together, as one co-activation event;
 - ``neighbours``: a node's strongest live associations (``synapse edges --json``);
 - ``stats``: nodes, edges per namespace, histograms (``synapse stats --json``).
@@ -12,9 +15,9 @@ opened for the server's life:
 Arguments are checked twice: the SDK refuses a JSON value of the wrong type against
 each tool's input schema; every value the schema admits reaches the same validation
 as the Python API and fails with its error, named by type (``InvalidValueError: ...``).
-A request the server cannot read, or ``recall`` with more than :data:`MAX_RECALL_HITS`
-hits, gets a JSON-RPC error (-32700, -32600 or -32602; see :mod:`.mcp_stdio`), never
-silence.
+A request the server cannot read, ``recall`` with more than :data:`MAX_RECALL_HITS`
+hits or ``related`` with more than :data:`MAX_RELATED_IDS` ids gets a JSON-RPC error
+(-32700, -32600 or -32602; see :mod:`.mcp_stdio`), never silence.
 
 Examples
 --------
@@ -22,6 +25,8 @@ Examples
 'injected in place of z: used with auth/jwt.py (energy 0.540)'
 >>> why(Hit("a", 0.9)) is None
 True
+>>> route(("auth/jwt.py", "config/keys.py", "config/vault.py"))
+'used with auth/jwt.py via config/keys.py'
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ except ImportError:  # pragma: no cover - the extra is in the dev requirements
     ) from None
 
 from synapse_retriever import __version__
+from synapse_retriever.capture.coactivation import coactivation_set
 from synapse_retriever.cli._common import in_calendar
 from synapse_retriever.cli.mcp_stdio import serve_stdio
 from synapse_retriever.cli.store_commands import neighbour_report, stats_report
-from synapse_retriever.clock import to_seconds
+from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.persistence.postgres import is_postgres_url, split_url
 from synapse_retriever.recall.hits import Hit
@@ -54,7 +60,16 @@ from synapse_retriever.recall.hits import Hit
 if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
 
-__all__ = ["MAX_RECALL_HITS", "ScoredId", "build_server", "serve", "why"]
+__all__ = [
+    "MAX_RECALL_HITS",
+    "MAX_RELATED_IDS",
+    "ScoredId",
+    "build_server",
+    "related_report",
+    "route",
+    "serve",
+    "why",
+]
 
 SERVER_NAME = "synapse-retriever"
 
@@ -69,6 +84,16 @@ MAX_RECALL_HITS = 1_000
 """``recall`` takes at most this many hits (a top-k list; the store's recall reads each
 once). A longer list is refused with JSON-RPC error -32602 naming its length, before any
 work: 100,000 hits took 10.6 s and held up every other call."""
+
+MAX_RELATED_IDS = 100
+"""``related`` takes at most this many ids (the files an agent has open); more are
+refused with JSON-RPC error -32602 naming their count, before any work."""
+
+_CAPS = {
+    "recall": ("hits", MAX_RECALL_HITS, "your best"),
+    "related": ("ids", MAX_RELATED_IDS, "the ones that matter most,"),
+}
+"""Each capped tool's list argument, its cap, and what to pass instead of a longer list."""
 
 _Result = TypeVar("_Result")
 
@@ -110,29 +135,35 @@ def _refusing_unknown_arguments(known: dict[str, set[str]]) -> Any:
     return refuse
 
 
-async def _refusing_long_hit_lists(ctx: Any, call_next: Any) -> Any:
-    """Middleware: ``recall`` with more than :data:`MAX_RECALL_HITS` hits is refused
-    (-32602, naming the count) before its hits are read."""
+async def _refusing_long_lists(ctx: Any, call_next: Any) -> Any:
+    """Middleware: ``recall`` with more than :data:`MAX_RECALL_HITS` hits, or ``related``
+    with more than :data:`MAX_RELATED_IDS` ids, is refused (-32602, naming the count)
+    before its list is read."""
     params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, dict) else {}
-    arguments = params.get("arguments")
-    hits = arguments.get("hits") if isinstance(arguments, dict) else None
-    if params.get("name") == "recall" and isinstance(hits, list) and len(hits) > MAX_RECALL_HITS:
+    tool, arguments = params.get("name"), params.get("arguments")
+    argument, cap, instead = _CAPS.get(tool, ("", 0, "")) if isinstance(tool, str) else ("", 0, "")
+    items = arguments.get(argument) if isinstance(arguments, dict) and argument else None
+    if isinstance(items, list) and len(items) > cap:
         raise MCPError(
             INVALID_PARAMS,
-            f"Invalid params: recall takes at most {MAX_RECALL_HITS:,} hits, got "
-            f"{len(hits):,}; pass your best {MAX_RECALL_HITS:,}",
+            f"Invalid params: {tool} takes at most {cap:,} {argument}, got "
+            f"{len(items):,}; pass {instead} {cap:,}",
         )
     return await call_next(ctx)
+
+
+def route(path: tuple[str, ...]) -> str:
+    """How a reached node is reached: from the seed of ``path`` (and the node between)."""
+    seed, *via = path[:-1] or ("?",)
+    return f"used with {seed}" + (f" via {via[0]}" if via else "")
 
 
 def why(hit: Hit) -> str | None:
     """A sentence saying why a hit is where it is (None for a plain vector hit)."""
     if hit.origin == "vector":
         return None
-    seed, *via = hit.path[:-1] or ("?",)
-    route = f"used with {seed}" + (f" via {via[0]}" if via else "")
     place = f" in place of {hit.displaced}" if hit.displaced is not None else ""
-    return f"{hit.origin}{place}: {route} (energy {hit.energy:.3f})"
+    return f"{hit.origin}{place}: {route(hit.path)} (energy {hit.energy:.3f})"
 
 
 def _hit_json(hit: Hit) -> dict[str, Any]:
@@ -163,6 +194,72 @@ def _report_time(at: float | None) -> float:
     return seconds
 
 
+def related_report(
+    store: SynapseStore, ids: list[str], at: float, namespace: str, limit: int
+) -> dict[str, Any]:
+    """What the MCP ``related`` tool returns: the nodes the store associates with ``ids``
+    at ``at``, strongest first, the first ``limit`` (0: all) of ``total``.
+
+    Each comes with its ``energy``, the spreading activation from ``ids`` (energy 1.0 per
+    id, two hops over the live graph merged for ``namespace``, hub factors applied:
+    :meth:`SynapseStore.spread <synapse_retriever.store.SynapseStore.spread>`); ``path``,
+    the route of its largest share (``[given id, node]`` or ``[given id, via, node]``)
+    and ``why`` in words; and ``edges``, its live edges with the given ids
+    (:meth:`SynapseStore.neighbours <synapse_retriever.store.SynapseStore.neighbours>`)
+    in the namespaces the merge reads, each with its decayed ``weight``, the merge
+    ``factor`` of its namespace, its ``count`` and learned ``half_life_days``. An id the
+    store does not know adds nothing.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> store = SynapseStore(":memory:")
+    >>> _ = store.reinforce(["auth/jwt.py", "config/keys.py"], strength=2.0, at=0)
+    >>> _ = store.reinforce(["config/keys.py", "config/vault.py"], at=0)
+    >>> report = related_report(store, ["auth/jwt.py", "unknown.py"], 0.0, "personal", 20)
+    >>> [(r["id"], round(r["energy"], 4), r["why"]) for r in report["related"]]
+    [('config/keys.py', 0.36, 'used with auth/jwt.py (energy 0.360)'), \
+('config/vault.py', 0.0648, 'used with auth/jwt.py via config/keys.py (energy 0.065)')]
+    >>> [(e["with"], e["weight"], e["factor"]) for e in report["related"][0]["edges"]]
+    [('auth/jwt.py', 0.6, 1.0)]
+    >>> report["related"][1]["edges"]  # two hops away: no edge with a given id
+    []
+    """
+    factors = store.config.merge_factors(namespace)
+    given = coactivation_set(ids)
+    activation = store.spread(given, at, namespace)
+    found = sorted(activation.energy.items(), key=lambda item: (-item[1], item[0]))
+    shown = found[:limit] if limit else found
+    wanted = {node for node, _ in shown}
+    edges: dict[str, list[dict[str, Any]]] = {node: [] for node in wanted}
+    for seed in given:
+        for other, edge, weight in store.neighbours(seed, at=at):
+            if other in wanted and edge.namespace in factors:
+                edges[other].append(
+                    {
+                        "with": seed,
+                        "namespace": edge.namespace,
+                        "weight": weight,
+                        "factor": factors[edge.namespace],
+                        "count": edge.activation_count,
+                        "half_life_days": edge.half_life_days,
+                        "last_reinforced_at": iso(edge.last_reinforced_at),
+                    }
+                )
+    related = [
+        {
+            "id": node,
+            "energy": energy,
+            "path": list(activation.paths[node]),
+            "why": f"{route(activation.paths[node])} (energy {energy:.3f})",
+            "edges": edges[node],
+        }
+        for node, energy in shown
+    ]
+    return {"ids": given, "namespace": namespace, "at": iso(at), "related": related,
+            "total": len(found)}  # fmt: skip
+
+
 def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer:
     """An MCP server whose tools read and write ``store`` (which the caller closes);
     ``stats`` reports it as ``store_name``.
@@ -173,7 +270,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
     >>> from synapse_retriever import SynapseStore
     >>> server = build_server(SynapseStore(":memory:"))
     >>> sorted(tool.name for tool in asyncio.run(server.list_tools()))
-    ['neighbours', 'recall', 'record_usage', 'stats']
+    ['neighbours', 'recall', 'record_usage', 'related', 'stats']
 
     ``server.run("stdio")`` then serves it until the client hangs up (what :func:`serve`
     does).
@@ -184,7 +281,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         version=__version__,
         instructions=INSTRUCTIONS,
         log_level="WARNING",
-        middleware=[_refusing_long_hit_lists, _refusing_unknown_arguments(known)],
+        middleware=[_refusing_long_lists, _refusing_unknown_arguments(known)],
     )
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -210,6 +307,36 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         pairs = [(hit.id, hit.score) for hit in hits]
         found = _checked(lambda: store.recall(pairs, at=at, active_namespace=namespace))
         return {"hits": [_hit_json(hit) for hit in found]}
+
+    @server.tool(annotations=reading)
+    def related(
+        ids: Annotated[
+            list[StrictStr],
+            Field(
+                description="ids you have open or work on (e.g. file paths): at most "
+                f"{MAX_RELATED_IDS:,}",
+                max_length=MAX_RELATED_IDS,
+            ),
+        ],
+        namespace: Namespace = "personal",
+        limit: Annotated[StrictInt, Field(description="how many, 0 for all (20)")] = 20,
+        at: At = None,
+    ) -> dict[str, Any]:
+        """What the store associates with these ids, strongest first; no scores needed.
+
+        Each associated id comes with its energy (spreading activation from your ids over
+        the learned graph, two hops), the path it comes through and why in words, and
+        its edges with your ids (decayed weight, merge factor of the namespace, count,
+        half-life). Ids the store does not know add nothing: unknown ids give an empty
+        answer. At most 100 ids (MAX_RELATED_IDS); more are refused.
+        """
+
+        def read() -> dict[str, Any]:
+            if limit < 0:
+                raise InvalidValueError(f"limit must be 0 (all) or more, got {limit!r}")
+            return related_report(store, ids, _report_time(at), namespace, limit)
+
+        return _checked(read)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False))
     def record_usage(
@@ -262,7 +389,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         """Nodes and live edges, per namespace, with weight and half-life histograms."""
         return _checked(lambda: stats_report(store, _report_time(at), namespace, name=store_name))
 
-    for tool in (recall, record_usage, neighbours, stats):
+    for tool in (recall, related, record_usage, neighbours, stats):
         known[tool.__name__] = set(inspect.signature(tool).parameters)
     return server
 

@@ -20,13 +20,16 @@ Examples
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import networkx as nx
 import numpy as np
@@ -46,7 +49,7 @@ from synapse_retriever.context.embed import (
     normalized,
 )
 from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
-from synapse_retriever.context.graph.entities import extract_entities
+from synapse_retriever.context.graph.entities import Entity, extract_entities
 from synapse_retriever.context.graph.focus import date_window, focus_factor, named
 from synapse_retriever.context.graph.hybrid import Retrieval, ranked, spread
 from synapse_retriever.context.graph.modes import (
@@ -389,13 +392,75 @@ class ConversationMemory:
         1
         >>> memory.close()
         """
+        turn_id, due = self._store_turn(self._prepare_turn(text, role, at, session, speaker))
+        if due:
+            self._consolidator.request()
+        return turn_id
+
+    async def aadd_turn(
+        self,
+        text: str,
+        role: str = "user",
+        at: Clock = None,
+        session: str = "default",
+        *,
+        speaker: str | None = None,
+    ) -> int:
+        """:meth:`add_turn` off the event loop: the same turn, id and errors.
+
+        The embedder, the token counter and the SQLite write run in worker threads
+        (``asyncio.to_thread``), so a slow embedder never holds up the loop. Cancelling the
+        await while the turn is being embedded stores nothing; once its write has begun,
+        the turn is stored whole and the cancellation is raised when the write is done
+        (never a turn half in the file, half in memory). With ``background=False`` the
+        consolidation an :meth:`add_turn` would run inline runs in a worker thread too.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def chat(memory: ConversationMemory) -> list[int]:
+        ...     first = await memory.aadd_turn("Deploys move to Fridays.", at=0)
+        ...     second = await memory.aadd_turn("Noted.", role="assistant", at=60)
+        ...     return [first, second]
+        >>> with ConversationMemory(":memory:") as memory:
+        ...     asyncio.run(chat(memory))
+        [1, 2]
+        """
+        prepared = await asyncio.to_thread(self._prepare_turn, text, role, at, session, speaker)
+        turn_id, due = await _finished_if_cancelled(asyncio.to_thread(self._store_turn, prepared))
+        if due:
+            await asyncio.to_thread(self._consolidator.request)
+        return turn_id
+
+    def _prepare_turn(
+        self, text: str, role: str, at: Clock, session: str, speaker: str | None
+    ) -> _PreparedTurn:
+        """The checks and the work of :meth:`add_turn` that touch no shared state: the
+        turn's time, vector, tokens and entities (what a slow embedder makes slow)."""
         _check_turn(text, role, session, speaker)
         seconds = to_seconds(at)
         if at is not None:  # a millisecond time would hold back every later turn
             not_ahead(seconds, skew_s=MAX_CLOCK_SKEW_S)
-        vector = normalized(self.embedder.embed([text]), self.embedder.dim)[0]
-        tokens = self.token_counter(text)
-        entities = extract_entities(text)
+        return _PreparedTurn(
+            text,
+            role,
+            session,
+            seconds,
+            at is not None,
+            normalized(self.embedder.embed([text]), self.embedder.dim)[0],
+            self.token_counter(text),
+            extract_entities(text),
+            speaker,
+        )
+
+    def _store_turn(self, prepared: _PreparedTurn) -> tuple[int, bool]:
+        """Store a prepared turn in one transaction and in every mirror, under the lock;
+        returns its id and whether a consolidation is due."""
+        text, role, session, seconds = (
+            prepared.text, prepared.role, prepared.session, prepared.seconds
+        )  # fmt: skip
+        vector, tokens, entities = prepared.vector, prepared.tokens, prepared.entities
+        speaker = prepared.speaker
         with self._lock:
             self._check_open()
             record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker)
@@ -411,7 +476,7 @@ class ConversationMemory:
                 self._catch_up(force=retry)
                 last = self._turns[-1] if self._turns else None
                 if last is not None and record.at < last.at:
-                    if at is not None:
+                    if prepared.explicit_at:
                         raise InvalidValueError(
                             f"at={seconds} is earlier than the previous turn's {last.at}"
                         )
@@ -447,9 +512,7 @@ class ConversationMemory:
             due = len(self._turns) - self._consolidated_through >= (
                 self.config.consolidation_interval
             )
-        if due:
-            self._consolidator.request()
-        return record.id
+        return record.id, due
 
     # -- reading -----------------------------------------------------------------------
 
@@ -552,6 +615,39 @@ class ConversationMemory:
             for d in decisions
         ]
 
+    async def aassemble(
+        self,
+        query: str | None,
+        budget_tokens: int,
+        at: Clock = None,
+        *,
+        mode: str | None = None,
+        turn_overhead: int = 0,
+    ) -> list[AssembledTurn]:
+        """:meth:`assemble` off the event loop: the same turns and errors.
+
+        The query's embedding and the planning run in a worker thread
+        (``asyncio.to_thread``). A cancelled await leaves nothing behind: an assembly
+        writes no turn (the call already running finishes in its thread, unseen).
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("I moved the deploy to Fridays.", at=0)
+        >>> turns = asyncio.run(memory.aassemble("when do we deploy?", 100, at=60))
+        >>> turns == memory.assemble("when do we deploy?", 100, at=60)
+        True
+        >>> [(t.level.value, t.text) for t in turns]
+        [('full', 'I moved the deploy to Fridays.')]
+        >>> memory.close()
+        """
+        return await asyncio.to_thread(
+            functools.partial(
+                self.assemble, query, budget_tokens, at, mode=mode, turn_overhead=turn_overhead
+            )
+        )
+
     def retrieve(
         self,
         query: str,
@@ -652,6 +748,36 @@ class ConversationMemory:
                               turn.text, turn.role, turn.at)
                 )  # fmt: skip
             return results
+
+    async def aretrieve(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "auto",
+        at: Clock = None,
+        *,
+        sessions: Sequence[str] | None = None,
+        weights: tuple[float, float] | None = None,
+    ) -> list[Retrieval]:
+        """:meth:`retrieve` off the event loop: the same results and errors.
+
+        The query's embedding, the BM25 query and the ranking run in a worker thread
+        (``asyncio.to_thread``); a cancelled await leaves nothing behind.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("Login fails: verify_token() rejects valid tokens.", at=0)
+        >>> _ = memory.add_turn("Found it: the clock skew in verify_token().", at=60)
+        >>> found = asyncio.run(memory.aretrieve("why did verify_token fail?", k=2, at=120))
+        >>> [(r.turn_id, r.origin) for r in found]
+        [(1, 'both'), (2, 'both')]
+        >>> memory.close()
+        """
+        return await asyncio.to_thread(
+            functools.partial(self.retrieve, query, k, mode, at, sessions=sessions, weights=weights)
+        )
 
     def _ranking(
         self, query: str, vector: Vectors, weights: tuple[float, float], depth: int, now: float
@@ -1053,6 +1179,60 @@ def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] |
     if ends[0] == ends[1] or (relation.type == "MENTIONS" and not ends[0].startswith("turn:")):
         return None
     return ends[0], ends[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PreparedTurn:
+    """A checked turn with what :meth:`ConversationMemory._prepare_turn` computed for it."""
+
+    text: str
+    role: str
+    session: str
+    seconds: float
+    explicit_at: bool
+    vector: Vectors
+    tokens: int
+    entities: list[Entity]
+    speaker: str | None
+
+
+_Result = TypeVar("_Result")
+
+
+async def _finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
+    """``await work``; if the awaiting task is cancelled meanwhile, ``work`` still runs to
+    its end (a write in a thread cannot be stopped halfway anyway), and the cancellation
+    is raised only once it has, however many times the task is cancelled: the caller
+    never resumes while a write is in flight.
+
+    Examples
+    --------
+    >>> async def cancelled_write() -> list[str]:
+    ...     done: list[str] = []
+    ...     async def write() -> None:
+    ...         await asyncio.sleep(0.01)
+    ...         done.append("written")
+    ...     task = asyncio.ensure_future(_finished_if_cancelled(write()))
+    ...     await asyncio.sleep(0)
+    ...     task.cancel()
+    ...     try:
+    ...         await task
+    ...     except asyncio.CancelledError:
+    ...         done.append("cancelled")
+    ...     return done
+    >>> asyncio.run(cancelled_write())
+    ['written', 'cancelled']
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():  # a second cancellation (a timeout, a task group) waits too
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller gets the cancellation, not the error
+        raise
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
 from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
-from synapse_retriever.cli.mcp_server import MAX_RECALL_HITS, why
+from synapse_retriever.cli.mcp_server import (
+    MAX_RECALL_HITS,
+    MAX_RELATED_IDS,
+    related_report,
+    why,
+)
 from synapse_retriever.cli.store_commands import neighbour_report, stats_report
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.recall.hits import Hit
@@ -86,7 +91,7 @@ def test_an_agent_records_recalls_and_reads_what_the_api_would(store_path: str) 
 
     async def session(client: Client) -> None:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == {"recall", "record_usage", "neighbours", "stats"}
+        assert set(tools) == {"recall", "related", "record_usage", "neighbours", "stats"}
         assert tools["recall"].input_schema["required"] == ["hits"]
         assert tools["record_usage"].input_schema["required"] == ["ids"]
         assert tools["recall"].annotations is not None
@@ -281,6 +286,109 @@ def test_recall_refuses_more_hits_than_its_cap_naming_the_count(tmp_path: Any) -
     # the cap is stated where an agent reads it: the tool's description and its schema
     assert "At most 1,000 hits" in answers["description"]
     assert answers["schema"]["maxItems"] == MAX_RECALL_HITS
+
+
+def test_related_tells_an_agent_without_vectors_what_goes_with_its_files(store_path: str) -> None:
+    with opened(store_path) as store:
+        store.reinforce(["auth/jwt.py", "config/keys.py"], strength=2.0, at=T0)  # w 0.6
+        store.reinforce(["auth/login.py", "config/keys.py"], at=T0)  # w 0.3
+        store.reinforce(["config/keys.py", "config/vault.py"], at=T0)  # w 0.3
+        store.reinforce(["auth/jwt.py", "docs/team.md"], namespace="shared", at=T0)  # w 0.3
+    at = T0 + DAY
+    open_files = ["auth/jwt.py", "auth/login.py"]
+    answers: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        related = tools["related"]
+        assert related.input_schema["required"] == ["ids"]
+        assert related.input_schema["properties"]["ids"]["maxItems"] == MAX_RELATED_IDS
+        assert related.annotations is not None and related.annotations.read_only_hint is True
+        answers["open"] = await call(client, "related", {"ids": open_files, "at": at})
+        answers["shared"] = await call(
+            client, "related", {"ids": open_files, "at": at, "namespace": "shared", "limit": 1}
+        )
+        answers["unknown"] = await call(client, "related", {"ids": ["nobody/knows.py"], "at": at})
+        answers["none"] = await call(client, "related", {"ids": [], "at": at})
+
+    with_server(store_path, session)
+    with opened(store_path) as store:
+        assert answers["open"] == related_report(store, open_files, at, "personal", 20)
+        assert answers["shared"] == related_report(store, open_files, at, "shared", 1)
+    related = {row["id"]: row for row in answers["open"]["related"]}
+    # a day into a 30-day half-life: each weight times 2^(-1/30)
+    decay = 2 ** (-1 / 30)
+    keys = related["config/keys.py"]
+    # keys.py is reached from both open files: 0.6 × 0.6 + 0.3 × 0.6, the first the larger
+    assert keys["energy"] == pytest.approx((0.6 + 0.3) * decay * 0.6)
+    assert keys["path"] == ["auth/jwt.py", "config/keys.py"]
+    assert keys["why"] == f"used with auth/jwt.py (energy {keys['energy']:.3f})"
+    assert [(e["with"], e["namespace"], e["count"], e["factor"]) for e in keys["edges"]] == [
+        ("auth/jwt.py", "personal", 1, 1.0),
+        ("auth/login.py", "personal", 1, 1.0),
+    ]
+    assert [e["weight"] for e in keys["edges"]] == pytest.approx([0.6 * decay, 0.3 * decay])
+    # vault.py is two hops away, through keys.py: keys.py's energy × 0.3 × 0.6
+    vault = related["config/vault.py"]
+    assert vault["energy"] == pytest.approx(keys["energy"] * 0.3 * decay * 0.6)
+    assert vault["path"] == ["auth/jwt.py", "config/keys.py", "config/vault.py"]
+    assert vault["why"].startswith("used with auth/jwt.py via config/keys.py (energy")
+    assert vault["edges"] == []
+    team = related["docs/team.md"]  # a shared edge: it counts at 0.5 for personal
+    shared_decay = 2 ** (-1 / 60)  # shared edges start with a 60-day half-life
+    assert team["energy"] == pytest.approx(0.3 * shared_decay * 0.5 * 0.6)
+    assert [(e["namespace"], e["factor"]) for e in team["edges"]] == [("shared", 0.5)]
+    assert [row["id"] for row in answers["open"]["related"]] == [
+        "config/keys.py", "config/vault.py", "docs/team.md"
+    ]  # fmt: skip
+    assert answers["open"]["total"] == 3
+    # in the shared namespace the team's doc weighs 1.0 and personal edges 0.8
+    assert answers["shared"]["total"] == 3 and len(answers["shared"]["related"]) == 1
+    assert answers["shared"]["related"][0]["id"] == "config/keys.py"
+    assert answers["shared"]["related"][0]["edges"][0]["factor"] == 0.8
+    # an id the store does not know: an empty answer, not an error
+    assert answers["unknown"]["related"] == [] and answers["unknown"]["total"] == 0
+    assert answers["none"]["related"] == [] and answers["none"]["ids"] == []
+
+
+def test_related_refuses_what_the_api_refuses_and_more_ids_than_its_cap(tmp_path: Any) -> None:
+    path = str(tmp_path / "synapses.db")
+    many = [f"src/f{i:03d}.py" for i in range(MAX_RELATED_IDS + 1)]
+    answers: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        answers["empty id"] = await error(client, "related", {"ids": ["a.py", ""]})
+        answers["namespace"] = await error(client, "related", {"ids": ["a"], "namespace": "Bad"})
+        answers["limit"] = await error(client, "related", {"ids": ["a"], "limit": -1})
+        answers["type"] = await error(client, "related", {"ids": "a.py"})
+        answers["unknown"] = await error(client, "related", {"ids": ["a"], "k": 3})
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("related", {"ids": many})
+        answers["refused"] = refused.value
+        answers["cap"] = await call(client, "related", {"ids": many[:-1], "at": T0})
+
+    with_server(path, session)
+    with SynapseStore(path) as store:
+        assert answers["empty id"] == "Error executing tool related: " + api_error(
+            lambda: store.spread(["a.py", ""])
+        )
+        assert answers["namespace"] == "Error executing tool related: " + api_error(
+            lambda: store.spread(["a"], active_namespace="Bad")
+        )
+    assert answers["limit"] == (
+        "Error executing tool related: InvalidValueError: limit must be 0 (all) or more, got -1"
+    )
+    assert "validation error" in answers["type"]
+    assert answers["unknown"] == (
+        "Error executing tool related: InvalidValueError: unknown argument 'k'; "
+        "related takes at, ids, limit, namespace"
+    )
+    assert answers["refused"].code == INVALID_PARAMS  # -32602, a JSON-RPC error
+    assert answers["refused"].message == (
+        "Invalid params: related takes at most 100 ids, got 101; "
+        "pass the ones that matter most, 100"
+    )
+    assert answers["cap"]["related"] == [] and len(answers["cap"]["ids"]) == MAX_RELATED_IDS
 
 
 def exchange(server: subprocess.Popen[bytes], message: str, wait_s: float = 10.0) -> Any:

@@ -14,6 +14,7 @@ never altered), and messages with non-text content blocks are kept whole or drop
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -202,7 +203,9 @@ if _HAS_AGENT_MIDDLEWARE:
         """Degrades the agent's history by importance before each model call.
 
         The agent's state keeps every message; only what the model sees is trimmed
-        (``wrap_model_call``), so a message condensed now is still whole next time.
+        (``wrap_model_call``), so a message condensed now is still whole next time. An
+        async agent (``ainvoke``) trims in a worker thread, so a slow embedder never
+        holds up its event loop.
 
         Args:
             max_tokens: Budget for the messages the model sees (system prompt included).
@@ -264,8 +267,9 @@ if _HAS_AGENT_MIDDLEWARE:
             request: ModelRequest,
             handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
         ) -> ModelResponse:
-            """The async :meth:`wrap_model_call`."""
-            return await handler(self._trimmed(request))
+            """The async :meth:`wrap_model_call`; the trimming (and its embedder) runs in
+            a worker thread, off the event loop."""
+            return await handler(await asyncio.to_thread(self._trimmed, request))
 
     __all__ += ["SynapseMemoryMiddleware"]
 else:

@@ -6,7 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
@@ -69,6 +72,8 @@ class SynapseMemoryRetriever(BaseRetriever):
     query's entities and nearest turns ("the turn where the bug was reported", "the turn
     that agreed the fix"), weighted by the kind of question (``mode="auto"`` detects it).
     Each ``Document`` carries the turn's ``origin``, ``mode`` and ``path`` in its metadata.
+    ``ainvoke`` goes through
+    :meth:`~synapse_retriever.context.ConversationMemory.aretrieve`, off the event loop.
 
     Example:
         .. code-block:: python
@@ -79,6 +84,7 @@ class SynapseMemoryRetriever(BaseRetriever):
             memory = ConversationMemory("chat.db")
             retriever = SynapseMemoryRetriever(memory=memory, k=5)
             docs = retriever.invoke("why did we change validate_vat?")
+            # in async code, off the event loop: docs = await retriever.ainvoke(...)
 
         >>> from synapse_retriever.context import ConversationMemory
         >>> memory = ConversationMemory(":memory:")
@@ -107,6 +113,17 @@ class SynapseMemoryRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         results = self.memory.retrieve(
+            query,
+            k=kwargs.get("k", self.k),
+            mode=kwargs.get("mode", self.mode),
+            sessions=kwargs.get("sessions", self.sessions),
+        )
+        return [retrieval_document(result) for result in results]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        results = await self.memory.aretrieve(
             query,
             k=kwargs.get("k", self.k),
             mode=kwargs.get("mode", self.mode),

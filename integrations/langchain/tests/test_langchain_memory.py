@@ -18,6 +18,7 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_synapse import chat_model_summarizer, synapse_trim_messages
 from langchain_synapse.memory import to_history
+from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 from pydantic import Field
 
 from synapse_retriever.bench.memory import last_n
@@ -225,3 +226,24 @@ async def test_the_middleware_works_async(create_agent: Any) -> None:
     agent = create_agent(model, tools=[], middleware=[SynapseMemoryMiddleware(max_tokens=120)])
     await agent.ainvoke({"messages": long_chat()})
     assert sum(approximate_tokens(m.text) for m in model.seen[-1]) <= 120
+
+
+def test_the_async_middleware_trims_off_the_event_loop(create_agent: Any) -> None:
+    """A 0.3 s embedder: the async agent's trimming runs in a worker thread."""
+    from langchain_synapse import SynapseMemoryMiddleware
+
+    embedder = SlowEmbedder(0.3)
+    model = Recorder()
+    middleware = SynapseMemoryMiddleware(max_tokens=120, embedder=embedder)
+    agent = create_agent(model, tools=[], middleware=[middleware])
+    agent.invoke({"messages": long_chat()})  # what the sync path shows the model
+    sync_seen = model.seen[-1]
+
+    async def scenario() -> None:
+        await agent.ainvoke({"messages": long_chat()})
+
+    calls = embedder.calls
+    stall = least_stall(scenario)
+    assert embedder.calls > calls
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
+    assert [m.text for m in model.seen[-1]] == [m.text for m in sync_seen]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from llama_index.core.base.llms.types import ImageBlock, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.chat_engine import SimpleChatEngine
@@ -13,8 +15,14 @@ from llama_index.postprocessor.synapse import (
     synapse_trim_chat_messages,
 )
 from llama_index.postprocessor.synapse.memory import message_text, to_history
+from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
-from synapse_retriever.context import ContextBudgetError, ContextConfig, ConversationMemory
+from synapse_retriever.context import (
+    ContextBudgetError,
+    ContextConfig,
+    ConversationMemory,
+    HashingEmbedder,
+)
 from synapse_retriever.tokens import approximate_tokens
 
 FACT = "We moved the production deploy to Fridays. Lovely weather today."
@@ -208,3 +216,34 @@ def test_an_llm_condenses_turns_in_the_background() -> None:
         assert memory.wait_for_consolidation(timeout=10)
         turn = memory.turns()[0]
     assert turn.chunks and turn.summary
+
+
+def test_the_blocks_async_paths_never_hold_up_the_event_loop() -> None:
+    """``Memory.aput``/``aget`` await the block; its 0.3 s embedder runs in worker threads."""
+    embedder = SlowEmbedder(0.3)
+    contents: list[tuple[str, str | None]] = []
+
+    async def scenario() -> None:
+        block = SynapseMemoryBlock(budget_tokens=60, embedder=embedder)
+        talk = [
+            ChatMessage(role="user", content=f"Lunch talk {i}, coffee again.") for i in range(2)
+        ]
+        await block.aput([ChatMessage(role="user", content=FACT), *talk])
+        content = await block.aget([ChatMessage(role="user", content="When do we deploy?")])
+        contents.append((content, await block.atruncate(content, 10)))
+        block.memory.close()
+
+    calls = embedder.calls
+    stall = least_stall(scenario)
+    assert embedder.calls - calls >= 5  # 3 turns, 2 assemblies: 1.5 s of embedding per run
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
+    # what the block renders with the slow embedder is what it renders with the fast one
+    fast = SynapseMemoryBlock(budget_tokens=60, embedder=HashingEmbedder())
+    fast.memory.add_turn(FACT)
+    for i in range(2):
+        fast.memory.add_turn(f"Lunch talk {i}, coffee again.")
+    content, smaller = contents[-1]
+    assert FACT.split(".")[0] in content and smaller is not None and "Fridays" in smaller
+    question = [ChatMessage(role="user", content="When do we deploy?")]
+    assert content == asyncio.run(fast.aget(question))
+    fast.memory.close()

@@ -16,6 +16,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.postprocessor.synapse import SynapseMemoryRetriever, llm_relation_extractor
+from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
 from synapse_retriever.context import ConversationMemory
 
@@ -121,3 +122,23 @@ def test_a_model_names_the_mode() -> None:
     memory = filled(mode_detector=llm_mode_detector(JsonLLM(answer="creative", prompts=[])))
     with memory:
         assert {r.mode for r in memory.retrieve("the checkout bug", k=2)} == {"creative"}
+
+
+def test_aretrieve_gives_what_retrieve_does_without_holding_up_the_loop() -> None:
+    embedder = SlowEmbedder(0.3)
+    memory = filled(embedder=embedder)
+    retriever = SynapseMemoryRetriever(memory, similarity_top_k=3)
+    query = "why does checkout fail for EU customers?"
+    found: list[list[NodeWithScore]] = []
+
+    async def scenario() -> None:
+        found.append(await retriever.aretrieve(query))
+
+    stall = least_stall(scenario)
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
+    expected = retriever.retrieve(query)
+    assert [(n.node.node_id, n.score, n.node.metadata) for n in found[-1]] == [
+        (n.node.node_id, n.score, n.node.metadata) for n in expected
+    ]
+    assert len(expected) == 3
+    memory.close()

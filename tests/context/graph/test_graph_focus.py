@@ -213,3 +213,13 @@ def test_hostile_speakers_are_stored_as_they_are() -> None:
 def test_the_boosts_are_validated(name: str, value: object) -> None:
     with pytest.raises(InvalidValueError, match=name):
         ContextConfig(**{name: value})  # type: ignore[arg-type]
+
+
+def test_aadd_turn_takes_the_speaker_too() -> None:
+    import asyncio
+
+    with ConversationMemory(":memory:", background=False) as memory:
+        asyncio.run(memory.aadd_turn("I paint on Sundays.", at=0, speaker="Ann"))
+        with pytest.raises(InvalidValueError, match="speaker must be None or a name"):
+            asyncio.run(memory.aadd_turn("And I?", at=1, speaker=""))
+        assert [t.speaker for t in memory.turns()] == ["Ann"]

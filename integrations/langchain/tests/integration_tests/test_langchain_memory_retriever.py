@@ -12,6 +12,7 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_synapse import SynapseMemoryRetriever, chat_model_relation_extractor
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
 from synapse_retriever.context import ConversationMemory
 
@@ -121,3 +122,20 @@ def test_a_model_that_answers_the_mode_is_asked() -> None:
     results = memory.retrieve("tell me about checkout", k=2)
     memory.close()
     assert {r.mode for r in results} == {"analytical"}
+
+
+def test_ainvoke_gives_what_invoke_does_without_holding_up_the_loop() -> None:
+    memory = filled(embedder=SlowEmbedder(0.3))
+    retriever = SynapseMemoryRetriever(memory=memory, k=3)
+    query = "Why did we change validate_vat?"
+    found: list[list[Document]] = []
+
+    async def scenario() -> None:
+        found.append(await retriever.ainvoke(query))
+        found.append(await retriever.ainvoke(query, k=1, mode="analytical"))
+
+    stall = least_stall(scenario)
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
+    assert found[-2] == retriever.invoke(query) and len(found[-2]) == 3
+    assert found[-1] == retriever.invoke(query, k=1, mode="analytical")
+    memory.close()

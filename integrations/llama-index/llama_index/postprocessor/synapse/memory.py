@@ -15,6 +15,7 @@ The decisions are the core's; this module only maps messages.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -198,6 +199,12 @@ def llm_summarizer(
 class SynapseMemoryBlock(BaseMemoryBlock[str]):
     """A long-term memory block that keeps what the question needs within a token budget.
 
+    ``Memory`` calls the block's async paths (``aput``, ``aget``, ``atruncate``); they
+    store and assemble through
+    :meth:`~synapse_retriever.context.ConversationMemory.aadd_turn` and
+    :meth:`~synapse_retriever.context.ConversationMemory.aassemble`, off the event loop,
+    so a slow embedder (a remote API) never holds up an async agent.
+
     Example:
         A small short-term queue flushes the old messages into the block; reading the
         memory for a question renders them graded for it (``"chat.db"`` instead of
@@ -279,26 +286,26 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
             text = " ".join(part for part in (history.text, history.fixed_text) if part.strip())
             if text.strip():  # a message with no text (e.g. only an image) is not stored
                 session = str(message.additional_kwargs.get("session_id") or "default")
-                self._memory.add_turn(text, role=history.role, session=session)
+                await self._memory.aadd_turn(text, role=history.role, session=session)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         users = [message_text(m) for m in messages or [] if m.role.value == "user"]
         self._query = users[-1] if users else None
-        return self._render(self.budget_tokens)
+        return await self._render(self.budget_tokens)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits)."""
         budget = self._memory.token_counter(content) - tokens_to_truncate
-        return (self._render(budget) or None) if budget > 0 else None
+        return (await self._render(budget) or None) if budget > 0 else None
 
-    def _render(self, budget: int) -> str:
-        """The assembled turns as ``role: text`` lines; the labels count toward ``budget``."""
+    async def _render(self, budget: int) -> str:
+        """The assembled turns as ``role: text`` lines; the labels count toward ``budget``.
+        The memory is read off the event loop (its embedder may be slow)."""
         count = self._memory.token_counter
-        roles = {turn.role for turn in self._memory.turns()}
-        label = max((count(f"{role}: ") for role in roles), default=0) + 1  # + the newline
+        label = await asyncio.to_thread(self._label_tokens)
         while budget > 0:
             try:
-                turns = self._memory.assemble(
+                turns = await self._memory.aassemble(
                     self._query, budget, mode=self.mode, turn_overhead=label
                 )
             except ContextBudgetError:
@@ -308,3 +315,9 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
                 return text
             label += 1
         return ""
+
+    def _label_tokens(self) -> int:
+        """The tokens of the longest ``role: `` label among the stored turns, and a newline."""
+        count = self._memory.token_counter
+        roles = {turn.role for turn in self._memory.turns()}
+        return max((count(f"{role}: ") for role in roles), default=0) + 1

@@ -67,9 +67,10 @@ def retrieval_node(result: Retrieval) -> NodeWithScore:
 class SynapseMemoryRetriever(BaseRetriever):
     """Retrieve a conversation's turns by vector and graph recall, blended by query mode.
 
-    Wraps :meth:`synapse_retriever.context.ConversationMemory.retrieve`; each node says
-    in its metadata how it was found (``origin``, ``mode``, ``path``), out of the LLM's
-    view.
+    Wraps :meth:`synapse_retriever.context.ConversationMemory.retrieve` (``aretrieve``:
+    :meth:`~synapse_retriever.context.ConversationMemory.aretrieve`, off the event loop);
+    each node says in its metadata how it was found (``origin``, ``mode``, ``path``), out
+    of the LLM's view.
 
     Args:
         memory: The conversation memory to search.
@@ -105,6 +106,15 @@ class SynapseMemoryRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         results = self.memory.retrieve(
+            query_bundle.query_str,
+            k=self.similarity_top_k,
+            mode=self.mode,
+            sessions=self.sessions,
+        )
+        return [retrieval_node(result) for result in results]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        results = await self.memory.aretrieve(
             query_bundle.query_str,
             k=self.similarity_top_k,
             mode=self.mode,
