@@ -1,4 +1,4 @@
-"""langchain_synapse.memory: trimming by importance, the agent middleware, a summarizer."""
+"""langchain_synapse_retriever.memory: trimming by importance, the middleware, a summarizer."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from langchain_core.messages import (
     trim_messages,
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_synapse import chat_model_summarizer, synapse_trim_messages
-from langchain_synapse.memory import to_history
+from langchain_synapse_retriever import chat_model_summarizer, synapse_trim_messages
+from langchain_synapse_retriever.memory import to_history
 from pydantic import Field
 
 from synapse_retriever.bench.memory import last_n
@@ -198,7 +198,7 @@ def long_chat() -> list[BaseMessage]:
 
 
 def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: Any) -> None:
-    from langchain_synapse import SynapseMemoryMiddleware
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
 
     model = Recorder()
     agent = create_agent(
@@ -219,7 +219,7 @@ def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: An
 
 @pytest.mark.asyncio
 async def test_the_middleware_works_async(create_agent: Any) -> None:
-    from langchain_synapse import SynapseMemoryMiddleware
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
 
     model = Recorder()
     agent = create_agent(model, tools=[], middleware=[SynapseMemoryMiddleware(max_tokens=120)])
