@@ -8,6 +8,7 @@ the two integration packages' READMEs are held to this alike.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import re
@@ -72,3 +73,16 @@ def test_readme_examples_run_one_after_another_in_one_folder_twice(tmp_path: Pat
             assert printed(code, READMES[0], tmp_path) == out_lines(code), (
                 f"round {round_}, block{number}"
             )
+
+
+def test_the_readme_lists_every_command_of_the_cli_in_its_order() -> None:
+    """The README's CLI line names the command and each of its subcommands, none missing."""
+    from synapse_retriever.cli import build_parser
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    text = READMES[0].read_text(encoding="utf-8")
+    (item,) = re.findall(r"^- \[CLI\]\(docs/cli\.md\):(.*?)(?=^- |\Z)", text, re.M | re.S)
+    first, *others = re.findall(r"`([^`]+)`", item)
+    assert first.startswith(f"{parser.prog} "), first  # `synapse-retriever stats`, `edges`, ...
+    assert [first.removeprefix(f"{parser.prog} "), *others] == list(subparsers.choices)
