@@ -15,30 +15,9 @@ import re
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-READMES = [
-    ROOT / "README.md",
-    ROOT / "integrations" / "langchain" / "README.md",
-    ROOT / "integrations" / "llama-index" / "README.md",
-]
-
-
-def blocks(readme: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
-
+from readme_examples import READMES, blocks, out_lines
 
 EXAMPLES = [(readme, code) for readme in READMES for code in blocks(readme)]
-
-
-def out_lines(code: str) -> list[str]:
-    """What the example says it prints: the text after each ``# out: ``."""
-    marker = "# out:"
-    return [
-        line.split(marker, 1)[1].removeprefix(" ").rstrip()
-        for line in code.splitlines()
-        if marker in line
-    ]
 
 
 def printed(code: str, readme: Path, folder: Path) -> list[str]:
