@@ -5,7 +5,7 @@ test session). The wheels are installed by pip, from that folder and no index, i
 virtual environment whose only other packages are the dependencies the wheels declare, and
 theirs, taken from the environment running the tests: nothing is downloaded, and a dependency
 a wheel forgot to declare is missing there, as it would be for a user. The READMEs' examples
-then run in that environment and print what they say. About 40 s in all; ``-m "not wheels"``
+then run in that environment and print what they say. About 30 s in all; ``-m "not wheels"``
 leaves these tests out.
 """
 
@@ -21,6 +21,7 @@ import tomllib
 import venv
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -208,15 +209,24 @@ def test_each_sdist_holds_its_package_readme_and_license(
     assert [f for f in files if f.startswith(("integrations/", "docs/", "notebooks/"))] == []
 
 
-def test_the_fresh_environment_imports_the_installed_wheels(fresh: Fresh, tmp_path: Path) -> None:
+def test_the_fresh_environment_imports_the_wheels_and_their_entry_points(
+    fresh: Fresh, tmp_path: Path
+) -> None:
+    """The packages come from the installed wheels, not a source tree, and the frameworks'
+    embeddings are adapted through the wheels' entry points, as a user's install finds them."""
     script = """
 import importlib.metadata as metadata, json
 import synapse_retriever, langchain_synapse_retriever, llama_index.postprocessor.synapse as li
+from langchain_core.embeddings import FakeEmbeddings
+from llama_index.core.embeddings import MockEmbedding
+from synapse_retriever.context import as_embedder
 names = ["synapse-retriever", "langchain-synapse-retriever", "llama-index-postprocessor-synapse"]
 print(json.dumps({
     "files": [m.__file__ for m in (synapse_retriever, langchain_synapse_retriever, li)],
     "editable": [metadata.distribution(n).read_text("direct_url.json") for n in names],
     "versions": [metadata.version(n) for n in names],
+    "embedders": [type(as_embedder(e)).__name__
+                  for e in (FakeEmbeddings(size=8), MockEmbedding(embed_dim=8))],
 }))
 """
     result = fresh.run([str(fresh.python), "-"], cwd=tmp_path, stdin=script)
@@ -226,20 +236,7 @@ print(json.dumps({
     assert all(str(Path(f).resolve()).startswith(site) for f in found["files"]), found
     assert found["editable"] == [None, None, None]  # installed from wheels, not a source tree
     assert found["versions"] == ["0.1.0"] * 3
-
-
-def test_the_wheels_register_both_frameworks_embedders(fresh: Fresh, tmp_path: Path) -> None:
-    """The adapters are found through the wheels' entry points, as a user's install finds them."""
-    script = """
-from langchain_core.embeddings import FakeEmbeddings
-from llama_index.core.embeddings import MockEmbedding
-from synapse_retriever.context import as_embedder
-print(type(as_embedder(FakeEmbeddings(size=8))).__name__)
-print(type(as_embedder(MockEmbedding(embed_dim=8))).__name__)
-"""
-    result = fresh.run([str(fresh.python), "-"], cwd=tmp_path, stdin=script)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["LangChainEmbedder", "LlamaIndexEmbedder"]
+    assert found["embedders"] == ["LangChainEmbedder", "LlamaIndexEmbedder"]
 
 
 def test_the_console_script_runs_from_the_wheel(fresh: Fresh, tmp_path: Path) -> None:
@@ -254,16 +251,51 @@ def test_the_console_script_runs_from_the_wheel(fresh: Fresh, tmp_path: Path) ->
 
 
 EXAMPLES = [
-    pytest.param(code, id=f"{readme.relative_to(ROOT).as_posix()}-block{number}")
+    pytest.param(readme, number, id=f"{readme.relative_to(ROOT).as_posix()}-block{number}")
     for readme in READMES
-    for number, code in enumerate(blocks(readme))
+    for number, _ in enumerate(blocks(readme))
 ]
 
+# Runs every README example in the fresh environment, one process for all (each in a new
+# folder and namespace, as tests/test_readme.py runs them from the source tree): the lines
+# each printed, or its traceback.
+RUNNER = """
+import contextlib, io, json, os, sys, tempfile, traceback
+examples = json.loads(open(sys.argv[1], encoding="utf-8").read())
+results = []
+for name, code in examples:
+    output = io.StringIO()
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        try:
+            with contextlib.redirect_stdout(output):
+                exec(compile(code, name, "exec"), {"__name__": "__readme__"})
+        except BaseException:
+            results.append({"error": traceback.format_exc()})
+            continue
+    results.append({"printed": [line.rstrip() for line in output.getvalue().splitlines()]})
+open(sys.argv[2], "w", encoding="utf-8").write(json.dumps(results))
+"""
 
-@pytest.mark.parametrize("code", EXAMPLES)
-def test_readme_example_prints_what_it_says_from_the_installed_wheels(
-    fresh: Fresh, code: str, tmp_path: Path
-) -> None:
-    result = fresh.run([str(fresh.python), "-"], cwd=tmp_path, stdin=code)
+
+@pytest.fixture(scope="session")
+def printed_from_wheels(
+    fresh: Fresh, tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[Path, int], dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("examples")
+    keys = [(readme, number) for readme in READMES for number, _ in enumerate(blocks(readme))]
+    examples = [(f"{readme.name} block {n}", blocks(readme)[n]) for readme, n in keys]
+    (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
+    command = [str(fresh.python), "-c", RUNNER, "examples.json", "results.json"]
+    result = fresh.run(command, cwd=folder)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert [line.rstrip() for line in result.stdout.splitlines()] == out_lines(code)
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    return dict(zip(keys, results, strict=True))
+
+
+@pytest.mark.parametrize(("readme", "number"), EXAMPLES)
+def test_readme_example_prints_what_it_says_from_the_installed_wheels(
+    printed_from_wheels: dict[tuple[Path, int], dict[str, Any]], readme: Path, number: int
+) -> None:
+    result = printed_from_wheels[readme, number]
+    assert "error" not in result, result["error"]
+    assert result["printed"] == out_lines(blocks(readme)[number])
