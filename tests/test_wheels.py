@@ -182,7 +182,7 @@ def test_each_distribution_builds_one_sdist_and_one_wheel(dist: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "package"), DISTRIBUTIONS.values(), ids=NAMES)
-def test_each_wheel_holds_its_typed_package_and_no_tests(
+def test_each_wheel_holds_its_typed_package_its_license_and_no_tests(
     dist: Path, name: str, package: str
 ) -> None:
     wheel = built(dist, name, ".whl")
@@ -190,6 +190,7 @@ def test_each_wheel_holds_its_typed_package_and_no_tests(
     with zipfile.ZipFile(wheel) as archive:
         files = archive.namelist()
     assert f"{package}/py.typed" in files
+    assert f"{info}licenses/LICENSE" in files
     assert [f for f in files if not f.startswith((f"{package}/", info))] == []
     assert [f for f in files if "tests" in f.split("/") or "/test_" in f or "conftest" in f] == []
     assert [f for f in files if f.endswith((".db", ".json", ".ipynb", ".pyc"))] == []
