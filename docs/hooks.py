@@ -3,8 +3,8 @@
 The pages in ``docs/`` are the source of everything else on the site; nothing is copied from
 the README.
 
-- ``<!-- cli-help: bench perf -->`` is replaced by ``synapse bench perf --help``.
-- ``<!-- cli-reference -->`` is replaced by a ``### synapse <command>`` section with the
+- ``<!-- cli-help: bench perf -->`` is replaced by ``synapse-retriever bench perf --help``.
+- ``<!-- cli-reference -->`` is replaced by a ``### synapse-retriever <command>`` section with the
   ``--help`` of every command and subcommand, in the parser's order: a new command shows up
   without editing the page.
 - The notebooks are copied into the site under ``notebooks/``, so pages can link to them.
@@ -30,7 +30,7 @@ _CLI_REFERENCE = "<!-- cli-reference -->"
 
 
 def cli_help(command: str) -> str:
-    """What ``synapse <command> --help`` prints, 100 columns wide."""
+    """What ``synapse-retriever <command> --help`` prints, 100 columns wide."""
     from synapse_retriever.cli import build_parser
 
     printed = io.StringIO()
@@ -48,7 +48,7 @@ def cli_help(command: str) -> str:
 
 
 def cli_commands(parser: argparse.ArgumentParser | None = None, prefix: str = "") -> list[str]:
-    """Every command of ``synapse`` that has no subcommands, e.g. ``"bench perf"``, in order."""
+    """Every command without subcommands, e.g. ``"bench perf"``, in the parser's order."""
     if parser is None:
         from synapse_retriever.cli import build_parser
 
@@ -64,7 +64,8 @@ def cli_commands(parser: argparse.ArgumentParser | None = None, prefix: str = ""
 def cli_reference() -> str:
     """A section per command: its heading and its ``--help``."""
     return "\n".join(
-        f"### synapse {command}\n\n```text\n{cli_help(command)}```\n" for command in cli_commands()
+        f"### synapse-retriever {command}\n\n```text\n{cli_help(command)}```\n"
+        for command in cli_commands()
     )
 
 

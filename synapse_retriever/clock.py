@@ -119,11 +119,13 @@ def iso(seconds: float) -> str:
 
     Examples
     --------
-    >>> iso(0), iso(1e18)
-    ('1970-01-01T00:00:00Z', '1000000000000000000 s (beyond year 9999: synapse repair removes it)')
+    >>> iso(0)
+    '1970-01-01T00:00:00Z'
+    >>> iso(1e18)
+    '1000000000000000000 s (beyond year 9999: synapse-retriever repair removes it)'
     """
     try:
         moment = datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, ValueError, OSError):
-        return f"{seconds:.0f} s (beyond year 9999: synapse repair removes it)"
+        return f"{seconds:.0f} s (beyond year 9999: synapse-retriever repair removes it)"
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -89,8 +89,8 @@ class CorruptDatabaseError(NotASynapseDatabaseError):
 
     Raised when the damage is found: at open (loading reads every table), by a later
     read or write (whose transaction is then rolled back, so nothing is written), or by
-    :meth:`~synapse_retriever.persistence.sqlite.SQLiteStorage.check`, which ``synapse import`` runs
-    before writing.
+    :meth:`~synapse_retriever.persistence.sqlite.SQLiteStorage.check`, which
+    ``synapse-retriever import`` runs before writing.
     Restore a backup, or copy what is readable out with ``sqlite3 FILE .recover``.
 
     Examples

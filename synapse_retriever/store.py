@@ -818,8 +818,8 @@ config: pass config together with a store path instead
                     raise InvalidValueError(
                         f"decay at={now} is {(now - time.time()) / SECONDS_PER_DAY:.1f} days "
                         f"after now: it would delete {live_now} edges that are live now; pass "
-                        "force=True (synapse decay --force) to sweep anyway, or dry_run=True "
-                        "(--dry-run) to see what it would prune"
+                        "force=True (synapse-retriever decay --force) to sweep anyway, or "
+                        "dry_run=True (--dry-run) to see what it would prune"
                     )
             else:
                 ids, pruned = self._retrying(lambda: self._sweep(now))
@@ -1196,7 +1196,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         name: str | None = None,
     ) -> dict[str, Any]:
         """Nodes, live edges per namespace, and weight and half-life histograms at ``at``:
-        what ``synapse stats --json`` prints (the same code).
+        what ``synapse-retriever stats --json`` prints (the same code).
 
         Parameters
         ----------

@@ -28,7 +28,7 @@ def test_ruff_format_is_clean() -> None:
 # Packages rather than paths: `llama_index` is a namespace package shared with
 # llama-index-core, so mypy finds ours through the editable install (as users import it).
 # One run, so the three share the analysis of their common dependencies.
-PACKAGES = ("synapse_retriever", "langchain_synapse", "llama_index.postprocessor.synapse")
+PACKAGES = ("synapse_retriever", "langchain_synapse_retriever", "llama_index.postprocessor.synapse")
 
 
 def test_mypy_strict_on_the_core_and_the_integrations() -> None:

@@ -13,7 +13,7 @@ import pytest
 PACKAGES = [
     "synapse_retriever",
     "synapse_retriever.context",
-    "langchain_synapse",
+    "langchain_synapse_retriever",
     "llama_index.postprocessor.synapse",
 ]
 ENTRY_POINTS = {"SynapseStore", "SynapseConfig"}

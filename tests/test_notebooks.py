@@ -7,6 +7,7 @@ matplotlib's non-interactive Agg backend, so a notebook broken by a change fails
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,15 @@ EXPECTED = {
 
 def test_the_notebooks_are_all_there() -> None:
     assert {path.name for path in NOTEBOOKS} >= EXPECTED
+
+
+def test_the_notebooks_page_has_a_row_for_each_notebook_and_no_count() -> None:
+    """A notebook added to the folder is described on the page; no number there can drift."""
+    page = NOTEBOOKS_DIR.parent / "docs" / "how-to" / "notebooks.md"
+    rows = re.findall(r"^\| \[`([^`]+\.ipynb)`\]", page.read_text(encoding="utf-8"), re.M)
+    assert sorted(rows) == [path.name for path in NOTEBOOKS]
+    counts = r"\b(?:two|three|four|five|six|seven|eight|nine|ten|\d+) notebooks\b"
+    assert not re.search(counts, page.read_text(encoding="utf-8"), re.I)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)

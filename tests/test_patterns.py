@@ -26,7 +26,7 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     (ROOT, "synapse_retriever"),
-    (ROOT / "integrations" / "langchain", "langchain_synapse"),
+    (ROOT / "integrations" / "langchain", "langchain_synapse_retriever"),
     (ROOT / "integrations" / "llama-index", "llama_index"),
 )
 LENGTH = 200_000

@@ -98,7 +98,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "tool_groups",
         "trim_history",
     ],
-    "langchain_synapse": [
+    "langchain_synapse_retriever": [
         "DEFAULT_INPUT_KEYS",
         "LangChainEmbedder",
         "SynapseCallbackHandler",
@@ -136,7 +136,7 @@ CORE = ("synapse_retriever", "synapse_retriever.context")
 
 def _expected(package: str) -> list[str]:
     names = PUBLIC_API[package]
-    if package == "langchain_synapse" and importlib.util.find_spec("langchain") is None:
+    if package == "langchain_synapse_retriever" and importlib.util.find_spec("langchain") is None:
         # The agent middleware needs the optional langchain package; without it the name
         # is not exported (importing it raises an ImportError that says what to install).
         names = [name for name in names if name != "SynapseMemoryMiddleware"]

@@ -8,36 +8,16 @@ the two integration packages' READMEs are held to this alike.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import re
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-READMES = [
-    ROOT / "README.md",
-    ROOT / "integrations" / "langchain" / "README.md",
-    ROOT / "integrations" / "llama-index" / "README.md",
-]
-
-
-def blocks(readme: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
-
+from readme_examples import READMES, blocks, out_lines
 
 EXAMPLES = [(readme, code) for readme in READMES for code in blocks(readme)]
-
-
-def out_lines(code: str) -> list[str]:
-    """What the example says it prints: the text after each ``# out: ``."""
-    marker = "# out:"
-    return [
-        line.split(marker, 1)[1].removeprefix(" ").rstrip()
-        for line in code.splitlines()
-        if marker in line
-    ]
 
 
 def printed(code: str, readme: Path, folder: Path) -> list[str]:
@@ -72,3 +52,16 @@ def test_readme_examples_run_one_after_another_in_one_folder_twice(tmp_path: Pat
             assert printed(code, READMES[0], tmp_path) == out_lines(code), (
                 f"round {round_}, block{number}"
             )
+
+
+def test_the_readme_lists_every_command_of_the_cli_in_its_order() -> None:
+    """The README's CLI line names the command and each of its subcommands, none missing."""
+    from synapse_retriever.cli import build_parser
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    text = READMES[0].read_text(encoding="utf-8")
+    (item,) = re.findall(r"^- \[CLI\]\(docs/cli\.md\):(.*?)(?=^- |\Z)", text, re.M | re.S)
+    first, *others = re.findall(r"`([^`]+)`", item)
+    assert first.startswith(f"{parser.prog} "), first  # `synapse-retriever stats`, `edges`, ...
+    assert [first.removeprefix(f"{parser.prog} "), *others] == list(subparsers.choices)

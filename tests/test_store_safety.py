@@ -128,9 +128,9 @@ def test_a_poisoned_store_opens_shows_and_is_repaired(
         store.reinforce(["jwt", "login"], at=time.time())
     with SynapseStore(path) as store, caplog.at_level("WARNING", logger="synapse_retriever"):
         store.reinforce(["jwt", "login"])  # the clock: placed after the poison, with a warning
-    assert "ahead of the clock" in caplog.text and "synapse repair" in caplog.text
+    assert "ahead of the clock" in caplog.text and "synapse-retriever repair" in caplog.text
     assert main(["edges", str(path), "jwt", "--at", str(time.time())]) == 0  # no crash
-    assert "beyond year 9999: synapse repair removes it" in capsys.readouterr().out
+    assert "beyond year 9999: synapse-retriever repair removes it" in capsys.readouterr().out
     assert main(["repair", str(path), "--dry-run"]) == 0
     assert "would remove what was written ahead of the clock: 1 edges" in capsys.readouterr().out
     assert main(["repair", str(path), "--json"]) == 0

@@ -1,4 +1,4 @@
-"""``synapse bench capture``: what ``synapse watch`` and ``synapse mcp`` cost.
+"""``synapse-retriever bench capture``: what the ``watch`` and ``mcp`` commands cost.
 
 Watching: :func:`make_tree` writes a git working tree of N small text files (10,000 by
 default, a hundred to a folder, two folders deep, a ``.gitignore``d ``build/``) and
@@ -15,7 +15,7 @@ quiet spell of 0.25 s, and measures end to end, from what reaches the store:
   fast as a separate process can (a writer, as an editor is one), each burst twice, in
   two watches. The first watch's window holds the whole tree (``limit``) so that the
   event counts every save taken in: the burst's saves missing from it are ``lost``.
-  The second keeps ``max_coactivation`` files, as ``synapse watch`` does, and ticks
+  The second keeps ``max_coactivation`` files, as ``synapse-retriever watch`` does, and ticks
   every 5 ms: a burst is absorbed in the time from its first save to the event's
   write, less the quiet spell and less what the watch does before writing (filtering
   the window with ``ignored``, reading the branch; timed again on the same files).
@@ -24,7 +24,7 @@ quiet spell of 0.25 s, and measures end to end, from what reaches the store:
 Either way, the store gets the ``max_coactivation`` most recent files of an event.
 
 The MCP server: :func:`mcp_recall_latency` writes a graph of a few thousand edges over
-Zipf-popular nodes with ``reinforce_many``, starts ``synapse mcp STORE`` in a subprocess
+Zipf-popular nodes with ``reinforce_many``, starts ``synapse-retriever mcp STORE`` in a subprocess
 through the official SDK's client (stdio) and times ``recall`` round trips of 10 hits
 (p50, p90), next to ``SynapseStore.recall`` in process on the same store and hits.
 
@@ -142,7 +142,9 @@ class _Watching:
 
                 def write(files: list[str], namespace: str) -> int:
                     self.events.put((time.time(), files))
-                    kept = files[: store.config.max_coactivation]  # as synapse watch keeps
+                    kept = files[
+                        : store.config.max_coactivation
+                    ]  # as synapse-retriever watch keeps
                     return store.reinforce(kept, namespace=namespace)
 
                 watch(
@@ -301,7 +303,7 @@ def _burst_times(
     base: Path, bursts: Sequence[list[str]], overflows: _Overflows
 ) -> list[tuple[float, float, float, float, int]]:
     """Each burst saved once, in a watch that keeps ``max_coactivation`` files, as
-    ``synapse watch`` does: when the saves began and ended, when the event was written,
+    ``synapse-retriever watch`` does: when the saves began and ended, when the event was written,
     how long what the watch does before writing it takes (filtering the window, reading
     the branch, timed again on the same files), and the kernel queue's overflows. The
     tick is 5 ms, so the event is written within 5 ms of its quiet spell."""
@@ -425,7 +427,7 @@ def mcp_recall_latency(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """``recall`` round trips through ``synapse mcp STORE`` (the SDK's stdio client, a
+    """``recall`` round trips through ``synapse-retriever mcp STORE`` (the SDK's stdio client, a
     subprocess) against ``SynapseStore.recall`` in process, on the same store and hits.
 
     The store: ``events`` 5-node events over ``nodes`` Zipf-popular nodes, an hour apart,
@@ -464,7 +466,7 @@ def mcp_recall_latency(
             local.append(time.perf_counter() - started)
             expected.append([hit.id for hit in found])
 
-    say("MCP: recall through synapse mcp")
+    say("MCP: recall through synapse-retriever mcp")
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "synapse_retriever.cli", "mcp", os.fspath(path)]
     )
@@ -482,7 +484,9 @@ def mcp_recall_latency(
                     result = await client.call_tool("recall", arguments)
                     took = time.perf_counter() - started
                     if result.is_error or result.structured_content is None:
-                        raise RuntimeError(f"synapse mcp refused a recall: {result.content}")
+                        raise RuntimeError(
+                            f"synapse-retriever mcp refused a recall: {result.content}"
+                        )
                     if number >= warmup:
                         remote.append(took)
                         answered.append([hit["id"] for hit in result.structured_content["hits"]])
@@ -492,7 +496,9 @@ def mcp_recall_latency(
         server_start = asyncio.run(session())
     except Exception as exc:
         said = (Path(folder) / "mcp-server.log").read_text().strip()[-2000:] or "nothing"
-        raise RuntimeError(f"synapse mcp failed ({exc!r}); on stderr it said: {said}") from exc
+        raise RuntimeError(
+            f"synapse-retriever mcp failed ({exc!r}); on stderr it said: {said}"
+        ) from exc
     p50, local_p50 = statistics.median(remote), statistics.median(local)
     return {
         "nodes": nodes,

@@ -1,4 +1,4 @@
-"""Macro-averages over several ``synapse bench quality`` reports, with paired bootstrap CIs.
+"""Macro-averages over ``synapse-retriever bench quality`` reports, with paired bootstrap CIs.
 
 Each report is one repository. A row's gain over another row is paired per query
 (recall@k of the same test commit); the macro gain is the mean of the repositories'

@@ -143,7 +143,7 @@ class Synapse:
     """The treatment: the same top-k through :meth:`SynapseStore.recall`.
 
     The graph learns each eligible commit (2 to 32 files) as one co-activation event at
-    the commit's time, as ``synapse bootstrap`` does, in ``namespace``; queries are
+    the commit's time, as ``synapse-retriever bootstrap`` does, in ``namespace``; queries are
     recalled at their own time with that namespace active, and only files of the
     query's tree can be injected.
     """

@@ -1,4 +1,4 @@
-"""``synapse bench perf``: what the method costs per query and per write, by graph size.
+"""``synapse-retriever bench perf``: what the method costs per query and per write, by graph size.
 
 Synthetic graphs grow from 10-node activity events whose node popularity follows a Zipf
 law (real usage has hubs). For each size the run measures, on a real SQLite file:
@@ -767,7 +767,7 @@ def plot_latency(results: Sequence[dict[str, Any]], path: Path) -> None:
     axes.set_yscale("log")
     axes.set_xlabel("edges")
     axes.set_ylabel("microseconds")
-    axes.set_title("synapse bench perf: recall latency by graph size")
+    axes.set_title("synapse-retriever bench perf: recall latency by graph size")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()

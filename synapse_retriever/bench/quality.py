@@ -1,4 +1,4 @@
-"""``synapse bench quality``: does the graph find more of what a change needs, at the same k?
+"""``synapse-retriever bench quality``: does the graph find more of what a change needs, at a k?
 
 Protocol (on any local git repository, bare or not):
 
@@ -498,7 +498,7 @@ def run_quality(
     """Run the whole benchmark; the JSON-ready report (see :func:`markdown_tables`).
 
     ``store_path``, if given, keeps the frozen variant's graph (learned from the
-    teaching commits) in that file for inspection with ``synapse stats`` / ``edges``.
+    teaching commits) in that file for inspection with ``synapse-retriever stats`` / ``edges``.
     ``name`` labels the repository in tables (default: its directory name).
     """
     settings = settings or QualitySettings()
@@ -557,7 +557,7 @@ def _run(
         if not isinstance(getattr(settings.config, f.name), Mapping)
     }
     return {
-        "benchmark": "synapse bench quality",
+        "benchmark": "synapse-retriever bench quality",
         "name": name or _name(prepared.repository),
         "repository": prepared.repository,
         "rev": rev,

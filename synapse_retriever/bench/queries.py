@@ -1,4 +1,4 @@
-"""``synapse bench quality --queries FILE.jsonl``: recall and precision on your own corpus.
+"""``synapse-retriever bench quality --queries FILE.jsonl``: recall and precision on your corpus.
 
 Each line of the file is one query, as JSON::
 
@@ -197,7 +197,7 @@ def run_queries(
         if isinstance(getattr(store.config, f.name), (int, float, str, bool))
     }
     return {
-        "benchmark": "synapse bench quality --queries",
+        "benchmark": "synapse-retriever bench quality --queries",
         "name": name or store.path,
         "store": store.path,
         "settings": {"ks": list(ks), "namespace": namespace, "config": config},

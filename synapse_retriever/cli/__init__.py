@@ -1,9 +1,9 @@
-"""The ``synapse`` command: inspect a store, sweep it, move edges in and out, warm it from
+"""The ``synapse-retriever`` command: inspect a store, sweep it, move edges in and out, warm it from
 git, and benchmark the method.
 
 Every store command takes the store's path first. A missing store (for commands that
 only read it), a file that is not a synapse database, a bad export file or a bad git
-repository each give one line on stderr, ``synapse: error: ...``, and exit code 2.
+repository each give one line on stderr, ``synapse-retriever: error: ...``, and exit code 2.
 
 Examples
 --------
@@ -50,11 +50,14 @@ from synapse_retriever.errors import SynapseError
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "build_parser", "histogram", "main"]
 
+PROG = "synapse-retriever"
+"""The command's name: the console script the package installs (``[project.scripts]``)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``synapse`` argument parser."""
+    """The ``synapse-retriever`` argument parser."""
     parser = argparse.ArgumentParser(
-        prog="synapse",
+        prog=PROG,
         description="Inspect, maintain, warm-start and benchmark a synapse-retriever store.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -89,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "rename",
         cmd_rename,
         "Move a node to a new id with everything it learned, as a renamed file moves "
-        "(synapse watch does it as files move); refused if the new id has a past.",
+        "(synapse-retriever watch does it as files move); refused if the new id has a past.",
     )
     rename.add_argument("old", metavar="OLD", help="the node's id, e.g. a file's old path")
     rename.add_argument("new", metavar="NEW", help="its new id")
@@ -365,13 +368,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     capture = benches.add_parser(
         "capture",
-        help="What synapse watch costs on a git tree, and an MCP recall round trip.",
+        help="What synapse-retriever watch costs on a git tree, and an MCP recall round trip.",
         description=(
-            "Commit a git tree of small files, watch it (synapse watch, into an SQLite "
+            "Commit a git tree of small files, watch it (synapse-retriever watch, into an SQLite "
             "store): the start-up, the CPU while idle, the saves per second absorbed from "
-            "bursts of saves and how many were lost; then serve a Zipf graph with synapse "
-            "mcp in a subprocess and time recall round trips of 10 hits (p50, p90) through "
-            "the official SDK's client, against SynapseStore.recall in process."
+            "bursts of saves and how many were lost; then serve a Zipf graph with "
+            "synapse-retriever mcp in a subprocess and time recall round trips of 10 hits "
+            "(p50, p90) through the official SDK's client, against SynapseStore.recall in process."
         ),
     )
     capture.set_defaults(handler=cmd_bench_capture)
@@ -500,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``synapse`` with ``argv`` (default: the command line); returns the exit code."""
+    """Run ``synapse-retriever`` with ``argv`` (default: the command line); the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -508,8 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except (CliError, SynapseError, OSError, sqlite3.Error) as exc:
         message = str(exc) if not isinstance(exc, sqlite3.Error) else f"database error: {exc}"
-        sys.stderr.write(f"synapse: error: {' '.join(message.split())}\n")
+        sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("synapse: interrupted\n")
+        sys.stderr.write(f"{PROG}: interrupted\n")
         return 130

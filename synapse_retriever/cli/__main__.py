@@ -1,4 +1,4 @@
-"""``python -m synapse_retriever.cli``: the ``synapse`` command."""
+"""``python -m synapse_retriever.cli``: the ``synapse-retriever`` command."""
 
 import sys
 

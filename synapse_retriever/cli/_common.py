@@ -1,4 +1,4 @@
-"""What every ``synapse`` command shares: one-line errors, times, the store, output.
+"""What every ``synapse-retriever`` command shares: one-line errors, times, the store, output.
 
 Examples
 --------

@@ -1,4 +1,4 @@
-"""The benchmark commands: ``synapse bench quality``, ``macro``, ``perf``, ``memory`` and
+"""The benchmark commands: ``synapse-retriever bench quality``, ``macro``, ``perf``, ``memory`` and
 ``capture``."""
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
         "naive ×", "upserts/s", "bare SQLite upserts/s", "batched upserts/s (bare SQLite)",
         "sweep s (day)",
         "sweep s (90 days)", "bare SQLite delete s", "open s", "B/edge (arrays)", "B/edge (RSS)",
-        title="synapse bench perf", title_justify="left",
+        title="synapse-retriever bench perf", title_justify="left",
     )  # fmt: skip
     for r in results:
         table.add_row(
@@ -455,7 +455,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
         "budget (tokens)",
         *names,
         title=(
-            f"synapse bench memory: {report['questions']} planted facts in "
+            f"synapse-retriever bench memory: {report['questions']} planted facts in "
             f"{report['conversations']} conversation(s) of {args.turns} turns"
         ),
         title_justify="left",
@@ -467,7 +467,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_capture(args: argparse.Namespace) -> int:
-    """What ``synapse watch`` costs on a git tree, and an MCP ``recall`` round trip."""
+    """What ``synapse-retriever watch`` costs on a git tree, and an MCP ``recall`` round trip."""
     import importlib.util
 
     from synapse_retriever.bench.capture import run_capture
@@ -494,8 +494,8 @@ def cmd_bench_capture(args: argparse.Namespace) -> int:
     watched, served = report["watch"], report["mcp"]
     out = console()
     out.print(
-        f"synapse watch on a git tree of {watched['files']:,} files in {watched['folders']:,} "
-        f"folders: start-up {watched['startup_s']:.3f} s, CPU while idle "
+        f"synapse-retriever watch on a git tree of {watched['files']:,} files in "
+        f"{watched['folders']:,} folders: start-up {watched['startup_s']:.3f} s, CPU while idle "
         f"{watched['idle_cpu_percent']:.3f}% (over {watched['idle_s']:.1f} s)"
     )
     bursts = Table(
@@ -643,7 +643,7 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         "row",
         *((f"k = {b}" if by_k else f"{int(b):,} tokens") for b in budgets),
         title=(
-            f"synapse bench memory {'--realmem' if args.realmem else '--locomo'}: "
+            f"synapse-retriever bench memory {'--realmem' if args.realmem else '--locomo'}: "
             f"{'gold-session' if args.realmem else 'evidence-turn'} recall, "
             f"{every['queries']} queries "
             f"of {len(report['personas'])} persona(s), points against {report['baseline']} "

@@ -1,4 +1,4 @@
-"""``synapse mcp STORE``: the store as a Model Context Protocol server, for agents.
+"""``synapse-retriever mcp STORE``: the store as a Model Context Protocol server, for agents.
 
 Five tools over stdio (the official ``mcp`` SDK, the ``[mcp]`` extra), on one store
 opened for the server's life:
@@ -9,8 +9,8 @@ opened for the server's life:
   scores needed; what the store associates with them out, strongest first, each with
   its energy, the path it comes through and its edges to the given ids;
 - ``record_usage``: ids the agent used together, as one co-activation event;
-- ``neighbours``: a node's strongest live associations (``synapse edges --json``);
-- ``stats``: nodes, edges per namespace, histograms (``synapse stats --json``).
+- ``neighbours``: a node's strongest live associations (``synapse-retriever edges --json``);
+- ``stats``: nodes, edges per namespace, histograms (``synapse-retriever stats --json``).
 
 Arguments are checked twice: the SDK refuses a JSON value of the wrong type against
 each tool's input schema; every value the schema admits reaches the same validation
@@ -44,7 +44,7 @@ try:
     from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 except ImportError:  # pragma: no cover - the extra is in the dev requirements
     raise ImportError(
-        "synapse mcp needs the mcp extra: pip install 'synapse-retriever[mcp]'"
+        "synapse-retriever mcp needs the mcp extra: pip install 'synapse-retriever[mcp]'"
     ) from None
 
 from synapse_retriever import __version__

@@ -189,7 +189,7 @@ async def serve_stdio(server: MCPServer) -> None:
 
     Examples
     --------
-    >>> serve_stdio.__name__  # run as anyio.run(serve_stdio, server), by synapse mcp
+    >>> serve_stdio.__name__  # run as anyio.run(serve_stdio, server), by synapse-retriever mcp
     'serve_stdio'
     """
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, too

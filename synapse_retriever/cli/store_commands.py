@@ -44,14 +44,14 @@ __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "neighbour_report", "st
 # the histograms' bins live with the report, in the core (SynapseStore.stats)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""What stops ``synapse watch`` (Ctrl-C, a service manager, a closed terminal): its open
+"""What stops ``synapse-retriever watch`` (Ctrl-C, a service manager, a closed terminal): its open
 window is written first."""
 
 
 def stats_report(
     store: SynapseStore, at: float, namespace: str | None, *, name: str
 ) -> dict[str, Any]:
-    """What ``synapse stats --json`` prints (and the MCP ``stats`` tool returns):
+    """What ``synapse-retriever stats --json`` prints (and the MCP ``stats`` tool returns):
     :meth:`SynapseStore.stats` labelled ``name``."""
     return store.stats(at, namespace, name=name)
 
@@ -104,7 +104,7 @@ def _histogram_table(title: str, bins: list[dict[str, Any]]) -> Table:
 def neighbour_report(
     store: SynapseStore, node: str, at: float, namespace: str | None, limit: int
 ) -> dict[str, Any]:
-    """What ``synapse edges --json`` prints (and the MCP ``neighbours`` tool returns): the
+    """What ``synapse-retriever edges --json`` prints (and the MCP ``neighbours`` tool returns): the
     node's live edges at ``at``, strongest first, the first ``limit`` of them (0: all)."""
     found = store.neighbours(node, at=at, namespace=namespace)
     rows = [

@@ -128,7 +128,7 @@ def as_embedder(obj: object) -> Embedder:
     is. Anything else (a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``) is
     offered to the adapters that installed packages register under the entry-point
     group ``synapse_retriever.embedders``, in the order of their names; the first that
-    returns an embedder wins. The core imports no framework: ``langchain-synapse``
+    returns an embedder wins. The core imports no framework: ``langchain-synapse-retriever``
     adapts LangChain's embeddings, ``llama-index-postprocessor-synapse`` LlamaIndex's.
     Every ``embedder=`` of the conversation memory goes through this function.
 
@@ -165,7 +165,7 @@ def as_embedder(obj: object) -> Embedder:
     An adapter package registers its function in its ``pyproject.toml``::
 
         [project.entry-points."synapse_retriever.embedders"]
-        langchain = "langchain_synapse.embeddings:from_framework"
+        langchain = "langchain_synapse_retriever.embeddings:from_framework"
 
     An adapter whose package fails to import is skipped with a warning in the log, so
     a broken install of one framework does not stop another's embeddings.
@@ -190,7 +190,7 @@ def as_embedder(obj: object) -> Embedder:
     what = f"the class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
     raise InvalidTypeError(
         f"embedder must have name, dim and embed(texts), got {what}; LangChain embeddings "
-        "are adapted by the langchain-synapse package and LlamaIndex embeddings by "
+        "are adapted by the langchain-synapse-retriever package and LlamaIndex embeddings by "
         "llama-index-postprocessor-synapse (pip install the one for your framework)"
     )
 

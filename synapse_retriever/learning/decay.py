@@ -410,7 +410,8 @@ def reinforce_edges(
     if float(last.max()) > clock:
         logger.warning(
             "%d edge(s) of this batch were last reinforced ahead of the clock (up to %s): "
-            "its events are placed after them; store.repair() (synapse repair) removes them",
+            "its events are placed after them; store.repair() (synapse-retriever repair) "
+            "removes them",
             int(np.count_nonzero(last > clock)),
             float(last.max()),
         )
@@ -497,7 +498,7 @@ def _backwards(
         f"at={event.at} is earlier than the last reinforcement of {name[key[1]]!r}-"
         f"{name[key[2]]!r} in {event.namespace!r} ({last}){by}: time must not run backwards"
         + (
-            "; that time lies in the future: store.repair() (synapse repair) "
+            "; that time lies in the future: store.repair() (synapse-retriever repair) "
             "removes what was written ahead of the clock"
             if last > clock
             else ""

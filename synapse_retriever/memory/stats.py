@@ -1,4 +1,4 @@
-"""What a store holds, as ``SynapseStore.stats()`` and ``synapse stats --json`` report it:
+"""What a store holds, as ``SynapseStore.stats()`` and ``synapse-retriever stats --json`` report it:
 nodes, live edges per namespace, and weight and half-life histograms.
 
 Examples

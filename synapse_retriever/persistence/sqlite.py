@@ -553,7 +553,7 @@ class SQLiteStorage:
         (``PRAGMA quick_check``) finds damage.
 
         Not run at open: loading a store reads every table already, and the check would
-        add about a quarter to it (measured: 1.1 s at a million edges); ``synapse import``
+        add about a quarter to it (measured: 1.1 s at a million edges); ``synapse-retriever import``
         runs it before writing into an existing file.
         """
         with self._lock, self._typed_errors():

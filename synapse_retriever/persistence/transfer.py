@@ -384,14 +384,15 @@ def check_export_path(
     Traceback (most recent call last):
     ...
     synapse_retriever.errors.InvalidValueError: cannot write '/dev/null': it is a device, not a \
-regular file; it was left untouched (export to a file; synapse export writes to stdout with -)
+regular file; it was left untouched (export to a file; \
+synapse-retriever export writes to stdout with -)
     >>> store.close()
     """
     kind = _not_regular(path)
     if kind is not None:
         raise InvalidValueError(
             f"cannot write {os.fspath(path)!r}: it is {kind}, not a regular file; it was left "
-            "untouched (export to a file; synapse export writes to stdout with -)"
+            "untouched (export to a file; synapse-retriever export writes to stdout with -)"
         )
     what = None
     if store_path is not None:

@@ -1,4 +1,4 @@
-"""synapse bench capture runs end to end on a small tree (no timed assertion): the watch
+"""synapse-retriever bench capture runs end to end on a small tree (no timed assertion): the watch
 takes every save in, and the MCP server answers what the store answers in process."""
 
 from __future__ import annotations
@@ -55,4 +55,7 @@ def test_the_cli_reports_watch_and_mcp_costs(
 
 def test_a_bad_idle_time_fails_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "capture", "--idle-s", "0"]) == 2
-    assert capsys.readouterr().err == "synapse: error: --idle-s must be > 0 seconds, got 0.0\n"
+    assert (
+        capsys.readouterr().err
+        == "synapse-retriever: error: --idle-s must be > 0 seconds, got 0.0\n"
+    )

@@ -1,4 +1,4 @@
-"""synapse bench perf runs end to end on a tiny size; its naive spread computes the same thing."""
+"""synapse-retriever bench perf runs end to end on a tiny size; its naive spread agrees."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ SERVER = os.environ.get("SYNAPSE_TEST_POSTGRES", "postgresql://postgres@127.0.0.
 
 
 def perf(argv: list[str], **options: Any) -> int:
-    """``synapse bench perf ARGV``, with the options of ``add_perf_options`` set directly
+    """``synapse-retriever bench perf ARGV``, with the options of ``add_perf_options`` set directly
     (``--batches``, ``--postgres``, ``--postgres-max-edges``)."""
     args = build_parser().parse_args(["bench", "perf", *argv])
     vars(args).update(options)

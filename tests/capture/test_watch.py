@@ -533,7 +533,7 @@ def test_a_name_that_is_not_utf8_is_left_out_and_the_watch_goes_on(
 
 
 def _synapse_watch(tree: Path, store: Path) -> subprocess.Popen[str]:
-    """``synapse watch`` with an hour-long window, once it says every folder is watched."""
+    """``synapse-retriever watch`` with an hour-long window, once it says each folder is watched."""
     command = [sys.executable, "-m", "synapse_retriever.cli", "watch", str(tree), str(store),
                "--quiet-s", "3600"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -585,8 +585,8 @@ def test_the_watched_folder_deleted_is_said_and_the_open_window_written(
         err = _finish(process, None)  # it stops by itself
     assert process.returncode == 2
     assert err.splitlines()[-1] == (
-        f"synapse: error: the watched folder {str(tree)!r} was deleted or moved; the watch "
-        "stopped after 1 events (its open window was written)"
+        f"synapse-retriever: error: the watched folder {str(tree)!r} was deleted or moved; "
+        "the watch stopped after 1 events (its open window was written)"
     )
     with SynapseStore(store_path) as store:
         assert store.edge("a.py", "b.py", "branch:main") is not None

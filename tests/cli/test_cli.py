@@ -1,5 +1,5 @@
-"""The ``synapse`` command end to end: every command on a generated git repository, and the
-one-line errors (exit code 2) for bad paths and bad files."""
+"""The ``synapse-retriever`` command end to end: every command on a generated git repository,
+and the one-line errors (exit code 2) for bad paths and bad files."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from git_history import BASE, DAY, commit, init, make_project
 
 from synapse_retriever import SynapseStore
-from synapse_retriever.cli import histogram, main
+from synapse_retriever.cli import build_parser, histogram, main
 from synapse_retriever.persistence.transfer import export_edges
 
 JWT, KEYS = "src/auth/jwt.py", "src/auth/keys.py"
@@ -149,7 +150,9 @@ def test_rename_moves_a_node_and_refuses_a_merge(
     code, out, _ = run(capsys, "edges", str(store), moved, "--at", NEAR, "--json")
     assert [n["neighbour"] for n in json.loads(out)["neighbours"]] == [KEYS]
     code, _, err = run(capsys, "rename", str(store), moved, KEYS)
-    assert code == 2 and err.startswith("synapse: error: cannot rename") and "merge" in err
+    assert (
+        code == 2 and err.startswith("synapse-retriever: error: cannot rename") and "merge" in err
+    )
     assert run(capsys, "rename", str(store.parent / "none.db"), "a", "b")[0] == 2
 
 
@@ -498,7 +501,7 @@ def test_bench_macro_averages_reports(
 
 
 def _one_error_line(err: str, *fragments: str) -> None:
-    assert err.count("\n") == 1 and err.startswith("synapse: error: "), err
+    assert err.count("\n") == 1 and err.startswith("synapse-retriever: error: "), err
     for fragment in fragments:
         assert fragment in err, err
 
@@ -623,13 +626,13 @@ def test_export_to_dash_streams_to_stdout_and_writes_no_file(
 
 
 def _export_in_a_subprocess(store: Path, target: str, *options: str) -> tuple[int, str, str]:
-    """``synapse export`` in a subprocess, its stdout a pipe; 60 s at most."""
+    """``synapse-retriever export`` in a subprocess, its stdout a pipe; 60 s at most."""
     command = [sys.executable, "-m", "synapse_retriever.cli", "export", str(store), target,
                "--at", NEAR, *options]  # fmt: skip
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"synapse export {target} hung")
+        pytest.fail(f"synapse-retriever export {target} hung")
     return done.returncode, done.stdout, done.stderr
 
 
@@ -898,14 +901,25 @@ def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == f"synapse: error: no synapse database at '{tmp_path / 'none.db'}'\n"
+    assert (
+        result.stderr
+        == f"synapse-retriever: error: no synapse database at '{tmp_path / 'none.db'}'\n"
+    )
     version = subprocess.run(
         [sys.executable, "-m", "synapse_retriever.cli", "--version"],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert version.returncode == 0 and version.stdout.startswith("synapse ")
+    assert version.returncode == 0 and version.stdout.startswith("synapse-retriever ")
+
+
+def test_the_console_script_is_the_name_the_command_gives_itself() -> None:
+    """``[project.scripts]`` installs one command, the one ``--help`` and errors name."""
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    scripts = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts == {build_parser().prog: "synapse_retriever.cli:main"}
+    assert build_parser().prog == "synapse-retriever"  # `synapse` is another project's command
 
 
 def test_histogram_bins() -> None:
@@ -917,5 +931,7 @@ def test_a_device_is_not_a_store(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "stats", os.devnull)
     assert (
         code == 2
-        and err == f"synapse: error: {os.devnull!r} is not a regular file, not a synapse database\n"
+        and err
+        == f"synapse-retriever: error: {os.devnull!r} is not a regular file, "
+        "not a synapse database\n"
     )

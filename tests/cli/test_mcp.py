@@ -1,4 +1,4 @@
-"""synapse mcp STORE: the store as an MCP server, driven end to end by the official SDK's
+"""synapse-retriever mcp STORE: the store as an MCP server, driven end to end by the official SDK's
 client over stdio, in a real subprocess, on both backends."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def opened(path: str) -> SynapseStore:
 
 
 def with_server(path: str, session: Callable[[Client], Awaitable[None]]) -> None:
-    """Run ``session`` against ``synapse mcp path`` started as a subprocess."""
+    """Run ``session`` against ``synapse-retriever mcp path`` started as a subprocess."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "synapse_retriever.cli", "mcp", path]
     )
@@ -112,7 +112,7 @@ def test_an_agent_records_recalls_and_reads_what_the_api_would(store_path: str) 
         assert await call(client, "record_usage", args) == {"edges": 3, "dropped": []}
         again = await call(client, "record_usage", args)  # a retry counts once
         assert again == {"edges": 0, "dropped": []}
-        with opened(store_path) as other:  # another writer, e.g. synapse watch
+        with opened(store_path) as other:  # another writer, e.g. synapse-retriever watch
             other.reinforce(["auth/jwt.py", "tests/test_jwt.py"], at=T0 + 3 * DAY)
         at = T0 + 4 * DAY
         # the server's store catches up within its refresh interval (1 s): wait for it

@@ -94,7 +94,9 @@ def test_as_embedder_refuses_junk_naming_its_type_and_the_adapter_packages(
         as_embedder(junk)
     message = str(raised.value)
     assert message.startswith(f"embedder must have name, dim and embed(texts), {named};")
-    assert "langchain-synapse" in message and "llama-index-postprocessor-synapse" in message
+    assert (
+        "langchain-synapse-retriever" in message and "llama-index-postprocessor-synapse" in message
+    )
 
 
 ADAPTERS = '''

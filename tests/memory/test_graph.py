@@ -90,7 +90,7 @@ def test_many_new_edges_fold_the_log_into_the_adjacency() -> None:
 
 
 def test_a_node_added_by_a_use_alone_resizes_the_cached_view() -> None:
-    # a one-file commit of a new file (synapse bench quality on two real histories): the
+    # a one-file commit of a new file (synapse-retriever bench quality on two real histories): the
     # node count grows with no edge written, and the log of new edges must grow with it
     store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
     store.reinforce(["a", "b"], at=0)  # a new edge: in the log, not in the adjacency

@@ -100,7 +100,7 @@ def _edge(last: float, *, weight: float = 0.5, count: int = 2, created: float = 
 
 
 def _merged(path: Path, *batches: list[Edge]) -> list[MergeReport]:
-    """Merge each batch through its own connection, as ``synapse import`` does."""
+    """Merge each batch through its own connection, as ``synapse-retriever import`` does."""
     reports = []
     for batch in batches:
         storage = SQLiteStorage(path)

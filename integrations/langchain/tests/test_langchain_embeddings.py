@@ -1,4 +1,4 @@
-"""langchain_synapse.embeddings: LangChain embeddings as the conversation memory's embedder.
+"""langchain_synapse_retriever.embeddings: LangChain embeddings as the memory's embedder.
 
 The embeddings are real LangChain ``Embeddings``: a subclass over the core's hashing
 embedder that counts its calls, and langchain-core's own ``DeterministicFakeEmbedding``.
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_synapse import LangChainEmbedder, synapse_trim_messages
+from langchain_synapse_retriever import LangChainEmbedder, synapse_trim_messages
 
 from synapse_retriever.context import (
     ContextConfig,
@@ -157,7 +157,7 @@ def test_an_empty_list_embeds_to_shape_0_dim_with_one_probe_kept() -> None:
 
 def test_as_embedder_finds_the_adapter_through_the_entry_point() -> None:
     registered = {e.name: e.value for e in entry_points(group="synapse_retriever.embedders")}
-    assert registered["langchain"] == "langchain_synapse.embeddings:from_framework"
+    assert registered["langchain"] == "langchain_synapse_retriever.embeddings:from_framework"
     embeddings = HashingEmbeddings()
     adapted = as_embedder(embeddings)
     assert isinstance(adapted, LangChainEmbedder) and adapted.embeddings is embeddings
@@ -235,7 +235,7 @@ def test_trim_messages_takes_langchain_embeddings() -> None:
 
 
 def test_the_middleware_wraps_langchain_embeddings_once() -> None:
-    from langchain_synapse import SynapseMemoryMiddleware
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
 
     embeddings = HashingEmbeddings()
     middleware = SynapseMemoryMiddleware(max_tokens=100, embedder=embeddings)

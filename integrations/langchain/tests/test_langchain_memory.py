@@ -1,4 +1,4 @@
-"""langchain_synapse.memory: trimming by importance, the agent middleware, a summarizer."""
+"""langchain_synapse_retriever.memory: trimming by importance, the middleware, a summarizer."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from langchain_core.messages import (
     trim_messages,
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_synapse import chat_model_summarizer, synapse_trim_messages
-from langchain_synapse.memory import to_history
+from langchain_synapse_retriever import chat_model_summarizer, synapse_trim_messages
+from langchain_synapse_retriever.memory import to_history
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 from pydantic import Field
 
@@ -199,7 +199,7 @@ def long_chat() -> list[BaseMessage]:
 
 
 def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: Any) -> None:
-    from langchain_synapse import SynapseMemoryMiddleware
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
 
     model = Recorder()
     agent = create_agent(
@@ -220,7 +220,7 @@ def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: An
 
 @pytest.mark.asyncio
 async def test_the_middleware_works_async(create_agent: Any) -> None:
-    from langchain_synapse import SynapseMemoryMiddleware
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
 
     model = Recorder()
     agent = create_agent(model, tools=[], middleware=[SynapseMemoryMiddleware(max_tokens=120)])
@@ -230,7 +230,7 @@ async def test_the_middleware_works_async(create_agent: Any) -> None:
 
 def test_the_async_middleware_trims_off_the_event_loop(create_agent: Any) -> None:
     """A 0.3 s embedder: the async agent's trimming runs in a worker thread."""
-    from langchain_synapse import SynapseMemoryMiddleware
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
 
     embedder = SlowEmbedder(0.3)
     model = Recorder()

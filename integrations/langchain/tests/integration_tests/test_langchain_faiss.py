@@ -21,7 +21,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import tool
-from langchain_synapse import SynapseCallbackHandler, SynapseRetriever
+from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from synapse_retriever import SynapseConfig, SynapseStore

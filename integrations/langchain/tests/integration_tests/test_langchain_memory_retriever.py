@@ -10,7 +10,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
-from langchain_synapse import SynapseMemoryRetriever, chat_model_relation_extractor
+from langchain_synapse_retriever import SynapseMemoryRetriever, chat_model_relation_extractor
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
@@ -92,7 +92,7 @@ def test_a_chat_model_extracts_relations_in_consolidation() -> None:
 
 def test_structured_output_is_used_where_the_model_has_it() -> None:
     from langchain_core.runnables import RunnableLambda
-    from langchain_synapse.memory_retriever import RELATIONS_SCHEMA
+    from langchain_synapse_retriever.memory_retriever import RELATIONS_SCHEMA
 
     class StructuredModel(FakeListChatModel):
         """A chat model whose structured output answers the schema with a dict."""
@@ -115,7 +115,7 @@ def test_structured_output_is_used_where_the_model_has_it() -> None:
 
 
 def test_a_model_that_answers_the_mode_is_asked() -> None:
-    from langchain_synapse import chat_model_mode_detector
+    from langchain_synapse_retriever import chat_model_mode_detector
 
     detector = chat_model_mode_detector(FakeListChatModel(responses=["analytical"]))
     memory = filled(mode_detector=detector)

@@ -1,4 +1,4 @@
-"""Unit tests for langchain_synapse.callbacks: learning from what one run's tools used.
+"""Unit tests for langchain_synapse_retriever.callbacks: learning from what one run's tools used.
 
 One event at strength 1 gives each pair an edge of weight 0.3 (learning rate 0.3 × 1).
 """
@@ -15,7 +15,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import tool
-from langchain_synapse import SynapseCallbackHandler, SynapseRetriever
+from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 
 from synapse_retriever import SynapseStore
 

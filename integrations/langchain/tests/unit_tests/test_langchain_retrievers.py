@@ -1,4 +1,4 @@
-"""Unit tests for langchain_synapse.retrievers: SynapseRetriever over in-memory parts.
+"""Unit tests for langchain_synapse_retriever.retrievers: SynapseRetriever over in-memory parts.
 
 Tests of the published rule's mechanics (energies, boosts, candidates by energy) pin
 ``config=PUBLISHED``, ``SynapseConfig.published()``. Their worked numbers: one
@@ -28,7 +28,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
-from langchain_synapse import SynapseRetriever, document_id
+from langchain_synapse_retriever import SynapseRetriever, document_id
 from pydantic import Field, ValidationError
 
 from synapse_retriever import SynapseConfig, SynapseStore, content_id

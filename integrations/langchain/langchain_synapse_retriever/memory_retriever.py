@@ -79,7 +79,7 @@ class SynapseMemoryRetriever(BaseRetriever):
         .. code-block:: python
 
             from synapse_retriever.context import ConversationMemory
-            from langchain_synapse import SynapseMemoryRetriever
+            from langchain_synapse_retriever import SynapseMemoryRetriever
 
             memory = ConversationMemory("chat.db")
             retriever = SynapseMemoryRetriever(memory=memory, k=5)

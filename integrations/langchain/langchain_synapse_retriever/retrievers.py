@@ -60,7 +60,7 @@ class SynapseRetriever(BaseRetriever):
     """Fold learned co-usage into any retriever's results without ever adding a document.
 
     Documents used together (see :meth:`record_usage` and
-    :class:`~langchain_synapse.SynapseCallbackHandler`) are linked in a
+    :class:`~langchain_synapse_retriever.SynapseCallbackHandler`) are linked in a
     :class:`~synapse_retriever.SynapseStore`. At query time, by default (the ACT-R
     rule), up to two documents it missed (resolved through ``docstore``) take the
     slots of its weakest hits when they beat them by a margin: documents used with the
@@ -81,7 +81,7 @@ class SynapseRetriever(BaseRetriever):
         >>> from langchain_core.documents import Document
         >>> from langchain_core.runnables import RunnableLambda
         >>> from langchain_core.stores import InMemoryStore
-        >>> from langchain_synapse import SynapseRetriever
+        >>> from langchain_synapse_retriever import SynapseRetriever
         >>> names = ["auth/jwt.py", "auth/login.py", "auth/views.py", "README.md", "keys.py"]
         >>> corpus = {name: Document(page_content=f"source of {name}", id=name) for name in names}
         >>> docstore = InMemoryStore()

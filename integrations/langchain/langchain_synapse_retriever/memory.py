@@ -103,7 +103,7 @@ def synapse_trim_messages(
             so a working memory larger than the budget has its oldest turns condensed
             instead of raising (a warning is logged; a turn is never cut mid-text).
         embedder: Similarities: a LangChain ``Embeddings`` (wrapped in a
-            :class:`~langchain_synapse.LangChainEmbedder`) or the core's ``Embedder``;
+            :class:`~langchain_synapse_retriever.LangChainEmbedder`) or the core's ``Embedder``;
             default: the core's offline hashing embedder.
 
     Returns:
