@@ -741,6 +741,18 @@ def markdown_tables(report: Mapping[str, Any]) -> str:
                 f"{levels['full']:.1f}, {levels['chunks']:.1f}, {levels['summary']:.1f}"
             )
         out.append(f"| {row} | " + " | ".join(cells) + " |")
+    alone = "no graph"
+    modes = [row for row in ("auto", "analytical", "creative", "conversational") if row in rows]
+    if by_k and alone in rows and modes:  # the graph's own share: each mode against the same
+        shares = _group(report["queries"], [*modes, alone], alone, [int(b) for b in budgets])
+        out += ["", f"What the graph adds: each mode against `{alone}` (points, 95% interval):", ""]
+        out += [head, rule]
+        for row in modes:
+            cells = [
+                f"{100 * c['delta']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]"
+                for c in (shares[row][b] for b in budgets)
+            ]
+            out.append(f"| {row} | " + " | ".join(cells) + " |")
     for title, groups in (("category", tables["category"]), ("persona", tables["persona"])):
         out += ["", f"{measure} per {title} (points against {baseline}):", ""]
         out += [f"| {title} (queries) | row | " + " | ".join(f"{int(b):,}" for b in budgets) + " |"]

@@ -275,6 +275,11 @@ def test_every_row_retrieves_and_is_scored_at_every_k(tiny: Path) -> None:
     markdown = markdown_tables(report)
     assert "| row | k = 1 | k = 4 |" in markdown
     assert "modes detected by auto: conversational 1" in markdown
+    # the graph's own share, each mode against the fusion without it, from the same queries
+    share = markdown.split("What the graph adds: each mode against `no graph`")[1]
+    auto = entry["scores"]["auto"]["4"]["recall"] - entry["scores"]["no graph"]["4"]["recall"]
+    assert f"| auto | {100 * (entry['scores']['auto']['1']['recall'] - 1.0):+.1f} " in share
+    assert f"[{100 * auto:+.1f}, {100 * auto:+.1f}] |" in share.split("\n")[4]
 
 
 def test_the_cli_runs_it_and_checks_its_flags(
