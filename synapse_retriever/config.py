@@ -223,6 +223,17 @@ class SynapseConfig:
         Σ_j W_j S_ji / Σ_j W_j (in nats; see :mod:`synapse_retriever.recall.actr`), a
         candidate needs to take a slot. 0 (default): any learned edge will do; higher
         trades recall for precision (docs, Configuration).
+    association_hops : int
+        ``actr``, under the gate: how far a candidate may be from the hits. 1 (default):
+        a learned edge with a hit; 2: also a node of the latest ``recent_events`` events
+        with an edge to a hit's neighbour (associated through one intermediate node, as
+        spreading activation reaches in two hops), each step of positive log-lift. Its lift
+        with the hits is 0, so its base level, less ``indirect_penalty``, orders it, and
+        ``min_association`` above 0 admits only direct edges.
+    indirect_penalty : float
+        ``actr``, with ``association_hops=2``: what a candidate associated with the hits
+        only through an intermediate node loses from its activation (an indirect
+        association is weaker evidence; ACT-R's mismatch penalty plays the same part).
     recent_events : int
         ``actr``: the latest events kept per namespace; under the recency prior
         (``require_association=False``) their nodes are candidates too (besides the
@@ -289,6 +300,8 @@ class SynapseConfig:
     association_fan: int = 256
     require_association: bool = True
     min_association: float = 0.0
+    association_hops: int = 1
+    indirect_penalty: float = 1.0
 
     @classmethod
     def published(cls, **overrides: object) -> SynapseConfig:
@@ -387,7 +400,13 @@ class SynapseConfig:
             _check_positive(name, getattr(self, name))
         if self.rule not in RULES:
             raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
-        for name in ("association", "keep_bonus", "stale_unused", "min_association"):
+        for name in (
+            "association",
+            "keep_bonus",
+            "stale_unused",
+            "min_association",
+            "indirect_penalty",
+        ):
             _check_non_negative(name, getattr(self, name))
         if not isinstance(self.require_association, bool):
             raise InvalidTypeError(
@@ -397,6 +416,10 @@ class SynapseConfig:
             raise InvalidValueError(
                 f"min_association applies under the association gate: got "
                 f"min_association={self.min_association!r} with require_association=False"
+            )
+        if self.association_hops not in (1, 2) or isinstance(self.association_hops, bool):
+            raise InvalidValueError(
+                f"association_hops must be 1 or 2, got {self.association_hops!r}"
             )
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):

@@ -41,6 +41,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
@@ -71,6 +72,7 @@ __all__ = [
     "NodeValues",
     "RankedNames",
     "StrongestSources",
+    "intermediates",
     "lift_strengths",
     "plan",
     "source_weights",
@@ -161,6 +163,75 @@ def lift_strengths(
     rest = w.sum() - own
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where((rest > 0) & (total > 0), total / rest, 0.0)
+
+
+def intermediates(
+    candidates: IntArray,
+    rows: Sequence[tuple[IntArray, FloatArray]],
+    near: IntArray,
+    nodes: IntArray,
+    uses: FloatArray,
+    events: float,
+) -> IntArray:
+    """Per candidate, the node through which it is associated with the hits in two hops
+    (-1 if none): its neighbour in ``near`` of the highest log-lift, if positive.
+
+    Parameters
+    ----------
+    candidates : array of int
+        The ids i to link (each in ``nodes``).
+    rows : sequence of (array, array)
+        Per candidate, the ids of its live neighbours and the co-use counts c_mi.
+    near : array of int
+        The nodes associated with the hits: the hits, and their neighbours of positive
+        log-lift with them.
+    nodes : array of int
+        Distinct ids, ascending, holding the candidates and ``near``; ``uses`` gives each
+        one's n.
+    events : float
+        N, the co-activation events.
+
+    Returns
+    -------
+    array of int
+        The intermediate m of each candidate: argmax over m in ``near`` of S_mi (ties: the
+        smaller id), or -1 where no such m has S_mi > 0.
+
+    Notes
+    -----
+    S_mi = ln(c_mi × N / (n_m × n_i)), the log-lift of :func:`lift_strengths`. A candidate
+    i is associated with the hits in two hops when some hit j has S_jm > 0 with a node m
+    (or m is a hit) and S_mi > 0: the path spreading activation takes from a hit through
+    one node, each step more often together than chance.
+
+    Examples
+    --------
+    N = 20 events; i (id 3) used 4 times: with m = 1 (used 5 times) twice, S = ln(2 × 20 /
+    20) = 0.6931; with m = 2 (used 10 times) twice, S = ln(40 / 40) = 0, no association;
+    with 9 (not near the hits) 4 times. Candidate 4 (used 2 times) met only 2, once:
+    S = ln(20 / 20) = 0.
+
+    >>> nodes, uses = np.array([1, 2, 3, 4, 9]), np.array([5.0, 10.0, 4.0, 2.0, 4.0])
+    >>> rows = [(np.array([1, 2, 9]), np.array([2.0, 2.0, 4.0])), (np.array([2]), np.array([1.0]))]
+    >>> intermediates(np.array([3, 4]), rows, np.array([1, 2]), nodes, uses, 20).tolist()
+    [1, -1]
+    """
+    out = np.full(candidates.size, -1, np.int64)
+    if candidates.size == 0 or nodes.size == 0:
+        return out
+    n_i = uses[np.searchsorted(nodes, candidates)]
+    for at, (ids, counts) in enumerate(rows):
+        inside = np.isin(ids, near)
+        if not inside.any():
+            continue
+        middle, c = ids[inside], counts[inside]
+        n_m = uses[np.searchsorted(nodes, middle)]
+        with np.errstate(divide="ignore"):
+            strength = np.log(c * events / (n_m * n_i[at]))
+        best = int(np.argmax(strength))  # the first maximum: the smaller id
+        if strength[best] > 0:
+            out[at] = middle[best]
+    return out
 
 
 def source_weights(scores: Sequence[float]) -> list[float]:
@@ -528,7 +599,10 @@ def plan(
         else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
     )
     gated = config.require_association
-    recent = np.zeros(0, np.int64) if gated else uses.recent_nodes(factors, until=now)
+    two_hops = gated and config.association_hops == 2
+    recent = (
+        uses.recent_nodes(factors, until=now) if two_hops or not gated else np.zeros(0, np.int64)
+    )
     known = ids[ids >= 0]
     nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
     counts, base = uses.levels(nodes, now, factors, config.base_decay)
@@ -557,16 +631,37 @@ def plan(
     movable = [by_name[node] for node, _ in hits[config.seeds :]]
     floor = min(movable, default=math.inf) + config.keep_bonus
     eligible = (activation > floor) & ~present
+    via: dict[str, tuple[str, ...]] = {}  # the paths of the nodes linked in two hops
     if gated:  # an edge with a hit, and at least min_association of lift
         linked = np.zeros(nodes.size, bool)
         linked[np.searchsorted(nodes, np.concatenate([row for row, _ in sources]))] = True
+        if two_hops:  # or a latest event's node associated with one associated with a hit
+            far = nodes[eligible & ~linked]
+            near = unique_ids(np.concatenate([known, nodes[lift > 0]]))
+            middle = intermediates(
+                far, graph.co_uses(far.tolist(), active, now), near, nodes, counts, events
+            )
+            far, middle = far[middle >= 0], middle[middle >= 0]
+            at = np.searchsorted(nodes, far)
+            linked[at] = True
+            activation[at] -= config.indirect_penalty
+            eligible &= activation > floor
+            firsts = StrongestSources(names, sources, middle, graph.names, graph.index)
+            for node, step in zip(far.tolist(), middle.tolist(), strict=True):
+                name, step_name = graph.names[node], graph.names[step]
+                start = (step_name,) if step_name in first_score else firsts[step_name]
+                via[name] = (*start, name)
         eligible &= linked & (lift >= config.min_association)
     strong = np.flatnonzero(eligible)
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
     head = len(hits) + config.max_inject  # what a swap reads first
     by_name.update(zip(order[:head], order.values(head), strict=True))
     energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
-    paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
+    paths: Mapping[str, tuple[str, ...]] = StrongestSources(
+        names, sources, nodes[strong], graph.names, graph.index
+    )
+    if via:
+        paths = ChainMap(via, paths)  # type: ignore[arg-type]
     return ActrPlan(
         hits,
         Activation(energy, paths),  # type: ignore[arg-type]
