@@ -183,8 +183,8 @@ def intermediates(
     rows : sequence of (array, array)
         Per candidate, the ids of its live neighbours and the co-use counts c_mi.
     near : array of int
-        The nodes associated with the hits: the hits, and their neighbours of positive
-        log-lift with them.
+        The nodes associated with the hits (distinct, ascending): the hits, and their
+        neighbours of positive log-lift with them.
     nodes : array of int
         Distinct ids, ascending, holding the candidates and ``near``; ``uses`` gives each
         one's n.
@@ -217,20 +217,23 @@ def intermediates(
     [1, -1]
     """
     out = np.full(candidates.size, -1, np.int64)
-    if candidates.size == 0 or nodes.size == 0:
+    if candidates.size == 0 or near.size == 0:
         return out
-    n_i = uses[np.searchsorted(nodes, candidates)]
-    for at, (ids, counts) in enumerate(rows):
-        inside = np.isin(ids, near)
-        if not inside.any():
-            continue
-        middle, c = ids[inside], counts[inside]
-        n_m = uses[np.searchsorted(nodes, middle)]
-        with np.errstate(divide="ignore"):
-            strength = np.log(c * events / (n_m * n_i[at]))
-        best = int(np.argmax(strength))  # the first maximum: the smaller id
-        if strength[best] > 0:
-            out[at] = middle[best]
+    owner = np.repeat(np.arange(candidates.size), [ids.size for ids, _ in rows])
+    ids = np.concatenate([ids for ids, _ in rows])
+    counts = np.concatenate([c for _, c in rows])
+    at = np.minimum(near.searchsorted(ids), near.size - 1)
+    inside = near[at] == ids
+    owner, ids, counts = owner[inside], ids[inside], counts[inside]
+    n_m = uses[nodes.searchsorted(ids)]
+    n_i = uses[nodes.searchsorted(candidates)][owner]
+    with np.errstate(divide="ignore"):
+        strength = np.log(counts * events / (n_m * n_i))
+    keep = strength > 0
+    owner, ids, strength = owner[keep], ids[keep], strength[keep]
+    order = np.lexsort((ids, -strength, owner))  # per candidate: strongest, then smaller id
+    first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if order.size else order
+    out[owner[first]] = ids[first]
     return out
 
 
