@@ -4,8 +4,9 @@ The learning and forgetting constants are the published values (Budget-Neutral
 Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
 is used. The recall rule is ACT-R's (``SynapseConfig()``, the same as
 ``SynapseConfig.actr()``), which beat the published rule on real histories (docs,
-Benchmarks: Quality), gated by association: only a node with a learned edge to one of
-the query's hits may take a slot. ``SynapseConfig.recency()`` lifts the gate (a recency
+Benchmarks: Quality), gated by association: only a node associated with the query's hits
+(a learned edge with one, or, for a recently used node, an edge with a node associated with
+one: ``association_hops``) may take a slot. ``SynapseConfig.recency()`` lifts the gate (a recency
 prior: a node used often and lately may take a slot in any query);
 ``SynapseConfig.published()`` is the method exactly as published.
 
@@ -214,8 +215,9 @@ class SynapseConfig:
     require_association : bool
         ``actr``: the association gate (on by default). A candidate must have a learned
         edge with at least one of the query's hits (among that hit's
-        ``association_fan`` most co-used neighbours) to take a slot; base level still
-        orders the associated candidates and defends the hits. False is the recency
+        ``association_fan`` most co-used neighbours), or reach one in two steps
+        (``association_hops``), to take a slot; base level still orders the associated
+        candidates and defends the hits. False is the recency
         prior (the preset :meth:`recency`): the nodes of the latest ``recent_events``
         events are candidates too, on their base level alone, whatever the query.
     min_association : float
@@ -224,12 +226,14 @@ class SynapseConfig:
         candidate needs to take a slot. 0 (default): any learned edge will do; higher
         trades recall for precision (docs, Configuration).
     association_hops : int
-        ``actr``, under the gate: how far a candidate may be from the hits. 1 (default):
-        a learned edge with a hit; 2: also a node of the latest ``recent_events`` events
-        with an edge to a hit's neighbour (associated through one intermediate node, as
-        spreading activation reaches in two hops), each step of positive log-lift. Its lift
-        with the hits is 0, so its base level, less ``indirect_penalty``, orders it, and
-        ``min_association`` above 0 admits only direct edges.
+        ``actr``, under the gate: how far from the hits a candidate may be. 2 (default):
+        a learned edge with a hit, or, for a node of the latest ``recent_events`` events,
+        an edge with a node associated with a hit (a path of two steps, each of positive
+        log-lift: more often together than chance, as spreading activation reaches through
+        one node); 1: only a learned edge with a hit (the gate of 0.2's first measurements).
+        A node reached in two steps has no lift with the hits, so its base level, less
+        ``indirect_penalty``, orders it; ``min_association`` above 0 admits only direct
+        edges.
     indirect_penalty : float
         ``actr``, with ``association_hops=2``: what a candidate associated with the hits
         only through an intermediate node loses from its activation (an indirect
@@ -300,7 +304,7 @@ class SynapseConfig:
     association_fan: int = 256
     require_association: bool = True
     min_association: float = 0.0
-    association_hops: int = 1
+    association_hops: int = 2
     indirect_penalty: float = 1.0
 
     @classmethod

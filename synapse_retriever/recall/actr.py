@@ -15,8 +15,10 @@ of ``keep_bonus`` (the evidence of the vector match) and only ``defend_associati
 of its association with the other hits (they are alike by construction); an absent
 node takes the slot of the weakest non-protected hit only if it is associated with the
 query (the association gate: a learned edge with at least one hit, and a mean log-lift
-Σ_j W_j S_ji / Σ_j W_j of at least ``min_association``) and its activation beats that
-hit's defending activation plus the bonus. Base level orders the associated nodes; the
+Σ_j W_j S_ji / Σ_j W_j of at least ``min_association``; or, for a node of the latest
+events, two steps of positive log-lift, hit j to a node m to it, S_jm > 0 and S_mi > 0,
+its activation then less ``indirect_penalty``) and its activation beats that hit's
+defending activation plus the bonus. Base level orders the associated nodes; the
 recency prior (``SynapseConfig.recency()``) lifts the gate, letting the latest events'
 nodes in on their base level alone. At most ``max_inject`` such swaps; the first
 ``seeds`` hits never move. The list never grows, its order is kept, and a store that
@@ -561,13 +563,15 @@ def plan(
 ) -> ActrPlan:
     """The ACT-R rule's plan for validated ``hits`` (best first) at time ``now``.
 
-    The candidates are each hit's ``association_fan`` most co-used live neighbours (the
-    association gate, ``require_association``: nothing else may take a slot), or, under
-    the recency prior, those and the latest events' nodes. Every one gets A = B + W × lift
-    (the module's formula, with a hit's share of the association ``defend_association``);
-    a memory that stopped learning g days ago raises ``unused_base`` by
-    ``stale_unused × ln(1 + g)``. Under the gate a candidate also needs its lift (the mean
-    log-lift with the hits) to be at least ``min_association``.
+    The candidates are each hit's ``association_fan`` most co-used live neighbours and
+    the latest events' nodes. Every one gets A = B + W × lift (the module's formula, with
+    a hit's share of the association ``defend_association``); a memory that stopped
+    learning g days ago raises ``unused_base`` by ``stale_unused × ln(1 + g)``. Under the
+    association gate (``require_association``) a latest event's node that is no
+    neighbour of a hit needs two steps of positive log-lift to the hits (see
+    :func:`intermediates`; ``association_hops=2``, else it is left out) and loses
+    ``indirect_penalty``, and every candidate needs its lift (the mean log-lift with the
+    hits) to be at least ``min_association``; the recency prior lets every candidate in.
 
     Examples
     --------
@@ -579,6 +583,13 @@ def plan(
     >>> store.use(["readme"], at=0)  # used, but with none of the hits
     >>> store.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # gated out
     ['b']
+    >>> _ = store.reinforce(["b", "c"], at=0)  # c: two steps from a, through b
+    >>> _ = store.reinforce(["d", "e"], at=0)  # elsewhere: N = 3, so S_ab = S_bc = ln 1.5 > 0
+    >>> plan = store.plan([("a", 0.9), ("x", 0.5), ("y", 0.4)], at=86400)
+    >>> plan.candidates, round(plan.activation.energy["c"], 4)  # c: B 0 - indirect_penalty 1
+    (['b', 'c'], -1.0)
+    >>> [(h.id, h.path) for h in plan.inject()]
+    [('a', ()), ('b', ('a', 'b')), ('c', ('a', 'b', 'c'))]
     >>> recency = SynapseStore(":memory:", config=SynapseConfig.recency())
     >>> _ = recency.reinforce(["a", "b"], at=0)
     >>> recency.use(["readme"], at=0)

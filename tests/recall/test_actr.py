@@ -230,7 +230,7 @@ hit_lists = st.lists(st.sampled_from("abcdefghijklm"), min_size=0, max_size=10, 
 
 
 configs = st.sampled_from(
-    [SynapseConfig(), SynapseConfig(association_hops=2), SynapseConfig.recency()]
+    [SynapseConfig(), SynapseConfig(association_hops=1), SynapseConfig.recency()]
 )
 
 
@@ -267,11 +267,13 @@ def test_recall_never_grows_the_result_and_keeps_an_original(
 
 
 @settings(max_examples=60, deadline=None)
-@given(events, hit_lists, st.sampled_from([0.0, 0.5, 2.0]))
-def test_the_default_injects_only_nodes_with_an_edge_to_a_hit(
-    history: list[tuple[list[str], float]], ids: list[str], minimum: float
+@given(events, hit_lists, st.sampled_from([(1, 0.0), (1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]))
+def test_one_hop_or_a_minimum_association_injects_only_nodes_with_an_edge_to_a_hit(
+    history: list[tuple[list[str], float]], ids: list[str], gate: tuple[int, float]
 ) -> None:
-    config = SynapseConfig(min_association=minimum)
+    # one hop, or any min_association above 0 (a node two steps away has no lift)
+    hops, minimum = gate
+    config = SynapseConfig(association_hops=hops, min_association=minimum)
     store = SynapseStore(":memory:", config=config)
     at = 0.0
     for nodes, gap in history:
@@ -655,8 +657,8 @@ def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
     hits = [("jwt.py", 0.9), ("login.md", 0.5), ("faq.md", 0.4)]
     results = {}
     for name, config in (
-        ("default", SynapseConfig()),
-        ("two hops", SynapseConfig(association_hops=2)),
+        ("one hop", SynapseConfig(association_hops=1)),
+        ("two hops", SynapseConfig()),  # the default
         ("recency", SynapseConfig.recency()),
     ):
         with SynapseStore(":memory:", config=config) as store:
@@ -682,16 +684,16 @@ def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
     ]
     # one hop: rotate.py has no edge with a hit; billing.py (B = 1.43) beats both, but is
     # reached from no hit in any number of hops: only the recency prior lets it in
-    assert [node for node, _, _ in results["default"]] == ["jwt.py", "login.md", "keys.py"]
+    assert [node for node, _, _ in results["one hop"]] == ["jwt.py", "login.md", "keys.py"]
     assert [node for node, _, _ in results["recency"]] == ["jwt.py", "billing.py", "invoice.py"]
 
 
 @settings(max_examples=60, deadline=None)
 @given(events, hit_lists)
-def test_two_hops_inject_only_nodes_within_two_edges_of_a_hit(
+def test_the_default_injects_only_nodes_within_two_edges_of_a_hit(
     history: list[tuple[list[str], float]], ids: list[str]
 ) -> None:
-    store = SynapseStore(":memory:", config=SynapseConfig(association_hops=2))
+    store = SynapseStore(":memory:")
     at = 0.0
     for nodes, gap in history:
         at += gap * DAY
@@ -717,7 +719,7 @@ def test_two_hops_inject_only_nodes_within_two_edges_of_a_hit(
 def test_an_unassociated_recent_node_is_never_injected_in_two_hops() -> None:
     # billing.py is used in every task of the week, and reaches jwt.py through no node
     hits = [("jwt.py", 0.9), ("login.md", 0.5), ("faq.md", 0.4)]
-    with SynapseStore(":memory:", config=SynapseConfig(association_hops=2)) as store:
+    with SynapseStore(":memory:") as store:  # the default: two hops
         store.reinforce(["jwt.py", "keys.py"], at=0)
         store.reinforce(["readme.md", "billing.py"], at=0)  # a path, but none from a hit
         for day in range(1, 8):
