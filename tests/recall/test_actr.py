@@ -411,9 +411,19 @@ def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) ->
     # the in-memory state (use arrays, recent events, cached co-use rows kept across
     # writes and time) must equal what a store opened on the same file computes from
     # scratch, with the default weight tolerance: the ACT-R rule's plan is exact
+    _plans_as_a_fresh_store(steps, SynapseConfig.recency(recent_events=4, use_history=3))
+
+
+@settings(max_examples=30, deadline=None)
+@given(actr_steps)
+def test_a_long_lived_store_plans_two_hops_as_a_freshly_opened_one(steps: list[tuple]) -> None:
+    # the same under the default gate: the latest events' co-use rows are read too
+    _plans_as_a_fresh_store(steps, SynapseConfig(recent_events=4, use_history=3))
+
+
+def _plans_as_a_fresh_store(steps: list[tuple], config: SynapseConfig) -> None:
     import tempfile
 
-    config = SynapseConfig.recency(recent_events=4, use_history=3)  # the recent log read too
     with tempfile.TemporaryDirectory() as folder:
         path = f"{folder}/s.db"
         store = SynapseStore(path, config=config)
