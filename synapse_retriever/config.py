@@ -4,8 +4,9 @@ The learning and forgetting constants are the published values (Budget-Neutral
 Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
 is used. The recall rule is ACT-R's (``SynapseConfig()``, the same as
 ``SynapseConfig.actr()``), which beat the published rule on real histories (docs,
-Benchmarks: Quality), gated by association: only a node with a learned edge to one of
-the query's hits may take a slot. ``SynapseConfig.recency()`` lifts the gate (a recency
+Benchmarks: Quality), gated by association: only a node associated with the query's hits
+(a learned edge with one, or, for a recently used node, an edge with a node associated with
+one: ``association_hops``) may take a slot. ``SynapseConfig.recency()`` lifts the gate (a recency
 prior: a node used often and lately may take a slot in any query);
 ``SynapseConfig.published()`` is the method exactly as published.
 
@@ -214,8 +215,9 @@ class SynapseConfig:
     require_association : bool
         ``actr``: the association gate (on by default). A candidate must have a learned
         edge with at least one of the query's hits (among that hit's
-        ``association_fan`` most co-used neighbours) to take a slot; base level still
-        orders the associated candidates and defends the hits. False is the recency
+        ``association_fan`` most co-used neighbours), or reach one in two steps
+        (``association_hops``), to take a slot; base level still orders the associated
+        candidates and defends the hits. False is the recency
         prior (the preset :meth:`recency`): the nodes of the latest ``recent_events``
         events are candidates too, on their base level alone, whatever the query.
     min_association : float
@@ -223,6 +225,19 @@ class SynapseConfig:
         Σ_j W_j S_ji / Σ_j W_j (in nats; see :mod:`synapse_retriever.recall.actr`), a
         candidate needs to take a slot. 0 (default): any learned edge will do; higher
         trades recall for precision (docs, Configuration).
+    association_hops : int
+        ``actr``, under the gate: how far from the hits a candidate may be. 2 (default):
+        a learned edge with a hit, or, for a node of the latest ``recent_events`` events,
+        an edge with a node associated with a hit (a path of two steps, each of positive
+        log-lift: more often together than chance, as spreading activation reaches through
+        one node); 1: only a learned edge with a hit (the gate of 0.2's first measurements).
+        A node reached in two steps has no lift with the hits, so its base level, less
+        ``indirect_penalty``, orders it; ``min_association`` above 0 admits only direct
+        edges.
+    indirect_penalty : float
+        ``actr``, with ``association_hops=2``: what a candidate associated with the hits
+        only through an intermediate node loses from its activation (an indirect
+        association is weaker evidence; ACT-R's mismatch penalty plays the same part).
     recent_events : int
         ``actr``: the latest events kept per namespace; under the recency prior
         (``require_association=False``) their nodes are candidates too (besides the
@@ -289,6 +304,8 @@ class SynapseConfig:
     association_fan: int = 256
     require_association: bool = True
     min_association: float = 0.0
+    association_hops: int = 2
+    indirect_penalty: float = 1.0
 
     @classmethod
     def published(cls, **overrides: object) -> SynapseConfig:
@@ -387,7 +404,13 @@ class SynapseConfig:
             _check_positive(name, getattr(self, name))
         if self.rule not in RULES:
             raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
-        for name in ("association", "keep_bonus", "stale_unused", "min_association"):
+        for name in (
+            "association",
+            "keep_bonus",
+            "stale_unused",
+            "min_association",
+            "indirect_penalty",
+        ):
             _check_non_negative(name, getattr(self, name))
         if not isinstance(self.require_association, bool):
             raise InvalidTypeError(
@@ -397,6 +420,10 @@ class SynapseConfig:
             raise InvalidValueError(
                 f"min_association applies under the association gate: got "
                 f"min_association={self.min_association!r} with require_association=False"
+            )
+        if self.association_hops not in (1, 2) or isinstance(self.association_hops, bool):
+            raise InvalidValueError(
+                f"association_hops must be 1 or 2, got {self.association_hops!r}"
             )
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):

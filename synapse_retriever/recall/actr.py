@@ -15,8 +15,10 @@ of ``keep_bonus`` (the evidence of the vector match) and only ``defend_associati
 of its association with the other hits (they are alike by construction); an absent
 node takes the slot of the weakest non-protected hit only if it is associated with the
 query (the association gate: a learned edge with at least one hit, and a mean log-lift
-Σ_j W_j S_ji / Σ_j W_j of at least ``min_association``) and its activation beats that
-hit's defending activation plus the bonus. Base level orders the associated nodes; the
+Σ_j W_j S_ji / Σ_j W_j of at least ``min_association``; or, for a node of the latest
+events, two steps of positive log-lift, hit j to a node m to it, S_jm > 0 and S_mi > 0,
+its activation then less ``indirect_penalty``) and its activation beats that hit's
+defending activation plus the bonus. Base level orders the associated nodes; the
 recency prior (``SynapseConfig.recency()``) lifts the gate, letting the latest events'
 nodes in on their base level alone. At most ``max_inject`` such swaps; the first
 ``seeds`` hits never move. The list never grows, its order is kept, and a store that
@@ -41,6 +43,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
@@ -71,6 +74,7 @@ __all__ = [
     "NodeValues",
     "RankedNames",
     "StrongestSources",
+    "intermediates",
     "lift_strengths",
     "plan",
     "source_weights",
@@ -161,6 +165,78 @@ def lift_strengths(
     rest = w.sum() - own
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where((rest > 0) & (total > 0), total / rest, 0.0)
+
+
+def intermediates(
+    candidates: IntArray,
+    rows: Sequence[tuple[IntArray, FloatArray]],
+    near: IntArray,
+    nodes: IntArray,
+    uses: FloatArray,
+    events: float,
+) -> IntArray:
+    """Per candidate, the node through which it is associated with the hits in two hops
+    (-1 if none): its neighbour in ``near`` of the highest log-lift, if positive.
+
+    Parameters
+    ----------
+    candidates : array of int
+        The ids i to link (each in ``nodes``).
+    rows : sequence of (array, array)
+        Per candidate, the ids of its live neighbours and the co-use counts c_mi.
+    near : array of int
+        The nodes associated with the hits (distinct, ascending): the hits, and their
+        neighbours of positive log-lift with them.
+    nodes : array of int
+        Distinct ids, ascending, holding the candidates and ``near``; ``uses`` gives each
+        one's n.
+    events : float
+        N, the co-activation events.
+
+    Returns
+    -------
+    array of int
+        The intermediate m of each candidate: argmax over m in ``near`` of S_mi (ties: the
+        smaller id), or -1 where no such m has S_mi > 0.
+
+    Notes
+    -----
+    S_mi = ln(c_mi × N / (n_m × n_i)), the log-lift of :func:`lift_strengths`. A candidate
+    i is associated with the hits in two hops when some hit j has S_jm > 0 with a node m
+    (or m is a hit) and S_mi > 0: the path spreading activation takes from a hit through
+    one node, each step more often together than chance.
+
+    Examples
+    --------
+    N = 20 events; i (id 3) used 4 times: with m = 1 (used 5 times) twice, S = ln(2 × 20 /
+    20) = 0.6931; with m = 2 (used 10 times) twice, S = ln(40 / 40) = 0, no association;
+    with 9 (not near the hits) 4 times. Candidate 4 (used 2 times) met only 2, once:
+    S = ln(20 / 20) = 0.
+
+    >>> nodes, uses = np.array([1, 2, 3, 4, 9]), np.array([5.0, 10.0, 4.0, 2.0, 4.0])
+    >>> rows = [(np.array([1, 2, 9]), np.array([2.0, 2.0, 4.0])), (np.array([2]), np.array([1.0]))]
+    >>> intermediates(np.array([3, 4]), rows, np.array([1, 2]), nodes, uses, 20).tolist()
+    [1, -1]
+    """
+    out = np.full(candidates.size, -1, np.int64)
+    if candidates.size == 0 or near.size == 0:
+        return out
+    owner = np.repeat(np.arange(candidates.size), [ids.size for ids, _ in rows])
+    ids = np.concatenate([ids for ids, _ in rows])
+    counts = np.concatenate([c for _, c in rows])
+    at = np.minimum(near.searchsorted(ids), near.size - 1)
+    inside = near[at] == ids
+    owner, ids, counts = owner[inside], ids[inside], counts[inside]
+    n_m = uses[nodes.searchsorted(ids)]
+    n_i = uses[nodes.searchsorted(candidates)][owner]
+    with np.errstate(divide="ignore"):
+        strength = np.log(counts * events / (n_m * n_i))
+    keep = strength > 0
+    owner, ids, strength = owner[keep], ids[keep], strength[keep]
+    order = np.lexsort((ids, -strength, owner))  # per candidate: strongest, then smaller id
+    first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if order.size else order
+    out[owner[first]] = ids[first]
+    return out
 
 
 def source_weights(scores: Sequence[float]) -> list[float]:
@@ -487,13 +563,15 @@ def plan(
 ) -> ActrPlan:
     """The ACT-R rule's plan for validated ``hits`` (best first) at time ``now``.
 
-    The candidates are each hit's ``association_fan`` most co-used live neighbours (the
-    association gate, ``require_association``: nothing else may take a slot), or, under
-    the recency prior, those and the latest events' nodes. Every one gets A = B + W × lift
-    (the module's formula, with a hit's share of the association ``defend_association``);
-    a memory that stopped learning g days ago raises ``unused_base`` by
-    ``stale_unused × ln(1 + g)``. Under the gate a candidate also needs its lift (the mean
-    log-lift with the hits) to be at least ``min_association``.
+    The candidates are each hit's ``association_fan`` most co-used live neighbours and
+    the latest events' nodes. Every one gets A = B + W × lift (the module's formula, with
+    a hit's share of the association ``defend_association``); a memory that stopped
+    learning g days ago raises ``unused_base`` by ``stale_unused × ln(1 + g)``. Under the
+    association gate (``require_association``) a latest event's node that is no
+    neighbour of a hit needs two steps of positive log-lift to the hits (see
+    :func:`intermediates`; ``association_hops=2``, else it is left out) and loses
+    ``indirect_penalty``, and every candidate needs its lift (the mean log-lift with the
+    hits) to be at least ``min_association``; the recency prior lets every candidate in.
 
     Examples
     --------
@@ -505,6 +583,13 @@ def plan(
     >>> store.use(["readme"], at=0)  # used, but with none of the hits
     >>> store.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # gated out
     ['b']
+    >>> _ = store.reinforce(["b", "c"], at=0)  # c: two steps from a, through b
+    >>> _ = store.reinforce(["d", "e"], at=0)  # elsewhere: N = 3, so S_ab = S_bc = ln 1.5 > 0
+    >>> plan = store.plan([("a", 0.9), ("x", 0.5), ("y", 0.4)], at=86400)
+    >>> plan.candidates, round(plan.activation.energy["c"], 4)  # c: B 0 - indirect_penalty 1
+    (['b', 'c'], -1.0)
+    >>> [(h.id, h.path) for h in plan.inject()]
+    [('a', ()), ('b', ('a', 'b')), ('c', ('a', 'b', 'c'))]
     >>> recency = SynapseStore(":memory:", config=SynapseConfig.recency())
     >>> _ = recency.reinforce(["a", "b"], at=0)
     >>> recency.use(["readme"], at=0)
@@ -528,7 +613,10 @@ def plan(
         else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
     )
     gated = config.require_association
-    recent = np.zeros(0, np.int64) if gated else uses.recent_nodes(factors, until=now)
+    two_hops = gated and config.association_hops == 2
+    recent = (
+        uses.recent_nodes(factors, until=now) if two_hops or not gated else np.zeros(0, np.int64)
+    )
     known = ids[ids >= 0]
     nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
     counts, base = uses.levels(nodes, now, factors, config.base_decay)
@@ -557,16 +645,37 @@ def plan(
     movable = [by_name[node] for node, _ in hits[config.seeds :]]
     floor = min(movable, default=math.inf) + config.keep_bonus
     eligible = (activation > floor) & ~present
+    via: dict[str, tuple[str, ...]] = {}  # the paths of the nodes linked in two hops
     if gated:  # an edge with a hit, and at least min_association of lift
         linked = np.zeros(nodes.size, bool)
         linked[np.searchsorted(nodes, np.concatenate([row for row, _ in sources]))] = True
+        if two_hops:  # or a latest event's node associated with one associated with a hit
+            far = nodes[eligible & ~linked]
+            near = unique_ids(np.concatenate([known, nodes[lift > 0]]))
+            middle = intermediates(
+                far, graph.co_uses(far.tolist(), active, now), near, nodes, counts, events
+            )
+            far, middle = far[middle >= 0], middle[middle >= 0]
+            at = np.searchsorted(nodes, far)
+            linked[at] = True
+            activation[at] -= config.indirect_penalty
+            eligible &= activation > floor
+            firsts = StrongestSources(names, sources, middle, graph.names, graph.index)
+            for node, step in zip(far.tolist(), middle.tolist(), strict=True):
+                name, step_name = graph.names[node], graph.names[step]
+                start = (step_name,) if step_name in first_score else firsts[step_name]
+                via[name] = (*start, name)
         eligible &= linked & (lift >= config.min_association)
     strong = np.flatnonzero(eligible)
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
     head = len(hits) + config.max_inject  # what a swap reads first
     by_name.update(zip(order[:head], order.values(head), strict=True))
     energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
-    paths = StrongestSources(names, sources, nodes[strong], graph.names, graph.index)
+    paths: Mapping[str, tuple[str, ...]] = StrongestSources(
+        names, sources, nodes[strong], graph.names, graph.index
+    )
+    if via:
+        paths = ChainMap(via, paths)  # type: ignore[arg-type]
     return ActrPlan(
         hits,
         Activation(energy, paths),  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from synapse_retriever.recall.actr import (
     NodeValues,
     RankedNames,
     StrongestSources,
+    intermediates,
     lift_strengths,
     swap,
 )
@@ -228,7 +229,9 @@ events = st.lists(
 hit_lists = st.lists(st.sampled_from("abcdefghijklm"), min_size=0, max_size=10, unique=True)
 
 
-configs = st.sampled_from([SynapseConfig(), SynapseConfig.recency()])
+configs = st.sampled_from(
+    [SynapseConfig(), SynapseConfig(association_hops=1), SynapseConfig.recency()]
+)
 
 
 def _recall(
@@ -264,11 +267,13 @@ def test_recall_never_grows_the_result_and_keeps_an_original(
 
 
 @settings(max_examples=60, deadline=None)
-@given(events, hit_lists, st.sampled_from([0.0, 0.5, 2.0]))
-def test_the_default_injects_only_nodes_with_an_edge_to_a_hit(
-    history: list[tuple[list[str], float]], ids: list[str], minimum: float
+@given(events, hit_lists, st.sampled_from([(1, 0.0), (1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]))
+def test_one_hop_or_a_minimum_association_injects_only_nodes_with_an_edge_to_a_hit(
+    history: list[tuple[list[str], float]], ids: list[str], gate: tuple[int, float]
 ) -> None:
-    config = SynapseConfig(min_association=minimum)
+    # one hop, or any min_association above 0 (a node two steps away has no lift)
+    hops, minimum = gate
+    config = SynapseConfig(association_hops=hops, min_association=minimum)
     store = SynapseStore(":memory:", config=config)
     at = 0.0
     for nodes, gap in history:
@@ -406,9 +411,19 @@ def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) ->
     # the in-memory state (use arrays, recent events, cached co-use rows kept across
     # writes and time) must equal what a store opened on the same file computes from
     # scratch, with the default weight tolerance: the ACT-R rule's plan is exact
+    _plans_as_a_fresh_store(steps, SynapseConfig.recency(recent_events=4, use_history=3))
+
+
+@settings(max_examples=30, deadline=None)
+@given(actr_steps)
+def test_a_long_lived_store_plans_two_hops_as_a_freshly_opened_one(steps: list[tuple]) -> None:
+    # the same under the default gate: the latest events' co-use rows are read too
+    _plans_as_a_fresh_store(steps, SynapseConfig(recent_events=4, use_history=3))
+
+
+def _plans_as_a_fresh_store(steps: list[tuple], config: SynapseConfig) -> None:
     import tempfile
 
-    config = SynapseConfig.recency(recent_events=4, use_history=3)  # the recent log read too
     with tempfile.TemporaryDirectory() as folder:
         path = f"{folder}/s.db"
         store = SynapseStore(path, config=config)
@@ -625,3 +640,107 @@ def test_min_association_is_validated_and_needs_the_gate() -> None:
         SynapseConfig.recency(min_association=0.5)
     with pytest.raises(TypeError, match="require_association must be a bool"):
         SynapseConfig(require_association=1)  # type: ignore[arg-type]
+
+
+def test_intermediates_worked_by_hand() -> None:
+    # N = 10 events. Candidate 5 (used 2 times) met 6 (used 2 times) twice and 8 (used 4
+    # times) twice: S_6 = ln(2 × 10 / 4) = ln 5 = 1.609, S_8 = ln(20 / 8) = 0.916: 6.
+    # Candidate 7 (used 5 times) met the hit 2 (used 2 times, an edge the hit's fan left
+    # out) once: S = ln(10 / 10) = 0, no better than chance: -1. Candidate 9 (used once)
+    # met only 4 (used once, not near the hits): -1. Candidate 3 (used once) met 8 once:
+    # S = ln(10 / 4) = 0.916 > 0: 8.
+    nodes = np.array([2, 3, 4, 5, 6, 7, 8, 9])
+    uses = np.array([2.0, 1.0, 1.0, 2.0, 2.0, 5.0, 4.0, 1.0])
+    rows = [
+        (np.array([6, 8]), np.array([2.0, 2.0])),
+        (np.array([2]), np.array([1.0])),
+        (np.array([4]), np.array([1.0])),
+        (np.array([8]), np.array([1.0])),
+    ]
+    near = np.array([2, 6, 8])
+    found = intermediates(np.array([5, 7, 9, 3]), rows, near, nodes, uses, 10)
+    assert found.tolist() == [6, -1, -1, 8]
+    assert intermediates(np.zeros(0, np.int64), [], near, nodes, uses, 10).tolist() == []
+
+
+def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
+    hits = [("jwt.py", 0.9), ("login.md", 0.5), ("faq.md", 0.4)]
+    results = {}
+    for name, config in (
+        ("one hop", SynapseConfig(association_hops=1)),
+        ("two hops", SynapseConfig()),  # the default
+        ("recency", SynapseConfig.recency()),
+    ):
+        with SynapseStore(":memory:", config=config) as store:
+            store.reinforce(["jwt.py", "keys.py"], at=0)  # keys.py: a neighbour of the hit
+            store.reinforce(["keys.py", "rotate.py"], at=DAY)  # rotate.py: two hops away
+            for day in range(1, 8):
+                store.reinforce(["billing.py", "invoice.py"], at=day * DAY)  # no path
+            results[name] = [(h.id, h.origin, h.path) for h in store.recall(hits, at=8 * DAY)]
+            if name == "two hops":
+                energy = dict(store.plan(hits, at=8 * DAY).activation.energy)
+    # N = 9 events; keys.py (n = 2) met jwt.py (n = 1) once: S = ln(1 × 9 / 2) = 1.50408,
+    # over the hits' weights 1 + 0.556 + 0.444 = 2: lift 0.75204; B = ln(8^-0.5 + 7^-0.5)
+    # = -0.31264, A = 0.43940. rotate.py: reached through keys.py (S = ln(1 × 9 / (2 × 1))
+    # = 1.50408 > 0 on both steps), B = ln(7^-0.5) = -0.97296, no lift, less the indirect
+    # penalty 1: A = -1.97296. The victims (never used; the latest event a day old) defend
+    # with -6 + ln 2 + 3 = -2.30685: both beat it, keys.py first.
+    assert energy["keys.py"] == pytest.approx(0.43940, abs=1e-5)
+    assert energy["rotate.py"] == pytest.approx(-1.97296, abs=1e-5)
+    assert results["two hops"] == [
+        ("jwt.py", "vector", ()),
+        ("keys.py", "injected", ("jwt.py", "keys.py")),
+        ("rotate.py", "injected", ("jwt.py", "keys.py", "rotate.py")),
+    ]
+    # one hop: rotate.py has no edge with a hit; billing.py (B = 1.43) beats both, but is
+    # reached from no hit in any number of hops: only the recency prior lets it in
+    assert [node for node, _, _ in results["one hop"]] == ["jwt.py", "login.md", "keys.py"]
+    assert [node for node, _, _ in results["recency"]] == ["jwt.py", "billing.py", "invoice.py"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, hit_lists)
+def test_the_default_injects_only_nodes_within_two_edges_of_a_hit(
+    history: list[tuple[list[str], float]], ids: list[str]
+) -> None:
+    store = SynapseStore(":memory:")
+    at = 0.0
+    for nodes, gap in history:
+        at += gap * DAY
+        if len(set(nodes)) > 1:
+            store.reinforce(nodes, at=at)
+        else:
+            store.use(nodes, at=at)
+    now = at + DAY
+    hits = [(node, 1.0 - i / 20) for i, node in enumerate(ids)]
+
+    def linked(a: str, b: str) -> bool:
+        return store.weight(a, b, at=now) > 0
+
+    for hit in store.plan(hits, at=now).inject():
+        if hit.origin == "injected":
+            # the path names the hit, the intermediate node if any, and the node: each
+            # step a live edge
+            assert hit.path[0] in ids and hit.path[-1] == hit.id and len(hit.path) in (2, 3)
+            assert all(linked(a, b) for a, b in zip(hit.path[:-1], hit.path[1:], strict=True))
+    store.close()
+
+
+def test_an_unassociated_recent_node_is_never_injected_in_two_hops() -> None:
+    # billing.py is used in every task of the week, and reaches jwt.py through no node
+    hits = [("jwt.py", 0.9), ("login.md", 0.5), ("faq.md", 0.4)]
+    with SynapseStore(":memory:") as store:  # the default: two hops
+        store.reinforce(["jwt.py", "keys.py"], at=0)
+        store.reinforce(["readme.md", "billing.py"], at=0)  # a path, but none from a hit
+        for day in range(1, 8):
+            store.reinforce(["billing.py", "invoice.py"], at=day * DAY)
+        result = [h.id for h in store.recall(hits, at=8 * DAY)]
+    assert result == ["jwt.py", "login.md", "keys.py"]
+
+
+def test_association_hops_and_indirect_penalty_are_validated() -> None:
+    for bad in (0, 3, True, 1.5):
+        with pytest.raises(InvalidValueError, match="association_hops must be 1 or 2"):
+            SynapseConfig(association_hops=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match="indirect_penalty must be a finite number"):
+        SynapseConfig(indirect_penalty=-1.0)
