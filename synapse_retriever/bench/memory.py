@@ -13,7 +13,12 @@ Compared at the same budget (same token counter):
 - ``last-N``: the newest whole turns that fit, like LangChain's
   ``trim_messages(strategy="last")``;
 - ``vector top-k``: whole turns by similarity to the question (the same embedder), most
-  similar first, each that still fits.
+  similar first, each that still fits;
+- ``BM25 top-k``: whole turns by BM25 (SQLite FTS5, the memory's own tokenizer), best
+  first, each that still fits;
+- ``fusion top-k``: whole turns in the reciprocal-rank fusion of the two (k = 60, each
+  list cut at its best 100, as LangChain's ``EnsembleRetriever`` fuses), each that fits
+  (:mod:`~synapse_retriever.bench.plain`).
 
 This is a script, not a timed test; the suite runs it on a tiny input.
 
@@ -37,8 +42,16 @@ from typing import Any
 
 import numpy as np
 
+from synapse_retriever.bench.plain import (
+    FUSED_DEPTH,
+    as_scores,
+    last_n,
+    plain_rankings,
+    vector_top_k,
+)
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import HashingEmbedder, normalized
+from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.memory import ConversationMemory
 from synapse_retriever.tokens import approximate_tokens
 
@@ -48,14 +61,12 @@ __all__ = [
     "Question",
     "Turn",
     "generate_conversation",
-    "last_n",
     "markdown_table",
     "pool_reports",
     "run_memory_bench",
-    "vector_top_k",
 ]
 
-BASELINES = ("last-N", "vector top-k")
+BASELINES = ("last-N", "vector top-k", "BM25 top-k", "fusion top-k")
 
 # (fact sentence, question, topic, distractor user sentences, answers); {k} is the answer.
 _FACTS: list[tuple[str, str, str, list[str], list[str]]] = [
@@ -450,42 +461,6 @@ def generate_conversation(
     return conversation
 
 
-def last_n(tokens: Sequence[int], budget: int) -> list[int]:
-    """Indices of the newest whole turns whose tokens total at most ``budget``.
-
-    Examples
-    --------
-    >>> last_n([5, 3, 4, 2], 7)
-    [2, 3]
-    """
-    kept: list[int] = []
-    total = 0
-    for i in range(len(tokens) - 1, -1, -1):
-        if total + tokens[i] > budget:
-            break
-        kept.append(i)
-        total += tokens[i]
-    return kept[::-1]
-
-
-def vector_top_k(similarity: Sequence[float], tokens: Sequence[int], budget: int) -> list[int]:
-    """Indices of whole turns by similarity (best first; ties: newer), each that still fits.
-
-    Examples
-    --------
-    >>> vector_top_k([0.9, 0.1, 0.5], [6, 2, 3], 8)  # 0 (6), 2 does not fit, then 1 (2)
-    [0, 1]
-    """
-    order = sorted(range(len(tokens)), key=lambda i: (-similarity[i], -i))
-    kept: list[int] = []
-    total = 0
-    for i in order:
-        if total + tokens[i] <= budget:
-            kept.append(i)
-            total += tokens[i]
-    return sorted(kept)
-
-
 def run_memory_bench(
     conversation: Conversation,
     budgets: Sequence[int] = (1000, 2000, 4000),
@@ -513,6 +488,7 @@ def run_memory_bench(
         name: ConversationMemory(":memory:", token_counter, config, background=False)
         for name, config in presets.items()
     }
+    lexical = LexicalIndex()
     try:
         added = 0
         for number, question in enumerate(conversation.questions):
@@ -521,11 +497,16 @@ def run_memory_bench(
             for turn in conversation.turns[added : question.asked_after]:
                 for memory in memories.values():
                     memory.add_turn(turn.text, role=turn.role, at=turn.at, session=turn.session)
+                lexical.add([turn.text])
             added = max(added, question.asked_after)
             now = conversation.turns[added - 1].at
             answer = question.answer.lower()
             query = normalized(embedder.embed([question.question]), embedder.dim)[0]
-            similarity = [float(s) for s in vectors[:added] @ query]
+            cosine = vectors[:added] @ query
+            similarity = [float(s) for s in cosine]
+            bm25 = lexical.scores(question.question)
+            matched = [row for row, _ in lexical.top(question.question, FUSED_DEPTH)]
+            fused = as_scores(plain_rankings(matched, cosine, FUSED_DEPTH)["fusion"], added)
             for budget in budgets:
                 contexts: dict[str, str] = {}
                 for name, memory in memories.items():
@@ -535,9 +516,14 @@ def run_memory_bench(
                     assert sum(t.tokens for t in assembled) <= budget
                     contexts[name] = "\n".join(t.text for t in assembled)
                 contexts["last-N"] = "\n".join(texts[i] for i in last_n(tokens[:added], budget))
-                contexts["vector top-k"] = "\n".join(
-                    texts[i] for i in vector_top_k(similarity, tokens[:added], budget)
-                )
+                for method, scores in (
+                    ("vector top-k", similarity),
+                    ("BM25 top-k", bm25),
+                    ("fusion top-k", fused),
+                ):
+                    contexts[method] = "\n".join(
+                        texts[i] for i in vector_top_k(scores, tokens[:added], budget)
+                    )
                 for method, context in contexts.items():
                     if answer in context.lower():
                         kept[method][budget] += 1

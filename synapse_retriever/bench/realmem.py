@@ -43,12 +43,18 @@ from typing import Any
 
 import numpy as np
 
-from synapse_retriever.bench.memory import Turn, last_n, vector_top_k
+from synapse_retriever.bench.memory import Turn
+from synapse_retriever.bench.plain import (
+    FUSED_DEPTH,
+    as_scores,
+    last_n,
+    plain_rankings,
+    vector_top_k,
+)
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, normalized
 from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.memory import ConversationMemory
-from synapse_retriever.context.relevance import fuse
 from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.tokens import approximate_tokens
 
@@ -345,41 +351,6 @@ class _CachedEmbedder:
         return np.stack([self._memo[t] for t in texts])
 
 
-FUSED_DEPTH = 100
-"""How deep each plain list is cut before it is fused (a retriever returns a top-k)."""
-
-
-def plain_rankings(
-    lexical: Sequence[int], similarity: np.ndarray[Any, Any], depth: int
-) -> dict[str, list[int]]:
-    """What a user could write in five lines, as rows best first: ``lexical`` (BM25's
-    rows, given), ``dense`` (the ``depth`` rows most similar, similarity > 0) and
-    ``fusion``, their reciprocal-rank fusion with k = 60 (LangChain's
-    ``EnsembleRetriever``; :func:`~synapse_retriever.context.relevance.fuse`).
-
-    Examples
-    --------
-    >>> plain_rankings([2, 0], np.array([0.9, 0.0, 0.5]), 10)["fusion"]
-    [2, 0]
-    """
-    later_first = -np.arange(len(similarity))
-    dense = [int(i) for i in np.lexsort((later_first, -similarity))[:depth] if similarity[i] > 0]
-    fused = fuse([list(lexical), dense], [1.0, 1.0], k=60)
-    return {
-        "lexical": list(lexical),
-        "dense": dense,
-        "fusion": sorted(fused, key=lambda row: (-fused[row], -row))[:depth],
-    }
-
-
-def _as_scores(ranking: Sequence[int], size: int) -> list[float]:
-    """A ranking (best first) as scores for :func:`~.memory.vector_top_k`."""
-    scores = [0.0] * size
-    for position, row in enumerate(ranking):
-        scores[row] = float(len(ranking) - position)
-    return scores
-
-
 def query_time(persona: Persona, query: Query) -> float:
     """When ``query`` is asked: its own turn's time (RealMem), or a minute after the last
     turn when it is asked after the conversation (LoCoMo)."""
@@ -517,7 +488,7 @@ def run_realmem(
                     similarity["dense top-k (MiniLM)"] = cosine.tolist()
                     matched = [row for row, _ in lexical.top(query.text, FUSED_DEPTH)]
                     fusion = plain_rankings(matched, cosine, FUSED_DEPTH)["fusion"]
-                    similarity["fusion top-k (MiniLM)"] = _as_scores(fusion, added)
+                    similarity["fusion top-k (MiniLM)"] = as_scores(fusion, added)
                 entry = _query_entry(persona, query, added)
                 for row in rows:
                     entry["scores"][row] = {}

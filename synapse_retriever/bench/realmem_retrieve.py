@@ -30,15 +30,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from synapse_retriever.bench.plain import FUSED_DEPTH, plain_rankings
 from synapse_retriever.bench.realmem import (
-    FUSED_DEPTH,
     Item,
     Persona,
     _CachedEmbedder,
     _key,
     _query_entry,
     _tables,
-    plain_rankings,
     query_time,
     score_query,
 )

@@ -9,12 +9,11 @@ import pytest
 from synapse_retriever.bench.memory import (
     _FACTS,
     generate_conversation,
-    last_n,
     markdown_table,
     pool_reports,
     run_memory_bench,
-    vector_top_k,
 )
+from synapse_retriever.bench.plain import last_n, vector_top_k
 from synapse_retriever.cli import main
 from synapse_retriever.context import ContextConfig
 from synapse_retriever.context.text import telegraphic
@@ -52,9 +51,15 @@ def test_the_baselines() -> None:
 def test_the_benchmark_runs_on_a_tiny_input() -> None:
     conversation = generate_conversation(turns=60, facts=3, sessions=2, distractors=2, seed=5)
     presets = {"default": ContextConfig(), "published": ContextConfig.published()}
-    report = run_memory_bench(conversation, budgets=(300, 600), presets=presets)
-    assert report["methods"] == ["default", "published", "last-N", "vector top-k"]
-    assert [row["budget"] for row in report["rows"]] == [300, 600]
+    report = run_memory_bench(conversation, budgets=(300, 600, 100_000), presets=presets)
+    assert report["methods"] == [
+        "default", "published", "last-N", "vector top-k", "BM25 top-k", "fusion top-k"
+    ]  # fmt: skip
+    assert [row["budget"] for row in report["rows"]] == [300, 600, 100_000]
+    # every plain row keeps everything when everything fits; the question's words find the
+    # fact turn by BM25 (the facts share their topic's words with the question)
+    assert all(report["rows"][2][m] == 1.0 for m in report["methods"][2:])
+    assert report["rows"][1]["BM25 top-k"] >= report["rows"][1]["last-N"]
     for row in report["rows"]:
         assert all(0.0 <= row[m] <= 1.0 for m in report["methods"])
     assert report["questions"] == 3
@@ -62,7 +67,8 @@ def test_the_benchmark_runs_on_a_tiny_input() -> None:
     assert pooled["questions"] == 6 and pooled["rows"] == report["rows"]
     table = markdown_table(pooled)
     assert table.splitlines()[0] == (
-        "| budget (tokens) | synapse (default) | synapse (published) | last-N | vector top-k |"
+        "| budget (tokens) | synapse (default) | synapse (published) | last-N | vector top-k "
+        "| BM25 top-k | fusion top-k |"
     )
 
 
