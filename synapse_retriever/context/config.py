@@ -153,7 +153,7 @@ class ContextConfig:
         by ``1 + speaker_boost`` if the turn was said by a speaker the question names
         (``add_turn(..., speaker=...)``), and by ``1 + date_boost`` if it was said in
         the time the question names ("on 13 October 2023", "in July 2023") or up to
-        ``date_margin_days`` after (:mod:`~synapse_retriever.context.graph.focus` says
+        ``date_margin_days`` after (:mod:`~synapse_retriever.context.graph.cues` says
         how the values were chosen); 0 turns a cue off.
 
     Examples

@@ -48,9 +48,9 @@ from synapse_retriever.context.embed import (
     as_embedder,
     normalized,
 )
+from synapse_retriever.context.graph.cues import cue_factor, date_window, named
 from synapse_retriever.context.graph.edges import LINK_TYPES, reinforced, turn_links
 from synapse_retriever.context.graph.entities import Entity, extract_entities
-from synapse_retriever.context.graph.focus import date_window, focus_factor, named
 from synapse_retriever.context.graph.hybrid import Retrieval, ranked, spread
 from synapse_retriever.context.graph.modes import (
     ModeDetector,
@@ -585,9 +585,7 @@ class ConversationMemory:
             view = self._view()
             view.fixed_tokens = [turn_overhead] * len(self._turns)
             if query is not None and vector is not None:
-                weights = mode_weights(mode)
-                found = self._ranking(query, vector, weights, _ASSEMBLY_DEPTH, now).scores
-                view.ranking = [self._row[turn_id] for turn_id in ranked(found, len(found))]
+                view.ranking = self._assembly_ranking(query, vector, now)
             turns = list(self._turns)
             decisions = plan_context(
                 view,
@@ -784,15 +782,10 @@ class ConversationMemory:
     ) -> _Ranking:
         """The turns ``query`` needs, scored (the rule of :meth:`retrieve`), asked at
         ``now``; the caller holds the lock and has caught up."""
-        turns, config = self._turns, self.config
-        lexical = [
-            turns[self._row[turn_id]].id
-            for turn_id, _ in self._storage.lexical(query, depth)
-            if turn_id in self._row  # another process's turn, not in this view yet
-        ]
-        dense = [turns[row].id for row, _ in self._index.top(vector, depth)]
+        config = self.config
+        lexical, dense = self._channels(query, vector, depth)
         channel_weights = [config.retrieval_lexical_weight, 1.0]
-        fused = self._focused(
+        fused = self._cued(
             query, fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k), now
         )
         neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
@@ -806,9 +799,35 @@ class ConversationMemory:
             scores = {t: s for t, s in scores.items() if s > 0}
         return _Ranking(scores, fused, frozenset(lexical), frozenset(dense), neighbours)
 
-    def _focused(self, query: str, fused: dict[int, float], now: float) -> dict[int, float]:
+    def _channels(self, query: str, vector: Vectors, depth: int) -> tuple[list[int], list[int]]:
+        """The ``depth`` best turn ids by BM25 and by the embedder, best first."""
+        turns = self._turns
+        lexical = [
+            turns[self._row[turn_id]].id
+            for turn_id, _ in self._storage.lexical(query, depth)
+            if turn_id in self._row  # another process's turn, not in this view yet
+        ]
+        return lexical, [turns[row].id for row, _ in self._index.top(vector, depth)]
+
+    def _assembly_ranking(self, query: str, vector: Vectors, now: float) -> list[int]:
+        """The rows ``query`` needs first in an assembly, best first: BM25, the embedder
+        and novelty (each turn's surprise when it was added) fused by rank as a message
+        list is (``lexical_weight``, 1, ``novelty_weight``, k = ``rrf_k``), raised for the
+        speakers and the time the question names. No graph: its neighbours cost tokens
+        the budget needs for the turns that answer (:meth:`retrieve` lifts them)."""
+        config = self.config
+        lexical, dense = self._channels(query, vector, _ASSEMBLY_DEPTH)
+        channels, weights = [lexical, dense], [config.lexical_weight, 1.0]
+        if config.novelty_weight > 0:
+            by_surprise = sorted(self._turns, key=lambda turn: (-turn.surprise, -turn.id))
+            channels.append([turn.id for turn in by_surprise[:_ASSEMBLY_DEPTH]])
+            weights.append(config.novelty_weight)
+        found = self._cued(query, fuse(channels, weights, k=config.rrf_k), now)
+        return [self._row[turn_id] for turn_id in ranked(found, len(found))]
+
+    def _cued(self, query: str, fused: dict[int, float], now: float) -> dict[int, float]:
         """``fused`` with the turns of the speakers and the time ``query`` names raised
-        (:mod:`~synapse_retriever.context.graph.focus`)."""
+        (:mod:`~synapse_retriever.context.graph.cues`)."""
         config = self.config
         speakers = named(query, self._speakers) if config.speaker_boost > 0 else frozenset()
         window = date_window(query, now) if config.date_boost > 0 else None
@@ -819,7 +838,7 @@ class ConversationMemory:
         out = {}
         for turn_id, score in fused.items():
             turn = self._turns[self._row[turn_id]]
-            factor = focus_factor(
+            factor = cue_factor(
                 spoke=turn.speaker in speakers,
                 dated=window is not None and start <= turn.at < end,
                 speaker_boost=config.speaker_boost,

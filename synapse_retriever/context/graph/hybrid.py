@@ -11,7 +11,7 @@ Notes
    weighs three times the embedder (``ContextConfig.retrieval_rrf_k``,
    ``retrieval_lexical_weight``): on both conversation sets BM25 alone beats dense top-k
    by far, and LangChain's equal-weight fusion at k = 60 falls below BM25 alone.
-3. **Speakers and dates** (:mod:`~.focus`): a fused score is raised for a turn said by a
+3. **Speakers and dates** (:mod:`~.cues`): a fused score is raised for a turn said by a
    speaker the question names, or in the time it names.
 4. **Graph** (:func:`spread`): a turn's time neighbours in the temporal graph (the turns
    FOLLOWED_BY links to it, before and after, in its session, and typed relations

@@ -9,6 +9,7 @@ import networkx as nx
 import pytest
 
 from synapse_retriever.context import ContextConfig, ConversationMemory
+from synapse_retriever.context.relevance import fuse
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
 BUG = [
@@ -208,18 +209,29 @@ def test_edges_persist_with_the_turn_in_one_transaction(tmp_path: Path) -> None:
     assert entities == [("file:views.py", "file"), ("name:blue bottle", "name")]
 
 
-def test_assemble_ranks_as_retrieve_does_the_graph_included() -> None:
-    # 100 tokens: the relevance pass takes retrieve's order, so the whole chain is kept,
-    # the report (turn 1) and the log reading (turn 2) included, whole; without the
-    # graph (neighbour_share 0) the report is not.
+def test_assemble_ranks_by_the_message_list_fusion_without_the_graph() -> None:
+    # An assembly spends tokens, so it takes what answers (BM25, the embedder and novelty
+    # fused as a message list is) and leaves the graph's neighbours to retrieve: the
+    # graph's share changes nothing in it, and the cause and the fix come first.
     def kept(share: float) -> dict[int, str]:
         memory, now = build(config=ContextConfig(neighbour_share=share, working_memory=1))
         with memory:
             return {t.turn_id: t.level.value for t in memory.assemble(QUESTION, 100, at=now)}
 
-    without, with_graph = kept(0.0), kept(0.6)
-    assert REPORT not in without
-    assert all(with_graph.get(turn) == "full" for turn in (REPORT, 2, 3, CAUSE, FIX))
+    assert kept(0.0) == kept(0.6)
+    assert {CAUSE, FIX} <= kept(0.6).keys()
+    # the order by hand: fuse the three rankings as trim_history does, raise nothing
+    memory, now = build()
+    with memory:
+        config, turns = memory.config, memory.turns()
+        by_words = [turn_id for turn_id, _ in memory._storage.lexical(QUESTION, 1000)]
+        vector = memory.embedder.embed([QUESTION])[0]
+        by_meaning = [memory.turns()[row].id for row, _ in memory._index.top(vector, 1000)]
+        by_novelty = [t.id for t in sorted(turns, key=lambda t: (-t.surprise, -t.id))]
+        fused = fuse([by_words, by_meaning, by_novelty],
+                     [config.lexical_weight, 1.0, config.novelty_weight], k=config.rrf_k)  # fmt: skip
+        expected = [turn_id - 1 for turn_id in sorted(fused, key=lambda t: (-fused[t], -t))]
+        assert memory._assembly_ranking(QUESTION, vector, now) == expected
 
 
 def test_neighbour_share_is_validated() -> None:

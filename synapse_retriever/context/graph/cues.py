@@ -15,7 +15,7 @@ who said a thing and when:
 Each fused turn's score is multiplied by ``1 + speaker_boost`` if a named person said
 it, and by ``1 + date_boost`` if it was said within the window or up to
 ``date_margin_days`` after it (people tell of a thing in the days after it happened)
-(:func:`focus_factor`). A question that names neither changes nothing.
+(:func:`cue_factor`). A question that names neither changes nothing.
 
 How the constants were chosen (``ContextConfig``: speaker 0.5, date 1.0, margin 7
 days): on LoCoMo, whose questions name one of the two speakers and, in 13% of them, a
@@ -31,7 +31,7 @@ Examples
 >>> start, end = date_window("What did Gina find on 1 February, 2023?", now=1.7e9)
 >>> end - start
 86400.0
->>> focus_factor(spoke=True, dated=False, speaker_boost=0.5, date_boost=1.0)
+>>> cue_factor(spoke=True, dated=False, speaker_boost=0.5, date_boost=1.0)
 1.5
 """
 
@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-__all__ = ["date_window", "focus_factor", "named"]
+__all__ = ["cue_factor", "date_window", "named"]
 
 _DAY = 86400.0
 _MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
@@ -137,16 +137,16 @@ def date_window(query: str, now: float) -> tuple[float, float] | None:
     return None
 
 
-def focus_factor(*, spoke: bool, dated: bool, speaker_boost: float, date_boost: float) -> float:
+def cue_factor(*, spoke: bool, dated: bool, speaker_boost: float, date_boost: float) -> float:
     """What a fused score is multiplied by: ``(1 + speaker_boost)`` if a person the
     question names said the turn, times ``(1 + date_boost)`` if it was said in the
     question's window.
 
     Examples
     --------
-    >>> focus_factor(spoke=True, dated=True, speaker_boost=0.5, date_boost=1.0)
+    >>> cue_factor(spoke=True, dated=True, speaker_boost=0.5, date_boost=1.0)
     3.0
-    >>> focus_factor(spoke=False, dated=False, speaker_boost=0.5, date_boost=1.0)
+    >>> cue_factor(spoke=False, dated=False, speaker_boost=0.5, date_boost=1.0)
     1.0
     """
     return (1.0 + speaker_boost if spoke else 1.0) * (1.0 + date_boost if dated else 1.0)

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from synapse_retriever.context import ContextConfig, ConversationMemory
-from synapse_retriever.context.graph.focus import date_window, focus_factor, named
+from synapse_retriever.context.graph.cues import cue_factor, date_window, named
 from synapse_retriever.context.storage import MIGRATIONS
 from synapse_retriever.errors import InvalidValueError
 
@@ -87,11 +87,11 @@ def test_a_window_is_never_empty(query: str, now: float) -> None:
     assert window is None or window[0] < window[1]
 
 
-def test_focus_factor_by_hand() -> None:
-    assert focus_factor(spoke=True, dated=False, speaker_boost=0.5, date_boost=1.0) == 1.5
-    assert focus_factor(spoke=False, dated=True, speaker_boost=0.5, date_boost=1.0) == 2.0
-    assert focus_factor(spoke=True, dated=True, speaker_boost=0.5, date_boost=1.0) == 3.0
-    assert focus_factor(spoke=False, dated=False, speaker_boost=9.0, date_boost=9.0) == 1.0
+def test_cue_factor_by_hand() -> None:
+    assert cue_factor(spoke=True, dated=False, speaker_boost=0.5, date_boost=1.0) == 1.5
+    assert cue_factor(spoke=False, dated=True, speaker_boost=0.5, date_boost=1.0) == 2.0
+    assert cue_factor(spoke=True, dated=True, speaker_boost=0.5, date_boost=1.0) == 3.0
+    assert cue_factor(spoke=False, dated=False, speaker_boost=9.0, date_boost=9.0) == 1.0
 
 
 # Two people tell of the same thing; a third turn is another topic.
