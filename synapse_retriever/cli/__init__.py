@@ -217,6 +217,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON Lines of your own queries ({hits, relevant, optional query, at, used}), "
         "scored over the store given with --store",
     )
+    source.add_argument(
+        "--plot",
+        nargs="+",
+        metavar=("SVG", "REPORT"),
+        help="plot saved --json reports instead of running: the image (SVG, PNG or PDF by "
+        "its suffix), then one report, or one per repository for the macro gain; the "
+        "synapse row's recall gain over each baseline with its 95%% interval",
+    )
     quality.add_argument("--rev", default="HEAD", help="history to read (HEAD)")
     quality.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
     quality.add_argument("--split", type=float, default=0.8, help="teaching share (0.8)")
