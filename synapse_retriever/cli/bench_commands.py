@@ -414,9 +414,14 @@ def _report(
 
 def cmd_bench_retrieve(args: argparse.Namespace) -> int:
     """How fast hybrid retrieval is, what a turn with its graph costs and weighs."""
-    from synapse_retriever.bench.retrieval_speed import markdown_table, run_retrieval_speed
+    from synapse_retriever.bench.retrieval_speed import (
+        markdown_table,
+        plot_speed,
+        run_retrieval_speed,
+    )
 
     check_output(args.json)
+    check_output(args.plot)
     err = console(stderr=True)
     with err.status("conversations") as status:
         report = run_retrieval_speed(
@@ -426,6 +431,8 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
             embedders=args.embedders,
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
+    if args.plot is not None:
+        plot_speed(report, args.plot)
     return _report(args.json, report, markdown_table)
 
 
@@ -561,7 +568,7 @@ def cmd_bench_capture(args: argparse.Namespace) -> int:
 
 
 def _plot_memory_reports(paths: Sequence[str]) -> int:
-    """``bench memory --plot PNG REPORT...``: one panel per saved report."""
+    """``bench memory --plot SVG REPORT...``: one panel per saved report."""
     from synapse_retriever.bench.realmem import plot_reports
 
     if len(paths) < 2:
