@@ -1,4 +1,8 @@
-"""What several test modules share: the documentation site, built once per session."""
+"""A pytest plugin (``-p docs_site`` in pyproject.toml): the documentation site, built once per
+session for the modules that read it (tests/test_docs.py, tests/test_docs_browser.py).
+
+A plugin rather than a conftest.py: ``--doctest-modules`` imports every conftest.py under one
+module name, and integrations/llama-index/tests has one already."""
 
 from __future__ import annotations
 
