@@ -7,7 +7,8 @@ the README.
 - ``<!-- cli-reference -->`` is replaced by a ``### synapse-retriever <command>`` section with the
   ``--help`` of every command and subcommand, in the parser's order: a new command shows up
   without editing the page.
-- The notebooks are copied into the site under ``notebooks/``, so pages can link to them.
+- The notebooks are added to the site under ``notebooks/`` before mkdocs-jupyter looks for
+  them, so it renders each as a page (executed at build time) that pages can link to.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,9 +76,17 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     return _CLI_MARKER.sub(lambda found: f"```text\n{cli_help(found.group(1))}```", markdown)
 
 
+@event_priority(100)  # before mkdocs-jupyter's on_files, which turns them into pages
 def on_files(files: Files, config: Any, **kwargs: Any) -> Files:
     for notebook in sorted(NOTEBOOKS.glob("*.ipynb")):
+        # a file of the repository's root (not a generated one): mkdocs-jupyter reads it
+        # through the src_dir its wrapper delegates to
         files.append(
-            File.generated(config, f"notebooks/{notebook.name}", abs_src_path=str(notebook))
+            File(
+                f"notebooks/{notebook.name}",
+                src_dir=str(ROOT),
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
+            )
         )
     return files

@@ -20,14 +20,16 @@ Examples
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from synapse_retriever.bench.metrics import mean
+from synapse_retriever.bench.plots import save_figure
 
-__all__ = ["Gain", "macro_markdown", "paired_gain", "recall_markdown"]
+__all__ = ["BASELINES", "Gain", "macro_markdown", "paired_gain", "plot_gains", "recall_markdown"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ def paired_gain(
     high = means[-int(0.025 * (resamples - 1)) - 1]
     worse = mean([mean([1.0 if x < -1e-12 else 0.0 for x in d]) for d in deltas.values()])
     return Gain(per, mean(list(per.values())), (low, high), worse)
+
+
+BASELINES = ("vector", "recency", "co-change", "actr-prior", "synapse-published")
+"""The rows ``plot_gains`` measures a row against, where a report has them: vector search
+alone, the two query-blind baselines, the query-blind ACT-R prior and the method as
+published."""
 
 
 def macro_markdown(
@@ -134,3 +142,66 @@ def recall_markdown(reports: Sequence[Mapping[str, Any]]) -> str:
                 out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
+
+
+def plot_gains(
+    reports: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    row: str = "synapse",
+    against: Sequence[str] = BASELINES,
+    resamples: int = 2000,
+) -> None:
+    """Draw ``row``'s recall gain over each baseline with its 95% interval: one panel per
+    variant, one line of the chart per baseline, one marker per k.
+
+    The gains and intervals are ``paired_gain``'s: with one report, that repository's
+    paired bootstrap; with several, the macro gain and its stratified interval. The format
+    is the path's suffix (``.svg``, ``.png``, ``.pdf``); PNG if matplotlib knows no such
+    format.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = reports[0]
+    variants = list(first["variants"])
+    ks = list(first["variants"][variants[0]]["by_k"])
+    shown = [
+        other
+        for other in against
+        if other != row and other in first["variants"][variants[0]]["by_k"][ks[0]]["rows"]
+    ]
+    figure, axes = plt.subplots(
+        1, len(variants), figsize=(4.4 * len(variants) + 1.2, 0.55 * len(shown) + 1.6),
+        squeeze=False, sharex=True, sharey=True,
+    )  # fmt: skip
+    offsets = [0.32 * (i - (len(ks) - 1) / 2) for i in range(len(ks))]
+    markers = "osD^v"
+    for panel, variant in zip(axes[0], variants, strict=True):
+        for number, k in enumerate(ks):
+            gains = [
+                paired_gain(reports, variant, k, row, other, resamples=resamples) for other in shown
+            ]
+            ys = [position + offsets[number] for position in range(len(shown))]
+            xs = [100 * gain.macro for gain in gains]
+            below = [100 * (gain.macro - gain.ci95[0]) for gain in gains]
+            above = [100 * (gain.ci95[1] - gain.macro) for gain in gains]
+            panel.errorbar(
+                xs, ys, xerr=[below, above], fmt=markers[number % len(markers)],
+                capsize=3, label=f"k = {k}",
+            )  # fmt: skip
+        panel.axvline(0, color="grey", linewidth=0.8)
+        panel.set_title(variant)
+        panel.set_xlabel(f"{row} recall gain, points (95% CI)")
+        panel.grid(True, axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(shown)), [f"over {other}" for other in shown])
+    axes[0][0].invert_yaxis()
+    axes[0][-1].legend(fontsize=8)
+    names = ", ".join(report["name"] for report in reports)
+    retriever = first.get("settings", {}).get("retriever", "?")
+    scope = names if len(reports) == 1 else f"macro over {names}"
+    figure.suptitle(f"bench quality: {scope} ({retriever} baseline)", fontsize=10)
+    figure.tight_layout()
+    save_figure(figure, path)

@@ -52,6 +52,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.bench.plots import save_figure
 from synapse_retriever.capture.coactivation import CoActivation
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
@@ -771,7 +772,4 @@ def plot_latency(results: Sequence[dict[str, Any]], path: Path) -> None:
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    kind = Path(path).suffix[1:].lower()  # the path as given; PNG unless it names a format
-    known = figure.canvas.get_supported_filetypes()
-    figure.savefig(path, dpi=120, format=kind if kind in known else "png")
-    plt.close(figure)
+    save_figure(figure, path, dpi=120)

@@ -51,6 +51,7 @@ from synapse_retriever.bench.plain import (
     plain_rankings,
     vector_top_k,
 )
+from synapse_retriever.bench.plots import save_figure
 from synapse_retriever.context.config import ContextConfig
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, normalized
 from synapse_retriever.context.lexical import LexicalIndex
@@ -628,8 +629,8 @@ def _cell(stats: Mapping[str, Any], is_baseline: bool) -> str:
 
 def plot_reports(reports: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
     """One panel per report (a data set): recall against k or the token budget, one line
-    per row, the baseline dashed; PNG unless ``path`` names another format matplotlib
-    writes."""
+    per row, the baseline dashed; in the format the path's suffix names (``.svg``, ``.png``),
+    PNG if matplotlib knows no such format."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -658,11 +659,7 @@ def plot_reports(reports: Sequence[Mapping[str, Any]], path: str | os.PathLike[s
         panel.grid(True, alpha=0.3)
         panel.legend(fontsize=7)
     figure.tight_layout()
-    kind = Path(path).suffix[1:].lower()
-    figure.savefig(
-        path, dpi=110, format=kind if kind in figure.canvas.get_supported_filetypes() else "png"
-    )
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def markdown_tables(report: Mapping[str, Any]) -> str:

@@ -43,12 +43,19 @@ import numpy as np
 
 from synapse_retriever.bench.assembly import _ms
 from synapse_retriever.bench.memory import Turn, generate_conversation
+from synapse_retriever.bench.plots import save_figure
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, Vectors, normalized
 from synapse_retriever.context.memory import ConversationMemory
 from synapse_retriever.context.storage import ContextStorage
 from synapse_retriever.errors import InvalidValueError
 
-__all__ = ["EMBEDDERS", "DenseHashingEmbedder", "markdown_table", "run_retrieval_speed"]
+__all__ = [
+    "EMBEDDERS",
+    "DenseHashingEmbedder",
+    "markdown_table",
+    "plot_speed",
+    "run_retrieval_speed",
+]
 
 DEPTH = 100
 """How many turns each channel is asked for (what a fused retrieval reads)."""
@@ -265,3 +272,41 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"| {row['nodes']:,} | {row['edges']:,} | {row['bytes_per_turn']:,} |"
         )
     return "\n".join(lines)
+
+
+def plot_speed(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Draw ``retrieve`` and ``add_turn`` against the conversation's size (log-log): the
+    median wall-clock time (solid) and the calling thread's median CPU time (dotted), one
+    colour per embedder; in the format the path's suffix names (``.svg``, ``.png``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True, squeeze=False)
+    embedders = list(dict.fromkeys(row["embedder"] for row in report["rows"]))
+    for panel, call, key in zip(
+        axes[0], ("retrieve(k=10)", "add_turn"), ("retrieve", "add"), strict=True
+    ):
+        for number, name in enumerate(embedders):
+            rows = sorted(
+                (row for row in report["rows"] if row["embedder"] == name),
+                key=lambda row: row["turns"],
+            )
+            turns = [row["turns"] for row in rows]
+            colour = f"C{number}"
+            label = f"{name} ({rows[0]['dim']})"
+            wall = [row[f"{key}_p50_ms"] for row in rows]
+            cpu = [row[f"{key}_cpu_p50_ms"] for row in rows]
+            panel.plot(turns, wall, "o-", color=colour, label=f"{label}, wall p50")
+            panel.plot(turns, cpu, "s:", color=colour, label=f"{label}, CPU p50")
+        panel.set_xscale("log")
+        panel.set_yscale("log")
+        panel.set_xlabel("turns in the conversation")
+        panel.set_title(call)
+        panel.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("milliseconds")
+    axes[0][1].legend(fontsize=7)
+    figure.suptitle("synapse-retriever bench retrieve: time against size", fontsize=10)
+    figure.tight_layout()
+    save_figure(figure, path)

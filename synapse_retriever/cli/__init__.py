@@ -217,6 +217,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON Lines of your own queries ({hits, relevant, optional query, at, used}), "
         "scored over the store given with --store",
     )
+    source.add_argument(
+        "--plot",
+        nargs="+",
+        metavar=("SVG", "REPORT"),
+        help="plot saved --json reports instead of running: the image (SVG, PNG or PDF by "
+        "its suffix), then one report, or one per repository for the macro gain; the "
+        "synapse row's recall gain over each baseline with its 95%% interval",
+    )
     quality.add_argument("--rev", default="HEAD", help="history to read (HEAD)")
     quality.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
     quality.add_argument("--split", type=float, default=0.8, help="teaching share (0.8)")
@@ -308,7 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     perf.add_argument("--dir", help="folder for the temporary databases (system temp)")
     perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")
-    perf.add_argument("--plot", metavar="PNG", help="plot latency against graph size")
+    perf.add_argument(
+        "--plot",
+        metavar="SVG",
+        help="plot latency against graph size (SVG, PNG or PDF by its suffix)",
+    )
     perf.add_argument("--quiet", action="store_true", help="no progress messages")
     add_perf_options(perf)
 
@@ -364,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--queries", type=at_least(1), default=100, help="retrievals per size (100)"
     )
     retrieve.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
+    retrieve.add_argument(
+        "--plot",
+        metavar="SVG",
+        help="draw retrieve and add_turn against size (SVG, PNG or PDF by its suffix)",
+    )
     retrieve.add_argument("--quiet", action="store_true", help="no progress messages")
 
     capture = benches.add_parser(
@@ -434,10 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument(
         "--plot",
         nargs="+",
-        metavar=("PNG", "REPORT"),
+        metavar=("SVG", "REPORT"),
         help=(
-            "plot saved --json reports instead of running: PNG, then one report per panel "
-            "(recall against k or budget, one line per row)"
+            "plot saved --json reports instead of running: the image (SVG, PNG or PDF by its "
+            "suffix), then one report per panel (recall against k or budget, one line per row)"
         ),
     )
     memory.add_argument(

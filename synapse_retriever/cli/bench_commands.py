@@ -68,6 +68,8 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     )
 
     check_output(args.json)
+    if args.plot is not None:
+        return _plot_quality_reports(args.plot)
     if args.queries is not None:
         report = _bench_queries(args)
     else:
@@ -206,15 +208,13 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def cmd_bench_macro(args: argparse.Namespace) -> int:
-    """Macro-averaged tables over several ``bench quality --json`` reports."""
-    from synapse_retriever.bench.macro import macro_markdown, recall_markdown
-
+def _quality_reports(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """Saved ``bench quality --json`` reports, one per repository, checked for their rows."""
     reports: list[dict[str, Any]] = []
-    for path in args.reports:
+    for path in paths:
         try:
             report = json.loads(Path(path).read_text())
-        except ValueError as exc:
+        except (OSError, ValueError) as exc:
             raise CliError(f"{path!r} is not a bench quality report: {exc}") from None
         if not (
             isinstance(report, dict)
@@ -226,13 +226,49 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
         if any(report["name"] == other["name"] for other in reports):
             raise CliError(f"two reports are named {report['name']!r}: one per repository")
         reports.append(report)
+    return reports
+
+
+def _quality_rows(reports: Sequence[dict[str, Any]], path: str) -> set[str]:
     try:
-        rows = {
+        return {
             row for data in reports[0]["variants"].values() for block in data["by_k"].values()
             for row in block["rows"]
         }  # fmt: skip
     except (KeyError, TypeError, AttributeError):
-        raise CliError(f"{args.reports[0]!r} is not a bench quality report (no rows)") from None
+        raise CliError(f"{path!r} is not a bench quality report (no rows)") from None
+
+
+def _plot_quality_reports(paths: Sequence[str]) -> int:
+    """``bench quality --plot SVG REPORT...``: the synapse row's gain over each baseline."""
+    from synapse_retriever.bench.macro import plot_gains
+
+    if len(paths) < 2:
+        raise CliError("--plot takes the image's path, then one or more --json reports")
+    check_output(paths[0])
+    reports = _quality_reports(paths[1:])
+    if "synapse" not in _quality_rows(reports, paths[1]):
+        raise CliError(f"{paths[1]!r} has no synapse row to plot")
+    retrievers = {report.get("settings", {}).get("retriever") for report in reports}
+    if len(retrievers) > 1:
+        raise CliError(f"the reports mix vector baselines ({sorted(map(str, retrievers))}): "
+                       "plot one baseline's reports at a time")  # fmt: skip
+    try:
+        plot_gains(reports, paths[0])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(
+            f"the reports do not share the variants, k and rows of the first: {exc}"
+        ) from None
+    console().print(f"wrote {paths[0]}")
+    return 0
+
+
+def cmd_bench_macro(args: argparse.Namespace) -> int:
+    """Macro-averaged tables over several ``bench quality --json`` reports."""
+    from synapse_retriever.bench.macro import macro_markdown, recall_markdown
+
+    reports = _quality_reports(args.reports)
+    rows = _quality_rows(reports, args.reports[0])
     if args.row not in rows:
         raise CliError(f"--row {args.row!r} is not a row of {args.reports[0]!r}: {sorted(rows)}")
     try:
@@ -378,9 +414,14 @@ def _report(
 
 def cmd_bench_retrieve(args: argparse.Namespace) -> int:
     """How fast hybrid retrieval is, what a turn with its graph costs and weighs."""
-    from synapse_retriever.bench.retrieval_speed import markdown_table, run_retrieval_speed
+    from synapse_retriever.bench.retrieval_speed import (
+        markdown_table,
+        plot_speed,
+        run_retrieval_speed,
+    )
 
     check_output(args.json)
+    check_output(args.plot)
     err = console(stderr=True)
     with err.status("conversations") as status:
         report = run_retrieval_speed(
@@ -390,6 +431,8 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
             embedders=args.embedders,
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
+    if args.plot is not None:
+        plot_speed(report, args.plot)
     return _report(args.json, report, markdown_table)
 
 
@@ -525,7 +568,7 @@ def cmd_bench_capture(args: argparse.Namespace) -> int:
 
 
 def _plot_memory_reports(paths: Sequence[str]) -> int:
-    """``bench memory --plot PNG REPORT...``: one panel per saved report."""
+    """``bench memory --plot SVG REPORT...``: one panel per saved report."""
     from synapse_retriever.bench.realmem import plot_reports
 
     if len(paths) < 2:

@@ -139,7 +139,7 @@ class ContextConfig:
         The graph walk of ``retrieve``: hops at most (>= 1), the activation kept per hop
         (in (0, 1]), the strongest edges followed per node (>= 1).
     retrieval_rrf_k, retrieval_lexical_weight : int, float
-        ``retrieve``'s fusion of its two channels (and a memory's assembly's):
+        ``retrieve``'s fusion of its two channels:
         ``retrieval_lexical_weight / (k + rank_bm25) + 1 / (k + rank_embedder)`` with k =
         ``retrieval_rrf_k`` (>= 1; the weight > 0;
         :mod:`~synapse_retriever.context.graph.hybrid` says how they were chosen).

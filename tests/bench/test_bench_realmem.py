@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -374,6 +376,21 @@ def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
     picture = tmp_path / "recall.png"
     assert main(["bench", "memory", "--plot", str(picture), str(report), str(report)]) == 0
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # evidence kept against the token budget, as SVG (what the benchmark pages commit)
+    budgets = tmp_path / "locomo.budget.json"
+    budgeted = ["bench", "memory", "--locomo", str(path), "--no-minilm", "--quiet"]
+    assert main([*budgeted, "--budgets", "20", "200", "--json", str(budgets)]) == 0
+    capsys.readouterr()
+    drawing = tmp_path / "budget.svg"
+    assert main(["bench", "memory", "--plot", str(drawing), str(report), str(budgets)]) == 0
+    svg = drawing.read_text()
+    ElementTree.fromstring(svg)  # well-formed
+    texts = re.findall(r"<!-- (.*?) -->", svg)  # matplotlib names each text it draws
+    assert {"token budget", "k (turns retrieved)", "LoCoMo: 2 queries"} <= set(texts)
+    assert {"default", "last-N", "BM25 top-k"} <= set(texts)  # the budget panel's legend
+    assert "Date" not in svg  # reproducible: the same reports draw the same bytes
+    assert main(["bench", "memory", "--plot", str(drawing), str(report), str(budgets)]) == 0
+    assert drawing.read_text() == svg
     assert main(["bench", "memory", "--plot", str(picture), str(path)]) == 2
     assert "is not a bench memory --json report" in capsys.readouterr().err
     assert main([*argv, "--realmem", str(path)]) == 2

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -44,6 +46,14 @@ def test_the_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture
     argv.append("--quiet")
     assert main([*argv, "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rows"][0]["turns"] == 30
+    picture = tmp_path / "speed.svg"  # time against size, as the benchmark pages show it
+    assert main([*argv, "--turns", "20", "40", "--json", str(out), "--plot", str(picture)]) == 0
+    svg = picture.read_text()
+    ElementTree.fromstring(svg)  # well-formed
+    texts = re.findall(r"<!-- (.*?) -->", svg)  # matplotlib names each text it draws
+    assert {"retrieve(k=10)", "add_turn", "turns in the conversation"} <= set(texts)
+    assert {"hashing (1024), wall p50", "hashing (1024), CPU p50"} <= set(texts)
+    assert [row["turns"] for row in json.loads(out.read_text())["rows"]] == [20, 40]
     assert main(argv) == 0
     assert "| hashing (1024) | 30 |" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:  # argparse's own usage error

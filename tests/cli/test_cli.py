@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from git_history import BASE, DAY, commit, init, make_project
@@ -498,6 +500,51 @@ def test_bench_macro_averages_reports(
     with pytest.raises(SystemExit) as stopped:
         main(["bench", "macro", paths[0], "--resamples", "0"])
     assert stopped.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+def test_bench_quality_plots_the_gain_over_each_baseline_from_saved_reports(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "project.json"
+    args = ["--git", str(project), "--json", str(report), "--quiet", "--k", "5", "10"]
+    assert run(capsys, "bench", "quality", *args)[0] == 0
+    picture = tmp_path / "gain.svg"
+    code, out, _ = run(capsys, "bench", "quality", "--plot", str(picture), str(report))
+    assert code == 0 and "wrote" in out
+    svg = picture.read_text()
+    ElementTree.fromstring(svg)  # well-formed XML
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    texts = re.findall(r"<!-- (.*?) -->", svg)  # matplotlib names each text it draws
+    for label in ("over vector", "over recency", "over co-change", "over actr-prior",
+                  "over synapse-published", "frozen", "online", "k = 5", "k = 10",
+                  "bench quality: project (tfidf baseline)"):  # fmt: skip
+        assert label in texts, label
+    assert "Date" not in svg  # reproducible: the same report draws the same bytes
+    first = picture.read_bytes()
+    assert run(capsys, "bench", "quality", "--plot", str(picture), str(report))[0] == 0
+    assert picture.read_bytes() == first
+    png = tmp_path / "gain.png"
+    assert run(capsys, "bench", "quality", "--plot", str(png), str(report))[0] == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bm25 = tmp_path / "bm25.json"
+    bm25.write_text(report.read_text().replace('"retriever": "tfidf"', '"retriever": "bm25"')
+                    .replace('"name": "project"', '"name": "other"'))  # fmt: skip
+    blind = tmp_path / "blind.json"
+    data = json.loads(report.read_text())
+    for variant in data["variants"].values():
+        for block in variant["by_k"].values():
+            del block["rows"]["synapse"]
+    blind.write_text(json.dumps(data))
+    for paths, fragment in [
+        ([str(picture)], "takes the image's path, then one or more --json reports"),
+        ([str(picture), str(report), str(bm25)], "mix vector baselines"),
+        ([str(picture), str(blind)], "has no synapse row"),
+        ([str(picture), str(tmp_path / "none.json")], "is not a bench quality report"),
+        ([str(tmp_path / "no" / "such" / "folder.svg"), str(report)], "folder.svg"),
+    ]:
+        code, _, err = run(capsys, "bench", "quality", "--plot", *paths)
+        assert code == 2, paths
+        _one_error_line(err, fragment)
 
 
 def _one_error_line(err: str, *fragments: str) -> None:
