@@ -103,6 +103,10 @@ CONNECTION_OPTIONS: dict[str, int] = {
 }
 """libpq settings of every connection: how long a connection may take to open, and how
 soon a server or network that stopped answering is noticed."""
+_ADMIN_SHUTDOWN = "57P01"
+"""SQLSTATE of a connection the server terminated (``pg_terminate_backend``, a pooler)."""
+_OPEN_ATTEMPTS = 3
+"""Connections opened in a row when the server terminates each while it is set up."""
 
 SCHEMA = [
     """
@@ -643,17 +647,24 @@ class _Connections:
 
     def connect(self, **options: Any) -> psycopg.Connection[Any]:
         """A new connection (:data:`CONNECTION_OPTIONS` and ``options``), its lock waits
-        bounded; :class:`StorageUnavailableError` if it cannot be opened."""
-        try:
-            conn = self._psycopg.connect(self._url, **{**CONNECTION_OPTIONS, **options})
-            conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
-            if not conn.autocommit:
-                conn.commit()
-        except self._psycopg.OperationalError as exc:
-            raise StorageUnavailableError(
-                f"{self._where!r} cannot be reached: cannot connect ({str(exc).strip()})"
-            ) from None
-        return conn
+        bounded; :class:`StorageUnavailableError` if it cannot be opened. A connection the
+        server terminates while it is being set up (an administrator's or a pooler's kill,
+        SQLSTATE 57P01, at most :data:`_OPEN_ATTEMPTS` times in a row) is replaced at once:
+        the server answered, so the next one may live."""
+        for attempt in range(1, _OPEN_ATTEMPTS + 1):
+            try:
+                conn = self._psycopg.connect(self._url, **{**CONNECTION_OPTIONS, **options})
+                conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+                if not conn.autocommit:
+                    conn.commit()
+                return conn
+            except self._psycopg.OperationalError as exc:
+                killed = getattr(exc, "sqlstate", None) == _ADMIN_SHUTDOWN
+                if not killed or attempt == _OPEN_ATTEMPTS:
+                    raise StorageUnavailableError(
+                        f"{self._where!r} cannot be reached: cannot connect ({str(exc).strip()})"
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _take(self) -> psycopg.Connection[Any]:
         while True:

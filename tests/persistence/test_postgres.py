@@ -680,7 +680,8 @@ def test_a_write_after_killed_connections_reconnects_at_once(postgres_url: str) 
             while not stop.wait(0.2):
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = %s AND state = 'idle'",
+                    "WHERE application_name = %s AND state = 'idle' "
+                    "AND state_change < now() - interval '100 milliseconds'",  # pooled, not opening
                     (name,),
                 )
 
