@@ -98,8 +98,8 @@ class TurnsView:
     turns are always FULL; ``groups`` are kept or dropped together; a turn that is not
     ``degradable`` is FULL or dropped; ``fixed_tokens`` are added to a turn's cost at
     every level (text that is never condensed, e.g. a tool call's arguments); ``ranking``
-    the rows the query needs, best first, from a memory's retrieval rule
-    (:meth:`~synapse_retriever.context.ConversationMemory.retrieve`): the relevance pass
+    the rows the query needs, best first, as a memory ranks them over its stored indexes
+    (BM25, the embedder and novelty fused, speakers and dates raised): the relevance pass
     takes that order; without it (a message list, nothing stored) it fuses BM25, the
     embedder and novelty itself.
     """
@@ -365,7 +365,7 @@ def _relevance_pass(
     ]
     if not candidates:
         return {}
-    if view.ranking is not None:  # the memory's retrieval ranking (retrieve's rule)
+    if view.ranking is not None:  # the memory's ranking over its stored indexes
         eligible = set(candidates)
         order = [i for i in view.ranking if i in eligible]
         return _pick(view, order, query_vector, whole, fixed, degradable, room, embedder,

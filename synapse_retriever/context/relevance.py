@@ -17,8 +17,10 @@ Notes
    ``rrf(i) = w_lex / (k + rank_bm25(i)) + 1 / (k + rank_embedder(i))
    + w_nov / (k + rank_novelty(i))`` (ranks from 1; by default ``w_lex`` = 1,
    ``w_nov`` = 0.5, k = 60). A :class:`~synapse_retriever.context.ConversationMemory`
-   ranks by its retrieval rule instead (:mod:`~.graph.hybrid`: BM25 and the embedder
-   fused, the graph's time neighbours on top). BM25 finds the words a question
+   fuses the same three over its stored turns (BM25 from its FTS5 index, the embedder
+   from its vector index) and raises the turns of the speakers and the time the question
+   names (:mod:`~.graph.cues`); it does not lift the graph's time neighbours into a
+   budget, as ``retrieve`` does (they cost the tokens the answer needs). BM25 finds the words a question
    shares with its evidence, the embedder its paraphrases, novelty the turn that said
    something new rather than one of many that mention the topic.
 3. In that order, up to ``relevance_share × room`` tokens, a turn goes in FULL if it
