@@ -20,9 +20,9 @@ Notes
    fuses the same three over its stored turns (BM25 from its FTS5 index, the embedder
    from its vector index) and raises the turns of the speakers and the time the question
    names (:mod:`~.graph.cues`); it does not lift the graph's time neighbours into a
-   budget, as ``retrieve`` does (they cost the tokens the answer needs). BM25 finds the words a question
-   shares with its evidence, the embedder its paraphrases, novelty the turn that said
-   something new rather than one of many that mention the topic.
+   budget, as ``retrieve`` does (they cost the tokens the answer needs). BM25 finds the
+   words a question shares with its evidence, the embedder its paraphrases, novelty the
+   turn that said something new rather than one of many that mention the topic.
 3. In that order, up to ``relevance_share × room`` tokens, a turn goes in FULL if it
    fits. The first turn that does not fit is cut around the query to what is left: its
    sentences that match it (CHUNKS), else its best one (SUMMARY). Other turns that do not
