@@ -228,8 +228,8 @@ def test_assemble_ranks_by_the_message_list_fusion_without_the_graph() -> None:
         vector = memory.embedder.embed([QUESTION])[0]
         by_meaning = [memory.turns()[row].id for row, _ in memory._index.top(vector, 1000)]
         by_novelty = [t.id for t in sorted(turns, key=lambda t: (-t.surprise, -t.id))]
-        fused = fuse([by_words, by_meaning, by_novelty],
-                     [config.lexical_weight, 1.0, config.novelty_weight], k=config.rrf_k)  # fmt: skip
+        weights = [config.lexical_weight, 1.0, config.novelty_weight]
+        fused = fuse([by_words, by_meaning, by_novelty], weights, k=config.rrf_k)
         expected = [turn_id - 1 for turn_id in sorted(fused, key=lambda t: (-fused[t], -t))]
         assert memory._assembly_ranking(QUESTION, vector, now) == expected
 
