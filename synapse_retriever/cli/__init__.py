@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mcp",
         cmd_mcp,
         "Serve the store to an agent over the Model Context Protocol (stdio): the tools "
-        "recall, record_usage, neighbours and stats. Needs the mcp extra.",
+        "recall, related, record_usage, neighbours and stats. Needs the mcp extra.",
     )
 
     bench = commands.add_parser("bench", help="Benchmarks.", description="Benchmarks.")
