@@ -33,9 +33,12 @@ def test_the_default_counter_is_the_documented_approximation() -> None:
 
 
 def test_tiktoken_offline_without_a_cached_file_is_a_clear_error(
-    tmp_path: Path, offline: list[Any]
+    tmp_path: Path, offline: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("tiktoken")
+    registry = pytest.importorskip("tiktoken.registry")
+    # an encoding another test (or a docs example) loaded stays in the process: forget it,
+    # as a fresh process would not have it
+    monkeypatch.setattr(registry, "ENCODINGS", {})
     with pytest.raises(InvalidValueError, match="cannot load the tiktoken encoding"):
         tiktoken_counter("cl100k_base", cache_dir=str(tmp_path))
 
