@@ -352,6 +352,20 @@ class _CachedEmbedder:
         return np.stack([self._memo[t] for t in texts])
 
 
+def feed(
+    memories: Iterable[ConversationMemory], lexical: LexicalIndex, turns: Sequence[Turn]
+) -> None:
+    """Add ``turns`` in order to every memory (each at its own time, in its session, with
+    its speaker) and to the plain BM25 row's index."""
+    memories = list(memories)
+    for turn in turns:
+        for memory in memories:
+            memory.add_turn(
+                turn.text, role=turn.role, at=turn.at, session=turn.session, speaker=turn.speaker
+            )
+        lexical.add([turn.text])
+
+
 def query_time(persona: Persona, query: Query) -> float:
     """When ``query`` is asked: its own turn's time (RealMem), or a minute after the last
     turn when it is asked after the conversation (LoCoMo)."""
@@ -467,16 +481,7 @@ def run_realmem(
             for number, query in enumerate(queries):
                 if progress is not None:
                     progress(f"{persona.name}: query {number + 1}/{len(queries)}")
-                for turn in persona.turns[added : query.index]:
-                    for memory in open_memories.values():
-                        memory.add_turn(
-                            turn.text,
-                            role=turn.role,
-                            at=turn.at,
-                            session=turn.session,
-                            speaker=turn.speaker,
-                        )
-                    lexical.add([turn.text])
+                feed(open_memories.values(), lexical, persona.turns[added : query.index])
                 added = max(added, query.index)
                 at = query_time(persona, query)
                 prefix = tokens[:added]

@@ -38,6 +38,7 @@ from synapse_retriever.bench.realmem import (
     _key,
     _query_entry,
     _tables,
+    feed,
     query_time,
     score_query,
 )
@@ -109,15 +110,7 @@ def run_realmem_retrieval(
             for number, query in enumerate(queries):
                 if progress is not None:
                     progress(f"{persona.name}: query {number + 1}/{len(queries)}")
-                for turn in persona.turns[added : query.index]:
-                    memory.add_turn(
-                        turn.text,
-                        role=turn.role,
-                        at=turn.at,
-                        session=turn.session,
-                        speaker=turn.speaker,
-                    )
-                    lexical.add([turn.text])
+                feed([memory], lexical, persona.turns[added : query.index])
                 added = max(added, query.index)
                 at = query_time(persona, query)
                 entry = _query_entry(persona, query, added)
