@@ -1,0 +1,1 @@
+"""A conversation memory's persistence: the protocol (:mod:`.protocol`), SQLite, PostgreSQL."""
