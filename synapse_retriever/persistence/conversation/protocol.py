@@ -121,13 +121,15 @@ class EntityRow(NamedTuple):
 
 
 class TypedEdgeRow(NamedTuple):
-    """A typed edge of the temporal graph: its ends, type, last time, counts."""
+    """A typed edge of the temporal graph: its ends, its type, when it was made or last
+    strengthened, its reinforcements (the ``count`` of its strength) and the traversals
+    toward the next one (column ``count`` in the tables: ``tuple.count`` is a method)."""
 
     source: str
     target: str
     type: str
     at: float
-    count: int = 0
+    reinforcements: int = 0
     traversals: int = 0
 
 
