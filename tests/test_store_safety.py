@@ -342,3 +342,31 @@ def test_a_write_that_meets_damage_is_rolled_back(tmp_path: Path) -> None:
         assert store.edge("n1", "new") is None
     with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("SELECT count(*) FROM nodes WHERE name = 'new'").fetchone() == (0,)
+
+
+def test_opening_a_file_again_keeps_the_locks_of_its_open_connections(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it: a
+    header read through Python made another process believe it was the file's last user
+    and take it over (it may then checkpoint and delete the WAL under the first
+    connection: two memories on one file in one process lost turns that way)."""
+    import sys
+
+    path = tmp_path / "shared.db"
+    SynapseStore(path).close()
+    first = sqlite3.connect(path)
+    first.execute("SELECT count(*) FROM sqlite_master").fetchone()  # holds its shared lock
+    try:
+        SynapseStore(path).close()  # a second open in this process, then its close
+        SQLiteStorage(path).close()
+        other = (
+            "import sqlite3, sys\n"
+            "db = sqlite3.connect(sys.argv[1], timeout=0)\n"
+            "print(db.execute('PRAGMA journal_mode = DELETE').fetchone()[0])\n"
+        )
+        mode = subprocess.run(
+            [sys.executable, "-c", other, str(path)], capture_output=True, text=True, check=False
+        )
+        # the other process cannot take the file over while `first` is open: it stays WAL
+        assert mode.stdout.strip() == "wal" or "locked" in mode.stderr, mode
+    finally:
+        first.close()

@@ -450,7 +450,7 @@ class SQLiteStorage:
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
-            _refuse_foreign_file(Path(self.path))
+            _refuse_directory(Path(self.path))
             self.read_only = self.read_only or _unwritable(Path(self.path))
         self._db = self._connect(busy_timeout_s)
         try:
@@ -491,6 +491,11 @@ class SQLiteStorage:
                 if position + 1 == len(uris):
                     raise NotASynapseDatabaseError(f"cannot open {self.path!r}: {exc}") from None
             except sqlite3.DatabaseError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF == SQLITE_NOTADB:
+                    raise NotASynapseDatabaseError(  # SQLite read the header and wrote nothing
+                        f"{self.path!r} is not a synapse database (not an SQLite file); it was "
+                        "left untouched"
+                    ) from None
                 raise self._typed(exc) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -804,18 +809,12 @@ def _corrupt_message(path: str, detail: str) -> str:
     )
 
 
-def _refuse_foreign_file(path: Path) -> None:
-    """Refuse, without writing to it, a non-empty file that is not an SQLite database."""
+def _refuse_directory(path: Path) -> None:
+    """Refuse a directory. Whether a file is an SQLite database at all is read by SQLite
+    itself, at the connection's first read (:meth:`SQLiteStorage._connect`): reading the
+    header through Python would close a descriptor of the file, and closing any
+    descriptor of a file drops every POSIX lock this process holds on it, those of its
+    other open connections too (SQLite's own descriptors are shared per file and process,
+    so they keep them). Two memories on one file in one process lost turns that way."""
     if path.is_dir():
         raise NotASynapseDatabaseError(f"{str(path)!r} is a directory, not a synapse database")
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(16)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise NotASynapseDatabaseError(f"cannot read {str(path)!r}: {exc}") from None
-    if header and header != b"SQLite format 3\x00":
-        raise NotASynapseDatabaseError(
-            f"{str(path)!r} is not a synapse database (not an SQLite file); it was left untouched"
-        )
