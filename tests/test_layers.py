@@ -25,6 +25,7 @@ LAYERS = {
     "persistence.sqlite": 4,
     "persistence.postgres": 4,
     "persistence.layered": 4,
+    "persistence.conversation.postgres": 4,
     "memory": 5,
     "recall": 6,
     "store": 7,

@@ -812,7 +812,7 @@ nothing was written
             f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
         ) from None
     except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
-        raise lock_timeout_error(where, timeout_s, str(exc)) from None
+        raise lock_timeout_error(where, timeout_s, exc.diag.message_primary or str(exc)) from None
     except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
         raise TransientWriteError(str(exc).strip(), conflict=True) from exc
     except psycopg.OperationalError as exc:
