@@ -367,6 +367,14 @@ def test_one_consolidation_per_user_across_processes_and_a_killed_one_frees_its_
         assert mine  # released at the block's end
 
 
+def _waiting_on(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether a transaction waits for a lock on ``table``."""
+    found = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE relation = %s::regclass AND NOT granted", (table,)
+    ).fetchone()
+    return found == (1,)
+
+
 def test_a_consolidation_killed_mid_transaction_writes_nothing_and_frees_its_lock(
     postgres_url: str, open_storage: Any
 ) -> None:
@@ -377,15 +385,8 @@ def test_a_consolidation_killed_mid_transaction_writes_nothing_and_frees_its_loc
         locker.execute("LOCK TABLE context_replays IN SHARE MODE")  # the replay row waits
         child = _spawn(postgres_url, "alice", "consolidate")
         try:
-            _eventually(  # its turn updates are made, uncommitted; it waits on the lock
-                lambda: (
-                    locker.execute(
-                        "SELECT count(*) FROM pg_locks WHERE relation = 'context_replays'::regclass "
-                        "AND NOT granted"
-                    ).fetchone()
-                    == (1,)
-                )
-            )
+            # its turn updates are made, uncommitted; it waits on the lock
+            _eventually(lambda: _waiting_on(locker, "context_replays"))
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
