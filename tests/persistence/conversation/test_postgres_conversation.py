@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,8 @@ from synapse_retriever.persistence.conversation.protocol import (
     TurnRecord,
     TypedEdgeRow,
 )
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def turn(text: str, at: float = 0.0, session: str = "s", speaker: str | None = None) -> TurnRecord:
@@ -527,6 +530,25 @@ def test_a_read_only_role_is_refused_at_open_and_a_revoked_write_is_typed(
         assert [t.text for t in storage.load().turns] == ["written"]
     finally:
         storage.close()
+
+
+def test_the_rights_the_team_memory_page_lists_are_enough(
+    postgres_url: str, role: tuple[str, str]
+) -> None:
+    name, url = role
+    PostgresConversationStorage(postgres_url).close()  # created once, by the schema's owner
+    grants = (ROOT / "docs" / "how-to" / "team-memory.md").read_text(encoding="utf-8")
+    block = grants.split("```sql\n", 1)[1].split("```", 1)[0]
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(block.replace("synapse", schema).replace("assistant", name).encode())
+    with PostgresConversationStorage(url, user="alice") as storage:
+        turn_id = storage.insert(turn("The deploy."), "e", b"", lambda i: mentions(i, "deploy"))
+        with storage.consolidation_turn() as mine:
+            assert mine and storage.consolidate([(turn_id, "c", "s")], [(turn_id, 0.5)], ["t"], 1)
+        storage.update_edges([TypedEdgeRow(f"turn:{turn_id}", "topic:deploy", "MENTIONS", 1, 1)])
+        storage.replace_embeddings("other", [(turn_id, b"v")])
+        assert storage.load().turns[0].summary == "s" and storage.themes() == [(1, ["t"])]
 
 
 def test_a_newer_conversation_schema_is_refused(postgres_url: str) -> None:
