@@ -209,6 +209,9 @@ class _Database:
         self.connections = Connections(url, where, POOL_SIZE, timeout_s)
         self.listener: Listener | None = None
         self.users = 0
+        self.schema: int | None = None
+        """The oid of the schema, once checked and migrated."""
+        self._opening = threading.Lock()
         self._storages: dict[str, weakref.WeakSet[PostgresConversationStorage]] = {}
         self._local = threading.Lock()
 
@@ -231,6 +234,14 @@ class _Database:
         if self.listener is not None:
             self.listener.close()
         self.connections.close()
+
+    def opened(self, open_schema: Callable[[], int]) -> int:
+        """The schema's oid: ``open_schema()``'s, run by the first storage of this URL in
+        this process (the others wait for it; if it fails, the next tries again)."""
+        with self._opening:
+            if self.schema is None:
+                self.schema = open_schema()
+            return self.schema
 
     def listen(self) -> None:
         with _OPEN_GUARD:
@@ -324,8 +335,6 @@ class PostgresConversationStorage:
         self.user = check_user(user)
         url, self.where = split_url(url)
         self._timeout_s = timeout_s
-        # refuse another application's schema, or stamp an empty one as a synapse store
-        PostgresStorage(url, pool_size=1, timeout_s=timeout_s, listen=False).close()
         self.token = uuid.uuid4().hex[:12]
         """This storage's mark on its ``NOTIFY`` payloads (its own writes are no news)."""
         self.heard = threading.Event()
@@ -336,8 +345,8 @@ class PostgresConversationStorage:
         self._closed = False
         self._database = _Database.attach(url, self.where, timeout_s)
         try:
+            self._schema = self._database.opened(lambda: self._open(url))
             with self._connection() as conn:
-                self._schema = self._migrate(conn)
                 self._user = self._user_number(conn)
         except BaseException:
             self._database.detach()
@@ -377,6 +386,14 @@ class PostgresConversationStorage:
             raise StorageUnavailableError(
                 f"{self.where!r} cannot be reached: {str(exc).strip()}"
             ) from None
+
+    def _open(self, url: str) -> int:
+        """Check the schema (another application's is refused, an empty one stamped as a
+        synapse store), bring the conversation tables to :data:`SCHEMA_VERSION`, check
+        that this role may write them; the schema's oid. Once per URL in a process."""
+        PostgresStorage(url, pool_size=1, timeout_s=self._timeout_s, listen=False).close()
+        with self._connection() as conn:
+            return self._migrate(conn)
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> int:
         """Bring the conversation tables to :data:`SCHEMA_VERSION` (one process at a time,
