@@ -20,11 +20,14 @@ LAYERS = {
     "persistence": 2,  # the package re-exports only the rows and the protocols
     "persistence.rows": 2,
     "persistence.protocols": 2,
+    "persistence.conversation.protocol": 2,
     "learning": 3,
     "capture.coactivation": 3,
     "persistence.sqlite": 4,
     "persistence.postgres": 4,
     "persistence.layered": 4,
+    "persistence.conversation": 4,  # the package chooses a backend: open_conversation_storage
+    "persistence.conversation.sqlite": 4,
     "persistence.conversation.postgres": 4,
     "memory": 5,
     "recall": 6,

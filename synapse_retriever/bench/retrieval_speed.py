@@ -4,15 +4,16 @@ A generated conversation (:func:`~synapse_retriever.bench.memory.generate_conver
 of each size is stored in a real SQLite file in one transaction (each turn with its vector;
 its surprise and repeats are placeholders), as a file written before the graph existed:
 the first open links the graph. The second open is timed (reading every turn, rebuilding
-the graph mirror and the vector index). Then ``adds`` more turns (1,000 by default) are
-added one by one with background consolidation, timing every ``add_turn`` at that size
-(the turn, its vector, its novelty and repeats from the vector index, its graph edges,
-one transaction). Then each of the conversation's questions (cycled) is retrieved with
+the graph mirror, the vector index and the lexical index). Then ``adds`` more turns (1,000
+by default) are added one by one with background consolidation, timing every ``add_turn``
+at that size (the turn, its vector, its novelty and repeats from the vector index, its
+graph edges, one transaction). Then each of the conversation's questions (cycled) is retrieved with
 ``retrieve(k=10, mode="auto")``, timed one by one, and so are the two channels a fused
 retrieval reads: the vector index's ``top(vector, 100)``
 (:class:`~synapse_retriever.context.TurnIndex`, approximate from
 :data:`~synapse_retriever.context.embed.EXACT_BELOW` turns) and the lexical index's 100
-best turns (SQLite FTS5).
+best turns (the memory's in-process FTS5 index,
+:class:`~synapse_retriever.context.lexical.LexicalIndex`).
 
 Reported: p50 and p95 (and add_turn's p99) in milliseconds of wall-clock time, the median
 CPU time of the calling thread for ``add_turn`` and ``retrieve`` (what a call costs on a
@@ -46,8 +47,8 @@ from synapse_retriever.bench.memory import Turn, generate_conversation
 from synapse_retriever.bench.plots import save_figure
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, Vectors, normalized
 from synapse_retriever.context.memory import ConversationMemory
-from synapse_retriever.context.storage import ContextStorage
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.persistence.conversation import SQLiteConversationStorage
 
 __all__ = [
     "EMBEDDERS",
@@ -137,7 +138,7 @@ def _prefill(path: str, embedder: Embedder, turns: Sequence[Turn]) -> None:
     Each turn's vector is its embedder's; its surprise (1.0) and repeats (0) are
     placeholders (they weigh in ranking, not in speed). The next open links the graph.
     """
-    storage = ContextStorage(path)
+    storage = SQLiteConversationStorage(path)
     try:
         with storage._write() as db:
             for begin in range(0, len(turns), 1000):
@@ -151,7 +152,6 @@ def _prefill(path: str, embedder: Embedder, turns: Sequence[Turn]) -> None:
                         for t, vector in zip(chunk, vectors, strict=True)
                     ],
                 )
-            db.execute("INSERT INTO context_turns_fts (context_turns_fts) VALUES ('rebuild')")
     finally:
         storage.close()
 
@@ -207,7 +207,7 @@ def _one_size(
                 memory._index.top(vector, DEPTH)
                 dense.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                memory._storage.lexical(question, DEPTH)
+                memory._lexical.top(question, DEPTH)
                 lexical.append(time.perf_counter() - start)
             approximate = memory._index.approximate
             graph = memory.graph(at=now)

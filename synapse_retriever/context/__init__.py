@@ -28,7 +28,6 @@ from synapse_retriever.context.levels import ContextBudgetError, Level, plan_lev
 from synapse_retriever.context.memory import ROLES, ConversationMemory
 from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
-from synapse_retriever.context.storage import ContextStorage, TurnRecord
 from synapse_retriever.context.summarize import (
     Condensed,
     ExtractiveSummarizer,
@@ -37,6 +36,7 @@ from synapse_retriever.context.summarize import (
     focus,
 )
 from synapse_retriever.context.tokens import TokenCounter, checked_counter, tiktoken_counter
+from synapse_retriever.persistence.conversation import SQLiteConversationStorage, TurnRecord
 
 __all__ = [
     "MODES",
@@ -47,7 +47,6 @@ __all__ = [
     "Consolidator",
     "ContextBudgetError",
     "ContextConfig",
-    "ContextStorage",
     "ConversationMemory",
     "Embedder",
     "ExtractiveSummarizer",
@@ -57,6 +56,7 @@ __all__ = [
     "MiniLmEmbedder",
     "MiniLmUnavailableError",
     "PromptSummarizer",
+    "SQLiteConversationStorage",
     "Summarizer",
     "TfidfThemes",
     "ThemeExtractor",

@@ -37,7 +37,8 @@ class Consolidator:
     Parameters
     ----------
     job : callable
-        The work; called with no arguments on the worker thread.
+        The work; called with no arguments on the worker thread (what it returns is
+        ignored).
     background : bool
         False runs ``job`` in the caller's thread at each request (for scripts that want
         exact, reproducible timing).
@@ -55,7 +56,7 @@ class Consolidator:
 
     def __init__(
         self,
-        job: Callable[[], None],
+        job: Callable[[], object],
         *,
         background: bool = True,
         name: str = "synapse-consolidation",

@@ -2,10 +2,15 @@
 
 A question shares words with its evidence more often than an embedder shows (a name, a
 number, a rare word): on both conversation benchmarks BM25 alone beats dense top-k by
-far. Every ranking of turns by words goes through this module: the memory's own FTS5
-index (``context_turns_fts`` in its database, kept in the same transaction as each
-turn) and, where nothing is stored (:func:`~.history.trim_history`), a private
-in-memory one (:class:`LexicalIndex`).
+far. Every ranking of turns by words goes through this module's :class:`LexicalIndex`, a
+private in-memory FTS5 index: a :class:`~synapse_retriever.context.ConversationMemory`
+keeps one over its user's turns (filled at open, then at every turn added or taken in
+from another process), and :func:`~.history.trim_history` one over the messages it trims.
+
+The index lives in the process, not in the database, so that its BM25 statistics (how
+many turns hold a word, their average length) are one user's: another user's turns in
+the same file or server never change this user's scores, and every backend gives the
+same rankings by construction.
 
 Notes
 -----
@@ -18,7 +23,7 @@ Notes
    stop words (:data:`~.text.STOPWORDS`) and one-letter words, at most
    :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by ``OR``. Nothing
    a user types is read as FTS5 syntax; a query of only stop words matches nothing.
-3. **Score**: ``-bm25()`` (FTS5's Okapi BM25, k1 = 1.2, b = 0.75, over the turns stored
+3. **Score**: ``-bm25()`` (FTS5's Okapi BM25, k1 = 1.2, b = 0.75, over the texts indexed
    now; higher is better), best first.
 
 References
@@ -93,19 +98,20 @@ def match_expression(query: str) -> str:
     return " OR ".join(f'"{word}"' for word in words)
 
 
-def fts_table(name: str, *, content: str | None = None, content_rowid: str = "id") -> str:
-    """The ``CREATE VIRTUAL TABLE`` statement of an FTS5 index over one ``text`` column.
-
-    ``content`` names the table whose rows it indexes (an external-content index: the
-    text is stored once, in that table); None keeps its own copy.
+def fts_table(name: str) -> str:
+    """The ``CREATE VIRTUAL TABLE`` statement of a contentless FTS5 index over one ``text``
+    column: it keeps the terms, their positions and each text's length (all ``bm25()``
+    reads), not the texts themselves (the caller has them), a third of the memory.
 
     Examples
     --------
-    >>> fts_table("t")
-    "CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')"
+    >>> print(fts_table("t"))
+    CREATE VIRTUAL TABLE t USING fts5(text, content='',
+        tokenize='porter unicode61 remove_diacritics 2')
     """
-    source = f", content='{content}', content_rowid='{content_rowid}'" if content else ""
-    return f"CREATE VIRTUAL TABLE {name} USING fts5(text{source}, tokenize='{FTS_TOKENIZER}')"
+    return (
+        f"CREATE VIRTUAL TABLE {name} USING fts5(text, content='',\n    tokenize='{FTS_TOKENIZER}')"
+    )
 
 
 def top_matches(
@@ -126,9 +132,9 @@ def top_matches(
 class LexicalIndex:
     """A private in-memory FTS5 index over texts, rows counted from 0 in the order added.
 
-    For rankings with nothing stored (a message list trimmed to a budget, a benchmark's
-    plain BM25 row); a :class:`~synapse_retriever.context.ConversationMemory` keeps its
-    index in its own database.
+    A :class:`~synapse_retriever.context.ConversationMemory` keeps one over its user's
+    turns (row ``i`` is its ``i``-th turn); a message list trimmed to a budget and a
+    benchmark's plain BM25 row use one too. The memory calls it under its own lock.
     """
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
@@ -143,7 +149,8 @@ class LexicalIndex:
     def add(self, texts: Iterable[str]) -> None:
         """Index more texts (rows ``len(self)`` onwards)."""
         rows = [(self._count + i, text) for i, text in enumerate(texts)]
-        self._db.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", rows)
+        with self._db:  # one transaction
+            self._db.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", rows)
         self._count += len(rows)
 
     def top(self, query: str, limit: int) -> list[tuple[int, float]]:

@@ -59,16 +59,23 @@ from synapse_retriever.context.graph.modes import (
     mode_weights,
 )
 from synapse_retriever.context.graph.relations import Relation, RelationExtractor
-from synapse_retriever.context.graph.walk import (
-    TemporalGraph,
-)
+from synapse_retriever.context.graph.walk import TemporalGraph
+from synapse_retriever.context.lexical import LexicalIndex
 from synapse_retriever.context.relevance import fuse
 from synapse_retriever.context.replay import TfidfThemes, ThemeExtractor, matching
-from synapse_retriever.context.storage import ContextStorage, EdgeRow, Loaded, TurnRecord
 from synapse_retriever.context.summarize import Condensed, ExtractiveSummarizer, Summarizer
 from synapse_retriever.context.text import TermStats
 from synapse_retriever.context.tokens import TokenCounter, checked_counter
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.persistence.conversation import (
+    ConversationStorage,
+    EntityRow,
+    Loaded,
+    TurnRecord,
+    TypedEdgeRow,
+    check_user,
+    open_conversation_storage,
+)
 
 __all__ = ["ROLES", "ConversationMemory"]
 
@@ -170,7 +177,9 @@ class ConversationMemory:
         relations: RelationExtractor | None = None,
         background: bool = True,
         busy_timeout_s: float = 30.0,
+        user: str | None = None,
     ) -> None:
+        stored_user = check_user(user)  # a bad name is refused before the file is touched
         if config is not None and not isinstance(config, ContextConfig):
             raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
         resolved = as_embedder(embedder) if embedder is not None else HashingEmbedder()
@@ -203,7 +212,10 @@ class ConversationMemory:
         )
         self._lock = threading.RLock()
         self._closed = False
-        self._storage = ContextStorage(self.path, busy_timeout_s=busy_timeout_s)
+        self.user: str | None = stored_user or None
+        self._storage: ConversationStorage = open_conversation_storage(
+            path, user=user, busy_timeout_s=busy_timeout_s
+        )
         try:
             self._load()
         except BaseException:
@@ -219,6 +231,7 @@ class ConversationMemory:
         self._turns: list[TurnRecord] = []
         self._tokens: list[int] = []
         self._index = TurnIndex(self.embedder.dim)
+        self._lexical = LexicalIndex()  # row i is self._turns[i], as in the vector index
         self._times = np.zeros(0, dtype=np.float64)  # the turns' times, in a growing buffer
         self._timed = 0
         self._graph = TemporalGraph()
@@ -241,6 +254,7 @@ class ConversationMemory:
         turns = loaded.turns
         self._turns.extend(turns)
         self._tokens.extend(self.token_counter(t.text) for t in turns)
+        self._lexical.add(t.text for t in turns)
         for turn in turns:
             self._stats.add(turn.text)
             if turn.speaker is not None:
@@ -280,16 +294,16 @@ class ConversationMemory:
     def _load_graph(
         self,
         turns: Sequence[TurnRecord],
-        entities: Sequence[tuple[str, str, str]],
-        edges: Sequence[EdgeRow],
+        entities: Sequence[EntityRow],
+        edges: Sequence[TypedEdgeRow],
         through: int,
     ) -> None:
         """Add ``turns`` and graph rows to the graph mirror; turns stored before the graph
         existed are linked now."""
         for node, kind, label in entities:
             self._labels.setdefault(node, (kind, label))
-        missing_entities: list[tuple[str, str, str]] = []
-        missing_edges: list[EdgeRow] = []
+        missing_entities: list[EntityRow] = []
+        missing_edges: list[TypedEdgeRow] = []
         for turn in turns:
             self._row[turn.id] = len(self._row)
             self._graph.add_turn()
@@ -302,7 +316,14 @@ class ConversationMemory:
         for node, kind, label in missing_entities:
             self._labels.setdefault(node, (kind, label))
         for row in [*edges, *missing_edges]:
-            self._graph.add_edge(row[0], row[1], row[2], at=row[3], count=row[4], traversals=row[5])
+            self._graph.add_edge(
+                row.source,
+                row.target,
+                row.type,
+                at=row.at,
+                count=row.reinforcements,
+                traversals=row.traversals,
+            )
         if missing_edges or (turns and through < turns[-1].id):
             self._storage.add_graph(missing_entities, missing_edges, turns[-1].id)
 
@@ -464,9 +485,9 @@ class ConversationMemory:
         with self._lock:
             self._check_open()
             record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker)
-            stored: list[tuple[list[tuple[str, str, str]], list[EdgeRow]]] = []
+            stored: list[tuple[list[EntityRow], list[TypedEdgeRow]]] = []
 
-            def link(turn_id: int) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
+            def link(turn_id: int) -> tuple[list[EntityRow], list[TypedEdgeRow]]:
                 previous = self._last_in_session.get(session)
                 stored.append(turn_links(turn_id, previous, entities, record.at))
                 return stored[-1]
@@ -497,7 +518,7 @@ class ConversationMemory:
             for node, kind, label in nodes:
                 self._labels.setdefault(node, (kind, label))
             for row in edges:
-                self._graph.add_edge(row[0], row[1], row[2], at=row[3])
+                self._graph.add_edge(row.source, row.target, row.type, at=row.at)
             self._graph.add_turn()
             self._last_in_session[session] = record.id
             self._row[record.id] = len(self._turns)
@@ -506,6 +527,7 @@ class ConversationMemory:
                 self._speakers[speaker] = None
             self._tokens.append(tokens)
             self._index.add(vector.reshape(1, -1))
+            self._lexical.add([text])
             self._times = _appended(self._times, self._timed, record.at)
             self._timed += 1
             self._stats.add(text)
@@ -802,11 +824,7 @@ class ConversationMemory:
     def _channels(self, query: str, vector: Vectors, depth: int) -> tuple[list[int], list[int]]:
         """The ``depth`` best turn ids by BM25 and by the embedder, best first."""
         turns = self._turns
-        lexical = [
-            turns[self._row[turn_id]].id
-            for turn_id, _ in self._storage.lexical(query, depth)
-            if turn_id in self._row  # another process's turn, not in this view yet
-        ]
+        lexical = [turns[row].id for row, _ in self._lexical.top(query, depth)]
         return lexical, [turns[row].id for row, _ in self._index.top(vector, depth)]
 
     def _assembly_ranking(self, query: str, vector: Vectors, now: float) -> list[int]:
@@ -912,7 +930,7 @@ class ConversationMemory:
         threshold = self.config.reinforcement_threshold
         with self._lock:
             self._check_open()
-            changed: dict[tuple[str, str, str], EdgeRow] = {}
+            changed: dict[tuple[str, str, str], TypedEdgeRow] = {}
             for result in results:
                 if not isinstance(result, Retrieval):
                     raise InvalidTypeError(
@@ -929,12 +947,13 @@ class ConversationMemory:
                         continue
                     count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
                     stamp = max(edge.at, now) if count > edge.count else edge.at
-                    changed[edge.key] = (*edge.key, stamp, count, traversals)
+                    changed[edge.key] = TypedEdgeRow(*edge.key, stamp, count, traversals)
             if changed:
                 self._storage.update_edges(list(changed.values()))
-                for source, target, kind, stamp, count, traversals in changed.values():
-                    edge = self._graph.edges[(source, target, kind)]
-                    edge.at, edge.count, edge.traversals = stamp, count, traversals
+                for new in changed.values():
+                    edge = self._graph.edges[(new.source, new.target, new.type)]
+                    edge.at, edge.count = new.at, new.reinforcements
+                    edge.traversals = new.traversals
             return len(changed)
 
     def graph(self, at: Clock = None) -> nx.MultiDiGraph:
@@ -1022,9 +1041,24 @@ class ConversationMemory:
 
     # -- consolidation -----------------------------------------------------------------
 
-    def consolidate(self) -> None:
-        """Run a consolidation now, in the caller's thread (even if none is due)."""
-        self._consolidate(force=True)
+    def consolidate(self) -> bool:
+        """Run a consolidation now, in the caller's thread (even if none is due); True if
+        it ran.
+
+        False, and nothing done, when no turn came since the last consolidation (this
+        process's or another's), or when another memory of this user on the same database
+        (another process) is consolidating now: one consolidation per user at a time
+        (:meth:`~synapse_retriever.persistence.conversation.ConversationStorage.consolidation_turn`).
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:", background=False)
+        >>> _ = memory.add_turn("Deploys move to Fridays.", at=0)
+        >>> memory.consolidate(), memory.consolidate()  # nothing new the second time
+        (True, False)
+        >>> memory.close()
+        """
+        return self._consolidate(force=True)
 
     def wait_for_consolidation(self, timeout: float | None = None) -> bool:
         """Block until background consolidation is idle; False if ``timeout`` passed first."""
@@ -1035,15 +1069,35 @@ class ConversationMemory:
         """The last background consolidation failure, if any (also logged)."""
         return self._consolidator.last_error
 
-    def _consolidate(self, force: bool = False) -> None:
+    def _waiting(self, force: bool) -> bool:
+        """Whether a consolidation is due (with ``force``: whether any turn waits for
+        one), after taking in what other processes stored; the caller holds the lock."""
+        if self._closed:
+            return False
+        self._catch_up()
+        waiting = len(self._turns) - self._consolidated_through
+        return waiting > 0 and (force or waiting >= self.config.consolidation_interval)
+
+    def _consolidate(self, force: bool = False) -> bool:
+        """One consolidation, if due and if no other process holds this user's (the
+        storage's consolidation lease); True if it ran and was stored."""
+        with self._lock:
+            if not self._waiting(force):
+                return False  # coalesced requests: this window was consolidated already
+        with self._storage.consolidation_turn() as mine:
+            if not mine:  # another process consolidates this user's memory now
+                with self._lock:
+                    self._consolidated_through = max(self._consolidated_through, len(self._turns))
+                return False
+            return self._consolidate_held(force)
+
+    def _consolidate_held(self, force: bool) -> bool:
+        """:meth:`_consolidate`'s work, the lease held."""
         config = self.config
         with self._lock:
-            if self._closed:
-                return
+            if not self._waiting(force):
+                return False  # another process did it while this one waited for the lease
             n = len(self._turns)
-            waiting = n - self._consolidated_through
-            if n == 0 or not (force or waiting >= config.consolidation_interval):
-                return  # coalesced requests: this window was consolidated already
             low, high = config.consolidation_ages
             # Only the turns aged low to high are condensed: score the tail from the oldest
             # of them. The same scores as over every turn: ages count from the end, and the
@@ -1091,15 +1145,18 @@ class ConversationMemory:
         ]
         with self._lock:
             if self._closed:
-                return
+                return False
             nodes, edges = linked
-            self._storage.consolidate(
+            stored = self._storage.consolidate(
                 [(turn_id, c.chunks, c.summary) for turn_id, c in condensed],
                 boosts,
                 themes,
                 n,
                 graph=(nodes, edges, last_id) if self.relations is not None else None,
             )
+            if not stored:  # another process consolidated these turns meanwhile
+                self._consolidated_through = max(self._consolidated_through, n)
+                return False
             if self.relations is not None:
                 self._add_to_graph(nodes, edges)
                 self._relations_through = last_id
@@ -1111,13 +1168,14 @@ class ConversationMemory:
             for turn_id, boost in boosts:
                 by_id[turn_id].boost = boost
             self._consolidated_through = n
+            return True
 
     def _extract_relations(
         self,
         unread: Sequence[tuple[int, str, str]],
         known: frozenset[int],
         at: dict[int, float],
-    ) -> tuple[list[tuple[str, str, str]], list[EdgeRow]]:
+    ) -> tuple[list[EntityRow], list[TypedEdgeRow]]:
         """The relation extractor's proposals for the turns not read yet, as graph rows.
 
         The turns go in windows of :data:`_RELATION_WINDOW`, each after the
@@ -1138,8 +1196,8 @@ class ConversationMemory:
                 proposed.extend(self.relations.relations(window))
             except Exception:
                 log.warning("relation extractor failed; its turns stay unlinked", exc_info=True)
-        nodes: list[tuple[str, str, str]] = []
-        edges: list[EdgeRow] = []
+        nodes: list[EntityRow] = []
+        edges: list[TypedEdgeRow] = []
         for relation in proposed:
             ends = _relation_ends(relation, known)
             if ends is None:
@@ -1154,17 +1212,22 @@ class ConversationMemory:
             for end in ends:
                 if not end.startswith("turn:") and end not in self._labels:
                     kind, _, label = end.partition(":")
-                    nodes.append((end, kind, label))
-            edges.append((ends[0], ends[1], relation.type, stamp, 0, 0))
+                    nodes.append(EntityRow(end, kind, label))
+            edges.append(TypedEdgeRow(ends[0], ends[1], relation.type, stamp))
         return nodes, edges
 
-    def _add_to_graph(
-        self, nodes: Sequence[tuple[str, str, str]], edges: Sequence[EdgeRow]
-    ) -> None:
+    def _add_to_graph(self, nodes: Sequence[EntityRow], edges: Sequence[TypedEdgeRow]) -> None:
         for node, kind, label in nodes:
             self._labels.setdefault(node, (kind, label))
         for row in edges:
-            self._graph.add_edge(row[0], row[1], row[2], at=row[3], count=row[4], traversals=row[5])
+            self._graph.add_edge(
+                row.source,
+                row.target,
+                row.type,
+                at=row.at,
+                count=row.reinforcements,
+                traversals=row.traversals,
+            )
 
 
 _RELATION_WINDOW = 50

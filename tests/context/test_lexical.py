@@ -77,5 +77,6 @@ def test_the_memory_index_follows_its_turns_and_survives_reopening(tmp_path) -> 
         memory.add_turn("Lunch?", at=1)
     with ConversationMemory(path, background=False) as memory:
         memory.add_turn("Coffee?", at=2)
-        assert memory._storage.lexical("which staging host", 5)[0][0] == 1
-        assert memory._storage.lexical("coffee", 5)[0][0] == 3
+        ids = [turn.id for turn in memory.turns()]
+        assert ids[memory._lexical.top("which staging host", 5)[0][0]] == 1
+        assert ids[memory._lexical.top("coffee", 5)[0][0]] == 3

@@ -112,3 +112,33 @@ def test_a_memory_reopened_above_the_threshold_works(
         assert hits and hits[0].text == texts[21]
         vector = normalized(memory.embedder.embed([texts[57]]), memory.embedder.dim)[0]
         assert memory._index.top(vector, 1)[0][0] == 57  # row 57: the 58th turn
+
+
+def test_single_vector_calls_run_faiss_on_one_thread_and_restore_the_callers_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import faiss
+
+    seen: list[int] = []
+    index = TurnIndex(3, exact_below=4)
+    index.add(normalized(np.eye(3, dtype=np.float32).repeat(2, axis=0), 3))  # 6 rows: IVF
+    search = type(index._ivf).search
+
+    def watched(self: object, *args: object, **kwargs: object) -> object:
+        seen.append(faiss.omp_get_max_threads())
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(index._ivf), "search", watched)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        vector = normalized([[1, 0, 0]], 3)[0]
+        assert index.top(vector, 2)[0][0] in (0, 1)
+        index.nearest_and_count(vector, 0.9)
+        assert seen and set(seen) == {1}  # FAISS saw one thread inside the calls
+        assert faiss.omp_get_max_threads() == 2  # and the caller's count is back
+        with pytest.raises(AssertionError):  # FAISS's own check of the vector's length
+            index.top(np.ones(5, dtype=np.float32), 2)  # a wrong shape fails...
+        assert faiss.omp_get_max_threads() == 2  # ...and still restores it
+    finally:
+        faiss.omp_set_num_threads(before)

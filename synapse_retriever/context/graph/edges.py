@@ -33,9 +33,9 @@ import math
 from collections.abc import Sequence
 
 from synapse_retriever.context.graph.entities import Entity
-from synapse_retriever.context.storage import EdgeRow, EntityRow
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.decay import decayed_weight
+from synapse_retriever.persistence.conversation.protocol import EntityRow, TypedEdgeRow
 
 __all__ = [
     "EDGE_TYPES",
@@ -114,7 +114,7 @@ def reinforced(count: int, traversals: int, *, threshold: int = 3) -> tuple[int,
 
 def turn_links(
     turn_id: int, previous: int | None, entities: Sequence[Entity], at: float
-) -> tuple[list[EntityRow], list[EdgeRow]]:
+) -> tuple[list[EntityRow], list[TypedEdgeRow]]:
     """The rows a new turn adds to the graph: its entity nodes, FOLLOWED_BY from the
     ``previous`` turn of its session (if any), and MENTIONS to each entity, all at ``at``.
 
@@ -123,15 +123,15 @@ def turn_links(
     >>> from synapse_retriever.context.graph.entities import extract_entities
     >>> nodes, edges = turn_links(7, 6, extract_entities("Edit jwt.py"), at=60.0)
     >>> nodes
-    [('file:jwt.py', 'file', 'jwt.py')]
+    [EntityRow(node='file:jwt.py', kind='file', label='jwt.py')]
     >>> for edge in edges:
-    ...     print(edge)
+    ...     print(tuple(edge))
     ('turn:6', 'turn:7', 'FOLLOWED_BY', 60.0, 0, 0)
     ('turn:7', 'file:jwt.py', 'MENTIONS', 60.0, 0, 0)
     """
     node = f"turn:{turn_id}"
-    rows: list[EdgeRow] = []
+    rows: list[TypedEdgeRow] = []
     if previous is not None:
-        rows.append((f"turn:{previous}", node, "FOLLOWED_BY", at, 0, 0))
-    rows.extend((node, entity.node, "MENTIONS", at, 0, 0) for entity in entities)
-    return [(e.node, e.kind, e.surface) for e in entities], rows
+        rows.append(TypedEdgeRow(f"turn:{previous}", node, "FOLLOWED_BY", at))
+    rows.extend(TypedEdgeRow(node, entity.node, "MENTIONS", at) for entity in entities)
+    return [EntityRow(e.node, e.kind, e.surface) for e in entities], rows

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from synapse_retriever.context import ContextConfig, ConversationMemory
 from synapse_retriever.context.graph.cues import cue_factor, date_window, named
-from synapse_retriever.context.storage import MIGRATIONS
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.persistence.conversation.sqlite import MIGRATIONS
+from synapse_retriever.persistence.sqlite import SQLiteStorage
 
 
 def day(text: str) -> float:
@@ -165,15 +166,19 @@ def test_speakers_persist_and_a_file_from_before_them_opens(tmp_path: Path) -> N
     with ConversationMemory(path, background=False) as memory:
         assert [t.speaker for t in memory.turns()] == ["Caroline", "Melanie", "Caroline"]
         assert memory.retrieve("What did Caroline make at the pottery class?", k=1)[0].turn_id == 1
-    older = tmp_path / "older.db"  # a file of schema 3, before speakers: made, then undone
-    with ConversationMemory(older, background=False) as memory:
-        memory.add_turn("An old turn about pottery.", at=0)
+    older = tmp_path / "older.db"  # a file of schema 3, before speakers
+    SQLiteStorage(older).close()  # stamped as a synapse file
+    assert "speaker" in MIGRATIONS[3] and "speaker" not in "".join(MIGRATIONS[:3])
     db = sqlite3.connect(older)
-    db.execute("ALTER TABLE context_turns DROP COLUMN speaker")
-    db.execute("UPDATE context_meta SET value = '3' WHERE key = 'schema_version'")
+    db.executescript(";".join(MIGRATIONS[:3]))
+    db.execute("CREATE TABLE context_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO context_meta VALUES ('schema_version', '3')")
+    db.execute(
+        "INSERT INTO context_turns (session, role, text, at, surprise, repeats, embedder, "
+        "embedding) VALUES ('default', 'user', 'An old turn about pottery.', 0, 1, 0, 'x', x'')"
+    )
     db.commit()
     db.close()
-    assert len(MIGRATIONS) == 4  # the speaker column is the fourth
     with ConversationMemory(older, background=False) as memory:
         assert [(t.text, t.speaker) for t in memory.turns()] == [
             ("An old turn about pottery.", None)

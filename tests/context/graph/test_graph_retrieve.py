@@ -183,7 +183,7 @@ def test_a_file_written_before_the_graph_is_linked_on_open(tmp_path: Path) -> No
     with sqlite3.connect(path) as db:  # as a release without the graph left it
         db.execute("DELETE FROM context_edges")
         db.execute("DELETE FROM context_entities")
-        db.execute("DELETE FROM context_meta WHERE key = 'graph_through'")
+        db.execute("DELETE FROM context_marks WHERE key = 'graph_through'")
     with ConversationMemory(path) as reopened:
         linked = reopened.graph(at=now)
         results = reopened.retrieve(QUESTION, k=5, mode="analytical", at=now)
@@ -224,7 +224,7 @@ def test_assemble_ranks_by_the_message_list_fusion_without_the_graph() -> None:
     memory, now = build()
     with memory:
         config, turns = memory.config, memory.turns()
-        by_words = [turn_id for turn_id, _ in memory._storage.lexical(QUESTION, 1000)]
+        by_words = [turns[row].id for row, _ in memory._lexical.top(QUESTION, 1000)]
         vector = memory.embedder.embed([QUESTION])[0]
         by_meaning = [memory.turns()[row].id for row, _ in memory._index.top(vector, 1000)]
         by_novelty = [t.id for t in sorted(turns, key=lambda t: (-t.surprise, -t.id))]
@@ -295,7 +295,7 @@ def test_assemble_resolves_auto_and_aliases_and_says_which_mode() -> None:
 def test_a_turn_and_its_edges_are_written_together_or_not_at_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapse_retriever.context.storage import ContextStorage
+    from synapse_retriever.persistence.conversation import SQLiteConversationStorage
 
     path = tmp_path / "chat.db"
     memory, _ = build(path)
@@ -303,7 +303,7 @@ def test_a_turn_and_its_edges_are_written_together_or_not_at_all(
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(ContextStorage, "_link", broken)
+    monkeypatch.setattr(SQLiteConversationStorage, "_link", broken)
     with pytest.raises((SynapseError, sqlite3.Error)):
         memory.add_turn("validate_vat() is fixed now.", at=20_000)
     monkeypatch.undo()
