@@ -774,7 +774,12 @@ class Commit:
 
 
 @contextmanager
-def typed_write_errors(where: str, timeout_s: float) -> Iterator[Commit]:
+def typed_write_errors(
+    where: str,
+    timeout_s: float,
+    *,
+    unknown_commit: str = "an event_id makes a retry exact",
+) -> Iterator[Commit]:
     """Raise what a write transaction's block raises as this library's errors.
 
     A deadlock, a serialization failure, a unique key met by a concurrent writer and a
@@ -783,7 +788,9 @@ def typed_write_errors(where: str, timeout_s: float) -> Iterator[Commit]:
     not write is :class:`ReadOnlyStoreError`; a lock waited on longer than ``timeout_s``
     (``lock_timeout``) is :func:`lock_timeout_error`; a connection lost while committing
     (``commit.committing`` set) is :class:`StorageUnavailableError` (whether it was
-    committed is unknown); a value too large for PostgreSQL is :class:`InvalidValueError`.
+    committed is unknown: ``unknown_commit`` says what then); a value too large for
+    PostgreSQL, or one it refuses, is :class:`InvalidValueError`; whatever else the server
+    refuses (a full disk, say) is :class:`StorageUnavailableError`, not retried.
 
     Examples
     --------
@@ -816,12 +823,37 @@ nothing was written
     except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
         raise TransientWriteError(str(exc).strip(), conflict=True) from exc
     except psycopg.OperationalError as exc:
+        if not _lost(exc):  # the server answered: a disk full, out of memory, ...
+            raise StorageUnavailableError(
+                f"{where!r}: the server refused the write ({_primary(exc)}); nothing was written"
+            ) from exc
         if commit.committing:
             raise StorageUnavailableError(
                 f"{where!r}: the connection was lost while committing ({exc}); whether "
-                "the write was committed is unknown (an event_id makes a retry exact)"
+                f"the write was committed is unknown ({unknown_commit})"
             ) from exc
         raise TransientWriteError(str(exc).strip(), conflict=False) from exc
+    except psycopg.DataError as exc:  # a value the server refuses: a retry cannot help
+        raise InvalidValueError(
+            f"{where!r}: PostgreSQL refused a value ({_primary(exc)}); nothing was written"
+        ) from None
+    except psycopg.DatabaseError as exc:  # anything else the server reports
+        raise StorageUnavailableError(
+            f"{where!r}: the server refused the write ({_primary(exc)}); nothing was written"
+        ) from exc
+
+
+def _primary(exc: Exception) -> str:
+    """The server's one-line message of ``exc`` (psycopg's text without the server's)."""
+    diag = getattr(exc, "diag", None)
+    return (diag.message_primary if diag is not None else None) or str(exc).strip()
+
+
+def _lost(exc: Exception) -> bool:
+    """Whether ``exc`` says the connection is gone (no answer, SQLSTATE class 08, or a
+    server shutting the session down), rather than the server refusing a statement."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 class Listener:

@@ -181,6 +181,7 @@ POOL_SIZE = 8
 WRITE_RETRIES = SynapseConfig.write_retries
 """How many times a write that lost its connection before the commit (or met a deadlock)
 is run again, as the store's default ``config.write_retries``."""
+_UNKNOWN_COMMIT = "a memory takes the turn in at its next catch-up if it was"
 _MARKS = ("consolidated_through", "graph_through", "relations_through")
 _TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker"
 
@@ -474,7 +475,9 @@ class PostgresConversationStorage:
         def attempt() -> _T:
             connections = self._database.connections
             with (
-                typed_write_errors(self.where, self._timeout_s) as commit,
+                typed_write_errors(
+                    self.where, self._timeout_s, unknown_commit=_UNKNOWN_COMMIT
+                ) as commit,
                 connections.connection(self._timeout_s) as conn,
             ):
                 self._check_open()
