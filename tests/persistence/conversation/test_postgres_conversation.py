@@ -748,3 +748,54 @@ def test_concurrent_memories_of_four_users_lose_nothing_and_mix_nothing(postgres
     assert report["failed_processes"] == 0 and report["replays"] > 0
     assert (report["lost"], report["duplicated"], report["out_of_order"]) == (0, 0, 0)
     assert report["cross_user"] == 0
+
+
+def replay(where: str, turns: int, seed: int, user: str | None = None) -> list[list[Any]]:
+    """A generated benchmark conversation stored in a memory at ``where`` as the bench
+    replays one (consolidating as it goes), then each question asked where it is asked:
+    ``retrieve`` in each mode and ``assemble``, as (turn id, score or level) lists, and
+    again from a memory opened afresh (built from what the database holds)."""
+    from synapse_retriever.bench.memory import generate_conversation
+    from synapse_retriever.context import ConversationMemory
+
+    conversation = generate_conversation(turns=turns, facts=4, sessions=4, seed=seed)
+    asked = {q.asked_after: q.question for q in conversation.questions}
+    found: list[list[Any]] = []
+
+    def ask(memory: ConversationMemory, question: str, now: float) -> None:
+        # turns by their place in the user's memory: ids also count other users' turns
+        place = {t.id: n for n, t in enumerate(memory.turns())}
+        node = {f"turn:{turn_id}": f"turn #{n}" for turn_id, n in place.items()}
+        for mode in ("analytical", "conversational", "auto"):
+            results = memory.retrieve(question, k=10, mode=mode, at=now)
+            paths = [[(node.get(a, a), kind, node.get(b, b)) for a, kind, b in r.path]
+                     for r in results]  # fmt: skip
+            pairs = zip(results, paths, strict=True)
+            found.append([(place[r.turn_id], r.score, r.origin, path) for r, path in pairs])
+        context = memory.assemble(question, 300, at=now)
+        found.append([(place[t.turn_id], t.level.value, t.text) for t in context])
+
+    with ConversationMemory(where, user=user, background=False) as memory:
+        for number, turn in enumerate(conversation.turns):
+            if number in asked:
+                ask(memory, asked[number], turn.at)
+            memory.add_turn(turn.text, role=turn.role, session=turn.session, at=turn.at)
+    now = conversation.turns[-1].at
+    with ConversationMemory(where, user=user, background=False) as reopened:
+        for question in asked.values():
+            ask(reopened, question, now)
+        found.append([(t.chunks, t.summary, t.boost) for t in reopened.turns()])
+        found.append(reopened.replays())
+    return found
+
+
+def test_sqlite_and_postgresql_give_the_same_rankings_to_the_last_bit(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Ranking runs in the process on both (BM25 and the vector index are built from the
+    user's turns), and the graph loads in one order: the result lists are identical, ids
+    and scores, as the memory answers and after a reopen."""
+    on_sqlite = replay(str(tmp_path / "chat.db"), 240, seed=3)
+    on_postgres = replay(postgres_url, 240, seed=3, user="alice")
+    assert len(on_sqlite) == len(on_postgres) > 20
+    assert on_sqlite == on_postgres
