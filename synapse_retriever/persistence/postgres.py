@@ -102,6 +102,9 @@ POLL_TIMEOUT_S = 1.0
 ANSWER_TIMEOUT_S = 2.0
 """How long a connection check, or a read's look at the version, may go unanswered (a
 stalled network, a frozen server) before the connection is given up."""
+LISTEN_WAKE_S = 0.05
+"""How often a listener waiting for notifications looks whether it should stop: closing a
+store (or the last conversation memory of a URL) waits that long at most."""
 UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
 CONNECTION_OPTIONS: dict[str, int] = {
@@ -888,7 +891,7 @@ class Listener:
                     self.listening, delay = True, 0.05
                     self._heard(None)  # what committed while no one listened
                     while not self._stopping.is_set():
-                        for notify in conn.notifies(timeout=0.25):
+                        for notify in conn.notifies(timeout=LISTEN_WAKE_S):
                             self._heard(notify.payload)
             except Exception as exc:  # whatever stops it, readers poll meanwhile
                 if self.listening:
@@ -903,7 +906,7 @@ class Listener:
         self.listening = False
 
     def close(self) -> None:
-        """Stop listening (within about a quarter of a second)."""
+        """Stop listening (within :data:`LISTEN_WAKE_S`)."""
         self._stopping.set()
         self._thread.join(timeout=2.0)
 
