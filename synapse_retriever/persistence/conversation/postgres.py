@@ -255,26 +255,26 @@ class _Database:
 
     def register(self, storage: PostgresConversationStorage) -> None:
         with self._local:
-            self._storages.setdefault(storage.channel_key, weakref.WeakSet()).add(storage)
+            self._storages.setdefault(storage._channel_key, weakref.WeakSet()).add(storage)
 
     def unregister(self, storage: PostgresConversationStorage) -> None:
         with self._local:
-            self._storages.get(storage.channel_key, weakref.WeakSet()).discard(storage)
+            self._storages.get(storage._channel_key, weakref.WeakSet()).discard(storage)
 
     def tell(self, channel_key: str, token: str) -> None:
         """A storage of this process wrote for ``channel_key``: the others of that user
         know at once (the ``NOTIFY`` follows)."""
         with self._local:
-            others = [s for s in self._storages.get(channel_key, ()) if s.token != token]
+            others = [s for s in self._storages.get(channel_key, ()) if s._token != token]
         for other in others:
-            other.heard.set()
+            other._heard.set()
 
     def _heard(self, payload: str | None) -> None:
         if payload is None:  # (re)connected: what was committed meanwhile is unknown
             with self._local:
                 everyone = [s for group in self._storages.values() for s in group]
             for storage in everyone:
-                storage.heard.set()
+                storage._heard.set()
             return
         channel_key, _, token = payload.rpartition(".")
         self.tell(channel_key, token)
@@ -336,11 +336,9 @@ class PostgresConversationStorage:
         self.user = check_user(user)
         url, self.where = split_url(url)
         self._timeout_s = timeout_s
-        self.token = uuid.uuid4().hex[:12]
-        """This storage's mark on its ``NOTIFY`` payloads (its own writes are no news)."""
-        self.heard = threading.Event()
-        """Set when another storage wrote this user's rows (or may have)."""
-        self.heard.set()  # the first changed() is True
+        self._token = uuid.uuid4().hex[:12]  # on its NOTIFY payloads: its writes are no news
+        self._heard = threading.Event()  # another storage wrote this user's rows (or may have)
+        self._heard.set()  # the first changed() is True
         self._seen = -1  # the writes mark as this storage last knew it
         self._marks = threading.Lock()
         self._closed = False
@@ -352,7 +350,7 @@ class PostgresConversationStorage:
         except BaseException:
             self._database.detach()
             raise
-        self.channel_key = f"{self._schema}.{self._user}"
+        self._channel_key = f"{self._schema}.{self._user}"
         self._write_lock = lock_key("write", self._schema, self._user)
         self._consolidation_lock = lock_key("consolidate", self._schema, self._user)
         self._database.register(self)
@@ -495,7 +493,7 @@ class PostgresConversationStorage:
                             )
                             conn.execute(
                                 "SELECT pg_notify(%s, %s)",
-                                (CHANNEL, f"{self.channel_key}.{self.token}"),
+                                (CHANNEL, f"{self._channel_key}.{self._token}"),
                             )
                     written = None if bumped is None else int(bumped.fetchall()[0][0])
                     commit.committing = True
@@ -508,7 +506,7 @@ class PostgresConversationStorage:
                 with self._marks:
                     if written == self._seen + 1:  # no other writer since: nothing to reload
                         self._seen = written
-                self._database.tell(self.channel_key, self.token)
+                self._database.tell(self._channel_key, self._token)
             return result
 
         return retrying(attempt, WRITE_RETRIES, repr(self.where))
@@ -745,11 +743,11 @@ class PostgresConversationStorage:
         primary-key lookup of the user's ``writes`` mark."""
         self._check_open()
         if self.listening:
-            if not self.heard.is_set():
+            if not self._heard.is_set():
                 return False
-            self.heard.clear()
+            self._heard.clear()
             return True
-        self.heard.clear()
+        self._heard.clear()
         with self._connection() as conn:
             row = conn.execute(
                 "SELECT value FROM context_marks WHERE user_id = %s AND key = 'writes'",
