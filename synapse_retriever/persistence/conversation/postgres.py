@@ -247,7 +247,7 @@ class _Database:
     def listen(self) -> None:
         with _OPEN_GUARD:
             if self.listener is None:
-                self.listener = Listener(self.connections, CHANNEL, self._heard)
+                self.listener = Listener(self.connections, CHANNEL, self._on_notify)
 
     @property
     def listening(self) -> bool:
@@ -269,7 +269,7 @@ class _Database:
         for other in others:
             other._heard.set()
 
-    def _heard(self, payload: str | None) -> None:
+    def _on_notify(self, payload: str | None) -> None:
         if payload is None:  # (re)connected: what was committed meanwhile is unknown
             with self._local:
                 everyone = [s for group in self._storages.values() for s in group]
