@@ -10,10 +10,13 @@ in it, and both are dropped afterwards. A server that does not answer fails the 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -63,13 +66,61 @@ def postgres_url(postgres_database: str) -> Iterator[str]:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
+def _where(request: pytest.FixtureRequest, tmp_path: Path, file: str) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / file)
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a store lives, on each backend: an SQLite file, then a PostgreSQL schema."""
-    if request.param == "sqlite":
-        return str(tmp_path / "synapses.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
+    return _where(request, tmp_path, "synapses.db")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def conversation_where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a conversation memory lives, on each backend: a new SQLite file, then a new
+    PostgreSQL schema (``ConversationMemory(conversation_where, user=...)``)."""
+    return _where(request, tmp_path, "chat.db")
+
+
+@contextlib.contextmanager
+def holding_writes(where: str) -> Iterator[None]:
+    """Another process's write in progress on the conversation tables at ``where`` while
+    the block runs: SQLite's write lock (``BEGIN IMMEDIATE``), or on PostgreSQL a lock
+    on ``context_turns`` that a new turn waits for (reads go on)."""
+    if where.startswith(("postgresql://", "postgres://")):
+        with psycopg.connect(where) as conn:
+            conn.execute("LOCK TABLE context_turns IN SHARE MODE")
+            yield
+            conn.rollback()
+        return
+    db = sqlite3.connect(where, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def stored(where: str, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """The rows ``query`` returns from the database at ``where`` (an SQLite file or a
+    PostgreSQL URL), read on a connection of its own; ``query`` is SQL both understand
+    (``?`` placeholders are rewritten for PostgreSQL). A statement that returns no rows
+    is committed."""
+    if where.startswith(("postgresql://", "postgres://")):
+        with psycopg.connect(where) as conn:
+            cursor = conn.execute(query.replace("?", "%s"), params)
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+    db = sqlite3.connect(where)
+    try:
+        with db:
+            return [tuple(row) for row in db.execute(query, params).fetchall()]
+    finally:
+        db.close()
 
 
 @pytest.fixture(params=["memory", "file", "postgresql"])

@@ -28,6 +28,7 @@ LAYERS = {
     "persistence.layered": 4,
     "persistence.conversation": 4,  # the package chooses a backend: open_conversation_storage
     "persistence.conversation.sqlite": 4,
+    "persistence.conversation.postgres": 4,
     "memory": 5,
     "recall": 6,
     "store": 7,

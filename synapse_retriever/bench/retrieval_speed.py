@@ -1,9 +1,11 @@
 """How fast hybrid retrieval is, what adding a turn costs with the graph, what a turn weighs.
 
 A generated conversation (:func:`~synapse_retriever.bench.memory.generate_conversation`)
-of each size is stored in a real SQLite file in one transaction (each turn with its vector;
-its surprise and repeats are placeholders), as a file written before the graph existed:
-the first open links the graph. The second open is timed (reading every turn, rebuilding
+of each size is stored in a real SQLite file in one transaction, or with ``postgres`` in a
+new schema of a PostgreSQL database beside ``users`` other users' memories
+(:mod:`~synapse_retriever.bench.places`; each turn with its vector; its surprise and
+repeats are placeholders), as a memory written before the graph existed: the first open
+links the graph. The second open is timed (reading every turn, rebuilding
 the graph mirror, the vector index and the lexical index). Then ``adds`` more turns (1,000
 by default) are added one by one with background consolidation, timing every ``add_turn``
 at that size (the turn, its vector, its novelty and repeats from the vector index, its
@@ -35,7 +37,6 @@ Examples
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,12 +44,12 @@ from typing import Any
 import numpy as np
 
 from synapse_retriever.bench.assembly import _ms
-from synapse_retriever.bench.memory import Turn, generate_conversation
+from synapse_retriever.bench.memory import Conversation, generate_conversation
+from synapse_retriever.bench.places import embed_turns, place, prefill, stored_bytes
 from synapse_retriever.bench.plots import save_figure
 from synapse_retriever.context.embed import Embedder, HashingEmbedder, Vectors, normalized
 from synapse_retriever.context.memory import ConversationMemory
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence.conversation import SQLiteConversationStorage
 
 __all__ = [
     "EMBEDDERS",
@@ -116,44 +117,46 @@ def run_retrieval_speed(
     seed: int = 1,
     embedders: Sequence[str] = ("hashing", "dense-384"),
     progress: Callable[[str], None] | None = None,
+    postgres: str | None = None,
+    users: int = 100,
+    user_turns: int = 1000,
 ) -> dict[str, Any]:
     """Time opening, ``add_turn``, ``retrieve`` and each channel at each conversation size
     (``adds`` more turns are added to it), for each of ``embedders`` (names in
-    :data:`EMBEDDERS`); a JSON-ready report."""
+    :data:`EMBEDDERS`); a JSON-ready report.
+
+    With ``postgres`` (a URL of a database where the role may create a schema), each size
+    runs in a new schema there, dropped afterwards, as user ``"bench"``, beside ``users``
+    other users' memories of ``user_turns`` turns each (stored and linked first).
+    """
     unknown = [name for name in embedders if name not in EMBEDDERS]
     if unknown:
         raise InvalidValueError(f"embedders must be among {sorted(EMBEDDERS)}, got {unknown}")
+    if users < 0 or user_turns < 1:
+        raise InvalidValueError(
+            f"users must be >= 0 and user_turns >= 1, got {users} and {user_turns}"
+        )
+    others = (users, user_turns) if postgres is not None else (0, 0)
     rows: list[dict[str, Any]] = []
     for name in embedders:
         for size in turns:
             embedder = EMBEDDERS[name]()
-            rows.append(_one_size(embedder, name, size, adds, queries, k, seed, progress))
+            rows.append(
+                _one_size(embedder, name, size, adds, queries, k, seed, progress, postgres, *others)
+            )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"rows": rows, "cpus": os.cpu_count(), "load_average_1m": load}
 
 
-def _prefill(path: str, embedder: Embedder, turns: Sequence[Turn]) -> None:
-    """Store ``turns`` in one transaction, as a file written before the graph existed.
-
-    Each turn's vector is its embedder's; its surprise (1.0) and repeats (0) are
-    placeholders (they weigh in ranking, not in speed). The next open links the graph.
-    """
-    storage = SQLiteConversationStorage(path)
-    try:
-        with storage._write() as db:
-            for begin in range(0, len(turns), 1000):
-                chunk = turns[begin : begin + 1000]
-                vectors = normalized(embedder.embed([t.text for t in chunk]), embedder.dim)
-                db.executemany(
-                    "INSERT INTO context_turns (session, role, text, at, surprise, repeats, "
-                    "embedder, embedding) VALUES (?, ?, ?, ?, 1.0, 0, ?, ?)",
-                    [
-                        (t.session, t.role, t.text, t.at, embedder.name, vector.tobytes())
-                        for t, vector in zip(chunk, vectors, strict=True)
-                    ],
-                )
-    finally:
-        storage.close()
+def _conversation(size: int, adds: int, seed: int) -> Conversation:
+    """A generated conversation of ``size + adds`` turns, its facts and sessions in
+    proportion."""
+    return generate_conversation(
+        turns=size + adds,
+        facts=max(1, min(16, size // 60)),
+        sessions=max(1, (size + adds) // 125),
+        seed=seed,
+    )
 
 
 def _one_size(
@@ -165,23 +168,33 @@ def _one_size(
     k: int,
     seed: int,
     progress: Callable[[str], None] | None,
+    postgres: str | None = None,
+    users: int = 0,
+    user_turns: int = 0,
 ) -> dict[str, Any]:
-    conversation = generate_conversation(
-        turns=size + adds,
-        facts=max(1, min(16, size // 60)),
-        sessions=max(1, (size + adds) // 125),
-        seed=seed,
-    )
+    conversation = _conversation(size, adds, seed)
     questions = [q.question for q in conversation.questions]
     now = conversation.turns[-1].at
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "memory.db")
+    user = None if postgres is None else "bench"
+    with place(postgres) as path:
+        if users:  # other users' memories, each linked by a first open, as the measured one
+            others = _conversation(user_turns, 0, seed + 1).turns
+            vectors = embed_turns(embedder, others)
+            for number in range(users):
+                if progress is not None:
+                    progress(f"{name}, {size:,} turns: storing user {number + 1} of {users}")
+                prefill(path, f"user {number}", embedder.name, others, vectors)
+                ConversationMemory(
+                    path, embedder=embedder, background=False, user=f"user {number}"
+                ).close()
         if progress is not None:
             progress(f"{name}, {size:,} turns: storing")
-        _prefill(path, embedder, conversation.turns[:size])
-        ConversationMemory(path, embedder=embedder, background=False).close()  # links the graph
+        mine = conversation.turns[:size]
+        prefill(path, user, embedder.name, mine, embed_turns(embedder, mine))
+        # the first open links the graph; the second is timed
+        ConversationMemory(path, embedder=embedder, background=False, user=user).close()
         start = time.perf_counter()
-        memory = ConversationMemory(path, embedder=embedder, background=True)
+        memory = ConversationMemory(path, embedder=embedder, background=True, user=user)
         open_s = time.perf_counter() - start
         try:
             added, added_cpu = [], []
@@ -214,8 +227,10 @@ def _one_size(
             nodes, edges = graph.number_of_nodes(), graph.number_of_edges()
         finally:
             memory.close()
-        size_bytes = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+        size_bytes = stored_bytes(path)
     return {
+        "backend": "sqlite" if postgres is None else "postgresql",
+        "users": 1 + users,
         "embedder": name,
         "dim": embedder.dim,
         "turns": size,
@@ -237,7 +252,7 @@ def _one_size(
         "open_s": round(open_s, 3),
         "nodes": nodes,
         "edges": edges,
-        "bytes_per_turn": round(size_bytes / (size + adds)),
+        "bytes_per_turn": round(size_bytes / (size + adds + users * user_turns)),
     }
 
 
@@ -254,6 +269,9 @@ def markdown_table(report: dict[str, Any]) -> str:
     ...     "bytes_per_turn": 4200}
     >>> print(markdown_table({"rows": [row]}).splitlines()[-1])
     | hashing (1024) | 10 | 0.01 | 0.5 | 0.8 | 0.9 | 0.4 | 1.0 | 2.0 | 0.9 | 0.1 (exact) | 0.2 | 0.3 | 0.4 | 14 | 20 | 4,200 |
+    >>> row.update(backend="postgresql", users=101)
+    >>> print(markdown_table({"rows": [row]}).splitlines()[-1].split(" | ")[0])
+    | hashing (1024), PostgreSQL, 101 users
     """  # noqa: E501
     lines = [
         "| embedder | turns | open s | add_turn p50 | p95 | p99 | CPU p50 | retrieve p50 | p95 "
@@ -263,8 +281,10 @@ def markdown_table(report: dict[str, Any]) -> str:
     ]
     for row in report["rows"]:
         kind = "IVF" if row["approximate"] else "exact"
+        backend = row.get("backend", "sqlite")  # reports saved before PostgreSQL: SQLite
+        shared = "" if backend == "sqlite" else f", PostgreSQL, {row['users']} users"
         lines.append(
-            f"| {row['embedder']} ({row['dim']}) | {row['turns']:,} | {row['open_s']} "
+            f"| {row['embedder']} ({row['dim']}){shared} | {row['turns']:,} | {row['open_s']} "
             f"| {row['add_p50_ms']} | {row['add_p95_ms']} | {row['add_p99_ms']} "
             f"| {row['add_cpu_p50_ms']} | {row['retrieve_p50_ms']} | {row['retrieve_p95_ms']} "
             f"| {row['retrieve_cpu_p50_ms']} | {row['dense_p50_ms']} ({kind}) "

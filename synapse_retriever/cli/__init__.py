@@ -30,6 +30,7 @@ from synapse_retriever.cli.bench_commands import (
     cmd_bench_perf,
     cmd_bench_quality,
     cmd_bench_retrieve,
+    cmd_bench_writers,
 )
 from synapse_retriever.cli.store_commands import (
     HALF_LIFE_BINS,
@@ -375,6 +376,21 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument(
         "--queries", type=at_least(1), default=100, help="retrievals per size (100)"
     )
+    retrieve.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="run on PostgreSQL: each size in a new schema of this database (dropped after), "
+        "as one user beside --users others",
+    )
+    retrieve.add_argument(
+        "--users", type=at_least(0), default=100, help="with --postgres: other users (100)"
+    )
+    retrieve.add_argument(
+        "--user-turns",
+        type=at_least(1),
+        default=1000,
+        help="with --postgres: turns in each other user's memory (1000)",
+    )
     retrieve.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
     retrieve.add_argument(
         "--plot",
@@ -382,6 +398,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw retrieve and add_turn against size (SVG, PNG or PDF by its suffix)",
     )
     retrieve.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    writers = benches.add_parser(
+        "writers",
+        help="Conversation memory: processes adding turns to users' memories at once.",
+        description=(
+            "Start writer processes that each open a memory per user on one database (a "
+            "new SQLite file, or with --postgres a new schema, dropped after) and add turns "
+            "over the users at once, with background consolidation; then count, for every "
+            "user, the turns lost or stored twice, times out of id order, and other users' "
+            "turns in its memory or its retrieve results (all expected 0)."
+        ),
+    )
+    writers.set_defaults(handler=cmd_bench_writers)
+    writers.add_argument("--postgres", metavar="URL", help="run on PostgreSQL (default: SQLite)")
+    writers.add_argument("--processes", type=at_least(1), default=8, help="writers (8)")
+    writers.add_argument(
+        "--turns", type=at_least(1), default=500, help="turns each writer adds (500)"
+    )
+    writers.add_argument("--users", type=at_least(1), default=4, help="users (4)")
+    writers.add_argument("--json", metavar="FILE", help="write the report ('-': stdout)")
 
     capture = benches.add_parser(
         "capture",

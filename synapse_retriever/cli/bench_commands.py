@@ -430,9 +430,24 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
             queries=args.queries,
             embedders=args.embedders,
             progress=lambda text: status.update(text) if not args.quiet else None,
+            postgres=args.postgres,
+            users=args.users,
+            user_turns=args.user_turns,
         )
     if args.plot is not None:
         plot_speed(report, args.plot)
+    return _report(args.json, report, markdown_table)
+
+
+def cmd_bench_writers(args: argparse.Namespace) -> int:
+    """Writer processes adding turns to users' memories at once: nothing lost or mixed."""
+    from synapse_retriever.bench.conversation_writers import markdown_table, run_writers
+    from synapse_retriever.bench.places import place
+
+    check_output(args.json)
+    with place(args.postgres) as where, console(stderr=True).status("writers"):
+        report = run_writers(where, processes=args.processes, turns=args.turns, users=args.users)
+    report["backend"] = "sqlite" if args.postgres is None else "postgresql"
     return _report(args.json, report, markdown_table)
 
 

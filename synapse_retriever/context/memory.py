@@ -117,7 +117,8 @@ class ConversationMemory:
     ----------
     path : str or PathLike
         A synapse database file (shared with a :class:`~synapse_retriever.SynapseStore`,
-        created if missing), or ``":memory:"``.
+        created if missing), ``":memory:"``, or a ``postgresql://`` URL: many users'
+        memories in one database (docs/how-to/team-memory.md).
     token_counter : callable, optional
         ``str -> int``; every budget decision uses it. Default:
         :func:`~synapse_retriever.approximate_tokens` (see

@@ -71,7 +71,18 @@ from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, Use
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CHANNEL", "SCHEMA_VERSION", "PostgresStorage", "is_postgres_url", "split_url"]
+__all__ = [
+    "CHANNEL",
+    "SCHEMA_VERSION",
+    "Commit",
+    "Connections",
+    "Listener",
+    "PostgresStorage",
+    "is_postgres_url",
+    "snapshot",
+    "split_url",
+    "typed_write_errors",
+]
 
 logger = logging.getLogger("synapse_retriever")
 _T = TypeVar("_T")
@@ -91,6 +102,9 @@ POLL_TIMEOUT_S = 1.0
 ANSWER_TIMEOUT_S = 2.0
 """How long a connection check, or a read's look at the version, may go unanswered (a
 stalled network, a frozen server) before the connection is given up."""
+LISTEN_WAKE_S = 0.05
+"""How often a listener waiting for notifications looks whether it should stop: closing a
+store (or the last conversation memory of a URL) waits that long at most."""
 UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
 CONNECTION_OPTIONS: dict[str, int] = {
@@ -195,6 +209,9 @@ TABLES = frozenset(
         "versions",
     }
 )
+SHARED_PREFIX = "context_"
+"""The conversation memory's tables (:mod:`.conversation.postgres`) start so: they share
+a store's schema, as they share its SQLite file."""
 
 _COLUMNS = (
     "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
@@ -604,7 +621,7 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
     )
 
 
-class _Connections:
+class Connections:
     """At most ``size`` connections to one database, kept open between uses.
 
     Each is checked before it is handed out (an empty query, answered within
@@ -620,7 +637,7 @@ class _Connections:
         import psycopg
 
         self._psycopg = psycopg
-        self._url, self._where, self._size = url, where, size
+        self._url, self.where, self._size = url, where, size
         self._lock_timeout_ms = max(1, round(lock_timeout_s * 1000))
         self._idle: list[psycopg.Connection[Any]] = []
         self._guard = threading.Lock()
@@ -633,7 +650,7 @@ class _Connections:
         wait for a free one (:class:`StorageUnavailableError` then)."""
         if not self._slots.acquire(timeout=timeout_s):
             raise StorageUnavailableError(
-                f"{self._where!r}: none of its {self._size} connections was free within "
+                f"{self.where!r}: none of its {self._size} connections was free within "
                 f"{timeout_s:g} s"
             )
         try:
@@ -662,7 +679,7 @@ class _Connections:
                 killed = getattr(exc, "sqlstate", None) == _ADMIN_SHUTDOWN
                 if not killed or attempt == _OPEN_ATTEMPTS:
                     raise StorageUnavailableError(
-                        f"{self._where!r} cannot be reached: cannot connect ({str(exc).strip()})"
+                        f"{self.where!r} cannot be reached: cannot connect ({str(exc).strip()})"
                     ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -751,6 +768,149 @@ def _deadline(conn: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
             conn.close()
 
 
+class Commit:
+    """Where a write is: :func:`typed_write_errors` tells a lost connection before the
+    commit (retried) from one during it (the outcome unknown)."""
+
+    committing = False
+    """Set just before ``COMMIT`` is sent."""
+
+
+@contextmanager
+def typed_write_errors(
+    where: str,
+    timeout_s: float,
+    *,
+    unknown_commit: str = "an event_id makes a retry exact",
+) -> Iterator[Commit]:
+    """Raise what a write transaction's block raises as this library's errors.
+
+    A deadlock, a serialization failure, a unique key met by a concurrent writer and a
+    connection lost before the commit are :class:`TransientWriteError` (retried by
+    :func:`~synapse_retriever.persistence.protocols.retrying`); a role or server that may
+    not write is :class:`ReadOnlyStoreError`; a lock waited on longer than ``timeout_s``
+    (``lock_timeout``) is :func:`lock_timeout_error`; a connection lost while committing
+    (``commit.committing`` set) is :class:`StorageUnavailableError` (whether it was
+    committed is unknown: ``unknown_commit`` says what then); a value too large for
+    PostgreSQL, or one it refuses, is :class:`InvalidValueError`; whatever else the server
+    refuses (a full disk, say) is :class:`StorageUnavailableError`, not retried.
+
+    Examples
+    --------
+    >>> import psycopg
+    >>> with typed_write_errors("db/team", 0.5):
+    ...     raise psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.WriteConflictError: 'db/team': a lock was held by another \
+transaction longer than busy_timeout_s (0.5 s): canceling statement due to lock timeout; \
+nothing was written
+    """
+    import psycopg
+
+    errors = psycopg.errors
+    commit = Commit()
+    try:
+        yield commit
+    except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
+        raise TransientWriteError(str(exc).strip(), conflict=True) from exc
+    except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
+        raise ReadOnlyStoreError(f"{where!r} cannot be written: {exc}") from None
+    except errors.ProgramLimitExceeded as exc:  # a value too large: a retry cannot help
+        raise InvalidValueError(
+            f"{where!r}: a value is too large for PostgreSQL "
+            f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
+        ) from None
+    except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
+        raise lock_timeout_error(where, timeout_s, exc.diag.message_primary or str(exc)) from None
+    except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
+        raise TransientWriteError(str(exc).strip(), conflict=True) from exc
+    except psycopg.OperationalError as exc:
+        if not _lost(exc):  # the server answered: a disk full, out of memory, ...
+            raise StorageUnavailableError(
+                f"{where!r}: the server refused the write ({_primary(exc)}); nothing was written"
+            ) from exc
+        if commit.committing:
+            raise StorageUnavailableError(
+                f"{where!r}: the connection was lost while committing ({exc}); whether "
+                f"the write was committed is unknown ({unknown_commit})"
+            ) from exc
+        raise TransientWriteError(str(exc).strip(), conflict=False) from exc
+    except psycopg.DataError as exc:  # a value the server refuses: a retry cannot help
+        raise InvalidValueError(
+            f"{where!r}: PostgreSQL refused a value ({_primary(exc)}); nothing was written"
+        ) from None
+    except psycopg.DatabaseError as exc:  # anything else the server reports
+        raise StorageUnavailableError(
+            f"{where!r}: the server refused the write ({_primary(exc)}); nothing was written"
+        ) from exc
+
+
+def _primary(exc: Exception) -> str:
+    """The server's one-line message of ``exc`` (psycopg's text without the server's)."""
+    diag = getattr(exc, "diag", None)
+    return (diag.message_primary if diag is not None else None) or str(exc).strip()
+
+
+def _lost(exc: Exception) -> bool:
+    """Whether ``exc`` says the connection is gone (no answer, SQLSTATE class 08, or a
+    server shutting the session down), rather than the server refusing a statement."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+class Listener:
+    """A thread that ``LISTEN``s on ``channel`` with a connection of its own and calls
+    ``heard(payload)`` for each notification, and ``heard(None)`` each time it starts
+    listening (what was committed while no one listened); it reconnects after a lost
+    connection, backing off up to 5 s (readers poll meanwhile: :attr:`listening` is
+    False). The store hears every commit on :data:`CHANNEL`; a conversation memory hears
+    its user's (:mod:`.conversation.postgres`).
+    """
+
+    def __init__(
+        self, connections: Connections, channel: str, heard: Callable[[str | None], None]
+    ) -> None:
+        """Start listening on a thread of its own. ``channel`` is an identifier of this
+        library's (never a caller's value: it is part of the ``LISTEN`` statement)."""
+        self._connections, self._channel, self._heard = connections, channel, heard
+        self.listening = False
+        """Whether commits are being heard right now."""
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._listen, name=f"synapse listen {connections.where}", daemon=True
+        )
+        self._thread.start()
+
+    def _listen(self) -> None:
+        delay = 0.05
+        while not self._stopping.is_set():
+            try:
+                with self._connections.connect(autocommit=True) as conn:
+                    conn.execute(f"LISTEN {self._channel}")
+                    self.listening, delay = True, 0.05
+                    self._heard(None)  # what committed while no one listened
+                    while not self._stopping.is_set():
+                        for notify in conn.notifies(timeout=LISTEN_WAKE_S):
+                            self._heard(notify.payload)
+            except Exception as exc:  # whatever stops it, readers poll meanwhile
+                if self.listening:
+                    logger.warning(
+                        "%r: listening stopped (%s); polling until it is back",
+                        self._connections.where,
+                        exc,
+                    )
+                self.listening = False
+                self._stopping.wait(delay)
+                delay = min(2 * delay, 5.0)
+        self.listening = False
+
+    def close(self) -> None:
+        """Stop listening (within :data:`LISTEN_WAKE_S`)."""
+        self._stopping.set()
+        self._thread.join(timeout=2.0)
+
+
 class PostgresStorage:
     """PostgreSQL backend: a pool of connections to one database, shared by many writers.
 
@@ -801,23 +961,18 @@ class PostgresStorage:
         self.url, self.path = split_url(url)
         self.read_only = bool(read_only)
         self._timeout_s = timeout_s
-        self._pool = _Connections(self.url, self.path, pool_size, timeout_s)
+        self._pool = Connections(self.url, self.path, pool_size, timeout_s)
         self._changed = threading.Event()
         self._changed.set()
         self._unreachable_until = 0.0
-        self._listening = False
-        self._stopping = threading.Event()
-        self._listener: threading.Thread | None = None
+        self._listener: Listener | None = None
         try:
             self._open()
         except BaseException:
             self._pool.close()
             raise
-        if listen:
-            self._listener = threading.Thread(
-                target=self._listen, name=f"synapse listen {self.path}", daemon=True
-            )
-            self._listener.start()
+        if listen:  # every commit signalled (and a reconnection: what came meanwhile)
+            self._listener = Listener(self._pool, CHANNEL, lambda _: self._changed.set())
 
     @contextmanager
     def _connection(self, timeout_s: float | None = None) -> Iterator[psycopg.Connection[Any]]:
@@ -865,8 +1020,9 @@ class PostgresStorage:
         }
         if not tables:
             return None
-        if "meta" not in tables or not tables <= TABLES:
-            shown = ", ".join(sorted(tables - TABLES)[:5] or sorted(tables)[:5])
+        foreign = {table for table in tables - TABLES if not table.startswith(SHARED_PREFIX)}
+        if "meta" not in tables or foreign:
+            shown = ", ".join(sorted(foreign)[:5] or sorted(tables)[:5])
             raise NotASynapseDatabaseError(
                 f"{self.path!r} holds tables of another application ({shown}); it was left "
                 "untouched: give a database or schema of its own"
@@ -884,41 +1040,18 @@ class PostgresStorage:
             )
         return version
 
-    def _listen(self) -> None:
-        """Set ``_changed`` on every commit signalled on :data:`CHANNEL`, reconnecting
-        after a lost connection (readers poll at their interval meanwhile)."""
-        delay = 0.05
-        while not self._stopping.is_set():
-            try:
-                with self._pool.connect(autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    self._listening, delay = True, 0.05
-                    self._changed.set()  # what committed while no one listened
-                    while not self._stopping.is_set():
-                        for _ in conn.notifies(timeout=0.25):
-                            self._changed.set()
-            except Exception as exc:  # whatever stops it, readers poll meanwhile
-                if self._listening:
-                    logger.warning(
-                        "%r: listening stopped (%s); polling until it is back", self.path, exc
-                    )
-                self._listening = False
-                self._stopping.wait(delay)
-                delay = min(2 * delay, 5.0)
-        self._listening = False
-
     @property
     def listening(self) -> bool:
         """Whether commits are being signalled to this storage right now."""
-        return self._listening
+        return self._listener is not None and self._listener.listening
 
     def load(self) -> Changes:
         self._changed.clear()
         with self._connection() as conn:
-            return _snapshot(conn, lambda: _changes(conn, 0))
+            return snapshot(conn, lambda: _changes(conn, 0))
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
-        if self._listening and not self._changed.is_set():
+        if self.listening and not self._changed.is_set():
             return None  # no commit was signalled: nothing to read, no SQL
         if time.monotonic() < self._unreachable_until:
             return None  # the server did not answer a moment ago: recall goes on from memory
@@ -935,7 +1068,7 @@ class PostgresStorage:
                 conn.rollback()
                 if version is not None and version[0] == since:
                     return None
-                return _snapshot(conn, lambda: _changes(conn, since), POLL_TIMEOUT_S)
+                return snapshot(conn, lambda: _changes(conn, since), POLL_TIMEOUT_S)
         except StorageUnavailableError as exc:
             self._changed.set()  # look again once the back-off is over
             self._unreachable_until = time.monotonic() + UNREACHABLE_BACKOFF_S
@@ -951,7 +1084,7 @@ class PostgresStorage:
         ``forget_after`` counts it (edges, node use times, events), read in one read-only
         snapshot: a dry run where this role may not write (or ``read_only=True``)."""
         with self._connection() as conn:
-            return _snapshot(conn, lambda: _ahead_of(conn, limit))
+            return snapshot(conn, lambda: _ahead_of(conn, limit))
 
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
@@ -960,50 +1093,29 @@ class PostgresStorage:
                 f"{self.path!r} is open read-only (read_only=True, a role that may not write "
                 "its tables, or a standby server): writes are refused"
             )
-        errors = self._psycopg.errors
-        committing = False
-        try:
-            with self._pool.connection(self._timeout_s) as conn:
-                try:
-                    # statements whose results are not read wait and go together with the
-                    # next that is read: a round trip per read, not per statement
-                    with conn.pipeline():
-                        tx = _PostgresTransaction(conn)
-                        yield tx
-                        tx.finish()
-                    committing = True
-                    conn.commit()
-                    tx.version = tx.committing
-                except BaseException:
-                    if not conn.broken:
-                        conn.rollback()
-                    raise
-        except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
-            raise TransientWriteError(str(exc).strip(), conflict=True) from exc
-        except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
-            raise ReadOnlyStoreError(f"{self.path!r} cannot be written: {exc}") from None
-        except errors.ProgramLimitExceeded as exc:  # a value too large: a retry cannot help
-            raise InvalidValueError(
-                f"{self.path!r}: a value is too large for PostgreSQL "
-                f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
-            ) from None
-        except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
-            raise lock_timeout_error(self.path, self._timeout_s, str(exc)) from None
-        except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
-            raise TransientWriteError(str(exc).strip(), conflict=True) from exc
-        except self._psycopg.OperationalError as exc:
-            if committing:
-                raise StorageUnavailableError(
-                    f"{self.path!r}: the connection was lost while committing ({exc}); whether "
-                    "the write was committed is unknown (an event_id makes a retry exact)"
-                ) from exc
-            raise TransientWriteError(str(exc).strip(), conflict=False) from exc
+        with (
+            typed_write_errors(self.path, self._timeout_s) as commit,
+            self._pool.connection(self._timeout_s) as conn,
+        ):
+            try:
+                # statements whose results are not read wait and go together with the
+                # next that is read: a round trip per read, not per statement
+                with conn.pipeline():
+                    tx = _PostgresTransaction(conn)
+                    yield tx
+                    tx.finish()
+                commit.committing = True
+                conn.commit()
+                tx.version = tx.committing
+            except BaseException:
+                if not conn.broken:
+                    conn.rollback()
+                raise
         self._changed.set()  # the mirror may read this write back (another came first)
 
     def close(self) -> None:
-        self._stopping.set()
         if self._listener is not None:
-            self._listener.join(timeout=2.0)
+            self._listener.close()
         self._pool.close()
 
 
@@ -1042,7 +1154,7 @@ def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> tuple[int, int, in
     return int(edges), int(uses), int(events)
 
 
-def _snapshot(
+def snapshot(
     conn: psycopg.Connection[Any], read: Callable[[], _T], lock_timeout_s: float | None = None
 ) -> _T:
     """``read()`` in one repeatable-read, read-only transaction on ``conn``, waiting

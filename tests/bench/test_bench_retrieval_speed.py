@@ -60,3 +60,24 @@ def test_the_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture
         main(["bench", "retrieve", "--turns", "0"])
     assert exit_info.value.code == 2
     assert "must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_on_postgresql_one_user_is_timed_beside_the_others_in_a_schema_dropped_after(
+    postgres_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    def schemas() -> set[str]:
+        with psycopg.connect(postgres_database) as conn:
+            rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'synapse%'")
+            return {row[0] for row in rows}
+
+    before = schemas()
+    argv = ["bench", "retrieve", "--postgres", postgres_database, "--turns", "30", "--adds", "5"]
+    argv += ["--queries", "2", "--embedders", "dense-384", "--users", "3", "--user-turns", "20"]
+    assert main([*argv, "--quiet", "--json", "-"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert (row["backend"], row["users"], row["turns"], row["adds"]) == ("postgresql", 4, 30, 5)
+    assert row["nodes"] >= 35 and row["add_p50_ms"] > 0 and row["retrieve_p50_ms"] > 0
+    assert row["bytes_per_turn"] > 0
+    assert schemas() == before  # its schema is gone

@@ -70,8 +70,10 @@ def test_memory_queries_of_any_shape_get_a_result_or_a_typed_error() -> None:
             memory.assemble("caf\udce9", 100, at=2)
 
 
-def test_the_memory_index_follows_its_turns_and_survives_reopening(tmp_path) -> None:
-    path = tmp_path / "chat.db"
+def test_the_memory_index_follows_its_turns_and_survives_reopening(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
     with ConversationMemory(path, background=False) as memory:
         memory.add_turn("The staging host is db-stg-7.", at=0)
         memory.add_turn("Lunch?", at=1)

@@ -18,6 +18,7 @@ import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from store_backends import stored
 
 from synapse_retriever import NotASynapseDatabaseError, SynapseStore
 from synapse_retriever.context import (
@@ -165,11 +166,11 @@ def test_bad_turns_are_refused_before_anything_is_stored(
     ],
 )
 def test_a_lone_surrogate_is_refused_by_name_before_anything_is_stored(
-    tmp_path: Path, kwargs: dict[str, str], message: str
+    conversation_where: str, kwargs: dict[str, str], message: str
 ) -> None:
     # what os.fsdecode (surrogateescape) makes of bytes that are not UTF-8
     assert b"bad \xff text".decode("utf-8", "surrogateescape") == "bad \udcff text"
-    path = tmp_path / "chat.db"
+    path = conversation_where
     with ConversationMemory(path, background=False) as memory:
         with pytest.raises(InvalidValueError, match=message + r"; a lone surrogate '\\udcff'"):
             memory.add_turn(**kwargs, at=0)  # type: ignore[arg-type]
@@ -321,8 +322,8 @@ def test_consolidation_condenses_aging_turns_and_replays_themes() -> None:
     assert [r.boost for r in records] == boosts
 
 
-def test_a_restart_loses_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
+def test_a_restart_loses_nothing(conversation_where: str) -> None:
+    path = conversation_where
     config = ContextConfig(consolidation_interval=5)
     memory = ConversationMemory(path, config=config)
     fill(memory, CHAT * 2)
@@ -340,12 +341,12 @@ def test_a_restart_loses_nothing(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_a_due_consolidation_resumes_after_a_restart(tmp_path: Path) -> None:
+def test_a_due_consolidation_resumes_after_a_restart(conversation_where: str) -> None:
     class Unavailable:
         def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
             raise ConnectionError("the summarizing model is down")
 
-    path = tmp_path / "memory.db"
+    path = conversation_where
     config = ContextConfig(consolidation_interval=3, consolidation_ages=(0, 10))
     with ConversationMemory(path, config=config, summarizer=Unavailable()) as memory:
         fill(memory, CHAT[:3])  # the due consolidation fails: nothing recorded
@@ -409,8 +410,8 @@ def test_a_newer_memory_schema_is_refused(tmp_path: Path) -> None:
         ConversationMemory(path)
 
 
-def test_reopening_with_another_embedder_recomputes_the_vectors(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_reopening_with_another_embedder_recomputes_the_vectors(conversation_where: str) -> None:
+    path = conversation_where
     with ConversationMemory(path, embedder=HashingEmbedder(dim=64), background=False) as memory:
         fill(memory)
         expected = memory.assemble("deploy", 10_000, at=600)
@@ -418,11 +419,7 @@ def test_reopening_with_another_embedder_recomputes_the_vectors(tmp_path: Path) 
         assert [t.text for t in memory.assemble("deploy", 10_000, at=600)] == [
             t.text for t in expected
         ]
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT DISTINCT embedder FROM context_turns").fetchall() == [
-        ("hashing-v1-128",)
-    ]
-    db.close()
+    assert stored(path, "SELECT DISTINCT embedder FROM context_turns") == [("hashing-v1-128",)]
 
 
 class Ones:
@@ -437,17 +434,17 @@ class Ones:
         return np.ones((len(texts), self.dim), dtype=np.float32)
 
 
-def test_vectors_of_another_size_under_the_same_name_are_recomputed(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_vectors_of_another_size_under_the_same_name_are_recomputed(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
     with ConversationMemory(path, embedder=Ones(8), background=False) as memory:
         memory.add_turn("We moved the deploy to Fridays.", at=0)
     with ConversationMemory(path, embedder=Ones(16), background=False) as memory:
         assert [t.text for t in memory.assemble("deploy?", 100, at=1)] == [
             "We moved the deploy to Fridays."
         ]
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT length(embedding) FROM context_turns").fetchall() == [(16 * 4,)]
-    db.close()
+    assert stored(path, "SELECT length(embedding) FROM context_turns") == [(16 * 4,)]
 
 
 WORDS = ["deploy", "friday", "weather", "grey", "sister", "museum", "coffee", "report", "the"]
@@ -539,8 +536,10 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_a_memory_sees_the_turns_other_processes_add_without_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
+def test_a_memory_sees_the_turns_other_processes_add_without_reopening(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
     with ConversationMemory(path) as reader:
         reader.add_turn("Before the writers came: deploys move to Fridays.", session="r")
         context = reader.assemble("deploys", 100_000)  # the view it keeps, opened before them
@@ -573,9 +572,9 @@ def test_a_memory_sees_the_turns_other_processes_add_without_reopening(tmp_path:
 
 
 def test_a_turn_comes_after_the_turns_another_memory_stored_in_time_and_id(
-    tmp_path: Path,
+    conversation_where: str,
 ) -> None:
-    path = tmp_path / "chat.db"
+    path = conversation_where
     with ConversationMemory(path) as a, ConversationMemory(path) as b:
         a.add_turn("Deploys move to Fridays.", at=100)
         later = time.time() + 3600  # ahead of the clock, within the allowed skew

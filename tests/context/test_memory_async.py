@@ -4,11 +4,11 @@ errors, and nothing half-written when an await is cancelled."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall, longest_stall
+from store_backends import holding_writes
 
 from synapse_retriever.context import ContextConfig, ConversationMemory, HashingEmbedder
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
@@ -25,7 +25,7 @@ CHAT = [
 QUERIES = ["why did verify_token fail?", "when is the deploy?", "lunch?"]
 
 
-def turns_of(path: Path) -> list[tuple[int, str, str]]:
+def turns_of(path: str | Path) -> list[tuple[int, str, str]]:
     """The turns stored in the file, read by a memory of its own."""
     with ConversationMemory(path) as memory:
         return [(t.id, t.role, t.text) for t in memory.turns()]
@@ -152,8 +152,8 @@ def test_the_heartbeat_sees_a_slow_embedder_called_on_the_loop() -> None:
     assert asyncio.run(longest_stall(on_the_loop())) >= 0.25
 
 
-def test_a_turn_cancelled_while_embedded_is_not_stored(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
+def test_a_turn_cancelled_while_embedded_is_not_stored(conversation_where: str) -> None:
+    path = conversation_where
     embedder = SlowEmbedder(0.5)
 
     async def cancelled() -> None:
@@ -179,9 +179,9 @@ def test_a_turn_cancelled_while_embedded_is_not_stored(tmp_path: Path) -> None:
 
 
 def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
-    tmp_path: Path,
+    conversation_where: str,
 ) -> None:
-    path = tmp_path / "chat.db"
+    path = conversation_where
     counted: list[str] = []
 
     def tokens(text: str) -> int:
@@ -191,9 +191,7 @@ def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
     async def cancelled() -> None:
         with ConversationMemory(path, tokens, embedder=HashingEmbedder()) as memory:
             await memory.aadd_turn("We moved the deploy to Fridays.", at=0)
-            other = sqlite3.connect(path, isolation_level=None)
-            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-            try:
+            with holding_writes(path):  # another process holds the write lock
                 task = asyncio.ensure_future(memory.aadd_turn("Lunch at noon?", at=60))
                 while "Lunch at noon?" not in counted:
                     await asyncio.sleep(0.01)
@@ -204,9 +202,6 @@ def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
                 task.cancel()  # a second cancellation (a timeout after a task group's) too
                 await asyncio.sleep(0.3)
                 assert not task.done()
-            finally:
-                other.execute("COMMIT")
-                other.close()
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert [t.text for t in memory.turns()][-1] == "Lunch at noon?"  # at once
@@ -219,8 +214,8 @@ def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
     ]
 
 
-def test_reads_cancelled_midway_leave_the_memory_as_it_was(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
+def test_reads_cancelled_midway_leave_the_memory_as_it_was(conversation_where: str) -> None:
+    path = conversation_where
     embedder = SlowEmbedder(0.3)
 
     async def cancelled() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -93,10 +91,10 @@ def test_exact_below_is_checked() -> None:
 
 
 def test_a_memory_reopened_above_the_threshold_works(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    conversation_where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(embed_module, "EXACT_BELOW", 40)
-    path = tmp_path / "chat.db"
+    path = conversation_where
     texts = [f"turn {i} about topic{i % 9} and item{i}" for i in range(100)]
     with ConversationMemory(path, background=False) as memory:
         for at, text in enumerate(texts):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.conversation.protocol import (
     MAX_USER_LENGTH,
     ConversationStorage,
@@ -33,6 +33,7 @@ __all__ = [
     "EntityRow",
     "Links",
     "Loaded",
+    "PostgresConversationStorage",
     "SQLiteConversationStorage",
     "TurnRecord",
     "TypedEdgeRow",
@@ -45,17 +46,10 @@ def open_conversation_storage(
     where: str | os.PathLike[str], *, user: str | None, busy_timeout_s: float
 ) -> ConversationStorage:
     """The storage of ``user``'s conversation memory at ``where``: an SQLite file (or
-    ``":memory:"``). The one place a memory's backend is chosen.
-
-    Raises
-    ------
-    InvalidValueError
-        ``where`` is a ``postgresql://`` URL: conversation memory does not run on
-        PostgreSQL yet.
-    """
+    ``":memory:"``), or a ``postgresql://`` URL (many users' memories in one database,
+    :class:`~synapse_retriever.persistence.conversation.postgres.PostgresConversationStorage`;
+    ``busy_timeout_s`` bounds each wait for a lock or a connection). The one place a
+    memory's backend is chosen."""
     if is_postgres_url(where):
-        raise InvalidValueError(
-            "a conversation memory cannot open a postgresql:// URL yet: give it an SQLite "
-            "file (the store opens PostgreSQL URLs)"
-        )
+        return PostgresConversationStorage(str(where), user=user, timeout_s=busy_timeout_s)
     return SQLiteConversationStorage(where, user=user, busy_timeout_s=busy_timeout_s)

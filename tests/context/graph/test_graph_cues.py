@@ -160,12 +160,14 @@ def test_a_question_naming_a_date_finds_what_was_said_then() -> None:
         ]
 
 
-def test_speakers_persist_and_a_file_from_before_them_opens(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
-    speakers_memory(path).close()
-    with ConversationMemory(path, background=False) as memory:
+def test_speakers_persist(conversation_where: str) -> None:
+    speakers_memory(conversation_where).close()
+    with ConversationMemory(conversation_where, background=False) as memory:
         assert [t.speaker for t in memory.turns()] == ["Caroline", "Melanie", "Caroline"]
         assert memory.retrieve("What did Caroline make at the pottery class?", k=1)[0].turn_id == 1
+
+
+def test_a_file_from_before_speakers_opens(tmp_path: Path) -> None:
     older = tmp_path / "older.db"  # a file of schema 3, before speakers
     SQLiteStorage(older).close()  # stamped as a synapse file
     assert "speaker" in MIGRATIONS[3] and "speaker" not in "".join(MIGRATIONS[:3])

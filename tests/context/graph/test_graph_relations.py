@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
@@ -117,7 +116,7 @@ def fill(memory: ConversationMemory) -> None:
         memory.add_turn(text, at=60.0 * i, session="ops" if i != 2 else "chat")
 
 
-def test_relations_become_typed_edges_that_retrieve_follows(tmp_path: Path) -> None:
+def test_relations_become_typed_edges_that_retrieve_follows(conversation_where: str) -> None:
     model = ScriptedModel(
         [
             answer(
@@ -129,7 +128,7 @@ def test_relations_become_typed_edges_that_retrieve_follows(tmp_path: Path) -> N
             )
         ]
     )
-    path = tmp_path / "chat.db"
+    path = conversation_where
     memory = ConversationMemory(path, relations=PromptRelationExtractor(model), background=False)
     fill(memory)
     memory.consolidate()
@@ -190,7 +189,9 @@ class Custom:
         return self.proposals if len(self.windows) == 1 else []
 
 
-def test_a_custom_extractors_bad_relations_are_skipped_not_stored(tmp_path: Path) -> None:
+def test_a_custom_extractors_bad_relations_are_skipped_not_stored(
+    conversation_where: str,
+) -> None:
     bad = [
         Relation(999, "CAUSED_BY", 1),  # no such turn
         Relation("turn:abc", "RELATES_TO", 1),  # a turn node by hand
@@ -201,7 +202,7 @@ def test_a_custom_extractors_bad_relations_are_skipped_not_stored(tmp_path: Path
         "turn 1 caused turn 2",
     ]
     good = Relation(1, "CAUSED_BY", 2)
-    path = tmp_path / "chat.db"
+    path = conversation_where
     memory = ConversationMemory(path, relations=Custom([*bad, good]), background=False)  # type: ignore[arg-type]
     fill(memory)
     memory.consolidate()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from store_backends import stored
 
 from synapse_retriever.context import ContextConfig, ConversationMemory
 from synapse_retriever.context.relevance import fuse
@@ -131,8 +132,10 @@ def test_bad_arguments_are_typed_errors_naming_the_value(
         memory.retrieve(QUESTION, at=now, **kwargs)  # type: ignore[arg-type]
 
 
-def test_used_results_strengthen_their_edges_and_survive_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
+def test_used_results_strengthen_their_edges_and_survive_a_restart(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
     memory, now = build(path, config=ContextConfig(reinforcement_threshold=2))
     with memory:
         results = memory.retrieve(QUESTION, k=5, mode="analytical", at=now)
@@ -176,31 +179,28 @@ def test_graph_is_a_networkx_multidigraph_of_turns_entities_and_typed_edges() ->
     assert data["strength"] == pytest.approx(0.49723, abs=1e-5)
 
 
-def test_a_file_written_before_the_graph_is_linked_on_open(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
+def test_a_memory_written_before_the_graph_is_linked_on_open(conversation_where: str) -> None:
+    path = conversation_where
     memory, now = build(path)
     memory.close()
-    with sqlite3.connect(path) as db:  # as a release without the graph left it
-        db.execute("DELETE FROM context_edges")
-        db.execute("DELETE FROM context_entities")
-        db.execute("DELETE FROM context_marks WHERE key = 'graph_through'")
+    for table in ("context_edges", "context_entities"):  # as a release without the graph
+        stored(path, f"DELETE FROM {table}")
+    stored(path, "DELETE FROM context_marks WHERE key = 'graph_through'")
     with ConversationMemory(path) as reopened:
         linked = reopened.graph(at=now)
         results = reopened.retrieve(QUESTION, k=5, mode="analytical", at=now)
     assert {REPORT, CAUSE, FIX} <= {r.turn_id for r in results}
-    with sqlite3.connect(path) as db:
-        stored = db.execute("SELECT COUNT(*) FROM context_edges").fetchone()[0]
-    assert stored == linked.number_of_edges() > 0
+    [(edges,)] = stored(path, "SELECT COUNT(*) FROM context_edges")
+    assert edges == linked.number_of_edges() > 0
 
 
-def test_edges_persist_with_the_turn_in_one_transaction(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
+def test_edges_persist_with_the_turn_in_one_transaction(conversation_where: str) -> None:
+    path = conversation_where
     with ConversationMemory(path) as memory:
         memory.add_turn("See src/app/views.py and views.py", session="a", at=0)
         memory.add_turn("The Blue Bottle order is in.", session="a", at=1)
-    with sqlite3.connect(path) as db:
-        edges = sorted(db.execute("SELECT source, target, type FROM context_edges"))
-        entities = sorted(db.execute("SELECT node, kind FROM context_entities"))
+    edges = sorted(stored(path, "SELECT source, target, type FROM context_edges"))
+    entities = sorted(stored(path, "SELECT node, kind FROM context_entities"))
     assert edges == [
         ("turn:1", "file:views.py", "MENTIONS"),
         ("turn:1", "turn:2", "FOLLOWED_BY"),
@@ -293,25 +293,34 @@ def test_assemble_resolves_auto_and_aliases_and_says_which_mode() -> None:
 
 
 def test_a_turn_and_its_edges_are_written_together_or_not_at_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    conversation_where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapse_retriever.persistence.conversation import SQLiteConversationStorage
+    import psycopg
 
-    path = tmp_path / "chat.db"
+    from synapse_retriever.persistence.conversation import (
+        PostgresConversationStorage,
+        SQLiteConversationStorage,
+    )
+
+    path = conversation_where
     memory, _ = build(path)
+    on_postgres = path.startswith("postgresql://")
 
-    def broken(*args: object, **kwargs: object) -> None:
+    def broken(*args: object, **kwargs: object) -> None:  # the edges' write fails
+        if on_postgres:
+            raise psycopg.errors.DiskFull("could not extend file: No space left on device")
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(SQLiteConversationStorage, "_link", broken)
-    with pytest.raises((SynapseError, sqlite3.Error)):
+    backend = PostgresConversationStorage if on_postgres else SQLiteConversationStorage
+    monkeypatch.setattr(backend, "_link", broken)
+    with pytest.raises((SynapseError, sqlite3.Error)) as raised:
         memory.add_turn("validate_vat() is fixed now.", at=20_000)
+    assert isinstance(raised.value, SynapseError) or not on_postgres  # typed on PostgreSQL
     monkeypatch.undo()
     assert len(memory) == len(BUG) + len(CHATTER)
     memory.close()
-    with sqlite3.connect(path) as db:
-        turns = db.execute("SELECT COUNT(*) FROM context_turns").fetchone()[0]
-        edges = db.execute(
-            "SELECT COUNT(*) FROM context_edges WHERE source = 'turn:18' OR target = 'turn:18'"
-        ).fetchone()[0]
+    [(turns,)] = stored(path, "SELECT COUNT(*) FROM context_turns")
+    [(edges,)] = stored(
+        path, "SELECT COUNT(*) FROM context_edges WHERE source = 'turn:18' OR target = 'turn:18'"
+    )
     assert (turns, edges) == (len(BUG) + len(CHATTER), 0)
