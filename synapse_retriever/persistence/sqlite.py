@@ -151,6 +151,15 @@ LOG_VERSIONS = 10_000
 LOG_TRIM_EVERY = 1_000
 """The logs are trimmed by the write transactions whose version is a multiple of this."""
 
+MEMDB_URI = "file:synapse?vfs=memdb"
+"""Where ``":memory:"`` is opened: a private database in memory (no leading ``/``: not
+shared) behind SQLite's ordinary page cache. A plain ``":memory:"`` database *is* its page
+cache, and SQLite walks that whole cache at the commit of a write that split index pages
+(``pcache1TruncateUnsafe``: a page renumbered through the pending-byte page leaves the
+cache's largest key past the end); measured at 1M edges: 290 µs a commit, against 27 µs
+here. A memdb database holds at most 1 GiB (SQLite's ``SQLITE_MEMDB_DEFAULT_MAXSIZE``),
+about ten million edges."""
+
 BIG_DELETE = 10_000
 """Deleting more edges than this at once raises the page cache to BIG_DELETE_CACHE_KIB."""
 BIG_DELETE_CACHE_KIB = 262_144
@@ -441,8 +450,10 @@ class SQLiteStorage:
         *,
         busy_timeout_s: float = 30.0,
         read_only: bool = False,
+        _paged: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        self._paged = _paged
         self._lock = threading.RLock()
         self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self.read_only = bool(read_only)
@@ -468,6 +479,8 @@ class SQLiteStorage:
         holds nothing, where no shared-memory file can be made, or first where no one can
         write the file: then no empty ``-wal`` and ``-shm`` are left beside it)."""
         uris = [self.path]
+        if self.path == ":memory:" and self._paged:
+            uris = [MEMDB_URI, self.path]  # the second where SQLite was built without memdb
         if self.read_only:
             if not Path(self.path).is_file():
                 raise NotASynapseDatabaseError(f"no synapse database at {self.path!r} to read")
@@ -483,7 +496,7 @@ class SQLiteStorage:
                     timeout=busy_timeout_s,
                     isolation_level=None,
                     check_same_thread=False,
-                    uri=target.startswith("file:") and self.read_only,
+                    uri=target == MEMDB_URI or (target.startswith("file:") and self.read_only),
                 )
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 return db
@@ -646,7 +659,7 @@ class SQLiteStorage:
         ...     tx.version
         1
         """
-        copy = SQLiteStorage(":memory:")
+        copy = SQLiteStorage(":memory:", _paged=False)  # memdb cannot hold a WAL file's header
         with self._lock, self._typed_errors():
             self._db.backup(copy._db)
         return copy
