@@ -434,6 +434,46 @@ class UseTable:
         rows = self._row_of.get(namespace)
         return int(rows[node]) if rows is not None and node < rows.size else -1
 
+    # -- a snapshot of the rows --------------------------------------------------------
+
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The use rows as arrays (views, not copies): each namespace's node -> row index
+        and the packed rows; :meth:`from_arrays` rebuilds them. The events and the latest
+        events are not among them: storage holds those whole, and small.
+
+        Examples
+        --------
+        >>> table = UseTable()
+        >>> table.apply(recorded_uses([], [(1, 0.0, [1, 2])]))
+        >>> copy = UseTable.from_arrays(table.arrays())
+        >>> copy.rows(1, [1, 2]) == table.rows(1, [1, 2])
+        True
+        """
+        arrays: dict[str, npt.NDArray[Any]] = {
+            f"rows_of.{ns}": rows for ns, rows in sorted(self._row_of.items())
+        }
+        arrays["packed"] = self._packed[: self._rows]
+        return arrays
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: dict[str, npt.NDArray[Any]], *, history: int = 8, window: int = 50
+    ) -> UseTable:
+        """The rows :meth:`arrays` described, copied (``ValueError`` where they do not fit)."""
+        table = cls(history=history, window=window)
+        packed = arrays["packed"]
+        if packed.ndim != 2 or packed.shape[1] != _RECENT + history:
+            raise ValueError(f"use rows of width {packed.shape}, expected {_RECENT + history}")
+        table._packed = np.array(packed, np.float64)
+        table._rows = int(packed.shape[0])
+        for name, rows in arrays.items():
+            if name.startswith("rows_of."):
+                row_of = np.array(rows, np.int32)
+                if row_of.size and (row_of.min() < -1 or row_of.max() >= table._rows):
+                    raise ValueError(f"use rows of namespace {name[8:]} out of range")
+                table._row_of[int(name[8:])] = row_of
+        return table
+
     # -- reads -------------------------------------------------------------------------
 
     def _gather(

@@ -714,6 +714,103 @@ class MemoryGraph:
                 if row is not None:
                     self._co_use_entries -= _held(row)
 
+    # -- a snapshot of the whole state -------------------------------------------------
+
+    def arrays(self) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+        """Everything this graph holds, as plain values and arrays (views, not copies):
+        what :meth:`from_arrays` rebuilds it from, exactly as it is now (the adjacency, the
+        log of edges added since it was built, the recall inputs of every edge).
+
+        Examples
+        --------
+        >>> g = MemoryGraph(SynapseConfig())
+        >>> g.add_names(nodes=[(1, "a"), (2, "b")], namespaces=[(1, "personal")])
+        >>> g.apply([(1, 1, 1, 2, 0.9, 1, 30.0, 0.0, 0.0)])
+        >>> values, arrays = g.arrays()
+        >>> copy = MemoryGraph.from_arrays(SynapseConfig(), values, arrays)
+        >>> copy.edge("personal", "a", "b") == g.edge("personal", "a", "b")
+        True
+        """
+        values = {
+            "size": self.size,
+            "built": self._built,
+            "unmerged": self._unmerged,
+            "namespaces": sorted(self.ns_names.items()),
+        }
+        arrays: dict[str, npt.NDArray[Any]] = {
+            f"edge.{name}": self._cols[name][: self.size] for name in _COLUMNS
+        }
+        arrays["adjacency.indptr"] = self._indptr
+        arrays["adjacency.other"] = self._other
+        arrays["adjacency.edge"] = self._entry_edge
+        arrays["log"] = self._log[: self._log_len]
+        arrays["names"] = np.frombuffer("\0".join(self.names).encode(), np.uint8)
+        return values, arrays
+
+    @classmethod
+    def from_arrays(
+        cls, config: SynapseConfig, values: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]
+    ) -> MemoryGraph:
+        """The graph :meth:`arrays` described (its arrays copied: the graph owns its own).
+
+        Raises ``ValueError`` where the parts do not fit together (lengths, ids out of
+        range); a snapshot that fails is rebuilt from storage, never trusted."""
+        graph = cls(config)
+        size, built = int(values["size"]), int(values["built"])
+        names = bytes(arrays["names"]).decode().split("\0")
+        if names[0] != "":
+            raise ValueError("node names: id 0 is never used")
+        graph.names = names
+        graph.index = {name: i for i, name in enumerate(names) if name}
+        graph.add_names(namespaces=[(int(i), str(name)) for i, name in values["namespaces"]])
+        n = len(names)
+        graph._grow(max(size, 1024))
+        for name, (dtype, _) in _COLUMNS.items():
+            column = arrays[f"edge.{name}"]
+            if column.dtype != np.dtype(dtype) or column.size != size:
+                raise ValueError(f"edge column {name}: {column.size} of {column.dtype}")
+            graph._cols[name][:size] = column
+        graph.size = size
+        indptr = arrays["adjacency.indptr"].astype(np.int32)
+        other = arrays["adjacency.other"].astype(np.int32)
+        entry_edge = arrays["adjacency.edge"].astype(np.int32)
+        log = arrays["log"].astype(np.int64)
+        ends = np.concatenate([graph._a[:size], graph._b[:size]])
+        if (
+            indptr.size != built + 1
+            or built > n
+            or indptr[0] != 0
+            or indptr[-1] != other.size
+            or other.size != entry_edge.size
+            or np.any(np.diff(indptr) < 0)
+            or np.any((ends < -1) | (ends >= n))
+            or np.any((other < 0) | (other >= n))
+            or np.any((entry_edge < 0) | (entry_edge >= max(size, 1)))
+            or np.any((log < 0) | (log >= max(size, 1)))
+        ):
+            raise ValueError("the adjacency does not fit the edges")
+        graph._built, graph._indptr, graph._other, graph._entry_edge = (
+            built,
+            indptr,
+            other,
+            entry_edge,
+        )
+        graph._log = np.zeros(max(1024, 2 * log.size), np.int64)
+        graph._log[: log.size] = log
+        graph._log_len = int(log.size)
+        for edge, a, b in zip(log.tolist(), graph._a[log].tolist(), graph._b[log].tolist(),
+                              strict=True):  # fmt: skip
+            graph._log_of.setdefault(a, []).append(edge)
+            graph._log_of.setdefault(b, []).append(edge)
+        graph._unmerged = bool(values["unmerged"])
+        return graph
+
+    def refresh_prune_times(self) -> None:
+        """Compute every edge's prune time again (the configuration's decay differs from
+        the one they were computed with)."""
+        ids = np.arange(self.size)
+        self._pruned_at[ids] = np.where(self._a[ids] >= 0, self._prune_times(ids), -np.inf)
+
     # -- stored state ------------------------------------------------------------------
 
     def namespaces_of(self, edges: IntArray) -> IntArray:

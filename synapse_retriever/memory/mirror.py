@@ -27,14 +27,28 @@ from collections.abc import Callable
 
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.usage import UseTable
+from synapse_retriever.memory import snapshot
 from synapse_retriever.memory.graph import MemoryGraph
-from synapse_retriever.persistence.protocols import Storage, WriteTransaction
+from synapse_retriever.persistence.protocols import SnapshotStorage, Storage, WriteTransaction
 from synapse_retriever.persistence.rows import Changes
 
-__all__ = ["BIG_LOAD", "Mirror", "return_freed_memory"]
+__all__ = [
+    "BIG_LOAD",
+    "SNAPSHOT_MIN_EDGES",
+    "SNAPSHOT_STALE_VERSIONS",
+    "Mirror",
+    "return_freed_memory",
+]
 
 BIG_LOAD = 100_000
 """Edges loaded at once above which the freed heap is handed back to the OS."""
+
+SNAPSHOT_MIN_EDGES = 100_000
+"""Stored edge slots from which a store keeps a snapshot of its mirror (below, loading
+every row takes a few tenths of a second: measured 0.4 s at 100,000 edges)."""
+
+SNAPSHOT_STALE_VERSIONS = 1_000
+"""Versions after the stored snapshot's from which closing a store writes a new one."""
 
 
 class Mirror:
@@ -52,7 +66,56 @@ class Mirror:
         self.uses = UseTable(history=config.use_history, window=config.recent_events)
         self.version = 0
         """The storage version this mirror reflects."""
+        self.snapshot_version: int | None = None
+        """The version of the snapshot storage holds, as this mirror last read or wrote it."""
         self._polled = time.monotonic()
+
+    def open(self, storage: Storage) -> None:
+        """Everything ``storage`` holds: from its snapshot and the changes after it where it
+        keeps a sound one (see :mod:`~synapse_retriever.memory.snapshot`), else every row."""
+        if isinstance(storage, SnapshotStorage):
+            stored = storage.read_snapshot()
+            if stored is not None and not stored.changes.full:
+                try:
+                    found = snapshot.decode(
+                        stored.parts, self.config, schema=storage.schema_version
+                    )
+                    if (found.version, found.max_node, found.max_namespace) != (
+                        stored.version,
+                        stored.max_node,
+                        stored.max_namespace,
+                    ) or found.version > stored.changes.version:
+                        raise snapshot.SnapshotError("snapshot: its stamp does not match")
+                except snapshot.SnapshotError:
+                    pass  # rebuilt from the rows below, and written anew at close
+                else:
+                    self.graph, self.uses, self.version = found.graph, found.uses, found.version
+                    self.snapshot_version = found.version
+                    del stored.parts, found
+                    self.apply(stored.changes)
+                    self._polled = time.monotonic()
+                    return
+        self.load(storage)
+
+    def save(self, storage: Storage) -> bool:
+        """Write a snapshot of this mirror, brought up to date first, if ``storage`` keeps
+        snapshots, the graph has ``SNAPSHOT_MIN_EDGES`` edge slots or more, and the stored
+        snapshot is ``SNAPSHOT_STALE_VERSIONS`` versions behind or missing; whether one
+        was written (not when another writer holds the lock, or writes meanwhile)."""
+        if not isinstance(storage, SnapshotStorage) or self.graph.size < SNAPSHOT_MIN_EDGES:
+            return False
+        self.refresh(storage, force=True)  # exact at its version, as a snapshot must be
+        if (
+            self.snapshot_version is not None
+            and self.version - self.snapshot_version < SNAPSHOT_STALE_VERSIONS
+        ):
+            return False
+        parts = snapshot.encode(self, schema=storage.schema_version)
+        graph = self.graph
+        if not storage.write_snapshot(self.version, graph.max_node, graph.max_namespace, parts):
+            return False
+        self.snapshot_version = self.version
+        return True
 
     def load(self, storage: Storage) -> None:
         """Everything ``storage`` holds, from scratch."""

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Changes", "EdgeRow", "UseColumns", "UseRow", "rows_array"]
+__all__ = ["Changes", "EdgeRow", "StoredSnapshot", "UseColumns", "UseRow", "rows_array"]
 
 
 class EdgeRow(NamedTuple):
@@ -132,3 +132,18 @@ class Changes:
     """Everything, not what changed: the version asked about is older than the change
     logs keep (:data:`~synapse_retriever.persistence.sqlite.LOG_VERSIONS`), so the reader
     must start again from this."""
+
+
+@dataclass
+class StoredSnapshot:
+    """A snapshot of a mirror as storage keeps it (see
+    :mod:`~synapse_retriever.memory.snapshot`), and what changed after it, read together."""
+
+    version: int
+    """The storage version the parts reflect."""
+    max_node: int
+    max_namespace: int
+    parts: dict[str, bytes]
+    changes: Changes
+    """Everything written after ``version`` (all of it, ``full``, where the change logs no
+    longer reach back to it), with the recent-events log whole, not only what came after."""

@@ -36,7 +36,13 @@ from synapse_retriever.errors import (
     ReadOnlyStoreError,
 )
 from synapse_retriever.persistence.protocols import WriteTransaction, lock_timeout_error
-from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
+from synapse_retriever.persistence.rows import (
+    Changes,
+    EdgeRow,
+    StoredSnapshot,
+    UseColumns,
+    UseRow,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -159,6 +165,20 @@ cache, and SQLite walks that whole cache at the commit of a write that split ind
 cache's largest key past the end); measured at 1M edges: 290 µs a commit, against 27 µs
 here. A memdb database holds at most 1 GiB (SQLite's ``SQLITE_MEMDB_DEFAULT_MAXSIZE``),
 about ten million edges."""
+
+SNAPSHOT_TABLE = """
+CREATE TABLE IF NOT EXISTS snapshot (
+    part          TEXT    PRIMARY KEY,
+    version       INTEGER NOT NULL,
+    max_node      INTEGER NOT NULL,
+    max_namespace INTEGER NOT NULL,
+    data          BLOB    NOT NULL
+)
+"""
+"""The mirror's snapshot (:mod:`~synapse_retriever.memory.snapshot`), one row per part.
+Made by the first snapshot written, not by a migration: a file without it is the same
+schema version, which older releases still open (their writes are logged, so a snapshot
+and the change log after it stay exact)."""
 
 BIG_DELETE = 10_000
 """Deleting more edges than this at once raises the page cache to BIG_DELETE_CACHE_KIB."""
@@ -347,15 +367,19 @@ class _SQLiteTransaction:
             removed=removed,
             uses=_use_columns(db.execute(uses, after).fetchall()),
             events=db.execute("SELECT namespace, events FROM namespace_events").fetchall(),
-            recent=[
-                (namespace, at, struct.unpack(f"<{len(nodes) // 8}q", nodes))
-                for namespace, at, nodes in db.execute(
-                    "SELECT namespace, at, nodes FROM recent_uses WHERE version > ? ORDER BY id",
-                    (since,),
-                )
-            ],
+            recent=self.recent_entries(since),
             full=full,
         )
+
+    def recent_entries(self, since: int) -> list[tuple[int, float, tuple[int, ...]]]:
+        """The entries of the recent-events log written after version ``since``, oldest first."""
+        return [
+            (namespace, at, struct.unpack(f"<{len(nodes) // 8}q", nodes))
+            for namespace, at, nodes in self._db.execute(
+                "SELECT namespace, at, nodes FROM recent_uses WHERE version > ? ORDER BY id",
+                (since,),
+            )
+        ]
 
     def trim_logs(self) -> None:
         """Forget the logs of versions older than the latest :data:`LOG_VERSIONS`."""
@@ -617,6 +641,76 @@ class SQLiteStorage:
         finally:
             self._db.execute("COMMIT")
             self._data_version = self._pragma("data_version")
+
+    schema_version = SCHEMA_VERSION
+
+    def read_snapshot(self) -> StoredSnapshot | None:
+        with self._lock, self._typed_errors():
+            db = self._db
+            db.execute("BEGIN")
+            try:
+                if not db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'snapshot'"
+                ).fetchone():
+                    return None
+                rows = db.execute(
+                    "SELECT part, version, max_node, max_namespace, data FROM snapshot"
+                ).fetchall()
+                if not rows:
+                    return None
+                stamps = {tuple(row[1:4]) for row in rows}
+                version, max_node, max_namespace = min(stamps)
+                parts = {row[0]: row[4] for row in rows} if len(stamps) == 1 else {}
+                tx = _SQLiteTransaction(db, 0)
+                changes = tx.changes(version, max_node, max_namespace)
+                changes.recent = tx.recent_entries(0)  # the window is rebuilt whole
+                self._seen = changes.version
+            finally:
+                db.execute("COMMIT")
+                self._data_version = self._pragma("data_version")
+        return StoredSnapshot(version, max_node, max_namespace, parts, changes)
+
+    def write_snapshot(
+        self,
+        version: int,
+        max_node: int,
+        max_namespace: int,
+        parts: dict[str, bytes | memoryview],
+    ) -> bool:
+        if self.read_only or self._in_memory:  # no one opens an in-memory store again
+            return False
+        with self._lock, self._typed_errors():
+            db = self._db
+            db.execute("PRAGMA busy_timeout = 0")  # another writer holds the lock: not now
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
+                    return False
+                raise
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            try:
+                current = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+                if current != version:  # written meanwhile: the mirror is not that version
+                    db.execute("ROLLBACK")
+                    return False
+                db.execute(SNAPSHOT_TABLE)
+                db.execute("DELETE FROM snapshot")
+                db.executemany(
+                    "INSERT INTO snapshot (part, version, max_node, max_namespace, data) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (name, version, max_node, max_namespace, data)
+                        for name, data in parts.items()
+                    ],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
+        return True
 
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
