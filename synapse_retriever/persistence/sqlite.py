@@ -42,6 +42,7 @@ from synapse_retriever.persistence.rows import (
     StoredSnapshot,
     UseColumns,
     UseRow,
+    edge_row,
 )
 
 __all__ = [
@@ -245,7 +246,7 @@ class _SQLiteTransaction:
                 f"WITH k (namespace, a, b) AS (VALUES {marks}) SELECT {_EDGE_COLUMNS} FROM k "
                 "CROSS JOIN edges e ON e.a = k.a AND e.b = k.b AND e.namespace = k.namespace"
             )
-            found += map(EdgeRow._make, self._db.execute(query, _flat(chunk)))
+            found += map(edge_row, self._db.execute(query, _flat(chunk)))
         return found
 
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
@@ -275,12 +276,13 @@ class _SQLiteTransaction:
             return []
         last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'edges'").fetchone()
         start = (last[0] if last else 0) + 1
-        placed = [EdgeRow(start + i, *row[1:]) for i, row in enumerate(rows)]
+        version = self.version
+        params = [(start + i, *row[1:], version) for i, row in enumerate(rows)]
         self._db.executemany(
             f"INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*row, self.version) for row in placed],
+            params,
         )
-        return placed
+        return [edge_row(values[:-1]) for values in params]
 
     def update(self, rows: Sequence[EdgeRow]) -> None:
         rows = sorted(rows, key=_edge_id)  # in the table's order: each page written in turn
