@@ -9,7 +9,9 @@ index its in-memory arrays by them. Every write transaction bumps a version coun
 and appends what it wrote or deleted to change logs (edge ids, and the (namespace,
 node) keys of use rows), so a store fetches exactly what other processes changed since
 it last looked; the logs keep the latest ``LOG_VERSIONS`` versions, and a store that
-last looked before that reloads everything.
+last looked before that reloads everything. A private in-memory store (``":memory:"``)
+keeps no logs: no other connection can ever read them (their triggers are dropped when it
+opens; measured: a tenth of an event's time at 1M edges).
 """
 
 from __future__ import annotations
@@ -605,6 +607,11 @@ class SQLiteStorage:
             db.execute("PRAGMA wal_autocheckpoint = 10000")
         if user_version < SCHEMA_VERSION and not self.read_only:
             self._migrate()
+        if self.path == ":memory:":  # private: no other connection ever reads the logs
+            for (trigger,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_log_%'"
+            ).fetchall():
+                db.execute(f"DROP TRIGGER {trigger}")
 
     def check(self) -> None:
         """Raise :class:`CorruptDatabaseError` if SQLite's structural check of every page
