@@ -154,6 +154,14 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+LOG_TRIGGERS = (
+    "edges_log_insert",
+    "edges_log_update",
+    "edges_log_delete",
+    "uses_log_insert",
+    "uses_log_update",
+)
+"""The triggers that write the change logs (migration 3)."""
 
 LOG_VERSIONS = 10_000
 """Versions kept in the change logs; a store that looks less often reloads everything."""
@@ -608,10 +616,13 @@ class SQLiteStorage:
         if user_version < SCHEMA_VERSION and not self.read_only:
             self._migrate()
         if self.path == ":memory:":  # private: no other connection ever reads the logs
-            for (trigger,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_log_%'"
-            ).fetchall():
-                db.execute(f"DROP TRIGGER {trigger}")
+            self.forget_logs()
+
+    def forget_logs(self) -> None:
+        """Stop writing the change logs (a private in-memory store: no other connection can
+        read them; one filled from a file by ``sqlite3.Connection.backup`` has them)."""
+        for trigger in LOG_TRIGGERS:
+            self._db.execute(f"DROP TRIGGER IF EXISTS {trigger}")
 
     def check(self) -> None:
         """Raise :class:`CorruptDatabaseError` if SQLite's structural check of every page
