@@ -307,6 +307,7 @@ class PerfResult:
     open_snapshot_s: float | None  # None: no snapshot kept (a graph under 100,000 edges)
     snapshot_write_s: float | None
     snapshot_bytes_per_edge: float | None
+    rss_snapshot_bytes_per_edge: float | None  # resident-set growth on the open from it
     naive_spread_p50_us: float
     naive_queries: int
     naive_ratio: float
@@ -464,11 +465,13 @@ def run_size(
     snapshot_bytes = _snapshot_bytes(path)
     del store
     return_freed_memory()
+    before = _rss()
     started = time.perf_counter()
     store = SynapseStore(path)
     open_snapshot: float | None = time.perf_counter() - started
+    rss_snapshot: float | None = _rss() - before
     if store._mirror.snapshot_version is None:  # no snapshot: the same load again
-        open_snapshot = snapshot_write = None
+        open_snapshot = snapshot_write = rss_snapshot = None
     n_nodes = max(1000, edges // 5)
     names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
     try:
@@ -587,6 +590,9 @@ def run_size(
         snapshot_write_s=None if snapshot_write is None else round(snapshot_write, 3),
         snapshot_bytes_per_edge=(
             None if snapshot_bytes is None else round(snapshot_bytes / max(1, shape["edges"]), 1)
+        ),
+        rss_snapshot_bytes_per_edge=(
+            None if rss_snapshot is None else round(rss_snapshot / max(1, shape["edges"]), 1)
         ),
         naive_spread_p50_us=round(naive_p50, 1),
         naive_queries=len(naive),

@@ -363,7 +363,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     writes = Table(
         "edges", "upserts/s, one event: file / memory (bare SQLite)",
         f"batches of {results[0]['batch_events']:,} events: file / memory (bare SQLite)"
-        if results else "batched", "open s: rows / snapshot", "snapshot B/edge (file)",
+        if results else "batched", "open s: rows / snapshot",
+        "snapshot B/edge: file / RSS on open",
         title="Writes and opening, file and memory", title_justify="left",
     )  # fmt: skip
     for r in results:
@@ -375,7 +376,9 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             f"({r['sqlite_floor_batched_upserts_per_s']:,.0f})",
             f"{r['open_load_s']:.2f} / "
             + ("-" if r["open_snapshot_s"] is None else f"{r['open_snapshot_s']:.2f}"),
-            "-" if r["snapshot_bytes_per_edge"] is None else f"{r['snapshot_bytes_per_edge']:.0f}",
+            "-"
+            if r["snapshot_bytes_per_edge"] is None
+            else f"{r['snapshot_bytes_per_edge']:.0f} / {r['rss_snapshot_bytes_per_edge']:.0f}",
         )
     console().print(writes)
     on_postgres = [r for r in results if r["pg_recall_p50_us"] is not None]

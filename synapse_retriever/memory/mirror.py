@@ -93,6 +93,8 @@ class Mirror:
                     self.snapshot_version = found.version
                     del stored.parts, found
                     self.apply(stored.changes)
+                    if self.graph.size >= BIG_LOAD:  # the parts' bytes, freed to the heap
+                        return_freed_memory()
                     self._polled = time.monotonic()
                     return
         self.load(storage)

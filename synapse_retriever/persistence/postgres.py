@@ -193,6 +193,7 @@ TABLES = frozenset(
         "use_log",
         "name_log",
         "versions",
+        "snapshot",  # not made yet: a later release may keep the mirror's snapshot in it
     }
 )
 
