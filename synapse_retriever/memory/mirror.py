@@ -29,8 +29,9 @@ from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.usage import UseTable
 from synapse_retriever.memory import snapshot
 from synapse_retriever.memory.graph import MemoryGraph
+from synapse_retriever.memory.snapshot import Decoded
 from synapse_retriever.persistence.protocols import SnapshotStorage, Storage, WriteTransaction
-from synapse_retriever.persistence.rows import Changes
+from synapse_retriever.persistence.rows import Changes, StoredSnapshot
 
 __all__ = [
     "BIG_LOAD",
@@ -75,20 +76,9 @@ class Mirror:
         keeps a sound one (see :mod:`~synapse_retriever.memory.snapshot`), else every row."""
         if isinstance(storage, SnapshotStorage):
             stored = storage.read_snapshot()
-            if stored is not None and not stored.changes.full:
-                try:
-                    found = snapshot.decode(
-                        stored.parts, self.config, schema=storage.schema_version
-                    )
-                    if (found.version, found.max_node, found.max_namespace) != (
-                        stored.version,
-                        stored.max_node,
-                        stored.max_namespace,
-                    ) or found.version > stored.changes.version:
-                        raise snapshot.SnapshotError("snapshot: its stamp does not match")
-                except snapshot.SnapshotError:
-                    pass  # rebuilt from the rows below, and written anew at close
-                else:
+            if stored is not None:
+                found = None if stored.changes.full else self._trusted(stored, storage)
+                if found is not None:
                     self.graph, self.uses, self.version = found.graph, found.uses, found.version
                     self.snapshot_version = found.version
                     del stored.parts, found
@@ -97,14 +87,34 @@ class Mirror:
                         return_freed_memory()
                     self._polled = time.monotonic()
                     return
+                if stored.changes.full:  # stale: every row was read with it already
+                    del stored.parts
+                    self._start(stored.changes)
+                    return
         self.load(storage)
+
+    def _trusted(self, stored: StoredSnapshot, storage: SnapshotStorage) -> Decoded | None:
+        """The snapshot ``stored`` holds, or None if it cannot be trusted (it is then rebuilt
+        from the rows, and written anew at close)."""
+        try:
+            found = snapshot.decode(stored.parts, self.config, schema=storage.schema_version)
+        except snapshot.SnapshotError:
+            return None
+        stamp = (found.version, found.max_node, found.max_namespace)
+        if stamp != (stored.version, stored.max_node, stored.max_namespace):
+            return None
+        return found if found.version <= stored.changes.version else None
 
     def save(self, storage: Storage) -> bool:
         """Write a snapshot of this mirror, brought up to date first, if ``storage`` keeps
         snapshots, the graph has ``SNAPSHOT_MIN_EDGES`` edge slots or more, and the stored
         snapshot is ``SNAPSHOT_STALE_VERSIONS`` versions behind or missing; whether one
         was written (not when another writer holds the lock, or writes meanwhile)."""
-        if not isinstance(storage, SnapshotStorage) or self.graph.size < SNAPSHOT_MIN_EDGES:
+        if (
+            not isinstance(storage, SnapshotStorage)
+            or not storage.keeps_snapshots
+            or self.graph.size < SNAPSHOT_MIN_EDGES
+        ):
             return False
         self.refresh(storage, force=True)  # exact at its version, as a snapshot must be
         if (
@@ -121,10 +131,13 @@ class Mirror:
 
     def load(self, storage: Storage) -> None:
         """Everything ``storage`` holds, from scratch."""
+        self._start(storage.load())
+
+    def _start(self, loaded: Changes) -> None:
+        """Start again from ``loaded``: everything storage holds."""
         self.graph = MemoryGraph(self.config)
         self.uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
         self.version = 0
-        loaded = storage.load()
         self.apply(loaded)
         if len(loaded.rows) >= BIG_LOAD:  # a collection costs ~0.3 s in a large process
             del loaded

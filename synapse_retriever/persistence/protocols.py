@@ -200,6 +200,12 @@ class SnapshotStorage(Protocol):
     schema_version: int
     """The schema version a snapshot is stamped with."""
 
+    @property
+    def keeps_snapshots(self) -> bool:
+        """Whether :meth:`write_snapshot` may write one at all (not where the storage is
+        read-only, or where no one can open it again)."""
+        ...
+
     def read_snapshot(self) -> StoredSnapshot | None:
         """The stored snapshot and what changed after it, in one read; None if there is none."""
         ...

@@ -683,6 +683,10 @@ class SQLiteStorage:
 
     schema_version = SCHEMA_VERSION
 
+    @property
+    def keeps_snapshots(self) -> bool:
+        return not (self.read_only or self._in_memory)  # no one opens an in-memory one again
+
     def read_snapshot(self) -> StoredSnapshot | None:
         with self._lock, self._typed_errors():
             db = self._db
@@ -716,7 +720,7 @@ class SQLiteStorage:
         max_namespace: int,
         parts: dict[str, bytes | memoryview],
     ) -> bool:
-        if self.read_only or self._in_memory:  # no one opens an in-memory store again
+        if not self.keeps_snapshots:
             return False
         with self._lock, self._typed_errors():
             db = self._db
