@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
 __all__ = ["DecayReport", "Reinforced", "RepairReport", "SynapseStore"]
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("synapse_retriever")
 
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see
@@ -232,7 +235,7 @@ class SynapseStore:
         self._storage: Storage = storage
         self._lock = threading.RLock()
         self._mirror = Mirror(self.config)
-        self._mirror.load(self._storage)
+        self._mirror.open(self._storage)
         self._closed = False
 
     @classmethod
@@ -325,7 +328,11 @@ config: pass config together with a store path instead
     def close(self) -> None:
         """Close the database; further calls raise :class:`SynapseError`.
 
-        ``with SynapseStore(path) as store:`` closes it on leaving the block.
+        ``with SynapseStore(path) as store:`` closes it on leaving the block. A store of
+        100,000 edges or more first writes a snapshot of its in-memory graph into the
+        database, when the stored one is missing or 1,000 versions old, so that the next
+        open reads it instead of every row (see :mod:`~synapse_retriever.memory.snapshot`;
+        skipped, never waited for, while another process holds the write lock).
 
         Examples
         --------
@@ -339,7 +346,12 @@ config: pass config together with a store path instead
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._storage.close()
+                try:
+                    self._mirror.save(self._storage)  # a large store opens fast next time
+                except Exception as exc:  # a close never fails on the snapshot (a full disk)
+                    logger.warning("%r: no snapshot of the mirror was written: %s", self, exc)
+                finally:
+                    self._storage.close()
 
     def __enter__(self) -> SynapseStore:
         return self

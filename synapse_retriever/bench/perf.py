@@ -7,14 +7,17 @@ law (real usage has hubs). For each size the run measures, on a real SQLite file
   transaction each, and through ``SynapseStore.reinforce_many`` in batches of 1,000
   events (one transaction per batch, each event still its own), in edge upserts per
   second (the batched figure on a copy of the grown graph, so the others are unchanged);
+  both on the file and on an in-memory store (``":memory:"``) holding the same graph;
 - recall overhead on top of the vector hits: ``SynapseStore.recall`` on 10 hits, p50
   and p99 in microseconds, under the default rule (ACT-R activation + swaps) and under
   the published one (spreading activation + injection); under the default rule also
   the same queries repeated, with every hit's co-use row cached (a running store's
   steady state for the nodes it keeps being asked about);
 - full decay sweeps (at the graph's clock: nothing due; a day later, as a daily sweep
-  finds; 90 days later, ~6% of the edges pruned at once), open-and-load time, and
-  memory per edge (the in-memory arrays, and the process's resident-set growth on open);
+  finds; 90 days later, ~6% of the edges pruned at once), open-and-load time from the rows
+  and, once closing wrote a snapshot of the mirror (100,000 edges or more), from the
+  snapshot, and memory per edge (the in-memory arrays, and the process's resident-set
+  growth on open) and the snapshot's bytes per edge in the file;
 - the same spread done naively, one SQL query per frontier node on each hop (how the
   published reference implementation works), and the ratio to the published rule's
   recall;
@@ -70,6 +73,7 @@ __all__ = [
     "BATCH_EVENTS",
     "PerfResult",
     "grow_graph",
+    "in_memory",
     "naive_spread",
     "plot_latency",
     "reinforce_throughput",
@@ -298,6 +302,12 @@ class PerfResult:
     open_load_s: float
     array_bytes_per_edge: float
     rss_bytes_per_edge: float
+    memory_reinforce_upserts_per_s: float
+    memory_batched_upserts_per_s: float
+    open_snapshot_s: float | None  # None: no snapshot kept (a graph under 100,000 edges)
+    snapshot_write_s: float | None
+    snapshot_bytes_per_edge: float | None
+    rss_snapshot_bytes_per_edge: float | None  # resident-set growth on the open from it
     naive_spread_p50_us: float
     naive_queries: int
     naive_ratio: float
@@ -367,6 +377,45 @@ def reinforce_throughput(
     return upserts / (time.perf_counter() - started)
 
 
+def in_memory(path: Path) -> SQLiteStorage:
+    """A private in-memory store (``":memory:"``, as a store opens it) holding a copy of the
+    closed store file at ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = grow_graph(Path(folder) / "g.db", 1000)
+    ...     with SynapseStore(storage=in_memory(Path(folder) / "g.db")) as store:
+    ...         store.graph(at=NOW).number_of_edges(), store.path
+    (1000, ':memory:')
+    """
+    storage = SQLiteStorage(":memory:")
+    source = sqlite3.connect(path, isolation_level=None)
+    try:
+        source.execute("PRAGMA journal_mode = DELETE")  # a WAL header cannot live in memory
+        source.backup(storage._db)
+        source.execute("PRAGMA journal_mode = WAL")
+    finally:
+        source.close()
+    storage.forget_logs()  # as a new in-memory store: no change logs
+    return storage
+
+
+def _snapshot_bytes(path: Path) -> int | None:
+    """Bytes of the mirror's snapshot in the store file at ``path`` (None: none kept)."""
+    db = sqlite3.connect(path)
+    try:
+        found = db.execute(
+            "SELECT sum(length(data)) FROM snapshot"
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'snapshot'").fetchone()
+            else "SELECT NULL"
+        ).fetchone()[0]
+    finally:
+        db.close()
+    return None if found is None else int(found)
+
+
 def _rss() -> int:
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -395,11 +444,13 @@ def run_size(
     database this run may create schemas in (:func:`run_perf` makes a throwaway one)."""
     path = folder / f"perf-{edges}.db"
     twin = folder / f"perf-{edges}-batched.db"
+    grown = folder / f"perf-{edges}-grown.db"
     _remove(path)
     progress(f"{edges:,} edges: growing the graph")
     shape = grow_graph(path, edges, seed=seed)
-    _remove(twin)
-    shutil.copyfile(path, twin)  # closed: no -wal left
+    for target in (twin, grown):
+        _remove(target)
+        shutil.copyfile(path, target)  # closed: no -wal left
 
     progress(f"{edges:,} edges: open and load")
     return_freed_memory()  # what growing the graph freed is not the store's
@@ -408,6 +459,19 @@ def run_size(
     store = SynapseStore(path)
     open_load = time.perf_counter() - started
     rss = _rss() - before
+    started = time.perf_counter()
+    store.close()  # writes a snapshot of the mirror (100,000 edges or more)
+    snapshot_write: float | None = time.perf_counter() - started
+    snapshot_bytes = _snapshot_bytes(path)
+    del store
+    return_freed_memory()
+    before = _rss()
+    started = time.perf_counter()
+    store = SynapseStore(path)
+    open_snapshot: float | None = time.perf_counter() - started
+    rss_snapshot: float | None = _rss() - before
+    if store._mirror.snapshot_version is None:  # no snapshot: the same load again
+        open_snapshot = snapshot_write = rss_snapshot = None
     n_nodes = max(1000, edges // 5)
     names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
     try:
@@ -452,6 +516,13 @@ def run_size(
     with SynapseStore(twin) as copy:  # the graph as grown: the figures above are unchanged
         batched = reinforce_throughput(copy, batched_events, names, batch=batch)
     _remove(twin)
+
+    progress(f"{edges:,} edges: reinforce in memory, one event and batches")
+    with SynapseStore(storage=in_memory(grown)) as in_ram:
+        memory_single = reinforce_throughput(in_ram, single_events, names)
+    with SynapseStore(storage=in_memory(grown)) as in_ram:
+        memory_batched = reinforce_throughput(in_ram, batched_events, names, batch=batch)
+    _remove(grown)
 
     progress(f"{edges:,} edges: recall under the published rule")
     with SynapseStore(path, config=SynapseConfig.published()) as published:
@@ -513,6 +584,16 @@ def run_size(
         open_load_s=round(open_load, 3),
         array_bytes_per_edge=round(array_bytes, 1),
         rss_bytes_per_edge=round(rss / max(1, shape["edges"]), 1),
+        memory_reinforce_upserts_per_s=round(memory_single),
+        memory_batched_upserts_per_s=round(memory_batched),
+        open_snapshot_s=None if open_snapshot is None else round(open_snapshot, 3),
+        snapshot_write_s=None if snapshot_write is None else round(snapshot_write, 3),
+        snapshot_bytes_per_edge=(
+            None if snapshot_bytes is None else round(snapshot_bytes / max(1, shape["edges"]), 1)
+        ),
+        rss_snapshot_bytes_per_edge=(
+            None if rss_snapshot is None else round(rss_snapshot / max(1, shape["edges"]), 1)
+        ),
         naive_spread_p50_us=round(naive_p50, 1),
         naive_queries=len(naive),
         naive_ratio=round(naive_p50 / published_p50, 1),

@@ -360,6 +360,27 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             f"{r['array_bytes_per_edge']:.0f}", f"{r['rss_bytes_per_edge']:.0f}",
         )  # fmt: skip
     console().print(table)
+    writes = Table(
+        "edges", "upserts/s, one event: file / memory (bare SQLite)",
+        f"batches of {results[0]['batch_events']:,} events: file / memory (bare SQLite)"
+        if results else "batched", "open s: rows / snapshot",
+        "snapshot B/edge: file / RSS on open",
+        title="Writes and opening, file and memory", title_justify="left",
+    )  # fmt: skip
+    for r in results:
+        writes.add_row(
+            f"{r['edges']:,}",
+            f"{r['reinforce_upserts_per_s']:,.0f} / {r['memory_reinforce_upserts_per_s']:,.0f} "
+            f"({r['sqlite_floor_upserts_per_s']:,.0f})",
+            f"{r['batched_upserts_per_s']:,.0f} / {r['memory_batched_upserts_per_s']:,.0f} "
+            f"({r['sqlite_floor_batched_upserts_per_s']:,.0f})",
+            f"{r['open_load_s']:.2f} / "
+            + ("-" if r["open_snapshot_s"] is None else f"{r['open_snapshot_s']:.2f}"),
+            "-"
+            if r["snapshot_bytes_per_edge"] is None
+            else f"{r['snapshot_bytes_per_edge']:.0f} / {r['rss_snapshot_bytes_per_edge']:.0f}",
+        )
+    console().print(writes)
     on_postgres = [r for r in results if r["pg_recall_p50_us"] is not None]
     if on_postgres:
         batch = f"{on_postgres[0]['batch_events']:,}"

@@ -24,6 +24,7 @@ A personal edge reinforced twice, one day apart, learns a 21.25-day half-life:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -35,7 +36,7 @@ import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence.rows import EdgeRow, rows_array
+from synapse_retriever.persistence.rows import EdgeRow, edge_row, rows_array
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
@@ -285,9 +286,8 @@ def canonical_pairs(names: Sequence[str], node_ids: Sequence[int]) -> list[tuple
     [(8, 7), (7, 9), (8, 9)]
     """
     return [
-        (x, y) if names[i] < names[j] else (y, x)
-        for i, x in enumerate(node_ids)
-        for j, y in enumerate(node_ids[i + 1 :], start=i + 1)
+        (x, y) if m < n else (y, x)
+        for (m, x), (n, y) in itertools.combinations(zip(names, node_ids, strict=True), 2)
     ]
 
 
@@ -394,7 +394,7 @@ def reinforce_edges(
     rows = {(row.namespace, row.a, row.b): row for row in stored}
     found = [rows.get(key) for key in keys]
     state = rows_array(
-        [row or EdgeRow(0, *key, 0.0, 0, 1.0, BLANK_TIME, BLANK_TIME) for key, row in zip(
+        [row or (0, *key, 0.0, 0, 1.0, BLANK_TIME, BLANK_TIME) for key, row in zip(
             keys, found, strict=True)]
     )  # fmt: skip
     w0, count, half_life, created, last = (state[:, k].copy() for k in (4, 5, 6, 7, 8))
@@ -463,11 +463,11 @@ def reinforce_edges(
         last.tolist(),
         strict=True,
     )
-    for (ns, a, b), row, *values in columns:
+    for key, row, *values in columns:
         if row is None:
-            inserted.append(EdgeRow(0, ns, a, b, *values))
+            inserted.append(edge_row((0, *key, *values)))
         else:
-            updated.append(EdgeRow(row.id, ns, a, b, *values))
+            updated.append(edge_row((row.id, *key, *values)))
     return inserted, updated
 
 

@@ -56,6 +56,8 @@ MIN_AGE_DAYS = 1.0 / SECONDS_PER_DAY
 """A use less than a second old counts as one second old."""
 
 _USES, _TOGETHER, _FIRST, _KEPT, _RECENT = 0, 1, 2, 3, 4  # columns of the packed rows
+FEW_ROWS = 64
+"""Rows a :meth:`UseTable.apply` sets one by one rather than as columns."""
 
 
 def base_level(times: Iterable[float], now: float, decay: float = 0.5) -> float:
@@ -354,6 +356,9 @@ class UseTable:
     def apply(self, columns: UseColumns | Sequence[UseRow]) -> None:
         """Set rows as storage holds them."""
         if not isinstance(columns, UseColumns):
+            if 0 < len(columns) <= FEW_ROWS:
+                self._apply_rows(columns)
+                return
             columns = UseColumns.of(columns)
         if not len(columns):
             return
@@ -377,6 +382,27 @@ class UseTable:
         self._packed[rows, _KEPT] = np.isfinite(recent).sum(axis=1)
         self._packed[rows, _RECENT:] = -np.inf
         self._packed[rows, _RECENT : _RECENT + recent.shape[1]] = recent
+
+    def _apply_rows(self, rows: Sequence[UseRow]) -> None:
+        """:meth:`apply` for a few rows (an event's): the same values, set row by row
+        (building the columns costs more than the rows: 90 µs an event at 1M edges)."""
+        history = self.history
+        block = np.full((len(rows), _RECENT + history), -np.inf)
+        for k, row in enumerate(rows):
+            recent = row.recent[-history:]  # ascending: the latest ``history``
+            block[k, : _RECENT + len(recent)] = (
+                row.uses, row.together, row.first, len(recent), *recent,
+            )  # fmt: skip
+        spaces = [row.namespace for row in rows]
+        nodes = np.fromiter((row.node for row in rows), np.int64, len(rows))
+        if len(set(spaces)) == 1:
+            at = self._rows_for(spaces[0], nodes)
+        else:
+            at = np.empty(len(rows), np.int64)
+            for namespace in sorted(set(spaces)):
+                mine = np.flatnonzero(np.asarray(spaces) == namespace)
+                at[mine] = self._rows_for(namespace, nodes[mine])
+        self._packed[at] = block
 
     def _rows_for(self, namespace: int, nodes: IntArray) -> IntArray:
         """Rows of ``nodes`` in ``namespace``, new ones appended."""
@@ -433,6 +459,46 @@ class UseTable:
     def _row(self, namespace: int, node: int) -> int:
         rows = self._row_of.get(namespace)
         return int(rows[node]) if rows is not None and node < rows.size else -1
+
+    # -- a snapshot of the rows --------------------------------------------------------
+
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The use rows as arrays (views, not copies): each namespace's node -> row index
+        and the packed rows; :meth:`from_arrays` rebuilds them. The events and the latest
+        events are not among them: storage holds those whole, and small.
+
+        Examples
+        --------
+        >>> table = UseTable()
+        >>> table.apply(recorded_uses([], [(1, 0.0, [1, 2])]))
+        >>> copy = UseTable.from_arrays(table.arrays())
+        >>> copy.rows(1, [1, 2]) == table.rows(1, [1, 2])
+        True
+        """
+        arrays: dict[str, npt.NDArray[Any]] = {
+            f"rows_of.{ns}": rows for ns, rows in sorted(self._row_of.items())
+        }
+        arrays["packed"] = self._packed[: self._rows]
+        return arrays
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: dict[str, npt.NDArray[Any]], *, history: int = 8, window: int = 50
+    ) -> UseTable:
+        """The rows :meth:`arrays` described, copied (``ValueError`` where they do not fit)."""
+        table = cls(history=history, window=window)
+        packed = arrays["packed"]
+        if packed.ndim != 2 or packed.shape[1] != _RECENT + history:
+            raise ValueError(f"use rows of width {packed.shape}, expected {_RECENT + history}")
+        table._packed = np.array(packed, np.float64)
+        table._rows = int(packed.shape[0])
+        for name, rows in arrays.items():
+            if name.startswith("rows_of."):
+                row_of = np.array(rows, np.int32)
+                if row_of.size and (row_of.min() < -1 or row_of.max() >= table._rows):
+                    raise ValueError(f"use rows of namespace {name[8:]} out of range")
+                table._row_of[int(name[8:])] = row_of
+        return table
 
     # -- reads -------------------------------------------------------------------------
 

@@ -207,6 +207,7 @@ TABLES = frozenset(
         "use_log",
         "name_log",
         "versions",
+        "snapshot",  # not made yet: a later release may keep the mirror's snapshot in it
     }
 )
 SHARED_PREFIX = "context_"

@@ -11,12 +11,19 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from synapse_retriever.errors import StorageUnavailableError, WriteConflictError
-from synapse_retriever.persistence.rows import Changes, EdgeRow, UseRow
+from synapse_retriever.persistence.rows import Changes, EdgeRow, StoredSnapshot, UseRow
 
-__all__ = ["Storage", "TransientWriteError", "WriteTransaction", "lock_timeout_error", "retrying"]
+__all__ = [
+    "SnapshotStorage",
+    "Storage",
+    "TransientWriteError",
+    "WriteTransaction",
+    "lock_timeout_error",
+    "retrying",
+]
 
 
 class TransientWriteError(Exception):
@@ -182,4 +189,34 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Release the connection."""
+        ...
+
+
+@runtime_checkable
+class SnapshotStorage(Protocol):
+    """A backend that keeps a snapshot of the store's mirror beside its rows (optional: a
+    store over one without opens by loading every row)."""
+
+    schema_version: int
+    """The schema version a snapshot is stamped with."""
+
+    @property
+    def keeps_snapshots(self) -> bool:
+        """Whether :meth:`write_snapshot` may write one at all (not where the storage is
+        read-only, or where no one can open it again)."""
+        ...
+
+    def read_snapshot(self) -> StoredSnapshot | None:
+        """The stored snapshot and what changed after it, in one read; None if there is none."""
+        ...
+
+    def write_snapshot(
+        self,
+        version: int,
+        max_node: int,
+        max_namespace: int,
+        parts: dict[str, bytes | memoryview],
+    ) -> bool:
+        """Replace the stored snapshot by ``parts``, taken at ``version``, if that is still the
+        storage's version and its write lock is free at once; whether it was written."""
         ...

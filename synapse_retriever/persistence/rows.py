@@ -12,15 +12,24 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Changes", "EdgeRow", "UseColumns", "UseRow", "rows_array"]
+__all__ = [
+    "Changes",
+    "EdgeRow",
+    "StoredSnapshot",
+    "UseColumns",
+    "UseRow",
+    "edge_row",
+    "rows_array",
+]
 
 
 class EdgeRow(NamedTuple):
@@ -35,6 +44,21 @@ class EdgeRow(NamedTuple):
     half_life_days: float
     created_at: float
     last_reinforced_at: float
+
+
+_new_edge_row = functools.partial(tuple.__new__, EdgeRow)
+
+
+def edge_row(values: Iterable[float]) -> EdgeRow:
+    """An :class:`EdgeRow` of ``values`` in its fields' order, made in C (``EdgeRow(*values)``
+    runs a Python function: a fifth of a 40,000-pair batch's row handling).
+
+    Examples
+    --------
+    >>> edge_row((1, 1, 7, 8, 0.3, 1, 30.0, 0.0, 0.0)).weight
+    0.3
+    """
+    return _new_edge_row(values)
 
 
 def rows_array(rows: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
@@ -132,3 +156,18 @@ class Changes:
     """Everything, not what changed: the version asked about is older than the change
     logs keep (:data:`~synapse_retriever.persistence.sqlite.LOG_VERSIONS`), so the reader
     must start again from this."""
+
+
+@dataclass
+class StoredSnapshot:
+    """A snapshot of a mirror as storage keeps it (see
+    :mod:`~synapse_retriever.memory.snapshot`), and what changed after it, read together."""
+
+    version: int
+    """The storage version the parts reflect."""
+    max_node: int
+    max_namespace: int
+    parts: dict[str, bytes]
+    changes: Changes
+    """Everything written after ``version`` (all of it, ``full``, where the change logs no
+    longer reach back to it), with the recent-events log whole, not only what came after."""

@@ -113,6 +113,8 @@ def test_bench_perf_command_writes_json_and_a_plot(
         assert r["sqlite_floor_upserts_per_s"] > 0 and r["sqlite_floor_delete_s"] >= 0
         assert r["naive_spread_p50_us"] > 0 and r["naive_ratio"] > 0
         assert r["daily_sweep_s"] >= 0 and r["decay_sweep_s"] >= 0 and r["open_load_s"] > 0
+        assert r["memory_reinforce_upserts_per_s"] > 0 and r["memory_batched_upserts_per_s"] > 0
+        assert r["open_snapshot_s"] is None  # a small graph keeps no snapshot
         assert r["array_bytes_per_edge"] > 0 and 1 <= r["max_degree"] < r["edges"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     shown = capsys.readouterr().out
@@ -263,3 +265,16 @@ def test_the_sqlite_delete_floor_deletes_that_many_edges_through_the_triggers(
         assert store.graph(at=0).number_of_edges() == 11
         db = store._storage._db
         assert db.execute("SELECT count(*) FROM edge_log WHERE version = 2").fetchone()[0] == 4
+
+
+def test_open_from_a_snapshot_is_timed_where_closing_wrote_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever.bench.perf import run_size
+    from synapse_retriever.memory import mirror
+
+    monkeypatch.setattr(mirror, "SNAPSHOT_MIN_EDGES", 0)  # as a graph of 100,000 edges
+    result = run_size(tmp_path, 1500, queries=3, events=2, batches=1, naive_budget_s=0.1)
+    assert result.open_snapshot_s is not None and result.open_snapshot_s > 0
+    assert result.snapshot_write_s is not None and result.snapshot_bytes_per_edge
+    assert result.snapshot_bytes_per_edge > 50  # the edges' columns and adjacency at least

@@ -18,7 +18,7 @@ from synapse_retriever.learning.usage import (
     use_strengths,
     uses_from_edges,
 )
-from synapse_retriever.persistence import UseRow
+from synapse_retriever.persistence import UseColumns, UseRow
 
 DAY = 86400.0
 PERSONAL_NS, SHARED_NS = 1, 2
@@ -231,3 +231,36 @@ def test_rows_written_with_a_longer_history_keep_their_latest_times() -> None:
     (six,) = _recorded(table, [6], 1, 10.0)
     assert five.recent == (3.0, 4.0) and five.uses == 5  # 2.0 and 3.0 kept, then 4.0
     assert six.recent == (9.0, 10.0) and six.first == 9.0
+
+
+use_rows = st.lists(
+    st.builds(
+        UseRow,
+        st.sampled_from([1, 2, 5]),
+        st.integers(1, 40),
+        st.integers(1, 50),
+        st.integers(0, 50),
+        st.floats(0.0, 1e9),
+        st.lists(st.floats(0.0, 1e9), max_size=12).map(lambda times: tuple(sorted(times))),
+    ),
+    max_size=70,
+    unique_by=lambda row: (row.namespace, row.node),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(use_rows, use_rows)
+def test_a_few_rows_set_one_by_one_are_the_rows_set_as_columns(
+    first: list[UseRow], second: list[UseRow]
+) -> None:
+    by_rows, by_columns = UseTable(history=5), UseTable(history=5)
+    for rows in (first, second):
+        by_rows.apply(rows)  # one by one up to FEW_ROWS
+        by_columns.apply(UseColumns.of(rows))
+    assert by_rows._rows == by_columns._rows
+    assert (
+        by_rows._packed[: by_rows._rows].tobytes()
+        == by_columns._packed[: by_columns._rows].tobytes()
+    )
+    for ns in (1, 2, 5):
+        assert by_rows.rows(ns, range(41)) == by_columns.rows(ns, range(41))

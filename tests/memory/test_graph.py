@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore, spread_activation
+from synapse_retriever.memory.mirror import Mirror
 
 DAY = 86_400.0
 NAMESPACES = ["personal", "shared", "ephemeral", "branch:x"]
@@ -266,3 +269,41 @@ def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_writ
     # ...and the published rule's view rebuilds first
     assert store.activate(["a"], at=0) == pytest.approx(reference(store, ["a"], 0, "personal"))
     assert graph._log_len == 0
+
+
+def adjacency(graph: Any) -> tuple[list[Any], dict[int, bool]]:
+    """Each node's CSR row as sorted (other, edge) entries, every live edge's two positions
+    read back, and the twin flag of every live edge."""
+    rows = []
+    for node in range(graph._built):
+        start, stop = graph._indptr[node], graph._indptr[node + 1]
+        rows.append(sorted(zip(graph._other[start:stop].tolist(),
+                               graph._entry_edge[start:stop].tolist(), strict=True)))  # fmt: skip
+    live = graph.live_ids()
+    for edge in live.tolist():
+        assert graph._entry_edge[graph._pos_a[edge]] == edge
+        assert graph._entry_edge[graph._pos_b[edge]] == edge
+        assert graph._other[graph._pos_a[edge]] == graph._b[edge]
+    return rows, dict(zip(live.tolist(), graph._multi[live].tolist(), strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps)
+def test_folding_the_log_in_gives_the_adjacency_a_full_build_gives(steps: list[tuple]) -> None:
+    store = SynapseStore(":memory:")
+    now = 0.0
+    for step in steps:
+        if step[0] == "reinforce":
+            _, ids, strength, namespace, gap = step
+            now += gap * DAY
+            store.reinforce(ids, strength=strength, namespace=namespace, at=now)
+        elif step[0] == "decay":
+            store.decay(at=now + step[1] * DAY, force=True)
+        elif step[0] == "fold":
+            store._mirror.graph.rebuild()  # merges the log into the adjacency once built
+    graph = store._mirror.graph
+    graph.rebuild()
+    fresh = Mirror(store.config)
+    fresh.load(store._storage)
+    fresh.graph.rebuild()  # from every live edge at once: a full sort
+    assert adjacency(graph) == adjacency(fresh.graph)

@@ -387,6 +387,14 @@ def test_a_schema_of_another_application_is_refused_and_untouched(postgres_url: 
         assert [row[0] for row in tables] == ["invoices"]
 
 
+def test_a_snapshot_table_a_later_release_may_add_is_not_foreign(postgres_url: str) -> None:
+    SynapseStore(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE snapshot (part text PRIMARY KEY, data bytea NOT NULL)")
+    with SynapseStore(postgres_url) as store:
+        assert store.reinforce(["a", "b"], at=0) == 1
+
+
 def test_a_newer_schema_is_refused(postgres_url: str) -> None:
     SynapseStore(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
