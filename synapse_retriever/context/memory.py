@@ -4,7 +4,8 @@ Every turn keeps a detail level (FULL, CHUNKS, SUMMARY, DROPPED) that degrades s
 with its importance for the current query; the last turns stay verbatim; aging turns are
 condensed in the background; themes the conversation keeps coming back to are
 reinforced. Turns, condensations, boosts and repeat counts persist in SQLite, in the
-same file as a :class:`~synapse_retriever.SynapseStore` by default.
+same file as a :class:`~synapse_retriever.SynapseStore` by default, through one storage
+object per user (:mod:`synapse_retriever.persistence.conversation`).
 
 Examples
 --------
@@ -143,11 +144,35 @@ class ConversationMemory:
         default: none, the graph holds FOLLOWED_BY and MENTIONS only.
     background : bool
         Consolidate on a worker thread (default) or, if False, inside :meth:`add_turn`.
+    busy_timeout_s : float
+        How long a write waits for another process's lock on the file.
+    user : str, optional
+        Whose memory this is (mem0's ``user_id``): every user's turns live in the same
+        file, and this memory reads, counts, summarises and links only its user's
+        (:meth:`retrieve`, :meth:`assemble`, :meth:`turns`, ``len``, :meth:`graph`,
+        :meth:`replays`, :meth:`used`, consolidation, and the turns other processes add).
+        Its lexical index holds its user's turns only, so another user's turns never
+        change its BM25 scores. Any name of 1 to 256 characters without a control
+        character (quotes and SQL are plain data:
+        :func:`~synapse_retriever.persistence.conversation.check_user`). None (default)
+        is the default user, which owns the turns of a file written before users existed.
+        Links across conversations (sessions) stay within the user; for a memory shared
+        by several people (a team's channel), name a shared user (``user="team:ops"``)
+        and open it from each of them.
+
+    Attributes
+    ----------
+    path : str
+        The database file (or ``":memory:"``).
+    user : str or None
+        The user passed (None: the default user).
 
     Raises
     ------
     NotASynapseDatabaseError
         ``path`` is a file of another application (left untouched).
+    InvalidValueError, InvalidTypeError
+        ``user`` is not a valid user name (nothing is opened).
 
     Examples
     --------
@@ -162,6 +187,14 @@ class ConversationMemory:
     >>> with ConversationMemory(path) as memory:
     ...     [(t.role, t.level.value, t.text) for t in memory.assemble("deploy?", 100, at=120)]
     [('user', 'full', 'I moved the deploy to Fridays.'), ('assistant', 'full', 'Noted: Fridays.')]
+
+    Two users in one file: neither sees the other's turns.
+
+    >>> with ConversationMemory(path, user="alice") as alice:
+    ...     _ = alice.add_turn("My locker code is 4711.", at=0)
+    >>> with ConversationMemory(path, user="bob") as bob:
+    ...     len(bob), bob.retrieve("locker code?")
+    (0, [])
     """
 
     def __init__(
@@ -348,7 +381,8 @@ class ConversationMemory:
             return len(self._turns)
 
     def __repr__(self) -> str:
-        return f"ConversationMemory({self.path!r}, turns={len(self._turns)})"
+        user = "" if self.user is None else f", user={self.user!r}"
+        return f"ConversationMemory({self.path!r}{user}, turns={len(self._turns)})"
 
     def _check_open(self) -> None:
         if self._closed:
