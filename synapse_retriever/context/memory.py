@@ -255,7 +255,7 @@ class ConversationMemory:
             self._storage.close()
             raise
         self._consolidator = Consolidator(self._consolidate, background=background)
-        if len(self._turns) - self._consolidated_through >= self.config.consolidation_interval:
+        if self._due():
             self._consolidator.request()  # a consolidation due before the last close
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -273,6 +273,7 @@ class ConversationMemory:
         self._last_in_session: dict[str, int] = {}
         self._speakers: dict[str, None] = {}  # every speaker named, in order first seen
         self._consolidated_through = self._relations_through = 0
+        self._skipped_at = 0  # turns in view when another process held the consolidation
         self._storage.changed()  # sets the mark the catch-ups compare with
         self._take(self._storage.load())
 
@@ -565,9 +566,7 @@ class ConversationMemory:
             self._times = _appended(self._times, self._timed, record.at)
             self._timed += 1
             self._stats.add(text)
-            due = len(self._turns) - self._consolidated_through >= (
-                self.config.consolidation_interval
-            )
+            due = self._due()
         return record.id, due
 
     # -- reading -----------------------------------------------------------------------
@@ -1103,14 +1102,19 @@ class ConversationMemory:
         """The last background consolidation failure, if any (also logged)."""
         return self._consolidator.last_error
 
+    def _due(self) -> bool:
+        """Whether ``consolidation_interval`` turns came since the last consolidation (or
+        since another process was found consolidating); the caller holds the lock."""
+        done = max(self._consolidated_through, self._skipped_at)
+        return len(self._turns) - done >= self.config.consolidation_interval
+
     def _waiting(self, force: bool) -> bool:
         """Whether a consolidation is due (with ``force``: whether any turn waits for
         one), after taking in what other processes stored; the caller holds the lock."""
         if self._closed:
             return False
         self._catch_up()
-        waiting = len(self._turns) - self._consolidated_through
-        return waiting > 0 and (force or waiting >= self.config.consolidation_interval)
+        return len(self._turns) > self._consolidated_through and (force or self._due())
 
     def _consolidate(self, force: bool = False) -> bool:
         """One consolidation, if due and if no other process holds this user's (the
@@ -1119,9 +1123,9 @@ class ConversationMemory:
             if not self._waiting(force):
                 return False  # coalesced requests: this window was consolidated already
         with self._storage.consolidation_turn() as mine:
-            if not mine:  # another process consolidates this user's memory now
-                with self._lock:
-                    self._consolidated_through = max(self._consolidated_through, len(self._turns))
+            if not mine:  # another process consolidates this user's memory now: not before
+                with self._lock:  # another interval (a forced one may try again at once)
+                    self._skipped_at = len(self._turns)
                 return False
             return self._consolidate_held(force)
 

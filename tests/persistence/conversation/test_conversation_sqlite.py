@@ -446,3 +446,25 @@ def test_open_conversation_storage_opens_sqlite_and_refuses_a_server_url(tmp_pat
         storage.close()
     with pytest.raises(InvalidValueError, match="postgresql"):
         open_conversation_storage("postgresql://localhost/team", user=None, busy_timeout_s=1.0)
+
+
+def test_a_memory_on_a_schema_4_file_keeps_every_turn_as_the_default_users(
+    tmp_path: Path,
+) -> None:
+    from synapse_retriever.context import ConversationMemory
+
+    path = tmp_path / "old.db"
+    texts = ["Deploys move to Fridays.", "Edit app.py first.", "Lunch?"]
+    schema_4_file(path, texts)
+    with ConversationMemory(path, background=False) as memory:
+        assert [(t.id, t.text) for t in memory.turns()] == [
+            (1, texts[0]),
+            (2, texts[1]),
+            (3, texts[2]),
+        ]
+        assert [r.turn_id for r in memory.retrieve("when do deploys happen?", k=1, at=200)] == [1]
+        assert memory.graph(at=200).has_edge("turn:1", "turn:2", key="FOLLOWED_BY")
+        assert memory.replays() == [(2, ["deploy", "friday"])]
+        assert memory.add_turn("A new turn after the upgrade.", at=240) == 4
+    with ConversationMemory(path, user="alice", background=False) as alice:
+        assert len(alice) == 0 and alice.retrieve("deploys Fridays", at=300) == []
