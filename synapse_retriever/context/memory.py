@@ -4,7 +4,8 @@ Every turn keeps a detail level (FULL, CHUNKS, SUMMARY, DROPPED) that degrades s
 with its importance for the current query; the last turns stay verbatim; aging turns are
 condensed in the background; themes the conversation keeps coming back to are
 reinforced. Turns, condensations, boosts and repeat counts persist in SQLite, in the
-same file as a :class:`~synapse_retriever.SynapseStore` by default.
+same file as a :class:`~synapse_retriever.SynapseStore` by default, through one storage
+object per user (:mod:`synapse_retriever.persistence.conversation`).
 
 Examples
 --------
@@ -144,11 +145,35 @@ class ConversationMemory:
         default: none, the graph holds FOLLOWED_BY and MENTIONS only.
     background : bool
         Consolidate on a worker thread (default) or, if False, inside :meth:`add_turn`.
+    busy_timeout_s : float
+        How long a write waits for another process's lock on the file.
+    user : str, optional
+        Whose memory this is (mem0's ``user_id``): every user's turns live in the same
+        file, and this memory reads, counts, summarises and links only its user's
+        (:meth:`retrieve`, :meth:`assemble`, :meth:`turns`, ``len``, :meth:`graph`,
+        :meth:`replays`, :meth:`used`, consolidation, and the turns other processes add).
+        Its lexical index holds its user's turns only, so another user's turns never
+        change its BM25 scores. Any name of 1 to 256 characters without a control
+        character (quotes and SQL are plain data:
+        :func:`~synapse_retriever.persistence.conversation.check_user`). None (default)
+        is the default user, which owns the turns of a file written before users existed.
+        Links across conversations (sessions) stay within the user; for a memory shared
+        by several people (a team's channel), name a shared user (``user="team:ops"``)
+        and open it from each of them.
+
+    Attributes
+    ----------
+    path : str
+        The database file (or ``":memory:"``).
+    user : str or None
+        The user passed (None: the default user).
 
     Raises
     ------
     NotASynapseDatabaseError
         ``path`` is a file of another application (left untouched).
+    InvalidValueError, InvalidTypeError
+        ``user`` is not a valid user name (nothing is opened).
 
     Examples
     --------
@@ -163,6 +188,14 @@ class ConversationMemory:
     >>> with ConversationMemory(path) as memory:
     ...     [(t.role, t.level.value, t.text) for t in memory.assemble("deploy?", 100, at=120)]
     [('user', 'full', 'I moved the deploy to Fridays.'), ('assistant', 'full', 'Noted: Fridays.')]
+
+    Two users in one file: neither sees the other's turns.
+
+    >>> with ConversationMemory(path, user="alice") as alice:
+    ...     _ = alice.add_turn("My locker code is 4711.", at=0)
+    >>> with ConversationMemory(path, user="bob") as bob:
+    ...     len(bob), bob.retrieve("locker code?")
+    (0, [])
     """
 
     def __init__(
@@ -223,7 +256,7 @@ class ConversationMemory:
             self._storage.close()
             raise
         self._consolidator = Consolidator(self._consolidate, background=background)
-        if len(self._turns) - self._consolidated_through >= self.config.consolidation_interval:
+        if self._due():
             self._consolidator.request()  # a consolidation due before the last close
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -241,6 +274,7 @@ class ConversationMemory:
         self._last_in_session: dict[str, int] = {}
         self._speakers: dict[str, None] = {}  # every speaker named, in order first seen
         self._consolidated_through = self._relations_through = 0
+        self._skipped_at = 0  # turns in view when another process held the consolidation
         self._storage.changed()  # sets the mark the catch-ups compare with
         self._take(self._storage.load())
 
@@ -349,7 +383,8 @@ class ConversationMemory:
             return len(self._turns)
 
     def __repr__(self) -> str:
-        return f"ConversationMemory({self.path!r}, turns={len(self._turns)})"
+        user = "" if self.user is None else f", user={self.user!r}"
+        return f"ConversationMemory({self.path!r}{user}, turns={len(self._turns)})"
 
     def _check_open(self) -> None:
         if self._closed:
@@ -532,9 +567,7 @@ class ConversationMemory:
             self._times = _appended(self._times, self._timed, record.at)
             self._timed += 1
             self._stats.add(text)
-            due = len(self._turns) - self._consolidated_through >= (
-                self.config.consolidation_interval
-            )
+            due = self._due()
         return record.id, due
 
     # -- reading -----------------------------------------------------------------------
@@ -1070,14 +1103,19 @@ class ConversationMemory:
         """The last background consolidation failure, if any (also logged)."""
         return self._consolidator.last_error
 
+    def _due(self) -> bool:
+        """Whether ``consolidation_interval`` turns came since the last consolidation (or
+        since another process was found consolidating); the caller holds the lock."""
+        done = max(self._consolidated_through, self._skipped_at)
+        return len(self._turns) - done >= self.config.consolidation_interval
+
     def _waiting(self, force: bool) -> bool:
         """Whether a consolidation is due (with ``force``: whether any turn waits for
         one), after taking in what other processes stored; the caller holds the lock."""
         if self._closed:
             return False
         self._catch_up()
-        waiting = len(self._turns) - self._consolidated_through
-        return waiting > 0 and (force or waiting >= self.config.consolidation_interval)
+        return len(self._turns) > self._consolidated_through and (force or self._due())
 
     def _consolidate(self, force: bool = False) -> bool:
         """One consolidation, if due and if no other process holds this user's (the
@@ -1086,9 +1124,9 @@ class ConversationMemory:
             if not self._waiting(force):
                 return False  # coalesced requests: this window was consolidated already
         with self._storage.consolidation_turn() as mine:
-            if not mine:  # another process consolidates this user's memory now
-                with self._lock:
-                    self._consolidated_through = max(self._consolidated_through, len(self._turns))
+            if not mine:  # another process consolidates this user's memory now: not before
+                with self._lock:  # another interval (a forced one may try again at once)
+                    self._skipped_at = len(self._turns)
                 return False
             return self._consolidate_held(force)
 

@@ -170,7 +170,9 @@ class ConversationStorage(Protocol):
 
     def changed(self) -> bool:
         """Whether any process committed rows of this user since the last call (the
-        first call is True); cheap: no table scan."""
+        first call is True); cheap: no table scan. It may also be True after another
+        user's commit (SQLite watches the whole file), never False after one of this
+        user's."""
         ...
 
     def load(self, after: int = 0) -> Loaded:
@@ -230,7 +232,8 @@ class ConversationStorage(Protocol):
     def consolidation_turn(self) -> AbstractContextManager[bool]:
         """Hold this user's consolidation lock while the block runs, if no other process
         holds it: the block gets True, else False at once (the caller skips). Released at
-        the block's end, or when the process dies."""
+        the block's end; if the process dies holding it, by the backend (a lease that
+        expires on SQLite, :data:`.sqlite.CONSOLIDATION_LEASE_S`)."""
         ...
 
     def replace_embeddings(self, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
