@@ -38,7 +38,7 @@ LAYERS = {
     "capture.runs": 8,
     "capture.watch": 8,
     "persistence.transfer": 8,
-    "context": 8,
+    "conversation": 8,
     "cli": 8,
     "bench": 8,
     "": 8,  # the package itself: re-exports the public names
