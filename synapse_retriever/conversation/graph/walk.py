@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from synapse_retriever.conversation.graph.edges import edge_strength
-from synapse_retriever.memory.spreading import hub_factor
+from synapse_retriever.mirror.spreading import hub_factor
 
 __all__ = ["Edge", "GraphHit", "TemporalGraph", "graph_search", "specificity", "turn_node"]
 

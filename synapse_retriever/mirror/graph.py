@@ -34,7 +34,7 @@ from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import effective_weight, pruned_at
-from synapse_retriever.memory.spreading import Spread, hub_factors, spread
+from synapse_retriever.mirror.spreading import Spread, hub_factors, spread
 from synapse_retriever.persistence.rows import rows_array
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """What a store keeps in memory of its storage, and how it stays current.
 
-A :class:`Mirror` holds the :class:`~synapse_retriever.memory.graph.MemoryGraph`, the
+A :class:`Mirror` holds the :class:`~synapse_retriever.mirror.graph.MemoryGraph`, the
 node uses (:class:`~synapse_retriever.learning.usage.UseTable`) and the storage version
 they reflect. The store applies its own writes to it; what other processes commit is
 read incrementally from the change logs: inside each write transaction (:meth:`catch_up`)
@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.usage import UseTable
-from synapse_retriever.memory import snapshot
-from synapse_retriever.memory.graph import MemoryGraph
-from synapse_retriever.memory.snapshot import Decoded
+from synapse_retriever.mirror import snapshot
+from synapse_retriever.mirror.graph import MemoryGraph
+from synapse_retriever.mirror.snapshot import Decoded
 from synapse_retriever.persistence.protocols import SnapshotStorage, Storage, WriteTransaction
 from synapse_retriever.persistence.rows import Changes, StoredSnapshot
 
@@ -73,7 +73,7 @@ class Mirror:
 
     def open(self, storage: Storage) -> None:
         """Everything ``storage`` holds: from its snapshot and the changes after it where it
-        keeps a sound one (see :mod:`~synapse_retriever.memory.snapshot`), else every row."""
+        keeps a sound one (see :mod:`~synapse_retriever.mirror.snapshot`), else every row."""
         if isinstance(storage, SnapshotStorage):
             stored = storage.read_snapshot()
             if stored is not None:

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.memory import mirror as mirror_module
-from synapse_retriever.memory.snapshot import FORMAT, HEADER
+from synapse_retriever.mirror import mirror as mirror_module
+from synapse_retriever.mirror.snapshot import FORMAT, HEADER
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0

@@ -21,7 +21,7 @@ differs only recomputes the edges' prune times.
 Examples
 --------
 >>> from synapse_retriever import SynapseConfig
->>> from synapse_retriever.memory.mirror import Mirror
+>>> from synapse_retriever.mirror.mirror import Mirror
 >>> mirror = Mirror(SynapseConfig())
 >>> parts = encode(mirror, schema=4)
 >>> sorted(parts)[:3]
@@ -31,7 +31,7 @@ Examples
 >>> decode(parts, SynapseConfig(use_history=4), schema=4)
 Traceback (most recent call last):
 ...
-synapse_retriever.memory.snapshot.SnapshotError: snapshot of use history 8, window 50: \
+synapse_retriever.mirror.snapshot.SnapshotError: snapshot of use history 8, window 50: \
 this configuration keeps 4, 50
 """
 
@@ -48,10 +48,10 @@ import numpy.typing as npt
 
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.usage import UseTable
-from synapse_retriever.memory.graph import MemoryGraph
+from synapse_retriever.mirror.graph import MemoryGraph
 
 if TYPE_CHECKING:
-    from synapse_retriever.memory.mirror import Mirror
+    from synapse_retriever.mirror.mirror import Mirror
 
 __all__ = ["FORMAT", "HEADER", "Decoded", "SnapshotError", "decode", "encode"]
 

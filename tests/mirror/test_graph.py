@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore, spread_activation
-from synapse_retriever.memory.mirror import Mirror
+from synapse_retriever.mirror.mirror import Mirror
 
 DAY = 86_400.0
 NAMESPACES = ["personal", "shared", "ephemeral", "branch:x"]
@@ -118,7 +118,7 @@ def test_writes_after_the_adjacency_is_built_update_the_cached_view_in_place() -
 
 
 def test_recall_views_are_kept_for_a_few_active_namespaces_only() -> None:
-    from synapse_retriever.memory.graph import MAX_VIEWS
+    from synapse_retriever.mirror.graph import MAX_VIEWS
 
     store = SynapseStore(":memory:")
     store.reinforce(["a", "b"], namespace="personal", at=0)
@@ -197,7 +197,7 @@ def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
 def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import synapse_retriever.memory.graph as graph_module
+    import synapse_retriever.mirror.graph as graph_module
 
     monkeypatch.setattr(graph_module, "MAX_CO_USE_ENTRIES", 6)
     store = SynapseStore(":memory:")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever.memory.spreading import hub_factor, spread_activation
+from synapse_retriever.mirror.spreading import hub_factor, spread_activation
 
 
 def star(center: str, degree: int, weight: float = 1.0) -> dict[str, dict[str, float]]:
