@@ -36,8 +36,8 @@ from synapse_retriever.learning.decay import (
     learned_half_life,
     reinforced_weight,
 )
-from synapse_retriever.memory.graph import Edge
-from synapse_retriever.memory.spreading import Activation, hub_factor, spread_activation
+from synapse_retriever.mirror.graph import Edge
+from synapse_retriever.mirror.spreading import Activation, hub_factor, spread_activation
 from synapse_retriever.recall.hits import ANNOTATION_KEYS, Hit, injection_slots
 from synapse_retriever.recall.items import (
     ItemRecall,

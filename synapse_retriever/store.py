@@ -2,7 +2,7 @@
 
 The store validates input, runs each write as one transaction on its
 :class:`~synapse_retriever.persistence.Storage`, and keeps an in-memory
-:class:`~synapse_retriever.memory.graph.MemoryGraph` current so that recall does no SQL.
+:class:`~synapse_retriever.mirror.graph.MemoryGraph` current so that recall does no SQL.
 
 Examples
 --------
@@ -49,10 +49,10 @@ from synapse_retriever.learning.decay import (
     reinforce_edges,
 )
 from synapse_retriever.learning.usage import recorded_uses
-from synapse_retriever.memory.graph import Edge
-from synapse_retriever.memory.mirror import Mirror
-from synapse_retriever.memory.spreading import Activation
-from synapse_retriever.memory.stats import graph_stats
+from synapse_retriever.mirror.graph import Edge
+from synapse_retriever.mirror.mirror import Mirror
+from synapse_retriever.mirror.spreading import Activation
+from synapse_retriever.mirror.stats import graph_stats
 from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
@@ -331,7 +331,7 @@ config: pass config together with a store path instead
         ``with SynapseStore(path) as store:`` closes it on leaving the block. A store of
         100,000 edges or more first writes a snapshot of its in-memory graph into the
         database, when the stored one is missing or 1,000 versions old, so that the next
-        open reads it instead of every row (see :mod:`~synapse_retriever.memory.snapshot`;
+        open reads it instead of every row (see :mod:`~synapse_retriever.mirror.snapshot`;
         skipped, never waited for, while another process holds the write lock).
 
         Examples
@@ -993,7 +993,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Spreading activation from ``seeds``, with the paths that carried the energy.
 
         ``report_min`` and ``report`` limit which reached nodes are returned (all by
-        default); see :func:`~synapse_retriever.memory.spreading.spread`.
+        default); see :func:`~synapse_retriever.mirror.spreading.spread`.
 
         Examples
         --------
@@ -1025,7 +1025,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
     ) -> dict[str, float]:
         """Energy of every node reached from ``seeds`` (hub factor applied), seeds excluded.
 
-        See :func:`~synapse_retriever.memory.spreading.spread_activation` for the formula.
+        See :func:`~synapse_retriever.mirror.spreading.spread_activation` for the formula.
 
         Examples
         --------
@@ -1226,7 +1226,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             ``store``, ``at`` (ISO 8601), ``nodes``, ``edges``, ``namespaces`` (per
             namespace: ``nodes``, ``edges``, ``mean_weight``, ``median_half_life_days``),
             ``weight_histogram`` and ``half_life_histogram_days`` (lists of
-            ``{"bin": label, "edges": count}``); see :mod:`synapse_retriever.memory.stats`.
+            ``{"bin": label, "edges": count}``); see :mod:`synapse_retriever.mirror.stats`.
 
         Examples
         --------

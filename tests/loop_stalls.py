@@ -1,7 +1,7 @@
 """A heartbeat that measures how long the event loop is kept from running, and a slow
 embedder to keep it busy, for the async tests of the memory and its adapters.
 
-Not a test module: imported by ``tests/context/test_memory_async.py`` and the
+Not a test module: imported by ``tests/conversation/test_memory_async.py`` and the
 integrations' memory tests.
 """
 
@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from synapse_retriever.context import HashingEmbedder
-from synapse_retriever.context.embed import Vectors
+from synapse_retriever.conversation import HashingEmbedder
+from synapse_retriever.conversation.embed import Vectors
 
 STALL_BOUND_S = 0.050
 """The longest the loop may be kept from a heartbeat (issue 28: "never blocked more than

@@ -130,7 +130,7 @@ def test_configuration_page_lists_every_field_with_its_default_and_published_val
 
 
 def test_configuration_page_lists_every_conversation_memory_field_with_its_default() -> None:
-    from synapse_retriever.context import ContextConfig
+    from synapse_retriever.conversation import ContextConfig
 
     text = (DOCS / "configuration.md").read_text(encoding="utf-8")
     default = ContextConfig()

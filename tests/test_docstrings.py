@@ -12,7 +12,7 @@ import pytest
 
 PACKAGES = [
     "synapse_retriever",
-    "synapse_retriever.context",
+    "synapse_retriever.conversation",
     "langchain_synapse_retriever",
     "llama_index.postprocessor.synapse",
 ]

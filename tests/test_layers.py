@@ -29,7 +29,7 @@ LAYERS = {
     "persistence.conversation": 4,  # the package chooses a backend: open_conversation_storage
     "persistence.conversation.sqlite": 4,
     "persistence.conversation.postgres": 4,
-    "memory": 5,
+    "mirror": 5,
     "recall": 6,
     "store": 7,
     "capture": 3,  # the package imports nothing; its modules are listed
@@ -38,7 +38,7 @@ LAYERS = {
     "capture.runs": 8,
     "capture.watch": 8,
     "persistence.transfer": 8,
-    "context": 8,
+    "conversation": 8,
     "cli": 8,
     "bench": 8,
     "": 8,  # the package itself: re-exports the public names

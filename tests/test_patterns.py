@@ -80,7 +80,7 @@ def pattern_sites() -> tuple[list[tuple[str, str]], list[str], list[str]]:
 def test_every_pattern_is_one_this_test_runs() -> None:
     compiled, literal, unchecked = pattern_sites()
     assert unchecked == [], "compile these at module level so the linear-time test runs them"
-    assert ("synapse_retriever.context.text", "_SENTENCE_END") in compiled
+    assert ("synapse_retriever.conversation.text", "_SENTENCE_END") in compiled
     assert r"\S+" in literal
 
 

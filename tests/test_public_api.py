@@ -58,7 +58,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "validate_namespace",
         "validate_node_id",
     ],
-    "synapse_retriever.context": [
+    "synapse_retriever.conversation": [
         "AssembledTurn",
         "Condensed",
         "Consolidator",
@@ -131,7 +131,7 @@ PUBLIC_API: dict[str, list[str]] = {
 }
 """Package -> its ``__all__``, sorted (plain ``sorted``, capitals first)."""
 
-CORE = ("synapse_retriever", "synapse_retriever.context")
+CORE = ("synapse_retriever", "synapse_retriever.conversation")
 
 
 def _expected(package: str) -> list[str]:

@@ -22,7 +22,7 @@ from synapse_retriever import (
     SynapseConfig,
     SynapseStore,
 )
-from synapse_retriever.memory.graph import Edge
+from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.recall.hits import Hit
 
 DAY = 86_400.0

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import InvalidValueError, SynapseStore
-from synapse_retriever.memory.graph import Edge
+from synapse_retriever.mirror.graph import Edge
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0

@@ -220,7 +220,7 @@ import importlib.metadata as metadata, json
 import synapse_retriever, langchain_synapse_retriever, llama_index.postprocessor.synapse as li
 from langchain_core.embeddings import FakeEmbeddings
 from llama_index.core.embeddings import MockEmbedding
-from synapse_retriever.context import as_embedder
+from synapse_retriever.conversation import as_embedder
 names = ["synapse-retriever", "langchain-synapse-retriever", "llama-index-postprocessor-synapse"]
 print(json.dumps({
     "files": [m.__file__ for m in (synapse_retriever, langchain_synapse_retriever, li)],

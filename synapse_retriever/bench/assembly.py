@@ -1,12 +1,12 @@
 """How fast conversation memory assembles a context, and what adding a turn costs.
 
 A generated conversation (:func:`~synapse_retriever.bench.memory.generate_conversation`)
-of each size is added turn by turn to a :class:`~synapse_retriever.context.ConversationMemory`
+of each size is added turn by turn to a :class:`~synapse_retriever.conversation.ConversationMemory`
 with background consolidation (as an application runs it: ``add_turn`` returns while a
 worker condenses), timing every ``add_turn``. Once the worker is idle, each of the
 conversation's questions is assembled at each budget, timed one by one. Reported:
 medians (p50), p90 and the largest, in milliseconds, with the hashing embedder and the
-default :class:`~synapse_retriever.context.ContextConfig`.
+default :class:`~synapse_retriever.conversation.ContextConfig`.
 
 This is a script, not a timed test; the suite runs it on a tiny input.
 
@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from synapse_retriever.bench.memory import generate_conversation
-from synapse_retriever.context.config import ContextConfig
-from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.conversation.config import ContextConfig
+from synapse_retriever.conversation.memory import ConversationMemory
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = ["markdown_table", "run_assembly_speed"]

@@ -1,7 +1,7 @@
 """Many processes adding turns to many users' conversation memories in one database at once.
 
 ``processes`` writer processes (``multiprocessing`` spawn) each open one
-:class:`~synapse_retriever.context.ConversationMemory` per user on the same database
+:class:`~synapse_retriever.conversation.ConversationMemory` per user on the same database
 (a ``postgresql://`` URL, or an SQLite file), wait for each other, then add ``turns``
 turns each, spread over the ``users`` in turn, with background consolidation on (so
 consolidations of one user race across processes too). Then each user's memory is opened
@@ -64,7 +64,7 @@ def _user_of(users: Sequence[str], process: int, number: int) -> str:
 
 def _write(where: str, users: list[str], turns: int, process: int, start: Any) -> None:
     """One writer process: a memory per user, then ``turns`` turns over the users."""
-    from synapse_retriever.context.memory import ConversationMemory
+    from synapse_retriever.conversation.memory import ConversationMemory
 
     memories = {user: ConversationMemory(where, user=user) for user in users}
     try:
@@ -82,7 +82,7 @@ def run_writers(
 ) -> dict[str, Any]:
     """Run the writers on ``where`` (an empty database: a fresh schema or file), check
     every user's memory, and report (JSON-ready)."""
-    from synapse_retriever.context.memory import ConversationMemory
+    from synapse_retriever.conversation.memory import ConversationMemory
 
     if min(processes, turns, users) < 1:
         raise InvalidValueError(

@@ -49,10 +49,10 @@ from synapse_retriever.bench.plain import (
     plain_rankings,
     vector_top_k,
 )
-from synapse_retriever.context.config import ContextConfig
-from synapse_retriever.context.embed import HashingEmbedder, normalized
-from synapse_retriever.context.lexical import LexicalIndex
-from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.conversation.config import ContextConfig
+from synapse_retriever.conversation.embed import HashingEmbedder, normalized
+from synapse_retriever.conversation.lexical import LexicalIndex
+from synapse_retriever.conversation.memory import ConversationMemory
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [

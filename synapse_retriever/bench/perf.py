@@ -62,7 +62,7 @@ from synapse_retriever.config import SynapseConfig
 from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
 from synapse_retriever.learning.decay import effective_weight, learned_half_life
 from synapse_retriever.learning.usage import uses_from_edges
-from synapse_retriever.memory.mirror import return_freed_memory
+from synapse_retriever.mirror.mirror import return_freed_memory
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.protocols import Storage
 from synapse_retriever.persistence.rows import EdgeRow

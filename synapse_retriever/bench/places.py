@@ -4,7 +4,7 @@
 a new schema in that database (the role must be allowed to create one), dropped with
 everything in it at the end. :func:`prefill` stores a user's turns in bulk as a memory
 written before the graph existed (one transaction on SQLite, ``COPY`` on PostgreSQL); the
-next :class:`~synapse_retriever.context.ConversationMemory` opened for that user links
+next :class:`~synapse_retriever.conversation.ConversationMemory` opened for that user links
 them. :func:`stored_bytes` is what the memories take on disk.
 
 Examples
@@ -28,7 +28,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from synapse_retriever.bench.memory import Turn
-from synapse_retriever.context.embed import Embedder, normalized
+from synapse_retriever.conversation.embed import Embedder, normalized
 from synapse_retriever.persistence.conversation import (
     PostgresConversationStorage,
     SQLiteConversationStorage,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from synapse_retriever.context.relevance import fuse
+from synapse_retriever.conversation.relevance import fuse
 
 __all__ = ["FUSED_DEPTH", "as_scores", "last_n", "plain_rankings", "vector_top_k"]
 
@@ -67,7 +67,7 @@ def plain_rankings(
     """What a user could write in five lines, as rows best first: ``lexical`` (BM25's
     rows, given), ``dense`` (the ``depth`` rows most similar, similarity > 0) and
     ``fusion``, their reciprocal-rank fusion with k = 60 (LangChain's
-    ``EnsembleRetriever``; :func:`~synapse_retriever.context.relevance.fuse`).
+    ``EnsembleRetriever``; :func:`~synapse_retriever.conversation.relevance.fuse`).
 
     Examples
     --------

@@ -52,10 +52,10 @@ from synapse_retriever.bench.plain import (
     vector_top_k,
 )
 from synapse_retriever.bench.plots import save_figure
-from synapse_retriever.context.config import ContextConfig
-from synapse_retriever.context.embed import Embedder, HashingEmbedder, normalized
-from synapse_retriever.context.lexical import LexicalIndex
-from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.conversation.config import ContextConfig
+from synapse_retriever.conversation.embed import Embedder, HashingEmbedder, normalized
+from synapse_retriever.conversation.lexical import LexicalIndex
+from synapse_retriever.conversation.memory import ConversationMemory
 from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.tokens import approximate_tokens
 
@@ -426,7 +426,7 @@ def run_realmem(
 ) -> dict[str, Any]:
     """Replay every persona, score every row at every budget; a JSON-ready report.
 
-    ``minilm`` (an embedder, e.g. :class:`~synapse_retriever.context.MiniLmEmbedder`)
+    ``minilm`` (an embedder, e.g. :class:`~synapse_retriever.conversation.MiniLmEmbedder`)
     adds the dense top-k row and the default with that embedder; without it the
     intervals are taken against BM25. ``rows`` keeps only those rows (and the
     baseline), in the report's order: each memory row replays every turn, so leaving

@@ -3,7 +3,7 @@ what a user could write in five lines?
 
 The replay of :mod:`~synapse_retriever.bench.realmem` (every turn before a query in
 memory, fed in order at its own time), scored on
-:meth:`~synapse_retriever.context.ConversationMemory.retrieve` instead of an assembled
+:meth:`~synapse_retriever.conversation.ConversationMemory.retrieve` instead of an assembled
 context, for RealMem or LoCoMo (:mod:`~synapse_retriever.bench.locomo`): for each query
 and each ``k`` (5, 10, 20), the share of its gold sessions one of the ``k`` retrieved
 turns holds with at least half of the session's key words (RealMem), or the share of its
@@ -13,7 +13,7 @@ Rows, all with one embedder: ``retrieve(mode="auto")``, each fixed mode, ``no gr
 (weights ``(1, 0)``: the lexical and dense channels fused, the graph left out) and
 ``graph only`` (``(0, 1)``); then the plain methods a user would otherwise pick:
 ``BM25 top-k`` (SQLite FTS5's ``bm25()`` with the memory's own tokenizer, in a
-:class:`~synapse_retriever.context.lexical.LexicalIndex` of its own), ``dense top-k``
+:class:`~synapse_retriever.conversation.lexical.LexicalIndex` of its own), ``dense top-k``
 (the embedder's cosine) and ``fusion top-k``, their reciprocal-rank fusion (k = 60,
 each list cut at 100, as LangChain's ``EnsembleRetriever`` fuses), the baseline of the
 paired intervals.
@@ -42,9 +42,9 @@ from synapse_retriever.bench.realmem import (
     query_time,
     score_query,
 )
-from synapse_retriever.context.embed import Embedder, HashingEmbedder
-from synapse_retriever.context.lexical import LexicalIndex
-from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.conversation.embed import Embedder, HashingEmbedder
+from synapse_retriever.conversation.lexical import LexicalIndex
+from synapse_retriever.conversation.memory import ConversationMemory
 
 __all__ = ["BASELINE", "KS", "ROWS", "run_realmem_retrieval"]
 

@@ -12,16 +12,16 @@ at that size (the turn, its vector, its novelty and repeats from the vector inde
 graph edges, one transaction). Then each of the conversation's questions (cycled) is retrieved with
 ``retrieve(k=10, mode="auto")``, timed one by one, and so are the two channels a fused
 retrieval reads: the vector index's ``top(vector, 100)``
-(:class:`~synapse_retriever.context.TurnIndex`, approximate from
-:data:`~synapse_retriever.context.embed.EXACT_BELOW` turns) and the lexical index's 100
+(:class:`~synapse_retriever.conversation.TurnIndex`, approximate from
+:data:`~synapse_retriever.conversation.embed.EXACT_BELOW` turns) and the lexical index's 100
 best turns (the memory's in-process FTS5 index,
-:class:`~synapse_retriever.context.lexical.LexicalIndex`).
+:class:`~synapse_retriever.conversation.lexical.LexicalIndex`).
 
 Reported: p50 and p95 (and add_turn's p99) in milliseconds of wall-clock time, the median
 CPU time of the calling thread for ``add_turn`` and ``retrieve`` (what a call costs on a
 machine with a core to spare; wall time on a loaded machine adds the wait for one), the
 open time in seconds, the graph's size and the file's bytes per turn, for each embedder:
-``hashing`` (the default :class:`~synapse_retriever.context.HashingEmbedder`, 1,024
+``hashing`` (the default :class:`~synapse_retriever.conversation.HashingEmbedder`, 1,024
 dimensions) and ``dense-384`` (:class:`DenseHashingEmbedder`: MiniLM's 384 dimensions and
 dense vectors, but not MiniLM, so the model's own time is left out).
 
@@ -47,8 +47,8 @@ from synapse_retriever.bench.assembly import _ms
 from synapse_retriever.bench.memory import Conversation, generate_conversation
 from synapse_retriever.bench.places import embed_turns, place, prefill, stored_bytes
 from synapse_retriever.bench.plots import save_figure
-from synapse_retriever.context.embed import Embedder, HashingEmbedder, Vectors, normalized
-from synapse_retriever.context.memory import ConversationMemory
+from synapse_retriever.conversation.embed import Embedder, HashingEmbedder, Vectors, normalized
+from synapse_retriever.conversation.memory import ConversationMemory
 from synapse_retriever.errors import InvalidValueError
 
 __all__ = [

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from synapse_retriever.context.minilm import MiniLmEncoder
+from synapse_retriever.conversation.minilm import MiniLmEncoder
 
 __all__ = [
     "RETRIEVERS",

@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument(
         "--presets",
         nargs="+",
-        choices=["default", "published", "gradient"],  # context.config.PRESETS (tested)
+        choices=["default", "published", "gradient"],  # conversation.config.PRESETS (tested)
         help="ContextConfig presets to score (all three)",
     )
     memory.add_argument(

@@ -480,7 +480,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
         pool_reports,
         run_memory_bench,
     )
-    from synapse_retriever.context.config import PRESETS, ContextConfig
+    from synapse_retriever.conversation.config import PRESETS, ContextConfig
 
     check_output(args.json)
     if args.budgets is not None and any(budget < 1 for budget in args.budgets):
@@ -636,8 +636,8 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         run_realmem,
     )
     from synapse_retriever.bench.realmem_retrieve import KS, run_realmem_retrieval
-    from synapse_retriever.context.embed import Embedder
-    from synapse_retriever.context.minilm import MiniLmEmbedder, MiniLmUnavailableError
+    from synapse_retriever.conversation.embed import Embedder
+    from synapse_retriever.conversation.minilm import MiniLmEmbedder, MiniLmUnavailableError
 
     if args.ks is not None and not args.retrieve:
         raise CliError("--ks goes with --retrieve")
@@ -678,7 +678,7 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         except MiniLmUnavailableError as exc:
             notes.append(f"the MiniLM rows were left out: {exc}.")
     err = console(stderr=True)
-    quiet = logging.getLogger("synapse_retriever.context")
+    quiet = logging.getLogger("synapse_retriever.conversation")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # not one warning per query when working memory shrinks
     try:

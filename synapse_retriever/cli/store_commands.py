@@ -21,11 +21,11 @@ from rich.table import Table
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.errors import InvalidValueError, SynapseError
-from synapse_retriever.memory.stats import HALF_LIFE_BINS, WEIGHT_BINS, histogram
+from synapse_retriever.mirror.stats import HALF_LIFE_BINS, WEIGHT_BINS, histogram
 from synapse_retriever.persistence.postgres import is_postgres_url
 
 if TYPE_CHECKING:
-    from synapse_retriever.memory.graph import Edge
+    from synapse_retriever.mirror.graph import Edge
     from synapse_retriever.persistence.transfer import Format, MergeReport
     from synapse_retriever.store import SynapseStore
 

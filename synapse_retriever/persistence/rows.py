@@ -161,7 +161,7 @@ class Changes:
 @dataclass
 class StoredSnapshot:
     """A snapshot of a mirror as storage keeps it (see
-    :mod:`~synapse_retriever.memory.snapshot`), and what changed after it, read together."""
+    :mod:`~synapse_retriever.mirror.snapshot`), and what changed after it, read together."""
 
     version: int
     """The storage version the parts reflect."""

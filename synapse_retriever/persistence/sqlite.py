@@ -186,7 +186,7 @@ CREATE TABLE IF NOT EXISTS snapshot (
     data          BLOB    NOT NULL
 )
 """
-"""The mirror's snapshot (:mod:`~synapse_retriever.memory.snapshot`), one row per part.
+"""The mirror's snapshot (:mod:`~synapse_retriever.mirror.snapshot`), one row per part.
 Made by the first snapshot written, not by a migration: a file without it is the same
 schema version, which older releases still open (their writes are logged, so a snapshot
 and the change log after it stay exact)."""

@@ -62,7 +62,7 @@ from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_secon
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.usage import uses_from_edges
-from synapse_retriever.memory.graph import Edge
+from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeRow
 from synapse_retriever.persistence.sqlite import APPLICATION_ID

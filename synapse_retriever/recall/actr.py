@@ -55,7 +55,7 @@ from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.memory.spreading import Activation
+from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.recall.hits import (
     Hit,
     Plan,
@@ -67,7 +67,7 @@ from synapse_retriever.recall.hits import (
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
     from synapse_retriever.learning.usage import UseTable
-    from synapse_retriever.memory.graph import MemoryGraph
+    from synapse_retriever.mirror.graph import MemoryGraph
 
 __all__ = [
     "ActrPlan",

@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple, SupportsFloat
 
 from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
-from synapse_retriever.memory.spreading import Activation
+from synapse_retriever.mirror.spreading import Activation
 
 __all__ = [
     "ANNOTATION_KEYS",

@@ -3,7 +3,7 @@
 1. **Spread** (:func:`activation_from`): energy 1.0 at each of the first ``seeds`` hits
    flows two hops along merged live weights, ``propagated = energy × weight ×
    spread_rate × hf``, damped at hubs by ``hf = sqrt(hub_degree / degree)`` above
-   ``hub_degree``; the engine (:mod:`~synapse_retriever.memory.spreading`) runs over the
+   ``hub_degree``; the engine (:mod:`~synapse_retriever.mirror.spreading`) runs over the
    in-memory graph's sparse adjacency.
 2. **Boost and displace** (:func:`inject`): a present non-seed hit gains
    ``boost × energy``; absent nodes with energy of at least ``inject_threshold`` take
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from synapse_retriever.memory.spreading import Activation, NamedPaths
+from synapse_retriever.mirror.spreading import Activation, NamedPaths
 from synapse_retriever.recall.hits import (
     Hit,
     Plan,
@@ -45,7 +45,7 @@ from synapse_retriever.recall.hits import (
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
-    from synapse_retriever.memory.graph import MemoryGraph
+    from synapse_retriever.mirror.graph import MemoryGraph
 
 __all__ = ["ENERGY_TOLERANCE", "RecallPlan", "activation_from", "candidates", "inject", "plan"]
 
@@ -137,7 +137,7 @@ def inject(
     ``d`` is present and reached (boosted by 0.3 × 0.5); ``x`` is absent with energy
     0.54 ≥ 0.15 and takes the weakest slot (``e``'s) and score; ``y`` is too weak:
 
-    >>> from synapse_retriever.memory.spreading import Activation
+    >>> from synapse_retriever.mirror.spreading import Activation
     >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5)]
     >>> act = Activation(energy={"d": 0.5, "x": 0.54, "y": 0.1},
     ...                  paths={"d": ("a", "d"), "x": ("a", "x"), "y": ("b", "y")})

@@ -15,8 +15,8 @@ from synapse_retriever.bench.memory import (
 )
 from synapse_retriever.bench.plain import last_n, vector_top_k
 from synapse_retriever.cli import main
-from synapse_retriever.context import ContextConfig
-from synapse_retriever.context.text import telegraphic
+from synapse_retriever.conversation import ContextConfig
+from synapse_retriever.conversation.text import telegraphic
 
 
 def test_the_generated_conversation_plants_facts_and_asks_them_later() -> None:

@@ -271,7 +271,7 @@ def test_open_from_a_snapshot_is_timed_where_closing_wrote_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from synapse_retriever.bench.perf import run_size
-    from synapse_retriever.memory import mirror
+    from synapse_retriever.mirror import mirror
 
     monkeypatch.setattr(mirror, "SNAPSHOT_MIN_EDGES", 0)  # as a graph of 100,000 edges
     result = run_size(tmp_path, 1500, queries=3, events=2, batches=1, naive_budget_s=0.1)

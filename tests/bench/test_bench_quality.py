@@ -37,7 +37,7 @@ from synapse_retriever.bench.quality import (
 )
 from synapse_retriever.bench.retrievers import Bm25Retriever, Document, TfidfRetriever, tokenize
 from synapse_retriever.capture.gitlog import Commit
-from synapse_retriever.context.minilm import MiniLmUnavailableError, minilm_files
+from synapse_retriever.conversation.minilm import MiniLmUnavailableError, minilm_files
 from synapse_retriever.errors import InvalidValueError
 
 # -- metrics -----------------------------------------------------------------------------

@@ -246,7 +246,7 @@ def test_reports_merge_into_the_same_tables(tiny: Path) -> None:
 def test_without_minilm_the_dense_rows_are_left_out_with_a_note(
     tiny: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from synapse_retriever.context import minilm
+    from synapse_retriever.conversation import minilm
 
     def missing() -> tuple[str, str]:
         raise minilm.MiniLmUnavailableError("the minilm retriever needs onnxruntime")

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.memory.spreading import Activation
+from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.recall.hits import Hit, injection_slots
 from synapse_retriever.recall.published import RecallPlan, candidates, inject
 

@@ -1,11 +1,11 @@
 """LangChain embeddings as the conversation memory's embedder.
 
 `LangChainEmbedder` gives any ``langchain_core.embeddings.Embeddings`` (OpenAI, Hugging
-Face, Ollama...) the core's :class:`~synapse_retriever.context.Embedder` shape: a stable
+Face, Ollama...) the core's :class:`~synapse_retriever.conversation.Embedder` shape: a stable
 ``name``, a ``dim`` and ``embed(texts)``. `from_framework` is registered under the
 ``synapse_retriever.embedders`` entry point, so ``ConversationMemory(embedder=embeddings)``
 and every other ``embedder=`` take a LangChain model directly (see
-:func:`synapse_retriever.context.as_embedder`).
+:func:`synapse_retriever.conversation.as_embedder`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
-from synapse_retriever.context.embed import model_rows, text_list
+from synapse_retriever.conversation.embed import model_rows, text_list
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["LangChainEmbedder", "default_name", "from_framework"]
@@ -69,7 +69,7 @@ class LangChainEmbedder:
 
         A memory takes the LangChain model itself (this package adapts it):
 
-        >>> from synapse_retriever.context import ConversationMemory
+        >>> from synapse_retriever.conversation import ConversationMemory
         >>> with ConversationMemory(":memory:", embedder=DeterministicFakeEmbedding(size=32)) as m:
         ...     type(m.embedder).__name__
         'LangChainEmbedder'
@@ -162,7 +162,7 @@ def from_framework(obj: object) -> LangChainEmbedder | None:
     """The adapter for a LangChain ``Embeddings``; None for anything else.
 
     Registered as the ``langchain`` entry point of the ``synapse_retriever.embedders``
-    group, which :func:`synapse_retriever.context.as_embedder` asks.
+    group, which :func:`synapse_retriever.conversation.as_embedder` asks.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding

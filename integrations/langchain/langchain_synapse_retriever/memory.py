@@ -5,7 +5,7 @@ oldest messages, keeps every message at a detail level that fades with its impor
 for the current question (FULL, key sentences, one-line summary, dropped), within
 ``max_tokens``. `SynapseMemoryMiddleware` applies it before each model call of a
 ``create_agent`` agent (``langchain>=1``). The decisions are the core's
-(:func:`synapse_retriever.context.trim_history`); this module only maps messages.
+(:func:`synapse_retriever.conversation.trim_history`); this module only maps messages.
 
 Roles never change, system messages are always kept, an AI message with tool calls
 and the tool messages answering them are kept or dropped together (their tool calls are
@@ -23,7 +23,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
-from synapse_retriever.context import (
+from synapse_retriever.conversation import (
     ContextConfig,
     Embedder,
     HistoryMessage,
@@ -32,7 +32,7 @@ from synapse_retriever.context import (
     as_embedder,
     trim_history,
 )
-from synapse_retriever.context.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
+from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
 
 try:  # langchain >= 1 is optional: only the agent middleware needs it
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -116,7 +116,7 @@ def synapse_trim_messages(
         least important message is dropped (the default keeps the fact whole):
 
         >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-        >>> from synapse_retriever.context import ContextConfig
+        >>> from synapse_retriever.conversation import ContextConfig
         >>> history = [
         ...     SystemMessage("You are terse."),
         ...     HumanMessage("We moved the production deploy to Fridays. Lovely weather today."),
@@ -163,7 +163,7 @@ def chat_model_summarizer(
     chunks_prompt: str = CHUNKS_PROMPT,
     summary_prompt: str = SUMMARY_PROMPT,
 ) -> PromptSummarizer:
-    """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
+    """A summarizer for :class:`~synapse_retriever.conversation.ConversationMemory` that asks
     ``model`` for the key sentences and the one-line summary (in the background).
 
     Args:
@@ -185,7 +185,7 @@ def chat_model_summarizer(
         ...     "Hi! We moved the deploy to Fridays. Bye!", chunks_ratio=0.3, summary_ratio=0.1
         ... )
         Condensed(chunks='We moved the deploy to Fridays.', summary='Deploys on Fridays.')
-        >>> from synapse_retriever.context import ConversationMemory
+        >>> from synapse_retriever.conversation import ConversationMemory
         >>> memory = ConversationMemory(":memory:", summarizer=summarizer)
         >>> memory.close()
     """

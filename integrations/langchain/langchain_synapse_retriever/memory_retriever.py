@@ -17,14 +17,14 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field
 
-from synapse_retriever.context import ConversationMemory
-from synapse_retriever.context.graph import (
+from synapse_retriever.conversation import ConversationMemory
+from synapse_retriever.conversation.graph import (
     MODE_PROMPT,
     PromptModeDetector,
     PromptRelationExtractor,
     Retrieval,
 )
-from synapse_retriever.context.graph.relations import RELATIONS_PROMPT
+from synapse_retriever.conversation.graph.relations import RELATIONS_PROMPT
 
 __all__ = [
     "SynapseMemoryRetriever",
@@ -35,14 +35,14 @@ __all__ = [
 
 
 def retrieval_document(result: Retrieval) -> Document:
-    """A :class:`~synapse_retriever.context.graph.Retrieval` as a ``Document``.
+    """A :class:`~synapse_retriever.conversation.graph.Retrieval` as a ``Document``.
 
     ``id`` is the turn's id; ``metadata`` holds ``turn_id``, ``session``, ``role``, ``at``,
     ``score``, ``origin`` (``vector``, ``graph`` or ``both``), ``mode`` and ``path`` (the
     typed edges that reached it, as ``[source, type, target]`` lists).
 
     Example:
-        >>> from synapse_retriever.context.graph import Retrieval
+        >>> from synapse_retriever.conversation.graph import Retrieval
         >>> doc = retrieval_document(Retrieval(4, "ops", 0.8, "graph", "analytical",
         ...     (("turn:3", "FOLLOWED_BY", "turn:4"),), "Fixed it.", "assistant", 60.0))
         >>> doc.id, doc.page_content, doc.metadata["path"]
@@ -67,18 +67,18 @@ def retrieval_document(result: Retrieval) -> Document:
 class SynapseMemoryRetriever(BaseRetriever):
     """Retrieve a conversation's turns by vector and graph recall, blended by query mode.
 
-    Wraps :meth:`synapse_retriever.context.ConversationMemory.retrieve`: the turns most
+    Wraps :meth:`synapse_retriever.conversation.ConversationMemory.retrieve`: the turns most
     similar to the query, and the turns the memory's temporal graph reaches from the
     query's entities and nearest turns ("the turn where the bug was reported", "the turn
     that agreed the fix"), weighted by the kind of question (``mode="auto"`` detects it).
     Each ``Document`` carries the turn's ``origin``, ``mode`` and ``path`` in its metadata.
     ``ainvoke`` goes through
-    :meth:`~synapse_retriever.context.ConversationMemory.aretrieve`, off the event loop.
+    :meth:`~synapse_retriever.conversation.ConversationMemory.aretrieve`, off the event loop.
 
     Example:
         .. code-block:: python
 
-            from synapse_retriever.context import ConversationMemory
+            from synapse_retriever.conversation import ConversationMemory
             from langchain_synapse_retriever import SynapseMemoryRetriever
 
             memory = ConversationMemory("chat.db")
@@ -86,7 +86,7 @@ class SynapseMemoryRetriever(BaseRetriever):
             docs = retriever.invoke("why did we change validate_vat?")
             # in async code, off the event loop: docs = await retriever.ainvoke(...)
 
-        >>> from synapse_retriever.context import ConversationMemory
+        >>> from synapse_retriever.conversation import ConversationMemory
         >>> memory = ConversationMemory(":memory:")
         >>> _ = memory.add_turn("Deploys of app.py fail since Monday.")
         >>> _ = memory.add_turn("Cause: the base image of app.py changed.")
@@ -135,7 +135,7 @@ class SynapseMemoryRetriever(BaseRetriever):
 def chat_model_relation_extractor(
     model: BaseLanguageModel[Any], *, prompt: str = RELATIONS_PROMPT, structured: bool = True
 ) -> PromptRelationExtractor:
-    """A relation extractor for :class:`~synapse_retriever.context.ConversationMemory`
+    """A relation extractor for :class:`~synapse_retriever.conversation.ConversationMemory`
     (``relations=``) that asks ``model`` which turns caused, solved or relate to which,
     and what was decided (in the background consolidation).
 
@@ -182,7 +182,7 @@ def chat_model_relation_extractor(
 def chat_model_mode_detector(
     model: BaseLanguageModel[Any], *, prompt: str = MODE_PROMPT
 ) -> PromptModeDetector:
-    """A mode detector for :class:`~synapse_retriever.context.ConversationMemory`
+    """A mode detector for :class:`~synapse_retriever.conversation.ConversationMemory`
     (``mode_detector=``) that asks ``model`` whether a question is analytical, creative
     or conversational; an answer naming none falls back to the cue words.
 

@@ -15,7 +15,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_synapse_retriever import LangChainEmbedder, synapse_trim_messages
 
-from synapse_retriever.context import (
+from synapse_retriever.conversation import (
     ContextConfig,
     ConversationMemory,
     HashingEmbedder,

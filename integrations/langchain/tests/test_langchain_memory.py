@@ -22,7 +22,7 @@ from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 from pydantic import Field
 
 from synapse_retriever.bench.plain import last_n
-from synapse_retriever.context import ContextBudgetError, ContextConfig, ConversationMemory
+from synapse_retriever.conversation import ContextBudgetError, ContextConfig, ConversationMemory
 from synapse_retriever.tokens import approximate_tokens
 
 

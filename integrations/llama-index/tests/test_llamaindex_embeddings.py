@@ -22,7 +22,7 @@ from llama_index.postprocessor.synapse import (
     synapse_trim_chat_messages,
 )
 
-from synapse_retriever.context import (
+from synapse_retriever.conversation import (
     ContextConfig,
     ConversationMemory,
     HashingEmbedder,

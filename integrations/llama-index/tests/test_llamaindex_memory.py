@@ -17,7 +17,7 @@ from llama_index.postprocessor.synapse import (
 from llama_index.postprocessor.synapse.memory import message_text, to_history
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
-from synapse_retriever.context import (
+from synapse_retriever.conversation import (
     ContextBudgetError,
     ContextConfig,
     ConversationMemory,

@@ -18,7 +18,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.postprocessor.synapse import SynapseMemoryRetriever, llm_relation_extractor
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
-from synapse_retriever.context import ConversationMemory
+from synapse_retriever.conversation import ConversationMemory
 
 TURNS = [
     ("incident", "user", "Checkout returns HTTP 500 for EU customers."),

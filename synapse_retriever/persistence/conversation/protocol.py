@@ -1,6 +1,6 @@
 """What a conversation memory's backend must do: :class:`ConversationStorage`, per user.
 
-A :class:`~synapse_retriever.context.ConversationMemory` reads and writes its turns, their
+A :class:`~synapse_retriever.conversation.ConversationMemory` reads and writes its turns, their
 vectors, its temporal graph and its consolidation state through this protocol only, so
 that SQLite (:mod:`.sqlite`) and PostgreSQL (:mod:`.postgres`) are two modules, not two
 memories. One storage object serves one user of one database: no method reads, counts
@@ -91,7 +91,7 @@ class TurnRecord:
 
     Examples
     --------
-    >>> from synapse_retriever.context import ConversationMemory
+    >>> from synapse_retriever.conversation import ConversationMemory
     >>> with ConversationMemory(":memory:") as memory:
     ...     _ = memory.add_turn("I moved the deploy to Fridays.", at=0)
     ...     turn = memory.turns()[0]

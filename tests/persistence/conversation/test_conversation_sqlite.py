@@ -451,7 +451,7 @@ def test_open_conversation_storage_opens_sqlite_and_refuses_a_server_url(tmp_pat
 def test_a_memory_on_a_schema_4_file_keeps_every_turn_as_the_default_users(
     tmp_path: Path,
 ) -> None:
-    from synapse_retriever.context import ConversationMemory
+    from synapse_retriever.conversation import ConversationMemory
 
     path = tmp_path / "old.db"
     texts = ["Deploys move to Fridays.", "Edit app.py first.", "Lunch?"]

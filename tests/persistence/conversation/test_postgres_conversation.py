@@ -677,7 +677,7 @@ def test_a_closed_storage_says_so_and_closes_once(open_storage: Any) -> None:
 
 BLOCKED = """
 import sys, time
-from synapse_retriever.context import Condensed, ContextConfig, ConversationMemory
+from synapse_retriever.conversation import Condensed, ContextConfig, ConversationMemory
 
 class Stuck:
     def condense(self, text, *, chunks_ratio, summary_ratio):
@@ -694,7 +694,7 @@ with ConversationMemory(sys.argv[1], user="alice", config=config, summarizer=Stu
 def test_a_consolidation_killed_midway_leaves_the_memory_whole_and_the_next_one_runs(
     postgres_url: str,
 ) -> None:
-    from synapse_retriever.context import ContextConfig, ConversationMemory
+    from synapse_retriever.conversation import ContextConfig, ConversationMemory
 
     config = ContextConfig(consolidation_interval=1000, consolidation_ages=(0, 100))
     with ConversationMemory(postgres_url, user="alice", config=config) as memory:
@@ -723,7 +723,7 @@ def test_a_consolidation_killed_midway_leaves_the_memory_whole_and_the_next_one_
 
 
 def test_memories_of_two_users_in_one_database_never_see_each_other(postgres_url: str) -> None:
-    from synapse_retriever.context import ConversationMemory
+    from synapse_retriever.conversation import ConversationMemory
 
     with (
         ConversationMemory(postgres_url, user="alice") as alice,
@@ -756,7 +756,7 @@ def replay(where: str, turns: int, seed: int, user: str | None = None) -> list[l
     ``retrieve`` in each mode and ``assemble``, as (turn id, score or level) lists, and
     again from a memory opened afresh (built from what the database holds)."""
     from synapse_retriever.bench.memory import generate_conversation
-    from synapse_retriever.context import ConversationMemory
+    from synapse_retriever.conversation import ConversationMemory
 
     conversation = generate_conversation(turns=turns, facts=4, sessions=4, seed=seed)
     asked = {q.asked_after: q.question for q in conversation.questions}

@@ -14,7 +14,7 @@ from langchain_synapse_retriever import SynapseMemoryRetriever, chat_model_relat
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
 
-from synapse_retriever.context import ConversationMemory
+from synapse_retriever.conversation import ConversationMemory
 
 TURNS = [
     ("incident", "user", "Checkout returns HTTP 500 for EU customers."),

@@ -2,10 +2,10 @@
 
 `LlamaIndexEmbedder` gives any ``BaseEmbedding`` (``OpenAIEmbedding``,
 ``HuggingFaceEmbedding``, ``Settings.embed_model``...) the core's
-:class:`~synapse_retriever.context.Embedder` shape: a stable ``name``, a ``dim`` and
+:class:`~synapse_retriever.conversation.Embedder` shape: a stable ``name``, a ``dim`` and
 ``embed(texts)``. `from_framework` is registered under the ``synapse_retriever.embedders``
 entry point, so ``ConversationMemory(embedder=embed_model)`` and every other ``embedder=``
-take a LlamaIndex model directly (see :func:`synapse_retriever.context.as_embedder`).
+take a LlamaIndex model directly (see :func:`synapse_retriever.conversation.as_embedder`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from synapse_retriever.context.embed import model_rows, text_list
+from synapse_retriever.conversation.embed import model_rows, text_list
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["LlamaIndexEmbedder", "default_name", "from_framework"]
@@ -67,7 +67,7 @@ class LlamaIndexEmbedder:
 
         A memory takes the LlamaIndex model itself (this package adapts it):
 
-        >>> from synapse_retriever.context import ConversationMemory
+        >>> from synapse_retriever.conversation import ConversationMemory
         >>> with ConversationMemory(":memory:", embedder=MockEmbedding(embed_dim=32)) as memory:
         ...     type(memory.embedder).__name__
         'LlamaIndexEmbedder'
@@ -146,7 +146,7 @@ def from_framework(obj: object) -> LlamaIndexEmbedder | None:
     """The adapter for a LlamaIndex ``BaseEmbedding``; None for anything else.
 
     Registered as the ``llama_index`` entry point of the ``synapse_retriever.embedders``
-    group, which :func:`synapse_retriever.context.as_embedder` asks.
+    group, which :func:`synapse_retriever.conversation.as_embedder` asks.
 
     Example:
         >>> from llama_index.core.embeddings import MockEmbedding

@@ -2,7 +2,7 @@
 
 `SynapseMemoryBlock` plugs into ``Memory.from_defaults(memory_blocks=[...])``: the
 messages the short-term queue flushes become turns of a persistent
-:class:`~synapse_retriever.context.ConversationMemory`, and each time the memory is read
+:class:`~synapse_retriever.conversation.ConversationMemory`, and each time the memory is read
 the block renders those turns for the current question at graded detail (verbatim, key
 sentences, one-line summary, or left out) within its token budget. When ``Memory`` must
 truncate, the block re-assembles at a smaller budget instead of disappearing.
@@ -27,7 +27,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from synapse_retriever.context import (
+from synapse_retriever.conversation import (
     ContextBudgetError,
     ContextConfig,
     ConversationMemory,
@@ -37,7 +37,7 @@ from synapse_retriever.context import (
     PromptSummarizer,
     trim_history,
 )
-from synapse_retriever.context.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
+from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
 from synapse_retriever.errors import InvalidValueError
 
 __all__ = [
@@ -124,7 +124,7 @@ def synapse_trim_chat_messages(
         least important message is dropped (the default keeps the fact whole):
 
         >>> from llama_index.core.llms import ChatMessage
-        >>> from synapse_retriever.context import ContextConfig
+        >>> from synapse_retriever.conversation import ContextConfig
         >>> history = [
         ...     ChatMessage(role="system", content="You are terse."),
         ...     ChatMessage(role="user", content="We moved the production deploy to Fridays. "
@@ -170,7 +170,7 @@ def synapse_trim_chat_messages(
 def llm_summarizer(
     llm: LLM, *, chunks_prompt: str = CHUNKS_PROMPT, summary_prompt: str = SUMMARY_PROMPT
 ) -> PromptSummarizer:
-    """A summarizer for :class:`~synapse_retriever.context.ConversationMemory` that asks
+    """A summarizer for :class:`~synapse_retriever.conversation.ConversationMemory` that asks
     ``llm`` for the key sentences and the one-line summary (in the background).
 
     ``chunks_prompt`` and ``summary_prompt``: templates (with ``{text}`` and ``{words}``)
@@ -185,7 +185,7 @@ def llm_summarizer(
         >>> summarizer.condense("Hi! We moved the deploy to Fridays. Bye!", chunks_ratio=0.3,
         ...                     summary_ratio=0.1)
         Condensed(chunks='text text text', summary='text text text')
-        >>> from synapse_retriever.context import ConversationMemory
+        >>> from synapse_retriever.conversation import ConversationMemory
         >>> memory = ConversationMemory(":memory:", summarizer=summarizer)
         >>> memory.close()
     """
@@ -201,8 +201,8 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
 
     ``Memory`` calls the block's async paths (``aput``, ``aget``, ``atruncate``); they
     store and assemble through
-    :meth:`~synapse_retriever.context.ConversationMemory.aadd_turn` and
-    :meth:`~synapse_retriever.context.ConversationMemory.aassemble`, off the event loop,
+    :meth:`~synapse_retriever.conversation.ConversationMemory.aadd_turn` and
+    :meth:`~synapse_retriever.conversation.ConversationMemory.aassemble`, off the event loop,
     so a slow embedder (a remote API) never holds up an async agent.
 
     Example:
@@ -254,7 +254,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         one at (with ``config``, default ``ContextConfig(working_memory=0)``: the recent
         turns are Memory's own short-term queue, so the block grades every turn it holds;
         ``token_counter``; and ``embedder``, a LlamaIndex ``BaseEmbedding`` as it is or any
-        :class:`~synapse_retriever.context.Embedder`, default the hashing embedder).
+        :class:`~synapse_retriever.conversation.Embedder`, default the hashing embedder).
         """
         super().__init__(**data)
         if isinstance(memory, ConversationMemory):

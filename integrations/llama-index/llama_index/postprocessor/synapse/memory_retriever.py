@@ -11,14 +11,14 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import BaseModel, Field
 
-from synapse_retriever.context import ConversationMemory
-from synapse_retriever.context.graph import (
+from synapse_retriever.conversation import ConversationMemory
+from synapse_retriever.conversation.graph import (
     MODE_PROMPT,
     PromptModeDetector,
     PromptRelationExtractor,
     Retrieval,
 )
-from synapse_retriever.context.graph.relations import RELATIONS_PROMPT
+from synapse_retriever.conversation.graph.relations import RELATIONS_PROMPT
 
 __all__ = [
     "SynapseMemoryRetriever",
@@ -33,14 +33,14 @@ embedder's view."""
 
 
 def retrieval_node(result: Retrieval) -> NodeWithScore:
-    """A :class:`~synapse_retriever.context.graph.Retrieval` as a ``NodeWithScore``.
+    """A :class:`~synapse_retriever.conversation.graph.Retrieval` as a ``NodeWithScore``.
 
     The node's id is ``turn:<id>``; its metadata holds ``turn_id``, ``session``, ``role``,
     ``at``, ``origin``, ``mode`` and ``path`` (``[source, type, target]`` lists), all
     excluded from what the LLM and the embedder see.
 
     Example:
-        >>> from synapse_retriever.context.graph import Retrieval
+        >>> from synapse_retriever.conversation.graph import Retrieval
         >>> hit = retrieval_node(Retrieval(4, "ops", 0.8, "graph", "analytical",
         ...     (("turn:3", "FOLLOWED_BY", "turn:4"),), "Fixed it.", "assistant", 60.0))
         >>> hit.node.node_id, hit.score, hit.node.get_content(metadata_mode="llm")
@@ -67,8 +67,8 @@ def retrieval_node(result: Retrieval) -> NodeWithScore:
 class SynapseMemoryRetriever(BaseRetriever):
     """Retrieve a conversation's turns by vector and graph recall, blended by query mode.
 
-    Wraps :meth:`synapse_retriever.context.ConversationMemory.retrieve` (``aretrieve``:
-    :meth:`~synapse_retriever.context.ConversationMemory.aretrieve`, off the event loop);
+    Wraps :meth:`synapse_retriever.conversation.ConversationMemory.retrieve` (``aretrieve``:
+    :meth:`~synapse_retriever.conversation.ConversationMemory.aretrieve`, off the event loop);
     each node says in its metadata how it was found (``origin``, ``mode``, ``path``), out
     of the LLM's view.
 
@@ -80,7 +80,7 @@ class SynapseMemoryRetriever(BaseRetriever):
         sessions: Only turns of these sessions are returned.
 
     Example:
-        >>> from synapse_retriever.context import ConversationMemory
+        >>> from synapse_retriever.conversation import ConversationMemory
         >>> memory = ConversationMemory(":memory:")
         >>> _ = memory.add_turn("Deploys of app.py fail since Monday.")
         >>> _ = memory.add_turn("Cause: the base image of app.py changed.")
@@ -148,7 +148,7 @@ class _Relations(BaseModel):
 def llm_relation_extractor(
     llm: LLM, *, prompt: str = RELATIONS_PROMPT, structured: bool = True
 ) -> PromptRelationExtractor:
-    """A relation extractor for :class:`~synapse_retriever.context.ConversationMemory`
+    """A relation extractor for :class:`~synapse_retriever.conversation.ConversationMemory`
     (``relations=``) that asks ``llm`` which turns caused, solved or relate to which, and
     what was decided (in the background consolidation).
 
@@ -180,7 +180,7 @@ def llm_relation_extractor(
 
 
 def llm_mode_detector(llm: LLM, *, prompt: str = MODE_PROMPT) -> PromptModeDetector:
-    """A mode detector for :class:`~synapse_retriever.context.ConversationMemory`
+    """A mode detector for :class:`~synapse_retriever.conversation.ConversationMemory`
     (``mode_detector=``) that asks ``llm`` whether a question is analytical, creative or
     conversational; an answer naming none falls back to the cue words.
 

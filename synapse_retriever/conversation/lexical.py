@@ -1,0 +1,173 @@
+"""The lexical channel: BM25 over turns through SQLite FTS5, for retrieve and assemble alike.
+
+A question shares words with its evidence more often than an embedder shows (a name, a
+number, a rare word): on both conversation benchmarks BM25 alone beats dense top-k by
+far. Every ranking of turns by words goes through this module's :class:`LexicalIndex`, a
+private in-memory FTS5 index: a :class:`~synapse_retriever.conversation.ConversationMemory`
+keeps one over its user's turns (filled at open, then at every turn added or taken in
+from another process), and :func:`~.history.trim_history` one over the messages it trims.
+
+The index lives in the process, not in the database, so that its BM25 statistics (how
+many turns hold a word, their average length) are one user's: another user's turns in
+the same file or server never change this user's scores, and every backend gives the
+same rankings by construction.
+
+Notes
+-----
+1. **Tokenizer** (:data:`FTS_TOKENIZER`): FTS5's ``porter unicode61 remove_diacritics 2``:
+   Unicode word runs, case and diacritics folded, English words reduced to their Porter
+   stem. On RealMem (the set settings are chosen on) it found 2.8 points more gold
+   sessions at k = 10 than the plain tokenizer without stems; on LoCoMo, which confirms,
+   3.7 points more evidence turns.
+2. **Query** (:func:`match_expression`): the query's distinct words, lower-cased, without
+   stop words (:data:`~.text.STOPWORDS`) and one-letter words, at most
+   :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by ``OR``. Nothing
+   a user types is read as FTS5 syntax; a query of only stop words matches nothing.
+3. **Score**: ``-bm25()`` (FTS5's Okapi BM25, k1 = 1.2, b = 0.75, over the texts indexed
+   now; higher is better), best first.
+
+References
+----------
+Robertson and Zaragoza (2009), The probabilistic relevance framework: BM25 and beyond.
+SQLite FTS5 (https://sqlite.org/fts5.html): the ``bm25()`` function and tokenizers.
+
+Examples
+--------
+Two of five texts hold the stem ``deploy``: idf = ln((5 − 2 + 0.5) / (2 + 0.5)) = 0.3365;
+the texts have 5, 3, 4, 2 and 1 tokens (stop words count in the index), so avgdl = 3,
+and the 4-token text scores 0.3365 × 2.2 / (1 + 1.2 (0.25 + 0.75 × 4/3)) = 0.296, the
+5-token one 0.3365 × 2.2 / (1 + 1.2 (0.25 + 0.75 × 5/3)) = 0.264:
+
+>>> index = LexicalIndex(["The deploy moved to Fridays.", "Lunch at noon?",
+...                       "Deploying broke the build", "Tests pass.", "Coffee?"])
+>>> [(row, round(score, 3)) for row, score in index.top("when do we deploy?", 5)]
+[(2, 0.296), (0, 0.264)]
+>>> index.top("what is it?", 5)  # only stop words: nothing to match
+[]
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable
+
+from synapse_retriever.conversation.text import STOPWORDS
+
+__all__ = [
+    "FTS_TOKENIZER",
+    "MAX_QUERY_TERMS",
+    "LexicalIndex",
+    "fts_table",
+    "match_expression",
+    "top_matches",
+]
+
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+"""The FTS5 tokenizer of every lexical index (see the module notes)."""
+
+MAX_QUERY_TERMS = 64
+"""The most distinct words of a query the lexical index is asked for (the first ones)."""
+
+_QUERY_WORD = re.compile(r"\w+")
+
+
+def match_expression(query: str) -> str:
+    """The FTS5 ``MATCH`` expression for ``query``: its distinct content words, quoted, OR-ed.
+
+    Words are runs of letters, digits and ``_``, lower-cased; stop words and one-letter
+    words (but digits) are left out, and at most :data:`MAX_QUERY_TERMS` words are kept.
+    Each is quoted as an FTS5 string, so nothing in a query is read as FTS5 syntax
+    (``"``, ``*``, ``NEAR(``, ``-``, ``AND``): punctuation only separates words. An empty
+    result (a blank query, only stop words) matches nothing.
+
+    Examples
+    --------
+    >>> match_expression('Why did the "deploy" fail -- NEAR(x*, AND)? OR 42')
+    '"deploy" OR "fail" OR "near" OR "42"'
+    >>> match_expression("what is it?")
+    ''
+    """
+    words: list[str] = []
+    for word in dict.fromkeys(_QUERY_WORD.findall(query.lower())):
+        if word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+            continue
+        words.append(word)
+        if len(words) == MAX_QUERY_TERMS:
+            break
+    return " OR ".join(f'"{word}"' for word in words)
+
+
+def fts_table(name: str) -> str:
+    """The ``CREATE VIRTUAL TABLE`` statement of a contentless FTS5 index over one ``text``
+    column: it keeps the terms, their positions and each text's length (all ``bm25()``
+    reads), not the texts themselves (the caller has them), a third of the memory.
+
+    Examples
+    --------
+    >>> print(fts_table("t"))
+    CREATE VIRTUAL TABLE t USING fts5(text, content='',
+        tokenize='porter unicode61 remove_diacritics 2')
+    """
+    return (
+        f"CREATE VIRTUAL TABLE {name} USING fts5(text, content='',\n    tokenize='{FTS_TOKENIZER}')"
+    )
+
+
+def top_matches(
+    db: sqlite3.Connection, table: str, query: str, limit: int
+) -> list[tuple[int, float]]:
+    """The ``limit`` rows of FTS5 ``table`` best matching ``query`` by BM25: ``(rowid,
+    score)``, best first, score ``-bm25()``; ``[]`` when the query has no content word."""
+    expression = match_expression(query)
+    if not expression or limit <= 0:
+        return []
+    rows = db.execute(
+        f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?",
+        (expression, limit),
+    ).fetchall()
+    return [(int(row), float(score)) for row, score in rows]
+
+
+class LexicalIndex:
+    """A private in-memory FTS5 index over texts, rows counted from 0 in the order added.
+
+    A :class:`~synapse_retriever.conversation.ConversationMemory` keeps one over its user's
+    turns (row ``i`` is its ``i``-th turn); a message list trimmed to a budget and a
+    benchmark's plain BM25 row use one too. The memory calls it under its own lock.
+    """
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(fts_table("texts"))
+        self._count = 0
+        self.add(texts)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, texts: Iterable[str]) -> None:
+        """Index more texts (rows ``len(self)`` onwards).
+
+        When the index at least doubles (a memory's turns read at open), its segments are
+        merged into one (FTS5's ``optimize``): the same scores, read from one b-tree
+        instead of many (at 100,000 turns: p50 0.25 ms a query instead of 0.35), for about
+        a fifth more than the inserts cost, once per doubling.
+        """
+        rows = [(self._count + i, text) for i, text in enumerate(texts)]
+        with self._db:  # one transaction
+            self._db.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", rows)
+            if rows and len(rows) >= self._count:
+                self._db.execute("INSERT INTO texts (texts) VALUES ('optimize')")
+        self._count += len(rows)
+
+    def top(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` best rows for ``query`` by BM25, ``(row, score)``, best first."""
+        return top_matches(self._db, "texts", query, limit)
+
+    def scores(self, query: str) -> list[float]:
+        """Every row's BM25 score for ``query`` (0.0 where it shares no word)."""
+        scores = [0.0] * self._count
+        for row, score in self.top(query, self._count):
+            scores[row] = score
+        return scores

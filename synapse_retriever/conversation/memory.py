@@ -1,0 +1,1453 @@
+"""`ConversationMemory`: a chat history that fades like a brain inside a fixed token budget.
+
+Every turn keeps a detail level (FULL, CHUNKS, SUMMARY, DROPPED) that degrades smoothly
+with its importance for the current query; the last turns stay verbatim; aging turns are
+condensed in the background; themes the conversation keeps coming back to are
+reinforced. Turns, condensations, boosts and repeat counts persist in SQLite, in the
+same file as a :class:`~synapse_retriever.SynapseStore` by default, through one storage
+object per user (:mod:`synapse_retriever.persistence.conversation`).
+
+Examples
+--------
+>>> memory = ConversationMemory(":memory:", config=ContextConfig(working_memory=2))
+>>> for text in ["I moved the deploy to Fridays.", "Nice weather today.", "Lunch?", "Sure!"]:
+...     _ = memory.add_turn(text, at=0)
+>>> [t.level.value for t in memory.assemble("when do we deploy?", 1000, at=0)]
+['full', 'full', 'full', 'full']
+>>> [(t.level.value, t.text) for t in memory.assemble("when do we deploy?", 8, at=0)]
+[('summary', 'moved deploy Fridays.'), ('full', 'Lunch?'), ('full', 'Sure!')]
+>>> memory.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import math
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+import networkx as nx
+import numpy as np
+
+from synapse_retriever._types import FloatArray
+from synapse_retriever.capture.coactivation import check_unicode
+from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
+from synapse_retriever.conversation.assemble import (
+    AssembledTurn,
+    TurnsView,
+    importances,
+    plan_context,
+)
+from synapse_retriever.conversation.config import ContextConfig
+from synapse_retriever.conversation.consolidate import Consolidator
+from synapse_retriever.conversation.embed import (
+    Embedder,
+    HashingEmbedder,
+    TurnIndex,
+    Vectors,
+    as_embedder,
+    normalized,
+)
+from synapse_retriever.conversation.graph.cues import cue_factor, date_window, named
+from synapse_retriever.conversation.graph.edges import LINK_TYPES, reinforced, turn_links
+from synapse_retriever.conversation.graph.entities import Entity, extract_entities
+from synapse_retriever.conversation.graph.hybrid import Retrieval, ranked, spread
+from synapse_retriever.conversation.graph.modes import (
+    ModeDetector,
+    canonical_mode,
+    detect_mode,
+    mode_weights,
+)
+from synapse_retriever.conversation.graph.relations import Relation, RelationExtractor
+from synapse_retriever.conversation.graph.walk import TemporalGraph
+from synapse_retriever.conversation.lexical import LexicalIndex
+from synapse_retriever.conversation.relevance import fuse
+from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
+from synapse_retriever.conversation.summarize import Condensed, ExtractiveSummarizer, Summarizer
+from synapse_retriever.conversation.text import TermStats
+from synapse_retriever.conversation.tokens import TokenCounter, checked_counter
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.persistence.conversation import (
+    ConversationStorage,
+    EntityRow,
+    Loaded,
+    TurnRecord,
+    TypedEdgeRow,
+    check_user,
+    open_conversation_storage,
+)
+
+__all__ = ["ROLES", "ConversationMemory"]
+
+log = logging.getLogger(__name__)
+
+_RETRIEVAL_DEPTH = 100
+"""How many turns each channel of ``retrieve`` ranks (or 2k, if larger)."""
+
+_ASSEMBLY_DEPTH = 1000
+"""How many turns each channel ranks for an assembly (a budget of whole turns rarely
+holds more; the gradient plans the rest)."""
+
+_SPEAKER_CHARS = 200
+"""The longest speaker name ``add_turn`` takes."""
+
+ROLES = (
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "tool",
+    "function",
+    "model",
+    "chatbot",
+    "human",
+    "ai",
+)
+"""The roles a turn may have: the chat roles of OpenAI-style APIs (user, assistant,
+system, developer, tool, function), LlamaIndex's other message roles (model, chatbot),
+which its memory block stores as they are, and LangChain's message types (human, ai).
+Anything else (``"god"``, ``"User"``) is refused: a role is shown to the model with its
+turn, so a typo would be too."""
+
+
+class ConversationMemory:
+    """A persistent conversation whose assembled context always fits a token budget.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A synapse database file (shared with a :class:`~synapse_retriever.SynapseStore`,
+        created if missing), ``":memory:"``, or a ``postgresql://`` URL: many users'
+        memories in one database (docs/how-to/team-memory.md).
+    token_counter : callable, optional
+        ``str -> int``; every budget decision uses it. Default:
+        :func:`~synapse_retriever.approximate_tokens` (see
+        :mod:`synapse_retriever.conversation.tokens` for why not tiktoken by default).
+    config : ContextConfig, optional
+        The method's constants (``ContextConfig()``; ``ContextConfig.published()`` for the
+        method exactly as published).
+    embedder : Embedder, optional
+        Similarities (default: :class:`~synapse_retriever.conversation.HashingEmbedder`); a
+        LangChain ``Embeddings`` or a LlamaIndex ``BaseEmbedding`` too, with its
+        integration package installed (see :func:`~synapse_retriever.conversation.as_embedder`).
+    summarizer : Summarizer, optional
+        Condenses aging turns in the background (default: extractive, no model).
+    themes : ThemeExtractor, optional
+        Replay's theme extractor (default: TF-IDF over the conversation).
+    mode_detector : ModeDetector, optional
+        Names a query's mode for ``retrieve(mode="auto")`` (default:
+        :func:`~synapse_retriever.conversation.graph.modes.detect_mode`, by cue words).
+    relations : RelationExtractor, optional
+        Proposes typed relations (CAUSED_BY, SOLVED_BY, RELATES_TO, decisions) among the
+        turns of each consolidation (e.g. a model through
+        :class:`~synapse_retriever.conversation.graph.relations.PromptRelationExtractor`);
+        default: none, the graph holds FOLLOWED_BY and MENTIONS only.
+    background : bool
+        Consolidate on a worker thread (default) or, if False, inside :meth:`add_turn`.
+    busy_timeout_s : float
+        How long a write waits for another process's lock on the file.
+    user : str, optional
+        Whose memory this is (mem0's ``user_id``): every user's turns live in the same
+        file, and this memory reads, counts, summarises and links only its user's
+        (:meth:`retrieve`, :meth:`assemble`, :meth:`turns`, ``len``, :meth:`graph`,
+        :meth:`replays`, :meth:`used`, consolidation, and the turns other processes add).
+        Its lexical index holds its user's turns only, so another user's turns never
+        change its BM25 scores. Any name of 1 to 256 characters without a control
+        character (quotes and SQL are plain data:
+        :func:`~synapse_retriever.persistence.conversation.check_user`). None (default)
+        is the default user, which owns the turns of a file written before users existed.
+        Links across conversations (sessions) stay within the user; for a memory shared
+        by several people (a team's channel), name a shared user (``user="team:ops"``)
+        and open it from each of them.
+
+    Attributes
+    ----------
+    path : str
+        The database file (or ``":memory:"``).
+    user : str or None
+        The user passed (None: the default user).
+
+    Raises
+    ------
+    NotASynapseDatabaseError
+        ``path`` is a file of another application (left untouched).
+    InvalidValueError, InvalidTypeError
+        ``user`` is not a valid user name (nothing is opened).
+
+    Examples
+    --------
+    A restart loses nothing: turns (and their condensations, boosts and repeat counts)
+    live in the file.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "chat.db")
+    >>> with ConversationMemory(path) as memory:
+    ...     _ = memory.add_turn("I moved the deploy to Fridays.", session="monday", at=0)
+    ...     _ = memory.add_turn("Noted: Fridays.", role="assistant", session="monday", at=60)
+    >>> with ConversationMemory(path) as memory:
+    ...     [(t.role, t.level.value, t.text) for t in memory.assemble("deploy?", 100, at=120)]
+    [('user', 'full', 'I moved the deploy to Fridays.'), ('assistant', 'full', 'Noted: Fridays.')]
+
+    Two users in one file: neither sees the other's turns.
+
+    >>> with ConversationMemory(path, user="alice") as alice:
+    ...     _ = alice.add_turn("My locker code is 4711.", at=0)
+    >>> with ConversationMemory(path, user="bob") as bob:
+    ...     len(bob), bob.retrieve("locker code?")
+    (0, [])
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        token_counter: TokenCounter | None = None,
+        config: ContextConfig | None = None,
+        *,
+        embedder: Embedder | object | None = None,
+        summarizer: Summarizer | None = None,
+        themes: ThemeExtractor | None = None,
+        mode_detector: ModeDetector | None = None,
+        relations: RelationExtractor | None = None,
+        background: bool = True,
+        busy_timeout_s: float = 30.0,
+        user: str | None = None,
+    ) -> None:
+        stored_user = check_user(user)  # a bad name is refused before the file is touched
+        if config is not None and not isinstance(config, ContextConfig):
+            raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
+        resolved = as_embedder(embedder) if embedder is not None else HashingEmbedder()
+        if summarizer is not None and not isinstance(summarizer, Summarizer):
+            raise InvalidTypeError(
+                f"summarizer must have condense(text, ...), got {type(summarizer).__name__}"
+            )
+        if themes is not None and not isinstance(themes, ThemeExtractor):
+            raise InvalidTypeError(f"themes must have themes(texts), got {type(themes).__name__}")
+        if mode_detector is not None and not isinstance(mode_detector, ModeDetector):
+            raise InvalidTypeError(
+                f"mode_detector must have mode(query), got {type(mode_detector).__name__}"
+            )
+        self.mode_detector = mode_detector
+        if relations is not None and not isinstance(relations, RelationExtractor):
+            raise InvalidTypeError(
+                f"relations must have relations(turns), got {type(relations).__name__}"
+            )
+        self.relations = relations
+        self.config = config or ContextConfig()
+        self.path = os.fspath(path)
+        self.token_counter = checked_counter(token_counter)
+        self._cached_count = functools.lru_cache(maxsize=16_384)(self.token_counter)
+        self.embedder: Embedder = resolved
+        self._stats = TermStats()
+        self._extractive = ExtractiveSummarizer(self.token_counter, self._stats.idf)
+        self.summarizer: Summarizer = summarizer or self._extractive
+        self.themes: ThemeExtractor = themes or TfidfThemes(
+            self.config.replay_themes, idf=self._stats.idf
+        )
+        self._lock = threading.RLock()
+        self._closed = False
+        self.user: str | None = stored_user or None
+        self._storage: ConversationStorage = open_conversation_storage(
+            path, user=user, busy_timeout_s=busy_timeout_s
+        )
+        try:
+            self._load()
+        except BaseException:
+            self._storage.close()
+            raise
+        self._consolidator = Consolidator(self._consolidate, background=background)
+        if self._due():
+            self._consolidator.request()  # a consolidation due before the last close
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _load(self) -> None:
+        self._turns: list[TurnRecord] = []
+        self._tokens: list[int] = []
+        self._index = TurnIndex(self.embedder.dim)
+        self._lexical = LexicalIndex()  # row i is self._turns[i], as in the vector index
+        self._times = np.zeros(0, dtype=np.float64)  # the turns' times, in a growing buffer
+        self._timed = 0
+        self._graph = TemporalGraph()
+        self._labels: dict[str, tuple[str, str]] = {}
+        self._row: dict[int, int] = {}
+        self._last_in_session: dict[str, int] = {}
+        self._speakers: dict[str, None] = {}  # every speaker named, in order first seen
+        self._consolidated_through = self._relations_through = 0
+        self._skipped_at = 0  # turns in view when another process held the consolidation
+        self._storage.changed()  # sets the mark the catch-ups compare with
+        self._take(self._storage.load())
+
+    def _catch_up(self, *, force: bool = False) -> None:
+        """Take in the turns other processes stored since this memory last looked, with
+        their vectors and graph rows. Nothing committed elsewhere: one PRAGMA, no read."""
+        if not self._closed and (self._storage.changed() or force):
+            self._take(self._storage.load(after=self._turns[-1].id if self._turns else 0))
+
+    def _take(self, loaded: Loaded) -> None:
+        """Append ``loaded``'s turns (ids after this memory's last) to every mirror."""
+        turns = loaded.turns
+        self._turns.extend(turns)
+        self._tokens.extend(self.token_counter(t.text) for t in turns)
+        self._lexical.add(t.text for t in turns)
+        for turn in turns:
+            self._stats.add(turn.text)
+            if turn.speaker is not None:
+                self._speakers[turn.speaker] = None
+        dim = self.embedder.dim
+        width = dim * np.dtype(np.float32).itemsize
+        stale = [  # another embedder's, or this name's at another size (e.g. a new dimensions=)
+            i
+            for i, (name, blob) in enumerate(zip(loaded.embedders, loaded.embeddings, strict=True))
+            if name != self.embedder.name or len(blob) != width
+        ]
+        if stale:
+            vectors = np.zeros((len(turns), dim), dtype=np.float32)
+            stale_rows = set(stale)  # a list would make re-embedding every turn quadratic
+            for i, blob in enumerate(loaded.embeddings):
+                if i not in stale_rows:
+                    vectors[i] = np.frombuffer(blob, dtype=np.float32)
+        else:  # every vector is this embedder's: one buffer, not a copy per turn
+            joined = bytearray().join(loaded.embeddings)
+            vectors = np.frombuffer(joined, dtype=np.float32).reshape(len(turns), dim)
+        if stale:  # stored by another embedder: recompute them in this one's space
+            log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
+            fresh = normalized(self.embedder.embed([turns[i].text for i in stale]), dim)
+            vectors[stale] = fresh
+            self._storage.replace_embeddings(
+                self.embedder.name,
+                [(turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
+            )
+        self._index.add(vectors)
+        for turn in turns:
+            self._times = _appended(self._times, self._timed, turn.at)
+            self._timed += 1
+        self._load_graph(turns, loaded.entities, loaded.edges, loaded.graph_through)
+        self._consolidated_through = max(self._consolidated_through, loaded.consolidated_through)
+        self._relations_through = max(self._relations_through, loaded.relations_through)
+
+    def _load_graph(
+        self,
+        turns: Sequence[TurnRecord],
+        entities: Sequence[EntityRow],
+        edges: Sequence[TypedEdgeRow],
+        through: int,
+    ) -> None:
+        """Add ``turns`` and graph rows to the graph mirror; turns stored before the graph
+        existed are linked now."""
+        for node, kind, label in entities:
+            self._labels.setdefault(node, (kind, label))
+        missing_entities: list[EntityRow] = []
+        missing_edges: list[TypedEdgeRow] = []
+        for turn in turns:
+            self._row[turn.id] = len(self._row)
+            self._graph.add_turn()
+            previous = self._last_in_session.get(turn.session)
+            self._last_in_session[turn.session] = turn.id
+            if turn.id > through:  # a file written before the graph: link it once
+                nodes, rows = turn_links(turn.id, previous, extract_entities(turn.text), turn.at)
+                missing_entities.extend(nodes)
+                missing_edges.extend(rows)
+        for node, kind, label in missing_entities:
+            self._labels.setdefault(node, (kind, label))
+        for row in [*edges, *missing_edges]:
+            self._graph.add_edge(
+                row.source,
+                row.target,
+                row.type,
+                at=row.at,
+                count=row.reinforcements,
+                traversals=row.traversals,
+            )
+        if missing_edges or (turns and through < turns[-1].id):
+            self._storage.add_graph(missing_entities, missing_edges, turns[-1].id)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Finish pending consolidation, then close the database."""
+        if self._closed:
+            return
+        self._consolidator.close(timeout)
+        with self._lock:
+            self._closed = True
+            self._storage.close()
+
+    def __enter__(self) -> ConversationMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._catch_up()
+            return len(self._turns)
+
+    def __repr__(self) -> str:
+        user = "" if self.user is None else f", user={self.user!r}"
+        return f"ConversationMemory({self.path!r}{user}, turns={len(self._turns)})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SynapseError("this ConversationMemory is closed")
+
+    # -- writing -----------------------------------------------------------------------
+
+    def add_turn(
+        self,
+        text: str,
+        role: str = "user",
+        at: Clock = None,
+        session: str = "default",
+        *,
+        speaker: str | None = None,
+    ) -> int:
+        """Store one turn; returns its id. Every ``consolidation_interval`` turns, starts a
+        consolidation in the background.
+
+        Parameters
+        ----------
+        text : str
+            What was said: valid Unicode, with a non-blank character.
+        role : str
+            One of :data:`ROLES` (``user``, ``assistant``, ``system``, ``tool``...).
+        at : datetime, float or None
+            When it was said; None means now (or the previous turn's time, if later).
+        session : str
+            A non-empty label for the conversation it belongs to.
+        speaker : str, optional
+            Who said it, by name (``"Caroline"``; LangChain's ``message.name``): a
+            question that names a speaker finds what they said first
+            (``ContextConfig.speaker_boost``). Up to 200 characters.
+
+        Raises
+        ------
+        InvalidTypeError
+            ``text`` is not a str (multimodal content: pass its text parts).
+        InvalidValueError
+            ``text`` is empty or blank; ``role`` or ``session`` is empty; ``role`` is not
+            one of :data:`ROLES`; ``speaker`` is blank or longer than 200 characters;
+            ``text``, ``role``, ``session`` or ``speaker`` holds a lone surrogate
+            (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
+            not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
+            time, or more than a day ahead of the clock (a millisecond time, which would
+            hold back every later turn). Nothing is stored then.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:")
+        >>> memory.add_turn("Deploys move to Fridays.", role="user", at=0)
+        1
+        >>> memory.add_turn("Noted.", role="god", at=60)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: role must be one of ('user', ...), got 'god'
+        >>> memory.add_turn(b"caf\\xe9".decode("utf-8", "surrogateescape"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: text must be valid Unicode, got 'caf\\udce9'...
+        >>> len(memory)
+        1
+        >>> memory.close()
+        """
+        turn_id, due = self._store_turn(self._prepare_turn(text, role, at, session, speaker))
+        if due:
+            self._consolidator.request()
+        return turn_id
+
+    async def aadd_turn(
+        self,
+        text: str,
+        role: str = "user",
+        at: Clock = None,
+        session: str = "default",
+        *,
+        speaker: str | None = None,
+    ) -> int:
+        """:meth:`add_turn` off the event loop: the same turn, id and errors.
+
+        The embedder, the token counter and the SQLite write run in worker threads
+        (``asyncio.to_thread``), so a slow embedder never holds up the loop. Cancelling the
+        await while the turn is being embedded stores nothing; once its write has begun,
+        the turn is stored whole and the cancellation is raised when the write is done
+        (never a turn half in the file, half in memory). With ``background=False`` the
+        consolidation an :meth:`add_turn` would run inline runs in a worker thread too.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def chat(memory: ConversationMemory) -> list[int]:
+        ...     first = await memory.aadd_turn("Deploys move to Fridays.", at=0)
+        ...     second = await memory.aadd_turn("Noted.", role="assistant", at=60)
+        ...     return [first, second]
+        >>> with ConversationMemory(":memory:") as memory:
+        ...     asyncio.run(chat(memory))
+        [1, 2]
+        """
+        prepared = await asyncio.to_thread(self._prepare_turn, text, role, at, session, speaker)
+        turn_id, due = await _finished_if_cancelled(asyncio.to_thread(self._store_turn, prepared))
+        if due:
+            await asyncio.to_thread(self._consolidator.request)
+        return turn_id
+
+    def _prepare_turn(
+        self, text: str, role: str, at: Clock, session: str, speaker: str | None
+    ) -> _PreparedTurn:
+        """The checks and the work of :meth:`add_turn` that touch no shared state: the
+        turn's time, vector, tokens and entities (what a slow embedder makes slow)."""
+        _check_turn(text, role, session, speaker)
+        seconds = to_seconds(at)
+        if at is not None:  # a millisecond time would hold back every later turn
+            not_ahead(seconds, skew_s=MAX_CLOCK_SKEW_S)
+        return _PreparedTurn(
+            text,
+            role,
+            session,
+            seconds,
+            at is not None,
+            normalized(self.embedder.embed([text]), self.embedder.dim)[0],
+            self.token_counter(text),
+            extract_entities(text),
+            speaker,
+        )
+
+    def _store_turn(self, prepared: _PreparedTurn) -> tuple[int, bool]:
+        """Store a prepared turn in one transaction and in every mirror, under the lock;
+        returns its id and whether a consolidation is due."""
+        text, role, session, seconds = (
+            prepared.text, prepared.role, prepared.session, prepared.seconds
+        )  # fmt: skip
+        vector, tokens, entities = prepared.vector, prepared.tokens, prepared.entities
+        speaker = prepared.speaker
+        with self._lock:
+            self._check_open()
+            record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker)
+            stored: list[tuple[list[EntityRow], list[TypedEdgeRow]]] = []
+
+            def link(turn_id: int) -> tuple[list[EntityRow], list[TypedEdgeRow]]:
+                previous = self._last_in_session.get(session)
+                stored.append(turn_links(turn_id, previous, entities, record.at))
+                return stored[-1]
+
+            retry = False
+            while True:  # stored only after the last turn in view: times stay in id order
+                self._catch_up(force=retry)
+                last = self._turns[-1] if self._turns else None
+                if last is not None and record.at < last.at:
+                    if prepared.explicit_at:
+                        raise InvalidValueError(
+                            f"at={seconds} is earlier than the previous turn's {last.at}"
+                        )
+                    record.at = last.at
+                if np.any(vector):  # else no content terms ("ok", "?"): nothing new
+                    nearest, repeats = self._index.nearest_and_count(
+                        vector, self.config.habituation_similarity
+                    )
+                    record.surprise, record.repeats = 1.0 - nearest, repeats
+                turn_id = self._storage.insert(
+                    record, self.embedder.name, vector.tobytes(), link, after=last.id if last else 0
+                )
+                if turn_id is not None:
+                    break
+                retry = True  # another process stored a turn meanwhile: take it in, again
+            record.id = turn_id
+            nodes, edges = stored[-1]
+            for node, kind, label in nodes:
+                self._labels.setdefault(node, (kind, label))
+            for row in edges:
+                self._graph.add_edge(row.source, row.target, row.type, at=row.at)
+            self._graph.add_turn()
+            self._last_in_session[session] = record.id
+            self._row[record.id] = len(self._turns)
+            self._turns.append(record)
+            if speaker is not None:
+                self._speakers[speaker] = None
+            self._tokens.append(tokens)
+            self._index.add(vector.reshape(1, -1))
+            self._lexical.add([text])
+            self._times = _appended(self._times, self._timed, record.at)
+            self._timed += 1
+            self._stats.add(text)
+            due = self._due()
+        return record.id, due
+
+    # -- reading -----------------------------------------------------------------------
+
+    def assemble(
+        self,
+        query: str | None,
+        budget_tokens: int,
+        at: Clock = None,
+        *,
+        mode: str | None = None,
+        turn_overhead: int = 0,
+    ) -> list[AssembledTurn]:
+        """The context for ``query``: kept turns in conversation order, within the budget.
+
+        Parameters
+        ----------
+        query : str or None
+            What the next model call is about (usually the new user message); None or
+            blank for no query (relevance 0 for every turn).
+        budget_tokens : int
+            The most tokens, by ``token_counter``, the texts may total.
+        at : datetime, float or None
+            The time of the query (wall-clock recency; default now).
+        mode : str, optional
+            ``analytical``, ``creative`` or ``conversational`` (its temperature), an alias
+            (``exploratory``, ``balanced``), or ``auto`` (the mode detector's choice, as
+            in :meth:`retrieve`); default: the configured mode. Each assembled turn says
+            which (``AssembledTurn.mode``).
+        turn_overhead : int
+            Tokens the caller's formatting adds to each kept turn (a role label, a
+            separator); the texts plus this per kept turn fit ``budget_tokens``.
+
+        Returns
+        -------
+        list of AssembledTurn
+            Dropped turns are absent; an empty memory gives ``[]``.
+
+        Raises
+        ------
+        ContextBudgetError
+            Working memory alone exceeds the budget (with the default ``overflow``).
+        """
+        if query is not None and not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+        if query is not None:
+            check_unicode("query", query)
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+            raise InvalidTypeError(
+                f"budget_tokens must be an int, got {type(budget_tokens).__name__}"
+            )
+        if budget_tokens < 0:
+            raise InvalidValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+        if isinstance(turn_overhead, bool) or not isinstance(turn_overhead, int):
+            raise InvalidTypeError(
+                f"turn_overhead must be an int, got {type(turn_overhead).__name__}"
+            )
+        if turn_overhead < 0:
+            raise InvalidValueError(f"turn_overhead must be >= 0, got {turn_overhead}")
+        now = to_seconds(at)
+        with self._lock:
+            self._check_open()
+        mode = self._mode(query, mode) or self.config.mode
+        self.config.temperature(mode)  # validates the mode against the configured ones
+        vector = None
+        if query is not None and query.strip():
+            vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
+        with self._lock:  # FAISS must not grow while it is searched: add_turn waits
+            self._check_open()
+            self._catch_up()
+            view = self._view()
+            view.fixed_tokens = [turn_overhead] * len(self._turns)
+            if query is not None and vector is not None:
+                view.ranking = self._assembly_ranking(query, vector, now)
+            turns = list(self._turns)
+            decisions = plan_context(
+                view,
+                query,
+                budget_tokens,
+                config=self.config,
+                embedder=self.embedder,
+                token_counter=self._cached_count,
+                fallback=self._fallback,
+                now=now,
+                mode=mode,
+                query_vector=vector,
+            )
+        return [
+            AssembledTurn(
+                turns[d.index].id,
+                turns[d.index].role,
+                d.level,
+                d.text,
+                d.tokens,
+                d.importance,
+                turns[d.index].session,
+                mode,
+            )
+            for d in decisions
+        ]
+
+    async def aassemble(
+        self,
+        query: str | None,
+        budget_tokens: int,
+        at: Clock = None,
+        *,
+        mode: str | None = None,
+        turn_overhead: int = 0,
+    ) -> list[AssembledTurn]:
+        """:meth:`assemble` off the event loop: the same turns and errors.
+
+        The query's embedding and the planning run in a worker thread
+        (``asyncio.to_thread``). A cancelled await leaves nothing behind: an assembly
+        writes no turn (the call already running finishes in its thread, unseen).
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("I moved the deploy to Fridays.", at=0)
+        >>> turns = asyncio.run(memory.aassemble("when do we deploy?", 100, at=60))
+        >>> turns == memory.assemble("when do we deploy?", 100, at=60)
+        True
+        >>> [(t.level.value, t.text) for t in turns]
+        [('full', 'I moved the deploy to Fridays.')]
+        >>> memory.close()
+        """
+        return await asyncio.to_thread(
+            functools.partial(
+                self.assemble, query, budget_tokens, at, mode=mode, turn_overhead=turn_overhead
+            )
+        )
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "auto",
+        at: Clock = None,
+        *,
+        sessions: Sequence[str] | None = None,
+        weights: tuple[float, float] | None = None,
+    ) -> list[Retrieval]:
+        """The turns ``query`` needs: BM25 and the embedder fused, the graph on top.
+
+        The lexical channel (BM25 over the turns, :mod:`~synapse_retriever.conversation.lexical`)
+        and the dense channel (the embedder's cosine) each rank their best turns; the two
+        are fused by weighted reciprocal rank (``retrieval_lexical_weight`` to the
+        embedder's 1, k = ``retrieval_rrf_k``); then each turn gains a share of its best
+        time neighbour's score in the temporal graph (the turn before or after it in its
+        session, or a typed relation), the share set by the mode
+        (:mod:`~synapse_retriever.conversation.graph.hybrid`).
+
+        Parameters
+        ----------
+        query : str
+            What is asked.
+        k : int
+            The most results (>= 1).
+        mode : str
+            ``"auto"`` (the mode detector's choice), ``"analytical"``, ``"creative"``,
+            ``"conversational"`` or an alias (``"exploratory"``, ``"balanced"``): how much
+            the graph adds (analytical most).
+        at : datetime, float or None
+            When it is asked (default now); recorded in each result's mode only.
+        sessions : sequence of str, optional
+            Only turns of these sessions are returned (their neighbours may be in others).
+        weights : (float, float), optional
+            ``(relevance, graph)`` instead of the mode's: ``(1, 0)`` is the two channels
+            fused without the graph, ``(0, 1)`` the turns the graph reaches from them,
+            ranked by the graph alone.
+
+        Returns
+        -------
+        list of Retrieval
+            Best first; ``origin`` and ``path`` say how each was found.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("Login fails: verify_token() rejects valid tokens.", at=0)
+        >>> _ = memory.add_turn("Found it: the clock skew in verify_token().", at=60)
+        >>> _ = memory.add_turn("Lunch at noon?", at=120)
+        >>> [(r.turn_id, r.origin) for r in memory.retrieve("why did verify_token fail?", k=2,
+        ...                                                  at=180)]
+        [(1, 'both'), (2, 'both')]
+        >>> memory.close()
+        """
+        if not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+        check_unicode("query", query)
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
+        if k < 1:
+            raise InvalidValueError(f"k must be >= 1, got {k}")
+        with self._lock:
+            self._check_open()
+        used_mode = self._mode(query, mode) or self.config.mode
+        allowed = None if sessions is None else _session_set(sessions)
+        relevance, graph = mode_weights(used_mode) if weights is None else _weights(weights)
+        now = to_seconds(at)  # validated: a bad time is refused even where it changes nothing
+        if not query.strip():
+            return []
+        vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
+        depth = max(_RETRIEVAL_DEPTH, 2 * k)
+        with self._lock:
+            self._check_open()
+            self._catch_up()
+            if not self._turns:
+                return []
+            turns = self._turns
+            ranking = self._ranking(query, vector, (relevance, graph), depth, now)
+            scores, fused = ranking.scores, ranking.fused
+            neighbours = ranking.neighbours
+            if allowed is not None:
+                scores = {t: s for t, s in scores.items() if turns[self._row[t]].session in allowed}
+            found_lexical, found_dense = ranking.lexical, ranking.dense
+            results = []
+            for turn_id in ranked(scores, k):
+                turn = turns[self._row[turn_id]]
+                origin = (
+                    "both" if turn_id in found_lexical and turn_id in found_dense
+                    else "lexical" if turn_id in found_lexical
+                    else "vector" if turn_id in found_dense
+                    else "graph"
+                )  # fmt: skip
+                lifted = scores[turn_id] > fused.get(turn_id, 0.0) or relevance == 0
+                path = self._link_from(turn_id, fused, scores, neighbours) if lifted else ()
+                results.append(
+                    Retrieval(turn_id, turn.session, scores[turn_id], origin, used_mode, path,
+                              turn.text, turn.role, turn.at)
+                )  # fmt: skip
+            return results
+
+    async def aretrieve(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "auto",
+        at: Clock = None,
+        *,
+        sessions: Sequence[str] | None = None,
+        weights: tuple[float, float] | None = None,
+    ) -> list[Retrieval]:
+        """:meth:`retrieve` off the event loop: the same results and errors.
+
+        The query's embedding, the BM25 query and the ranking run in a worker thread
+        (``asyncio.to_thread``); a cancelled await leaves nothing behind.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("Login fails: verify_token() rejects valid tokens.", at=0)
+        >>> _ = memory.add_turn("Found it: the clock skew in verify_token().", at=60)
+        >>> found = asyncio.run(memory.aretrieve("why did verify_token fail?", k=2, at=120))
+        >>> [(r.turn_id, r.origin) for r in found]
+        [(1, 'both'), (2, 'both')]
+        >>> memory.close()
+        """
+        return await asyncio.to_thread(
+            functools.partial(self.retrieve, query, k, mode, at, sessions=sessions, weights=weights)
+        )
+
+    def _ranking(
+        self, query: str, vector: Vectors, weights: tuple[float, float], depth: int, now: float
+    ) -> _Ranking:
+        """The turns ``query`` needs, scored (the rule of :meth:`retrieve`), asked at
+        ``now``; the caller holds the lock and has caught up."""
+        config = self.config
+        lexical, dense = self._channels(query, vector, depth)
+        channel_weights = [config.retrieval_lexical_weight, 1.0]
+        fused = self._cued(
+            query, fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k), now
+        )
+        neighbours = functools.lru_cache(maxsize=None)(self._time_neighbours)
+        relevance, graph = weights
+        if relevance > 0:
+            share = config.neighbour_share * graph / (relevance + graph)
+            scores = spread(fused, neighbours, share, depth=config.graph_depth)
+        else:  # the graph alone: the turns it reaches from the fused ones
+            reached = spread(fused, neighbours, config.graph_damping, depth=config.graph_depth)
+            scores = {t: s - fused.get(t, 0.0) for t, s in reached.items()}
+            scores = {t: s for t, s in scores.items() if s > 0}
+        return _Ranking(scores, fused, frozenset(lexical), frozenset(dense), neighbours)
+
+    def _channels(self, query: str, vector: Vectors, depth: int) -> tuple[list[int], list[int]]:
+        """The ``depth`` best turn ids by BM25 and by the embedder, best first."""
+        turns = self._turns
+        lexical = [turns[row].id for row, _ in self._lexical.top(query, depth)]
+        return lexical, [turns[row].id for row, _ in self._index.top(vector, depth)]
+
+    def _assembly_ranking(self, query: str, vector: Vectors, now: float) -> list[int]:
+        """The rows ``query`` needs first in an assembly, best first: BM25, the embedder
+        and novelty (each turn's surprise when it was added) fused by rank as a message
+        list is (``lexical_weight``, 1, ``novelty_weight``, k = ``rrf_k``), raised for the
+        speakers and the time the question names. No graph: its neighbours cost tokens
+        the budget needs for the turns that answer (:meth:`retrieve` lifts them)."""
+        config = self.config
+        lexical, dense = self._channels(query, vector, _ASSEMBLY_DEPTH)
+        channels, weights = [lexical, dense], [config.lexical_weight, 1.0]
+        if config.novelty_weight > 0:
+            by_surprise = sorted(self._turns, key=lambda turn: (-turn.surprise, -turn.id))
+            channels.append([turn.id for turn in by_surprise[:_ASSEMBLY_DEPTH]])
+            weights.append(config.novelty_weight)
+        found = self._cued(query, fuse(channels, weights, k=config.rrf_k), now)
+        return [self._row[turn_id] for turn_id in ranked(found, len(found))]
+
+    def _cued(self, query: str, fused: dict[int, float], now: float) -> dict[int, float]:
+        """``fused`` with the turns of the speakers and the time ``query`` names raised
+        (:mod:`~synapse_retriever.conversation.graph.cues`)."""
+        config = self.config
+        speakers = named(query, self._speakers) if config.speaker_boost > 0 else frozenset()
+        window = date_window(query, now) if config.date_boost > 0 else None
+        if not speakers and window is None:
+            return fused
+        start, end = window or (0.0, 0.0)
+        end += config.date_margin_days * 86_400.0
+        out = {}
+        for turn_id, score in fused.items():
+            turn = self._turns[self._row[turn_id]]
+            factor = cue_factor(
+                spoke=turn.speaker in speakers,
+                dated=window is not None and start <= turn.at < end,
+                speaker_boost=config.speaker_boost,
+                date_boost=config.date_boost,
+            )
+            out[turn_id] = score * factor
+        return out
+
+    def _time_neighbours(self, turn_id: int) -> tuple[int, ...]:
+        """The turns linked to ``turn_id`` by a turn–turn edge of the graph (FOLLOWED_BY
+        either way, typed relations), in this memory's view."""
+        node = f"turn:{turn_id}"
+        linked = []
+        for edge in self._graph.neighbours(node):
+            other = edge.target if edge.source == node else edge.source
+            if other.startswith("turn:") and int(other[5:]) in self._row:
+                linked.append(int(other[5:]))
+        return tuple(linked)
+
+    def _link_from(
+        self,
+        turn_id: int,
+        fused: Mapping[int, float],
+        scores: Mapping[int, float],
+        neighbours: Callable[[int], Iterable[int]],
+    ) -> tuple[tuple[str, str, str], ...]:
+        """The edge between ``turn_id`` and the neighbour that raised it most (by fused
+        score, then final score), as stored."""
+        best = max(
+            neighbours(turn_id),
+            key=lambda t: (fused.get(t, 0.0), scores.get(t, 0.0), -t),
+            default=None,
+        )
+        if best is None:
+            return ()
+        node, other = f"turn:{turn_id}", f"turn:{best}"
+        for edge in self._graph.neighbours(node):
+            if other in (edge.source, edge.target):
+                return ((edge.source, edge.type, edge.target),)
+        return ()
+
+    def _mode(self, query: str | None, mode: str | None) -> str | None:
+        """``mode`` resolved: ``"auto"`` asks the detector, an alias becomes its mode."""
+        if mode is None:
+            return None
+        if mode == "auto":
+            text = query or ""
+            detected = self.mode_detector.mode(text) if self.mode_detector else detect_mode(text)
+            return canonical_mode(detected)
+        return canonical_mode(mode)
+
+    def used(self, results: Sequence[Retrieval], at: Clock = None) -> int:
+        """Tell the memory these retrieved turns were used: the edges that reached them
+        count one traversal each, and strengthen every ``reinforcement_threshold``
+        traversals (their clock restarts then). One transaction; returns the edges touched.
+        A result this memory did not return (another memory's, or made by hand) raises
+        InvalidValueError before anything is written.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:", config=ContextConfig(reinforcement_threshold=1))
+        >>> _ = memory.add_turn("Deploys of app.py fail on Fridays.", at=0)
+        >>> _ = memory.add_turn("Lunch?", at=10)
+        >>> _ = memory.add_turn("We fixed app.py: pinned the base image.", at=20)
+        >>> results = memory.retrieve("what broke app.py?", k=3, at=30)
+        >>> memory.used(results, at=30) > 0
+        True
+        >>> memory.close()
+        """
+        now = to_seconds(at)
+        threshold = self.config.reinforcement_threshold
+        with self._lock:
+            self._check_open()
+            changed: dict[tuple[str, str, str], TypedEdgeRow] = {}
+            for result in results:
+                if not isinstance(result, Retrieval):
+                    raise InvalidTypeError(
+                        f"results must be Retrieval objects, got {type(result).__name__}"
+                    )
+                row = self._row.get(result.turn_id)
+                if row is None or self._turns[row].text != result.text:
+                    raise InvalidValueError(
+                        f"result for turn {result.turn_id} was not retrieved from this memory"
+                    )
+                for source, kind, target in result.path:
+                    edge = self._graph.edges.get((source, target, kind))
+                    if edge is None or edge.key in changed:
+                        continue
+                    count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
+                    stamp = max(edge.at, now) if count > edge.count else edge.at
+                    changed[edge.key] = TypedEdgeRow(*edge.key, stamp, count, traversals)
+            if changed:
+                self._storage.update_edges(list(changed.values()))
+                for new in changed.values():
+                    edge = self._graph.edges[(new.source, new.target, new.type)]
+                    edge.at, edge.count = new.at, new.reinforcements
+                    edge.traversals = new.traversals
+            return len(changed)
+
+    def graph(self, at: Clock = None) -> nx.MultiDiGraph:
+        """The temporal graph as a networkx ``MultiDiGraph``.
+
+        Turn nodes (``turn:<id>``) carry ``kind="turn"``, ``session``, ``role``, ``text``
+        and ``at``; entity nodes their ``kind`` and ``label``. Each edge is keyed by its type
+        and carries ``type``, ``strength`` (at ``at``, default now), ``count`` and
+        ``traversals``.
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:")
+        >>> _ = memory.add_turn("The deploy of app.py failed.", at=0, session="ops")
+        >>> _ = memory.add_turn("Rolled back app.py.", at=60, session="ops")
+        >>> g = memory.graph(at=60)
+        >>> sorted((u, v, d["type"]) for u, v, d in g.edges(data=True))
+        [('turn:1', 'file:app.py', 'MENTIONS'), ('turn:1', 'turn:2', 'FOLLOWED_BY'), \
+('turn:2', 'file:app.py', 'MENTIONS')]
+        >>> memory.close()
+        """
+        now = to_seconds(at)
+        with self._lock:
+            self._check_open()
+            self._catch_up()
+            graph = nx.MultiDiGraph()
+            for turn in self._turns:
+                graph.add_node(
+                    f"turn:{turn.id}",
+                    kind="turn",
+                    session=turn.session,
+                    role=turn.role,
+                    text=turn.text,
+                    at=turn.at,
+                )
+            for node, (kind, label) in self._labels.items():
+                graph.add_node(node, kind=kind, label=label)
+            for edge in self._graph.edges.values():
+                graph.add_edge(
+                    edge.source,
+                    edge.target,
+                    key=edge.type,
+                    type=edge.type,
+                    strength=edge.strength(now, self.config.edge_decay_rate),
+                    count=edge.count,
+                    traversals=edge.traversals,
+                )
+            return graph
+
+    def turns(self) -> list[TurnRecord]:
+        """Copies of the stored turns, oldest first."""
+        with self._lock:
+            self._catch_up()
+            return [TurnRecord(**vars(t)) for t in self._turns]
+
+    def replays(self) -> list[tuple[int, list[str]]]:
+        """Each replay so far: (turns it covered, its themes)."""
+        with self._lock:
+            self._check_open()
+            return self._storage.themes()
+
+    def _view(self, start: int = 0) -> TurnsView:
+        """What the planner reads about the turns from row ``start`` on (every turn by
+        default; a tail costs what it holds, not what the conversation does)."""
+        turns = self._turns[start:] if start else self._turns
+        index = self._index
+        if start:
+            index = TurnIndex(self.embedder.dim)
+            index.add(self._index.vectors(start))
+        return TurnsView(
+            texts=[t.text for t in turns],
+            index=index,
+            surprise=np.array([t.surprise for t in turns], dtype=np.float64),
+            repeats=np.array([t.repeats for t in turns], dtype=np.float64),
+            boost=np.array([t.boost for t in turns], dtype=np.float64),
+            at=self._times[start : len(self._turns)].copy(),
+            condensed=_Stored(list(turns)),
+            full_tokens=self._tokens[start:],
+        )
+
+    def _fallback(self, text: str) -> Condensed:
+        return self._extractive.condense(
+            text, chunks_ratio=self.config.chunks_ratio, summary_ratio=self.config.summary_ratio
+        )
+
+    # -- consolidation -----------------------------------------------------------------
+
+    def consolidate(self) -> bool:
+        """Run a consolidation now, in the caller's thread (even if none is due); True if
+        it ran.
+
+        False, and nothing done, when no turn came since the last consolidation (this
+        process's or another's), or when another memory of this user on the same database
+        (another process) is consolidating now: one consolidation per user at a time
+        (:meth:`~synapse_retriever.persistence.conversation.ConversationStorage.consolidation_turn`).
+
+        Examples
+        --------
+        >>> memory = ConversationMemory(":memory:", background=False)
+        >>> _ = memory.add_turn("Deploys move to Fridays.", at=0)
+        >>> memory.consolidate(), memory.consolidate()  # nothing new the second time
+        (True, False)
+        >>> memory.close()
+        """
+        return self._consolidate(force=True)
+
+    def wait_for_consolidation(self, timeout: float | None = None) -> bool:
+        """Block until background consolidation is idle; False if ``timeout`` passed first."""
+        return self._consolidator.wait(timeout)
+
+    @property
+    def consolidation_error(self) -> BaseException | None:
+        """The last background consolidation failure, if any (also logged)."""
+        return self._consolidator.last_error
+
+    def _due(self) -> bool:
+        """Whether ``consolidation_interval`` turns came since the last consolidation (or
+        since another process was found consolidating); the caller holds the lock."""
+        done = max(self._consolidated_through, self._skipped_at)
+        return len(self._turns) - done >= self.config.consolidation_interval
+
+    def _waiting(self, force: bool) -> bool:
+        """Whether a consolidation is due (with ``force``: whether any turn waits for
+        one), after taking in what other processes stored; the caller holds the lock."""
+        if self._closed:
+            return False
+        self._catch_up()
+        return len(self._turns) > self._consolidated_through and (force or self._due())
+
+    def _consolidate(self, force: bool = False) -> bool:
+        """One consolidation, if due and if no other process holds this user's (the
+        storage's consolidation lease); True if it ran and was stored."""
+        with self._lock:
+            if not self._waiting(force):
+                return False  # coalesced requests: this window was consolidated already
+        with self._storage.consolidation_turn() as mine:
+            if not mine:  # another process consolidates this user's memory now: not before
+                with self._lock:  # another interval (a forced one may try again at once)
+                    self._skipped_at = len(self._turns)
+                return False
+            return self._consolidate_held(force)
+
+    def _consolidate_held(self, force: bool) -> bool:
+        """:meth:`_consolidate`'s work, the lease held."""
+        config = self.config
+        with self._lock:
+            if not self._waiting(force):
+                return False  # another process did it while this one waited for the lease
+            n = len(self._turns)
+            low, high = config.consolidation_ages
+            # Only the turns aged low to high are condensed: score the tail from the oldest
+            # of them. The same scores as over every turn: ages count from the end, and the
+            # most similar turn to the last one (relative relevance's maximum) is itself.
+            first = max(0, n - 1 - high)
+            view = self._view(first)
+            query = normalized(self.embedder.embed([self._turns[-1].text]), self.embedder.dim)[0]
+            scores, _ = importances(view, query, config, now=self._turns[-1].at)
+            due = [
+                (i, self._turns[i].id, self._turns[i].text)
+                for i in range(first, n - low)
+                if scores[i - first] > config.consolidation_threshold
+                and self._turns[i].chunks is None
+            ]
+            window = [(t.id, t.text, t.boost) for t in self._turns[-config.replay_window :]]
+            unread: list[tuple[int, str, str]] = []
+            known: frozenset[int] = frozenset()
+            at: dict[int, float] = {}
+            if self.relations is not None:
+                first = self._row.get(self._relations_through, -1) + 1  # ids only grow
+                context = self._turns[max(0, first - _CONTEXT_TURNS) :]
+                unread = [(t.id, t.role, t.text) for t in context] if first < n else []
+                known = frozenset(self._row)
+                at = {t.id: t.at for t in context}
+            last_id = self._turns[-1].id
+        linked = self._extract_relations(unread, known, at)
+        condensed = [
+            (turn_id, self.summarizer.condense(
+                text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
+            ))
+            for _, turn_id, text in due
+        ]  # fmt: skip
+        for turn_id, result in condensed:
+            if not isinstance(result, tuple) or not all(isinstance(s, str) for s in result):
+                raise InvalidTypeError(
+                    f"summarizer.condense must return Condensed(chunks, summary), got "
+                    f"{type(result).__name__} for turn {turn_id}"
+                )
+        themes = self.themes.themes([text for _, text, _ in window]) if window else []
+        hits = matching([text for _, text, _ in window], themes)
+        boosts = [
+            (turn_id, min(1.0, boost + config.replay_boost))
+            for (turn_id, _, boost), hit in zip(window, hits, strict=True)
+            if hit and config.replay_boost > 0
+        ]
+        with self._lock:
+            if self._closed:
+                return False
+            nodes, edges = linked
+            stored = self._storage.consolidate(
+                [(turn_id, c.chunks, c.summary) for turn_id, c in condensed],
+                boosts,
+                themes,
+                n,
+                graph=(nodes, edges, last_id) if self.relations is not None else None,
+            )
+            if not stored:  # another process consolidated these turns meanwhile
+                self._consolidated_through = max(self._consolidated_through, n)
+                return False
+            if self.relations is not None:
+                self._add_to_graph(nodes, edges)
+                self._relations_through = last_id
+            by_id = {
+                t.id: t for t in self._turns[max(0, n - 1 - max(high, config.replay_window)) :]
+            }
+            for turn_id, result in condensed:
+                by_id[turn_id].chunks, by_id[turn_id].summary = result.chunks, result.summary
+            for turn_id, boost in boosts:
+                by_id[turn_id].boost = boost
+            self._consolidated_through = n
+            return True
+
+    def _extract_relations(
+        self,
+        unread: Sequence[tuple[int, str, str]],
+        known: frozenset[int],
+        at: dict[int, float],
+    ) -> tuple[list[EntityRow], list[TypedEdgeRow]]:
+        """The relation extractor's proposals for the turns not read yet, as graph rows.
+
+        The turns go in windows of :data:`_RELATION_WINDOW`, each after the
+        :data:`_CONTEXT_TURNS` before it (so a cause just before a window can be named).
+        Runs outside the lock (a model may be slow). A proposal is kept only if its type is
+        a link type (or MENTIONS of a thing), each end a known turn id or a ``kind:key``
+        node that is not a turn; anything else, and an extractor that raises, is logged
+        and skipped: consolidation goes on without those edges.
+        """
+        if self.relations is None or not unread:
+            return [], []
+        proposed: list[object] = []
+        step = _RELATION_WINDOW
+        start = next((i for i, t in enumerate(unread) if t[0] > self._relations_through), 0)
+        for begin in range(start, len(unread), step):
+            window = list(unread[max(0, begin - _CONTEXT_TURNS) : begin + step])
+            try:
+                proposed.extend(self.relations.relations(window))
+            except Exception:
+                log.warning("relation extractor failed; its turns stay unlinked", exc_info=True)
+        nodes: list[EntityRow] = []
+        edges: list[TypedEdgeRow] = []
+        for relation in proposed:
+            ends = _relation_ends(relation, known)
+            if ends is None:
+                log.warning("relation extractor proposed %.200r, skipped", relation)
+                continue
+            assert isinstance(relation, Relation)  # _relation_ends checked it
+            stamp = max(
+                (at.get(end, 0.0) for end in (relation.source, relation.target)
+                 if isinstance(end, int)),
+                default=max(at.values()),
+            )  # fmt: skip
+            for end in ends:
+                if not end.startswith("turn:") and end not in self._labels:
+                    kind, _, label = end.partition(":")
+                    nodes.append(EntityRow(end, kind, label))
+            edges.append(TypedEdgeRow(ends[0], ends[1], relation.type, stamp))
+        return nodes, edges
+
+    def _add_to_graph(self, nodes: Sequence[EntityRow], edges: Sequence[TypedEdgeRow]) -> None:
+        for node, kind, label in nodes:
+            self._labels.setdefault(node, (kind, label))
+        for row in edges:
+            self._graph.add_edge(
+                row.source,
+                row.target,
+                row.type,
+                at=row.at,
+                count=row.reinforcements,
+                traversals=row.traversals,
+            )
+
+
+_RELATION_WINDOW = 50
+"""The most unread turns the relation extractor reads at once."""
+
+_CONTEXT_TURNS = 5
+"""Turns already read shown before each window, for context."""
+
+
+def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] | None:
+    """A proposed relation's two nodes, or None if it cannot be stored as it is."""
+    if not isinstance(relation, Relation):
+        return None
+    if relation.type not in LINK_TYPES and relation.type != "MENTIONS":
+        return None
+    ends: list[str] = []
+    for end in (relation.source, relation.target):
+        if isinstance(end, bool):
+            return None
+        if isinstance(end, int):
+            if end not in known:
+                return None
+            ends.append(f"turn:{end}")
+        elif isinstance(end, str):
+            kind, sep, key = end.partition(":")
+            if not sep or not kind or not key.strip() or kind == "turn" or len(end) > 300:
+                return None
+            ends.append(end)
+        else:
+            return None
+    if ends[0] == ends[1] or (relation.type == "MENTIONS" and not ends[0].startswith("turn:")):
+        return None
+    return ends[0], ends[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PreparedTurn:
+    """A checked turn with what :meth:`ConversationMemory._prepare_turn` computed for it."""
+
+    text: str
+    role: str
+    session: str
+    seconds: float
+    explicit_at: bool
+    vector: Vectors
+    tokens: int
+    entities: list[Entity]
+    speaker: str | None
+
+
+_Result = TypeVar("_Result")
+
+
+async def _finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
+    """``await work``; if the awaiting task is cancelled meanwhile, ``work`` still runs to
+    its end (a write in a thread cannot be stopped halfway anyway), and the cancellation
+    is raised only once it has, however many times the task is cancelled: the caller
+    never resumes while a write is in flight.
+
+    Examples
+    --------
+    >>> async def cancelled_write() -> list[str]:
+    ...     done: list[str] = []
+    ...     async def write() -> None:
+    ...         await asyncio.sleep(0.01)
+    ...         done.append("written")
+    ...     task = asyncio.ensure_future(_finished_if_cancelled(write()))
+    ...     await asyncio.sleep(0)
+    ...     task.cancel()
+    ...     try:
+    ...         await task
+    ...     except asyncio.CancelledError:
+    ...         done.append("cancelled")
+    ...     return done
+    >>> asyncio.run(cancelled_write())
+    ['written', 'cancelled']
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():  # a second cancellation (a timeout, a task group) waits too
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller gets the cancellation, not the error
+        raise
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ranking:
+    """What :meth:`ConversationMemory._ranking` found: final and fused scores by turn id,
+    the ids each channel ranked, and the graph's neighbours (memoized)."""
+
+    scores: dict[int, float]
+    fused: dict[int, float]
+    lexical: frozenset[int]
+    dense: frozenset[int]
+    neighbours: Callable[[int], tuple[int, ...]]
+
+
+def _appended(buffer: FloatArray, count: int, value: float) -> FloatArray:
+    """``buffer`` (its first ``count`` values in use) with ``value`` at ``count``: in place,
+    or in a copy twice the size when full, so appending stays amortised constant.
+
+    Examples
+    --------
+    >>> times = _appended(np.zeros(1), 1, 5.0)
+    >>> times[:2].tolist(), len(times)
+    ([0.0, 5.0], 16)
+    """
+    if count >= len(buffer):
+        grown = np.zeros(max(16, 2 * len(buffer)), dtype=buffer.dtype)
+        grown[: len(buffer)] = buffer
+        buffer = grown
+    buffer[count] = value
+    return buffer
+
+
+class _Stored:
+    """``condensed(i)``: the stored condensation of turn ``i``, or None."""
+
+    def __init__(self, turns: Sequence[TurnRecord]) -> None:
+        self._turns = turns
+
+    def __call__(self, i: int) -> Condensed | None:
+        turn = self._turns[i]
+        if turn.chunks is None or turn.summary is None:
+            return None
+        return Condensed(turn.chunks, turn.summary)
+
+
+def _check_turn(text: object, role: object, session: object, speaker: object = None) -> None:
+    """Refuse a turn that cannot be stored as it is, before anything is."""
+    if not isinstance(text, str):
+        raise InvalidTypeError(
+            f"text must be a str, got {type(text).__name__}; for multimodal content, "
+            "pass the text parts joined"
+        )
+    if not text.strip():
+        raise InvalidValueError("text must contain non-blank characters, got an empty turn")
+    check_unicode("text", text)
+    for name, value in (("role", role), ("session", session)):
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
+        check_unicode(name, value)
+    if role not in ROLES:
+        raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
+    if speaker is not None:
+        if not isinstance(speaker, str) or not speaker.strip() or len(speaker) > _SPEAKER_CHARS:
+            raise InvalidValueError(
+                f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
+                f"got {speaker!r:.80}"
+            )
+        check_unicode("speaker", speaker)
+
+
+def _session_set(sessions: object) -> frozenset[str]:
+    if isinstance(sessions, (str, bytes)) or not isinstance(sessions, Iterable):
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r}")
+    names = list(sessions)  # a generator is read once
+    if not all(isinstance(s, str) for s in names):
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {names!r}")
+    return frozenset(names)
+
+
+def _weights(weights: object) -> tuple[float, float]:
+    """``(vector, graph)``: two finite numbers >= 0, not both 0."""
+    pair = tuple(weights) if isinstance(weights, (tuple, list)) else ()
+    if (
+        len(pair) != 2
+        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in pair)
+        or not all(math.isfinite(w) and w >= 0 for w in pair)
+        or not any(pair)
+    ):
+        raise InvalidValueError(
+            f"weights must be (vector, graph): two finite numbers >= 0, not both 0, got {weights!r}"
+        )
+    return (float(pair[0]), float(pair[1]))

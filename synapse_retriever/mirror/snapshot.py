@@ -1,0 +1,170 @@
+"""A snapshot of a mirror's arrays, kept in the database, so that a large store opens fast.
+
+Loading a store reads every edge and use row through Python and builds the adjacency
+again (about 2 to 5 s at a million edges). A snapshot holds the arrays those steps make,
+as blobs stamped with the storage version they reflect; opening reads them back, checks
+them, and applies what the change logs recorded after that version. What is checked,
+so that a snapshot is never trusted when it should not be:
+
+- **foreign**: another snapshot format, another schema version, or a configuration that
+  keeps another use history or window (the arrays have another shape);
+- **truncated or damaged**: a part missing, of another length than its header says, or
+  whose CRC-32 differs; arrays that do not fit together (ids out of range, an adjacency
+  that does not add up);
+- **stale**: written at a version the change logs no longer reach back to, or at one
+  after the store's own.
+
+Any of these, and the store loads everything from its rows instead (as without a
+snapshot), and writes a new snapshot when it closes. A configuration whose decay
+differs only recomputes the edges' prune times.
+
+Examples
+--------
+>>> from synapse_retriever import SynapseConfig
+>>> from synapse_retriever.mirror.mirror import Mirror
+>>> mirror = Mirror(SynapseConfig())
+>>> parts = encode(mirror, schema=4)
+>>> sorted(parts)[:3]
+['adjacency.edge', 'adjacency.indptr', 'adjacency.other']
+>>> decode(parts, SynapseConfig(), schema=4).version
+0
+>>> decode(parts, SynapseConfig(use_history=4), schema=4)
+Traceback (most recent call last):
+...
+synapse_retriever.mirror.snapshot.SnapshotError: snapshot of use history 8, window 50: \
+this configuration keeps 4, 50
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from synapse_retriever.config import SynapseConfig
+from synapse_retriever.learning.usage import UseTable
+from synapse_retriever.mirror.graph import MemoryGraph
+
+if TYPE_CHECKING:
+    from synapse_retriever.mirror.mirror import Mirror
+
+__all__ = ["FORMAT", "HEADER", "Decoded", "SnapshotError", "decode", "encode"]
+
+FORMAT = 1
+"""The layout of the parts; a snapshot of another is rebuilt."""
+
+HEADER = "header"
+"""The part that describes the others (JSON)."""
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be trusted: foreign, truncated, damaged or stale."""
+
+
+@dataclass
+class Decoded:
+    """A snapshot read back: the mirror's graph and uses at storage version ``version``."""
+
+    version: int
+    max_node: int
+    max_namespace: int
+    graph: MemoryGraph
+    uses: UseTable
+
+
+def _decay(config: SynapseConfig, namespaces: list[str]) -> list[Any]:
+    """What the edges' prune times depend on, besides the edges."""
+    ltp = sorted(ns for ns in namespaces if config.is_ltp_namespace(ns))
+    return [config.prune_threshold, config.ltp_min_count, config.ltp_floor, ltp]
+
+
+def encode(mirror: Mirror, *, schema: int) -> dict[str, bytes | memoryview]:
+    """The parts of a snapshot of ``mirror`` (arrays as buffers, not copies), stamped with
+    its version and the storage's ``schema`` version."""
+    values, arrays = mirror.graph.arrays()
+    arrays = {**arrays, **{f"uses.{k}": v for k, v in mirror.uses.arrays().items()}}
+    buffers = {name: _buffer(a) for name, a in arrays.items()}
+    header = {
+        "format": FORMAT,
+        "schema": schema,
+        "version": mirror.version,
+        "max_node": mirror.graph.max_node,
+        "max_namespace": mirror.graph.max_namespace,
+        "graph": values,
+        "uses": {"history": mirror.uses.history, "window": mirror.uses.window},
+        "decay": _decay(mirror.config, list(mirror.graph.ns_names.values())),
+        "arrays": {
+            name: {
+                "dtype": a.dtype.str,
+                "shape": list(a.shape),
+                "crc32": zlib.crc32(buffers[name]),
+            }
+            for name, a in arrays.items()
+        },
+    }
+    return {HEADER: json.dumps(header).encode(), **buffers}
+
+
+def decode(parts: dict[str, bytes], config: SynapseConfig, *, schema: int) -> Decoded:
+    """The graph and uses ``parts`` hold, checked (see the module docstring); raises
+    :class:`SnapshotError` for a snapshot that cannot be trusted."""
+    try:
+        header = json.loads(parts[HEADER])
+        if header["format"] != FORMAT or header["schema"] != schema:
+            raise SnapshotError(
+                f"snapshot format {header['format']}, schema {header['schema']}: "
+                f"this library writes format {FORMAT}, schema {schema}"
+            )
+        kept = header["uses"]
+        if (kept["history"], kept["window"]) != (config.use_history, config.recent_events):
+            raise SnapshotError(
+                f"snapshot of use history {kept['history']}, window {kept['window']}: this "
+                f"configuration keeps {config.use_history}, {config.recent_events}"
+            )
+        arrays = {name: _array(name, spec, parts) for name, spec in header["arrays"].items()}
+        graph = MemoryGraph.from_arrays(
+            config, header["graph"], {k: v for k, v in arrays.items() if not k.startswith("uses.")}
+        )
+        uses = UseTable.from_arrays(
+            {k[5:]: v for k, v in arrays.items() if k.startswith("uses.")},
+            history=config.use_history,
+            window=config.recent_events,
+        )
+        if (graph.max_node, graph.max_namespace) != (header["max_node"], header["max_namespace"]):
+            raise SnapshotError("snapshot: its names do not match its header")
+        if header["decay"] != _decay(config, list(graph.ns_names.values())):
+            graph.refresh_prune_times()  # another decay: the arrays hold, their prune times not
+        return Decoded(
+            int(header["version"]),
+            int(header["max_node"]),
+            int(header["max_namespace"]),
+            graph,
+            uses,
+        )
+    except SnapshotError:
+        raise
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError, IndexError) as exc:
+        raise SnapshotError(f"snapshot cannot be read: {type(exc).__name__}: {exc}") from None
+
+
+def _buffer(array: npt.NDArray[Any]) -> memoryview:
+    """The bytes of ``array``, C order, without a copy where it is contiguous already."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
+
+
+def _array(name: str, spec: dict[str, Any], parts: dict[str, bytes]) -> npt.NDArray[Any]:
+    """Part ``name`` as the array its header entry describes, after checking its length
+    and checksum (a view of the part's bytes)."""
+    data = parts[name]
+    dtype = np.dtype(spec["dtype"])
+    shape = tuple(int(n) for n in spec["shape"])
+    if len(data) != math.prod(shape) * dtype.itemsize:
+        raise SnapshotError(f"snapshot part {name!r} is truncated: {len(data)} bytes")
+    if zlib.crc32(data) != spec["crc32"]:
+        raise SnapshotError(f"snapshot part {name!r} is damaged: its CRC-32 differs")
+    return np.frombuffer(data, dtype).reshape(shape)

@@ -1,0 +1,96 @@
+"""Tests for conversation/text.py, summarize.py and replay.py: the offline text defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from synapse_retriever.conversation import (
+    Condensed,
+    ExtractiveSummarizer,
+    HashingEmbedder,
+    PromptSummarizer,
+    TfidfThemes,
+    focus,
+    matching,
+)
+from synapse_retriever.conversation.text import TermStats, sentences, telegraphic, terms
+
+
+def test_terms_lowercase_drop_stopwords_and_a_plural_s() -> None:
+    assert terms("The Deploys moved to FRIDAYS, as planned!") == [
+        "deploy", "moved", "friday", "planned",
+    ]  # fmt: skip
+    assert terms("Class access 7") == ["class", "access", "7"]  # "ss" is not a plural
+    assert terms("") == []
+
+
+def test_sentences_split_on_end_marks_and_lines_and_cut_long_runs() -> None:
+    assert sentences("One. Two! Three?\nFour") == ["One.", "Two!", "Three?", "Four"]
+    assert sentences("v1.2 is out") == ["v1.2 is out"]  # no space after the dot
+    long = " ".join(["word"] * 90)
+    assert [len(s.split()) for s in sentences(long)] == [40, 40, 10]
+
+
+def test_telegraphic_keeps_the_content_words_and_the_end_mark() -> None:
+    assert telegraphic("The build server's IP is 10.4.2.17.") == "build server's IP 10.4.2.17."
+    assert telegraphic("Is it?") == "Is it?"  # nothing would remain
+
+
+def test_idf_is_smoothed() -> None:
+    stats = TermStats(["deploy friday", "deploy monday"])
+    # log((1 + 2) / (1 + 2)) + 1 = 1; log(3 / 2) + 1 = 1.405465; log(3 / 1) + 1 = 2.098612
+    assert stats.idf("deploy") == pytest.approx(1.0)
+    assert stats.idf("friday") == pytest.approx(1.405465, abs=1e-6)
+    assert stats.idf("never") == pytest.approx(2.098612, abs=1e-6)
+
+
+def test_extractive_condensation_keeps_the_informative_sentences_in_order() -> None:
+    stats = TermStats(["coffee again", "more coffee", "lunch coffee", "db-stg-7 host"])
+    summarizer = ExtractiveSummarizer(term_weight=stats.idf)
+    text = "More coffee. The staging database moved to host db-stg-7 today. Coffee again!"
+    # 16 tokens; 30% is 4.8: the best sentence (11 tokens) alone, since another passes it
+    assert summarizer.condense(text, chunks_ratio=0.3, summary_ratio=0.1) == Condensed(
+        "The staging database moved to host db-stg-7 today.",
+        "staging database moved host db-stg-7 today.",
+    )
+    # at 100% every sentence fits, in the original order
+    assert summarizer.condense(text, chunks_ratio=1.0, summary_ratio=0.1).chunks == text
+    assert summarizer.condense("  ", chunks_ratio=0.3, summary_ratio=0.1) == Condensed("", "")
+
+
+def test_focus_picks_what_matches_the_query_not_what_is_rarest() -> None:
+    embedder = HashingEmbedder()
+    text = (
+        "I finally tried the Zanzibar-style octopus curry recipe. Also the deploy moves to Fridays."
+    )
+    blind = ExtractiveSummarizer().condense(text, chunks_ratio=0.3, summary_ratio=0.1)
+    assert "octopus" in blind.summary  # query-blind: the rarer, longer sentence
+    query = embedder.embed(["when is the deploy?"])[0]
+    focused = focus(text, query, embedder, chunks_ratio=0.3, token_counter=len)
+    assert focused == Condensed("Also the deploy moves to Fridays.", "deploy moves Fridays.")
+
+
+def test_themes_are_recurring_terms_ranked_by_tfidf() -> None:
+    window = ["deploy broke", "deploy again", "lunch", "lunch and deploy", "rare rare"]
+    # deploy: 3 turns; lunch: 2; rare: one turn only (not a theme)
+    assert TfidfThemes().themes(window) == ["deploy", "lunch"]
+    weights = {"lunch": 5.0}
+    assert TfidfThemes(idf=lambda t: weights.get(t, 1.0)).themes(window) == ["lunch", "deploy"]
+    assert TfidfThemes(max_themes=1).themes(window) == ["deploy"]
+    assert TfidfThemes().themes([]) == []
+    assert matching(window, ["Deploys"]) == [True, True, False, True, False]
+
+
+def test_a_prompt_summarizer_asks_for_both_levels_and_falls_back_when_empty() -> None:
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return "" if "one sentence" in prompt else "  The deploy moved to Fridays.  "
+
+    text = "Morning! The deploy moved to Fridays. Coffee?"  # 7 words
+    condensed = PromptSummarizer(model).condense(text, chunks_ratio=0.3, summary_ratio=0.1)
+    # chunks from the model (stripped); the empty summary falls back to the extractive one
+    assert condensed == Condensed("The deploy moved to Fridays.", "deploy moved Fridays.")
+    assert "about 2 words" in prompts[0] and text in prompts[0]  # round(7 × 0.3)
+    assert "at most 8 words" in prompts[1]  # never fewer than 8

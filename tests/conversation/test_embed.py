@@ -1,0 +1,164 @@
+"""Tests for conversation/embed.py: the hashing embedder, the FAISS turn index, as_embedder."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from synapse_retriever.conversation import Embedder, HashingEmbedder, TurnIndex, as_embedder
+from synapse_retriever.conversation.embed import Vectors, normalized
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+
+def test_hashing_embedder_is_deterministic_unit_and_lexical() -> None:
+    embedder = HashingEmbedder()
+    assert isinstance(embedder, Embedder)
+    a, b, c, empty = embedder.embed(["deploy on Fridays", "Fridays deploy", "lunch", "the a"])
+    assert np.allclose(a, HashingEmbedder().embed(["deploy on Fridays"])[0])
+    assert float(np.linalg.norm(a)) == pytest.approx(1.0)
+    assert float(a @ b) == pytest.approx(1.0)  # same content terms
+    assert float(a @ c) == pytest.approx(0.0)  # none shared
+    assert not np.any(empty)  # stopwords only: the zero vector
+    assert embedder.name == "hashing-v1-1024" and embedder.dim == 1024
+
+
+def test_normalized_checks_shape_and_values() -> None:
+    with pytest.raises(InvalidValueError, match=r"shape \(1, 3\), expected \(rows, 2\)"):
+        normalized([[1.0, 2.0, 3.0]], 2)
+    with pytest.raises(InvalidValueError, match="non-finite"):
+        normalized([[np.nan, 1.0]], 2)
+    with pytest.raises(InvalidValueError, match="dim must be an integer >= 8"):
+        HashingEmbedder(dim=2)
+
+
+def test_turn_index_searches_in_faiss() -> None:
+    index = TurnIndex(2)
+    east, north_east, north = normalized([[1, 0], [1, 1], [0, 1]], 2)
+    assert index.nearest(east) == 0.0 and index.top(east, 3) == []  # empty
+    index.add(np.stack([east, north_east, north]))
+    assert len(index) == 3
+    assert index.nearest(east) == pytest.approx(1.0)
+    assert index.count_at_least(east, 0.9) == 1
+    assert index.count_at_least(east, 0.7071) == 2  # cos 45° = 0.70711
+    assert [(row, round(s, 3)) for row, s in index.top(north, 2)] == [(2, 1.0), (1, 0.707)]
+    assert index.top(-east, 3) == [] and index.nearest(-east) == 0.0  # opposite: unrelated
+    assert index.similarities(north).round(3).tolist() == [0.0, 0.707, 1.0]
+    assert index.vectors().shape == (3, 2)
+
+
+class LazyDim:
+    """A native embedder whose ``dim`` is costly to read (as an adapter's probe would be)."""
+
+    name = "lazy-v1"
+
+    def __init__(self) -> None:
+        self.dim_reads = 0
+
+    @property
+    def dim(self) -> int:
+        self.dim_reads += 1
+        return 8
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return np.ones((len(texts), 8), dtype=np.float32)
+
+
+def test_as_embedder_returns_a_native_embedder_unchanged() -> None:
+    hashing = HashingEmbedder(dim=64)
+    assert as_embedder(hashing) is hashing
+    lazy = LazyDim()
+    assert as_embedder(lazy) is lazy
+    assert lazy.dim_reads == 0  # recognized without reading a property (Python 3.11 would)
+
+
+@pytest.mark.parametrize(
+    ("junk", "named"),
+    [
+        (object(), "got object"),
+        ("all-MiniLM-L6-v2", "got str"),
+        (np.zeros(3), "got ndarray"),
+        (HashingEmbedder, "got the class HashingEmbedder"),  # not an instance
+    ],
+)
+def test_as_embedder_refuses_junk_naming_its_type_and_the_adapter_packages(
+    junk: object, named: str
+) -> None:
+    with pytest.raises(InvalidTypeError) as raised:
+        as_embedder(junk)
+    message = str(raised.value)
+    assert message.startswith(f"embedder must have name, dim and embed(texts), {named};")
+    assert (
+        "langchain-synapse-retriever" in message and "llama-index-postprocessor-synapse" in message
+    )
+
+
+ADAPTERS = '''
+import numpy as np
+
+
+class Letters:
+    """What a framework's embeddings might be: no name, dim or embed."""
+
+
+class Junk:
+    pass
+
+
+class LettersEmbedder:
+    name, dim = "letters-v1", 26
+
+    def __init__(self, letters):
+        self.letters = letters
+
+    def embed(self, texts):
+        return np.ones((len(texts), 26))
+
+
+def adapt(obj):
+    return LettersEmbedder(obj) if isinstance(obj, Letters) else None
+
+
+def junk(obj):
+    return "not an embedder" if isinstance(obj, Junk) else None
+'''
+
+
+@pytest.fixture
+def installed_adapters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """A distribution really installed on sys.path, registering three adapters: one whose
+    module is missing, one that adapts ``Letters``, one that answers ``Junk`` with junk."""
+    (tmp_path / "toy_adapters.py").write_text(ADAPTERS)
+    info = tmp_path / "toy_adapters-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-adapters\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[synapse_retriever.embedders]\n"
+        "aaa_missing = toy_adapters_not_installed:adapt\n"
+        "letters = toy_adapters:adapt\n"
+        "junk = toy_adapters:junk\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module("toy_adapters")
+    sys.modules.pop("toy_adapters", None)
+
+
+def test_as_embedder_asks_the_installed_adapters_in_name_order(
+    installed_adapters: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    letters = installed_adapters.Letters()
+    with caplog.at_level(logging.WARNING, logger="synapse_retriever.conversation.embed"):
+        adapted = as_embedder(letters)
+    assert isinstance(adapted, installed_adapters.LettersEmbedder)
+    assert adapted.letters is letters
+    assert "embedder adapter 'aaa_missing'" in caplog.text  # skipped, not fatal
+    with pytest.raises(InvalidTypeError, match=r"adapter 'junk' .* returned str"):
+        as_embedder(installed_adapters.Junk())
+    with pytest.raises(InvalidTypeError, match="got object"):
+        as_embedder(object())

@@ -1,0 +1,165 @@
+"""Tests for conversation/history.py: degrading a message list, keeping it valid for a model."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synapse_retriever.conversation import (
+    ContextBudgetError,
+    ContextConfig,
+    HistoryMessage,
+    trim_history,
+)
+from synapse_retriever.conversation.tokens import checked_counter
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+count = checked_counter(None)
+
+
+def agent_history() -> list[HistoryMessage]:
+    return [
+        HistoryMessage("system", "You are a helpful release assistant.", pinned=True),
+        HistoryMessage("user", "We moved the production deploy to Fridays. Lovely weather."),
+        HistoryMessage("assistant", "Noted, Fridays. Anything else?"),
+        HistoryMessage("user", "Check the build status please."),
+        HistoryMessage(
+            "assistant",
+            "",
+            tool_call_ids=("call_1", "call_2"),
+            fixed_text='build_status({"branch": "main"}) build_logs({"lines": 20})',
+        ),
+        HistoryMessage("tool", "Build 812 passed. All 340 tests green.", tool_call_id="call_1"),
+        HistoryMessage(
+            "tool", "Log: compiled. Log: tested. Log: packaged wheel.", tool_call_id="call_2"
+        ),
+        HistoryMessage("assistant", "The build passed, all tests are green."),
+        HistoryMessage("user", "Great. Chat later."),
+        HistoryMessage("assistant", "Talk soon!"),
+        HistoryMessage("user", "Thanks."),
+        HistoryMessage("assistant", "You are welcome."),
+    ]
+
+
+def cost(history: list[HistoryMessage], kept: list) -> int:  # type: ignore[type-arg]
+    return sum(m.tokens + count(history[m.index].fixed_text) for m in kept)
+
+
+def test_an_empty_history_gives_nothing() -> None:
+    assert trim_history([], "q", 10) == []
+
+
+def test_a_roomy_budget_keeps_everything_verbatim() -> None:
+    history = agent_history()
+    kept = trim_history(history, "when is the deploy?", 10_000)
+    assert [m.index for m in kept] == list(range(len(history)))
+    assert all(m.text == history[m.index].text for m in kept if m.level == "full")
+
+
+@pytest.mark.parametrize("budget", range(40, 140, 7))
+def test_tool_calls_and_their_results_stay_paired(budget: int) -> None:
+    history = agent_history()
+    try:
+        kept = trim_history(history, "when is the deploy?", budget)
+    except ContextBudgetError:
+        return
+    indices = {m.index for m in kept}
+    assert 0 in indices  # the system prompt is pinned
+    assert {4, 5, 6} <= indices or not ({4, 5, 6} & indices)
+    assert cost(history, kept) <= budget
+    roles = [history[m.index].role for m in kept]
+    assert roles == [history[i].role for i in sorted(indices)]
+
+
+def test_the_deploy_fact_outlives_small_talk_when_the_budget_shrinks() -> None:
+    history = agent_history()
+    kept = trim_history(history, "when is the production deploy?", 38)
+    # 38 tokens: system 7 + the newest messages (working memory within a fifth) leave
+    # room for the deploy message whole, first by relevance; the tool call group does not
+    # fit whole and is dropped whole.
+    assert [(m.index, m.level, m.text) for m in kept][:2] == [
+        (0, "full", "You are a helpful release assistant."),
+        (1, "full", history[1].text),
+    ]
+    assert not {4, 5, 6} & {m.index for m in kept} and cost(history, kept) <= 38
+    gradient = trim_history(
+        history, "when is the production deploy?", 38, config=ContextConfig.gradient()
+    )
+    # The gradient: system 7 + working memory 23 leave 8, so the deploy message is
+    # condensed to its key sentence; small talk and the tool call group are dropped.
+    assert [(m.index, m.level, m.text) for m in gradient][:2] == [
+        (0, "full", "You are a helpful release assistant."),
+        (1, "chunks", "We moved the production deploy to Fridays."),
+    ]
+    assert not {2, 3, 4, 5, 6} & {m.index for m in gradient}
+
+
+def test_non_degradable_messages_are_kept_whole_or_dropped() -> None:
+    history = [
+        HistoryMessage("user", "Here is my screenshot. It shows the error. Please look.",
+                       degradable=False),
+        HistoryMessage("assistant", "I see it."),
+    ]  # fmt: skip
+    config = ContextConfig(working_memory=1)
+    assert [m.level for m in trim_history(history, None, 100, config=config)] == ["full"] * 2
+    kept = trim_history(history, None, 8, config=config)
+    assert [m.index for m in kept] == [1]
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    with pytest.raises(InvalidTypeError, match=r"messages\[0\] must be a HistoryMessage"):
+        trim_history([{"role": "user", "content": "hi"}], None, 10)  # type: ignore[list-item]
+    with pytest.raises(InvalidTypeError, match=r"messages\[0\].text must be a str, got list"):
+        trim_history([HistoryMessage("user", [{"type": "text"}])], None, 10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match="max_tokens must be >= 0"):
+        trim_history([HistoryMessage("user", "hi")], None, -5)
+    with pytest.raises(InvalidTypeError, match="max_tokens must be an int"):
+        trim_history([HistoryMessage("user", "hi")], None, "10")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"embedder must have name, dim and embed\(texts\)"):
+        trim_history([], None, 10, embedder=object())  # refused even with nothing to trim
+
+
+ROLES = st.sampled_from(["user", "assistant"])
+TEXT = st.lists(
+    st.sampled_from(["deploy", "friday", "build", "green", "weather", "the", "tests."]),
+    max_size=20,
+).map(" ".join)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[HistoryMessage]:
+    messages = [HistoryMessage("system", "Be brief.", pinned=True)] if draw(st.booleans()) else []
+    for turn in range(draw(st.integers(0, 12))):
+        if draw(st.booleans()):
+            calls = tuple(f"c{turn}_{k}" for k in range(draw(st.integers(1, 3))))
+            messages.append(
+                HistoryMessage("assistant", draw(TEXT), tool_call_ids=calls, fixed_text="f(x)")
+            )
+            messages += [HistoryMessage("tool", draw(TEXT), tool_call_id=c) for c in calls]
+        else:
+            messages.append(HistoryMessage(draw(ROLES), draw(TEXT)))
+    return messages
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=histories(), budget=st.integers(0, 300), shrink=st.booleans())
+def test_trimming_fits_the_budget_and_never_breaks_a_tool_call_group(
+    history: list[HistoryMessage], budget: int, shrink: bool
+) -> None:
+    config = ContextConfig(overflow="shrink" if shrink else "raise")
+    try:
+        kept = trim_history(history, "deploy on friday?", budget, config=config)
+    except ContextBudgetError as error:
+        assert error.needed > budget
+        return
+    assert cost(history, kept) <= budget
+    indices = {m.index for m in kept}
+    for i, message in enumerate(history):
+        if message.pinned:
+            assert i in indices
+        if message.tool_call_ids:
+            answers = {j for j, m in enumerate(history) if m.tool_call_id in message.tool_call_ids}
+            assert (i in indices) == (answers <= indices) and (answers & indices) in (
+                set(), answers,
+            )  # fmt: skip

@@ -1,0 +1,84 @@
+"""The lexical channel: FTS5 BM25 by hand, and no query a user types breaks it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synapse_retriever.conversation import ConversationMemory
+from synapse_retriever.conversation.lexical import MAX_QUERY_TERMS, LexicalIndex, match_expression
+from synapse_retriever.errors import InvalidValueError
+
+
+def test_bm25_by_hand() -> None:
+    # N = 4, "host" in 1: idf = ln((4 - 1 + 0.5) / 1.5); lengths 2, 2, 1, 1 so avgdl = 1.5;
+    # the 2-token text: tf 1, norm 1.2 (0.25 + 0.75 × 2 / 1.5) = 1.5: idf × 2.2 / 2.5.
+    index = LexicalIndex(["host db", "lunch menu", "coffee", "tea"])
+    idf = math.log(3.5 / 1.5)
+    [(row, score)] = index.top("which host?", 10)
+    assert row == 0 and score == pytest.approx(idf * 2.2 / 2.5)
+    assert index.scores("host") == [pytest.approx(idf * 2.2 / 2.5), 0.0, 0.0, 0.0]
+
+
+def test_stems_fold_word_forms() -> None:
+    index = LexicalIndex(["We deployed on Friday", "Lunch", "Tea", "Coffee"])
+    assert [row for row, _ in index.top("deploying", 5)] == [0]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', "*", "NEAR(", "-", "deploy -friday", 'a "b', "AND OR NOT", "^x", "col:deploy", "()", ""],
+)
+def test_fts5_syntax_is_read_as_words(query: str) -> None:
+    index = LexicalIndex(["deploy friday near col", "lunch"])
+    index.top(query, 5)  # never an sqlite3.OperationalError
+
+
+def test_only_stop_words_or_blank_match_nothing() -> None:
+    index = LexicalIndex(["what is it", "the a an"])
+    assert index.top("what is it?", 5) == [] and index.top("   ", 5) == []
+
+
+def test_a_huge_query_asks_for_at_most_max_query_terms_words() -> None:
+    query = " ".join(f"word{i}" for i in range(200_000))  # about 1.5 MB
+    assert match_expression(query).count(" OR ") == MAX_QUERY_TERMS - 1
+    assert LexicalIndex(["word3 here", "nothing"]).top(query, 5)[0][0] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_any_text_is_a_valid_query(query: str) -> None:
+    index = LexicalIndex(["deploy on friday", "lunch at noon", "naïve café"])
+    expression = match_expression(query)
+    assert '"' not in expression.replace('" OR "', "").strip('"')
+    index.top(query, 3)
+
+
+def test_memory_queries_of_any_shape_get_a_result_or_a_typed_error() -> None:
+    with ConversationMemory(":memory:", background=False) as memory:
+        memory.add_turn("The deploy moved to Fridays.", at=0)
+        memory.add_turn("NEAR the café, -- * stars", at=1)
+        for query in ['"', "NEAR(", "*", "-", "what is it?", "x" * 1_000_000, "café"]:
+            memory.retrieve(query, k=3, at=2)
+            memory.assemble(query, 100, at=2)
+        with pytest.raises(InvalidValueError, match="valid Unicode"):
+            memory.retrieve("caf\udce9", k=3, at=2)
+        with pytest.raises(InvalidValueError, match="valid Unicode"):
+            memory.assemble("caf\udce9", 100, at=2)
+
+
+def test_the_memory_index_follows_its_turns_and_survives_reopening(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("The staging host is db-stg-7.", at=0)
+        memory.add_turn("Lunch?", at=1)
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("Coffee?", at=2)
+        ids = [turn.id for turn in memory.turns()]
+        assert ids[memory._lexical.top("which staging host", 5)[0][0]] == 1
+        assert ids[memory._lexical.top("coffee", 5)[0][0]] == 3

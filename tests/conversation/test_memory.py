@@ -1,0 +1,625 @@
+"""Tests for conversation/memory.py: the public API, persistence, consolidation, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from store_backends import stored
+
+from synapse_retriever import NotASynapseDatabaseError, SynapseStore
+from synapse_retriever.conversation import (
+    ROLES,
+    Condensed,
+    ContextBudgetError,
+    ContextConfig,
+    ConversationMemory,
+    HashingEmbedder,
+)
+from synapse_retriever.conversation.assemble import working_span
+from synapse_retriever.conversation.config import PRESETS
+from synapse_retriever.errors import (
+    CorruptDatabaseError,
+    InvalidTypeError,
+    InvalidValueError,
+    ReadOnlyStoreError,
+    SynapseError,
+)
+from synapse_retriever.persistence.sqlite import APPLICATION_ID
+from synapse_retriever.persistence.sqlite import SCHEMA_VERSION as CORE_SCHEMA_VERSION
+
+CHAT = [
+    ("user", "Morning! I moved the production deploy to Fridays. Anyway, coffee time."),
+    ("assistant", "Noted. Fridays it is. Enjoy the coffee, and maybe a croissant too."),
+    ("user", "The weather is grey again today."),
+    ("assistant", "Grey days are good for focused work. A walk at lunch could help."),
+    ("user", "My sister Ingrid visits next month."),
+    ("assistant", "How lovely. Do you have plans for her visit?"),
+    ("user", "Maybe a museum. The weather is grey again, by the way."),
+    ("assistant", "Museums are perfect for grey weather."),
+]
+
+
+def fill(memory: ConversationMemory, chat: list[tuple[str, str]] = CHAT, start: int = 0) -> None:
+    for i, (role, text) in enumerate(chat):
+        memory.add_turn(text, role=role, at=start + 60 * i, session="s1")
+
+
+def test_the_api_of_the_issue() -> None:
+    memory = ConversationMemory(":memory:", token_counter=None, config=None)
+    turn_id = memory.add_turn("I moved the deploy to Fridays", role="user", at=None, session="s1")
+    context = memory.assemble("when do we deploy?", budget_tokens=2000, at=None)
+    assert [(t.turn_id, t.role, t.level, t.text) for t in context] == [
+        (turn_id, "user", "full", "I moved the deploy to Fridays")
+    ]
+    assert context[0].session == "s1"
+    memory.close()
+
+
+def test_an_empty_history_assembles_to_nothing() -> None:
+    with ConversationMemory() as memory:
+        assert memory.assemble("anything?", 100) == []
+        assert memory.assemble(None, 0) == []
+        assert len(memory) == 0
+
+
+def test_old_turns_fade_by_importance_and_the_context_fits(tmp_path: Path) -> None:
+    gradient = ContextConfig.gradient()
+    with ConversationMemory(tmp_path / "m.db", config=gradient, background=False) as memory:
+        fill(memory)
+        full = memory.assemble("when is the deploy?", 10_000, at=600)
+        tight = memory.assemble("when is the deploy?", 60, at=600)
+    assert [t.level for t in full][-5:] == ["full"] * 5  # working memory
+    assert sum(t.tokens for t in tight) <= 60
+    assert [t.level for t in tight][-5:] == ["full"] * 5
+    first = tight[0]  # the deploy turn survives, condensed around the question
+    assert first.turn_id == 1 and first.level != "full"
+    assert "Fridays" in first.text
+
+
+def test_every_decision_uses_the_callers_token_counter() -> None:
+    def characters(text: str) -> int:
+        return len(text)
+
+    with ConversationMemory(token_counter=characters, background=False) as memory:
+        fill(memory)
+        context = memory.assemble("deploy", 400, at=600)
+    assert all(t.tokens == len(t.text) for t in context)
+    assert sum(len(t.text) for t in context) <= 400
+
+
+def test_the_default_keeps_the_old_deploy_turn_whole_and_working_memory_in_a_fifth() -> None:
+    with ConversationMemory(background=False) as memory:
+        fill(memory)
+        context = memory.assemble("when is the deploy?", 60, at=600)
+    assert sum(t.tokens for t in context) <= 60
+    # working memory: the newest turn (7 tokens), then older ones within 12 tokens (a
+    # fifth of 60): the one before (12 tokens) would make 19, so the newest alone
+    assert (context[-1].turn_id, context[-1].level) == (8, "full")
+    assert (context[0].turn_id, context[0].level) == (1, "full")  # first by relevance
+    assert context[0].text == CHAT[0][1]
+
+
+def test_a_budget_smaller_than_the_newest_turn_is_a_clear_error() -> None:
+    with ConversationMemory() as memory:
+        fill(memory)
+        with pytest.raises(ContextBudgetError, match=r"working memory alone needs \d+ tokens"):
+            memory.assemble("deploy", 3)
+
+
+def test_a_budget_smaller_than_working_memory_is_a_clear_error() -> None:
+    with ConversationMemory(config=ContextConfig.published()) as memory:
+        fill(memory)
+        with pytest.raises(ContextBudgetError, match=r"working memory alone needs \d+ tokens"):
+            memory.assemble("deploy", 10)
+        with pytest.raises(ContextBudgetError) as error:
+            memory.assemble("deploy", 0)
+        assert error.value.budget == 0 and error.value.needed > 0
+
+
+def test_shrink_keeps_whole_turns_when_working_memory_does_not_fit() -> None:
+    config = ContextConfig(overflow="shrink")
+    with ConversationMemory(config=config) as memory:
+        fill(memory)
+        context = memory.assemble("deploy", 25)
+    assert sum(t.tokens for t in context) <= 25
+    assert context[-1].level == "full" and context[-1].text == CHAT[-1][1]
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "message"),
+    [
+        ("", InvalidValueError, "empty turn"),
+        ("   \n", InvalidValueError, "empty turn"),
+        ([{"type": "image_url", "image_url": "x.png"}], InvalidTypeError, "multimodal"),
+        (None, InvalidTypeError, "text must be a str, got NoneType"),
+    ],
+)
+def test_bad_turns_are_refused_before_anything_is_stored(
+    text: object, error: type[Exception], message: str
+) -> None:
+    with ConversationMemory() as memory:
+        with pytest.raises(error, match=message):
+            memory.add_turn(text)  # type: ignore[arg-type]
+        assert len(memory) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"text": "bad \udcff text"}, r"text must be valid Unicode, got 'bad \\udcff text'"),
+        ({"text": "ok", "session": "s\udcff"}, r"session must be valid Unicode, got 's\\udcff'"),
+        ({"text": "ok", "role": "user\udcff"}, r"role must be valid Unicode, got 'user\\udcff'"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_by_name_before_anything_is_stored(
+    conversation_where: str, kwargs: dict[str, str], message: str
+) -> None:
+    # what os.fsdecode (surrogateescape) makes of bytes that are not UTF-8
+    assert b"bad \xff text".decode("utf-8", "surrogateescape") == "bad \udcff text"
+    path = conversation_where
+    with ConversationMemory(path, background=False) as memory:
+        with pytest.raises(InvalidValueError, match=message + r"; a lone surrogate '\\udcff'"):
+            memory.add_turn(**kwargs, at=0)  # type: ignore[arg-type]
+        assert len(memory) == 0
+        memory.add_turn("next", at=0)  # the memory is still usable
+    with ConversationMemory(path) as memory:
+        assert [t.text for t in memory.turns()] == ["next"]
+
+
+def test_a_long_text_is_shown_shortened_with_where_its_surrogate_is() -> None:
+    message = r"got 'a+'\.\.\.; a lone surrogate '\\udcff' at 500 "
+    with ConversationMemory() as memory, pytest.raises(InvalidValueError, match=message):
+        memory.add_turn("a" * 500 + "\udcff")
+
+
+@pytest.mark.parametrize("role", ["god", "User", "usr", " user"])
+def test_a_role_outside_the_documented_roles_is_refused(role: str) -> None:
+    with ConversationMemory() as memory:
+        with pytest.raises(InvalidValueError, match=rf"role must be one of \(.*\), got '{role}'"):
+            memory.add_turn("hi", role=role)
+        assert len(memory) == 0
+
+
+def test_every_documented_role_is_stored_as_it_is() -> None:
+    with ConversationMemory(background=False) as memory:
+        for i, role in enumerate(ROLES):
+            memory.add_turn(f"turn {i}", role=role, at=i)
+        assert tuple(t.role for t in memory.turns()) == ROLES
+
+
+def test_other_bad_arguments_name_the_value() -> None:
+    with ConversationMemory() as memory:
+        with pytest.raises(InvalidValueError, match="role must be a non-empty str"):
+            memory.add_turn("hi", role="")
+        with pytest.raises(InvalidValueError, match="session must be a non-empty str"):
+            memory.add_turn("hi", session=" ")
+        memory.add_turn("hi", at=100)
+        with pytest.raises(InvalidValueError, match="earlier than the previous turn"):
+            memory.add_turn("back in time", at=50)
+        with pytest.raises(InvalidTypeError, match="budget_tokens must be an int, got float"):
+            memory.assemble("q", 10.5)  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError, match="budget_tokens must be an int, got bool"):
+            memory.assemble("q", True)
+        with pytest.raises(InvalidValueError, match="budget_tokens must be >= 0"):
+            memory.assemble("q", -1)
+        with pytest.raises(InvalidTypeError, match="query must be a str or None"):
+            memory.assemble(["q"], 10)  # type: ignore[arg-type]
+        with pytest.raises(InvalidValueError, match="mode must be one of"):
+            memory.assemble("q", 10, mode="sleepy")
+    with pytest.raises(InvalidTypeError, match="config must be a ContextConfig"):
+        ConversationMemory(config={"working_memory": 3})  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="summarizer must have condense"):
+        ConversationMemory(summarizer=len)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"embedder must have name, dim and embed\(texts\)"):
+        ConversationMemory(embedder="all-MiniLM-L6-v2")
+    with pytest.raises(InvalidTypeError, match="token_counter must be a callable"):
+        ConversationMemory(token_counter=5)  # type: ignore[arg-type]
+    half = ConversationMemory(token_counter=lambda text: 0.5)  # type: ignore[arg-type,return-value]
+    with pytest.raises(InvalidValueError, match="token_counter must return an integer"):
+        half.add_turn("hi")
+    half.close()
+
+
+def test_a_closed_memory_says_so() -> None:
+    memory = ConversationMemory()
+    memory.close()
+    memory.close()  # idempotent
+    with pytest.raises(SynapseError, match="closed"):
+        memory.add_turn("hi")
+    with pytest.raises(SynapseError, match="closed"):
+        memory.assemble("hi", 10)
+
+
+def test_habituation_counts_near_identical_turns() -> None:
+    with ConversationMemory() as memory:
+        for _ in range(3):
+            memory.add_turn("The weather is grey again today.")
+        memory.add_turn("ok")  # no content terms: nothing new, nothing to compare
+        records = memory.turns()
+    assert [r.repeats for r in records] == [0, 1, 2, 0]
+    assert [r.surprise for r in records] == [1.0, 0.0, 0.0, 0.0]
+
+
+class Recording:
+    """A summarizer that records its thread and can be held on an event."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+        self.release = threading.Event()
+        self.release.set()
+
+    def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        self.threads.append(threading.get_ident())
+        assert self.release.wait(10)
+        return Condensed(f"chunks of {text[:10]}", f"summary of {text[:10]}")
+
+
+def test_consolidation_runs_off_the_calling_thread_and_never_blocks_it() -> None:
+    summarizer = Recording()
+    summarizer.release.clear()  # the background summarizer is stuck until released
+    config = ContextConfig(consolidation_interval=4, consolidation_ages=(0, 20))
+    memory = ConversationMemory(config=config, summarizer=summarizer)
+    for i in range(8):  # a consolidation is due at the 4th turn; add_turn does not wait
+        memory.add_turn(f"turn number {i} about topic {i}", at=i)
+    assert memory.assemble("topic", 200, at=10)  # assembling does not wait either
+    assert memory.turns()[0].chunks is None
+    summarizer.release.set()
+    assert memory.wait_for_consolidation(timeout=10)
+    assert summarizer.threads and threading.get_ident() not in summarizer.threads
+    assert memory.turns()[0].chunks == "chunks of turn numbe"
+    memory.close()
+
+
+def test_a_failing_background_summarizer_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken:
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            raise RuntimeError("model unavailable")
+
+    config = ContextConfig(consolidation_interval=2, consolidation_ages=(0, 5))
+    with (
+        caplog.at_level(logging.ERROR),
+        ConversationMemory(config=config, summarizer=Broken()) as memory,
+    ):
+        memory.add_turn("first turn here", at=0)
+        memory.add_turn("second turn here", at=1)
+        assert memory.wait_for_consolidation(timeout=10)
+        assert isinstance(memory.consolidation_error, RuntimeError)
+        assert memory.assemble("turn", 100, at=2)  # extractive fallback, no crash
+    assert "consolidation failed" in caplog.text
+
+
+def test_consolidation_condenses_aging_turns_and_replays_themes() -> None:
+    config = ContextConfig(working_memory=2)
+    with ConversationMemory(config=config, background=False) as memory:
+        chat = [(r, t) for r, t in CHAT] + [("user", "Grey weather all week, honestly.")] * 2
+        fill(memory, chat)  # 10 turns: one consolidation, in this thread
+        records = memory.turns()
+        replays = memory.replays()
+    # ages 5 to 20 (turns 0 to 4) with importance > 0.2 got chunks and summary
+    assert all(r.chunks is not None and r.summary is not None for r in records[:5])
+    assert all(r.chunks is None for r in records[5:])
+    # Terms used in 2+ of the last 10 turns, by TF-IDF: grey and weather (4 turns each),
+    # coffee and friday (turns 0 and 1), honestly (the repeated last turn). Every turn
+    # mentioning one gains 0.05 (the default); only the two turns about the sister do not.
+    assert replays == [(10, ["grey", "weather", "coffee", "friday", "honestly"])]
+    boosts = [0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.05, 0.05, 0.05, 0.05]
+    assert [r.boost for r in records] == boosts
+
+
+def test_a_restart_loses_nothing(conversation_where: str) -> None:
+    path = conversation_where
+    config = ContextConfig(consolidation_interval=5)
+    memory = ConversationMemory(path, config=config)
+    fill(memory, CHAT * 2)
+    assert memory.wait_for_consolidation(timeout=10)
+    before_turns = memory.turns()
+    before = memory.assemble("when is the deploy?", 80, at=2000)
+    memory.close()
+
+    reopened = ConversationMemory(path, config=config)
+    assert reopened.turns() == before_turns  # texts, signals, condensations, boosts
+    assert any(t.chunks for t in before_turns) and any(t.boost for t in before_turns)
+    assert reopened.assemble("when is the deploy?", 80, at=2000) == before
+    new_id = reopened.add_turn("And the retro is on Monday.", at=3000)
+    assert new_id == before_turns[-1].id + 1
+    reopened.close()
+
+
+def test_a_due_consolidation_resumes_after_a_restart(conversation_where: str) -> None:
+    class Unavailable:
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            raise ConnectionError("the summarizing model is down")
+
+    path = conversation_where
+    config = ContextConfig(consolidation_interval=3, consolidation_ages=(0, 10))
+    with ConversationMemory(path, config=config, summarizer=Unavailable()) as memory:
+        fill(memory, CHAT[:3])  # the due consolidation fails: nothing recorded
+        assert memory.wait_for_consolidation(timeout=10)
+        assert all(t.chunks is None for t in memory.turns())
+    with ConversationMemory(path, config=config, background=False) as reopened:
+        assert all(t.chunks is not None for t in reopened.turns())  # run at open
+
+
+def test_the_memory_shares_its_file_with_a_synapse_store(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["auth/jwt.py", "config/keys.py"], at=0)
+    with ConversationMemory(path) as memory:
+        memory.add_turn("hello there", at=0)
+    with SynapseStore(path) as store:
+        assert store.weight("auth/jwt.py", "config/keys.py", at=0) == pytest.approx(0.3)
+    with ConversationMemory(path) as memory:
+        assert [t.text for t in memory.turns()] == ["hello there"]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert db.execute("PRAGMA user_version").fetchone()[0] == CORE_SCHEMA_VERSION
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"edges", "context_turns", "context_meta", "context_replays"} <= tables
+    db.close()
+
+
+def test_a_new_file_is_stamped_as_a_synapse_database(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    ConversationMemory(path).close()
+    with SynapseStore(path) as store:  # the core accepts it
+        assert store.reinforce(["a", "b"], at=0) == 1
+
+
+def test_files_of_other_applications_are_refused_and_left_untouched(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    with pytest.raises(NotASynapseDatabaseError, match="not an SQLite file"):
+        ConversationMemory(text)
+    assert text.read_text() == "not a database"
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("PRAGMA application_id = 1234")
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    content = other.read_bytes()
+    with pytest.raises(NotASynapseDatabaseError, match="another application"):
+        ConversationMemory(other)
+    assert other.read_bytes() == content
+
+
+def test_a_newer_memory_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    ConversationMemory(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE context_meta SET value = '99' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(NotASynapseDatabaseError, match="schema version 99, newer"):
+        ConversationMemory(path)
+
+
+def test_reopening_with_another_embedder_recomputes_the_vectors(conversation_where: str) -> None:
+    path = conversation_where
+    with ConversationMemory(path, embedder=HashingEmbedder(dim=64), background=False) as memory:
+        fill(memory)
+        expected = memory.assemble("deploy", 10_000, at=600)
+    with ConversationMemory(path, embedder=HashingEmbedder(dim=128)) as memory:
+        assert [t.text for t in memory.assemble("deploy", 10_000, at=600)] == [
+            t.text for t in expected
+        ]
+    assert stored(path, "SELECT DISTINCT embedder FROM context_turns") == [("hashing-v1-128",)]
+
+
+class Ones:
+    """Every text the same vector: an embedder whose name does not say its size."""
+
+    name = "ones"
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+
+
+def test_vectors_of_another_size_under_the_same_name_are_recomputed(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
+    with ConversationMemory(path, embedder=Ones(8), background=False) as memory:
+        memory.add_turn("We moved the deploy to Fridays.", at=0)
+    with ConversationMemory(path, embedder=Ones(16), background=False) as memory:
+        assert [t.text for t in memory.assemble("deploy?", 100, at=1)] == [
+            "We moved the deploy to Fridays."
+        ]
+    assert stored(path, "SELECT length(embedding) FROM context_turns") == [(16 * 4,)]
+
+
+WORDS = ["deploy", "friday", "weather", "grey", "sister", "museum", "coffee", "report", "the"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    turns=st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=30)
+        .map(" ".join)
+        .map(lambda words: words.replace(" the ", ". The ")),
+        max_size=30,
+    ),
+    query=st.sampled_from(["", "deploy on friday?", "who is my sister", "grey weather"]),
+    budget=st.integers(0, 400),
+    preset=st.sampled_from(PRESETS),
+)
+def test_the_context_never_exceeds_the_budget_and_working_memory_stays_full(
+    turns: list[str], query: str, budget: int, preset: str
+) -> None:
+    config = ContextConfig.preset(preset, consolidation_interval=7)
+    with ConversationMemory(config=config, background=False) as memory:
+        for i, text in enumerate(turns):
+            memory.add_turn(text, role="user" if i % 2 else "assistant", at=i)
+        working = memory.turns()[-config.working_memory :] if turns else []
+        if config.working_share < 1 and working:  # the newest turns within the share
+            tokens = [memory.token_counter(t.text) for t in working]
+            span = working_span(tokens, config.working_memory, config.working_share * budget)
+            working = working[len(working) - span :]
+        needed = sum(memory.token_counter(t.text) for t in working)
+        if needed > budget:
+            with pytest.raises(ContextBudgetError):
+                memory.assemble(query, budget, at=len(turns))
+            return
+        context = memory.assemble(query, budget, at=len(turns))
+    assert sum(memory.token_counter(t.text) for t in context) <= budget
+    tail = context[-len(working) :] if working else []
+    assert [(t.turn_id, t.level, t.text) for t in tail] == [(w.id, "full", w.text) for w in working]
+    assert [t.turn_id for t in context] == sorted(t.turn_id for t in context)
+
+
+def test_a_per_turn_overhead_counts_toward_the_budget() -> None:
+    with ConversationMemory(background=False) as memory:
+        fill(memory)
+        plain = memory.assemble("deploy", 80, at=600)
+        labelled = memory.assemble("deploy", 80, at=600, turn_overhead=3)
+        with pytest.raises(InvalidValueError, match="turn_overhead must be >= 0"):
+            memory.assemble("deploy", 80, turn_overhead=-1)
+    assert sum(t.tokens + 3 for t in labelled) <= 80
+    assert sum(t.tokens for t in labelled) < sum(t.tokens for t in plain)
+
+
+def test_turns_added_while_other_threads_assemble_never_break_a_context() -> None:
+    errors: list[BaseException] = []
+    with ConversationMemory() as memory:
+        fill(memory)
+
+        def reader() -> None:
+            try:
+                for _ in range(30):
+                    context = memory.assemble("deploy", 400)
+                    assert sum(t.tokens for t in context) <= 400
+            except BaseException as exc:  # reported to the main thread
+                errors.append(exc)
+
+        readers = [threading.Thread(target=reader) for _ in range(3)]
+        for thread in readers:
+            thread.start()
+        for i in range(60):
+            memory.add_turn(f"more chat {i} about the deploy and the weather")
+        for thread in readers:
+            thread.join()
+        assert memory.wait_for_consolidation(timeout=10)
+    assert not errors
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from synapse_retriever.conversation import ConversationMemory
+
+    path, writer = sys.argv[1], int(sys.argv[2])
+    with ConversationMemory(path, background=False) as memory:
+        for i in range(50):
+            turn = memory.add_turn(f"writer {writer} note {i}: deploys moved", session=f"w{writer}")
+            ids = [t.id for t in memory.turns()]  # every turn stored, by any process, in order
+            assert turn in ids and ids == list(range(1, len(ids) + 1)), (turn, ids)
+    """
+)
+
+
+def test_a_memory_sees_the_turns_other_processes_add_without_reopening(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
+    with ConversationMemory(path) as reader:
+        reader.add_turn("Before the writers came: deploys move to Fridays.", session="r")
+        context = reader.assemble("deploys", 100_000)  # the view it keeps, opened before them
+        writers = [
+            subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(writer)])
+            for writer in range(4)
+        ]
+        assert [writer.wait(timeout=300) for writer in writers] == [0, 0, 0, 0]
+        # 4 writers x 50 turns: the reader sees every one, once, without reopening
+        turns = reader.turns()
+        expected = {f"writer {w} note {i}: deploys moved" for w in range(4) for i in range(50)}
+        assert len(turns) == len(reader) == 201 and {t.text for t in turns[1:]} == expected
+        assert [t.id for t in turns] == list(range(1, 202))
+        assert [t.at for t in turns] == sorted(t.at for t in turns)  # times in id order
+        assert len(context) == 1 and len(reader.assemble("deploys", 100_000)) == 201
+        found = reader.retrieve("what did writer 3 note 49 say?", k=300)
+        assert "writer 3 note 49: deploys moved" in {r.text for r in found}
+        # each session's turns are linked in id order, whichever process stored them
+        graph = reader.graph()
+        followed = sorted(
+            (u, v) for u, v, kind in graph.edges(data="type") if kind == "FOLLOWED_BY"
+        )
+        chains = []
+        for writer in range(4):
+            ids = [t.id for t in turns if t.session == f"w{writer}"]
+            chains += [(f"turn:{a}", f"turn:{b}") for a, b in itertools.pairwise(ids)]
+        assert followed == sorted(chains)
+        assert sum(kind == "turn" for _, kind in graph.nodes(data="kind")) == 201
+        assert reader.add_turn("And the reader again.", session="r") == 202
+
+
+def test_a_turn_comes_after_the_turns_another_memory_stored_in_time_and_id(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
+    with ConversationMemory(path) as a, ConversationMemory(path) as b:
+        a.add_turn("Deploys move to Fridays.", at=100)
+        later = time.time() + 3600  # ahead of the clock, within the allowed skew
+        assert b.add_turn("Noted, Fridays.", role="assistant", at=later) == 2
+        # a never looked again: its own turns still go after b's, in time and in id
+        with pytest.raises(InvalidValueError, match=f"earlier than the previous turn's {later}"):
+            a.add_turn("Too early.", at=200)
+        assert a.add_turn("And the retro is on Monday.") == 3  # now: b's time, not earlier
+        assert [(t.id, t.at) for t in b.turns()] == [(1, 100.0), (2, later), (3, later)]
+        assert [t.text for t in a.turns()] == [t.text for t in b.turns()]
+
+
+def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
+    with ConversationMemory(":memory:", background=False) as memory:
+        with pytest.raises(InvalidValueError, match="in milliseconds it would be"):
+            memory.add_turn("Deploys move to Fridays.", at=time.time() * 1000)
+        assert memory.add_turn("Deploys move to Fridays.", at=time.time()) == 1
+        assert memory.add_turn("Noted.") == 2  # now: not held back by a time far ahead
+
+
+def test_a_read_only_file_is_refused_in_a_typed_error_and_left_untouched(tmp_path: Path) -> None:
+    from test_store_safety import read_only  # the immutable attribute, for root too
+
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("Deploys move to Fridays.", at=0)
+    before = path.read_bytes()
+    with read_only(path), pytest.raises(ReadOnlyStoreError, match="writes every turn"):
+        ConversationMemory(path)
+    assert path.read_bytes() == before
+
+
+def test_a_damaged_turns_table_is_refused_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        for minute in range(40):
+            memory.add_turn(f"Turn {minute} about the deploy and the build.", at=60 * minute)
+    with sqlite3.connect(path) as db:
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        root = db.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'context_turns'"
+        ).fetchone()[0]
+    db.close()
+    with path.open("r+b") as file:  # a page overwritten, as by a bad disk
+        file.seek((root - 1) * page)
+        file.write(bytes(range(256)) * (page // 256))
+    with pytest.raises(CorruptDatabaseError, match=r"chat\.db' is a damaged database"):
+        ConversationMemory(path)

@@ -1,0 +1,241 @@
+"""Tests for the async methods of conversation/memory.py: off the loop, same results, same
+errors, and nothing half-written when an await is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall, longest_stall
+from store_backends import holding_writes
+
+from synapse_retriever.conversation import ContextConfig, ConversationMemory, HashingEmbedder
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+
+CHAT = [
+    ("user", "Login fails: verify_token() rejects valid tokens since Monday."),
+    ("assistant", "Which service? The gateway or the API?"),
+    ("user", "The API. The gateway is fine."),
+    ("assistant", "Found it: the clock skew in verify_token() of auth/jwt.py."),
+    ("user", "Lunch at noon? Pasta again."),
+    ("assistant", "Sure, pasta at noon."),
+    ("user", "We moved the production deploy to Fridays."),
+]
+QUERIES = ["why did verify_token fail?", "when is the deploy?", "lunch?"]
+
+
+def turns_of(path: str | Path) -> list[tuple[int, str, str]]:
+    """The turns stored in the file, read by a memory of its own."""
+    with ConversationMemory(path) as memory:
+        return [(t.id, t.role, t.text) for t in memory.turns()]
+
+
+def test_the_async_methods_give_what_the_sync_ones_give(tmp_path: Path) -> None:
+    config = ContextConfig(working_memory=2, consolidation_interval=3)
+    sync = ConversationMemory(tmp_path / "sync.db", config=config, background=False)
+    sync_ids = [sync.add_turn(text, role, at=60 * i) for i, (role, text) in enumerate(CHAT)]
+
+    async def chat() -> tuple[list[int], list[object], list[object]]:
+        with ConversationMemory(tmp_path / "async.db", config=config, background=False) as mem:
+            ids = [
+                await mem.aadd_turn(text, role, at=60 * i) for i, (role, text) in enumerate(CHAT)
+            ]
+            assembled: list[object] = []
+            retrieved: list[object] = []
+            for query in QUERIES:
+                for budget in (10, 40, 1000):
+                    assembled.append(await mem.aassemble(query, budget, at=600))
+                retrieved.append(await mem.aretrieve(query, k=3, at=600))
+                retrieved.append(
+                    await mem.aretrieve(query, k=5, mode="analytical", at=600, weights=(0, 1))
+                )
+            assert [vars(t) for t in mem.turns()] == [vars(t) for t in sync.turns()]
+            return ids, assembled, retrieved
+
+    ids, assembled, retrieved = asyncio.run(chat())
+    assert ids == sync_ids
+    assert assembled == [
+        sync.assemble(query, budget, at=600) for query in QUERIES for budget in (10, 40, 1000)
+    ]
+    assert retrieved == [
+        found
+        for query in QUERIES
+        for found in (
+            sync.retrieve(query, k=3, at=600),
+            sync.retrieve(query, k=5, mode="analytical", at=600, weights=(0, 1)),
+        )
+    ]
+    assert any(t.level.value == "summary" for turns in assembled for t in turns)  # type: ignore[attr-defined]
+    sync.close()
+
+
+def test_the_async_methods_raise_the_sync_methods_typed_errors() -> None:
+    async def misuse(memory: ConversationMemory) -> list[tuple[type[Exception], str]]:
+        raised: list[tuple[type[Exception], str]] = []
+        for call in (
+            lambda: memory.aadd_turn("Noted.", role="god"),
+            lambda: memory.aadd_turn(b"bytes"),  # type: ignore[arg-type]
+            lambda: memory.aadd_turn("Late.", at=-1.0),
+            lambda: memory.aassemble("deploy?", -1),
+            lambda: memory.aassemble("deploy?", 1.5),  # type: ignore[arg-type]
+            lambda: memory.aretrieve("deploy?", k=0),
+            lambda: memory.aretrieve("deploy?", sessions="s1"),
+        ):
+            with pytest.raises(SynapseError) as caught:
+                await call()
+            raised.append((type(caught.value), str(caught.value)))
+        return raised
+
+    def sync_errors(memory: ConversationMemory) -> list[tuple[type[Exception], str]]:
+        raised: list[tuple[type[Exception], str]] = []
+        for call in (
+            lambda: memory.add_turn("Noted.", role="god"),
+            lambda: memory.add_turn(b"bytes"),  # type: ignore[arg-type]
+            lambda: memory.add_turn("Late.", at=-1.0),
+            lambda: memory.assemble("deploy?", -1),
+            lambda: memory.assemble("deploy?", 1.5),  # type: ignore[arg-type]
+            lambda: memory.retrieve("deploy?", k=0),
+            lambda: memory.retrieve("deploy?", sessions="s1"),
+        ):
+            with pytest.raises(SynapseError) as caught:
+                call()
+            raised.append((type(caught.value), str(caught.value)))
+        return raised
+
+    memory = ConversationMemory(":memory:")
+    memory.add_turn("We moved the deploy to Fridays.", at=0)
+    async_errors = asyncio.run(misuse(memory))
+    assert async_errors == sync_errors(memory)
+    assert [kind for kind, _ in async_errors] == [
+        InvalidValueError,
+        InvalidTypeError,
+        InvalidValueError,
+        InvalidValueError,
+        InvalidTypeError,
+        InvalidValueError,
+        InvalidTypeError,
+    ]
+    assert len(memory) == 1  # nothing stored by a refused turn
+    memory.close()
+    with pytest.raises(SynapseError, match="closed"):
+        asyncio.run(memory.aadd_turn("After close."))
+    with pytest.raises(SynapseError, match="closed"):
+        asyncio.run(memory.aretrieve("deploy?"))
+
+
+def test_the_loop_is_never_held_up_by_a_slow_embedder() -> None:
+    embedder = SlowEmbedder(0.3)
+
+    async def scenario() -> None:
+        with ConversationMemory(":memory:", embedder=embedder) as memory:
+            for i, (role, text) in enumerate(CHAT[:3]):
+                await memory.aadd_turn(text, role, at=60 * i)
+            turns = await memory.aassemble("why did verify_token fail?", 1000, at=300)
+            found = await memory.aretrieve("why did verify_token fail?", k=2, at=300)
+        assert [t.turn_id for t in turns] == [1, 2, 3]
+        assert found[0].turn_id == 1
+
+    calls = embedder.calls
+    stall = least_stall(scenario)
+    assert embedder.calls - calls >= 5  # every call embedded at 0.3 s: 1.5 s of embedding
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
+
+
+def test_the_heartbeat_sees_a_slow_embedder_called_on_the_loop() -> None:
+    """The measure itself: the sync calls from a coroutine hold the loop for the delay."""
+
+    async def on_the_loop() -> None:
+        with ConversationMemory(":memory:", embedder=SlowEmbedder(0.3)) as memory:
+            memory.add_turn("We moved the deploy to Fridays.", at=0)
+
+    assert asyncio.run(longest_stall(on_the_loop())) >= 0.25
+
+
+def test_a_turn_cancelled_while_embedded_is_not_stored(conversation_where: str) -> None:
+    path = conversation_where
+    embedder = SlowEmbedder(0.5)
+
+    async def cancelled() -> None:
+        with ConversationMemory(path, embedder=embedder) as memory:
+            await memory.aadd_turn("We moved the deploy to Fridays.", at=0)
+            embedder.started.clear()
+            embedder.finished.clear()
+            task = asyncio.ensure_future(memory.aadd_turn("Lunch at noon?", at=60))
+            await asyncio.to_thread(embedder.started.wait, 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.to_thread(embedder.finished.wait, 10)  # the embedding ran out
+            await asyncio.sleep(0.2)  # and nothing was written after it
+            assert [t.text for t in memory.turns()] == ["We moved the deploy to Fridays."]
+            assert await memory.aadd_turn("Sure.", role="assistant", at=120) == 2
+
+    asyncio.run(cancelled())
+    assert turns_of(path) == [
+        (1, "user", "We moved the deploy to Fridays."),
+        (2, "assistant", "Sure."),
+    ]
+
+
+def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
+    conversation_where: str,
+) -> None:
+    path = conversation_where
+    counted: list[str] = []
+
+    def tokens(text: str) -> int:
+        counted.append(text)  # the last step before the write
+        return len(text.split())
+
+    async def cancelled() -> None:
+        with ConversationMemory(path, tokens, embedder=HashingEmbedder()) as memory:
+            await memory.aadd_turn("We moved the deploy to Fridays.", at=0)
+            with holding_writes(path):  # another process holds the write lock
+                task = asyncio.ensure_future(memory.aadd_turn("Lunch at noon?", at=60))
+                while "Lunch at noon?" not in counted:
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.5)  # the write has begun: it waits for the lock
+                task.cancel()
+                await asyncio.sleep(0.3)
+                assert not task.done()  # the await ends when the write does, not before
+                task.cancel()  # a second cancellation (a timeout after a task group's) too
+                await asyncio.sleep(0.3)
+                assert not task.done()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert [t.text for t in memory.turns()][-1] == "Lunch at noon?"  # at once
+            assert len(memory) == 2
+
+    asyncio.run(cancelled())
+    assert turns_of(path) == [
+        (1, "user", "We moved the deploy to Fridays."),
+        (2, "user", "Lunch at noon?"),
+    ]
+
+
+def test_reads_cancelled_midway_leave_the_memory_as_it_was(conversation_where: str) -> None:
+    path = conversation_where
+    embedder = SlowEmbedder(0.3)
+
+    async def cancelled() -> None:
+        with ConversationMemory(path, embedder=embedder) as memory:
+            await memory.aadd_turn("We moved the deploy to Fridays.", at=0)
+            before = [vars(t) for t in memory.turns()]
+            for read in (
+                memory.aassemble("deploy?", 100, at=60),
+                memory.aretrieve("deploy?", at=60),
+            ):
+                embedder.finished.clear()
+                task = asyncio.ensure_future(read)
+                await asyncio.sleep(0.05)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                await asyncio.to_thread(embedder.finished.wait, 10)
+            assert [vars(t) for t in memory.turns()] == before
+            assert [t.text for t in await memory.aassemble("deploy?", 100, at=60)] == [
+                "We moved the deploy to Fridays."
+            ]
+
+    asyncio.run(cancelled())

@@ -1,0 +1,309 @@
+"""The in-memory recall view agrees with a from-scratch computation, whatever the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synapse_retriever import SynapseConfig, SynapseStore, spread_activation
+from synapse_retriever.mirror.mirror import Mirror
+
+DAY = 86_400.0
+NAMESPACES = ["personal", "shared", "ephemeral", "branch:x"]
+nodes = st.sampled_from([f"n{i}" for i in range(9)])
+steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("reinforce"),
+            st.lists(nodes, min_size=2, max_size=5),
+            st.floats(0.1, 2.0),
+            st.sampled_from(NAMESPACES),
+            st.sampled_from([0.0, 0.0, 0.0, 0.5, 3.0, 45.0]),  # days: often the same instant
+        ),
+        st.tuples(st.just("decay"), st.floats(0.0, 200.0)),
+        st.tuples(st.just("fold")),  # fold the log of new edges into the CSR adjacency
+        st.tuples(  # a use adds a node (u*: one never reinforced) without any edge
+            st.just("use"), st.lists(st.sampled_from(["n0", "u0", "u1", "u2"]), min_size=1)
+        ),
+        st.tuples(
+            st.just("query"), st.lists(nodes, min_size=1, max_size=3), st.sampled_from(NAMESPACES)
+        ),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def reference(store: SynapseStore, seeds: list[str], at: float, active: str) -> dict[str, float]:
+    """Energies from a dict of merged weights built from scratch out of store.graph()."""
+    factors = store.config.merge_factors(active)
+    merged: dict[str, dict[str, float]] = {}
+    for a, b, ns, data in store.graph(at=at).edges(keys=True, data=True):
+        factor = factors.get(ns, 0.0)
+        if factor > 0:
+            for x, y in ((a, b), (b, a)):
+                row = merged.setdefault(x, {})
+                row[y] = min(1.0, row.get(y, 0.0) + factor * data["weight"])
+    return spread_activation(merged, seeds, hub_degree=store.config.hub_degree).energy
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps, st.integers(1, 4))
+def test_recall_view_matches_a_from_scratch_spread(steps: list[tuple], hub_degree: int) -> None:
+    # a tiny hub degree makes hub factors bite on a 9-node graph
+    config = SynapseConfig(weight_tolerance_s=0.0, hub_degree=hub_degree)
+    store = SynapseStore(":memory:", config=config)
+    now = 0.0
+    for step in steps:
+        if step[0] == "reinforce":
+            _, ids, strength, namespace, gap = step
+            now += gap * DAY
+            store.reinforce(ids, strength=strength, namespace=namespace, at=now)
+        elif step[0] == "decay":
+            store.decay(at=now + step[1] * DAY)
+        elif step[0] == "fold":
+            store._mirror.graph.rebuild()
+        elif step[0] == "use":
+            store.use(step[1], at=now)
+        else:
+            _, seeds, active = step
+            got = store.activate(seeds, at=now, active_namespace=active)
+            want = reference(store, seeds, now, active)
+            assert got.keys() == want.keys()
+            for node, energy in want.items():
+                assert got[node] == pytest.approx(energy, abs=1e-12)
+
+
+def test_many_new_edges_fold_the_log_into_the_adjacency() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    for i in range(3000):  # 3000 new edges: the log is folded in at least once
+        store.reinforce(["hub", f"leaf{i}"], at=0)
+        if i % 700 == 0:
+            assert store.activate(["hub"], at=0)[f"leaf{i}"] == pytest.approx(
+                0.3 * 0.6 * (50 / (i + 1)) ** 0.5 if i + 1 > 50 else 0.18
+            )
+    energy = store.activate(["hub"], at=0)
+    # 3000 leaves: hf(hub) = sqrt(50 / 3000) = 0.129099; each leaf 0.3 × 0.6 × 0.129099
+    assert energy["leaf0"] == pytest.approx(0.3 * 0.6 * (50 / 3000) ** 0.5)
+    assert len(energy) == 3000
+
+
+def test_a_node_added_by_a_use_alone_resizes_the_cached_view() -> None:
+    # a one-file commit of a new file (synapse-retriever bench quality on two real histories): the
+    # node count grows with no edge written, and the log of new edges must grow with it
+    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store.reinforce(["a", "b"], at=0)  # a new edge: in the log, not in the adjacency
+    assert store.activate(["a"], at=0) == pytest.approx({"b": 0.18})
+    store.use(["c"], at=0)
+    assert store.activate(["a"], at=0) == pytest.approx({"b": 0.18})
+    assert store.activate(["c"], at=0) == {}
+
+
+def test_writes_after_the_adjacency_is_built_update_the_cached_view_in_place() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0, hub_degree=2))
+    store.reinforce(["s", "a", "b"], at=0)
+    store.reinforce(["a", "c"], at=0)
+    store._mirror.graph.rebuild()  # every edge now in the CSR adjacency
+    assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
+    store.reinforce(["s", "a"], strength=2.0, at=0)  # same instant: the cached view is updated
+    store.reinforce(["c", "d"], at=0)  # a new edge: the log
+    assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
+    store.decay(at=0)
+    store._mirror.graph.remove([1])  # a deletion seen from another process
+    assert store.activate(["s"], at=0) == pytest.approx(reference(store, ["s"], 0, "personal"))
+
+
+def test_recall_views_are_kept_for_a_few_active_namespaces_only() -> None:
+    from synapse_retriever.mirror.graph import MAX_VIEWS
+
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], namespace="personal", at=0)
+    for i in range(MAX_VIEWS + 3):  # one view per active branch queried
+        assert store.activate(["a"], at=0, active_namespace=f"branch:b{i}") == {
+            "b": pytest.approx(0.3 * 0.8 * 0.6)  # personal seen from a branch: × 0.8
+        }
+    assert len(store._mirror.graph._views) == MAX_VIEWS
+
+
+def co_uses_from_scratch(
+    store: SynapseStore, node: str, at: float, active: str
+) -> list[tuple[str, float]]:
+    """A node's most co-used live neighbours (ties to the smaller id), by id, from store.graph()."""
+    factors = store.config.merge_factors(active)
+    counts: dict[str, float] = {}
+    for a, b, ns, data in store.graph(at=at).edges(node, keys=True, data=True):
+        other = b if a == node else a
+        if factors.get(ns, 0.0) > 0:
+            counts[other] = counts.get(other, 0.0) + factors[ns] * data["count"]
+    ids = store._mirror.graph.index
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], ids[item[0]]))
+    return sorted(ranked[: store.config.association_fan], key=lambda item: ids[item[0]])
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps, st.integers(1, 3))
+def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig(association_fan=fan))
+    graph, now = store._mirror.graph, 0.0  # rows are cached across time: exact, not within 60 s
+    for step in steps:
+        if step[0] == "reinforce":
+            _, ids, strength, namespace, gap = step
+            now += gap * DAY
+            store.reinforce(ids, strength=strength, namespace=namespace, at=now)
+        elif step[0] == "decay":
+            now += step[1] * DAY  # later reads see the edges that decayed since
+        elif step[0] == "fold":
+            graph.rebuild()
+        elif step[0] == "use":
+            store.use(step[1], at=now)
+        else:
+            _, seeds, active = step
+            known = [seed for seed in seeds if seed in graph.index]
+            rows = graph.co_uses([graph.index[seed] for seed in known], active, now)
+            for seed, (others, counts) in zip(known, rows, strict=True):
+                want = co_uses_from_scratch(store, seed, now, active)
+                assert [graph.names[x] for x in others.tolist()] == [name for name, _ in want]
+                assert counts.tolist() == pytest.approx([count for _, count in want])
+
+
+def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned after 147.x days
+    store.reinforce(["a", "c"], at=0)
+    store.reinforce(["a", "c"], at=DAY)  # reinforced again (a learned half-life): dies first
+    graph, a = store._mirror.graph, store._mirror.graph.index["a"]
+    death = float(graph._pruned_at[graph.live_ids()].min())  # a-c's
+    assert store.weight("a", "c", at=death + 60) == 0 < store.weight("a", "b", at=death + 60)
+    computed: list[float] = []
+    rows_at = graph._co_use_rows
+    graph._co_use_rows = lambda nodes, ns, at: computed.append(at) or rows_at(nodes, ns, at)  # type: ignore[method-assign]
+
+    def row(at: float) -> list[str]:
+        ((others, _),) = graph.co_uses([a], "personal", at)
+        return [graph.names[x] for x in others.tolist()]
+
+    assert row(2 * DAY) == ["b", "c"] and row(100 * DAY) == ["b", "c"]  # 98 days apart
+    assert computed == [2 * DAY]  # ...one row, computed once
+    assert row(death + 60) == ["b"] and computed[-1] == death + 60  # a-c died: recomputed
+    assert row(3 * DAY) == ["b", "c"]  # a past time, when a-c was alive: recomputed
+    assert len(computed) == 3
+    assert graph._co_use_entries == 3  # what the cached row holds: b and c, and the row
+
+
+def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import synapse_retriever.mirror.graph as graph_module
+
+    monkeypatch.setattr(graph_module, "MAX_CO_USE_ENTRIES", 6)
+    store = SynapseStore(":memory:")
+    for hub in ("h1", "h2", "h3"):
+        store.reinforce([hub, f"{hub}x", f"{hub}y"], at=0)  # each hub: 2 neighbours
+    graph = store._mirror.graph
+    for hub in ("h1", "h2", "h3"):
+        graph.co_uses([graph.index[hub]], "personal", 0.0)
+    rows = graph._co_uses["personal"]
+    # a row holds its neighbours and one for itself: 3 each; h1 went at 9 > 6
+    assert [graph.names[x] for x in rows] == ["h2", "h3"]
+    assert graph._co_use_entries == 6 == sum(r[0].size + 1 for r in rows.values())
+    store.reinforce(["h2", "z"], at=0)  # a write forgets the rows of its nodes
+    assert [graph.names[x] for x in rows] == ["h3"] and graph._co_use_entries == 3
+    # another active namespace: the budget holds across them, the oldest rows first
+    graph.co_uses([graph.index["h1"]], "branch:x", 0.0)  # 3 more: 6
+    graph.co_uses([graph.index["z"]], "branch:x", 0.0)  # z: h2, 1 neighbour: 8 > 6
+    assert list(rows) == [] and graph._co_use_entries == 5  # h3 (personal) went
+    # rows with no live neighbour count too, so they are dropped like the others
+    graph.co_uses([graph.index[f"{hub}x"] for hub in ("h1", "h2")], "branch:x", 0.0)
+    assert graph._co_use_entries <= 6
+
+
+def test_a_batch_of_new_edges_that_rebuilds_the_adjacency_refreshes_cached_rows() -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["x", "y"], at=0)
+    graph = store._mirror.graph
+    x = graph.index["x"]
+    ((others, _),) = graph.co_uses([x], "personal", 0.0)
+    assert [graph.names[o] for o in others.tolist()] == ["y"]
+    start = graph.n  # 9,000 fresh edges at once (another process's bulk import): a rebuild
+    graph.add_names([(start + i, f"n{i}") for i in range(9001)])
+    ns = graph.ns_index["personal"]
+    rows = [(graph.size + 1, ns, x, start, 0.3, 1, 30.0, 0.0, 0.0)]  # x-n0 among them
+    rows += [
+        (graph.size + 2 + i, ns, start + i, start + i + 1, 0.3, 1, 30.0, 0.0, 0.0)
+        for i in range(9000)
+    ]
+    graph.apply(rows)
+    assert graph._log_len == 0  # rebuilt
+    ((others, _),) = graph.co_uses([x], "personal", 0.0)
+    assert sorted(graph.names[o] for o in others.tolist()) == ["n0", "y"]
+
+
+def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:
+    store = SynapseStore(":memory:")
+    for i, strength in enumerate([0.1, 0.5, 1.0, 2.0, 3.0]):
+        store.reinforce([f"a{i}", f"b{i}"], strength=strength, at=i * 3600.0)
+        store.reinforce([f"a{i}", f"b{i}"], at=i * 7200.0)  # a learned half-life
+    graph = store._mirror.graph
+    ids = graph.live_ids()
+    for when in graph._pruned_at[ids].tolist():
+        for at in (when, np.nextafter(when, -np.inf), np.nextafter(when, np.inf), when + 0.9):
+            assert graph.live(ids, at).tolist() == (graph.weights(ids, at) > 0).tolist()
+
+
+def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_write() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store.reinforce(["a", "b"], namespace="personal", at=0)
+    store.reinforce(["a", "c"], namespace="personal", at=0)
+    graph = store._mirror.graph
+    graph.rebuild()
+    store.reinforce(["a", "b"], namespace="shared", at=0)  # the same pair, another namespace
+    assert graph._log_len == 1  # a write does not rebuild the adjacency (O(edges))...
+    # ...the default rule's co-use rows merge the pair themselves: 1 + 0.5 × 1 (shared)
+    ((others, counts),) = graph.co_uses([graph.index["a"]], "personal", 0.0)
+    assert [graph.names[x] for x in others.tolist()] == ["b", "c"]
+    assert counts.tolist() == [1.5, 1.0]
+    # ...and the published rule's view rebuilds first
+    assert store.activate(["a"], at=0) == pytest.approx(reference(store, ["a"], 0, "personal"))
+    assert graph._log_len == 0
+
+
+def adjacency(graph: Any) -> tuple[list[Any], dict[int, bool]]:
+    """Each node's CSR row as sorted (other, edge) entries, every live edge's two positions
+    read back, and the twin flag of every live edge."""
+    rows = []
+    for node in range(graph._built):
+        start, stop = graph._indptr[node], graph._indptr[node + 1]
+        rows.append(sorted(zip(graph._other[start:stop].tolist(),
+                               graph._entry_edge[start:stop].tolist(), strict=True)))  # fmt: skip
+    live = graph.live_ids()
+    for edge in live.tolist():
+        assert graph._entry_edge[graph._pos_a[edge]] == edge
+        assert graph._entry_edge[graph._pos_b[edge]] == edge
+        assert graph._other[graph._pos_a[edge]] == graph._b[edge]
+    return rows, dict(zip(live.tolist(), graph._multi[live].tolist(), strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps)
+def test_folding_the_log_in_gives_the_adjacency_a_full_build_gives(steps: list[tuple]) -> None:
+    store = SynapseStore(":memory:")
+    now = 0.0
+    for step in steps:
+        if step[0] == "reinforce":
+            _, ids, strength, namespace, gap = step
+            now += gap * DAY
+            store.reinforce(ids, strength=strength, namespace=namespace, at=now)
+        elif step[0] == "decay":
+            store.decay(at=now + step[1] * DAY, force=True)
+        elif step[0] == "fold":
+            store._mirror.graph.rebuild()  # merges the log into the adjacency once built
+    graph = store._mirror.graph
+    graph.rebuild()
+    fresh = Mirror(store.config)
+    fresh.load(store._storage)
+    fresh.graph.rebuild()  # from every live edge at once: a full sort
+    assert adjacency(graph) == adjacency(fresh.graph)
