@@ -15,6 +15,7 @@ from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
+    StorageUnavailableError,
     WriteConflictError,
 )
 from synapse_retriever.persistence.conversation import (
@@ -437,15 +438,17 @@ def test_a_held_write_lock_is_a_write_conflict_not_a_driver_error(tmp_path: Path
         storage.close()
 
 
-def test_open_conversation_storage_opens_sqlite_and_refuses_a_server_url(tmp_path: Path) -> None:
+def test_open_conversation_storage_opens_sqlite_for_a_path_and_the_server_for_a_url(
+    tmp_path: Path,
+) -> None:
     storage = open_conversation_storage(tmp_path / "chat.db", user="alice", busy_timeout_s=1.0)
     try:
         assert isinstance(storage, SQLiteConversationStorage)
         assert (storage.user, storage.where) == ("alice", str(tmp_path / "chat.db"))
     finally:
         storage.close()
-    with pytest.raises(InvalidValueError, match="postgresql"):
-        open_conversation_storage("postgresql://localhost/team", user=None, busy_timeout_s=1.0)
+    with pytest.raises(StorageUnavailableError, match="cannot be reached"):  # tried the server
+        open_conversation_storage("postgresql://127.0.0.1:1/team", user=None, busy_timeout_s=1.0)
 
 
 def test_a_memory_on_a_schema_4_file_keeps_every_turn_as_the_default_users(
