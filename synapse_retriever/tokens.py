@@ -1,23 +1,48 @@
-"""Token counts for a strict token budget, when the caller brings no tokenizer.
+"""Token counts for a strict token budget: the one home of the token counter.
 
-Adapters accept any ``text -> int`` counter (``len(encoding.encode(text))`` with
-tiktoken, a Hugging Face tokenizer...); :func:`approximate_tokens` is their default.
+A counter is any ``str -> int`` callable (:data:`TokenCounter`): ``len(encoding.encode(text))``
+with tiktoken, a Hugging Face tokenizer...; :func:`approximate_tokens` is the default of the
+adapters' cost functions and of the conversation memory's budget. Every budget decision goes
+through one counter, so a caller who counts tokens another way (their model's tokenizer) gets a
+context that fits by their own count; :func:`checked_counter` checks what a counter returns.
+
+The default is :func:`approximate_tokens` (one token per word run or punctuation mark), not
+tiktoken, even when tiktoken is installed: tiktoken downloads its encoding files on first use,
+so a tiktoken default would reach the network, or fail offline, and budgets would depend on the
+machine's cache. :func:`tiktoken_counter` opts in explicitly.
 
 Examples
 --------
 >>> approximate_tokens("def load_keys(): ...")
 8
+>>> count = checked_counter(None)
+>>> count("I moved the deploy to Fridays")
+6
+>>> checked_counter(lambda text: -1)("hi")
+Traceback (most recent call last):
+...
+synapse_retriever.errors.InvalidValueError: token_counter must return an integer >= 0, got -1 \
+for 'hi'
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+from collections.abc import Callable
+from typing import Any
 
-from synapse_retriever.errors import InvalidTypeError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["approximate_tokens"]
+__all__ = ["TokenCounter", "approximate_tokens", "checked_counter", "tiktoken_counter"]
+
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of a text."""
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
+
+_ENV_LOCK = threading.Lock()
 
 
 def approximate_tokens(text: str) -> int:
@@ -52,3 +77,84 @@ def approximate_tokens(text: str) -> int:
     if not isinstance(text, str):
         raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
     return len(_PIECE.findall(text))
+
+
+def checked_counter(token_counter: TokenCounter | None) -> TokenCounter:
+    """``token_counter`` (default :func:`~synapse_retriever.approximate_tokens`), checked to
+    return a non-negative integer for every text.
+
+    Examples
+    --------
+    >>> checked_counter(None)("I moved the deploy to Fridays.")  # 6 words and a period
+    7
+    >>> checked_counter(lambda text: len(text.split()))("I moved the deploy to Fridays.")
+    6
+    """
+    if token_counter is None:
+        return approximate_tokens
+    if not callable(token_counter):
+        raise InvalidTypeError(
+            f"token_counter must be a callable str -> int, got {type(token_counter).__name__}"
+        )
+
+    def count(text: str) -> int:
+        value: Any = token_counter(text)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidValueError(
+                f"token_counter must return an integer >= 0, got {value!r} for {text[:40]!r}"
+            )
+        return int(value)
+
+    return count
+
+
+def tiktoken_counter(
+    encoding: str = "cl100k_base", *, cache_dir: str | None = None
+) -> TokenCounter:
+    """A counter with a tiktoken encoding: ``len(encoding.encode(text))``.
+
+    tiktoken fetches the encoding file on first use and caches it (in ``cache_dir``,
+    else ``$TIKTOKEN_CACHE_DIR``, else a temporary folder). Offline, point ``cache_dir``
+    at a folder that holds it (llama-index-core ships one in ``_static/tiktoken_cache``).
+
+    Raises
+    ------
+    InvalidValueError
+        tiktoken is not installed, or the encoding cannot be loaded (e.g. offline with
+        no cached file).
+
+    Examples
+    --------
+    Not run here: it needs tiktoken and, once, the encoding file (or a cached copy).
+
+    >>> count = tiktoken_counter("cl100k_base", cache_dir="tiktoken_cache")  # doctest: +SKIP
+    >>> count("I moved the deploy to Fridays")  # doctest: +SKIP
+    6
+    >>> memory = ConversationMemory("chat.db", token_counter=count)  # doctest: +SKIP
+    """
+    try:
+        import tiktoken
+    except ImportError:
+        raise InvalidValueError("tiktoken_counter needs tiktoken (pip install tiktoken)") from None
+    with _ENV_LOCK:
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        if cache_dir is not None:
+            os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
+        try:
+            codec = tiktoken.get_encoding(encoding)
+        except Exception as exc:
+            raise InvalidValueError(
+                f"cannot load the tiktoken encoding {encoding!r} ({exc}); offline, pass "
+                "cache_dir= a folder holding its cached file"
+            ) from None
+        finally:
+            if cache_dir is not None:
+                if previous is None:
+                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+                else:
+                    os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+    def count(text: str) -> int:
+        return len(codec.encode(text, disallowed_special=()))
+
+    return count

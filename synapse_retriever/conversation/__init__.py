@@ -40,8 +40,8 @@ from synapse_retriever.conversation.summarize import (
     Summarizer,
     focus,
 )
-from synapse_retriever.conversation.tokens import TokenCounter, checked_counter, tiktoken_counter
 from synapse_retriever.persistence.conversation import SQLiteConversationStorage, TurnRecord
+from synapse_retriever.tokens import TokenCounter, checked_counter, tiktoken_counter
 
 __all__ = [
     "MODES",

@@ -30,10 +30,9 @@ from synapse_retriever.conversation.levels import Level, plan_levels, threshold_
 from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.relevance import rrf_order, select_relevant
 from synapse_retriever.conversation.summarize import Condensed, focus
+from synapse_retriever.tokens import TokenCounter
 
 __all__ = ["AssembledTurn", "Decision", "TurnsView", "plan_context"]
-
-TokenCounter = Callable[[str], int]
 
 
 @dataclass(frozen=True)

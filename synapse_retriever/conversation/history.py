@@ -56,8 +56,8 @@ from synapse_retriever.conversation.embed import (
 from synapse_retriever.conversation.levels import Level
 from synapse_retriever.conversation.summarize import ExtractiveSummarizer
 from synapse_retriever.conversation.text import TermStats
-from synapse_retriever.conversation.tokens import TokenCounter, checked_counter
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.tokens import TokenCounter, checked_counter
 
 __all__ = ["HistoryMessage", "TrimmedMessage", "tool_groups", "trim_history"]
 

@@ -71,7 +71,6 @@ from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.conversation.summarize import Condensed, ExtractiveSummarizer, Summarizer
 from synapse_retriever.conversation.text import TermStats
-from synapse_retriever.conversation.tokens import TokenCounter, checked_counter
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 from synapse_retriever.persistence.conversation import (
     ConversationStorage,
@@ -82,6 +81,7 @@ from synapse_retriever.persistence.conversation import (
     check_user,
     open_conversation_storage,
 )
+from synapse_retriever.tokens import TokenCounter, checked_counter
 
 __all__ = ["ROLES", "ConversationMemory"]
 
@@ -128,7 +128,7 @@ class ConversationMemory:
     token_counter : callable, optional
         ``str -> int``; every budget decision uses it. Default:
         :func:`~synapse_retriever.approximate_tokens` (see
-        :mod:`synapse_retriever.conversation.tokens` for why not tiktoken by default).
+        :mod:`synapse_retriever.tokens` for why not tiktoken by default).
     config : ContextConfig, optional
         The method's constants (``ContextConfig()``; ``ContextConfig.published()`` for the
         method exactly as published).

@@ -36,7 +36,7 @@ import numpy as np
 
 from synapse_retriever.conversation.embed import Embedder, Vectors, normalized
 from synapse_retriever.conversation.text import sentences, telegraphic, terms
-from synapse_retriever.tokens import approximate_tokens
+from synapse_retriever.tokens import TokenCounter, approximate_tokens
 
 __all__ = [
     "CHUNKS_PROMPT",
@@ -61,8 +61,6 @@ SUMMARY_PROMPT = (
     "\n\nMessage:\n{text}"
 )
 """Prompt for SUMMARY; ``{words}`` is ``summary_ratio`` of the message's words (at least 8)."""
-
-TokenCounter = Callable[[str], int]
 
 
 class Condensed(NamedTuple):

@@ -12,8 +12,8 @@ from synapse_retriever.conversation import (
     HistoryMessage,
     trim_history,
 )
-from synapse_retriever.conversation.tokens import checked_counter
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.tokens import checked_counter
 
 count = checked_counter(None)
 

@@ -1,4 +1,4 @@
-"""Tests for conversation/tokens.py: the default counter and tiktoken, offline."""
+"""Tests for checked_counter and tiktoken_counter (tokens.py): the default and tiktoken, offline."""
 
 from __future__ import annotations
 
