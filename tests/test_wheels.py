@@ -99,6 +99,18 @@ def closure(requirements: list[Requirement]) -> dict[str, importlib.metadata.Dis
     return {key.split("[")[0]: d for key, d in found.items()}
 
 
+def with_our_extras(requirements: list[Requirement]) -> list[Requirement]:
+    """``requirements`` and those of our extras they ask for: an integration needs
+    ``synapse-retriever[conversation]``, so the fresh environment needs that extra's faiss-cpu."""
+    wanted = {e for r in requirements if canonicalize_name(r.name) in NAMES for e in r.extras}
+    extras = [
+        Requirement(str(r).split(";")[0])
+        for r in requirements
+        if r.marker is not None and any(r.marker.evaluate({"extra": e}) for e in wanted)
+    ]
+    return requirements + extras
+
+
 def overlay(distributions: dict[str, importlib.metadata.Distribution], folder: Path) -> None:
     """A folder that mirrors exactly the files of ``distributions``, as symbolic links."""
     for distribution in distributions.values():
@@ -147,7 +159,7 @@ def fresh(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Fresh:
     env = Fresh(path)
     wheels = [built(dist, name, ".whl") for name in NAMES]
     dependencies = tmp_path_factory.mktemp("dependencies")
-    overlay(closure([r for wheel in wheels for r in declared(wheel)]), dependencies)
+    overlay(closure(with_our_extras([r for w in wheels for r in declared(w)])), dependencies)
     (env.site / "_dependencies.pth").write_text(f"{dependencies}\n", encoding="utf-8")
     install = [sys.executable, "-m", "pip", "--python", str(env.python), "install"]
     result = env.run(

@@ -33,9 +33,15 @@ from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import Protocol, cast, runtime_checkable
 
-import faiss
 import numpy as np
 import numpy.typing as npt
+
+try:
+    import faiss
+except ImportError as exc:  # the store runs without it; only this index needs it
+    raise ImportError(
+        "the conversation memory needs faiss-cpu: pip install 'synapse-retriever[conversation]'"
+    ) from exc
 
 from synapse_retriever.conversation.text import terms
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
