@@ -51,9 +51,9 @@ from synapse_retriever.conversation.graph.relations import (
     parse_relations,
 )
 from synapse_retriever.conversation.graph.walk import (
-    Edge,
     GraphHit,
     TemporalGraph,
+    TypedEdge,
     graph_search,
     specificity,
     turn_node,
@@ -67,7 +67,6 @@ __all__ = [
     "MODE_PROMPT",
     "MODE_WEIGHTS",
     "RELATIONS_PROMPT",
-    "Edge",
     "Entity",
     "GraphHit",
     "ModeDetector",
@@ -77,6 +76,7 @@ __all__ = [
     "RelationExtractor",
     "Retrieval",
     "TemporalGraph",
+    "TypedEdge",
     "canonical_mode",
     "detect_mode",
     "edge_strength",

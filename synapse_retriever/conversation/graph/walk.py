@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from synapse_retriever.conversation.graph.edges import edge_strength
 from synapse_retriever.mirror.spreading import hub_factor
 
-__all__ = ["Edge", "GraphHit", "TemporalGraph", "graph_search", "specificity", "turn_node"]
+__all__ = ["GraphHit", "TemporalGraph", "TypedEdge", "graph_search", "specificity", "turn_node"]
 
 _DAY_S = 86_400.0
 
@@ -61,7 +61,7 @@ def turn_node(turn_id: int) -> str:
 
 
 @dataclass
-class Edge:
+class TypedEdge:
     """A typed edge: ``source -type-> target``, made (or last strengthened) at ``at``
     (seconds), with its reinforcement ``count`` and the ``traversals`` since the last."""
 
@@ -88,7 +88,7 @@ class GraphHit:
 
     turn_id: int
     score: float
-    path: list[Edge] = field(default_factory=list)
+    path: list[TypedEdge] = field(default_factory=list)
 
 
 class TemporalGraph:
@@ -106,8 +106,8 @@ class TemporalGraph:
     """
 
     def __init__(self) -> None:
-        self.edges: dict[tuple[str, str, str], Edge] = {}
-        self._neighbours: dict[str, list[Edge]] = defaultdict(list)
+        self.edges: dict[tuple[str, str, str], TypedEdge] = {}
+        self._neighbours: dict[str, list[TypedEdge]] = defaultdict(list)
         self._turns = 0
 
     def __len__(self) -> int:
@@ -127,7 +127,7 @@ class TemporalGraph:
         key = (source, target, type)
         if key in self.edges:
             return False
-        edge = Edge(source, target, type, at, count, traversals)
+        edge = TypedEdge(source, target, type, at, count, traversals)
         self.edges[key] = edge
         self._neighbours[source].append(edge)
         if target != source:
@@ -143,7 +143,7 @@ class TemporalGraph:
         """How many turns the graph has seen."""
         return self._turns
 
-    def neighbours(self, node: str) -> list[Edge]:
+    def neighbours(self, node: str) -> list[TypedEdge]:
         """Every edge at ``node``, either way."""
         return self._neighbours.get(node, [])
 
@@ -200,7 +200,7 @@ def graph_search(
         Hops at most; the factor per hop; the strongest edges followed per node; the
         degree above which a node's output is damped; the edges' decay per day.
     allowed : iterable of str, optional
-        Edge types to follow (default: all).
+        TypedEdge types to follow (default: all).
 
     Returns
     -------
@@ -208,12 +208,12 @@ def graph_search(
         Turns reached by at least one edge; ties go to the newer turn.
     """
     types = frozenset(allowed) if allowed is not None else None
-    best: dict[str, tuple[float, list[Edge]]] = {}
-    frontier: list[tuple[float, str, str, list[Edge]]] = [
+    best: dict[str, tuple[float, list[TypedEdge]]] = {}
+    frontier: list[tuple[float, str, str, list[TypedEdge]]] = [
         (float(w), node, node, []) for node, w in seeds.items() if node in graph and w > 0
     ]
     for _ in range(depth):
-        reached: dict[str, tuple[float, str, list[Edge]]] = {}
+        reached: dict[str, tuple[float, str, list[TypedEdge]]] = {}
         for activation, start, node, path in frontier:
             edges = [e for e in graph.neighbours(node) if types is None or e.type in types]
             strengths = [(e.strength(now, decay_rate), e) for e in edges]
