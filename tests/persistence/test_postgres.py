@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -43,6 +43,7 @@ from synapse_retriever import (
 )
 from synapse_retriever.cli import main
 from synapse_retriever.persistence import postgres
+from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
 
 DAY = 86_400.0
@@ -377,11 +378,15 @@ def _wait(condition: Any, timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_schema_of_another_application_is_refused_and_untouched(postgres_url: str) -> None:
+@pytest.mark.parametrize("opener", [SynapseStore, PostgresConversationStorage])
+def test_a_schema_of_another_application_is_refused_and_untouched(
+    postgres_url: str, opener: Callable[[str], object]
+) -> None:
+    # a store and a conversation memory refuse it alike
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE invoices (id int)")
     with pytest.raises(NotASynapseDatabaseError, match=r"another application.*invoices"):
-        SynapseStore(postgres_url)
+        opener(postgres_url)
     with psycopg.connect(postgres_url) as conn:
         tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         assert [row[0] for row in tables] == ["invoices"]

@@ -559,16 +559,6 @@ def test_a_newer_conversation_schema_is_refused(postgres_url: str) -> None:
         PostgresConversationStorage(postgres_url)
 
 
-def test_a_schema_of_another_application_is_refused_and_left_untouched(postgres_url: str) -> None:
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE invoices (id int)")
-    with pytest.raises(NotASynapseDatabaseError, match=r"another application.*invoices"):
-        PostgresConversationStorage(postgres_url)
-    with psycopg.connect(postgres_url) as conn:
-        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
-        assert [row[0] for row in tables] == ["invoices"]
-
-
 def test_an_unknown_context_table_is_refused(postgres_url: str) -> None:
     PostgresConversationStorage(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
