@@ -11,6 +11,25 @@ output, binaries and the store's own files are left out, and the namespace follo
 checked-out branch (``branch:<name>``) unless one is given. Each event is one transaction;
 stopping (Ctrl-C) closes the open window first.
 
+How a window of saves becomes one co-activation event, step by step (each a method of
+:class:`TreeWatcher`, the state machine :func:`watch` builds and runs):
+
+1. watchdog reports a save, a move or a deletion; :meth:`~TreeWatcher.as_touch` keeps it
+   as a :class:`Touch` (path relative to the tree) unless it is a folder's, a deletion, or
+   in ``.git/`` (but git's index lock, taken or let go, and ``HEAD`` rewritten);
+2. the touches waiting are taken as one batch (:meth:`~TreeWatcher.take`), sifted once
+   (:meth:`~TreeWatcher.left_out`, where each file ends after the batch's moves), and each
+   goes to its step: git taking or letting go of its index lock
+   (:meth:`~TreeWatcher.git_lock`: while it holds it, saves are git's, not kept), ``HEAD``
+   rewritten (:meth:`~TreeWatcher.checkout`: another branch closes the window in the old
+   one's namespace), a move (:meth:`~TreeWatcher.move`) or a save
+   (:meth:`~TreeWatcher.save`), which touches the :class:`ActivityWindow`;
+3. once the window has been quiet for ``quiet_s`` (:meth:`~TreeWatcher.due`), at a
+   checkout, or when the watch stops, :meth:`~TreeWatcher.flush` closes it: its moves are
+   settled first (:meth:`~TreeWatcher.settle_moves`: ``rename(old, new, namespace)``), the
+   files gone since are dropped, and ``write(files, namespace)`` gets the rest, at most
+   ``limit``, the most recently touched first: one co-activation event, one transaction.
+
 Only regular files are ever opened: a FIFO, a device, a socket or a symbolic link (a loop of
 links among them) is left out without being opened or followed, and so is a file whose name
 is not UTF-8 (it could not be a node id). If the watched folder is deleted or moved, the
@@ -29,6 +48,7 @@ Examples
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import queue
@@ -37,17 +57,24 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.config import validate_namespace
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
+if TYPE_CHECKING:
+    from watchdog.events import FileSystemEvent
+
 __all__ = [
     "BUILD_FOLDERS",
     "ActivityWindow",
+    "Touch",
+    "TreeWatcher",
     "WatchReport",
+    "WatchSettings",
     "WatchStoppedError",
     "branch_namespace",
     "ignored",
@@ -336,6 +363,413 @@ GIT_HEAD = ".git/HEAD"
 """Rewritten when another branch is checked out: the open window closes in the old one."""
 
 
+class Touch(NamedTuple):
+    """What one file system event means to the watch: its ``kind`` (watchdog's event type:
+    ``created``, ``modified``, ``moved`` or ``deleted``), the path a move came from
+    (``old``; "" for any other kind) and the path it is about (``new``), both relative to
+    the tree, ``/``-separated.
+
+    Examples
+    --------
+    >>> Touch("moved", "old.py", "new.py")
+    Touch(kind='moved', old='old.py', new='new.py')
+    """
+
+    kind: str
+    old: str
+    new: str
+
+
+def _final_paths(batch: Sequence[Touch]) -> dict[str, str]:
+    """Where each path a batch moves ends, after all of the batch's moves (a chain of
+    moves, followed to its end).
+
+    Examples
+    --------
+    >>> _final_paths([Touch("modified", "", "a.py"), Touch("moved", "a.py", "b.py"),
+    ...               Touch("moved", "b.py", "c.py")])
+    {'b.py': 'c.py', 'a.py': 'c.py'}
+    """
+    final: dict[str, str] = {}
+    for kind, old, new in reversed(batch):
+        if kind == "moved" and old:
+            final[old] = final.get(new, new)
+    return final
+
+
+def _drained(touches: queue.Queue[Touch], first: Touch | None = None) -> list[Touch]:
+    """``first`` (if any) and every touch waiting in ``touches``, in order; it empties.
+
+    Examples
+    --------
+    >>> waiting: queue.Queue[Touch] = queue.Queue()
+    >>> waiting.put(Touch("modified", "", "b.py"))
+    >>> [touch.new for touch in _drained(waiting, Touch("created", "", "a.py"))]
+    ['a.py', 'b.py']
+    >>> _drained(waiting)
+    []
+    """
+    batch = [] if first is None else [first]
+    while True:
+        try:
+            batch.append(touches.get_nowait())
+        except queue.Empty:
+            return batch
+
+
+def _require_watchdog() -> None:
+    """Import watchdog, or raise an ImportError that names the extra that brings it."""
+    try:
+        importlib.import_module("watchdog.events")
+        importlib.import_module("watchdog.observers")
+    except ImportError:  # pragma: no cover - the extra is in the dev requirements
+        raise ImportError(
+            "watching a tree needs the watch extra: pip install 'synapse-retriever[watch]'"
+        ) from None
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """How a watch sifts and closes windows, apart from where it writes (each as in
+    :func:`watch`). They are checked when a :class:`TreeWatcher` is built: the namespace
+    by :func:`~synapse_retriever.config.validate_namespace`, ``quiet_s`` and ``limit`` by
+    :class:`ActivityWindow`.
+
+    Parameters
+    ----------
+    quiet_s : float
+        Seconds without a save (or a move) that close the window.
+    limit : int
+        Files an event keeps at most: the most recently touched.
+    namespace : str or None
+        Where every window is written; None: the checked-out branch's (``branch:<name>``).
+    keep_out : frozenset of str
+        Paths (relative to the tree) never learned: the store's own files.
+    tick_s : float
+        How often the watch checks that its folder and its events are still there.
+
+    Examples
+    --------
+    >>> WatchSettings(quiet_s=60, keep_out=frozenset({"synapses.db"}))
+    WatchSettings(quiet_s=60, limit=32, namespace=None, keep_out=frozenset({'synapses.db'}), \
+tick_s=0.5)
+    """
+
+    quiet_s: float = 300.0
+    limit: int = 32
+    namespace: str | None = None
+    keep_out: frozenset[str] = frozenset()
+    tick_s: float = 0.5
+
+
+class TreeWatcher:
+    """The watch of one working tree as a state machine: each step is a method, fed
+    batches of :class:`Touch` by :meth:`run` (watchdog's events, in its thread) or by a
+    test, with the time read from ``clock``.
+
+    Parameters
+    ----------
+    root : path
+        The working tree; it must be a folder.
+    write : Callable[[list[str], str], int]
+        Writes a closed window: ``write(files, namespace)``, the edges it wrote.
+    settings : WatchSettings
+        Quiet spell, cap, namespace, files kept out, tick.
+    rename, on_event, on_error : callables or None
+        As in :func:`watch`.
+    clock : Callable[[], float]
+        Seconds, for the time of a touch and the end of a quiet spell (``time.time``).
+
+    Examples
+    --------
+    Two saves, then a quiet minute: one co-activation event, latest save first.
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("a.py", "b.py"):
+    ...     _ = (root / name).write_text("x = 1")
+    >>> def write(files, namespace):
+    ...     print(files, namespace)
+    ...     return 1
+    >>> now = [0.0]
+    >>> watcher = TreeWatcher(root, write, WatchSettings(quiet_s=60, namespace="personal"),
+    ...                       clock=lambda: now[0])
+    >>> watcher.take([Touch("modified", "", "a.py"), Touch("created", "", "b.py")])
+    >>> now[0] = 59.0; watcher.close_if_due()
+    >>> now[0] = 60.0; watcher.close_if_due()
+    ['b.py', 'a.py'] personal
+    >>> watcher.report
+    WatchReport(events=1, edges=1, ignored=0, by_git=0, failed=0, renamed=0)
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        write: Callable[[list[str], str], int],
+        settings: WatchSettings = WatchSettings(),
+        *,
+        rename: Callable[[str, str, str], int] | None = None,
+        on_event: Callable[[WatchReport], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not Path(root).is_dir():
+            raise InvalidValueError(f"root must be a folder to watch, got {os.fspath(root)!r}")
+        if settings.namespace is not None:
+            settings = replace(settings, namespace=validate_namespace(settings.namespace))
+        self.window = ActivityWindow(settings.quiet_s, settings.limit)
+        self.settings = settings
+        self.root = root
+        self.base = Path(root).resolve()
+        self.identity = _identity(self.base)
+        self.write, self.rename, self.on_event, self.on_error = write, rename, on_event, on_error
+        self.clock = clock
+        self.report = WatchReport()
+        self.namespace = settings.namespace or branch_namespace(self.base)
+        """Where the open window will be written: the branch its saves were made on."""
+        self.git_busy = False
+        self.moves: dict[str, str] = {}  # path now -> the path it had when the window opened
+        self.moved_at = -float("inf")
+
+    def relative(self, path: str | bytes) -> str:
+        """A path watchdog reports, relative to the tree; "" outside it, or for a name that
+        is not UTF-8. Never resolved: links (a loop of them) are not followed."""
+        text = os.path.normpath(os.fsdecode(path))
+        try:
+            found = Path(text).relative_to(self.base).as_posix()
+        except ValueError:
+            return ""
+        return found if found != "." and _utf8(found) else ""
+
+    def as_touch(self, event: FileSystemEvent) -> Touch | None:
+        """What a watchdog event means to the watch; None for one it never looks at: a
+        folder's, a deletion, a path outside the tree or whose name is not UTF-8, and
+        anything in ``.git/`` but git's index lock (taken, let go) and ``HEAD`` rewritten.
+        Called in watchdog's thread: it reads the event and nothing else."""
+        if event.is_directory:
+            return None
+        new = self.relative(getattr(event, "dest_path", "") or event.src_path)
+        old = self.relative(event.src_path) if event.event_type == "moved" else ""
+        touch = Touch(event.event_type, old, new)
+        if new.startswith(".git/") or old.startswith(".git/"):
+            rewritten = new == GIT_HEAD and event.event_type != "deleted"
+            return touch if GIT_LOCK in (new, old) or rewritten else None  # git's own state
+        return touch if new and event.event_type != "deleted" else None
+
+    def left_out(self, paths: Sequence[str], *, gone: bool = True) -> set[str]:
+        """Those of ``paths`` that are never learned: :func:`ignored`, with the settings'
+        ``keep_out``."""
+        return ignored(self.base, paths, self.settings.keep_out, gone=gone)
+
+    def take(self, batch: Sequence[Touch]) -> None:
+        """Apply a batch of touches, in order, each to the step it is about (:meth:`git_lock`,
+        :meth:`checkout`, :meth:`move`, :meth:`save`); one ``git check-ignore`` for all of it.
+
+        Each file is judged where it ends after the batch's moves, and not yet by whether
+        it is there: one saved, then moved before the batch is read, is followed by its move
+        (the window drops what is gone when it closes)."""
+        final = _final_paths(batch)
+        saved = {final.get(new, new) for _, _, new in batch if not new.startswith(".git/")}
+        left = self.left_out(sorted(saved), gone=False) if saved else set()
+        now = self.clock()
+        for kind, old, new in batch:
+            if GIT_LOCK in (new, old):
+                self.git_lock(kind, old, new)
+            elif new == GIT_HEAD:
+                self.checkout()
+            elif kind == "moved" and old:  # a move is a move whoever made it: git mv too
+                self.move(old, new, now, left_out=final.get(new, new) in left)
+            else:
+                self.save(new, now, left_out=final.get(new, new) in left)
+
+    def git_lock(self, kind: str, old: str, new: str) -> None:
+        """Git took its index lock (created: the saves that follow are its own) or let go
+        of it (removed, or renamed onto the index)."""
+        if kind == "created" and new == GIT_LOCK:
+            self.git_busy = True
+        elif kind == "deleted" or old == GIT_LOCK:
+            self.git_busy = False
+
+    def checkout(self) -> None:
+        """``.git/HEAD`` was rewritten: if another branch is checked out now, the open
+        window closes in the namespace its saves were made in, and the next is the new
+        branch's. A namespace given in the settings never changes."""
+        checked_out = self.settings.namespace or branch_namespace(self.base)
+        if checked_out != self.namespace:
+            self.flush()
+            self.namespace = checked_out
+
+    def move(self, old: str, new: str, at: float, *, left_out: bool) -> None:
+        """``old`` moved to ``new`` at ``at``: remembered for :meth:`settle_moves`; in the
+        window, a save under the new name, or (made by git, or moved out of what is
+        learned) a file that keeps its place, or leaves."""
+        self.moves[new] = self.moves.pop(old, old)
+        self.moved_at = at
+        if left_out:  # moved out of what is learned
+            self.report.ignored += 1
+            self.window.follow(old, None)
+        elif self.git_busy:  # not a save: the window only follows the file
+            self.report.by_git += 1
+            self.window.follow(old, new)
+        else:
+            self.window.rename(old, new, at)
+
+    def save(self, path: str, at: float, *, left_out: bool) -> None:
+        """``path`` was saved at ``at``: into the window, unless it is left out or git
+        wrote it (both counted in the report)."""
+        if left_out:
+            self.report.ignored += 1
+        elif self.git_busy:
+            self.report.by_git += 1
+        else:
+            self.window.touch(path, at)
+
+    def due(self, now: float) -> bool:
+        """Whether the window should close: a quiet spell after saves, or after moves alone."""
+        moved = bool(self.moves) and now - self.moved_at >= self.window.quiet_s
+        return self.window.due(now) or moved
+
+    def close_if_due(self) -> None:
+        """Close the window (:meth:`flush`) if it is :meth:`due` by the clock."""
+        if self.due(self.clock()):
+            self.flush()
+
+    def idle(self) -> None:
+        """A tick passed without touches: git's lock counts as let go if its file is gone
+        (its removal was missed), and the window closes if it is due."""
+        if self.git_busy and not (self.base / GIT_LOCK).exists():
+            self.git_busy = False
+        self.close_if_due()
+
+    def folder_gone(self) -> bool:
+        """Whether the watched folder was deleted or moved (or another put in its place)."""
+        return _identity(self.base) != self.identity
+
+    def flush(self, *, last: bool = False) -> None:
+        """Close the window: settle its moves, then write its files (those still regular
+        files; all of them if the folder went away) as one event in :attr:`namespace`.
+        A write that raises keeps the files in the window, in the order they were saved,
+        and goes to ``on_error`` (raised if there is none, or if this is the ``last``)."""
+        self.settle_moves(last=last)  # first: the window's files then land on the moved nodes
+        here = not self.folder_gone()
+        files = [p for p in self.window.close() if not here or _regular_file(self.base / p)]
+        if not files:
+            return
+        try:
+            edges = self.write(files, self.namespace)
+        except Exception as exc:  # kept for the next attempt, in the order they were saved
+            self.report.failed += 1
+            for path in reversed(files):
+                self.window.touch(path, self.clock())
+            if last or self.on_error is None:
+                raise
+            self.on_error(exc)
+            return
+        self.report.edges += edges
+        self.report.events += 1
+        if self.on_event is not None:
+            self.on_event(self.report)
+
+    def settle_moves(self, *, last: bool) -> None:
+        """Rename the nodes of the files that moved in this window, in its namespace: a
+        chain of moves once, from its first path to its last; not a move undone, nor one
+        whose old path is back (an editor's backup by renaming, then a new file), nor one
+        whose file is gone or left out now. A rename onto a node with a past of its own
+        goes to ``on_error``; one that fails otherwise waits for the next window."""
+        settled = [(old, new) for new, old in self.moves.items() if old != new]
+        self.moves.clear()
+        if self.rename is None or not settled:
+            return
+        out = self.left_out([new for _, new in settled])
+        for old, new in settled:
+            if new in out or (self.base / old).exists():
+                continue
+            try:
+                self.report.renamed += self.rename(old, new, self.namespace) > 0
+            except InvalidValueError as exc:  # the new path has a past of its own: said
+                if self.on_error is None or last:
+                    raise
+                self.on_error(exc)
+            except Exception as exc:  # the store is away: the move waits for the next window
+                self.moves.setdefault(new, old)
+                if self.on_error is None or last:
+                    raise
+                self.on_error(exc)
+
+    def run(self, stop: threading.Event, ready: threading.Event | None = None) -> WatchReport:
+        """Watch the tree with watchdog until ``stop`` is set (or Ctrl-C): its events
+        become touches, taken in batches, and the window closes when it is due; the open
+        window is written before returning, however the watch ends. ``ready`` is set once
+        every folder is watched. Raises :class:`WatchStoppedError` as :func:`watch` does."""
+        _require_watchdog()
+        from watchdog.events import (
+            FileCreatedEvent,
+            FileDeletedEvent,
+            FileModifiedEvent,
+            FileMovedEvent,
+            FileSystemEventHandler,
+        )
+        from watchdog.observers import Observer
+
+        touches: queue.Queue[Touch] = queue.Queue()
+        as_touch = self.as_touch
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                touch = as_touch(event)
+                if touch is not None:
+                    touches.put(touch)
+
+        observer = Observer()
+        observer.daemon = True  # never keeps the process alive after the watch returns
+        # only what a save makes: the kernel's queue then holds one event per save, not three
+        # (open, modify, close), and reads in the tree (an indexer, grep) never wake the watch;
+        # deletions for git's lock only
+        saves: list[type[FileSystemEvent]] = [
+            FileModifiedEvent,
+            FileCreatedEvent,
+            FileMovedEvent,
+            FileDeletedEvent,
+        ]
+        observer.schedule(Handler(), os.fspath(self.base), recursive=True, event_filter=saves)
+        observer.start()  # the folders' watches are added before it returns
+        if ready is not None:
+            ready.set()
+        tick_s = self.settings.tick_s
+        gone = False  # the watched folder itself: deleted or moved
+        checked = time.monotonic()
+        try:
+            while not stop.is_set():
+                if time.monotonic() - checked >= tick_s:  # at most once a tick, saves or not
+                    checked = time.monotonic()
+                    gone = self.folder_gone()
+                    if gone or not observer.is_alive():
+                        break
+                try:
+                    first = touches.get(timeout=tick_s)
+                except queue.Empty:
+                    self.idle()
+                    continue
+                self.close_if_due()
+                self.take(_drained(touches, first))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            alive = observer.is_alive()
+            observer.stop()
+            observer.join(timeout=5)
+            self.take(_drained(touches))  # what was saved before the stop still counts
+            self.flush(last=True)
+        where = os.fspath(self.root)
+        if gone:
+            raise WatchStoppedError(
+                f"the watched folder {where!r} was deleted or moved", self.report
+            )
+        if not alive and not stop.is_set():
+            raise WatchStoppedError(f"the file system events of {where!r} stopped", self.report)
+        return self.report
+
+
 def watch(
     root: str | os.PathLike[str],
     write: Callable[[list[str], str], int],
@@ -352,7 +786,8 @@ def watch(
     tick_s: float = 0.5,
 ) -> WatchReport:
     """Watch the tree at ``root`` until ``stop`` is set (or Ctrl-C), calling
-    ``write(files, namespace)`` for each closed window; returns what was learned.
+    ``write(files, namespace)`` for each closed window; returns what was learned. It
+    builds a :class:`TreeWatcher` and runs it.
 
     ``write`` gets the window's files relative to ``root``, with ``/`` as separator, and
     returns the edges it wrote (``SynapseStore.reinforce``, one transaction). Saves are
@@ -383,210 +818,9 @@ def watch(
         file system events stopped arriving (watchdog's thread ended); the open window
         was written first.
     """
-    try:
-        from watchdog.events import (
-            FileCreatedEvent,
-            FileDeletedEvent,
-            FileModifiedEvent,
-            FileMovedEvent,
-            FileSystemEvent,
-            FileSystemEventHandler,
-        )
-        from watchdog.observers import Observer
-    except ImportError:  # pragma: no cover - the extra is in the dev requirements
-        raise ImportError(
-            "watching a tree needs the watch extra: pip install 'synapse-retriever[watch]'"
-        ) from None
-
-    if not Path(root).is_dir():
-        raise InvalidValueError(f"root must be a folder to watch, got {os.fspath(root)!r}")
-    if namespace is not None:
-        namespace = validate_namespace(namespace)
-    window = ActivityWindow(quiet_s, limit)
-    base = Path(root).resolve()
-    identity = _identity(base)
-    touches: queue.Queue[tuple[str, str, str]] = queue.Queue()
-
-    def relative(path: str | bytes) -> str:
-        """A path watchdog reports, relative to ``base``; "" outside it, or for a name that
-        is not UTF-8. Never resolved: links (a loop of them) are not followed."""
-        text = os.path.normpath(os.fsdecode(path))
-        try:
-            found = Path(text).relative_to(base).as_posix()
-        except ValueError:
-            return ""
-        return found if found != "." and _utf8(found) else ""
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            if event.is_directory:
-                return
-            new = relative(getattr(event, "dest_path", "") or event.src_path)
-            old = relative(event.src_path) if event.event_type == "moved" else ""
-            if new.startswith(".git/") or old.startswith(".git/"):
-                rewritten = new == GIT_HEAD and event.event_type != "deleted"
-                if GIT_LOCK in (new, old) or rewritten:  # git's own state, in order
-                    touches.put((event.event_type, old, new))
-            elif new and event.event_type != "deleted":
-                touches.put((event.event_type, old, new))
-
-    report = WatchReport()
-    gone = False  # the watched folder itself: deleted or moved
-    stop = stop or threading.Event()
-    current = namespace or branch_namespace(base)
-    git_busy = False
-    moves: dict[str, str] = {}  # path now -> the path it had when the window opened
-    moved_at = -float("inf")
-
-    def flush(*, last: bool = False) -> None:
-        settle_moves(last=last)  # first: the window's files then land on the moved nodes
-        # a file deleted since its save is not written; all are, if the folder went away
-        here = _identity(base) == identity
-        files = [path for path in window.close() if not here or _regular_file(base / path)]
-        if not files:
-            return
-        try:
-            edges = write(files, current)
-        except Exception as exc:  # kept for the next attempt, in the order they were saved
-            report.failed += 1
-            for path in reversed(files):
-                window.touch(path, time.time())
-            if last or on_error is None:
-                raise
-            on_error(exc)
-            return
-        report.edges += edges
-        report.events += 1
-        if on_event is not None:
-            on_event(report)
-
-    def settle_moves(*, last: bool) -> None:
-        """Rename the nodes of the files that moved in this window, in its namespace: a
-        chain of moves once, from its first path to its last; not a move undone, nor one
-        whose old path is back (an editor's backup by renaming, then a new file), nor one
-        whose file is gone or left out now."""
-        settled = [(old, new) for new, old in moves.items() if old != new]
-        moves.clear()
-        if rename is None or not settled:
-            return
-        out = ignored(base, [new for _, new in settled], keep_out)
-        for old, new in settled:
-            if new in out or (base / old).exists():
-                continue
-            try:
-                report.renamed += rename(old, new, current) > 0
-            except InvalidValueError as exc:  # the new path has a past of its own: said
-                if on_error is None or last:
-                    raise
-                on_error(exc)
-            except Exception as exc:  # the store is away: the move waits for the next window
-                moves.setdefault(new, old)
-                if on_error is None or last:
-                    raise
-                on_error(exc)
-
-    def take(batch: list[tuple[str, str, str]]) -> None:
-        """Apply a batch of touches, in order; one ``git check-ignore`` for all of it."""
-        nonlocal git_busy, current, moved_at
-        final: dict[str, str] = {}  # where a path of the batch ends, after its moves in it
-        for kind, old, new in reversed(batch):
-            if kind == "moved" and old:
-                final[old] = final.get(new, new)
-        saved = {final.get(new, new) for kind, _, new in batch if not new.startswith(".git/")}
-        # judged where each file ends, and not yet by whether it is there: one saved, then
-        # moved before this batch is read, is followed by its move (the window drops what
-        # is gone when it closes)
-        left = ignored(base, sorted(saved), keep_out, gone=False) if saved else set()
-        now = time.time()
-        for kind, old, new in batch:
-            if GIT_LOCK in (new, old):
-                if kind == "created" and new == GIT_LOCK:
-                    git_busy = True
-                elif kind == "deleted" or old == GIT_LOCK:  # renamed to the index, or removed
-                    git_busy = False
-            elif new == GIT_HEAD:
-                checked_out = namespace or branch_namespace(base)
-                if checked_out != current:
-                    flush()  # the window's saves were made on the branch checked out before
-                    current = checked_out
-            elif kind == "moved" and old:  # a move is a move whoever made it: git mv too
-                moves[new] = moves.pop(old, old)
-                moved_at = now
-                if final.get(new, new) in left:  # moved out of what is learned
-                    report.ignored += 1
-                    window.follow(old, None)
-                elif git_busy:  # not a save: the window only follows the file
-                    report.by_git += 1
-                    window.follow(old, new)
-                else:
-                    window.rename(old, new, now)
-            elif final.get(new, new) in left:
-                report.ignored += 1
-            elif git_busy:
-                report.by_git += 1
-            else:
-                window.touch(new, now)
-
-    observer = Observer()
-    observer.daemon = True  # never keeps the process alive after the watch returns
-    # only what a save makes: the kernel's queue then holds one event per save, not three
-    # (open, modify, close), and reads in the tree (an indexer, grep) never wake the watch;
-    # deletions for git's lock only
-    saves: list[type[FileSystemEvent]] = [
-        FileModifiedEvent,
-        FileCreatedEvent,
-        FileMovedEvent,
-        FileDeletedEvent,
-    ]
-    observer.schedule(Handler(), os.fspath(base), recursive=True, event_filter=saves)
-    observer.start()  # the folders' watches are added before it returns
-    if ready is not None:
-        ready.set()
-
-    def due(now: float) -> bool:  # a quiet spell after saves, or after moves alone
-        return window.due(now) or (bool(moves) and now - moved_at >= window.quiet_s)
-
-    def drain(first: tuple[str, str, str] | None = None) -> None:
-        batch = [] if first is None else [first]
-        while True:
-            try:
-                batch.append(touches.get_nowait())
-            except queue.Empty:
-                break
-        if batch:
-            take(batch)
-
-    checked = time.monotonic()
-    try:
-        while not stop.is_set():
-            if time.monotonic() - checked >= tick_s:  # at most once a tick, saves or not
-                checked = time.monotonic()
-                gone = _identity(base) != identity
-                if gone or not observer.is_alive():
-                    break
-            try:
-                first = touches.get(timeout=tick_s)
-            except queue.Empty:
-                if git_busy and not (base / GIT_LOCK).exists():  # its removal was missed
-                    git_busy = False
-                if due(time.time()):
-                    flush()
-                continue
-            if due(time.time()):
-                flush()
-            drain(first)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        alive = observer.is_alive()
-        observer.stop()
-        observer.join(timeout=5)
-        drain()  # what was saved before the stop still counts
-        flush(last=True)
-    if gone:
-        raise WatchStoppedError(
-            f"the watched folder {os.fspath(root)!r} was deleted or moved", report
-        )
-    if not alive and not stop.is_set():
-        raise WatchStoppedError(f"the file system events of {os.fspath(root)!r} stopped", report)
-    return report
+    _require_watchdog()
+    settings = WatchSettings(quiet_s, limit, namespace, frozenset(keep_out), tick_s)
+    watcher = TreeWatcher(
+        root, write, settings, rename=rename, on_event=on_event, on_error=on_error
+    )
+    return watcher.run(stop or threading.Event(), ready)
