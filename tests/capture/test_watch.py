@@ -1,7 +1,8 @@
-"""Capture from an editor: activity windows (hand-worked) and real file writes in a git tree.
+"""Capture from an editor: activity windows (hand-worked), the watcher's steps on synthetic
+batches of events (a clock in hand, no thread, no git), and real file writes in a git tree.
 
-The watch tests write real files in a temporary git repository and wait on the events the
-watcher reports (never on a sleep longer than a second).
+The end-to-end watch tests write real files in a temporary git repository and wait on the
+events the watcher reports (never on a sleep longer than a second).
 """
 
 from __future__ import annotations
@@ -17,14 +18,26 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from git_history import git, init
+from watchdog.events import (
+    DirModifiedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+)
 
 from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
+from synapse_retriever.capture import watch as watch_module
 from synapse_retriever.capture.watch import (
     ActivityWindow,
+    Touch,
+    TreeWatcher,
     WatchReport,
+    WatchSettings,
     WatchStoppedError,
     branch_namespace,
     ignored,
@@ -622,3 +635,287 @@ def test_the_watched_folder_moved_stops_the_watch_after_writing_its_window(
     assert written == [["a.py", "b.py"]]
     assert len(stopped) == 1 and stopped[0].report.events == 1
     assert "was deleted or moved" in str(stopped[0])
+
+
+# The watcher's steps, on synthetic batches: real watchdog events, a clock in hand, no thread,
+# no sleep and no git (the tree is a folder outside git: `git check-ignore` leaves out nothing,
+# and a checkout's branch is given by the test).
+
+
+class Steps:
+    """A :class:`TreeWatcher` on a folder, its writes and renames logged in order, its
+    clock set by the test (``now``)."""
+
+    def __init__(self, root: Path, **settings: Any) -> None:
+        self.root = root
+        self.now = 0.0
+        self.log: list[tuple[str, ...]] = []  # ("write", namespace, *files), ("rename", ...)
+        self.errors: list[Exception] = []
+        self.fail: list[Exception] = []  # raised by the next writes, in turn
+        self.refuse: list[Exception] = []  # raised by the next renames, in turn
+        settings = {"quiet_s": 60, "namespace": "personal", **settings}
+        self.watcher = TreeWatcher(root, self.write, WatchSettings(**settings),
+                                   rename=self.rename, on_error=self.errors.append,
+                                   clock=lambda: self.now)  # fmt: skip
+
+    def write(self, files: list[str], namespace: str) -> int:
+        if self.fail:
+            raise self.fail.pop(0)
+        self.log.append(("write", namespace, *files))
+        return len(files) * (len(files) - 1) // 2
+
+    def rename(self, old: str, new: str, namespace: str) -> int:
+        if self.refuse:
+            raise self.refuse.pop(0)
+        self.log.append(("rename", namespace, old, new))
+        return 1
+
+    def save(self, *names: str, at: float | None = None) -> None:
+        """Write each file, then take the saves as one batch (at ``at``, else now)."""
+        for name in names:
+            _save(self.root, name)
+        self.take(*[Touch("modified", "", name) for name in names], at=at)
+
+    def move(self, old: str, new: str) -> None:
+        """Move the file on disk; its touch, to be taken."""
+        (self.root / new).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / old).rename(self.root / new)
+
+    def take(self, *batch: Touch, at: float | None = None) -> None:
+        self.now = self.now if at is None else at
+        self.watcher.take(list(batch))
+
+
+def moved(old: str, new: str) -> Touch:
+    return Touch("moved", old, new)
+
+
+LOCK_TAKEN = Touch("created", "", ".git/index.lock")
+LOCK_LET_GO = Touch("moved", ".git/index.lock", ".git/index")
+HEAD = Touch("modified", "", ".git/HEAD")
+
+
+@pytest.fixture
+def steps(tmp_path: Path) -> Steps:
+    (tmp_path / "tree").mkdir()
+    return Steps(tmp_path / "tree")
+
+
+def test_an_event_is_a_touch_or_nothing(steps: Steps) -> None:
+    base = steps.watcher.base
+    events = {
+        FileModifiedEvent(str(base / "src/a.py")): Touch("modified", "", "src/a.py"),
+        FileCreatedEvent(os.fsencode(base / "b.py")): Touch("created", "", "b.py"),
+        FileMovedEvent(str(base / "a.py"), str(base / "lib/a.py")): moved("a.py", "lib/a.py"),
+        FileMovedEvent("/elsewhere/x.py", str(base / "x.py")): moved("", "x.py"),  # came in
+        FileMovedEvent(str(base / "a.py"), "/elsewhere/a.py"): None,  # went out
+        FileDeletedEvent(str(base / "a.py")): None,
+        DirModifiedEvent(str(base / "src")): None,
+        FileModifiedEvent("/elsewhere/a.py"): None,
+        FileModifiedEvent(str(base / "caf\udce9.py")): None,  # a name that is not UTF-8
+        FileModifiedEvent(str(base / ".git/objects/ab/cdef")): None,
+        FileCreatedEvent(str(base / ".git/index.lock")): LOCK_TAKEN,
+        FileDeletedEvent(str(base / ".git/index.lock")): Touch("deleted", "", ".git/index.lock"),
+        FileMovedEvent(str(base / ".git/index.lock"), str(base / ".git/index")): LOCK_LET_GO,
+        FileModifiedEvent(str(base / ".git/HEAD")): HEAD,
+        FileDeletedEvent(str(base / ".git/HEAD")): None,
+    }
+    assert {event: steps.watcher.as_touch(event) for event in events} == events
+
+
+def test_a_window_closes_after_a_quiet_spell_as_one_event(steps: Steps) -> None:
+    steps.save("a.py", at=0)
+    steps.save("b.py", "a.py", at=10)  # a.py again: the latest save counts
+    assert not steps.watcher.due(69)  # 59 s after the last save
+    steps.now = 69
+    steps.watcher.close_if_due()
+    assert steps.log == []
+    steps.now = 70
+    steps.watcher.close_if_due()
+    assert steps.log == [("write", "personal", "a.py", "b.py")]  # latest first
+    assert (steps.watcher.report.events, steps.watcher.report.edges) == (1, 1)
+    assert not steps.watcher.due(10_000)  # closed: nothing is due
+
+
+def test_the_limit_keeps_the_most_recent_saves(tmp_path: Path) -> None:
+    steps = Steps(tmp_path, limit=2)
+    for at, name in enumerate(["a.py", "b.py", "c.py"]):
+        steps.save(name, at=at)
+    steps.watcher.flush()
+    assert steps.log == [("write", "personal", "c.py", "b.py")]
+
+
+def test_what_is_left_out_is_counted_and_never_holds_a_window(tmp_path: Path) -> None:
+    steps = Steps(tmp_path, keep_out=frozenset({"synapses.db"}))
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x01")
+    steps.save("synapses.db", "build/out.js", "node_modules/m/index.js")
+    steps.take(Touch("modified", "", "logo.png"))
+    assert steps.watcher.report.ignored == 4 and len(steps.watcher.window) == 0
+    assert not steps.watcher.due(10_000)
+
+
+def test_a_file_saved_then_gone_is_followed_and_dropped_when_the_window_closes(
+    steps: Steps,
+) -> None:
+    steps.save("a.py", "b.py")
+    steps.take(Touch("modified", "", "gone.py"))  # saved, then deleted before it was read
+    assert len(steps.watcher.window) == 3  # not judged by whether it is there, yet
+    (steps.root / "b.py").unlink()
+    steps.watcher.flush()
+    assert steps.log == [("write", "personal", "a.py")]
+
+
+def test_saves_while_git_holds_its_lock_are_gits(steps: Steps) -> None:
+    steps.save("mine.py")
+    steps.take(LOCK_TAKEN)
+    steps.save("checked_out.py")
+    steps.take(LOCK_LET_GO)  # git renames its lock onto the index
+    steps.save("also_mine.py")
+    steps.take(LOCK_TAKEN, Touch("modified", "", "x.py"), Touch("deleted", "", ".git/index.lock"))
+    steps.save("again_mine.py")
+    steps.watcher.flush()
+    assert steps.log == [("write", "personal", "again_mine.py", "also_mine.py", "mine.py")]
+    assert steps.watcher.report.by_git == 2
+
+
+def test_a_lock_whose_removal_was_missed_is_let_go_at_a_quiet_tick(steps: Steps) -> None:
+    (steps.root / ".git").mkdir()
+    (steps.root / ".git/index.lock").write_text("")
+    steps.take(LOCK_TAKEN)
+    steps.watcher.idle()
+    assert steps.watcher.git_busy  # the lock is there: git is still at work
+    (steps.root / ".git/index.lock").unlink()  # and its deletion never reached the watch
+    steps.watcher.idle()
+    assert not steps.watcher.git_busy
+
+
+def test_a_checkout_closes_the_window_in_the_branch_its_saves_were_made_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    branch = ["branch:main"]
+    monkeypatch.setattr(watch_module, "branch_namespace", lambda root: branch[0])
+    steps = Steps(tmp_path, namespace=None)
+    steps.save("a.py", "b.py")
+    steps.take(HEAD)  # HEAD rewritten, the same branch (a commit): the window stays open
+    assert steps.log == [] and len(steps.watcher.window) == 2
+    branch[0] = "branch:feature"
+    steps.take(LOCK_TAKEN, HEAD, Touch("modified", "", "README.md"), LOCK_LET_GO)
+    steps.save("c.py", "d.py")
+    steps.watcher.flush()
+    assert steps.log == [("write", "branch:main", "b.py", "a.py"),
+                         ("write", "branch:feature", "d.py", "c.py")]  # fmt: skip
+    assert steps.watcher.report.by_git == 1  # the checkout's README.md
+
+
+def test_a_namespace_given_stays_across_checkouts(
+    steps: Steps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch_module, "branch_namespace", lambda root: "branch:feature")
+    steps.save("a.py", "b.py")
+    steps.take(HEAD)
+    assert steps.log == [] and steps.watcher.namespace == "personal"
+
+
+def test_a_move_in_the_window_is_one_file_renamed_before_the_write(steps: Steps) -> None:
+    steps.save("old.py", "other.py")
+    steps.move("old.py", "new.py")
+    steps.take(moved("old.py", "new.py"))
+    steps.watcher.flush()
+    assert steps.log == [("rename", "personal", "old.py", "new.py"),
+                         ("write", "personal", "new.py", "other.py")]  # fmt: skip
+    assert steps.watcher.report.renamed == 1
+
+
+def test_a_chain_of_moves_settles_once_and_a_move_undone_not_at_all(steps: Steps) -> None:
+    for name in ("a.py", "x.py"):
+        _save(steps.root, name)
+    steps.move("a.py", "step.py")
+    steps.move("step.py", "lib/a.py")
+    steps.take(moved("a.py", "step.py"), moved("step.py", "lib/a.py"))
+    steps.move("x.py", "y.py")
+    steps.move("y.py", "x.py")
+    steps.take(moved("x.py", "y.py"), moved("y.py", "x.py"))
+    steps.watcher.flush()
+    assert steps.log[0] == ("rename", "personal", "a.py", "lib/a.py")
+    assert [entry for entry in steps.log if entry[0] == "rename"] == [steps.log[0]]
+
+
+def test_a_backup_by_renaming_is_not_a_move(steps: Steps) -> None:
+    steps.save("b.py")
+    steps.move("b.py", "b.py.orig")
+    steps.take(moved("b.py", "b.py.orig"))
+    steps.save("b.py")  # the editor writes the new b.py: its old path is back
+    steps.watcher.flush()
+    assert steps.log == [("write", "personal", "b.py", "b.py.orig")]
+
+
+def test_moves_alone_close_a_window_and_a_move_by_git_is_not_a_save(steps: Steps) -> None:
+    _save(steps.root, "c.py")
+    steps.take(LOCK_TAKEN, at=0)
+    steps.move("c.py", "d.py")
+    steps.take(moved("c.py", "d.py"), LOCK_LET_GO, at=5)  # git mv
+    assert len(steps.watcher.window) == 0 and steps.watcher.report.by_git == 1
+    assert not steps.watcher.due(64) and steps.watcher.due(65)  # 60 s after the move
+    steps.now = 65
+    steps.watcher.close_if_due()
+    assert steps.log == [("rename", "personal", "c.py", "d.py")]
+
+
+def test_a_move_by_git_keeps_a_saved_file_in_its_place(steps: Steps) -> None:
+    steps.save("c.py", at=0)
+    steps.save("e.py", at=1)
+    steps.take(LOCK_TAKEN, at=2)
+    steps.move("c.py", "d.py")
+    steps.take(moved("c.py", "d.py"), LOCK_LET_GO, at=2)
+    assert steps.watcher.window.close() == ["e.py", "d.py"]  # d.py kept c.py's save time
+
+
+def test_a_move_out_of_what_is_learned_leaves_the_window(steps: Steps) -> None:
+    steps.save("a.py", "b.py")
+    steps.move("a.py", "build/a.py")
+    steps.take(moved("a.py", "build/a.py"))
+    steps.watcher.flush()
+    assert steps.log == [("write", "personal", "b.py")]  # and no rename into build/
+    assert steps.watcher.report.ignored == 1
+
+
+def test_a_failed_write_keeps_its_files_and_the_last_attempt_raises(steps: Steps) -> None:
+    steps.save("a.py", at=0)
+    steps.save("b.py", at=1)
+    steps.fail = [sqlite3.OperationalError("database is locked")] * 2
+    steps.now = 100
+    steps.watcher.flush()
+    assert [str(e) for e in steps.errors] == ["database is locked"]
+    assert steps.watcher.report.failed == 1 and len(steps.watcher.window) == 2
+    with pytest.raises(sqlite3.OperationalError):
+        steps.watcher.flush(last=True)  # the watch is ending: said to the caller
+    steps.watcher.flush()
+    assert steps.log == [("write", "personal", "b.py", "a.py")]  # in the order saved
+
+
+def test_a_rename_refused_is_said_and_one_that_fails_waits_for_the_next_window(
+    steps: Steps,
+) -> None:
+    for name in ("a.py", "b.py"):
+        _save(steps.root, name)
+    steps.move("a.py", "c.py")
+    steps.move("b.py", "d.py")
+    steps.take(moved("a.py", "c.py"), moved("b.py", "d.py"))
+    steps.refuse = [InvalidValueError("'c.py' already has associations"),
+                    sqlite3.OperationalError("database is locked")]  # fmt: skip
+    steps.watcher.flush()
+    assert [str(e) for e in steps.errors] == ["'c.py' already has associations",
+                                              "database is locked"]  # fmt: skip
+    assert steps.watcher.moves == {"d.py": "b.py"}  # only the store's failure waits
+    steps.watcher.flush()  # the moved files were written under their new names
+    assert steps.log == [("write", "personal", "d.py", "c.py"),
+                         ("rename", "personal", "b.py", "d.py")]  # fmt: skip
+
+
+def test_the_settings_are_checked_when_a_watcher_is_built(tmp_path: Path) -> None:
+    with pytest.raises(InvalidValueError, match="root must be a folder"):
+        TreeWatcher(tmp_path / "nowhere", lambda files, ns: 0, WatchSettings(namespace="Bad"))
+    with pytest.raises(InvalidValueError, match="namespace"):
+        TreeWatcher(tmp_path, lambda files, ns: 0, WatchSettings(namespace="Bad", quiet_s=0))
+    with pytest.raises(InvalidValueError, match="quiet_s"):
+        TreeWatcher(tmp_path, lambda files, ns: 0, WatchSettings(quiet_s=0))
