@@ -37,13 +37,13 @@ with their defaults.
    *picked* turns are kept like pinned ones, at the level they were cut to.
 4. **Candidates** (:func:`candidates`): the turns the gradient plans. Those that must stay
    (pinned, working memory, picked) and every grouped turn; of the others, those with
-   importance above ``summary_threshold`` = 0.2 (below, a turn is DROPPED whatever the
-   budget), walked most important first (newest first on ties): once the must-stay turns
-   FULL, the other members of their groups at their cheapest and the walked turns at
-   their cheapest exceed the budget, the less important ones are left out (the budget rule
-   drops least important first). Nothing is left out when the must-stay turns alone exceed
-   the budget (with ``overflow="shrink"`` working memory may then shrink and free room).
-   The levels are those of planning every turn
+   importance above ``summary_threshold`` = 0.2 (at or below it, a turn is DROPPED
+   whatever the budget), walked most important first (newest first on ties): once the
+   must-stay turns FULL, the other members of their groups at their cheapest and the
+   walked turns at their cheapest exceed the budget, the less important ones are left out
+   (the budget rule drops least important first). Nothing is left out when the must-stay
+   turns alone exceed the budget (with ``overflow="shrink"`` working memory may then
+   shrink and free room). The levels are those of planning every turn
    (``tests/conversation/test_gradient_pruning.py``).
 5. **Texts and costs** (:func:`texts_and_costs`): each candidate's text and tokens at FULL,
    CHUNKS and SUMMARY. A turn that is pinned, not degradable, blank, or in working memory
@@ -59,8 +59,9 @@ with their defaults.
    is demoted one level at a time, never all at once: ``demotion="fade"`` condenses every
    turn (least important first) before it drops any, then gives room left over back to
    the most important; ``"importance"`` (as published) demotes the least important turn
-   until it is dropped, then the next. If working memory and pinned turns
-   alone exceed the budget, :class:`~.levels.ContextBudgetError` (with
+   until it is dropped, then the next. If working memory and pinned turns (with the
+   other members of their groups at their cheapest) alone exceed the budget,
+   :class:`~.levels.ContextBudgetError` (with
    ``overflow="shrink"``, the oldest turns of working memory become ordinary turns). A
    picked turn keeps its level.
 
