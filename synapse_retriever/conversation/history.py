@@ -253,6 +253,7 @@ def trim_history(
         groups=tool_groups(messages),
         degradable=[m.degradable for m in messages],
         fixed_tokens=[count(m.fixed_text) if m.fixed_text else 0 for m in messages],
+        full_tokens=[count(text) for text in texts],
     )
     decisions = plan_context(
         view,

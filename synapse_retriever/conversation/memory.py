@@ -643,10 +643,10 @@ class ConversationMemory:
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             self._catch_up()
-            view = self._view()
-            view.fixed_tokens = [turn_overhead] * len(self._turns)
+            ranking = None
             if query is not None and vector is not None:
-                view.ranking = self._assembly_ranking(query, vector, now)
+                ranking = self._assembly_ranking(query, vector, now)
+            view = self._view(turn_overhead=turn_overhead, ranking=ranking)
             turns = list(self._turns)
             decisions = plan_context(
                 view,
@@ -1054,10 +1054,14 @@ class ConversationMemory:
             self._check_open()
             return self._storage.themes()
 
-    def _view(self, start: int = 0) -> TurnsView:
+    def _view(
+        self, start: int = 0, *, turn_overhead: int = 0, ranking: Sequence[int] | None = None
+    ) -> TurnsView:
         """What the planner reads about the turns from row ``start`` on (every turn by
-        default; a tail costs what it holds, not what the conversation does)."""
+        default; a tail costs what it holds, not what the conversation does): stored turns
+        are never pinned, grouped or whole-only; each costs ``turn_overhead`` more."""
         turns = self._turns[start:] if start else self._turns
+        n = len(turns)
         index = self._index
         if start:
             index = TurnIndex(self.embedder.dim)
@@ -1070,7 +1074,12 @@ class ConversationMemory:
             boost=np.array([t.boost for t in turns], dtype=np.float64),
             at=self._times[start : len(self._turns)].copy(),
             condensed=_Stored(list(turns)),
+            pinned=[False] * n,
+            groups=[None] * n,
+            degradable=[True] * n,
+            fixed_tokens=[turn_overhead] * n,
             full_tokens=self._tokens[start:],
+            ranking=ranking,
         )
 
     def _fallback(self, text: str) -> Condensed:

@@ -1,7 +1,8 @@
-"""plan_context's pruning before the gradient, checked against plan_levels on every turn.
+"""The candidates step's pruning before the gradient, checked against plan_levels on every turn.
 
-``plan_context`` (conversation/assemble.py) passes :func:`plan_levels` only the turns it could
-keep, and its comment claims the levels are those of planning every turn:
+``plan_context`` (conversation/assemble.py) passes :func:`plan_levels` only the turns
+:func:`~synapse_retriever.conversation.assemble.candidates` returns, and claims the levels
+are those of planning every turn:
 
 1. a turn at or below the SUMMARY threshold is left out, unless it must stay (pinned,
    working memory; the relevance pass's picks are pinned here) or is in a group;
@@ -10,11 +11,10 @@ keep, and its comment claims the levels are those of planning every turn:
    budget, every less important ungrouped turn is left out. Only when the turns that must
    stay fit the budget at FULL.
 
-The rule is re-implemented here (:func:`subset`) independently of assemble.py. Rule (2)
-starts from what plan_levels itself needs whatever happens: the turns that must stay FULL
-and the other members of their groups (tool calls) at their cheapest; above the budget,
-working memory may shrink and free room, so nothing is left out. (An earlier walk started
-from the must-stay turns alone and was wrong there: the three cases of
+Rule (2) starts from what plan_levels itself needs whatever happens: the turns that must
+stay FULL and the other members of their groups (tool calls) at their cheapest; above the
+budget, working memory may shrink and free room, so nothing is left out. (An earlier walk
+started from the must-stay turns alone and was wrong there: the three cases of
 :func:`test_the_walk_is_right_when_working_memory_shrinks` were its counterexamples.)
 """
 
@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever.conversation import ContextBudgetError, Level, plan_levels, threshold_level
+from synapse_retriever.conversation.assemble import candidates
 
 THRESHOLDS = (0.7, 0.4, 0.2)
 
@@ -62,33 +63,25 @@ class Case:
 
 
 def subset(case: Case, *, walk: bool = True) -> list[int]:
-    """The turns plan_context plans, oldest first: rule (1), and rule (2) if ``walk``."""
+    """The turns plan_context plans, oldest first: :func:`candidates` (rules 1 and 2), or
+    rule (1) alone, written out here, if not ``walk``."""
     must = case.must_stay()
-    optional = sorted(
-        (
-            i
-            for i in range(len(case.importance))
-            if i not in must
-            and (
-                case.groups[i] is not None
-                or threshold_level(case.importance[i], THRESHOLDS) is not Level.DROPPED
-            )
-        ),
-        key=lambda i: (case.groups[i] is None, -case.importance[i], -i),
-    )
-    held = {case.groups[i] for i in must} - {None}
-    grouped = [i for i in optional if case.groups[i] is not None]
-    floor = sum(case.costs[i][0] for i in must)
-    floor += sum(min(case.costs[i]) for i in grouped if case.groups[i] in held)
-    bounded = walk and floor <= case.budget
-    kept = list(must) + grouped
-    for i in optional[len(grouped) :]:
-        kept.append(i)
-        if bounded:
-            floor += min(case.costs[i])
-            if floor > case.budget:
-                break
-    return sorted(kept)
+    if walk:
+        return candidates(
+            case.importance,
+            case.costs.__getitem__,
+            case.budget,
+            must=must,
+            groups=case.groups,
+            summary_threshold=THRESHOLDS[2],
+        )
+    return [
+        i
+        for i in range(len(case.importance))
+        if i in must
+        or case.groups[i] is not None
+        or threshold_level(case.importance[i], THRESHOLDS) is not Level.DROPPED
+    ]
 
 
 def shrinks(case: Case) -> bool:
