@@ -4,24 +4,9 @@ starts is tested in ``test_mcp.py``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-HIDE_MCP = 'import sys\nsys.modules["mcp"] = None  # import mcp raises ImportError\n'
-
-
-def run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a new interpreter where ``import mcp`` fails, as without the extra."""
-    return subprocess.run(
-        [sys.executable, "-c", HIDE_MCP + textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+from test_without_faiss import run
 
 
 def test_the_parser_and_its_help_need_no_mcp_extra(tmp_path: Path) -> None:
@@ -37,6 +22,7 @@ def test_the_parser_and_its_help_need_no_mcp_extra(tmp_path: Path) -> None:
         assert not any(name.startswith("synapse_retriever.cli.mcp_server") for name in sys.modules)
         """,
         tmp_path,
+        hidden="mcp",
     )
     assert result.returncode == 0, result.stderr
     assert "Serve the store to an agent over the Model Context Protocol" in result.stdout
@@ -44,7 +30,7 @@ def test_the_parser_and_its_help_need_no_mcp_extra(tmp_path: Path) -> None:
 
 def test_without_the_extra_the_command_names_it_in_one_line(tmp_path: Path) -> None:
     code = "from synapse_retriever.cli import main\nsys.exit(main(['mcp', 's.db']))"
-    result = run(code, tmp_path)
+    result = run(code, tmp_path, hidden="mcp")
     assert result.returncode == 2
     assert result.stderr == (
         "synapse-retriever: error: synapse-retriever mcp needs the mcp extra: "
