@@ -10,7 +10,9 @@ nothing is imported. An edge ``a -> b`` means that loading ``a`` runs ``b``:
 - Imports inside a function (the CLI's lazy imports, a migration step) are left out too:
   they run when the function is called, after every module has finished loading, so they
   cannot meet a half-initialised module. Where one points back up the layers it is a
-  layering question for the architecture page, not a cycle that breaks an import.
+  layering question for the architecture page, not a cycle that breaks an import. Among the
+  CLI's own modules they count as well (``lazy=True``): two command modules that import
+  each other, even in a function, are one module split in two.
 - ``import a.b.c`` and ``from a.b.c import x`` run ``a``, ``a.b`` and ``a.b.c``; ``x`` is
   a module too when ``a/b/c/x.py`` (or ``x/__init__.py``) exists. A module's own parent
   packages are left out: Python has started them before the module itself, and importing
@@ -59,20 +61,24 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _load_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The import statements that run when a module with this body loads."""
+def _load_time_imports(
+    body: list[ast.stmt], *, lazy: bool = False
+) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when a module with this body loads; with ``lazy``, also
+    those that run when its functions are called."""
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue  # runs when called, not when the module loads
+            if lazy:  # runs when called, not when the module loads
+                yield from _load_time_imports(node.body, lazy=lazy)
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from _load_time_imports(node.orelse)
+            yield from _load_time_imports(node.orelse, lazy=lazy)
         else:  # if/else, try/except/else/finally, with, for, while, match, class bodies
             for field in ("body", "orelse", "finalbody", "handlers", "cases"):
                 for child in getattr(node, field, []):
                     blocks = isinstance(child, ast.excepthandler | ast.match_case)
-                    yield from _load_time_imports(child.body if blocks else [child])
+                    yield from _load_time_imports(child.body if blocks else [child], lazy=lazy)
 
 
 def _chain(module: str) -> list[str]:
@@ -89,13 +95,14 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def import_graph(modules: Mapping[str, Path]) -> list[Import]:
-    """The load-time import edges between ``modules`` (see the module docstring)."""
+def import_graph(modules: Mapping[str, Path], *, lazy: bool = False) -> list[Import]:
+    """The load-time import edges between ``modules`` (see the module docstring); with
+    ``lazy``, the imports inside functions too."""
     edges = []
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         started_before = set(_chain(module)[:-1])  # parents: already in sys.modules
-        for node in _load_time_imports(tree.body):
+        for node in _load_time_imports(tree.body, lazy=lazy):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -158,11 +165,7 @@ def _report(cycles: list[list[str]], edges: list[Import], root: Path) -> str:
     return "\n".join(lines)
 
 
-def test_synapse_retriever_has_no_import_cycle() -> None:
-    root = _package_root()
-    modules = discover(root, PACKAGE)
-    edges = import_graph(modules)
-    assert len(modules) > 10 and len(edges) > 10  # the walk found the package
+def _assert_no_cycle(modules: Mapping[str, Path], edges: list[Import], root: Path) -> None:
     graph: dict[str, set[str]] = {module: set() for module in modules}
     for edge in edges:
         graph[edge.source].add(edge.target)
@@ -170,6 +173,32 @@ def test_synapse_retriever_has_no_import_cycle() -> None:
     assert not cycles, "import cycles (module -> module, with the import's line):\n" + _report(
         cycles, edges, root
     )
+
+
+def test_synapse_retriever_has_no_import_cycle() -> None:
+    root = _package_root()
+    modules = discover(root, PACKAGE)
+    edges = import_graph(modules)
+    assert len(modules) > 10 and len(edges) > 10  # the walk found the package
+    _assert_no_cycle(modules, edges, root)
+
+
+def test_the_cli_modules_make_no_cycle_even_through_imports_in_functions() -> None:
+    """Each command module registers its own commands and imports what it shares from
+    ``_common`` and ``reports``: no two CLI modules import each other, not even lazily (as
+    ``store_commands`` and ``mcp_server`` once did)."""
+    root = _package_root()
+    cli = f"{PACKAGE}.cli"
+    modules = {
+        name: path
+        for name, path in discover(root, PACKAGE).items()
+        if name == cli or name.startswith(f"{cli}.")
+    }
+    edges = import_graph(modules, lazy=True)
+    assert len(modules) > 5 and (f"{cli}.mcp_command", f"{cli}.mcp_server") in {
+        (e.source, e.target) for e in edges
+    }  # the walk found the CLI, and the import inside cmd_mcp
+    _assert_no_cycle(modules, edges, root)
 
 
 def test_find_cycles_on_a_hand_made_graph() -> None:
@@ -240,6 +269,35 @@ def test_the_graph_counts_load_time_imports_only(tmp_path: Path) -> None:
         ("pkg.store", "pkg.recall"),
         ("pkg.store", "pkg.recall.rule"),
     ]
+
+
+def test_lazy_counts_the_imports_inside_functions_too(tmp_path: Path) -> None:
+    _write(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "",
+            "a.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from pkg import c\n"  # never runs, lazy or not
+                "def run():\n"
+                "    from pkg.b import helper\n"  # runs when called
+                "    class Inner:\n"
+                "        async def go(self):\n"
+                "            import pkg.c\n"  # nested: runs when called too
+            ),
+            "b.py": "def helper():\n    from pkg import a\n",  # a <-> b, in functions only
+            "c.py": "",
+        },
+    )
+    modules = discover(tmp_path / "pkg", "pkg")
+    assert import_graph(modules) == []
+    lazy = sorted((e.source, e.target) for e in import_graph(modules, lazy=True))
+    assert lazy == [("pkg.a", "pkg.b"), ("pkg.a", "pkg.c"), ("pkg.b", "pkg.a")]
+    graph: dict[str, set[str]] = {}
+    for source, target in lazy:
+        graph.setdefault(source, set()).add(target)
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"]]
 
 
 def test_a_name_read_from_a_parent_package_closes_a_cycle(tmp_path: Path) -> None:

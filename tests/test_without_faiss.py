@@ -10,12 +10,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-HIDE_FAISS = 'import sys\nsys.modules["faiss"] = None  # import faiss raises ImportError\n'
 
-
-def run(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(script: str, cwd: Path, *, hidden: str = "faiss") -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter in which ``import hidden`` fails, as on an install
+    without its extra (``tests/cli/test_mcp_command.py`` hides ``mcp``)."""
+    hide = f'import sys\nsys.modules["{hidden}"] = None  # import {hidden} raises ImportError\n'
     return subprocess.run(
-        [sys.executable, "-c", HIDE_FAISS + textwrap.dedent(script)],
+        [sys.executable, "-c", hide + textwrap.dedent(script)],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -34,12 +34,15 @@ from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
-    pass
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+    """The subcommands of a parser, to which a command module adds its own (``register``)."""
 
 
 __all__ = [
     "EXIT_USAGE",
+    "STORE_HELP",
     "CliError",
+    "add_store_command",
     "at_least",
     "check_output",
     "console",
@@ -52,6 +55,9 @@ __all__ = [
 ]
 
 EXIT_USAGE = 2
+
+STORE_HELP = "the synapse store: an SQLite file, or a postgresql:// URL"
+"""The help of every command's ``STORE`` argument."""
 
 
 class CliError(Exception):
@@ -105,6 +111,16 @@ def open_store(path: str, *, must_exist: bool) -> SynapseStore:
     if not must_exist and not Path(path).parent.is_dir():
         raise CliError(f"cannot create {path!r}: no directory {str(Path(path).parent)!r}")
     return SynapseStore(path)
+
+
+def add_store_command(
+    commands: Commands, name: str, handler: Callable[[argparse.Namespace], int], help_: str
+) -> argparse.ArgumentParser:
+    """Add the command ``name``, run by ``handler``, whose first argument is ``STORE``."""
+    sub = commands.add_parser(name, help=help_, description=help_)
+    sub.add_argument("store", metavar="STORE", help=STORE_HELP)
+    sub.set_defaults(handler=handler)
+    return sub
 
 
 def check_output(path: str | None) -> None:

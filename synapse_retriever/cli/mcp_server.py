@@ -51,7 +51,7 @@ from synapse_retriever import __version__
 from synapse_retriever.capture.coactivation import coactivation_set
 from synapse_retriever.cli._common import in_calendar
 from synapse_retriever.cli.mcp_stdio import serve_stdio
-from synapse_retriever.cli.store_commands import neighbour_report, stats_report
+from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.persistence.postgres import is_postgres_url, split_url

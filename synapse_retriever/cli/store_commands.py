@@ -1,4 +1,4 @@
-"""The store commands: stats, edges, decay, repair, export, import, bootstrap.
+"""The store commands: stats, edges, rename, decay, repair, export, import, bootstrap.
 
 Examples
 --------
@@ -9,28 +9,18 @@ Examples
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from synapse_retriever.capture.gitlog import parse_since
-from synapse_retriever.errors import InvalidValueError, SynapseError
-from synapse_retriever.mirror.stats import HALF_LIFE_BINS, WEIGHT_BINS, histogram
-from synapse_retriever.persistence.postgres import is_postgres_url
-
-if TYPE_CHECKING:
-    from synapse_retriever.mirror.graph import Edge
-    from synapse_retriever.persistence.transfer import Format, MergeReport
-    from synapse_retriever.store import SynapseStore
-
 from synapse_retriever.cli._common import (
     CliError,
+    add_store_command,
+    at_least,
     check_output,
     console,
     iso,
@@ -39,21 +29,18 @@ from synapse_retriever.cli._common import (
     print_json,
     progress_display,
 )
+from synapse_retriever.cli.reports import neighbour_report, stats_report
+from synapse_retriever.errors import SynapseError
+from synapse_retriever.mirror.stats import HALF_LIFE_BINS, WEIGHT_BINS, histogram
+from synapse_retriever.persistence.postgres import is_postgres_url
 
-__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "neighbour_report", "stats_report"]
+if TYPE_CHECKING:
+    from synapse_retriever.cli._common import Commands
+    from synapse_retriever.mirror.graph import Edge
+    from synapse_retriever.persistence.transfer import Format, MergeReport
+
+__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "histogram", "register"]
 # the histograms' bins live with the report, in the core (SynapseStore.stats)
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""What stops ``synapse-retriever watch`` (Ctrl-C, a service manager, a closed terminal): its open
-window is written first."""
-
-
-def stats_report(
-    store: SynapseStore, at: float, namespace: str | None, *, name: str
-) -> dict[str, Any]:
-    """What ``synapse-retriever stats --json`` prints (and the MCP ``stats`` tool returns):
-    :meth:`SynapseStore.stats` labelled ``name``."""
-    return store.stats(at, namespace, name=name)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -99,28 +86,6 @@ def _histogram_table(title: str, bins: list[dict[str, Any]]) -> Table:
     for b in bins:
         table.add_row(b["bin"], str(b["edges"]), "█" * round(40 * b["edges"] / peak))
     return table
-
-
-def neighbour_report(
-    store: SynapseStore, node: str, at: float, namespace: str | None, limit: int
-) -> dict[str, Any]:
-    """What ``synapse-retriever edges --json`` prints (and the MCP ``neighbours`` tool returns): the
-    node's live edges at ``at``, strongest first, the first ``limit`` of them (0: all)."""
-    found = store.neighbours(node, at=at, namespace=namespace)
-    rows = [
-        {
-            "neighbour": other,
-            "namespace": edge.namespace,
-            "weight": weight,
-            "stored_weight": edge.weight,
-            "count": edge.activation_count,
-            "half_life_days": edge.half_life_days,
-            "last_reinforced_at": iso(edge.last_reinforced_at),
-        }
-        for other, edge, weight in found
-    ]
-    shown = rows[:limit] if limit else rows
-    return {"node": node, "at": iso(at), "neighbours": shown, "total": len(rows)}
 
 
 def cmd_edges(args: argparse.Namespace) -> int:
@@ -387,85 +352,108 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve the store over the Model Context Protocol on stdio (see ``cli.mcp_server``)."""
-    try:
-        from synapse_retriever.cli.mcp_server import serve
-    except ImportError as exc:
-        raise CliError(str(exc)) from None
-    with open_store(args.store, must_exist=False) as store:
-        serve(store, args.store)
-    return 0
+def register(commands: Commands) -> None:
+    """Add the store commands: stats, edges, rename, decay, repair, export, import, bootstrap."""
+    at_help = "time to read the graph at: ISO 8601 or POSIX seconds (default: now)"
+    ns_help = "only this namespace (default: all)"
 
+    stats = add_store_command(
+        commands, "stats", cmd_stats, "Nodes, edges per namespace, histograms."
+    )
+    stats.add_argument("--at", help=at_help)
+    stats.add_argument("--namespace", help=ns_help)
+    stats.add_argument("--json", action="store_true", help="print JSON")
 
-def cmd_watch(args: argparse.Namespace) -> int:
-    """Learn from saves in a working tree until interrupted (see ``capture.watch``)."""
-    from synapse_retriever.capture.watch import WatchReport, branch_namespace, watch
-    from synapse_retriever.config import validate_namespace
+    edges = add_store_command(
+        commands, "edges", cmd_edges, "A node's live neighbours, strongest first."
+    )
+    edges.add_argument("node", metavar="NODE", help="node id, e.g. a file path")
+    edges.add_argument("--at", help=at_help)
+    edges.add_argument("--namespace", help=ns_help)
+    edges.add_argument("--limit", type=at_least(0), default=50, help="rows to show, 0 for all (50)")
+    edges.add_argument("--json", action="store_true", help="print JSON")
 
-    root = Path(args.path)
-    if not root.is_dir():
-        raise CliError(f"no folder to watch at {args.path!r}")
-    if not 0 < args.quiet_s < math.inf:
-        raise CliError(f"--quiet-s must be a number of seconds > 0, got {args.quiet_s}")
-    namespace = validate_namespace(args.namespace) if args.namespace is not None else None
-    keep_out: set[str] = set()
-    if not is_postgres_url(args.store):
-        try:  # the store's own files, when it lives in the tree
-            own = Path(args.store).resolve().relative_to(root.resolve()).as_posix()
-            keep_out = {own + suffix for suffix in ("", "-wal", "-shm", "-journal")}
-        except ValueError:
-            pass
-    with open_store(args.store, must_exist=False) as store:
-        if store.read_only:
-            raise CliError(f"cannot learn into {args.store!r}: it is read-only here")
-        status = console(stderr=True)
+    rename = add_store_command(
+        commands,
+        "rename",
+        cmd_rename,
+        "Move a node to a new id with everything it learned, as a renamed file moves "
+        "(synapse-retriever watch does it as files move); refused if the new id has a past.",
+    )
+    rename.add_argument("old", metavar="OLD", help="the node's id, e.g. a file's old path")
+    rename.add_argument("new", metavar="NEW", help="its new id")
 
-        def write(files: list[str], ns: str) -> int:
-            return store.reinforce(files, namespace=ns)
+    decay = add_store_command(
+        commands, "decay", cmd_decay, "Delete the edges that decayed below the threshold."
+    )
+    decay.add_argument("--at", help=at_help)
+    decay.add_argument(
+        "--dry-run", action="store_true", help="print what would be pruned, delete nothing"
+    )
+    decay.add_argument(
+        "--force",
+        action="store_true",
+        help="sweep at an --at later than now (it deletes edges that are live today)",
+    )
+    decay.add_argument("--json", action="store_true", help="print JSON")
 
-        def show(report: WatchReport) -> None:
-            if not args.quiet:
-                status.print(
-                    f"{report.events} events, {report.edges} edges learned, "
-                    f"{report.renamed} files moved ({report.ignored} saves left out, "
-                    f"{report.by_git} made by git)"
-                )
+    repair = add_store_command(
+        commands,
+        "repair",
+        cmd_repair,
+        "Remove what was written more than a day ahead of the clock (a millisecond time "
+        "read as seconds): such edges never decay and push every later write after them.",
+    )
+    repair.add_argument(
+        "--dry-run", action="store_true", help="print what would be removed, change nothing"
+    )
+    repair.add_argument("--json", action="store_true", help="print JSON")
 
-        def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
-            if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
-                status.print(f"not moved: {exc}")
-            else:
-                status.print(
-                    f"could not write to the store ({exc}); what was saved or moved waits "
-                    "for the next window"
-                )
+    export = add_store_command(
+        commands, "export", cmd_export, "Write the live edges as JSON or GraphML."
+    )
+    export.add_argument(
+        "output",
+        metavar="FILE",
+        help="file to write (.json, .graphml or .xml), written through a symbolic link; "
+        "never a store, another SQLite file, a FIFO or a device; - writes to stdout "
+        "(with --format)",
+    )
+    export.add_argument(
+        "--format", choices=["json", "graphml"], help="default: from the suffix of FILE"
+    )
+    export.add_argument("--at", help="time the decayed weights are given at (default: now)")
+    export.add_argument(
+        "--namespace",
+        action="append",
+        help="export only this namespace (repeatable; default: every namespace)",
+    )
 
-        def started() -> None:
-            ready.wait()
-            if not args.quiet:
-                where = namespace or branch_namespace(root)
-                status.print(f"watching {args.path} into {args.store} ({where}); Ctrl-C stops")
+    imp = add_store_command(
+        commands,
+        "import",
+        cmd_import,
+        "Merge an export: new edges are added, an incoming edge replaces a stored one only "
+        "if it was reinforced later; a newer stored edge is never overwritten.",
+    )
+    imp.add_argument("input", metavar="FILE", help="a JSON or GraphML export")
+    imp.add_argument(
+        "--format",
+        choices=["json", "graphml"],
+        help="default: from the suffix of FILE (.json, .graphml or .xml)",
+    )
+    imp.add_argument("--json", action="store_true", help="print JSON")
 
-        stop, ready = threading.Event(), threading.Event()  # a signal: close, write, exit
-        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
-        threading.Thread(target=started, daemon=True).start()
-        try:
-            report = watch(
-                root,
-                write,
-                quiet_s=args.quiet_s,
-                limit=store.config.max_coactivation,
-                namespace=namespace,
-                keep_out=keep_out,
-                stop=stop,
-                on_event=show,
-                on_error=failed,
-                rename=lambda old, new, ns: store.rename(old, new, namespaces=ns),
-                ready=ready,
-            )
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    console().print(f"watched {args.path}: {report.events} events, {report.edges} edges learned")
-    return 0
+    boot = add_store_command(
+        commands,
+        "bootstrap",
+        cmd_bootstrap,
+        "Warm start from git: each non-merge commit touching 2 to 32 files is one "
+        "co-activation of its files at the commit's (committer) time. Resumable.",
+    )
+    boot.add_argument("--git", required=True, metavar="PATH", help="git repository (bare or not)")
+    boot.add_argument("--since", metavar="DATE", help="only commits since this ISO 8601 date")
+    boot.add_argument("--namespace", default="shared", help="namespace to learn in (shared)")
+    boot.add_argument("--rev", default="HEAD", help="history to replay (HEAD)")
+    boot.add_argument("--json", action="store_true", help="print JSON")
+    boot.add_argument("--quiet", action="store_true", help="no progress bar")

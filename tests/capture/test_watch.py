@@ -301,14 +301,6 @@ def test_synapse_watch_learns_until_interrupted(tree: Path, tmp_path: Path) -> N
         assert store.edge("src/late.py", "src/jwt.py", "branch:main") is not None
 
 
-def test_synapse_watch_refuses_a_missing_folder(tmp_path: Path) -> None:
-    from synapse_retriever.cli import main
-
-    assert main(["watch", str(tmp_path / "nowhere"), str(tmp_path / "s.db")]) == 2
-    assert main(["watch", str(tmp_path), str(tmp_path / "s.db"), "--quiet-s", "0"]) == 2
-    assert main(["watch", str(tmp_path), str(tmp_path / "s.db"), "--quiet-s", "inf"]) == 2
-
-
 @pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")  # watchdog, new folders
 def test_noise_in_left_out_files_neither_holds_a_window_nor_takes_its_places(
     tree: Path, watcher: Watcher

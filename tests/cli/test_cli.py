@@ -3,6 +3,7 @@ and the one-line errors (exit code 2) for bad paths and bad files."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -18,7 +19,15 @@ import pytest
 from git_history import BASE, DAY, commit, init, make_project
 
 from synapse_retriever import SynapseStore
-from synapse_retriever.cli import build_parser, histogram, main
+from synapse_retriever.cli import (
+    bench_commands,
+    build_parser,
+    histogram,
+    main,
+    mcp_command,
+    store_commands,
+    watch_command,
+)
 from synapse_retriever.persistence.transfer import export_edges
 
 JWT, KEYS = "src/auth/jwt.py", "src/auth/keys.py"
@@ -982,3 +991,37 @@ def test_a_device_is_not_a_store(capsys: pytest.CaptureFixture[str]) -> None:
         == f"synapse-retriever: error: {os.devnull!r} is not a regular file, "
         "not a synapse database\n"
     )
+
+
+def _handlers(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every command and subcommand of ``parser`` (``bench perf``): its handler's module."""
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                handler = sub.get_default("handler")
+                if handler is not None:
+                    found[name] = handler.__module__
+                found |= {f"{name} {inner}": module for inner, module in _handlers(sub).items()}
+    return found
+
+
+def test_each_command_module_registers_its_own_commands() -> None:
+    """A command is one module's: its handler and the register() that adds it, side by side;
+    build_parser adds the modules' commands in this order, the order --help lists them in."""
+    expected = {
+        store_commands: "stats edges rename decay repair export import bootstrap",
+        watch_command: "watch",
+        mcp_command: "mcp",
+        bench_commands: "bench",
+    }
+    every: dict[str, str] = {}
+    for module, names in expected.items():
+        parser = argparse.ArgumentParser()
+        commands = parser.add_subparsers()
+        module.register(commands)
+        assert list(commands.choices) == names.split()
+        found = _handlers(parser)  # with bench's benchmarks: "bench quality", ...
+        assert set(found.values()) == {module.__name__}  # every handler is the module's own
+        every |= found
+    assert list(_handlers(build_parser()).items()) == list(every.items())  # in this order

@@ -27,7 +27,7 @@ from synapse_retriever.cli.mcp_server import (
     related_report,
     why,
 )
-from synapse_retriever.cli.store_commands import neighbour_report, stats_report
+from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.recall.hits import Hit
 

@@ -1,0 +1,117 @@
+"""``synapse-retriever watch PATH STORE``: learn from a working tree as it is edited (the loop is
+:func:`synapse_retriever.capture.watch.watch`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from synapse_retriever.cli._common import STORE_HELP, CliError, console, open_store
+from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.persistence.postgres import is_postgres_url
+
+if TYPE_CHECKING:
+    from synapse_retriever.cli._common import Commands
+
+__all__ = ["STOP_SIGNALS", "cmd_watch", "register"]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What stops ``synapse-retriever watch`` (Ctrl-C, a service manager, a closed terminal): its open
+window is written first."""
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Learn from saves in a working tree until interrupted (see ``capture.watch``)."""
+    from synapse_retriever.capture.watch import WatchReport, branch_namespace, watch
+    from synapse_retriever.config import validate_namespace
+
+    root = Path(args.path)
+    if not root.is_dir():
+        raise CliError(f"no folder to watch at {args.path!r}")
+    if not 0 < args.quiet_s < math.inf:
+        raise CliError(f"--quiet-s must be a number of seconds > 0, got {args.quiet_s}")
+    namespace = validate_namespace(args.namespace) if args.namespace is not None else None
+    keep_out: set[str] = set()
+    if not is_postgres_url(args.store):
+        try:  # the store's own files, when it lives in the tree
+            own = Path(args.store).resolve().relative_to(root.resolve()).as_posix()
+            keep_out = {own + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+        except ValueError:
+            pass
+    with open_store(args.store, must_exist=False) as store:
+        if store.read_only:
+            raise CliError(f"cannot learn into {args.store!r}: it is read-only here")
+        status = console(stderr=True)
+
+        def write(files: list[str], ns: str) -> int:
+            return store.reinforce(files, namespace=ns)
+
+        def show(report: WatchReport) -> None:
+            if not args.quiet:
+                status.print(
+                    f"{report.events} events, {report.edges} edges learned, "
+                    f"{report.renamed} files moved ({report.ignored} saves left out, "
+                    f"{report.by_git} made by git)"
+                )
+
+        def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
+            if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
+                status.print(f"not moved: {exc}")
+            else:
+                status.print(
+                    f"could not write to the store ({exc}); what was saved or moved waits "
+                    "for the next window"
+                )
+
+        def started() -> None:
+            ready.wait()
+            if not args.quiet:
+                where = namespace or branch_namespace(root)
+                status.print(f"watching {args.path} into {args.store} ({where}); Ctrl-C stops")
+
+        stop, ready = threading.Event(), threading.Event()  # a signal: close, write, exit
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+        threading.Thread(target=started, daemon=True).start()
+        try:
+            report = watch(
+                root,
+                write,
+                quiet_s=args.quiet_s,
+                limit=store.config.max_coactivation,
+                namespace=namespace,
+                keep_out=keep_out,
+                stop=stop,
+                on_event=show,
+                on_error=failed,
+                rename=lambda old, new, ns: store.rename(old, new, namespaces=ns),
+                ready=ready,
+            )
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    console().print(f"watched {args.path}: {report.events} events, {report.edges} edges learned")
+    return 0
+
+
+def register(commands: Commands) -> None:
+    """Add the ``watch`` command."""
+    watch_help = (
+        "Learn from a working tree as it is edited: files saved within one activity window "
+        "(until QUIET_S seconds pass without a save) are one co-activation event, in the "
+        "checked-out branch's namespace. Ctrl-C closes the open window first."
+    )
+    watching = commands.add_parser("watch", help=watch_help, description=watch_help)
+    watching.set_defaults(handler=cmd_watch)
+    watching.add_argument("path", metavar="PATH", help="the working tree to watch")
+    watching.add_argument("store", metavar="STORE", help=STORE_HELP)
+    watching.add_argument(
+        "--quiet-s", type=float, default=300.0, help="seconds without a save that close a window"
+    )
+    watching.add_argument(
+        "--namespace", help="namespace to learn in (default: branch:<checked-out branch>)"
+    )
+    watching.add_argument("--quiet", action="store_true", help="no status line (for services)")

@@ -1,0 +1,26 @@
+"""``synapse-retriever watch PATH STORE`` as a command (``cli/watch_command.py``): what it refuses
+before it starts. The command watching a real git tree, stopped by a signal, is tested with
+the watch itself in ``tests/capture/test_watch.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from synapse_retriever.cli import main
+
+
+def test_synapse_watch_refuses_a_missing_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "s.db")
+    assert main(["watch", str(tmp_path / "nowhere"), store]) == 2
+    assert main(["watch", str(tmp_path), store, "--quiet-s", "0"]) == 2
+    assert main(["watch", str(tmp_path), store, "--quiet-s", "inf"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"synapse-retriever: error: no folder to watch at {str(tmp_path / 'nowhere')!r}",
+        "synapse-retriever: error: --quiet-s must be a number of seconds > 0, got 0.0",
+        "synapse-retriever: error: --quiet-s must be a number of seconds > 0, got inf",
+    ]
+    assert not Path(store).exists()  # refused before the store is opened
