@@ -47,9 +47,12 @@ def edge_list(store: SynapseStore) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def bench_databases() -> set[str]:
+    """This process's throwaway databases (their names carry its pid): other test runs on the
+    same server create and drop their own meanwhile."""
     with psycopg.connect(SERVER, autocommit=True) as conn:
-        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'synapse_bench_%'")
-        return {row[0] for row in rows}
+        names = conn.execute("SELECT datname FROM pg_database").fetchall()
+    mine = f"synapse_bench_{os.getpid()}_"
+    return {name for (name,) in names if name.startswith(mine)}
 
 
 def test_zipf_events_favour_popular_nodes() -> None:
