@@ -57,6 +57,7 @@ from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import TransientWriteError, retrying
+from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
@@ -614,7 +615,9 @@ config: pass config together with a store path instead
                 for e in (events[i],)
             ]  # fmt: skip
             keys = list(
-                dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
+                dict.fromkeys(
+                    EdgeKey(p.namespace_id, *pair) for p in pair_events for pair in p.pairs
+                )
             )
             stored = tx.lock_edges(keys) if keys else []
             if late != "raise" and pair_events:  # read under lock: exact with many writers
@@ -629,8 +632,10 @@ config: pass config together with a store path instead
             inserted, updated = reinforce_edges(stored, pair_events, config)
             inserted = tx.insert(inserted)
             tx.update(updated)
-            entries = [(ns_of[events[i].namespace], times[i], ids_of[i]) for i in chosen]
-            use_keys = list(dict.fromkeys((ns, node) for ns, _, ids in entries for node in ids))
+            entries = [RecentEvent(ns_of[events[i].namespace], times[i], ids_of[i]) for i in chosen]
+            use_keys = list(
+                dict.fromkeys(UseKey(ns, node) for ns, _, ids in entries for node in ids)
+            )
             uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
             tx.write_uses(uses)
             together = Counter(ns for ns, _, ids in entries if len(ids) > 1)
@@ -739,7 +744,9 @@ config: pass config together with a store path instead
             new_id = graph.index[new] if new in graph.index else tx.node_ids([new])[0]
             # no merge: the new name may have no past in those namespaces (in any, for all)
             checked = spaces if only is not None else sorted(graph.ns_names)
-            keys = sorted({(ns, old_id) for ns in spaces} | {(ns, new_id) for ns in checked})
+            keys = sorted(
+                {UseKey(ns, old_id) for ns in spaces} | {UseKey(ns, new_id) for ns in checked}
+            )
             locked = {(row.namespace, row.node): row for row in tx.uses_of(keys)}
             seen = {
                 (r.namespace, r.node): r
@@ -762,8 +769,8 @@ config: pass config together with a store path instead
             for row in rows:
                 other = row.b if row.a == old_id else row.a
                 pair = (new_id, other) if new < graph.names[other] else (other, new_id)
-                moved[(row.namespace, *pair)] = row
-            blanks = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
+                moved[EdgeKey(row.namespace, *pair)] = row
+            blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
             if any(r.activation_count for r in blanks.values()):
                 raise TransientWriteError("the new name was written meanwhile", conflict=True)
             state = {
@@ -1320,7 +1327,8 @@ def _fresh(
     :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`)."""
     identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
     recorded = tx.record_events(
-        [(events[i].event_id or "", times[i], namespaces[events[i].namespace]) for i in identified]
+        [EventRecord(events[i].event_id or "", times[i], namespaces[events[i].namespace])
+         for i in identified]
     ) if identified else []  # fmt: skip
     fresh = [True] * len(events)
     for i, new in zip(identified, recorded, strict=True):
