@@ -65,7 +65,7 @@ from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.mirror import return_freed_memory
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.protocols import Storage
-from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.persistence.rows import EdgeKey, EdgeRow
 from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, SQLiteStorage
 from synapse_retriever.store import SynapseStore
 
@@ -176,7 +176,17 @@ def grow_graph(
             order = [(ids[x], ids[y]) if names[x] < names[y] else (ids[y], ids[x])
                      for x, y in zip(a.tolist(), b.tolist(), strict=True)]  # fmt: skip
             rows = [
-                EdgeRow(0, ns, x, y, w, n, h, t, t)
+                EdgeRow(
+                    id=0,
+                    namespace=ns,
+                    a=x,
+                    b=y,
+                    weight=w,
+                    activation_count=n,
+                    half_life_days=h,
+                    created_at=t,
+                    last_reinforced_at=t,
+                )
                 for (x, y), w, n, h, t in zip(
                     order,
                     weight.tolist(),
@@ -189,10 +199,9 @@ def grow_graph(
             if isinstance(storage, PostgresStorage):
                 # as the store writes there: each pair's row is created blank by
                 # lock_edges, then written by id
-                held = {
-                    (r.namespace, r.a, r.b): r.id for r in tx.lock_edges([r[1:4] for r in rows])
-                }
-                tx.update([row._replace(id=held[row[1:4]]) for row in rows])
+                wanted = [EdgeKey(r.namespace, r.a, r.b) for r in rows]
+                held = {(r.namespace, r.a, r.b): r.id for r in tx.lock_edges(wanted)}
+                tx.update([row._replace(id=held[(row.namespace, row.a, row.b)]) for row in rows])
             else:
                 tx.insert(rows)
             uses, events, latest = uses_from_edges(

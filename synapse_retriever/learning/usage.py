@@ -40,7 +40,7 @@ import numpy.typing as npt
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
-from synapse_retriever.persistence.rows import UseColumns, UseRow
+from synapse_retriever.persistence.rows import RecentEvent, UseColumns, UseRow
 
 __all__ = [
     "UseTable",
@@ -193,7 +193,7 @@ def use_strengths(
 
 def uses_from_edges(
     edges: Iterable[tuple[int, int, int, int, float, float]], *, history: int = 8, window: int = 50
-) -> tuple[list[UseRow], dict[int, int], list[tuple[int, float, tuple[int, ...]]]]:
+) -> tuple[list[UseRow], dict[int, int], list[RecentEvent]]:
     """Approximate use rows and event counts from edges ``(a, b, namespace, count, created,
     last)``, for a file written before uses were stored.
 
@@ -210,18 +210,15 @@ def uses_from_edges(
     >>> rows[0]
     UseRow(namespace=1, node=1, uses=3, together=3, first=0.0, recent=(86400.0,))
     >>> events, latest
-    ({1: 1}, [(1, 86400.0, (1, 2))])
+    ({1: 1}, [RecentEvent(namespace=1, at=86400.0, nodes=(1, 2))])
     """
     state: dict[tuple[int, int], tuple[int, float, set[float]]] = {}
     times: dict[int, dict[float, set[int]]] = {}
     for a, b, ns, count, created, last in edges:
         for node in (a, b):
-            old = state.get((ns, node))
-            if old is None:
-                state[(ns, node)] = (count, created, {last})
-            else:
-                old[2].add(last)
-                state[(ns, node)] = (max(old[0], count), min(old[1], created), old[2])
+            most, first, lasts = state.get((ns, node), (count, created, set()))
+            lasts.add(last)
+            state[(ns, node)] = (max(most, count), min(first, created), lasts)
         times.setdefault(ns, {}).setdefault(last, set()).update((a, b))
     rows = []
     for (ns, node), (count, first, lasts) in sorted(state.items()):
@@ -229,7 +226,7 @@ def uses_from_edges(
         uses = max(count, len(recent))
         rows.append(UseRow(ns, node, uses, uses, min(first, recent[0]), tuple(recent)))
     latest = [
-        (ns, at, tuple(sorted(nodes)))
+        RecentEvent(ns, at, tuple(sorted(nodes)))
         for ns, by_time in sorted(times.items())
         for at, nodes in sorted(by_time.items())[-window:]
     ]
@@ -238,20 +235,21 @@ def uses_from_edges(
 
 def recorded_uses(
     stored: Sequence[UseRow],
-    events: Sequence[tuple[int, float, Sequence[int]]],
+    events: Sequence[RecentEvent],
     history: int = 8,
 ) -> list[UseRow]:
     """The use rows of the nodes of ``events`` after them: ``stored`` rows plus each event.
 
-    Each event is ``(namespace, at, nodes)``; a node counts once per event (duplicates
-    are dropped); an event of two distinct nodes or more is a co-activation and counts in
-    ``together`` too. Each row keeps its latest ``history`` times, ascending; ``first`` is
-    the earliest use. The order of the events does not matter.
+    A node counts once per event (duplicates are dropped); an event of two distinct nodes
+    or more is a co-activation and counts in ``together`` too. Each row keeps its latest
+    ``history`` times, ascending; ``first`` is the earliest use. The order of the events
+    does not matter.
 
     Examples
     --------
     >>> old = UseRow(1, 7, 3, 1, 0.0, (0.0, 5.0, 9.0))
-    >>> recorded_uses([old], [(1, 4.0, [7, 8]), (1, 12.0, [7])], history=3)
+    >>> events = [RecentEvent(1, 4.0, [7, 8]), RecentEvent(1, 12.0, [7])]
+    >>> recorded_uses([old], events, history=3)
     [UseRow(namespace=1, node=7, uses=5, together=2, first=0.0, recent=(5.0, 9.0, 12.0)), \
 UseRow(namespace=1, node=8, uses=1, together=1, first=4.0, recent=(4.0,))]
     """
@@ -321,11 +319,12 @@ class UseTable:
     Examples
     --------
     >>> table = UseTable()
-    >>> table.apply(recorded_uses([], [(1, 0.0, [1, 2])]))  # a co-activation
+    >>> both, alone = [RecentEvent(1, 0.0, [1, 2])], [RecentEvent(1, 3 * 86400.0, [1])]
+    >>> table.apply(recorded_uses([], both))  # a co-activation
     >>> table.add_events(1, 1)
-    >>> table.remember([(1, 0.0, [1, 2])])
-    >>> table.apply(recorded_uses(table.rows(1, [1]), [(1, 3 * 86400.0, [1])]))  # a use alone
-    >>> table.remember([(1, 3 * 86400.0, [1])])
+    >>> table.remember(both)
+    >>> table.apply(recorded_uses(table.rows(1, [1]), alone))  # a use alone
+    >>> table.remember(alone)
     >>> factors = np.array([0.0, 1.0])
     >>> round(float(table.base_levels(np.array([1]), 4 * 86400.0, factors)[0]), 4)  # ln(1 + 0.5)
     0.4055
@@ -427,8 +426,8 @@ class UseTable:
             rows = rows_of[nodes].astype(np.int64)
         return rows
 
-    def remember(self, events: Iterable[tuple[int, float, Sequence[int]]]) -> None:
-        """Remember events ``(namespace, at, nodes)``, oldest first, for :meth:`recent_nodes`."""
+    def remember(self, events: Iterable[RecentEvent]) -> None:
+        """Remember ``events``, oldest first, for :meth:`recent_nodes`."""
         for namespace, at, nodes in events:
             latest = self._latest.setdefault(namespace, deque(maxlen=self.window))
             latest.append((at, tuple(nodes)))

@@ -8,6 +8,28 @@ without loading a backend.
 """
 
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
-from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
+from synapse_retriever.persistence.rows import (
+    Changes,
+    EdgeKey,
+    EdgeRow,
+    EventRecord,
+    ForgetCounts,
+    RecentEvent,
+    UseColumns,
+    UseKey,
+    UseRow,
+)
 
-__all__ = ["Changes", "EdgeRow", "Storage", "UseColumns", "UseRow", "WriteTransaction"]
+__all__ = [
+    "Changes",
+    "EdgeKey",
+    "EdgeRow",
+    "EventRecord",
+    "ForgetCounts",
+    "RecentEvent",
+    "Storage",
+    "UseColumns",
+    "UseKey",
+    "UseRow",
+    "WriteTransaction",
+]

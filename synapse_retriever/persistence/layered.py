@@ -32,12 +32,26 @@ import numpy as np
 
 from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
-from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
+from synapse_retriever.persistence.rows import (
+    EDGE_COLUMNS,
+    Changes,
+    EdgeKey,
+    EdgeRow,
+    EventRecord,
+    ForgetCounts,
+    RecentEvent,
+    UseColumns,
+    UseKey,
+    UseRow,
+    edge_row,
+)
 
 __all__ = ["LOCAL", "SHARED", "LayeredStorage"]
 
 LOCAL, SHARED = 0, 1
 """The layers, as the last bit of an edge's id."""
+
+_ID, _NAMESPACE, _A, _B = (EDGE_COLUMNS.index(name) for name in ("id", "namespace", "a", "b"))
 
 
 class _Names:
@@ -154,24 +168,24 @@ class LayeredStorage:
             ]
             merged.events += [(self.spaces.to_view[layer][ns], n) for ns, n in changes.events]
             merged.recent += [
-                (self.spaces.to_view[layer][ns], at, tuple(self.nodes.to_view[layer][n] for n in
-                                                           members))
+                RecentEvent(self.spaces.to_view[layer][ns], at,
+                            tuple(self.nodes.to_view[layer][n] for n in members))
                 for ns, at, members in changes.recent
             ]  # fmt: skip
-        merged.rows = np.concatenate(rows) if rows else np.zeros((0, len(EdgeRow._fields)))
+        merged.rows = np.concatenate(rows) if rows else np.zeros((0, len(EDGE_COLUMNS)))
         merged.uses = UseColumns.of(uses)
         self.version += 1
         merged.version = self.version
         return merged
 
     def _rows_to_view(self, layer: int, rows: np.ndarray) -> np.ndarray:
-        rows = rows.reshape(-1, len(EdgeRow._fields)).copy()
+        rows = rows.reshape(-1, len(EDGE_COLUMNS)).copy()
         if rows.size:
             spaces, nodes = self.spaces.to_view[layer], self.nodes.to_view[layer]
-            rows[:, 0] = 2 * rows[:, 0] + layer
-            rows[:, 1] = [spaces[int(ns)] for ns in rows[:, 1]]
-            rows[:, 2] = [nodes[int(a)] for a in rows[:, 2]]
-            rows[:, 3] = [nodes[int(b)] for b in rows[:, 3]]
+            rows[:, _ID] = 2 * rows[:, _ID] + layer
+            rows[:, _NAMESPACE] = [spaces[int(ns)] for ns in rows[:, _NAMESPACE]]
+            rows[:, _A] = [nodes[int(a)] for a in rows[:, _A]]
+            rows[:, _B] = [nodes[int(b)] for b in rows[:, _B]]
         return rows
 
     @contextmanager
@@ -279,14 +293,17 @@ class _LayeredTransaction:
 
     def _edge_rows(self, layer: int, rows: Iterable[EdgeRow]) -> list[EdgeRow]:
         table = self._storage._rows_to_view(layer, np.asarray(list(rows), np.float64))
-        return [EdgeRow(int(r[0]), int(r[1]), int(r[2]), int(r[3]), r[4], int(r[5]), *r[6:])
-                for r in table.tolist()]  # fmt: skip
+        return [
+            row._replace(id=int(row.id), namespace=int(row.namespace), a=int(row.a),
+                         b=int(row.b), activation_count=int(row.activation_count))
+            for row in map(edge_row, table.tolist())
+        ]  # fmt: skip
 
     def _to_layer(self, rows: Sequence[EdgeRow]) -> tuple[int, list[EdgeRow]]:
         layer, _, ns = self._ns(rows[0].namespace)
         ends = self._node_ids(layer, [n for row in rows for n in (row.a, row.b)])
         return layer, [
-            EdgeRow(row.id // 2, ns, ends[2 * k], ends[2 * k + 1], *row[4:])
+            row._replace(id=row.id // 2, namespace=ns, a=ends[2 * k], b=ends[2 * k + 1])
             for k, row in enumerate(rows)
         ]
 
@@ -296,12 +313,12 @@ class _LayeredTransaction:
     def namespace_id(self, name: str) -> int:
         return self._storage.spaces.view(name)
 
-    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         found: list[EdgeRow] = []
-        for positions in self._by_namespace([key[0] for key in keys]).values():
-            layer, part, ns = self._ns(keys[positions[0]][0])
-            ends = self._node_ids(layer, [n for p in positions for n in keys[p][1:]])
-            local = [(ns, ends[2 * k], ends[2 * k + 1]) for k in range(len(positions))]
+        for positions in self._by_namespace([key.namespace for key in keys]).values():
+            layer, part, ns = self._ns(keys[positions[0]].namespace)
+            ends = self._node_ids(layer, [n for p in positions for n in (keys[p].a, keys[p].b)])
+            local = [EdgeKey(ns, ends[2 * k], ends[2 * k + 1]) for k in range(len(positions))]
             found += self._edge_rows(layer, part.lock_edges(local))
         return found
 
@@ -343,15 +360,16 @@ class _LayeredTransaction:
             if mine and self._writable(layer):
                 self._part(layer).delete(mine)
 
-    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
+    def uses_of(self, keys: Sequence[UseKey]) -> list[UseRow]:
         found: list[UseRow] = []
         nodes = self._storage.nodes
-        for positions in self._by_namespace(key[0] for key in keys).values():
-            layer, part, ns = self._ns(keys[positions[0]][0])
-            ids = self._node_ids(layer, [keys[p][1] for p in positions])
+        for positions in self._by_namespace(key.namespace for key in keys).values():
+            namespace = keys[positions[0]].namespace
+            layer, part, ns = self._ns(namespace)
+            ids = self._node_ids(layer, [keys[p].node for p in positions])
             view = nodes.to_view[layer]
-            found += [row._replace(namespace=keys[positions[0]][0], node=view[row.node])
-                      for row in part.uses_of([(ns, n) for n in ids])]  # fmt: skip
+            found += [row._replace(namespace=namespace, node=view[row.node])
+                      for row in part.uses_of([UseKey(ns, n) for n in ids])]  # fmt: skip
         return found
 
     def write_uses(self, rows: Sequence[UseRow]) -> None:
@@ -365,11 +383,11 @@ class _LayeredTransaction:
         _, part, ns = self._ns(namespace)
         part.add_events(ns, count)
 
-    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
-        for positions in self._by_namespace(entry[0] for entry in entries).values():
-            layer, part, ns = self._ns(entries[positions[0]][0])
+    def log_recent(self, entries: Sequence[RecentEvent], keep: int) -> None:
+        for positions in self._by_namespace(entry.namespace for entry in entries).values():
+            layer, part, ns = self._ns(entries[positions[0]].namespace)
             part.log_recent(
-                [(ns, entries[p][1], self._node_ids(layer, list(entries[p][2])))
+                [RecentEvent(ns, entries[p].at, self._node_ids(layer, list(entries[p].nodes)))
                  for p in positions],
                 keep,
             )  # fmt: skip
@@ -380,28 +398,28 @@ class _LayeredTransaction:
         found = self._storage.poll(since, max_node, max_namespace)
         return found if found is not None else Changes(version=self._storage.version)
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
+    def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
         # each layer records its events' ids, in their order, as separate calls would: an
         # id met in both layers is two events, each written with its edges
         recorded = [False] * len(events)
-        placed = [self._ns(namespace) for _, _, namespace in events]
+        placed = [self._ns(event.namespace) for event in events]
         for layer in (LOCAL, SHARED):
             positions = [p for p, (where, _, _) in enumerate(placed) if where == layer]
             if positions:
-                mine = [(events[p][0], events[p][1], placed[p][2]) for p in positions]
+                mine = [events[p]._replace(namespace=placed[p][2]) for p in positions]
                 done = self._part(layer).record_events(mine)
                 for p, fresh in zip(positions, done, strict=True):
                     recorded[p] = fresh
         return recorded
 
-    def forget_after(self, limit: float) -> tuple[int, int, int]:
+    def forget_after(self, limit: float) -> ForgetCounts:
         counts = [
             self._part(layer).forget_after(limit)
             for layer in (LOCAL, SHARED)
             if self._writable(layer)  # a read-only layer is repaired by its writers
         ]
-        return (
-            sum(c[0] for c in counts),
-            sum(c[1] for c in counts),
-            sum(c[2] for c in counts),
+        return ForgetCounts(
+            edges=sum(c.edges for c in counts),
+            uses=sum(c.uses for c in counts),
+            events=sum(c.events for c in counts),
         )

@@ -66,7 +66,17 @@ from synapse_retriever.persistence.protocols import (
     WriteTransaction,
     lock_timeout_error,
 )
-from synapse_retriever.persistence.rows import Changes, EdgeRow, UseColumns, UseRow
+from synapse_retriever.persistence.rows import (
+    Changes,
+    EdgeKey,
+    EdgeRow,
+    EventRecord,
+    ForgetCounts,
+    RecentEvent,
+    UseColumns,
+    UseKey,
+    UseRow,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -304,7 +314,7 @@ class _PostgresTransaction:
         )
         return [int(found[name]) for name in names]
 
-    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         ordered = sorted(set(keys))
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[]] * 3
         self._conn.execute(
@@ -374,7 +384,7 @@ class _PostgresTransaction:
         )
         self._edges.update((int(ns), int(edge)) for ns, edge in gone)
 
-    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
+    def uses_of(self, keys: Sequence[UseKey]) -> list[UseRow]:
         ordered = sorted(set(keys))
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[], []]
         # as for edges: a first use creates a blank row (no use yet), so two writers using
@@ -417,12 +427,12 @@ class _PostgresTransaction:
         # commit (see finish), so it is held for one round trip
         self._events[namespace] = self._events.get(namespace, 0) + count
 
-    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
+    def log_recent(self, entries: Sequence[RecentEvent], keep: int) -> None:
         # written with the version, at the commit (see finish)
         self._recent += [(ns, at, list(nodes)) for ns, at, nodes in entries]
         self._keep = max(self._keep, keep)
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
+    def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
         first = {event_id: at for event_id, at, _ in reversed(events)}  # twice: the first
         ordered = sorted(first)
         created = self._rows(
@@ -437,7 +447,7 @@ class _PostgresTransaction:
             new.discard(event_id)
         return recorded
 
-    def forget_after(self, limit: float) -> tuple[int, int, int]:
+    def forget_after(self, limit: float) -> ForgetCounts:
         edges = self._rows(
             "DELETE FROM edges WHERE last_reinforced_at > %s OR created_at > %s "
             "RETURNING namespace, id",
@@ -466,7 +476,7 @@ class _PostgresTransaction:
         events = len(self._rows("DELETE FROM recent_uses WHERE at > %s RETURNING 1", (limit,)))
         events += len(self._rows("DELETE FROM events WHERE at > %s RETURNING 1", (limit,)))
         self._reload = True  # deleted use rows are not logged: every reader reloads
-        return len(edges), dropped, events
+        return ForgetCounts(edges=len(edges), uses=dropped, events=events)
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         return _changes(self._conn, since)
@@ -617,7 +627,10 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
             (int(ns), int(n))
             for ns, n in conn.execute("SELECT namespace, events FROM namespace_events")
         ],
-        recent=[(int(ns), float(at), tuple(int(n) for n in members)) for ns, at, members in recent],
+        recent=[
+            RecentEvent(int(ns), float(at), tuple(int(n) for n in members))
+            for ns, at, members in recent
+        ],
         full=full,
     )
 
@@ -1080,7 +1093,7 @@ class PostgresStorage:
             )
             return None
 
-    def would_forget(self, limit: float) -> tuple[int, int, int]:
+    def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove, as the write transaction's
         ``forget_after`` counts it (edges, node use times, events), read in one read-only
         snapshot: a dry run where this role may not write (or ``read_only=True``)."""
@@ -1141,7 +1154,7 @@ def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     return bool(setting and setting[0])
 
 
-def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> tuple[int, int, int]:
+def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> ForgetCounts:
     """The edges created or reinforced after ``limit``, the node use times after it, and
     the recent-events entries and event ids after it: what ``forget_after`` deletes."""
     [(edges, uses, events)] = conn.execute(
@@ -1152,7 +1165,7 @@ def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> tuple[int, int, in
         "+ (SELECT count(*) FROM events WHERE at > %(t)s)",
         {"t": limit},
     ).fetchall()
-    return int(edges), int(uses), int(events)
+    return ForgetCounts(edges=int(edges), uses=int(uses), events=int(events))
 
 
 def snapshot(

@@ -14,7 +14,17 @@ from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar, runtime_checkable
 
 from synapse_retriever.errors import StorageUnavailableError, WriteConflictError
-from synapse_retriever.persistence.rows import Changes, EdgeRow, StoredSnapshot, UseRow
+from synapse_retriever.persistence.rows import (
+    Changes,
+    EdgeKey,
+    EdgeRow,
+    EventRecord,
+    ForgetCounts,
+    RecentEvent,
+    StoredSnapshot,
+    UseKey,
+    UseRow,
+)
 
 __all__ = [
     "SnapshotStorage",
@@ -107,10 +117,10 @@ class WriteTransaction(Protocol):
         """Id of namespace ``name``, created if missing."""
         ...
 
-    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
-        """The current rows of the pairs ``(namespace, a, b)``, locked until the
-        transaction ends. A backend whose writers run concurrently locks a pair no row
-        holds yet by creating a blank row for it (count 0, weight 0, times
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+        """The current rows of the pairs ``keys``, locked until the transaction ends. A
+        backend whose writers run concurrently locks a pair no row holds yet by creating a
+        blank row for it (count 0, weight 0, times
         :data:`~synapse_retriever.learning.decay.BLANK_TIME`) and returns it; the
         transaction must then write that pair."""
         ...
@@ -131,11 +141,11 @@ class WriteTransaction(Protocol):
         """Delete edges by id."""
         ...
 
-    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
-        """The use rows of ``(namespace, node)`` keys that have one, locked until the
-        transaction ends. A backend whose writers run concurrently locks a key no row holds
-        by creating a blank row for it (no use: ``uses`` 0, ``first`` +inf) and returns it;
-        the transaction must then write that key."""
+    def uses_of(self, keys: Sequence[UseKey]) -> list[UseRow]:
+        """The use rows of ``keys`` that have one, locked until the transaction ends. A
+        backend whose writers run concurrently locks a key no row holds by creating a blank
+        row for it (no use: ``uses`` 0, ``first`` +inf) and returns it; the transaction must
+        then write that key."""
         ...
 
     def write_uses(self, rows: Sequence[UseRow]) -> None:
@@ -146,25 +156,24 @@ class WriteTransaction(Protocol):
         """Add ``count`` co-activation events to a namespace's counter."""
         ...
 
-    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
-        """Log events' nodes, as ``(namespace, at, nodes)`` entries in order; each
-        namespace's latest ``keep`` entries are kept (older ones are trimmed whenever it
-        holds more than ``2 × keep``)."""
+    def log_recent(self, entries: Sequence[RecentEvent], keep: int) -> None:
+        """Log events' nodes, ``entries`` in order; each namespace's latest ``keep`` entries
+        are kept (older ones are trimmed whenever it holds more than ``2 × keep``)."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         """Everything written after version ``since``; names with ids above the maxima."""
         ...
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
-        """Record event ids ``(id, at, namespace)``; returns, for each, whether its id was
-        recorded now (False: a replay, its id recorded before or earlier in ``events``).
-        An id is the store's, whatever its namespace; a store over several backends (a
-        layered one) records it in its event's backend, as separate calls would, so the
-        same id on two backends is two events."""
+    def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
+        """Record the ids of ``events``; returns, for each, whether its id was recorded now
+        (False: a replay, its id recorded before or earlier in ``events``). An id is the
+        store's, whatever its namespace; a store over several backends (a layered one)
+        records it in its event's backend, as separate calls would, so the same id on two
+        backends is two events."""
         ...
 
-    def forget_after(self, limit: float) -> tuple[int, int, int]:
+    def forget_after(self, limit: float) -> ForgetCounts:
         """Delete what is dated after ``limit``: edges created or reinforced then, use
         times, recent-event entries and event ids; every reader then reloads everything.
         Returns the edges, use times and events (entries and ids) removed."""

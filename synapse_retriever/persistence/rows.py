@@ -22,10 +22,16 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "EDGE_COLUMNS",
     "Changes",
+    "EdgeKey",
     "EdgeRow",
+    "EventRecord",
+    "ForgetCounts",
+    "RecentEvent",
     "StoredSnapshot",
     "UseColumns",
+    "UseKey",
     "UseRow",
     "edge_row",
     "rows_array",
@@ -44,6 +50,60 @@ class EdgeRow(NamedTuple):
     half_life_days: float
     created_at: float
     last_reinforced_at: float
+
+
+EDGE_COLUMNS: tuple[str, ...] = EdgeRow._fields
+"""The columns of an edge table (:func:`rows_array`, :attr:`Changes.rows`): :class:`EdgeRow`'s
+fields, in order. A field's column is ``EDGE_COLUMNS.index(name)``; modules that read a column
+on a hot path keep that number in a module constant (as fast as a literal)."""
+
+
+class EdgeKey(NamedTuple):
+    """The key of one stored edge: a pair of node ids in a namespace (``a``'s name sorts
+    before ``b``'s), as :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.lock_edges`
+    takes it.
+
+    Examples
+    --------
+    >>> EdgeKey(1, 7, 8) == EdgeRow(5, 1, 7, 8, 0.3, 1, 30.0, 0.0, 0.0)[1:4]
+    True
+    """
+
+    namespace: int
+    a: int
+    b: int
+
+
+class UseKey(NamedTuple):
+    """The key of one node's use row: a node id in a namespace."""
+
+    namespace: int
+    node: int
+
+
+class RecentEvent(NamedTuple):
+    """One entry of the recent-events log: a co-activation's namespace, time and node ids."""
+
+    namespace: int
+    at: float
+    nodes: Sequence[int]
+
+
+class EventRecord(NamedTuple):
+    """An event id to record once: the caller's id, the event's time and its namespace."""
+
+    event_id: str
+    at: float
+    namespace: int
+
+
+class ForgetCounts(NamedTuple):
+    """What :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.forget_after`
+    removed: edges, node use times, and events (recent-log entries and event ids)."""
+
+    edges: int
+    uses: int
+    events: int
 
 
 _new_edge_row = functools.partial(tuple.__new__, EdgeRow)
@@ -70,7 +130,7 @@ def rows_array(rows: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
     >>> rows_array([EdgeRow(1, 1, 7, 8, 0.3, 1, 30.0, 0.0, 0.0)]).shape
     (1, 9)
     """
-    width = len(EdgeRow._fields)
+    width = len(EDGE_COLUMNS)
     flat = np.fromiter(itertools.chain.from_iterable(rows), np.float64, count=width * len(rows))
     return flat.reshape(len(rows), width)
 
@@ -150,8 +210,8 @@ class Changes:
     removed: list[int] = field(default_factory=list)
     uses: UseColumns = field(default_factory=lambda: UseColumns.of([]))
     events: list[tuple[int, int]] = field(default_factory=list)
-    recent: list[tuple[int, float, tuple[int, ...]]] = field(default_factory=list)
-    """New entries of the recent-events log: (namespace, at, nodes), oldest first."""
+    recent: list[RecentEvent] = field(default_factory=list)
+    """New entries of the recent-events log, oldest first."""
     full: bool = False
     """Everything, not what changed: the version asked about is older than the change
     logs keep (:data:`~synapse_retriever.persistence.sqlite.LOG_VERSIONS`), so the reader

@@ -40,9 +40,14 @@ from synapse_retriever.errors import (
 from synapse_retriever.persistence.protocols import WriteTransaction, lock_timeout_error
 from synapse_retriever.persistence.rows import (
     Changes,
+    EdgeKey,
     EdgeRow,
+    EventRecord,
+    ForgetCounts,
+    RecentEvent,
     StoredSnapshot,
     UseColumns,
+    UseKey,
     UseRow,
     edge_row,
 )
@@ -242,7 +247,7 @@ class _SQLiteTransaction:
         cursor = self._db.execute("INSERT INTO namespaces (name) VALUES (?)", (name,))
         return int(cursor.lastrowid or 0)
 
-    def lock_edges(self, keys: Sequence[tuple[int, int, int]]) -> list[EdgeRow]:
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         # the write lock is this connection's already: reading is locking
         if len(keys) > BIG_WRITE:
             self._widen()
@@ -266,7 +271,7 @@ class _SQLiteTransaction:
             found += (EdgeRow(*row) for row in self._db.execute(query, chunk))
         return found
 
-    def uses_of(self, keys: Sequence[tuple[int, int]]) -> list[UseRow]:
+    def uses_of(self, keys: Sequence[UseKey]) -> list[UseRow]:
         found: list[UseRow] = []
         for chunk in _chunks(keys, 8000):
             marks = ", ".join(["(?, ?)"] * len(chunk))
@@ -347,7 +352,7 @@ class _SQLiteTransaction:
             (namespace, count),
         )
 
-    def log_recent(self, entries: Sequence[tuple[int, float, Sequence[int]]], keep: int) -> None:
+    def log_recent(self, entries: Sequence[RecentEvent], keep: int) -> None:
         db = self._db
         db.executemany(
             "INSERT INTO recent_uses (namespace, at, nodes, version) VALUES (?, ?, ?, ?)",
@@ -402,10 +407,10 @@ class _SQLiteTransaction:
             full=full,
         )
 
-    def recent_entries(self, since: int) -> list[tuple[int, float, tuple[int, ...]]]:
+    def recent_entries(self, since: int) -> list[RecentEvent]:
         """The entries of the recent-events log written after version ``since``, oldest first."""
         return [
-            (namespace, at, struct.unpack(f"<{len(nodes) // 8}q", nodes))
+            RecentEvent(namespace, at, struct.unpack(f"<{len(nodes) // 8}q", nodes))
             for namespace, at, nodes in self._db.execute(
                 "SELECT namespace, at, nodes FROM recent_uses WHERE version > ? ORDER BY id",
                 (since,),
@@ -422,7 +427,7 @@ class _SQLiteTransaction:
                 "UPDATE meta SET value = max(value, ?) WHERE key = 'log_horizon'", (horizon,)
             )
 
-    def record_events(self, events: Sequence[tuple[str, float, int]]) -> list[bool]:
+    def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
         recorded: list[bool] = []
         for event_id, at, _ in events:
             cursor = self._db.execute(
@@ -432,7 +437,7 @@ class _SQLiteTransaction:
             recorded.append(cursor.rowcount == 1)
         return recorded
 
-    def forget_after(self, limit: float) -> tuple[int, int, int]:
+    def forget_after(self, limit: float) -> ForgetCounts:
         db = self._db
         edges = [
             edge
@@ -463,7 +468,7 @@ class _SQLiteTransaction:
         events += db.execute("DELETE FROM events WHERE at > ?", (limit,)).rowcount
         # deleted use rows are not logged: every reader starts again from everything
         db.execute("UPDATE meta SET value = ? WHERE key = 'log_horizon'", (self.version,))
-        return len(edges), dropped, events
+        return ForgetCounts(edges=len(edges), uses=dropped, events=events)
 
     def _select_in(self, query: str, values: Sequence[str]) -> list[tuple[str, int]]:
         found: list[tuple[str, int]] = []
@@ -828,9 +833,9 @@ def _statements(script: str) -> Iterator[str]:
         raise ValueError(f"incomplete SQL statement: {pending.strip()[:60]!r}")
 
 
-def _pair_order(key: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The order of ``edges_by_pair`` (a, b, namespace) for a key (namespace, a, b)."""
-    return key[1], key[2], key[0]
+def _pair_order(key: EdgeKey) -> tuple[int, int, int]:
+    """The order of the index ``edges_by_pair``: (a, b, namespace)."""
+    return key.a, key.b, key.namespace
 
 
 def _edge_id(row: EdgeRow) -> int:

@@ -64,7 +64,7 @@ from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
-from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey
 from synapse_retriever.persistence.sqlite import APPLICATION_ID
 from synapse_retriever.store import SynapseStore
 
@@ -210,29 +210,41 @@ def _merge(
     ids = dict(zip(names, tx.node_ids(names), strict=True))
     inserts: list[EdgeRow] = []
     updates: list[EdgeRow] = []
-    keys = [(spaces[ns], ids[a], ids[b]) for ns, a, b in incoming]
+    keys = [EdgeKey(spaces[ns], ids[a], ids[b]) for ns, a, b in incoming]
     stored = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(keys)}
     for ((ns, a, b), edge), key in zip(incoming.items(), keys, strict=True):
         row = stored.get(key)
         blank = row is None or row.activation_count == 0  # a backend's lock on a new pair
-        old = None if row is None or blank else Edge(a, b, ns, *row[4:])
+        old = None
+        if row is not None and not blank:
+            old = Edge(
+                a=a,
+                b=b,
+                namespace=ns,
+                weight=row.weight,
+                activation_count=row.activation_count,
+                half_life_days=row.half_life_days,
+                created_at=row.created_at,
+                last_reinforced_at=row.last_reinforced_at,
+            )
         new = _replacement(old, edge)
         if new is None:
             kept += 1
             continue
-        values = (
-            new.weight,
-            new.activation_count,
-            new.half_life_days,
-            new.created_at,
-            new.last_reinforced_at,
-        )
         inserted += blank
         replaced += not blank
-        if row is None:
-            inserts.append(EdgeRow(0, key[0], key[1], key[2], *values))
-        else:
-            updates.append(EdgeRow(row.id, key[0], key[1], key[2], *values))
+        written = EdgeRow(
+            id=0 if row is None else row.id,
+            namespace=key.namespace,
+            a=key.a,
+            b=key.b,
+            weight=new.weight,
+            activation_count=new.activation_count,
+            half_life_days=new.half_life_days,
+            created_at=new.created_at,
+            last_reinforced_at=new.last_reinforced_at,
+        )
+        (inserts if row is None else updates).append(written)
     tx.insert(inserts)
     tx.update(updates)
     _approximate_missing_uses(tx, [*inserts, *updates])
@@ -246,7 +258,7 @@ def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> 
         by_namespace.setdefault(row.namespace, []).append(row)
     for ns, edges in by_namespace.items():
         nodes = sorted({n for row in edges for n in (row.a, row.b)})
-        held = tx.uses_of([(ns, n) for n in nodes])  # a blank row (no use) is not a use
+        held = tx.uses_of([UseKey(ns, n) for n in nodes])  # a blank row (no use) is not a use
         missing = set(nodes) - {row.node for row in held if row.uses > 0}
         if not missing:
             continue

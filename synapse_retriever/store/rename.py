@@ -62,6 +62,7 @@ from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.protocols import TransientWriteError
+from synapse_retriever.persistence.rows import EdgeKey, UseKey
 
 __all__ = [
     "lock_uses",
@@ -134,7 +135,7 @@ def lock_uses(
         A row read under lock is not the one the mirror holds: a write to either node
         committed after the mirror was read. Nothing is written; the rename starts again.
     """
-    keys = sorted({(ns, old_id) for ns in spaces} | {(ns, new_id) for ns in checked})
+    keys = sorted({UseKey(ns, old_id) for ns in spaces} | {UseKey(ns, new_id) for ns in checked})
     locked = {(row.namespace, row.node): row for row in tx.uses_of(keys)}
     seen = {
         (r.namespace, r.node): r for ns in checked for r in mirror.uses.rows(ns, [old_id, new_id])
@@ -193,8 +194,8 @@ def move_edges(
     for row in rows:
         other = row.b if row.a == old_id else row.a
         pair = (new_id, other) if new < graph.names[other] else (other, new_id)
-        moved[(row.namespace, *pair)] = row
-    blanks = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
+        moved[EdgeKey(row.namespace, *pair)] = row
+    blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
     if any(r.activation_count for r in blanks.values()):
         raise TransientWriteError("the new name was written meanwhile", conflict=True)
     state = {key: row._replace(namespace=key[0], a=key[1], b=key[2]) for key, row in moved.items()}

@@ -70,6 +70,7 @@ from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
+from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey
 
 __all__ = [
     "Edges",
@@ -89,9 +90,6 @@ __all__ = [
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see
 :meth:`SynapseStore.reinforce <synapse_retriever.store.SynapseStore.reinforce>`)."""
-
-Entry = tuple[int, float, Sequence[int]]
-"""One event as the use rows and the recent-events log take it: ``(namespace, at, nodes)``."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +154,7 @@ class Written:
     rows: list[EdgeRow]
     uses: list[UseRow]
     together: dict[int, int]
-    entries: list[Entry]
+    entries: list[RecentEvent]
 
 
 def write_events(
@@ -182,8 +180,8 @@ def write_events(
         node_of = node_ids(tx, graph, names)
         ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
         edges = step_edges(tx, config, events, ids_of, ns_of, times, late)
-        entries: list[Entry] = [
-            (ns_of[events[i].namespace], edges.times[i], ids_of[i]) for i in chosen
+        entries = [
+            RecentEvent(ns_of[events[i].namespace], edges.times[i], ids_of[i]) for i in chosen
         ]
         uses, together = record_uses(tx, config, entries)
     spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
@@ -238,7 +236,8 @@ def drop_replays(
     replay when it is sent again."""
     identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
     recorded = tx.record_events(
-        [(events[i].event_id or "", times[i], namespaces[events[i].namespace]) for i in identified]
+        [EventRecord(events[i].event_id or "", times[i], namespaces[events[i].namespace])
+         for i in identified]
     ) if identified else []  # fmt: skip
     fresh = [True] * len(events)
     for i, new in zip(identified, recorded, strict=True):
@@ -274,7 +273,9 @@ def step_edges(
         for i in pairing
         for e in (events[i],)
     ]  # fmt: skip
-    keys = list(dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs))
+    keys = list(
+        dict.fromkeys(EdgeKey(p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
+    )
     stored = tx.lock_edges(keys) if keys else []
     if late != "raise" and pair_events:  # read under lock: exact with many writers
         last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
@@ -291,13 +292,13 @@ def step_edges(
 
 
 def record_uses(
-    tx: WriteTransaction, config: SynapseConfig, entries: Sequence[Entry]
+    tx: WriteTransaction, config: SynapseConfig, entries: Sequence[RecentEvent]
 ) -> tuple[list[UseRow], dict[int, int]]:
     """Record the uses of ``entries`` in ``tx``: each node's use row (read under lock, then
     written: :func:`~synapse_retriever.learning.usage.recorded_uses`), each namespace's
     count of co-activation events (entries of two nodes or more), and the recent-events
     log. Returns the use rows written and the events added per namespace id."""
-    use_keys = list(dict.fromkeys((ns, node) for ns, _, ids in entries for node in ids))
+    use_keys = list(dict.fromkeys(UseKey(ns, node) for ns, _, ids in entries for node in ids))
     uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
     tx.write_uses(uses)
     together = Counter(ns for ns, _, ids in entries if len(ids) > 1)

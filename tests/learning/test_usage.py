@@ -18,7 +18,7 @@ from synapse_retriever.learning.usage import (
     use_strengths,
     uses_from_edges,
 )
-from synapse_retriever.persistence import UseColumns, UseRow
+from synapse_retriever.persistence import RecentEvent, UseColumns, UseRow
 
 DAY = 86400.0
 PERSONAL_NS, SHARED_NS = 1, 2
@@ -27,7 +27,8 @@ ONE = np.array([0.0, 1.0])  # namespace 1 only, factor 1
 
 def _recorded(table: UseTable, nodes: list[int], namespace: int, at: float) -> list[UseRow]:
     """The rows one event of ``nodes`` at ``at`` writes, from what ``table`` holds."""
-    return recorded_uses(table.rows(namespace, nodes), [(namespace, at, nodes)], table.history)
+    event = RecentEvent(namespace, at, nodes)
+    return recorded_uses(table.rows(namespace, nodes), [event], table.history)
 
 
 def test_base_level_worked_by_hand() -> None:
@@ -142,7 +143,7 @@ def test_namespaces_merge_by_their_factors() -> None:
     a, b = 1, 2
     table.apply(_recorded(table, [a], SHARED_NS, 0.0))
     table.apply(_recorded(table, [a, a, b], PERSONAL_NS, 3 * DAY))  # duplicates count once
-    table.remember([(SHARED_NS, 0.0, [a]), (PERSONAL_NS, 3 * DAY, [a, b])])
+    table.remember([RecentEvent(SHARED_NS, 0.0, [a]), RecentEvent(PERSONAL_NS, 3 * DAY, [a, b])])
     table.add_events(PERSONAL_NS, 1)
     both = np.array([0.0, 1.0, 0.5])  # by namespace id: personal 1, shared 0.5
     # at day 4: personal 1 × 1^-0.5 + shared 0.5 × 4^-0.5 = 1.25
@@ -209,7 +210,7 @@ def test_the_recent_window_forgets_old_events() -> None:
     table = UseTable(window=2)
     for i, node in enumerate([10, 11, 12]):
         table.apply(_recorded(table, [node], 1, i * DAY))
-        table.remember([(1, i * DAY, [node])])
+        table.remember([RecentEvent(1, i * DAY, [node])])
     assert table.recent_nodes(ONE).tolist() == [12, 11]
     assert table.events(ONE) == 0.0  # single-node uses are no co-activations
 
@@ -221,7 +222,8 @@ def test_uses_approximated_from_edges() -> None:
     assert rows[0] == UseRow(1, 1, 3, 3, 0.0, (2 * DAY, 5 * DAY))
     assert [(r.node, r.uses) for r in rows] == [(1, 3), (2, 3), (3, 1)]
     assert events == {1: 2}  # two distinct last reinforcements
-    assert latest == [(1, 5 * DAY, (1, 2))]  # the latest one, with its edge's nodes
+    # the latest one, with its edge's nodes
+    assert latest == [RecentEvent(namespace=1, at=5 * DAY, nodes=(1, 2))]
 
 
 def test_rows_written_with_a_longer_history_keep_their_latest_times() -> None:
