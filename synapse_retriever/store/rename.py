@@ -125,7 +125,7 @@ def lock_uses(
     new_id: int,
     spaces: Sequence[int],
     checked: Sequence[int],
-) -> dict[tuple[int, int], UseRow]:
+) -> dict[UseKey, UseRow]:
     """Lock the use rows of ``old_id`` in ``spaces`` and of ``new_id`` in ``checked`` (in
     sorted order) and return them by ``(namespace, node)``.
 
@@ -136,9 +136,11 @@ def lock_uses(
         committed after the mirror was read. Nothing is written; the rename starts again.
     """
     keys = sorted({UseKey(ns, old_id) for ns in spaces} | {UseKey(ns, new_id) for ns in checked})
-    locked = {(row.namespace, row.node): row for row in tx.uses_of(keys)}
+    locked = {UseKey(row.namespace, row.node): row for row in tx.uses_of(keys)}
     seen = {
-        (r.namespace, r.node): r for ns in checked for r in mirror.uses.rows(ns, [old_id, new_id])
+        UseKey(r.namespace, r.node): r
+        for ns in checked
+        for r in mirror.uses.rows(ns, [old_id, new_id])
     }
     if any(uses_differ(locked.get(key), seen.get(key)) for key in keys):
         raise TransientWriteError("a write to the renamed nodes slipped in", conflict=True)
@@ -190,7 +192,7 @@ def move_edges(
     """
     wanted = edges[np.isin(graph.namespaces_of(edges), spaces)]
     rows = tx.edges_by_id(wanted.tolist())  # current, locked
-    moved = {}
+    moved: dict[EdgeKey, EdgeRow] = {}
     for row in rows:
         other = row.b if row.a == old_id else row.a
         pair = (new_id, other) if new < graph.names[other] else (other, new_id)
@@ -198,7 +200,9 @@ def move_edges(
     blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
     if any(r.activation_count for r in blanks.values()):
         raise TransientWriteError("the new name was written meanwhile", conflict=True)
-    state = {key: row._replace(namespace=key[0], a=key[1], b=key[2]) for key, row in moved.items()}
+    state = {
+        key: row._replace(namespace=key.namespace, a=key.a, b=key.b) for key, row in moved.items()
+    }
     updated = [state[key]._replace(id=row.id) for key, row in blanks.items()]
     inserted = tx.insert([row for key, row in state.items() if key not in blanks])
     tx.update(updated)
@@ -207,11 +211,11 @@ def move_edges(
 
 
 def move_uses(
-    tx: WriteTransaction, locked: dict[tuple[int, int], UseRow], old_id: int, new_id: int
+    tx: WriteTransaction, locked: dict[UseKey, UseRow], old_id: int, new_id: int
 ) -> list[UseRow]:
     """Write ``old_id``'s use rows of ``locked`` (read under lock) as ``new_id``'s, and
     ``old_id``'s as blank (no use); returns the rows written."""
-    old_uses = [row for (_, node), row in locked.items() if node == old_id and row.uses]
+    old_uses = [row for row in locked.values() if row.node == old_id and row.uses]
     uses = [use._replace(node=new_id) for use in old_uses]
     blank = [UseRow(use.namespace, old_id, 0, 0, math.inf, ()) for use in old_uses]
     tx.write_uses([*uses, *blank])

@@ -298,10 +298,12 @@ def record_uses(
     written: :func:`~synapse_retriever.learning.usage.recorded_uses`), each namespace's
     count of co-activation events (entries of two nodes or more), and the recent-events
     log. Returns the use rows written and the events added per namespace id."""
-    use_keys = list(dict.fromkeys(UseKey(ns, node) for ns, _, ids in entries for node in ids))
+    use_keys = list(
+        dict.fromkeys(UseKey(entry.namespace, node) for entry in entries for node in entry.nodes)
+    )
     uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
     tx.write_uses(uses)
-    together = Counter(ns for ns, _, ids in entries if len(ids) > 1)
+    together = Counter(entry.namespace for entry in entries if len(entry.nodes) > 1)
     for ns, count in together.items():
         tx.add_events(ns, count)
     tx.log_recent(entries, keep=config.recent_events)

@@ -13,6 +13,7 @@ from mirrors import loaded, state
 
 from synapse_retriever import InvalidValueError, SynapseConfig
 from synapse_retriever.persistence import UseRow
+from synapse_retriever.persistence.rows import RecentEvent
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.write import (
     Event,
@@ -154,7 +155,9 @@ def test_uses_count_once_per_event_and_together_for_two_nodes_or_more(
         ns = namespace_ids(tx, mirror.graph, ["personal"])["personal"]
         ids = node_ids(tx, mirror.graph, ["a", "b"])
         a, b = ids["a"], ids["b"]
-        uses, together = record_uses(tx, CONFIG, [(ns, 0.0, [a, b]), (ns, DAY, [a])])
+        uses, together = record_uses(
+            tx, CONFIG, [RecentEvent(ns, 0.0, [a, b]), RecentEvent(ns, DAY, [a])]
+        )
     assert together == {ns: 1}  # the event of one node is a use, not a co-activation
     assert sorted(uses) == [
         UseRow(ns, a, 2, 1, 0.0, (0.0, DAY)),
