@@ -3,6 +3,9 @@
 The store validates input, runs each write as one transaction on its
 :class:`~synapse_retriever.persistence.Storage`, and keeps an in-memory
 :class:`~synapse_retriever.mirror.graph.MemoryGraph` current so that recall does no SQL.
+A write's stages are :mod:`synapse_retriever.store.write`'s, a rename's
+:mod:`synapse_retriever.store.rename`'s: the store holds its lock around them and runs them
+again after a transient failure.
 
 Examples
 --------
