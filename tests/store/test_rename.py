@@ -240,15 +240,8 @@ def test_two_renames_onto_one_name_at_once_never_merge(store_path: str) -> None:
 CONFIG = SynapseConfig()
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[SQLiteStorage]:
-    opened = SQLiteStorage(tmp_path / "synapses.db")
-    yield opened
-    opened.close()
-
-
-def written(storage: SQLiteStorage, mirror: Mirror, *events: Event) -> None:
-    write_events(storage, mirror, CONFIG, list(events), "skew")
+def written(sqlite_storage: SQLiteStorage, mirror: Mirror, *events: Event) -> None:
+    write_events(sqlite_storage, mirror, CONFIG, list(events), "skew")
 
 
 def pair(a: str, b: str, namespace: str = "personal", delta: float = 0.3) -> Event:
@@ -256,22 +249,22 @@ def pair(a: str, b: str, namespace: str = "personal", delta: float = 0.3) -> Eve
 
 
 def test_a_renamed_node_leaves_the_mirror_as_a_fresh_load_of_the_storage(
-    storage: SQLiteStorage,
+    sqlite_storage: SQLiteStorage,
 ) -> None:
-    mirror = loaded(storage)
-    written(storage, mirror, pair("old", "x"), pair("old", "y", "shared"), pair("x", "y"))
-    assert rename_node(storage, mirror, "old", "new", None) == 2
-    assert state(mirror) == state(loaded(storage))
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"), pair("old", "y", "shared"), pair("x", "y"))
+    assert rename_node(sqlite_storage, mirror, "old", "new", None) == 2
+    assert state(mirror) == state(loaded(sqlite_storage))
     graph, old = mirror.graph, mirror.graph.index["old"]
     assert graph.incident(old).size == 0  # its uses are blank rows: no use, no edge
     assert all(row.uses == 0 for ns in graph.ns_names for row in mirror.uses.rows(ns, [old]))
 
 
 def test_the_namespaces_to_move_are_those_of_the_edges_and_of_the_uses(
-    storage: SQLiteStorage,
+    sqlite_storage: SQLiteStorage,
 ) -> None:
-    mirror = loaded(storage)
-    written(storage, mirror, pair("old", "x"), Event(["old"], "shared", T0, None, 0.0))
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"), Event(["old"], "shared", T0, None, 0.0))
     graph = mirror.graph
     old = graph.index["old"]
     edges = graph.incident(old)
@@ -281,29 +274,29 @@ def test_the_namespaces_to_move_are_those_of_the_edges_and_of_the_uses(
 
 
 def test_a_use_the_mirror_missed_starts_the_rename_again_and_writes_nothing(
-    storage: SQLiteStorage, tmp_path: Path
+    sqlite_storage: SQLiteStorage, tmp_path: Path
 ) -> None:
-    mirror = loaded(storage)
-    written(storage, mirror, pair("old", "x"))
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"))
     with closing(SQLiteStorage(tmp_path / "synapses.db")) as other:  # another process, say
         written(other, loaded(other), Event(["old"], "personal", T0 + DAY, None, 0.0))
-    before = state(loaded(storage))
+    before = state(loaded(sqlite_storage))
     graph = mirror.graph
     old, spaces = graph.index["old"], [graph.ns_index["personal"]]
-    with pytest.raises(TransientWriteError, match="slipped in"), storage.write() as tx:
+    with pytest.raises(TransientWriteError, match="slipped in"), sqlite_storage.write() as tx:
         new = tx.node_ids(["new"])[0]
         lock_uses(tx, mirror, old, new, spaces, spaces)  # the mirror was not caught up
-    assert state(loaded(storage)) == before  # rolled back: not even the new name's id
-    assert "new" not in loaded(storage).graph.index
-    assert rename_node(storage, mirror, "old", "new", None) == 1  # caught up: it moves
-    assert state(mirror) == state(loaded(storage))
+    assert state(loaded(sqlite_storage)) == before  # rolled back: not even the new name's id
+    assert "new" not in loaded(sqlite_storage).graph.index
+    assert rename_node(sqlite_storage, mirror, "old", "new", None) == 1  # caught up: it moves
+    assert state(mirror) == state(loaded(sqlite_storage))
 
 
 def test_a_node_with_a_past_in_the_namespaces_checked_is_not_merged_into(
-    storage: SQLiteStorage,
+    sqlite_storage: SQLiteStorage,
 ) -> None:
-    mirror = loaded(storage)
-    written(storage, mirror, pair("old", "x"), pair("new", "y", "shared"))
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"), pair("new", "y", "shared"))
     graph = mirror.graph
     old, new = graph.index["old"], graph.index["new"]
     personal, shared = graph.ns_index["personal"], graph.ns_index["shared"]
@@ -313,16 +306,19 @@ def test_a_node_with_a_past_in_the_namespaces_checked_is_not_merged_into(
 
 
 def test_an_edge_written_under_the_new_name_meanwhile_starts_the_rename_again(
-    storage: SQLiteStorage, tmp_path: Path
+    sqlite_storage: SQLiteStorage, tmp_path: Path
 ) -> None:
-    mirror = loaded(storage)
-    written(storage, mirror, pair("old", "x"))
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"))
     with closing(SQLiteStorage(tmp_path / "synapses.db")) as other:
         written(other, loaded(other), pair("new", "x"))
-    before = state(loaded(storage))
+    before = state(loaded(sqlite_storage))
     graph = mirror.graph
     old, spaces = graph.index["old"], [graph.ns_index["personal"]]
-    with pytest.raises(TransientWriteError, match="written meanwhile"), storage.write() as tx:
+    with (
+        pytest.raises(TransientWriteError, match="written meanwhile"),
+        sqlite_storage.write() as tx,
+    ):
         new = tx.node_ids(["new"])[0]
         move_edges(tx, graph, graph.incident(old), spaces, old, new, "new")
-    assert state(loaded(storage)) == before
+    assert state(loaded(sqlite_storage)) == before

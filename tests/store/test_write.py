@@ -5,9 +5,6 @@ SynapseStore in tests/test_store.py, tests/test_reinforce_many.py and tests/test
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from mirrors import loaded, state
 
@@ -31,21 +28,16 @@ DAY = 86_400.0
 CONFIG = SynapseConfig()
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[SQLiteStorage]:
-    opened = SQLiteStorage(tmp_path / "synapses.db")
-    yield opened
-    opened.close()
-
-
 def event(ids: list[str], at: float | None = 0.0, event_id: str | None = None) -> Event:
     return Event(ids, "personal", at, event_id, CONFIG.learning_rate)
 
 
-def test_a_batch_leaves_the_mirror_as_a_fresh_load_of_the_storage(storage: SQLiteStorage) -> None:
-    mirror = loaded(storage)
+def test_a_batch_leaves_the_mirror_as_a_fresh_load_of_the_storage(
+    sqlite_storage: SQLiteStorage,
+) -> None:
+    mirror = loaded(sqlite_storage)
     done = write_events(
-        storage,
+        sqlite_storage,
         mirror,
         CONFIG,
         [
@@ -56,53 +48,55 @@ def test_a_batch_leaves_the_mirror_as_a_fresh_load_of_the_storage(storage: SQLit
         "skew",
     )
     assert done == [Reinforced(3, 0.0), Reinforced(1, DAY), Reinforced(0, DAY)]
-    assert state(mirror) == state(loaded(storage))
+    assert state(mirror) == state(loaded(sqlite_storage))
     assert mirror.graph.edge("shared", "a", "d") is not None
 
 
 def test_namespaces_are_created_in_sorted_order_and_then_read_from_the_mirror(
-    storage: SQLiteStorage,
+    sqlite_storage: SQLiteStorage,
 ) -> None:
-    mirror = loaded(storage)
-    with storage.write() as tx:
+    mirror = loaded(sqlite_storage)
+    with sqlite_storage.write() as tx:
         ids = namespace_ids(tx, mirror.graph, ["shared", "branch:b", "shared"])
     assert list(ids) == ["shared", "branch:b"]  # the order asked for, each once
     assert ids["branch:b"] < ids["shared"]  # created sorted, as every writer creates them
-    write_events(storage, mirror, CONFIG, [Event(["x", "y"], "branch:b", 0.0, None, 0.3)], "skew")
-    with storage.write() as tx:
+    write_events(
+        sqlite_storage, mirror, CONFIG, [Event(["x", "y"], "branch:b", 0.0, None, 0.3)], "skew"
+    )
+    with sqlite_storage.write() as tx:
         assert namespace_ids(tx, mirror.graph, ["branch:b"]) == {"branch:b": ids["branch:b"]}
 
 
-def test_node_ids_are_the_storages_whether_known_or_new(storage: SQLiteStorage) -> None:
-    mirror = loaded(storage)
-    write_events(storage, mirror, CONFIG, [event(["a", "b"])], "skew")
-    with storage.write() as tx:
+def test_node_ids_are_the_storages_whether_known_or_new(sqlite_storage: SQLiteStorage) -> None:
+    mirror = loaded(sqlite_storage)
+    write_events(sqlite_storage, mirror, CONFIG, [event(["a", "b"])], "skew")
+    with sqlite_storage.write() as tx:
         known = node_ids(tx, mirror.graph, ["b", "a"])
         mixed = node_ids(tx, mirror.graph, ["a", "new"])
     assert known == {"b": mirror.graph.index["b"], "a": mirror.graph.index["a"]}
     assert mixed["a"] == known["a"] and mixed["new"] not in known.values()
 
 
-def test_a_recorded_event_id_is_a_replay_once_committed_only(storage: SQLiteStorage) -> None:
+def test_a_recorded_event_id_is_a_replay_once_committed_only(sqlite_storage: SQLiteStorage) -> None:
     events = [event(["a", "b"], event_id="e1"), event(["a", "c"]), event(["a"], event_id="e1")]
     times = [0.0, 0.0, 0.0]
-    graph = loaded(storage).graph
-    with pytest.raises(RuntimeError), storage.write() as tx:
+    graph = loaded(sqlite_storage).graph
+    with pytest.raises(RuntimeError), sqlite_storage.write() as tx:
         spaces = namespace_ids(tx, graph, ["personal"])
         assert drop_replays(tx, events, times, spaces) == [True, True, False]  # e1 twice
         raise RuntimeError("the transaction fails after the ids were recorded")
-    with storage.write() as tx:  # rolled back: e1 is no replay
+    with sqlite_storage.write() as tx:  # rolled back: e1 is no replay
         assert drop_replays(tx, events[:1], times[:1], spaces) == [True]
-    with storage.write() as tx:
+    with sqlite_storage.write() as tx:
         assert drop_replays(tx, events, times, spaces) == [False, True, False]
 
 
-def test_an_event_without_ids_records_no_event_id(storage: SQLiteStorage) -> None:
+def test_an_event_without_ids_records_no_event_id(sqlite_storage: SQLiteStorage) -> None:
     empty = Event([], "personal", 0.0, "e1", 0.3)  # nothing to learn: its id is not spent
-    with storage.write() as tx:
+    with sqlite_storage.write() as tx:
         assert drop_replays(tx, [empty], [0.0], {}) == [True]
-    graph = loaded(storage).graph
-    with storage.write() as tx:
+    graph = loaded(sqlite_storage).graph
+    with sqlite_storage.write() as tx:
         spaces = namespace_ids(tx, graph, ["personal"])
         assert drop_replays(tx, [event(["a", "b"], event_id="e1")], [0.0], spaces) == [True]
 
@@ -116,11 +110,11 @@ def test_an_event_without_ids_records_no_event_id(storage: SQLiteStorage) -> Non
     ],
 )
 def test_a_late_event_is_moved_to_its_edges_last_reinforcement(
-    storage: SQLiteStorage, late: Late, at: float, written_at: float
+    sqlite_storage: SQLiteStorage, late: Late, at: float, written_at: float
 ) -> None:
-    mirror = loaded(storage)
-    write_events(storage, mirror, CONFIG, [event(["a", "b"], at=DAY)], "skew")
-    with storage.write() as tx:
+    mirror = loaded(sqlite_storage)
+    write_events(sqlite_storage, mirror, CONFIG, [event(["a", "b"], at=DAY)], "skew")
+    with sqlite_storage.write() as tx:
         spaces = namespace_ids(tx, mirror.graph, ["personal"])
         nodes = node_ids(tx, mirror.graph, ["a", "b", "c"])
         ids_of = {0: [nodes["a"], nodes["b"]], 1: [nodes["c"]]}
@@ -134,24 +128,24 @@ def test_a_late_event_is_moved_to_its_edges_last_reinforcement(
 
 @pytest.mark.parametrize(("late", "behind_s"), [("raise", 1.0), ("skew", 3 * DAY)])
 def test_a_refused_late_event_writes_nothing_and_leaves_the_mirror(
-    storage: SQLiteStorage, late: Late, behind_s: float
+    sqlite_storage: SQLiteStorage, late: Late, behind_s: float
 ) -> None:
-    mirror = loaded(storage)
-    write_events(storage, mirror, CONFIG, [event(["a", "b"], at=4 * DAY)], "skew")
+    mirror = loaded(sqlite_storage)
+    write_events(sqlite_storage, mirror, CONFIG, [event(["a", "b"], at=4 * DAY)], "skew")
     before = state(mirror)
     batch = [event(["x", "y"], at=4 * DAY, event_id="e2"), event(["a", "b"], at=4 * DAY - behind_s)]
     with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
-        write_events(storage, mirror, CONFIG, batch, late)
-    assert state(mirror) == before == state(loaded(storage))  # not x, y, nor e2
-    done = write_events(storage, mirror, CONFIG, batch[:1], "skew")
+        write_events(sqlite_storage, mirror, CONFIG, batch, late)
+    assert state(mirror) == before == state(loaded(sqlite_storage))  # not x, y, nor e2
+    done = write_events(sqlite_storage, mirror, CONFIG, batch[:1], "skew")
     assert done == [Reinforced(1, 4 * DAY)]  # e2 was never recorded
 
 
 def test_uses_count_once_per_event_and_together_for_two_nodes_or_more(
-    storage: SQLiteStorage,
+    sqlite_storage: SQLiteStorage,
 ) -> None:
-    mirror = loaded(storage)
-    with storage.write() as tx:
+    mirror = loaded(sqlite_storage)
+    with sqlite_storage.write() as tx:
         ns = namespace_ids(tx, mirror.graph, ["personal"])["personal"]
         ids = node_ids(tx, mirror.graph, ["a", "b"])
         a, b = ids["a"], ids["b"]
@@ -163,6 +157,6 @@ def test_uses_count_once_per_event_and_together_for_two_nodes_or_more(
         UseRow(ns, a, 2, 1, 0.0, (0.0, DAY)),
         UseRow(ns, b, 1, 1, 0.0, (0.0,)),
     ]
-    fresh = loaded(storage)
+    fresh = loaded(sqlite_storage)
     assert fresh.uses.rows(ns, [a, b]) == sorted(uses)
     assert len(fresh.uses) == 2
