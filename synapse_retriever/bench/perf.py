@@ -253,8 +253,8 @@ def naive_spread(
         rows = db.execute(query, (node,)).fetchall()
         if not rows:
             return {}
-        others = [row[0] for row in rows]
-        w0, count, half_life, last = np.asarray([row[1:] for row in rows], np.float64).T
+        others = [other for other, *_ in rows]
+        w0, count, half_life, last = np.asarray([state for _, *state in rows], np.float64).T
         weight = np.asarray(
             effective_weight(w0, half_life, (now - last) / SECONDS_PER_DAY, count=count)
         )

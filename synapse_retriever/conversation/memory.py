@@ -986,7 +986,14 @@ class ConversationMemory:
                         continue
                     count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
                     stamp = max(edge.at, now) if count > edge.count else edge.at
-                    changed[edge.key] = TypedEdgeRow(*edge.key, stamp, count, traversals)
+                    changed[edge.key] = TypedEdgeRow(
+                        source=edge.source,
+                        target=edge.target,
+                        type=edge.type,
+                        at=stamp,
+                        reinforcements=count,
+                        traversals=traversals,
+                    )
             if changed:
                 self._storage.update_edges(list(changed.values()))
                 for new in changed.values():

@@ -36,7 +36,13 @@ import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence.rows import EdgeRow, edge_row, rows_array
+from synapse_retriever.persistence.rows import (
+    EDGE_COLUMNS,
+    EdgeKey,
+    EdgeRow,
+    edge_row,
+    rows_array,
+)
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
@@ -257,6 +263,24 @@ BLANK_TIME = -math.inf
 """Creation and reinforcement time of a blank edge: a row a backend holds only to lock a
 pair that no event has reinforced yet (count 0, weight 0); it is reinforced as new."""
 
+_BLANK_ROW = rows_array(
+    [
+        EdgeRow(
+            id=0,
+            namespace=0,
+            a=0,
+            b=0,
+            weight=0.0,
+            activation_count=0,
+            half_life_days=1.0,
+            created_at=BLANK_TIME,
+            last_reinforced_at=BLANK_TIME,
+        )
+    ]
+)
+"""The state of a pair no row holds, as a row of an edge table (its key aside)."""
+_KEY_COLUMNS = [EDGE_COLUMNS.index(name) for name in EdgeKey._fields]
+
 
 class PairEvent(NamedTuple):
     """One co-activation event as the edge math needs it.
@@ -314,8 +338,9 @@ def clamped_times(
 
     Examples
     --------
-    >>> a = PairEvent("shared", 1, [(1, 2)], ["a", "b"], [1, 2], 50.0, True, 0.3)
-    >>> b = PairEvent("shared", 1, [(2, 3)], ["b", "c"], [2, 3], 20.0, True, 0.3)
+    >>> a = PairEvent(namespace="shared", namespace_id=1, pairs=[(1, 2)], names=["a", "b"],
+    ...               node_ids=[1, 2], at=50.0, explicit=True, delta=0.3)
+    >>> b = a._replace(pairs=[(2, 3)], names=["b", "c"], node_ids=[2, 3], at=20.0)
     >>> clamped_times({(1, 1, 2): 100.0}, [a, b, a])  # the second event shares no edge
     [100.0, 20.0, 100.0]
     >>> clamped_times({(1, 1, 2): 100.0}, [a], within_s=10.0)  # doctest: +ELLIPSIS
@@ -367,7 +392,8 @@ def reinforce_edges(
 
     >>> from synapse_retriever import SynapseConfig
     >>> config = SynapseConfig()
-    >>> first = PairEvent("personal", 1, [(1, 2)], ["a", "b"], [1, 2], 0.0, True, 0.3)
+    >>> first = PairEvent(namespace="personal", namespace_id=1, pairs=[(1, 2)], names=["a", "b"],
+    ...                   node_ids=[1, 2], at=0.0, explicit=True, delta=0.3)
     >>> (new,), () = reinforce_edges([], [first], config)
     >>> new.weight, new.activation_count, new.half_life_days
     (0.3, 1, 30.0)
@@ -378,7 +404,7 @@ def reinforce_edges(
     Both events in one batch give the same state:
 
     >>> (both,), () = reinforce_edges([], [first, first._replace(at=86400.0)], config)
-    >>> both[4:] == again[4:]
+    >>> both._replace(id=again.id) == again
     True
     """
     index: dict[tuple[int, int, int], int] = {}
@@ -393,13 +419,22 @@ def reinforce_edges(
     keys = list(index)
     rows = {(row.namespace, row.a, row.b): row for row in stored}
     found = [rows.get(key) for key in keys]
-    state = rows_array(
-        [row or (0, *key, 0.0, 0, 1.0, BLANK_TIME, BLANK_TIME) for key, row in zip(
-            keys, found, strict=True)]
-    )  # fmt: skip
-    w0, count, half_life, created, last = (state[:, k].copy() for k in (4, 5, 6, 7, 8))
+    state = np.repeat(_BLANK_ROW, len(keys), axis=0)
+    state[:, _KEY_COLUMNS] = np.asarray(keys, np.float64)
+    held = [i for i, row in enumerate(found) if row is not None]
+    state[held] = rows_array([row for row in found if row is not None])
+    w0, count, half_life, created, last = (
+        state[:, EDGE_COLUMNS.index(name)].copy()
+        for name in (
+            "weight",
+            "activation_count",
+            "half_life_days",
+            "created_at",
+            "last_reinforced_at",
+        )
+    )
     namespace_of = {event.namespace_id: event.namespace for event in events}
-    key_namespace = state[:, 1]
+    key_namespace = state[:, EDGE_COLUMNS.index("namespace")]
     ltp = np.zeros(len(keys), bool)
     default = np.zeros(len(keys))
     for namespace_id, namespace in namespace_of.items():  # a few namespaces, many keys
@@ -463,7 +498,7 @@ def reinforce_edges(
         last.tolist(),
         strict=True,
     )
-    for key, row, *values in columns:
+    for key, row, *values in columns:  # the rows' fields, in EdgeRow's order
         if row is None:
             inserted.append(edge_row((0, *key, *values)))
         else:
@@ -485,9 +520,10 @@ def _ranks(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 def _backwards(
     event: PairEvent, key: tuple[int, int, int], last: float, clock: float, within_s: float = 0.0
 ) -> InvalidValueError:
-    """The error for an explicit time earlier than the last reinforcement of ``key`` (by
-    more than ``within_s``)."""
+    """The error for an explicit time earlier than the last reinforcement of ``key``
+    ``(namespace, a, b)`` (by more than ``within_s``)."""
     name = dict(zip(event.node_ids, event.names, strict=True))
+    _, a, b = key
     by = (
         f" by more than {within_s:g} s (config.max_clock_skew_s; late='clamp' counts it at "
         "that reinforcement)"
@@ -495,8 +531,8 @@ def _backwards(
         else ""
     )
     return InvalidValueError(
-        f"at={event.at} is earlier than the last reinforcement of {name[key[1]]!r}-"
-        f"{name[key[2]]!r} in {event.namespace!r} ({last}){by}: time must not run backwards"
+        f"at={event.at} is earlier than the last reinforcement of {name[a]!r}-"
+        f"{name[b]!r} in {event.namespace!r} ({last}){by}: time must not run backwards"
         + (
             "; that time lies in the future: store.repair() (synapse-retriever repair) "
             "removes what was written ahead of the clock"

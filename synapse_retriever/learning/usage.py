@@ -224,7 +224,16 @@ def uses_from_edges(
     for (ns, node), (count, first, lasts) in sorted(state.items()):
         recent = sorted(lasts)[-history:]
         uses = max(count, len(recent))
-        rows.append(UseRow(ns, node, uses, uses, min(first, recent[0]), tuple(recent)))
+        rows.append(
+            UseRow(
+                namespace=ns,
+                node=node,
+                uses=uses,
+                together=uses,
+                first=min(first, recent[0]),
+                recent=tuple(recent),
+            )
+        )
     latest = [
         RecentEvent(ns, at, tuple(sorted(nodes)))
         for ns, by_time in sorted(times.items())
@@ -263,14 +272,23 @@ UseRow(namespace=1, node=8, uses=1, together=1, first=4.0, recent=(4.0,))]
             times.append(at)
             added[(namespace, node)] = (uses + 1, both + together, times)
     result = []
-    for key, (uses, both, times) in added.items():
-        row = rows.get(key)
+    for (namespace, node), (uses, both, times) in added.items():
+        row = rows.get((namespace, node))
         if row is None:
-            result.append(UseRow(*key, uses, both, min(times), tuple(sorted(times)[-history:])))
+            first, kept = min(times), sorted(times)[-history:]
         else:
-            kept = sorted([*row.recent, *times])[-history:]
-            first = min(row.first, *times)
-            result.append(UseRow(*key, row.uses + uses, row.together + both, first, tuple(kept)))
+            uses, both = row.uses + uses, row.together + both
+            first, kept = min(row.first, *times), sorted([*row.recent, *times])[-history:]
+        result.append(
+            UseRow(
+                namespace=namespace,
+                node=node,
+                uses=uses,
+                together=both,
+                first=first,
+                recent=tuple(kept),
+            )
+        )
     return result
 
 
@@ -452,7 +470,16 @@ class UseTable:
                 kept = packed[_RECENT:]
                 recent = tuple(kept[np.isfinite(kept)].tolist())
                 uses, both = int(packed[_USES]), int(packed[_TOGETHER])
-                found.append(UseRow(namespace, node, uses, both, float(packed[_FIRST]), recent))
+                found.append(
+                    UseRow(
+                        namespace=namespace,
+                        node=node,
+                        uses=uses,
+                        together=both,
+                        first=float(packed[_FIRST]),
+                        recent=recent,
+                    )
+                )
         return found
 
     def _row(self, namespace: int, node: int) -> int:

@@ -23,7 +23,7 @@ import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import effective_weight, pruned_at
 from synapse_retriever.mirror.spreading import Spread, hub_factors, spread
-from synapse_retriever.persistence.rows import rows_array
+from synapse_retriever.persistence.rows import EDGE_COLUMNS, rows_array
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -112,6 +112,22 @@ _TOGETHER = ("pruned_at", "count", "ns")
 for each of a node's edges, scattered over the graph (measured: half the time of three
 separate columns for 40,000 edges of a hub)."""
 
+_ID = EDGE_COLUMNS.index("id")
+_FROM_ROW = {
+    column: EDGE_COLUMNS.index(field)
+    for column, field in (
+        ("ns", "namespace"),
+        ("a", "a"),
+        ("b", "b"),
+        ("w0", "weight"),
+        ("count", "activation_count"),
+        ("half_life", "half_life_days"),
+        ("created", "created_at"),
+        ("last", "last_reinforced_at"),
+    )
+}
+"""Each column set from an edge row, and its column in an edge table (``EDGE_COLUMNS``)."""
+
 
 MAX_VIEWS = 4
 """Recall views kept at once (one per active namespace recently queried)."""
@@ -124,7 +140,15 @@ MAX_CO_USE_ENTRIES = 1_000_000
 """Neighbours (16 bytes each), plus one per row, held by the cached co-use rows at most;
 the least recently used rows go first."""
 
-_CoUseRow = tuple[IntArray, FloatArray, float, float]  # others, counts, exact after, before
+
+class _CoUseRow(NamedTuple):
+    """A node's cached co-use row: its neighbours, their co-use counts, and the open
+    interval of times it is exact in."""
+
+    others: IntArray
+    counts: FloatArray
+    after: float
+    before: float
 
 
 def _validity(
@@ -159,7 +183,7 @@ def _validity(
 def _held(row: _CoUseRow) -> int:
     """What a cached row counts against ``MAX_CO_USE_ENTRIES``: its neighbours, and one
     for the row itself (an empty row costs memory too)."""
-    return int(row[0].size) + 1
+    return int(row.others.size) + 1
 
 
 @dataclass
@@ -304,19 +328,13 @@ class MemoryGraph:
         if not len(rows):
             return
         table = rows if isinstance(rows, np.ndarray) else rows_array(rows)
-        ids = table[:, 0].astype(np.int64)
+        ids = table[:, _ID].astype(np.int64)
         top = int(ids.max()) + 1
         if top > self._capacity:
             self._grow(top)
         fresh = self._a[ids] < 0
-        self._ns[ids] = table[:, 1]
-        self._a[ids] = table[:, 2]
-        self._b[ids] = table[:, 3]
-        self._w0[ids] = table[:, 4]
-        self._count[ids] = table[:, 5]
-        self._hl[ids] = table[:, 6]
-        self._created[ids] = table[:, 7]
-        self._last[ids] = table[:, 8]
+        for name, column in _FROM_ROW.items():
+            self._cols[name][ids] = table[:, column]
         self._pruned_at[ids] = self._prune_times(ids)
         self.size = max(self.size, top)
         if fresh.any():
@@ -633,7 +651,7 @@ class MemoryGraph:
         distinct = list(dict.fromkeys(nodes))
         for x in distinct:
             row = rows.get(x)
-            if row is not None and not row[2] < now < row[3]:
+            if row is not None and not row.after < now < row.before:
                 del rows[x]  # an edge of it died, or a dead one is alive at a past ``now``
                 self._co_use_entries -= _held(row)
         missing = [x for x in distinct if x not in rows]
@@ -647,7 +665,7 @@ class MemoryGraph:
             rows, len(distinct)
         ):
             pass
-        return [rows[x][:2] for x in nodes]
+        return [(rows[x].others, rows[x].counts) for x in nodes]
 
     def _evict_co_use_row(self, current: OrderedDict[int, _CoUseRow], keep: int) -> bool:
         """Drop the least recently used row of the least recently used namespace, never
@@ -667,7 +685,7 @@ class MemoryGraph:
         from the latest prune time of a dead edge of it to the earliest of a live one,
         with ``PRUNE_MARGIN_S`` where liveness is decided exactly."""
         known = [x for x in nodes if 0 <= x < self.n]
-        empty = (np.zeros(0, np.int64), np.zeros(0), -math.inf, math.inf)
+        empty = _CoUseRow(np.zeros(0, np.int64), np.zeros(0), -math.inf, math.inf)
         found: dict[int, _CoUseRow] = {x: empty for x in nodes}
         if not known:
             return found
@@ -692,9 +710,10 @@ class MemoryGraph:
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
         fan = self.config.association_fan
         for i, x in enumerate(known):
-            row = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
-            kept = strongest(*row, fan) if row[0].size > fan else row
-            found[x] = (*kept, after[i], before[i])
+            others, mine = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
+            if others.size > fan:
+                others, mine = strongest(others, mine, fan)
+            found[x] = _CoUseRow(others, mine, after[i], before[i])
         return found
 
     def _entries(self, nodes: list[int]) -> tuple[IntArray, IntArray, IntArray]:
@@ -878,14 +897,14 @@ class MemoryGraph:
 
     def _edge(self, edge: int) -> Edge:
         return Edge(
-            self.names[int(self._a[edge])],
-            self.names[int(self._b[edge])],
-            self.ns_names[int(self._ns[edge])],
-            float(self._w0[edge]),
-            int(self._count[edge]),
-            float(self._hl[edge]),
-            float(self._created[edge]),
-            float(self._last[edge]),
+            a=self.names[int(self._a[edge])],
+            b=self.names[int(self._b[edge])],
+            namespace=self.ns_names[int(self._ns[edge])],
+            weight=float(self._w0[edge]),
+            activation_count=int(self._count[edge]),
+            half_life_days=float(self._hl[edge]),
+            created_at=float(self._created[edge]),
+            last_reinforced_at=float(self._last[edge]),
         )
 
     def live_ids(self, namespace: str | None = None) -> IntArray:

@@ -157,12 +157,12 @@ class LayeredStorage:
             columns = changes.uses
             uses += [
                 UseRow(
-                    self.spaces.to_view[layer][int(columns.namespace[k])],
-                    self.nodes.to_view[layer][int(columns.node[k])],
-                    int(columns.uses[k]),
-                    int(columns.together[k]),
-                    float(columns.first[k]),
-                    tuple(t for t in columns.recent[k].tolist() if t > -np.inf),
+                    namespace=self.spaces.to_view[layer][int(columns.namespace[k])],
+                    node=self.nodes.to_view[layer][int(columns.node[k])],
+                    uses=int(columns.uses[k]),
+                    together=int(columns.together[k]),
+                    first=float(columns.first[k]),
+                    recent=tuple(t for t in columns.recent[k].tolist() if t > -np.inf),
                 )
                 for k in range(len(columns))
             ]
@@ -403,10 +403,11 @@ class _LayeredTransaction:
         # id met in both layers is two events, each written with its edges
         recorded = [False] * len(events)
         placed = [self._ns(event.namespace) for event in events]
+        layers, namespaces = [where for where, _, _ in placed], [ns for _, _, ns in placed]
         for layer in (LOCAL, SHARED):
-            positions = [p for p, (where, _, _) in enumerate(placed) if where == layer]
+            positions = [p for p, where in enumerate(layers) if where == layer]
             if positions:
-                mine = [events[p]._replace(namespace=placed[p][2]) for p in positions]
+                mine = [events[p]._replace(namespace=namespaces[p]) for p in positions]
                 done = self._part(layer).record_events(mine)
                 for p, fresh in zip(positions, done, strict=True):
                     recorded[p] = fresh

@@ -67,6 +67,7 @@ from synapse_retriever.persistence.protocols import (
     lock_timeout_error,
 )
 from synapse_retriever.persistence.rows import (
+    EDGE_COLUMNS,
     Changes,
     EdgeKey,
     EdgeRow,
@@ -224,10 +225,8 @@ SHARED_PREFIX = "context_"
 """The conversation memory's tables (:mod:`.conversation.postgres`) start so: they share
 a store's schema, as they share its SQLite file."""
 
-_COLUMNS = (
-    "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
-)
-_E_COLUMNS = ", ".join(f"e.{column}" for column in _COLUMNS.split(", "))
+_COLUMNS = ", ".join(EDGE_COLUMNS)
+_E_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _KEYS = "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS k (namespace, a, b)"
 
 
@@ -348,10 +347,11 @@ class _PostgresTransaction:
             "created_at, last_reinforced_at) SELECT * FROM unnest(%s::bigint[], %s::bigint[], "
             "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[], %s::float8[], "
             "%s::float8[]) ORDER BY 1, 2, 3 RETURNING namespace, a, b, id",
+            # every column but the id, in the order above
             [list(column) for column in zip(*(row[1:] for row in rows), strict=True)],
         )
         ids = {(ns, a, b): edge for ns, a, b, edge in created}
-        placed = [EdgeRow(int(ids[row[1:4]]), *row[1:]) for row in rows]
+        placed = [row._replace(id=int(ids[(row.namespace, row.a, row.b)])) for row in rows]
         self._edges.update((row.namespace, row.id) for row in placed)
         return placed
 
@@ -418,7 +418,10 @@ class _PostgresTransaction:
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, node) DO UPDATE SET "
             "uses = excluded.uses, together = excluded.together, "
             "first_at = excluded.first_at, recent = excluded.recent",
-            [(*row[:5], list(row.recent)) for row in ordered],
+            [
+                (row.namespace, row.node, row.uses, row.together, row.first, list(row.recent))
+                for row in ordered
+            ],
         )
         self._uses.update((row.namespace, row.node) for row in rows)
 
@@ -471,7 +474,16 @@ class _PostgresTransaction:
                     "DELETE FROM node_uses WHERE namespace = %s AND node = %s", (ns, node)
                 )
             else:
-                kept.append(UseRow(ns, node, left, min(together, left), first, tuple(keep)))
+                kept.append(
+                    UseRow(
+                        namespace=ns,
+                        node=node,
+                        uses=left,
+                        together=min(together, left),
+                        first=first,
+                        recent=tuple(keep),
+                    )
+                )
         self.write_uses(kept)
         events = len(self._rows("DELETE FROM recent_uses WHERE at > %s RETURNING 1", (limit,)))
         events += len(self._rows("DELETE FROM events WHERE at > %s RETURNING 1", (limit,)))
@@ -607,10 +619,10 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
             "WHERE v.version > %s ORDER BY v.version, r.id",
             (since,),
         )
-    rows = np.asarray(edges.fetchall(), np.float64).reshape(-1, len(EdgeRow._fields))
+    rows = np.asarray(edges.fetchall(), np.float64).reshape(-1, len(EDGE_COLUMNS))
     removed: list[int] = []
     if not full:
-        present = set(rows[:, 0].astype(np.int64).tolist())
+        present = set(rows[:, EDGE_COLUMNS.index("id")].astype(np.int64).tolist())
         logged = conn.execute(f"SELECT DISTINCT edge FROM edge_log WHERE tx IN {after}", (since,))
         removed = [int(edge) for (edge,) in logged if edge not in present]
     use_rows = [

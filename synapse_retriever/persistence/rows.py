@@ -65,8 +65,9 @@ class EdgeKey(NamedTuple):
 
     Examples
     --------
-    >>> EdgeKey(1, 7, 8) == EdgeRow(5, 1, 7, 8, 0.3, 1, 30.0, 0.0, 0.0)[1:4]
-    True
+    >>> key = EdgeKey(namespace=1, a=7, b=8)
+    >>> key == (1, 7, 8), key.a
+    (True, 7)
     """
 
     namespace: int
@@ -173,7 +174,8 @@ class UseColumns:
         """Columns of ``rows``."""
         lengths = np.fromiter((len(row.recent) for row in rows), np.int64, len(rows))
         flat = np.fromiter(itertools.chain.from_iterable(row.recent for row in rows), np.float64)
-        return cls.build([row[:5] for row in rows], lengths, flat)
+        heads = [(row.namespace, row.node, row.uses, row.together, row.first) for row in rows]
+        return cls.build(heads, lengths, flat)
 
     @classmethod
     def build(
@@ -182,16 +184,22 @@ class UseColumns:
         lengths: npt.NDArray[np.int64],
         flat: npt.NDArray[np.float64],
     ) -> UseColumns:
-        """Columns from each row's first five fields, its number of times, and all the
-        times one row after another."""
+        """Columns from each row's fields before ``recent``, its number of times, and all
+        the times one row after another."""
         n = len(heads)
         recent = np.full((n, int(lengths.max()) if n else 0), -np.inf)
         row = np.repeat(np.arange(n), lengths)
         column = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         recent[row, column] = flat
-        head = np.asarray(heads, np.float64).reshape(n, 5)
-        ints = head[:, :4].astype(np.int64)
-        return cls(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], head[:, 4], recent)
+        namespace, node, uses, together, first = np.asarray(heads, np.float64).reshape(n, 5).T
+        return cls(
+            namespace=namespace.astype(np.int64),
+            node=node.astype(np.int64),
+            uses=uses.astype(np.int64),
+            together=together.astype(np.int64),
+            first=first,
+            recent=recent,
+        )
 
     def __len__(self) -> int:
         return int(self.node.size)

@@ -39,6 +39,7 @@ from synapse_retriever.errors import (
 )
 from synapse_retriever.persistence.protocols import WriteTransaction, lock_timeout_error
 from synapse_retriever.persistence.rows import (
+    EDGE_COLUMNS,
     Changes,
     EdgeKey,
     EdgeRow,
@@ -211,10 +212,8 @@ SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 
 
 _T = TypeVar("_T")
 
-_COLUMNS = (
-    "id, namespace, a, b, weight, activation_count, half_life_days, created_at, last_reinforced_at"
-)
-_EDGE_COLUMNS = ", ".join(f"e.{column}" for column in _COLUMNS.split(", "))
+_COLUMNS = ", ".join(EDGE_COLUMNS)
+_EDGE_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _USE_QUERY = "SELECT namespace, node, uses, together, first_at, recent FROM node_uses"
 
 
@@ -342,7 +341,18 @@ class _SQLiteTransaction:
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, node) DO UPDATE SET "
             "uses = excluded.uses, together = excluded.together, first_at = excluded.first_at, "
             "recent = excluded.recent, version = excluded.version",
-            [(*row[:5], _pack(row.recent), self.version) for row in rows],
+            [
+                (
+                    row.namespace,
+                    row.node,
+                    row.uses,
+                    row.together,
+                    row.first,
+                    _pack(row.recent),
+                    self.version,
+                )
+                for row in rows
+            ],
         )
 
     def add_events(self, namespace: int, count: int) -> None:
@@ -390,7 +400,7 @@ class _SQLiteTransaction:
         rows = _edge_table(db.execute(edges, after))
         removed: list[int] = []
         if since:
-            present = set(rows[:, 0].astype(np.int64).tolist())
+            present = set(rows[:, EDGE_COLUMNS.index("id")].astype(np.int64).tolist())
             logged = db.execute("SELECT DISTINCT edge FROM edge_log WHERE version > ?", after)
             removed = [edge for (edge,) in logged if edge not in present]
         return Changes(
@@ -455,14 +465,23 @@ class _SQLiteTransaction:
             times = times[times > -np.inf]
             keep = times[times <= limit]
             dropped += int(times.size - keep.size)
-            key = (int(columns.namespace[row]), int(columns.node[row]))
+            key = UseKey(int(columns.namespace[row]), int(columns.node[row]))
             uses = int(columns.uses[row]) - int(times.size - keep.size)
             if uses <= 0 or keep.size == 0 or columns.first[row] > limit:
                 db.execute("DELETE FROM node_uses WHERE namespace = ? AND node = ?", key)
             else:
                 together = min(int(columns.together[row]), uses)
                 first = float(columns.first[row])
-                kept.append(UseRow(*key, uses, together, first, tuple(keep.tolist())))
+                kept.append(
+                    UseRow(
+                        namespace=key.namespace,
+                        node=key.node,
+                        uses=uses,
+                        together=together,
+                        first=first,
+                        recent=tuple(keep.tolist()),
+                    )
+                )
         self.write_uses(kept)
         events = db.execute("DELETE FROM recent_uses WHERE at > ?", (limit,)).rowcount
         events += db.execute("DELETE FROM events WHERE at > ?", (limit,)).rowcount
@@ -711,9 +730,9 @@ class SQLiteStorage:
                 ).fetchall()
                 if not rows:
                     return None
-                stamps = {tuple(row[1:4]) for row in rows}
+                stamps = {(version, node, space) for _, version, node, space, _ in rows}
                 version, max_node, max_namespace = min(stamps)
-                parts = {row[0]: row[4] for row in rows} if len(stamps) == 1 else {}
+                parts = {part: data for part, *_, data in rows} if len(stamps) == 1 else {}
                 tx = _SQLiteTransaction(db, 0)
                 changes = tx.changes(version, max_node, max_namespace)
                 changes.recent = tx.recent_entries(0)  # the window is rebuilt whole
@@ -855,7 +874,7 @@ def _edge_table(cursor: sqlite3.Cursor, batch: int = 65536) -> npt.NDArray[np.fl
     """Rows as one n × 9 float64 array, converted in batches: a million rows as Python
     tuples at once would leave their memory to the allocator long after (measured: about
     100 bytes per edge of resident memory after a load)."""
-    chunks = [np.zeros((0, len(EdgeRow._fields)))]
+    chunks = [np.zeros((0, len(EDGE_COLUMNS)))]
     while rows := cursor.fetchmany(batch):
         chunks.append(np.asarray(rows, dtype=np.float64))
     return np.concatenate(chunks)
@@ -866,10 +885,12 @@ def _pack(times: Sequence[float]) -> bytes:
 
 
 def _use_columns(rows: Sequence[tuple[int, int, int, int, float, bytes]]) -> UseColumns:
-    """Columns of stored use rows, their packed times unpacked in one pass."""
-    lengths = np.fromiter((len(row[5]) // 8 for row in rows), np.int64, len(rows))
-    flat = np.frombuffer(b"".join(row[5] for row in rows), "<f8").astype(np.float64)
-    return UseColumns.build([row[:5] for row in rows], lengths, flat)
+    """Columns of stored use rows (``_USE_QUERY``'s: :class:`UseRow`'s fields, ``recent``
+    packed), their packed times unpacked in one pass."""
+    packed = [times for *_, times in rows]
+    lengths = np.fromiter((len(times) // 8 for times in packed), np.int64, len(rows))
+    flat = np.frombuffer(b"".join(packed), "<f8").astype(np.float64)
+    return UseColumns.build([head for *head, _ in rows], lengths, flat)
 
 
 def _backfill_uses(db: sqlite3.Connection) -> None:

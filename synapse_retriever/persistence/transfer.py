@@ -308,7 +308,16 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
             f"{where} ({a!r}-{b!r}): created_at {created} is after last_reinforced_at {last}"
         )
     not_ahead(last, skew_s=skew_s, what=f"{where} ({a!r}-{b!r}): last_reinforced_at")
-    return Edge(a, b, namespace, weight, count, half_life, created, last)
+    return Edge(
+        a=a,
+        b=b,
+        namespace=namespace,
+        weight=weight,
+        activation_count=count,
+        half_life_days=half_life,
+        created_at=created,
+        last_reinforced_at=last,
+    )
 
 
 def _number(value: object, what: str) -> float:
@@ -603,14 +612,14 @@ def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> li
         try:
             edges.append(
                 Edge(
-                    row["a"],
-                    row["b"],
-                    row["namespace"],
-                    row["stored_weight"],
-                    row["count"],
-                    row["half_life_days"],
-                    row["created_at"],
-                    row["last_reinforced_at"],
+                    a=row["a"],
+                    b=row["b"],
+                    namespace=row["namespace"],
+                    weight=row["stored_weight"],
+                    activation_count=row["count"],
+                    half_life_days=row["half_life_days"],
+                    created_at=row["created_at"],
+                    last_reinforced_at=row["last_reinforced_at"],
                 )
             )
         except KeyError as missing:

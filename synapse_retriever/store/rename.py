@@ -217,7 +217,10 @@ def move_uses(
     ``old_id``'s as blank (no use); returns the rows written."""
     old_uses = [row for row in locked.values() if row.node == old_id and row.uses]
     uses = [use._replace(node=new_id) for use in old_uses]
-    blank = [UseRow(use.namespace, old_id, 0, 0, math.inf, ()) for use in old_uses]
+    blank = [
+        UseRow(namespace=use.namespace, node=old_id, uses=0, together=0, first=math.inf, recent=())
+        for use in old_uses
+    ]
     tx.write_uses([*uses, *blank])
     return [*uses, *blank]
 
@@ -229,10 +232,11 @@ def uses_differ(stored: UseRow | None, seen: UseRow | None) -> bool:
 
     Examples
     --------
-    >>> blank = UseRow(1, 7, 0, 0, math.inf, ())
+    >>> blank = UseRow(namespace=1, node=7, uses=0, together=0, first=math.inf, recent=())
     >>> uses_differ(blank, None)  # a lock's blank row: no use either way
     False
-    >>> uses_differ(UseRow(1, 7, 1, 0, 5.0, (5.0,)), None)  # a use the mirror has not seen
+    >>> used = blank._replace(uses=1, first=5.0, recent=(5.0,))
+    >>> uses_differ(used, None)  # a use the mirror has not seen
     True
     """
 

@@ -267,12 +267,18 @@ def step_edges(
     pairing = [i for i, ids in ids_of.items() if len(ids) > 1 and events[i].delta > 0.0]
     pair_events = [
         PairEvent(
-            e.namespace, namespaces[e.namespace], canonical_pairs(e.ids, ids_of[i]), e.ids,
-            ids_of[i], times[i], e.explicit is not None, e.delta,
+            namespace=e.namespace,
+            namespace_id=namespaces[e.namespace],
+            pairs=canonical_pairs(e.ids, ids_of[i]),
+            names=e.ids,
+            node_ids=ids_of[i],
+            at=times[i],
+            explicit=e.explicit is not None,
+            delta=e.delta,
         )
         for i in pairing
         for e in (events[i],)
-    ]  # fmt: skip
+    ]
     keys = list(
         dict.fromkeys(EdgeKey(p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
     )

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore, spread_activation
+from synapse_retriever.mirror.graph import Edge, MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
+from synapse_retriever.persistence.rows import EdgeRow
 
 DAY = 86_400.0
 NAMESPACES = ["personal", "shared", "ephemeral", "branch:x"]
@@ -307,3 +309,30 @@ def test_folding_the_log_in_gives_the_adjacency_a_full_build_gives(steps: list[t
     fresh.load(store._storage)
     fresh.graph.rebuild()  # from every live edge at once: a full sort
     assert adjacency(graph) == adjacency(fresh.graph)
+
+
+def test_an_applied_row_is_read_back_field_by_field() -> None:
+    graph = MemoryGraph(SynapseConfig())
+    graph.add_names(nodes=[(7, "a"), (8, "b")], namespaces=[(2, "personal")])
+    row = EdgeRow(
+        id=5,
+        namespace=2,
+        a=7,
+        b=8,
+        weight=0.4,
+        activation_count=3,
+        half_life_days=12.5,
+        created_at=100.0,
+        last_reinforced_at=200.0,
+    )
+    graph.apply([row])
+    assert graph.edge("personal", "a", "b") == Edge(
+        a="a",
+        b="b",
+        namespace="personal",
+        weight=0.4,
+        activation_count=3,
+        half_life_days=12.5,
+        created_at=100.0,
+        last_reinforced_at=200.0,
+    )

@@ -154,8 +154,8 @@ def test_uses_count_once_per_event_and_together_for_two_nodes_or_more(
         )
     assert together == {ns: 1}  # the event of one node is a use, not a co-activation
     assert sorted(uses) == [
-        UseRow(ns, a, 2, 1, 0.0, (0.0, DAY)),
-        UseRow(ns, b, 1, 1, 0.0, (0.0,)),
+        UseRow(namespace=ns, node=a, uses=2, together=1, first=0.0, recent=(0.0, DAY)),
+        UseRow(namespace=ns, node=b, uses=1, together=1, first=0.0, recent=(0.0,)),
     ]
     fresh = loaded(sqlite_storage)
     assert fresh.uses.rows(ns, [a, b]) == sorted(uses)

@@ -662,7 +662,7 @@ class PostgresConversationStorage:
             if done is not None and int(done[0]) >= through:
                 return False, False
             if graph is not None:
-                self._link(conn, graph[0], graph[1], graph[2], "relations_through")
+                self._link(conn, *graph, "relations_through")
             if condensed:
                 conn.execute(
                     "UPDATE context_turns t SET chunks = c.chunks, summary = c.summary FROM "

@@ -537,7 +537,7 @@ reinforcements=0, traversals=0)], 2)
             if self._marks(db).get("consolidated_through", 0) >= through:
                 return False
             if graph is not None:
-                self._link(db, graph[0], graph[1], graph[2], "relations_through")
+                self._link(db, *graph, "relations_through")
             db.executemany(
                 "UPDATE context_turns SET chunks = ?, summary = ? WHERE id = ? AND user = ?",
                 [(chunks, summary, turn_id, user) for turn_id, chunks, summary in condensed],

@@ -1,0 +1,96 @@
+"""The rows every backend speaks: edge tables read by column name, and the protocol's named
+rows, the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synapse_retriever.persistence import (
+    EdgeKey,
+    EdgeRow,
+    EventRecord,
+    ForgetCounts,
+    RecentEvent,
+    Storage,
+    UseColumns,
+    UseKey,
+    UseRow,
+)
+from synapse_retriever.persistence.layered import LayeredStorage
+from synapse_retriever.persistence.postgres import PostgresStorage
+from synapse_retriever.persistence.rows import EDGE_COLUMNS, rows_array
+from synapse_retriever.persistence.sqlite import SQLiteStorage
+
+ROW = EdgeRow(
+    id=3,
+    namespace=1,
+    a=7,
+    b=8,
+    weight=0.3,
+    activation_count=2,
+    half_life_days=30.0,
+    created_at=5.0,
+    last_reinforced_at=9.0,
+)
+
+
+def test_each_edge_field_is_read_from_its_named_column() -> None:
+    table = rows_array([ROW])
+    assert table.shape == (1, len(EdgeRow._fields))
+    for name, value in ROW._asdict().items():
+        assert table[0, EDGE_COLUMNS.index(name)] == value
+
+
+def test_use_columns_hold_each_field_of_their_rows() -> None:
+    rows = [UseRow(1, 7, 2, 1, 0.0, (0.0, 5.0)), UseRow(2, 8, 1, 0, 5.0, (5.0,))]
+    columns = UseColumns.of(rows)
+    for name in ("namespace", "node", "uses", "together", "first"):
+        assert getattr(columns, name).tolist() == [getattr(row, name) for row in rows]
+    assert columns.node.dtype == np.int64
+    assert columns.recent.tolist() == [[0.0, 5.0], [5.0, -np.inf]]
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "layered"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    opened: Storage
+    if request.param == "postgresql":
+        opened = PostgresStorage(request.getfixturevalue("postgres_url"), listen=False)
+    elif request.param == "layered":  # "personal" is the local layer's
+        opened = LayeredStorage(SQLiteStorage(tmp_path / "l.db"), SQLiteStorage(tmp_path / "s.db"))
+    else:
+        opened = SQLiteStorage(tmp_path / "s.db")
+    yield opened
+    opened.close()
+
+
+def test_a_backend_takes_and_returns_the_protocols_named_rows(storage: Storage) -> None:
+    with storage.write() as tx:
+        ns = tx.namespace_id("personal")
+        a, b = tx.node_ids(["a", "b"])
+        key = EdgeKey(namespace=ns, a=a, b=b)
+        locked = tx.lock_edges([key])  # PostgreSQL locks a new pair with a blank row
+        new = ROW._replace(namespace=ns, a=a, b=b, created_at=1.0, last_reinforced_at=2.0)
+        if locked:
+            tx.update([new._replace(id=locked[0].id)])
+        else:
+            tx.insert([new])
+        tx.write_uses([UseRow(ns, node, 1, 1, 2.0, (2.0,)) for node in (a, b)])
+        tx.log_recent([RecentEvent(namespace=ns, at=2.0, nodes=[a, b])], keep=10)
+        recorded = tx.record_events(
+            [EventRecord(event_id="e1", at=2.0, namespace=ns)] * 2  # the second: a replay
+        )
+    assert recorded == [True, False]
+    changes = storage.load()
+    assert changes.recent == [RecentEvent(namespace=ns, at=2.0, nodes=(a, b))]
+    assert isinstance(changes.recent[0], RecentEvent)
+    with storage.write() as tx:
+        (stored,) = tx.lock_edges([key])
+        assert (stored.namespace, stored.a, stored.b, stored.weight) == (ns, a, b, 0.3)
+        assert [row.node for row in tx.uses_of([UseKey(ns, a), UseKey(ns, b)])] == [a, b]
+        counts = tx.forget_after(1.5)  # the edge (reinforced at 2.0), two use times, both events
+    assert counts == ForgetCounts(edges=1, uses=2, events=2)
+    assert isinstance(counts, ForgetCounts)
