@@ -23,6 +23,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from synapse_retriever.persistence.sqlite import SQLiteStorage
+
 POSTGRES = os.environ.get("SYNAPSE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
@@ -77,6 +79,15 @@ def _where(request: pytest.FixtureRequest, tmp_path: Path, file: str) -> str:
 def store_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a store lives, on each backend: an SQLite file, then a PostgreSQL schema."""
     return _where(request, tmp_path, "synapses.db")
+
+
+@pytest.fixture
+def sqlite_storage(tmp_path: Path) -> Iterator[SQLiteStorage]:
+    """A new store's storage in the file ``tmp_path / "synapses.db"`` (which another storage
+    may open too), closed after the test: for tests of what runs inside a store's write."""
+    opened = SQLiteStorage(tmp_path / "synapses.db")
+    yield opened
+    opened.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

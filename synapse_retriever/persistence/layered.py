@@ -104,6 +104,10 @@ class LayeredStorage:
                 f"got {shared_namespaces!r}"
             )
         self.layers = (local, shared)
+        self.path = f"{local.path} + {shared.path}"
+        self.read_only = False
+        """A layered storage takes writes: each layer refuses those it cannot write (a
+        read-only shared layer, its namespaces' writes only)."""
         self.shared_namespaces = frozenset(shared_namespaces)
         self.nodes, self.spaces = _Names(), _Names()
         self.cursors = [0, 0]  # the layer version each layer's part of the view reflects
@@ -325,7 +329,7 @@ class _LayeredTransaction:
         return groups
 
     def _writable(self, layer: int) -> bool:
-        return not getattr(self._storage.layers[layer], "read_only", False)
+        return not self._storage.layers[layer].read_only
 
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
         # a sweep judges what it may delete: a read-only layer's edges are left as they are

@@ -183,6 +183,20 @@ class WriteTransaction(Protocol):
 class Storage(Protocol):
     """A backend for :class:`~synapse_retriever.store.SynapseStore`."""
 
+    @property
+    def path(self) -> str:
+        """Where the store lives, as a person reads it (the store's ``path`` and ``repr``):
+        a file's path, a PostgreSQL URL without its password, ``"local + shared"`` for two
+        layers."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """Whether every write raises :class:`~synapse_retriever.errors.ReadOnlyStoreError`:
+        asked for at open, or found then (a file or folder that cannot be written, a
+        database role that may not write)."""
+        ...
+
     def load(self) -> Changes:
         """Everything stored, as changes since version 0."""
         ...

@@ -1,5 +1,6 @@
 """SynapseStore.rename: a node moves with its edges and uses, in every namespace, on every
-backend; a rename that would merge two nodes is refused and writes nothing."""
+backend; a rename that would merge two nodes is refused and writes nothing. Then the stages of
+synapse_retriever/store/rename.py, each on a real SQLite file and a real mirror."""
 
 from __future__ import annotations
 
@@ -7,13 +8,27 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mirrors import loaded, state
 
-from synapse_retriever import InvalidValueError, SynapseStore
+from synapse_retriever import InvalidValueError, SynapseConfig, SynapseStore
 from synapse_retriever.mirror.graph import Edge
+from synapse_retriever.mirror.mirror import Mirror
+from synapse_retriever.persistence.protocols import TransientWriteError
+from synapse_retriever.persistence.sqlite import SQLiteStorage
+from synapse_retriever.store.rename import (
+    lock_uses,
+    move_edges,
+    namespaces_to_move,
+    refuse_merge,
+    rename_node,
+)
+from synapse_retriever.store.write import Event, write_events
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0
@@ -218,3 +233,92 @@ def test_two_renames_onto_one_name_at_once_never_merge(store_path: str) -> None:
     assert sorted(out.values()) == [-1, 1]  # one moved, the other refused
     with SynapseStore(store_path) as reopened:
         assert len(reopened.neighbours("c.py", at=T0)) == 1
+
+
+# -- the stages ----------------------------------------------------------------------------
+
+CONFIG = SynapseConfig()
+
+
+def written(sqlite_storage: SQLiteStorage, mirror: Mirror, *events: Event) -> None:
+    write_events(sqlite_storage, mirror, CONFIG, list(events), "skew")
+
+
+def pair(a: str, b: str, namespace: str = "personal", delta: float = 0.3) -> Event:
+    return Event([a, b], namespace, T0, None, delta)
+
+
+def test_a_renamed_node_leaves_the_mirror_as_a_fresh_load_of_the_storage(
+    sqlite_storage: SQLiteStorage,
+) -> None:
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"), pair("old", "y", "shared"), pair("x", "y"))
+    assert rename_node(sqlite_storage, mirror, "old", "new", None) == 2
+    assert state(mirror) == state(loaded(sqlite_storage))
+    graph, old = mirror.graph, mirror.graph.index["old"]
+    assert graph.incident(old).size == 0  # its uses are blank rows: no use, no edge
+    assert all(row.uses == 0 for ns in graph.ns_names for row in mirror.uses.rows(ns, [old]))
+
+
+def test_the_namespaces_to_move_are_those_of_the_edges_and_of_the_uses(
+    sqlite_storage: SQLiteStorage,
+) -> None:
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"), Event(["old"], "shared", T0, None, 0.0))
+    graph = mirror.graph
+    old = graph.index["old"]
+    edges = graph.incident(old)
+    personal, shared = graph.ns_index["personal"], graph.ns_index["shared"]
+    assert namespaces_to_move(mirror, old, edges, None) == sorted([personal, shared])
+    assert namespaces_to_move(mirror, old, edges, {"shared", "branch:x"}) == [shared]
+
+
+def test_a_use_the_mirror_missed_starts_the_rename_again_and_writes_nothing(
+    sqlite_storage: SQLiteStorage, tmp_path: Path
+) -> None:
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"))
+    with closing(SQLiteStorage(tmp_path / "synapses.db")) as other:  # another process, say
+        written(other, loaded(other), Event(["old"], "personal", T0 + DAY, None, 0.0))
+    before = state(loaded(sqlite_storage))
+    graph = mirror.graph
+    old, spaces = graph.index["old"], [graph.ns_index["personal"]]
+    with pytest.raises(TransientWriteError, match="slipped in"), sqlite_storage.write() as tx:
+        new = tx.node_ids(["new"])[0]
+        lock_uses(tx, mirror, old, new, spaces, spaces)  # the mirror was not caught up
+    assert state(loaded(sqlite_storage)) == before  # rolled back: not even the new name's id
+    assert "new" not in loaded(sqlite_storage).graph.index
+    assert rename_node(sqlite_storage, mirror, "old", "new", None) == 1  # caught up: it moves
+    assert state(mirror) == state(loaded(sqlite_storage))
+
+
+def test_a_node_with_a_past_in_the_namespaces_checked_is_not_merged_into(
+    sqlite_storage: SQLiteStorage,
+) -> None:
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"), pair("new", "y", "shared"))
+    graph = mirror.graph
+    old, new = graph.index["old"], graph.index["new"]
+    personal, shared = graph.ns_index["personal"], graph.ns_index["shared"]
+    refuse_merge(mirror, "old", "new", new, [personal], graph.incident(old))  # shared only
+    with pytest.raises(InvalidValueError, match="'new' already has associations"):
+        refuse_merge(mirror, "old", "new", new, [personal, shared], graph.incident(old))
+
+
+def test_an_edge_written_under_the_new_name_meanwhile_starts_the_rename_again(
+    sqlite_storage: SQLiteStorage, tmp_path: Path
+) -> None:
+    mirror = loaded(sqlite_storage)
+    written(sqlite_storage, mirror, pair("old", "x"))
+    with closing(SQLiteStorage(tmp_path / "synapses.db")) as other:
+        written(other, loaded(other), pair("new", "x"))
+    before = state(loaded(sqlite_storage))
+    graph = mirror.graph
+    old, spaces = graph.index["old"], [graph.ns_index["personal"]]
+    with (
+        pytest.raises(TransientWriteError, match="written meanwhile"),
+        sqlite_storage.write() as tx,
+    ):
+        new = tx.node_ids(["new"])[0]
+        move_edges(tx, graph, graph.incident(old), spaces, old, new, "new")
+    assert state(loaded(sqlite_storage)) == before

@@ -3,6 +3,9 @@
 The store validates input, runs each write as one transaction on its
 :class:`~synapse_retriever.persistence.Storage`, and keeps an in-memory
 :class:`~synapse_retriever.mirror.graph.MemoryGraph` current so that recall does no SQL.
+A write's stages are :mod:`synapse_retriever.store.write`'s, a rename's
+:mod:`synapse_retriever.store.rename`'s: the store holds its lock around them and runs them
+again after a transient failure.
 
 Examples
 --------
@@ -22,9 +25,9 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, SupportsFloat, TypeVar
+from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -42,76 +45,29 @@ from synapse_retriever.errors import (
     InvalidValueError,
     SynapseError,
 )
-from synapse_retriever.learning.decay import (
-    PairEvent,
-    canonical_pairs,
-    clamped_times,
-    reinforce_edges,
-)
-from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.mirror.stats import graph_stats
-from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
+from synapse_retriever.persistence import Storage
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
-from synapse_retriever.persistence.protocols import TransientWriteError, retrying
-from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey
+from synapse_retriever.persistence.protocols import retrying
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
 from synapse_retriever.recall.published import activation_from
+from synapse_retriever.store.rename import rename_node
+from synapse_retriever.store.write import Event, Late, Reinforced, write_events
 
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["DecayReport", "Reinforced", "RepairReport", "SynapseStore"]
+__all__ = ["DecayReport", "RepairReport", "SynapseStore"]
 
 _T = TypeVar("_T")
 
 logger = logging.getLogger("synapse_retriever")
-
-Late = Literal["skew", "raise", "clamp"]
-"""What an explicit time earlier than an edge's last reinforcement does (see
-:meth:`SynapseStore.reinforce`)."""
-
-
-@dataclass(frozen=True)
-class Reinforced:
-    """What :meth:`SynapseStore.reinforce_many` did with one event.
-
-    Attributes
-    ----------
-    edges : int
-        Edges written (0 for a replay, or an event of one node).
-    at : float
-        The time the event was written at, POSIX seconds (moved forward to an edge's
-        last reinforcement when it came late: see ``late``).
-    replayed : bool
-        Its ``event_id`` was recorded before: nothing was written.
-
-    Examples
-    --------
-    >>> store = SynapseStore(":memory:")
-    >>> store.reinforce_many([CoActivation(["a", "b"], at=5, event_id="e1")])
-    [Reinforced(edges=1, at=5.0, replayed=False)]
-    """
-
-    edges: int
-    at: float
-    replayed: bool = False
-
-
-@dataclass(frozen=True)
-class _Event:
-    """A validated event: distinct ids, namespace, explicit time, id and Δw."""
-
-    ids: list[str]
-    namespace: str
-    explicit: float | None
-    event_id: str | None
-    delta: float
 
 
 @dataclass(frozen=True)
@@ -229,10 +185,9 @@ class SynapseStore:
         if storage is not None and read_only:
             raise InvalidValueError("read_only applies to the store at path, not a storage")
         self.config = config or SynapseConfig()
-        self.path = str(path)
         if storage is None:
             storage = _open_storage(path, read_only, self.config)
-        self.path = str(getattr(storage, "path", self.path))  # a URL without its password
+        self.path = storage.path  # a URL without its password
         self._storage: Storage = storage
         self._lock = threading.RLock()
         self._mirror = Mirror(self.config)
@@ -274,9 +229,7 @@ class SynapseStore:
             first.close()
             raise
         storage = LayeredStorage(first, second, shared_namespaces=namespaces)
-        store = cls(config=config, storage=storage)
-        store.path = f"{getattr(first, 'path', local)} + {getattr(second, 'path', shared)}"
-        return store
+        return cls(config=config, storage=storage)
 
     @classmethod
     def coerce(
@@ -324,7 +277,7 @@ config: pass config together with a store path instead
         >>> SynapseStore(":memory:").read_only
         False
         """
-        return bool(getattr(self._storage, "read_only", False))
+        return self._storage.read_only
 
     def close(self) -> None:
         """Close the database; further calls raise :class:`SynapseError`.
@@ -532,13 +485,13 @@ config: pass config together with a store path instead
 
     def _event(
         self, nodes: Iterable[str], strength: float, namespace: str, at: Clock, event_id: object
-    ) -> _Event:
+    ) -> Event:
         """One event, validated; nothing is written."""
         ns = validate_namespace(namespace)
         delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
         explicit = self._written_time(at)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        return _Event(ids, ns, explicit, _event_id(event_id), delta)
+        return Event(ids, ns, explicit, _event_id(event_id), delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
         """Record that ``nodes`` were used at ``at`` (one event), without reinforcing edges.
@@ -567,7 +520,7 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.max_coactivation)
-        self._write([_Event(ids, ns, self._written_time(at), None, 0.0)], "skew")
+        self._write([Event(ids, ns, self._written_time(at), None, 0.0)], "skew")
 
     def _written_time(self, at: Clock) -> float | None:
         """An explicit write time in seconds (None: the clock, read inside the write),
@@ -576,101 +529,19 @@ config: pass config together with a store path instead
             return None
         return not_ahead(to_seconds(at), skew_s=self.config.max_clock_skew_s)
 
-    def _write(self, events: list[_Event], late: str) -> list[Reinforced]:
+    def _write(self, events: list[Event], late: Late) -> list[Reinforced]:
         """Write ``events`` in one transaction, run again while the backend reports a
         conflict with another writer or a connection lost before the commit."""
         with self._lock:
             self._check_open()
-            return self._retrying(lambda: self._write_once(events, late))
+            return self._retrying(
+                lambda: write_events(self._storage, self._mirror, self.config, events, late)
+            )
 
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
         """``attempt()`` under :func:`~synapse_retriever.persistence.protocols.retrying`,
         at most ``config.write_retries`` times again."""
         return retrying(attempt, self.config.write_retries, repr(self))
-
-    def _write_once(self, events: list[_Event], late: str) -> list[Reinforced]:
-        """One attempt at :meth:`_write`: one transaction, then the mirror."""
-        mirror, config = self._mirror, self.config
-        with self._storage.write() as tx:
-            mirror.catch_up(tx)
-            clock = time.time()
-            times = [clock if e.explicit is None else e.explicit for e in events]
-            spaces = list(dict.fromkeys(e.namespace for e in events if e.ids))
-            ns_of = dict(zip(spaces, self._ids(tx, [], spaces)[1], strict=True))
-            new = _fresh(tx, events, times, ns_of)
-            chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
-            names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
-            node_ids = self._ids(tx, names, [])[0]
-            node_of = dict(zip(names, node_ids, strict=True))
-            spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
-            ns_ids = [ns_of[ns] for ns in spaces]
-            ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
-            pairing = [i for i in chosen if len(ids_of[i]) > 1 and events[i].delta > 0.0]
-            pair_events = [
-                PairEvent(
-                    e.namespace, ns_of[e.namespace], canonical_pairs(e.ids, ids_of[i]), e.ids,
-                    ids_of[i], times[i], e.explicit is not None, e.delta,
-                )
-                for i in pairing
-                for e in (events[i],)
-            ]  # fmt: skip
-            keys = list(
-                dict.fromkeys(
-                    EdgeKey(p.namespace_id, *pair) for p in pair_events for pair in p.pairs
-                )
-            )
-            stored = tx.lock_edges(keys) if keys else []
-            if late != "raise" and pair_events:  # read under lock: exact with many writers
-                last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
-                within = math.inf if late == "clamp" else config.max_clock_skew_s
-                moved = clamped_times(last, pair_events, within_s=within)
-                for i, at in zip(pairing, moved, strict=True):
-                    times[i] = at
-                pair_events = [
-                    p._replace(at=times[i]) for p, i in zip(pair_events, pairing, strict=True)
-                ]
-            inserted, updated = reinforce_edges(stored, pair_events, config)
-            inserted = tx.insert(inserted)
-            tx.update(updated)
-            entries = [RecentEvent(ns_of[events[i].namespace], times[i], ids_of[i]) for i in chosen]
-            use_keys = list(
-                dict.fromkeys(UseKey(ns, node) for ns, _, ids in entries for node in ids)
-            )
-            uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
-            tx.write_uses(uses)
-            together = Counter(ns for ns, _, ids in entries if len(ids) > 1)
-            for ns, count in together.items():
-                tx.add_events(ns, count)
-            tx.log_recent(entries, keep=config.recent_events)
-
-        def apply_own(contiguous: bool) -> None:
-            mirror.graph.add_names(
-                zip(node_ids, names, strict=True), zip(ns_ids, spaces, strict=True)
-            )
-            mirror.graph.apply([*inserted, *updated])
-            mirror.uses.apply(uses)
-            for ns, count in together.items():
-                mirror.uses.add_events(ns, count)
-            if contiguous:
-                mirror.uses.remember(entries)
-
-        mirror.committed(tx.version, apply_own)
-        edges = dict(zip(pairing, (len(p.pairs) for p in pair_events), strict=True))
-        return [Reinforced(edges.get(i, 0), times[i], not new[i]) for i in range(len(events))]
-
-    def _ids(
-        self, tx: WriteTransaction, names: list[str], spaces: list[str]
-    ) -> tuple[list[int], list[int]]:
-        """Ids of ``names`` and of the namespaces ``spaces``: from memory when all are
-        known (ids are never reused, and what another process added was caught up), else
-        from ``tx``."""
-        graph = self._mirror.graph
-        known = [graph.index.get(name, -1) for name in names]
-        spaces_known = [graph.ns_index.get(ns, -1) for ns in spaces]
-        return (
-            known if -1 not in known else tx.node_ids(names),
-            spaces_known if -1 not in spaces_known else _namespace_ids(tx, spaces),
-        )
 
     def rename(self, old: str, new: str, namespaces: str | Iterable[str] | None = None) -> int:
         """Move node ``old`` to the id ``new``, as a renamed file moves: its edges and its
@@ -722,78 +593,7 @@ config: pass config together with a store path instead
             self._mirror.refresh(self._storage, force=True)  # a node learned a moment ago
             if old not in self._mirror.graph.index:  # nothing to move: no transaction (an
                 return 0  # editor's save through a temporary file is a rename too)
-            return self._retrying(lambda: self._rename_once(old, new, only))
-
-    def _rename_once(self, old: str, new: str, only: set[str] | None) -> int:
-        """One attempt at :meth:`rename`: one transaction, then the mirror."""
-        mirror = self._mirror
-        mirror.refresh(self._storage, force=True)  # every commit so far, on every backend
-        with self._storage.write() as tx:
-            mirror.catch_up(tx)  # exact where writers take turns (SQLite)
-            graph = mirror.graph  # after the catch-up: a full reload replaces it
-            old_id = graph.index[old]
-            edges = graph.incident(old_id)
-            learned = {graph.ns_names[int(ns)] for ns in graph.namespaces_of(edges)}
-            learned |= {
-                name for ns, name in graph.ns_names.items() if mirror.uses.rows(ns, [old_id])
-            }
-            spaces = sorted(graph.ns_index[ns] for ns in learned if only is None or ns in only)
-            if not spaces:
-                return 0
-            # the new name's id first, known or not: its use rows are locked with the old's
-            new_id = graph.index[new] if new in graph.index else tx.node_ids([new])[0]
-            # no merge: the new name may have no past in those namespaces (in any, for all)
-            checked = spaces if only is not None else sorted(graph.ns_names)
-            keys = sorted(
-                {UseKey(ns, old_id) for ns in spaces} | {UseKey(ns, new_id) for ns in checked}
-            )
-            locked = {(row.namespace, row.node): row for row in tx.uses_of(keys)}
-            seen = {
-                (r.namespace, r.node): r
-                for ns in checked
-                for r in mirror.uses.rows(ns, [old_id, new_id])
-            }
-            if any(_uses_differ(locked.get(key), seen.get(key)) for key in keys):
-                raise TransientWriteError("a write to the renamed nodes slipped in", conflict=True)
-            theirs = graph.namespaces_of(graph.incident(new_id) if new_id < graph.n else edges[:0])
-            if np.isin(theirs, checked).any() or any(
-                row.uses for ns in checked for row in mirror.uses.rows(ns, [new_id])
-            ):
-                raise InvalidValueError(
-                    f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
-                    "(a rename does not merge two nodes)"
-                )
-            wanted = edges[np.isin(graph.namespaces_of(edges), spaces)]
-            rows = tx.edges_by_id(wanted.tolist())  # current, locked
-            moved = {}
-            for row in rows:
-                other = row.b if row.a == old_id else row.a
-                pair = (new_id, other) if new < graph.names[other] else (other, new_id)
-                moved[EdgeKey(row.namespace, *pair)] = row
-            blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
-            if any(r.activation_count for r in blanks.values()):
-                raise TransientWriteError("the new name was written meanwhile", conflict=True)
-            state = {
-                key: row._replace(namespace=key[0], a=key[1], b=key[2])
-                for key, row in moved.items()
-            }
-            updated = [state[key]._replace(id=row.id) for key, row in blanks.items()]
-            inserted = tx.insert([row for key, row in state.items() if key not in blanks])
-            tx.update(updated)
-            tx.delete([row.id for row in rows])
-            old_uses = [row for (_, node), row in locked.items() if node == old_id and row.uses]
-            uses = [use._replace(node=new_id) for use in old_uses]
-            blank = [UseRow(use.namespace, old_id, 0, 0, math.inf, ()) for use in old_uses]
-            tx.write_uses([*uses, *blank])
-
-        def apply_own(_: bool) -> None:
-            mirror.graph.add_names([(new_id, new)])
-            mirror.graph.remove([row.id for row in rows])
-            mirror.graph.apply([*inserted, *updated])
-            mirror.uses.apply([*uses, *blank])
-
-        mirror.committed(tx.version, apply_own)
-        return len(rows)
+            return self._retrying(lambda: rename_node(self._storage, self._mirror, old, new, only))
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.
@@ -843,7 +643,7 @@ config: pass config together with a store path instead
             else:
                 ids, pruned = self._retrying(lambda: self._sweep(now))
                 graph = self._mirror.graph
-            namespaces = [graph.ns_names[int(ns)] for ns in graph._ns[pruned]]
+            namespaces = [graph.ns_names[int(ns)] for ns in graph.namespaces_of(pruned)]
         by_namespace = Counter(namespaces)
         return DecayReport(
             now,
@@ -1261,30 +1061,11 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         self._mirror.refresh(self._storage)
 
 
-def _namespace_ids(tx: WriteTransaction, spaces: Sequence[str]) -> list[int]:
-    """Ids of ``spaces``, created in sorted order (the order every writer creates names in)."""
-    ids = {ns: tx.namespace_id(ns) for ns in sorted(set(spaces))}
-    return [ids[ns] for ns in spaces]
-
-
 def _open_storage(path: str | os.PathLike[str], read_only: bool, config: SynapseConfig) -> Storage:
     """The backend ``path`` names: PostgreSQL for a ``postgresql://`` URL, else SQLite."""
     if is_postgres_url(path):
         return PostgresStorage(str(path), read_only=read_only, timeout_s=config.busy_timeout_s)
     return SQLiteStorage(path, busy_timeout_s=config.busy_timeout_s, read_only=read_only)
-
-
-def _uses_differ(stored: UseRow | None, seen: UseRow | None) -> bool:
-    """Whether a use row read under lock is not the one the mirror holds: another use was
-    recorded since (a blank row, which a concurrent backend creates to lock a key, counts
-    as none)."""
-
-    def state(row: UseRow | None) -> tuple[int, int, float]:
-        if row is None:
-            return (0, 0, -math.inf)
-        return (row.uses, row.together, max(row.recent, default=-math.inf))
-
-    return state(stored) != state(seen)
 
 
 def _late(late: object) -> Late:
@@ -1315,22 +1096,3 @@ def _clamped_strength(strength: object, maximum: float) -> float:
     if not math.isfinite(strength):
         raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
     return min(max(float(strength), 0.0), maximum)
-
-
-def _fresh(
-    tx: WriteTransaction,
-    events: Sequence[_Event],
-    times: Sequence[float],
-    namespaces: dict[str, int],
-) -> list[bool]:
-    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (see
-    :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`)."""
-    identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
-    recorded = tx.record_events(
-        [EventRecord(events[i].event_id or "", times[i], namespaces[events[i].namespace])
-         for i in identified]
-    ) if identified else []  # fmt: skip
-    fresh = [True] * len(events)
-    for i, new in zip(identified, recorded, strict=True):
-        fresh[i] = new
-    return fresh

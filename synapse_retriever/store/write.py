@@ -1,0 +1,338 @@
+"""The write path: a batch of co-activation events, learned in one transaction.
+
+:func:`write_events` is one attempt at what :meth:`SynapseStore.reinforce
+<synapse_retriever.store.SynapseStore.reinforce>`, ``reinforce_many`` and ``use`` write
+(the store runs it again from the start after a transient failure:
+:func:`~synapse_retriever.persistence.protocols.retrying`). It opens one write transaction
+on the storage and runs these stages inside it, in this order:
+
+1. :func:`namespace_ids`: resolve the events' namespaces to ids;
+2. :func:`drop_replays`: record the events' ids; an event whose id was recorded before (or
+   earlier in the batch) is a replay and writes nothing more;
+3. :func:`node_ids`: resolve the remaining events' node names to ids;
+4. :func:`step_edges`: lock the events' edges, move a late event's time forward (``late``:
+   :func:`~synapse_retriever.learning.decay.clamped_times`), step the edge math
+   (:func:`~synapse_retriever.learning.decay.reinforce_edges`) and write the edges;
+5. :func:`record_uses`: the nodes' use rows, the namespaces' event counters, the
+   recent-events log;
+
+and, once the transaction has committed, 6. :func:`update_mirror`: the batch into the
+store's in-memory mirror.
+
+What the stages guarantee, together:
+
+- **All or nothing.** Stages 1 to 5 run in one transaction; an exception in any of them (a
+  late time refused, a lock held past ``busy_timeout_s``, a lost connection) or a process
+  killed in the middle rolls every one of them back: nothing of the batch is stored, not
+  its event ids, not its new names. The mirror holds nothing of it either (stage 6 runs
+  only after the commit); what :meth:`~synapse_retriever.mirror.mirror.Mirror.catch_up`
+  applied at the start is other writers' committed work, and stays.
+- **Read under lock.** Every row a stage computes from (event ids, edges, uses) is read
+  inside the transaction, locked, so concurrent writers (PostgreSQL) lose no update.
+- **One lock order.** Every writer takes its locks in the same order: new namespaces
+  (sorted), event ids, new node names, edges, use rows, event counters; each backend
+  locks the rows of one call in sorted order. Two writers never wait on each other in a
+  circle; a deadlock a server reports anyway is a
+  :class:`~synapse_retriever.persistence.protocols.TransientWriteError`, run again.
+
+Examples
+--------
+>>> from synapse_retriever import SynapseConfig
+>>> from synapse_retriever.mirror.mirror import Mirror
+>>> from synapse_retriever.persistence.sqlite import SQLiteStorage
+>>> storage, config = SQLiteStorage(":memory:"), SynapseConfig()
+>>> mirror = Mirror(config)
+>>> mirror.load(storage)
+>>> event = Event(["a", "b"], "personal", 0.0, "chat:1", 0.3)
+>>> write_events(storage, mirror, config, [event, event], "skew")  # the second: a replay
+[Reinforced(edges=1, at=0.0, replayed=False), Reinforced(edges=0, at=0.0, replayed=True)]
+>>> mirror.graph.edge("personal", "a", "b").weight
+0.3
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from synapse_retriever.config import SynapseConfig
+from synapse_retriever.learning.decay import (
+    PairEvent,
+    canonical_pairs,
+    clamped_times,
+    reinforce_edges,
+)
+from synapse_retriever.learning.usage import recorded_uses
+from synapse_retriever.mirror.graph import MemoryGraph
+from synapse_retriever.mirror.mirror import Mirror
+from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
+from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey
+
+__all__ = [
+    "Edges",
+    "Event",
+    "Late",
+    "Reinforced",
+    "Written",
+    "drop_replays",
+    "namespace_ids",
+    "node_ids",
+    "record_uses",
+    "step_edges",
+    "update_mirror",
+    "write_events",
+]
+
+Late = Literal["skew", "raise", "clamp"]
+"""What an explicit time earlier than an edge's last reinforcement does (see
+:meth:`SynapseStore.reinforce <synapse_retriever.store.SynapseStore.reinforce>`)."""
+
+
+@dataclass(frozen=True)
+class Reinforced:
+    """What :meth:`SynapseStore.reinforce_many
+    <synapse_retriever.store.SynapseStore.reinforce_many>` did with one event.
+
+    Attributes
+    ----------
+    edges : int
+        Edges written (0 for a replay, or an event of one node).
+    at : float
+        The time the event was written at, POSIX seconds (moved forward to an edge's
+        last reinforcement when it came late: see ``late``).
+    replayed : bool
+        Its ``event_id`` was recorded before: nothing was written.
+
+    Examples
+    --------
+    >>> from synapse_retriever import CoActivation, SynapseStore
+    >>> store = SynapseStore(":memory:")
+    >>> store.reinforce_many([CoActivation(["a", "b"], at=5, event_id="e1")])
+    [Reinforced(edges=1, at=5.0, replayed=False)]
+    """
+
+    edges: int
+    at: float
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Event:
+    """A validated event: distinct ids, namespace, explicit time (None: the clock, read in
+    the transaction), event id, and Δw (0: a use, no edge)."""
+
+    ids: list[str]
+    namespace: str
+    explicit: float | None
+    event_id: str | None
+    delta: float
+
+
+@dataclass(frozen=True)
+class Edges:
+    """What :func:`step_edges` wrote: edges per event position, every event's time (moved
+    forward where it came late), the rows inserted (with their ids) and updated."""
+
+    counts: dict[int, int]
+    times: list[float]
+    inserted: list[EdgeRow]
+    updated: list[EdgeRow]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a committed batch puts into the mirror (:func:`update_mirror`)."""
+
+    names: list[str]
+    node_ids: list[int]
+    spaces: list[str]
+    namespace_ids: list[int]
+    rows: list[EdgeRow]
+    uses: list[UseRow]
+    together: dict[int, int]
+    entries: list[RecentEvent]
+
+
+def write_events(
+    storage: Storage,
+    mirror: Mirror,
+    config: SynapseConfig,
+    events: Sequence[Event],
+    late: Late,
+) -> list[Reinforced]:
+    """Write ``events`` in one transaction of ``storage``, then into ``mirror`` (the stages
+    of the module docstring, in order). Raises whatever a stage raises, with nothing
+    written; the caller holds the store's lock and retries a
+    :class:`~synapse_retriever.persistence.protocols.TransientWriteError`."""
+    with storage.write() as tx:
+        mirror.catch_up(tx)
+        graph = mirror.graph  # after the catch-up: a full reload replaces it
+        clock = time.time()
+        times = [clock if e.explicit is None else e.explicit for e in events]
+        ns_of = namespace_ids(tx, graph, [e.namespace for e in events if e.ids])
+        new = drop_replays(tx, events, times, ns_of)
+        chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
+        names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
+        node_of = node_ids(tx, graph, names)
+        ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
+        edges = step_edges(tx, config, events, ids_of, ns_of, times, late)
+        entries = [
+            RecentEvent(ns_of[events[i].namespace], edges.times[i], ids_of[i]) for i in chosen
+        ]
+        uses, together = record_uses(tx, config, entries)
+    spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
+    written = Written(
+        names,
+        [node_of[name] for name in names],
+        spaces,
+        [ns_of[ns] for ns in spaces],
+        [*edges.inserted, *edges.updated],
+        uses,
+        together,
+        entries,
+    )
+    update_mirror(mirror, tx.version, written)
+    return [
+        Reinforced(edges.counts.get(i, 0), edges.times[i], not new[i]) for i in range(len(events))
+    ]
+
+
+def namespace_ids(
+    tx: WriteTransaction, graph: MemoryGraph, spaces: Sequence[str]
+) -> dict[str, int]:
+    """Ids of the namespaces ``spaces``: from ``graph`` when it knows them all (ids are never
+    reused, and what another process added was caught up), else from ``tx``, which creates
+    the missing ones in sorted order (the order every writer creates names in)."""
+    distinct = list(dict.fromkeys(spaces))
+    known = [graph.ns_index.get(ns, -1) for ns in distinct]
+    if -1 in known:
+        created = {ns: tx.namespace_id(ns) for ns in sorted(distinct)}
+        known = [created[ns] for ns in distinct]
+    return dict(zip(distinct, known, strict=True))
+
+
+def node_ids(tx: WriteTransaction, graph: MemoryGraph, names: Sequence[str]) -> dict[str, int]:
+    """Ids of the distinct node ``names``: from ``graph`` when it knows them all, else from
+    ``tx`` (:meth:`~synapse_retriever.persistence.protocols.WriteTransaction.node_ids`,
+    which creates the missing ones)."""
+    known = [graph.index.get(name, -1) for name in names]
+    ids = known if -1 not in known else tx.node_ids(names)
+    return dict(zip(names, ids, strict=True))
+
+
+def drop_replays(
+    tx: WriteTransaction,
+    events: Sequence[Event],
+    times: Sequence[float],
+    namespaces: Mapping[str, int],
+) -> list[bool]:
+    """Which of ``events`` are not replays: no ``event_id``, or one recorded now (see
+    :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`). The
+    ids are recorded in ``tx``: they count only if it commits, so a batch that fails is no
+    replay when it is sent again."""
+    identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
+    recorded = tx.record_events(
+        [EventRecord(events[i].event_id or "", times[i], namespaces[events[i].namespace])
+         for i in identified]
+    ) if identified else []  # fmt: skip
+    fresh = [True] * len(events)
+    for i, new in zip(identified, recorded, strict=True):
+        fresh[i] = new
+    return fresh
+
+
+def step_edges(
+    tx: WriteTransaction,
+    config: SynapseConfig,
+    events: Sequence[Event],
+    ids_of: Mapping[int, Sequence[int]],
+    namespaces: Mapping[str, int],
+    times: Sequence[float],
+    late: Late,
+) -> Edges:
+    """Reinforce the pairs of the events ``ids_of`` names (position -> node ids, in order),
+    in that order, and write them in ``tx``.
+
+    The pairs' rows are locked first and read under lock; a late explicit time is moved
+    forward to the last reinforcement of its edges as ``late`` allows, refused beyond
+    (``InvalidValueError``, raised before anything of the edges is written; the caller's
+    transaction then rolls back the rest). Events of one node, and uses (Δw 0), have no
+    pair: their time is kept.
+    """
+    times = list(times)
+    pairing = [i for i, ids in ids_of.items() if len(ids) > 1 and events[i].delta > 0.0]
+    pair_events = [
+        PairEvent(
+            namespace=e.namespace,
+            namespace_id=namespaces[e.namespace],
+            pairs=canonical_pairs(e.ids, ids_of[i]),
+            names=e.ids,
+            node_ids=ids_of[i],
+            at=times[i],
+            explicit=e.explicit is not None,
+            delta=e.delta,
+        )
+        for i in pairing
+        for e in (events[i],)
+    ]
+    keys = list(
+        dict.fromkeys(EdgeKey(p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
+    )
+    stored = tx.lock_edges(keys) if keys else []
+    if late != "raise" and pair_events:  # read under lock: exact with many writers
+        last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
+        within = math.inf if late == "clamp" else config.max_clock_skew_s
+        moved = clamped_times(last, pair_events, within_s=within)
+        for i, at in zip(pairing, moved, strict=True):
+            times[i] = at
+        pair_events = [p._replace(at=times[i]) for p, i in zip(pair_events, pairing, strict=True)]
+    inserted, updated = reinforce_edges(stored, pair_events, config)
+    inserted = tx.insert(inserted)
+    tx.update(updated)
+    counts = dict(zip(pairing, (len(p.pairs) for p in pair_events), strict=True))
+    return Edges(counts, times, inserted, updated)
+
+
+def record_uses(
+    tx: WriteTransaction, config: SynapseConfig, entries: Sequence[RecentEvent]
+) -> tuple[list[UseRow], dict[int, int]]:
+    """Record the uses of ``entries`` in ``tx``: each node's use row (read under lock, then
+    written: :func:`~synapse_retriever.learning.usage.recorded_uses`), each namespace's
+    count of co-activation events (entries of two nodes or more), and the recent-events
+    log. Returns the use rows written and the events added per namespace id."""
+    use_keys = list(
+        dict.fromkeys(UseKey(entry.namespace, node) for entry in entries for node in entry.nodes)
+    )
+    uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
+    tx.write_uses(uses)
+    together = Counter(entry.namespace for entry in entries if len(entry.nodes) > 1)
+    for ns, count in together.items():
+        tx.add_events(ns, count)
+    tx.log_recent(entries, keep=config.recent_events)
+    return uses, dict(together)
+
+
+def update_mirror(mirror: Mirror, version: int, written: Written) -> None:
+    """Apply a batch committed as ``version`` to ``mirror``: new names, edge rows, use rows
+    and event counts; its recent-events entries too when no other writer committed in
+    between (else the next poll reads them: see
+    :meth:`~synapse_retriever.mirror.mirror.Mirror.committed`)."""
+
+    def apply_own(contiguous: bool) -> None:
+        graph = mirror.graph
+        graph.add_names(
+            zip(written.node_ids, written.names, strict=True),
+            zip(written.namespace_ids, written.spaces, strict=True),
+        )
+        graph.apply(written.rows)
+        mirror.uses.apply(written.uses)
+        for ns, count in written.together.items():
+            mirror.uses.add_events(ns, count)
+        if contiguous:
+            mirror.uses.remember(written.entries)
+
+    mirror.committed(version, apply_own)
