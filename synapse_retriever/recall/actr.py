@@ -54,6 +54,7 @@ import numpy.typing as npt
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
+from synapse_retriever.config import ActrRule
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.recall.hits import (
@@ -65,7 +66,6 @@ from synapse_retriever.recall.hits import (
 )
 
 if TYPE_CHECKING:
-    from synapse_retriever.config import SynapseConfig
     from synapse_retriever.learning.usage import UseTable
     from synapse_retriever.mirror.graph import MemoryGraph
 
@@ -266,10 +266,10 @@ def swap(
     activation: Mapping[str, float],
     candidates: Sequence[str],
     *,
-    seeds: int = 1,
-    keep_bonus: float = 3.0,
-    unused_base: float = -6.0,
-    max_inject: int = 2,
+    seeds: int = ActrRule.seeds,
+    keep_bonus: float = ActrRule.keep_bonus,
+    unused_base: float = ActrRule.unused_base,
+    max_inject: int = ActrRule.max_inject,
     resolvable: Resolvable | None = None,
     cost: Callable[[str], float] | None = None,
     paths: Mapping[str, tuple[str, ...]] | None = None,
@@ -288,8 +288,11 @@ def swap(
         The first ``seeds`` hits never move (at least one original hit stays).
     keep_bonus : float
         Added to a hit's activation when it defends its slot.
+    unused_base : float
+        The activation of an id ``activation`` lacks.
     max_inject : int
-        At most this many swaps.
+        At most this many swaps. These four default to
+        :class:`~synapse_retriever.config.ActrRule`'s values.
     resolvable, cost
         As in :func:`~synapse_retriever.recall.published.inject`.
 
@@ -352,13 +355,15 @@ def swap(
 class ActrPlan(Plan):
     """The ACT-R rule's :class:`~synapse_retriever.recall.hits.Plan`.
 
-    ``activation.energy`` holds each reached node's activation A; ``order`` lists the
-    absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
-    ones :func:`swap` could accept), strongest first, exact ties by name.
+    ``activation.energy`` holds each reached node's activation A; ``unused_base`` is the
+    activation of a node never used (the rule's, raised in a memory that stopped
+    learning); ``order`` lists the absent nodes whose A beats the weakest movable hit's
+    plus ``keep_bonus`` (the only ones :func:`swap` could accept), strongest first, exact
+    ties by name.
     """
 
-    keep_bonus: float = 3.0
-    unused_base: float = -6.0
+    rule: ActrRule
+    unused_base: float
     order: Sequence[str] = field(default_factory=tuple)
 
     @property
@@ -376,10 +381,10 @@ class ActrPlan(Plan):
             self.hits,
             self.activation.energy,
             self.order,
-            seeds=self.seeds,
-            keep_bonus=self.keep_bonus,
+            seeds=self.rule.seeds,
+            keep_bonus=self.rule.keep_bonus,
             unused_base=self.unused_base,
-            max_inject=self.max_inject,
+            max_inject=self.rule.max_inject,
             resolvable=resolvable,
             cost=cost,
             paths=self.activation.paths,
@@ -557,9 +562,11 @@ def plan(
     hits: list[tuple[str, float]],
     graph: MemoryGraph,
     uses: UseTable,
-    config: SynapseConfig,
+    rule: ActrRule,
     now: float,
     active: str,
+    *,
+    enabled: bool = True,
 ) -> ActrPlan:
     """The ACT-R rule's plan for validated ``hits`` (best first) at time ``now``.
 
@@ -572,6 +579,7 @@ def plan(
     :func:`intermediates`; ``association_hops=2``, else it is left out) and loses
     ``indirect_penalty``, and every candidate needs its lift (the mean log-lift with the
     hits) to be at least ``min_association``; the recency prior lets every candidate in.
+    ``enabled=False`` (``SynapseConfig.injection_enabled``) plans nothing.
 
     Examples
     --------
@@ -596,43 +604,37 @@ def plan(
     >>> recency.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # readme: B 0 too
     ['b', 'readme']
     """
-    settings = {
-        "seeds": config.seeds,
-        "max_inject": config.max_inject,
-        "keep_bonus": config.keep_bonus,
-        "unused_base": config.unused_base,
-    }
-    if not config.injection_enabled or len(hits) < 2:
-        return ActrPlan(hits, Activation(), **settings)  # type: ignore[arg-type]
+    if not enabled or len(hits) < 2:
+        return ActrPlan(hits, Activation(), rule, rule.unused_base)
     factors = graph.factors(active)
     names = list(dict.fromkeys(node for node, _ in hits))
     ids = np.array([graph.index.get(name, -1) for name in names], np.int64)
     sources = (
-        graph.co_uses(ids.tolist(), active, now)
-        if config.association_fan
+        graph.co_uses(ids.tolist(), active, now, fan=rule.association_fan)
+        if rule.association_fan
         else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
     )
-    gated = config.require_association
-    two_hops = gated and config.association_hops == 2
+    gated = rule.require_association
+    two_hops = gated and rule.association_hops == 2
     recent = (
         uses.recent_nodes(factors, until=now) if two_hops or not gated else np.zeros(0, np.int64)
     )
     known = ids[ids >= 0]
     nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
-    counts, base = uses.levels(nodes, now, factors, config.base_decay)
+    counts, base = uses.levels(nodes, now, factors, rule.base_decay)
     events = uses.events(factors)
     latest = uses.latest_time(factors, until=now)
     # a memory that stopped learning g days ago: never-used nodes are less surely worse
     stale = math.log1p(max(0.0, now - latest) / SECONDS_PER_DAY) if latest > -math.inf else 0.0
-    unused_base = settings["unused_base"] = config.unused_base + config.stale_unused * stale
+    unused_base = rule.unused_base + rule.stale_unused * stale
     first_score = {node: score for node, score in reversed(hits)}  # a repeated id: its first
     weights = np.array(source_weights([first_score[name] for name in names]))
     lift = lift_strengths(ids, sources, nodes, counts, events, weights)
     present = np.zeros(nodes.size, bool)
     present[np.searchsorted(nodes, known)] = True
-    share = np.where(present, config.defend_association, 1.0)
+    share = np.where(present, rule.defend_association, 1.0)
     activation = np.where(base == -np.inf, unused_base, base)
-    activation = activation + share * config.association * lift
+    activation = activation + share * rule.association * lift
     # the hits and the strongest candidates are looked up most: by name up front
     by_name = {name: unused_base for name in names}  # never seen: unused_base
     by_name.update(
@@ -642,8 +644,8 @@ def plan(
             strict=True,
         )
     )
-    movable = [by_name[node] for node, _ in hits[config.seeds :]]
-    floor = min(movable, default=math.inf) + config.keep_bonus
+    movable = [by_name[node] for node, _ in hits[rule.seeds :]]
+    floor = min(movable, default=math.inf) + rule.keep_bonus
     eligible = (activation > floor) & ~present
     via: dict[str, tuple[str, ...]] = {}  # the paths of the nodes linked in two hops
     if gated:  # an edge with a hit, and at least min_association of lift
@@ -653,22 +655,27 @@ def plan(
             far = nodes[eligible & ~linked]
             near = unique_ids(np.concatenate([known, nodes[lift > 0]]))
             middle = intermediates(
-                far, graph.co_uses(far.tolist(), active, now), near, nodes, counts, events
+                far,
+                graph.co_uses(far.tolist(), active, now, fan=rule.association_fan),
+                near,
+                nodes,
+                counts,
+                events,
             )
             far, middle = far[middle >= 0], middle[middle >= 0]
             at = np.searchsorted(nodes, far)
             linked[at] = True
-            activation[at] -= config.indirect_penalty
+            activation[at] -= rule.indirect_penalty
             eligible &= activation > floor
             firsts = StrongestSources(names, sources, middle, graph.names, graph.index)
             for node, step in zip(far.tolist(), middle.tolist(), strict=True):
                 name, step_name = graph.names[node], graph.names[step]
                 start = (step_name,) if step_name in first_score else firsts[step_name]
                 via[name] = (*start, name)
-        eligible &= linked & (lift >= config.min_association)
+        eligible &= linked & (lift >= rule.min_association)
     strong = np.flatnonzero(eligible)
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
-    head = len(hits) + config.max_inject  # what a swap reads first
+    head = len(hits) + rule.max_inject  # what a swap reads first
     by_name.update(zip(order[:head], order.values(head), strict=True))
     energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
     paths: Mapping[str, tuple[str, ...]] = StrongestSources(
@@ -679,6 +686,7 @@ def plan(
     return ActrPlan(
         hits,
         Activation(energy, paths),  # type: ignore[arg-type]
+        rule,
+        unused_base,
         order=order,
-        **settings,  # type: ignore[arg-type]
     )

@@ -22,6 +22,7 @@ from numbers import Real
 from typing import Literal, NamedTuple, SupportsFloat
 
 from synapse_retriever.capture.coactivation import validate_node_id
+from synapse_retriever.config import RecallRule
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.mirror.spreading import Activation
 
@@ -114,15 +115,17 @@ def resolves(resolvable: Resolvable, node: str) -> bool:
     return node in resolvable
 
 
-def injection_slots(n: int, *, seeds: int = 3, max_inject: int = 2) -> int:
+def injection_slots(n: int, *, seeds: int, max_inject: int) -> int:
     """Absent nodes that ``n`` hits can take in: ``min(max_inject, n − seeds, n − 1)``, at least 0.
 
     Seeds are never displaced, and at least one original hit stays.
 
     Examples
     --------
-    >>> injection_slots(5), injection_slots(4), injection_slots(3), injection_slots(2, seeds=1)
-    (2, 1, 0, 1)
+    >>> [injection_slots(n, seeds=3, max_inject=2) for n in (5, 4, 3)]
+    [2, 1, 0]
+    >>> injection_slots(2, seeds=1, max_inject=2)
+    1
     """
     return max(0, min(max_inject, n - seeds, n - 1))
 
@@ -138,8 +141,8 @@ class Plan(ABC):
 
     hits: Sequence[tuple[str, float]]
     activation: Activation
-    seeds: int = 3
-    max_inject: int = 2
+    rule: RecallRule
+    """The rule's constants: the slots come from its ``seeds`` and ``max_inject``."""
 
     @property
     def slots(self) -> int:
@@ -152,7 +155,8 @@ class Plan(ABC):
         >>> RecallPlan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
         1
         """
-        return injection_slots(len(self.hits), seeds=self.seeds, max_inject=self.max_inject)
+        rule = self.rule
+        return injection_slots(len(self.hits), seeds=rule.seeds, max_inject=rule.max_inject)
 
     @property
     @abstractmethod

@@ -166,7 +166,7 @@ def test_merge_refuses_bad_edges_and_writes_nothing(
 
 def test_a_store_open_on_the_file_sees_the_import(tmp_path: Path) -> None:
     path = tmp_path / "live.db"
-    with SynapseStore(path, config=SynapseConfig(refresh_interval_s=0.0)) as store:
+    with SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=0.0)) as store:
         store.reinforce(["p", "q"], namespace="shared", at=0.0)
         storage = SQLiteStorage(path)  # another connection, as the CLI uses
         merge_edges(storage, [_edge(100.0)])
