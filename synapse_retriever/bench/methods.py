@@ -28,7 +28,9 @@ from typing import Protocol
 
 from synapse_retriever.bench.metrics import displace
 from synapse_retriever.capture.gitlog import MAX_FILES, MIN_FILES, Commit
-from synapse_retriever.config import ActrRule, SynapseConfig
+from synapse_retriever.config import SynapseConfig
+from synapse_retriever.recall.actr import ActrPlan
+from synapse_retriever.recall.published import RecallPlan
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -180,14 +182,14 @@ class Synapse:
     def rerank(self, query: Query, hits: Sequence[tuple[str, float]]) -> list[str]:
         plan = self.store.plan(hits, at=query.time, active_namespace=self.namespace)
         result = [hit.id for hit in plan.inject(resolvable=query.documents)]
-        rule = self.store.config.recall
-        if isinstance(rule, ActrRule):
+        if isinstance(plan, ActrPlan):
             strong = set(plan.candidates)
-            energy = {n: (1.0 if n in strong else 0.0) for n in plan.activation.energy}
+            energy = {n: (1.0 if n in strong else 0.0) for n in plan.activation}
             self._count_misses(query, hits, energy, set(result), threshold=0.5)
-        else:
+        elif isinstance(plan, RecallPlan):
             energy = plan.activation.energy
-            self._count_misses(query, hits, energy, set(result), threshold=rule.inject_threshold)
+            threshold = plan.rule.inject_threshold
+            self._count_misses(query, hits, energy, set(result), threshold=threshold)
         return result
 
     def reach(self, query: Query, hits: Sequence[tuple[str, float]]) -> set[str]:

@@ -43,7 +43,6 @@ Examples
 from __future__ import annotations
 
 import math
-from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
@@ -56,10 +55,8 @@ from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import ActrRule
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.recall.hits import (
     Hit,
-    Plan,
     Resolvable,
     injection_slots,
     resolves,
@@ -352,19 +349,36 @@ def swap(
 
 
 @dataclass(frozen=True)
-class ActrPlan(Plan):
-    """The ACT-R rule's :class:`~synapse_retriever.recall.hits.Plan`.
+class ActrPlan:
+    """The ACT-R rule's :class:`~synapse_retriever.recall.hits.Plan`: each node's
+    activation, then :func:`swap` once candidates are resolved.
 
-    ``activation.energy`` holds each reached node's activation A; ``unused_base`` is the
-    activation of a node never used (the rule's, raised in a memory that stopped
-    learning); ``order`` lists the absent nodes whose A beats the weakest movable hit's
-    plus ``keep_bonus`` (the only ones :func:`swap` could accept), strongest first, exact
-    ties by name.
+    ``activation`` holds each reached node's activation A, by name (a node it lacks has
+    ``unused_base``: the rule's, raised in a memory that stopped learning); ``order`` lists
+    the absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
+    ones :func:`swap` could accept), strongest first, exact ties by name; ``paths`` the
+    path by which each of them is associated with the hits.
+
+    Examples
+    --------
+    >>> hits = [("a", 0.9), ("b", 0.8)]
+    >>> plan = ActrPlan(hits, ActrRule(), -6.0, {"a": 0.0, "b": -6.0, "x": 1.0}, order=["x"])
+    >>> plan.slots, plan.candidates, [(h.id, h.origin) for h in plan.inject()]
+    (1, ['x'], [('a', 'vector'), ('x', 'injected')])
     """
 
+    hits: Sequence[tuple[str, float]]
     rule: ActrRule
     unused_base: float
+    activation: Mapping[str, float] = field(default_factory=dict)
+    paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     order: Sequence[str] = field(default_factory=tuple)
+
+    @property
+    def slots(self) -> int:
+        """How many candidates can be injected at most (see :func:`injection_slots`)."""
+        rule = self.rule
+        return injection_slots(len(self.hits), seeds=rule.seeds, max_inject=rule.max_inject)
 
     @property
     def candidates(self) -> list[str]:
@@ -379,7 +393,7 @@ class ActrPlan(Plan):
         """Run :func:`swap` on the planned hits; same length as the input."""
         return swap(
             self.hits,
-            self.activation.energy,
+            self.activation,
             self.order,
             seeds=self.rule.seeds,
             keep_bonus=self.rule.keep_bonus,
@@ -387,7 +401,7 @@ class ActrPlan(Plan):
             max_inject=self.rule.max_inject,
             resolvable=resolvable,
             cost=cost,
-            paths=self.activation.paths,
+            paths=self.paths,
         )
 
 
@@ -513,7 +527,8 @@ class RankedNames(Sequence[str]):
 
 class StrongestSources(Mapping[str, tuple[str, ...]]):
     """``(hit, node)`` for each candidate, with the hit it co-occurred with most (ties:
-    the earlier hit), found on access (a recall reads the few it injects).
+    the earlier hit), found on access (a recall reads the few it injects); ``extra`` holds
+    paths known already (the nodes reached in two steps), looked up first and listed last.
 
     Examples
     --------
@@ -522,6 +537,9 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
     >>> paths = StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index)
     >>> paths["x"], dict(paths), "q" in paths
     (('k', 'x'), {'x': ('k', 'x'), 'y': ('k', 'y')}, False)
+    >>> known = {"q": ("j", "y", "q"), "x": ("j", "m", "x")}
+    >>> dict(StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index, known))
+    {'x': ('j', 'm', 'x'), 'y': ('k', 'y'), 'q': ('j', 'y', 'q')}
     """
 
     def __init__(
@@ -531,28 +549,40 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         candidates: IntArray,
         names: Sequence[str],
         index: Mapping[str, int],
+        extra: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._hits, self._sources = hits, sources
         self._candidates, self._sorted = candidates, np.sort(candidates)
         self._names, self._index = names, index
+        self._extra = dict(extra or {})
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
+        if name in self._extra:
+            return self._extra[name]
+        path = self._strongest(name)
+        if path is None:
+            raise KeyError(name)
+        return path
+
+    def _strongest(self, name: str) -> tuple[str, ...] | None:
+        """``(hit, name)`` with the hit ``name`` co-occurred with most, if any."""
         node = self._index.get(name, -1)
         at = int(self._sorted.searchsorted(node))
         if node < 0 or at == self._sorted.size or self._sorted[at] != node:
-            raise KeyError(name)
+            return None
         best, source = 0.0, ""
         for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
             at = int(others.searchsorted(node))  # rows ascend by id
             if at < others.size and others[at] == node and counts[at] > best:
                 best, source = float(counts[at]), hit
-        if not best > 0:
-            raise KeyError(name)
-        return (source, name)
+        return (source, name) if best > 0 else None
 
     def __iter__(self) -> Iterator[str]:
         names = (self._names[node] for node in self._candidates.tolist())
-        return (name for name in names if name in self)
+        found = [name for name in names if self._strongest(name) is not None]
+        seen = set(found)
+        yield from found
+        yield from (name for name in self._extra if name not in seen)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -594,7 +624,7 @@ def plan(
     >>> _ = store.reinforce(["b", "c"], at=0)  # c: two steps from a, through b
     >>> _ = store.reinforce(["d", "e"], at=0)  # elsewhere: N = 3, so S_ab = S_bc = ln 1.5 > 0
     >>> plan = store.plan([("a", 0.9), ("x", 0.5), ("y", 0.4)], at=86400)
-    >>> plan.candidates, round(plan.activation.energy["c"], 4)  # c: B 0 - indirect_penalty 1
+    >>> plan.candidates, round(plan.activation["c"], 4)  # c: B 0 - indirect_penalty 1
     (['b', 'c'], -1.0)
     >>> [(h.id, h.path) for h in plan.inject()]
     [('a', ()), ('b', ('a', 'b')), ('c', ('a', 'b', 'c'))]
@@ -605,7 +635,7 @@ def plan(
     ['b', 'readme']
     """
     if not enabled or len(hits) < 2:
-        return ActrPlan(hits, Activation(), rule, rule.unused_base)
+        return ActrPlan(hits, rule, rule.unused_base)
     factors = graph.factors(active)
     names = list(dict.fromkeys(node for node, _ in hits))
     ids = np.array([graph.index.get(name, -1) for name in names], np.int64)
@@ -677,16 +707,11 @@ def plan(
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
     head = len(hits) + rule.max_inject  # what a swap reads first
     by_name.update(zip(order[:head], order.values(head), strict=True))
-    energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
-    paths: Mapping[str, tuple[str, ...]] = StrongestSources(
-        names, sources, nodes[strong], graph.names, graph.index
-    )
-    if via:
-        paths = ChainMap(via, paths)  # type: ignore[arg-type]
     return ActrPlan(
         hits,
-        Activation(energy, paths),  # type: ignore[arg-type]
         rule,
         unused_base,
-        order=order,
+        NodeValues(nodes, activation, graph.names, graph.index, by_name),
+        StrongestSources(names, sources, nodes[strong], graph.names, graph.index, via),
+        order,
     )

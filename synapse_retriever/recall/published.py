@@ -38,7 +38,6 @@ from synapse_retriever.config import PublishedRule
 from synapse_retriever.mirror.spreading import Activation, NamedPaths
 from synapse_retriever.recall.hits import (
     Hit,
-    Plan,
     Resolvable,
     injection_slots,
     resolves,
@@ -192,7 +191,7 @@ def inject(
 
 
 @dataclass(frozen=True)
-class RecallPlan(Plan):
+class RecallPlan:
     """The published rule's :class:`~synapse_retriever.recall.hits.Plan`: spreading
     activation from the seeds, then :func:`inject` once candidates are resolved.
 
@@ -206,7 +205,23 @@ class RecallPlan(Plan):
     ['a', 'b']
     """
 
+    hits: Sequence[tuple[str, float]]
+    activation: Activation
+    """Energies and paths from spreading activation seeded with the first ``rule.seeds`` hits."""
     rule: PublishedRule = field(default_factory=PublishedRule)
+
+    @property
+    def slots(self) -> int:
+        """How many candidates can be injected at most (see :func:`injection_slots`).
+
+        Examples
+        --------
+        >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+        >>> RecallPlan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
+        1
+        """
+        rule = self.rule
+        return injection_slots(len(self.hits), seeds=rule.seeds, max_inject=rule.max_inject)
 
     @property
     def candidates(self) -> list[str]:

@@ -95,6 +95,16 @@ def test_a_path_starts_at_the_hit_most_co_used_with_the_node_ties_to_the_earlier
     assert "seven" not in paths
 
 
+def test_paths_known_already_are_looked_up_first_and_listed_after_the_found_ones() -> None:
+    # the nodes reached in two steps: their paths come with them, through the middle node
+    row = (np.array([5, 6]), np.array([2.0, 1.0]))
+    known = {"seven": ("j", "five", "seven"), "six": ("j", "five", "six")}
+    paths = StrongestSources(["j"], [row], np.array([5, 6, 7]), *NAMES, known)
+    assert paths["five"] == ("j", "five")  # found from the co-use counts
+    assert paths["six"] == ("j", "five", "six")  # known already: looked up first
+    assert list(paths) == ["five", "six", "seven"] and len(paths) == 3
+
+
 NAMES = (["", "", "", "", "", "five", "six", "seven"], {"five": 5, "six": 6, "seven": 7})
 
 
@@ -135,7 +145,7 @@ def test_the_store_computes_base_level_plus_association() -> None:
     store.use(["readme"], namespace="shared", at=2 * DAY)  # a use, no co-activation
     plan = store.plan([("jwt", 0.9), ("login", 0.5), ("docs", 0.4)], at=4 * DAY,
                       active_namespace="shared")  # fmt: skip
-    a = plan.activation.energy
+    a = plan.activation
     # keys: uses 4 and 3 days ago: B = ln(0.5 + 0.57735) = 0.07450; lift from jwt: N = 3
     # co-activations, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547; source weights are the
     # scores over the first: 1, 0.5/0.9, 0.4/0.9 (sum 2), login and docs never used:
@@ -167,7 +177,7 @@ def test_a_memory_that_stopped_learning_trusts_never_used_hits_more() -> None:
     # x defends at −6 + ln(1 + 1) + 3 = −2.30685: b takes its slot
     assert [h.id for h in store.recall(hits, at=DAY)] == ["a", "b"]
     # day 30: b has B = ln 30^-0.5 = −1.70060; x defends at −6 + ln 31 + 3 = 0.43399: x stays
-    assert store.plan(hits, at=30 * DAY).activation.energy["x"] == pytest.approx(-2.56601, abs=1e-5)
+    assert store.plan(hits, at=30 * DAY).activation["x"] == pytest.approx(-2.56601, abs=1e-5)
     assert [h.id for h in store.recall(hits, at=30 * DAY)] == ["a", "x"]
     # without the staleness term x defends at −3 and b (−1.70060) still takes the slot
     fixed = SynapseStore(":memory:", config=SynapseConfig.actr(stale_unused=0.0))
@@ -322,9 +332,9 @@ def test_a_reopened_store_keeps_its_use_history(tmp_path: object) -> None:
         store.reinforce(["jwt", "keys"], namespace="shared", at=0)
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
         store.use(["readme"], namespace="shared", at=2 * DAY)
-        before = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
+        before = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation)
     with SynapseStore(path, config=config) as store:
-        after = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
+        after = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation)
         assert [h.id for h in store.recall(hits, at=4 * DAY, active_namespace="shared")] == [
             "jwt",
             "keys",
@@ -354,7 +364,7 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
     db.close()
     with SynapseStore(path, config=SynapseConfig.actr()) as store:
         energy = store.plan([("jwt", 0.9), ("login", 0.5)], at=4 * DAY, active_namespace="shared")
-        keys = energy.activation.energy["keys"]
+        keys = energy.activation["keys"]
     # from the one edge: 2 uses (its count), the latest exact (3 days old: 0.57735), the
     # other spread between 3 and 4 days old (its creation): 1 × (2 − 1.73205) / 0.5 =
     # 0.53590 instead of 0.5; B = ln 1.11325 = 0.10728
@@ -377,7 +387,7 @@ def test_a_hit_defends_with_half_its_association() -> None:
     store.reinforce(["a", "b"], at=0)
     store.reinforce(["a", "b"], at=DAY)
     store.reinforce(["c", "d"], at=DAY)
-    energy = store.plan([("a", 1.0), ("b", 1.0)], at=2 * DAY).activation.energy
+    energy = store.plan([("a", 1.0), ("b", 1.0)], at=2 * DAY).activation
     # b: B = ln(2^-0.5 + 1^-0.5) = ln 1.70711 = 0.53480; lift from a: N = 3, c = 2,
     # n_a = n_b = 2: ln(2 × 3 / 4) = 0.40547 over the weight of the other sources (a: 1);
     # defending, half of it: A = 0.53480 + 0.5 × 0.40547 = 0.73753
@@ -455,7 +465,7 @@ def _plans_as_a_fresh_store(steps: list[tuple], config: SynapseConfig) -> None:
                 live = store.plan(hits, at=now, active_namespace=active)
                 with SynapseStore(path, config=config) as fresh:
                     want = fresh.plan(hits, at=now, active_namespace=active)
-                assert dict(live.activation.energy) == pytest.approx(dict(want.activation.energy))
+                assert dict(live.activation) == pytest.approx(dict(want.activation))
                 assert list(live.order) == list(want.order)
                 assert live.inject() == want.inject()
         store.close()
@@ -490,9 +500,9 @@ def test_cached_co_use_rows_follow_writes() -> None:
         store.reinforce([f"x{i}", f"y{i}"], at=0)
     hits = [("a", 1.0), ("q", 0.5)]
     store.reinforce(["a", "b"], at=0)
-    assert store.plan(hits, at=0).activation.energy["b"] > 0  # a's co-use row is cached now
+    assert store.plan(hits, at=0).activation["b"] > 0  # a's co-use row is cached now
     store.reinforce(["a", "c"], at=0)  # same instant: only the write can refresh the row
-    energy = store.plan(hits, at=0).activation.energy
+    energy = store.plan(hits, at=0).activation
     # c: N = 10 events, n_a = 2, n_c = 1, once with a: S = ln(1 × 10 / 2) = ln 5 = 1.60944;
     # a is its only source (q was never used), weights 1 and 0.5: 1.60944 / 1.5 = 1.07296;
     # B = ln(86400^0.5) = 5.68337 (one use a second ago)
@@ -551,7 +561,7 @@ def test_nodes_with_the_same_history_tie_and_go_by_name() -> None:
             store.reinforce(rnd.sample(names, 4), namespace="shared", at=t)
         hits = [(names[k], 1.0), *((n, 0.5) for n in rnd.sample(names[150:], 6))]
         plan = store.plan(hits, at=t + DAY, active_namespace="shared")
-        assert len({plan.activation.energy[n] for n in twins}) == 1
+        assert len({plan.activation[n] for n in twins}) == 1
         ranked = [n for n in plan.order if n in twins]
         assert ranked == sorted(ranked)
     store.close()
@@ -687,7 +697,7 @@ def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
                 store.reinforce(["billing.py", "invoice.py"], at=day * DAY)  # no path
             results[name] = [(h.id, h.origin, h.path) for h in store.recall(hits, at=8 * DAY)]
             if name == "two hops":
-                energy = dict(store.plan(hits, at=8 * DAY).activation.energy)
+                energy = dict(store.plan(hits, at=8 * DAY).activation)
     # N = 9 events; keys.py (n = 2) met jwt.py (n = 1) once: S = ln(1 × 9 / 2) = 1.50408,
     # over the hits' weights 1 + 0.556 + 0.444 = 2: lift 0.75204; B = ln(8^-0.5 + 7^-0.5)
     # = -0.31264, A = 0.43940. rotate.py: reached through keys.py (S = ln(1 × 9 / (2 × 1))
