@@ -1,5 +1,7 @@
-"""The configuration in groups: each group checks itself, the rule's type names its constants,
-and one resolver addresses a field by name for the presets, ``replace`` and ``--set``."""
+"""The configuration in groups (synapse_retriever/config.py; the conversation memory's is
+tests/conversation/test_config.py): each group checks itself, the rule's type names its
+constants, and one resolver addresses a field by name for the presets, ``replace`` and ``--set``.
+"""
 
 from __future__ import annotations
 
