@@ -19,7 +19,15 @@ from synapse_retriever.capture.coactivation import (
     validate_node_id,
 )
 from synapse_retriever.capture.runs import RunCollector
-from synapse_retriever.config import SynapseConfig, validate_namespace
+from synapse_retriever.config import (
+    ActrRule,
+    Learning,
+    Operations,
+    PublishedRule,
+    Spreading,
+    SynapseConfig,
+    validate_namespace,
+)
 from synapse_retriever.errors import (
     CorruptDatabaseError,
     InvalidTypeError,
@@ -55,6 +63,7 @@ from synapse_retriever.tokens import approximate_tokens
 __all__ = [
     "ANNOTATION_KEYS",
     "Activation",
+    "ActrRule",
     "CoActivation",
     "CorruptDatabaseError",
     "DecayReport",
@@ -63,13 +72,17 @@ __all__ = [
     "InvalidTypeError",
     "InvalidValueError",
     "ItemRecall",
+    "Learning",
     "NotASynapseDatabaseError",
+    "Operations",
+    "PublishedRule",
     "ReadOnlyStoreError",
     "RecallPlan",
     "Recalled",
     "Reinforced",
     "RepairReport",
     "RunCollector",
+    "Spreading",
     "StorageUnavailableError",
     "SynapseConfig",
     "SynapseError",

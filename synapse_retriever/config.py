@@ -1,13 +1,16 @@
-"""Every constant of the method in one validated, immutable object.
+"""Every constant of the method in one validated, immutable object, in groups.
 
-The learning and forgetting constants are the published values (Budget-Neutral
-Synaptic Recall); where the project's issues pin a value more exactly, the issue's value
-is used. The recall rule is ACT-R's (``SynapseConfig()``, the same as
-``SynapseConfig.actr()``), which beat the published rule on real histories (docs,
-Benchmarks: Quality), gated by association: only a node associated with the query's hits
-(a learned edge with one, or, for a recently used node, an edge with a node associated with
-one: ``association_hops``) may take a slot. ``SynapseConfig.recency()`` lifts the gate (a recency
-prior: a node used often and lately may take a slot in any query);
+:class:`SynapseConfig` holds :class:`Learning` (how edges learn and forget, the same under
+every rule), the recall rule (:class:`ActrRule` or :class:`PublishedRule`: the rule's type
+says which constants apply), :class:`Spreading` (the spreading engine) and
+:class:`Operations` (refresh, locks, retries, clocks). The learning and forgetting
+constants are the published values (Budget-Neutral Synaptic Recall); where the project's
+issues pin a value more exactly, the issue's value is used. The recall rule is ACT-R's
+(``SynapseConfig()``, the same as ``SynapseConfig.actr()``), which beat the published rule
+on real histories (docs, Benchmarks: Quality), gated by association: only a node associated
+with the query's hits (a learned edge with one, or, for a recently used node, an edge with a
+node associated with one: ``association_hops``) may take a slot. ``SynapseConfig.recency()``
+lifts the gate (a recency prior: a node used often and lately may take a slot in any query);
 ``SynapseConfig.published()`` is the method exactly as published.
 
 Examples
@@ -15,11 +18,11 @@ Examples
 >>> config = SynapseConfig()
 >>> config.rule, config == SynapseConfig.actr()
 ('actr', True)
->>> config.default_half_life("branch:feature/login")
+>>> config.learning.default_half_life("branch:feature/login")
 30.0
 >>> config.merge_factors("personal")["shared"]
 0.5
->>> SynapseConfig(seeds=0)
+>>> SynapseConfig.actr(seeds=0)
 Traceback (most recent call last):
 ...
 synapse_retriever.errors.InvalidValueError: seeds must be an integer >= 1, got 0
@@ -30,24 +33,37 @@ from __future__ import annotations
 import math
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
+from typing import Any, Literal
 
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "BASE_NAMESPACES",
+    "GROUPS",
     "MAX_NAME_BYTES",
     "PRESETS",
     "RULES",
+    "ActrRule",
+    "Learning",
+    "Operations",
+    "PublishedRule",
+    "RecallRule",
+    "Rule",
+    "Spreading",
     "SynapseConfig",
     "check_size",
     "validate_namespace",
 ]
 
-RULES = ("published", "actr")
-"""Recall rules: ``actr`` (the default) and ``published``."""
+Rule = Literal["actr", "published"]
+"""A recall rule's name: :attr:`SynapseConfig.rule`."""
+
+RULES: tuple[Rule, ...] = ("published", "actr")
+"""Recall rules: ``actr`` (the default, :class:`ActrRule`) and ``published``
+(:class:`PublishedRule`)."""
 
 PRESETS = ("actr", "published", "recency")
 """Named configurations (:meth:`SynapseConfig.preset`)."""
@@ -121,8 +137,9 @@ def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
 
 
 @dataclass(frozen=True)
-class SynapseConfig:
-    """The method's constants, validated on construction.
+class Learning:
+    """How edges learn and forget, and what the store records of each use: the same under
+    every recall rule.
 
     Parameters
     ----------
@@ -141,127 +158,25 @@ class SynapseConfig:
         ``ephemeral``, with a stored weight >= ``ltp_floor``, never decay below ``ltp_floor``.
     prune_threshold : float
         Effective weights below it are pruned: absent from every read.
-    rule : {"actr", "published"}
-        The recall rule. ``actr`` (default, and the preset :meth:`actr`; it beat the
-        published rule on real histories): every hit's and candidate's ACT-R activation,
-        base level (recency and frequency of use) plus log-lift association with the
-        query's hits; an absent node displaces the weakest hit if it beats that hit's
-        activation plus ``keep_bonus`` (:mod:`synapse_retriever.recall.actr`). ``published``
-        (the preset :meth:`published`): spreading activation from the seeds with boost and
-        threshold, as the method was published.
-    seeds : int
-        How many of the first hits are never displaced (1 by default, 3 as published);
-        under ``published`` they also seed spreading activation (energy 1.0 each).
-    spread_rate : float
-        Energy kept per hop: propagated = energy × weight × spread_rate × hub factor.
-    hub_degree : int
-        Above this live degree a node's hub factor is sqrt(hub_degree / degree).
-    boost : float
-        A present hit gains ``boost × energy`` in score.
-    inject_threshold : float
-        Absent nodes need at least this energy to displace a hit.
-    max_inject : int
-        At most this many hits are displaced per query: 2 by default and as published
-        (the method's promise: at most 2 absent nodes swapped in, at least one original
-        hit kept). ``max_inject=3`` is available: on the five development histories
-        (docs, Benchmarks: Quality) the third slot was worth 0.4 to 3.0 recall points, macro.
-    merge_weights : Mapping[str, float]
-        Factor of each non-active namespace in the merged graph (the active one is 1.0).
-        ``ephemeral`` is read only when active; unknown namespaces weigh 0.
     max_coactivation : int
         An event with more distinct nodes reinforces only the first ones (and warns).
-    refresh_interval_s : float
-        How often, at most, reads check whether another process changed the file.
-    weight_tolerance_s : float
-        Recall evaluates decayed weights at a time within this many seconds of the
-        query's ``at`` (reusing them between queries); 0 evaluates them at ``at`` exactly.
-        The relative error of a weight is at most 1 − 2^(−tolerance / half-life): for
-        60 s, 4.8e-4 at the 1-day ephemeral half-life and 1.6e-5 at 30 days. Only the
-        ``published`` rule's spreading reads weights; the ``actr`` rule reads co-use counts
-        of the edges live at ``at`` exactly.
-    busy_timeout_s : float
-        How long a writer waits for another process's write lock (SQLite), or for a
-        free connection and for each lock a write needs (PostgreSQL: ``lock_timeout``,
-        then :class:`~synapse_retriever.errors.WriteConflictError`).
-    write_retries : int
-        How many times a write is run again when it conflicted with another writer (a
-        deadlock or a serialization failure on PostgreSQL) or lost its connection before
-        committing, after a backoff of 10 ms doubling each time, with jitter; then
-        :class:`~synapse_retriever.errors.WriteConflictError`.
-    max_clock_skew_s : float
-        How far ahead of this machine's clock a written time may be (one day): a later
-        ``at`` (a millisecond time, the commonest mistake) is refused, as it would
-        never decay and would push every later write after it. Also how much earlier
-        than an edge's last reinforcement an event may come (another writer came first)
-        and be counted, at that reinforcement, under ``late="skew"`` (the default).
-    injection_enabled : bool
-        False makes ``recall`` the identity.
-    base_decay : float
-        ``actr``: d of the base-level activation B = ln Σ (t − t_j)^(−d), ages in days.
-    association : float
-        ``actr``: W, the weight of the mean log-lift association with the hits.
-    keep_bonus : float
-        ``actr``: what a hit adds to its activation when defending its slot.
-    defend_association : float
-        ``actr``: the share of its association with the other hits that a hit counts
-        when defending its slot (the hits are alike by construction: part of their
-        mutual association is the vector's own similarity counted twice).
-    unused_base : float
-        ``actr``: the base level of a node never used, in a memory that is learning.
-    stale_unused : float
-        ``actr``: a memory that stopped learning cannot tell a never-used node from one used
-        since: a never-used node's base level is ``unused_base + stale_unused × ln(1 + g)``,
-        g the days since the latest event recorded in the namespaces read (0: off).
-    require_association : bool
-        ``actr``: the association gate (on by default). A candidate must have a learned
-        edge with at least one of the query's hits (among that hit's
-        ``association_fan`` most co-used neighbours), or reach one in two steps
-        (``association_hops``), to take a slot; base level still orders the associated
-        candidates and defends the hits. False is the recency
-        prior (the preset :meth:`recency`): the nodes of the latest ``recent_events``
-        events are candidates too, on their base level alone, whatever the query.
-    min_association : float
-        ``actr``, under the gate: the least mean log-lift association with the hits,
-        Σ_j W_j S_ji / Σ_j W_j (in nats; see :mod:`synapse_retriever.recall.actr`), a
-        candidate needs to take a slot. 0 (default): any learned edge will do; higher
-        trades recall for precision (docs, Configuration).
-    association_hops : int
-        ``actr``, under the gate: how far from the hits a candidate may be. 2 (default):
-        a learned edge with a hit, or, for a node of the latest ``recent_events`` events,
-        an edge with a node associated with a hit (a path of two steps, each of positive
-        log-lift: more often together than chance, as spreading activation reaches through
-        one node); 1: only a learned edge with a hit (the gate of 0.2's first measurements).
-        A node reached in two steps has no lift with the hits, so its base level, less
-        ``indirect_penalty``, orders it; ``min_association`` above 0 admits only direct
-        edges.
-    indirect_penalty : float
-        ``actr``, with ``association_hops=2``: what a candidate associated with the hits
-        only through an intermediate node loses from its activation (an indirect
-        association is weaker evidence; ACT-R's mismatch penalty plays the same part).
     recent_events : int
-        ``actr``: the latest events kept per namespace; under the recency prior
-        (``require_association=False``) their nodes are candidates too (besides the
-        hits' neighbours).
+        The latest events kept per namespace. The ``actr`` rule reads them: under the
+        recency prior (``require_association=False``) their nodes are candidates too
+        (besides the hits' neighbours), under the gate they may be reached in two steps.
     use_history : int
-        ``actr``: use times kept exactly per node (older ones are approximated).
-    association_fan : int
-        ``actr``: per hit, only this many most co-used neighbours are read; 0 reads
-        none, a query-blind rule (no association; with the recency prior the
-        candidates are the latest events' nodes, under the gate there are none).
+        Use times kept exactly per node (older ones are approximated), for the ``actr``
+        rule's base levels. Both are recorded under every rule, so a store can change rule.
 
     Examples
     --------
-    >>> config = SynapseConfig(keep_bonus=2.0)
-    >>> config.rule, config.seeds, config.max_inject  # the others keep their defaults
-    ('actr', 1, 2)
-    >>> SynapseConfig.published(inject_threshold=0.1).spread_rate
-    0.6
-    >>> config.default_half_life("shared")
-    60.0
-    >>> SynapseConfig(spread_rate=1.5)
+    >>> learning = Learning()
+    >>> learning.default_half_life("branch:feature/login"), learning.learning_rate
+    (30.0, 0.3)
+    >>> Learning(ltp_floor=2.0)
     Traceback (most recent call last):
     ...
-    synapse_retriever.errors.InvalidValueError: spread_rate must be a number in [0, 1], got 1.5
+    synapse_retriever.errors.InvalidValueError: ltp_floor must be a number in [0, 1], got 2.0
     """
 
     learning_rate: float = 0.30
@@ -276,134 +191,204 @@ class SynapseConfig:
     ltp_min_count: int = 5
     ltp_floor: float = 0.20
     prune_threshold: float = 0.01
-    rule: str = "actr"
-    seeds: int = 1
+    max_coactivation: int = 32
+    recent_events: int = 50
+    use_history: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("ltp_floor", "prune_threshold"):
+            _check_unit(name, getattr(self, name))
+        for name in ("learning_rate", "max_strength"):
+            _check_non_negative(name, getattr(self, name))
+        _check_positive("learned_scale", self.learned_scale)
+        for name, minimum in (
+            ("ltp_min_count", 1),
+            ("max_coactivation", 2),
+            ("recent_events", 0),
+            ("use_history", 1),
+        ):
+            _check_integer(name, getattr(self, name), minimum)
+        bounds = self.half_life_bounds
+        _check_positive("half_life_bounds[0]", bounds[0])
+        if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
+            raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
+        half_lives = dict(self.half_life_days)
+        missing = {"personal", "branch", "shared", "ephemeral"} - half_lives.keys()
+        if missing:
+            raise InvalidValueError(f"half_life_days misses {sorted(missing)}")
+        for ns, days in half_lives.items():
+            _check_positive(f"half_life_days[{ns!r}]", days)
+        object.__setattr__(self, "half_life_days", _frozen(half_lives))
+
+    def default_half_life(self, namespace: str) -> float:
+        """The half-life a new edge of ``namespace`` starts with, in days.
+
+        Examples
+        --------
+        >>> learning = Learning()
+        >>> learning.default_half_life("personal"), learning.default_half_life("branch:sso")
+        (30.0, 30.0)
+        >>> learning.default_half_life("ephemeral")
+        1.0
+        """
+        kind = "branch" if namespace.startswith("branch:") else namespace
+        return float(self.half_life_days[kind])
+
+    def half_life_range(self, namespace: str) -> tuple[float, float]:
+        """The clamp of learned half-lives: ``half_life_bounds`` widened to include the default.
+
+        Examples
+        --------
+        >>> Learning().half_life_range("ephemeral")  # its 1-day default is below 3
+        (1.0, 120.0)
+        >>> Learning().half_life_range("shared")
+        (3.0, 120.0)
+        """
+        default = self.default_half_life(namespace)
+        low, high = self.half_life_bounds
+        return min(low, default), max(high, default)
+
+    def is_ltp_namespace(self, namespace: str) -> bool:
+        """Whether long-term potentiation may floor edges of ``namespace``.
+
+        Examples
+        --------
+        >>> learning = Learning()
+        >>> learning.is_ltp_namespace("shared"), learning.is_ltp_namespace("ephemeral")
+        (True, False)
+        """
+        return namespace != "ephemeral"
+
+
+@dataclass(frozen=True)
+class Spreading:
+    """The spreading engine: what the ``published`` rule and ``SynapseStore.spread`` read.
+
+    Parameters
+    ----------
+    spread_rate : float
+        Energy kept per hop: propagated = energy × weight × spread_rate × hub factor.
+    hub_degree : int
+        Above this live degree a node's hub factor is sqrt(hub_degree / degree).
+    weight_tolerance_s : float
+        Spreading evaluates decayed weights at a time within this many seconds of the
+        query's ``at`` (reusing them between queries); 0 evaluates them at ``at`` exactly.
+        The relative error of a weight is at most 1 − 2^(−tolerance / half-life): for
+        60 s, 4.8e-4 at the 1-day ephemeral half-life and 1.6e-5 at 30 days. The ``actr``
+        rule reads co-use counts of the edges live at ``at`` exactly.
+
+    Examples
+    --------
+    >>> Spreading().spread_rate, Spreading(hub_degree=6).hub_degree
+    (0.6, 6)
+    >>> Spreading(spread_rate=1.5)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: spread_rate must be a number in [0, 1], got 1.5
+    """
+
     spread_rate: float = 0.6
     hub_degree: int = 50
-    boost: float = 0.3
-    inject_threshold: float = 0.15
-    max_inject: int = 2
-    merge_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"personal": 0.8, "shared": 0.5})
-    )
-    max_coactivation: int = 32
-    refresh_interval_s: float = 1.0
     weight_tolerance_s: float = 60.0
-    busy_timeout_s: float = 30.0
-    write_retries: int = 8
-    max_clock_skew_s: float = MAX_CLOCK_SKEW_S
-    injection_enabled: bool = True
+
+    def __post_init__(self) -> None:
+        _check_unit("spread_rate", self.spread_rate)
+        _check_non_negative("weight_tolerance_s", self.weight_tolerance_s)
+        _check_integer("hub_degree", self.hub_degree, 1)
+
+
+@dataclass(frozen=True)
+class ActrRule:
+    """The ACT-R recall rule's constants (:mod:`synapse_retriever.recall.actr`).
+
+    Every hit's and candidate's ACT-R activation is its base level (recency and frequency
+    of use) plus log-lift association with the query's hits; an absent node displaces the
+    weakest hit if it beats that hit's activation plus ``keep_bonus``.
+
+    Parameters
+    ----------
+    seeds : int
+        How many of the first hits are never displaced.
+    max_inject : int
+        At most this many hits are displaced per query: 2, as published (at most 2 absent
+        nodes swapped in, at least one original hit kept). 3 is available: on the five
+        development histories (docs, Benchmarks: Quality) the third slot was worth 0.4 to
+        3.0 recall points, macro.
+    base_decay : float
+        d of the base-level activation B = ln Σ (t − t_j)^(−d), ages in days.
+    association : float
+        W, the weight of the mean log-lift association with the hits.
+    keep_bonus : float
+        What a hit adds to its activation when defending its slot.
+    defend_association : float
+        The share of its association with the other hits that a hit counts when defending
+        its slot (the hits are alike by construction: part of their mutual association is
+        the vector's own similarity counted twice).
+    unused_base : float
+        The base level of a node never used, in a memory that is learning.
+    stale_unused : float
+        A memory that stopped learning cannot tell a never-used node from one used since:
+        a never-used node's base level is ``unused_base + stale_unused × ln(1 + g)``, g the
+        days since the latest event recorded in the namespaces read (0: off).
+    association_fan : int
+        Per hit, only this many most co-used neighbours are read; 0 reads none, a
+        query-blind rule (no association; with the recency prior the candidates are the
+        latest events' nodes, under the gate there are none).
+    require_association : bool
+        The association gate (on by default). A candidate must have a learned edge with at
+        least one of the query's hits (among that hit's ``association_fan`` most co-used
+        neighbours), or reach one in two steps (``association_hops``), to take a slot; base
+        level still orders the associated candidates and defends the hits. False is the
+        recency prior (the preset :meth:`SynapseConfig.recency`): the nodes of the latest
+        ``recent_events`` events (:class:`Learning`) are candidates too, on their base
+        level alone, whatever the query.
+    min_association : float
+        Under the gate: the least mean log-lift association with the hits,
+        Σ_j W_j S_ji / Σ_j W_j (in nats; see :mod:`synapse_retriever.recall.actr`), a
+        candidate needs to take a slot. 0 (default): any learned edge will do; higher
+        trades recall for precision (docs, Configuration).
+    association_hops : int
+        Under the gate: how far from the hits a candidate may be. 2 (default): a learned
+        edge with a hit, or, for a node of the latest ``recent_events`` events, an edge
+        with a node associated with a hit (a path of two steps, each of positive log-lift:
+        more often together than chance, as spreading activation reaches through one
+        node); 1: only a learned edge with a hit (the gate of 0.2's first measurements).
+        A node reached in two steps has no lift with the hits, so its base level, less
+        ``indirect_penalty``, orders it; ``min_association`` above 0 admits only direct
+        edges.
+    indirect_penalty : float
+        With ``association_hops=2``: what a candidate associated with the hits only
+        through an intermediate node loses from its activation (an indirect association
+        is weaker evidence; ACT-R's mismatch penalty plays the same part).
+
+    Examples
+    --------
+    >>> rule = ActrRule(keep_bonus=2.0)
+    >>> rule.rule, rule.seeds, rule.max_inject, rule.keep_bonus
+    ('actr', 1, 2, 2.0)
+    >>> ActrRule(require_association=False, min_association=0.5)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: min_association applies under the \
+association gate: got min_association=0.5 with require_association=False
+    """
+
+    rule: Literal["actr"] = field(default="actr", init=False)
+    seeds: int = 1
+    max_inject: int = 2
     base_decay: float = 0.5
     association: float = 1.0
     keep_bonus: float = 3.0
     defend_association: float = 0.5
     unused_base: float = -6.0
     stale_unused: float = 1.0
-    recent_events: int = 50
-    use_history: int = 8
     association_fan: int = 256
     require_association: bool = True
     min_association: float = 0.0
     association_hops: int = 2
     indirect_penalty: float = 1.0
 
-    @classmethod
-    def published(cls, **overrides: object) -> SynapseConfig:
-        """The method exactly as published: spreading activation from the first 3 hits,
-        boost 0.3, threshold 0.15, at most 2 displaced hits.
-
-        It sets ``rule`` and ``seeds``, where the published method differs from the
-        default, and ``max_inject`` (2, as the default); the others (decay, learning,
-        spreading constants) are the published values in both.
-
-        Examples
-        --------
-        >>> config = SynapseConfig.published()
-        >>> config.rule, config.seeds, config.max_inject
-        ('published', 3, 2)
-        >>> config.spread_rate, config.boost, config.inject_threshold
-        (0.6, 0.3, 0.15)
-        """
-        values: dict[str, object] = {"rule": "published", "seeds": 3, "max_inject": 2}
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
-
-    @classmethod
-    def actr(cls, **overrides: object) -> SynapseConfig:
-        """The ACT-R recall rule with the constants chosen by cross-validation across
-        repositories: only the first hit is fixed, at most 2 swaps (the published cap).
-        This is the default, ``SynapseConfig()``; the preset names it explicitly.
-        ``SynapseConfig.actr(max_inject=3)`` allows a third swap, the cap the
-        cross-validation chose (worth 0.4 to 3.0 recall points there).
-
-        Examples
-        --------
-        >>> config = SynapseConfig.actr()
-        >>> config.rule, config.seeds, config.max_inject, config.keep_bonus, config.association
-        ('actr', 1, 2, 3.0, 1.0)
-        >>> config == SynapseConfig()
-        True
-        >>> SynapseConfig.actr(max_inject=3).max_inject
-        3
-        """
-        values: dict[str, object] = {"rule": "actr", "seeds": 1, "max_inject": 2}
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
-
-    @classmethod
-    def recency(cls, **overrides: object) -> SynapseConfig:
-        """The ACT-R rule without the association gate: a recency prior.
-
-        The nodes of the latest ``recent_events`` events are candidates as well as the
-        hits' co-used neighbours, and any of them takes a slot on its base level alone
-        (how recently and how often it was used), whatever the query. This was the
-        default before 0.2: it finds a little more of what a task touches next in one
-        project, and injects off-topic documents (a file of another project, the most
-        used document into every query) where one store serves several (docs,
-        Configuration, for the measured cost).
-
-        Examples
-        --------
-        >>> config = SynapseConfig.recency()
-        >>> config.rule, config.require_association, config.recent_events
-        ('actr', False, 50)
-        >>> SynapseConfig.preset("recency") == config
-        True
-        """
-        values: dict[str, object] = {"require_association": False}
-        values.update(overrides)
-        return cls.actr(**values)
-
-    @classmethod
-    def preset(cls, name: str, **overrides: object) -> SynapseConfig:
-        """A named configuration: ``"actr"``, ``"published"`` or ``"recency"``.
-
-        Examples
-        --------
-        >>> SynapseConfig.preset("published") == SynapseConfig.published()
-        True
-        """
-        if name in PRESETS:
-            factory = {"actr": cls.actr, "published": cls.published, "recency": cls.recency}
-            return factory[name](**overrides)
-        raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {name!r}")
-
     def __post_init__(self) -> None:
-        for name in ("ltp_floor", "prune_threshold", "spread_rate", "inject_threshold"):
-            _check_unit(name, getattr(self, name))
-        for name in (
-            "learning_rate",
-            "max_strength",
-            "boost",
-            "refresh_interval_s",
-            "weight_tolerance_s",
-            "max_clock_skew_s",
-        ):
-            _check_non_negative(name, getattr(self, name))
-        for name in ("learned_scale", "busy_timeout_s"):
-            _check_positive(name, getattr(self, name))
-        if self.rule not in RULES:
-            raise InvalidValueError(f"rule must be one of {list(RULES)}, got {self.rule!r}")
         for name in (
             "association",
             "keep_bonus",
@@ -434,64 +419,323 @@ class SynapseConfig:
             raise InvalidValueError(
                 f"unused_base must be a finite number, got {self.unused_base!r}"
             )
-        for name, minimum in (
-            ("seeds", 1),
-            ("hub_degree", 1),
-            ("max_inject", 0),
-            ("ltp_min_count", 1),
-            ("max_coactivation", 2),
-            ("recent_events", 0),
-            ("write_retries", 0),
-            ("use_history", 1),
-            ("association_fan", 0),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-        bounds = self.half_life_bounds
-        _check_positive("half_life_bounds[0]", bounds[0])
-        if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
-            raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
-        half_lives = dict(self.half_life_days)
-        missing = {"personal", "branch", "shared", "ephemeral"} - half_lives.keys()
-        if missing:
-            raise InvalidValueError(f"half_life_days misses {sorted(missing)}")
-        for ns, days in half_lives.items():
-            _check_positive(f"half_life_days[{ns!r}]", days)
-        weights = dict(self.merge_weights)
-        for ns, factor in weights.items():
-            validate_namespace(ns)
-            _check_unit(f"merge_weights[{ns!r}]", factor)
-        object.__setattr__(self, "half_life_days", _frozen(half_lives))
-        object.__setattr__(self, "merge_weights", _frozen(weights))
+        for name, minimum in (("seeds", 1), ("max_inject", 0), ("association_fan", 0)):
+            _check_integer(name, getattr(self, name), minimum)
 
-    def default_half_life(self, namespace: str) -> float:
-        """The half-life a new edge of ``namespace`` starts with, in days.
+
+@dataclass(frozen=True)
+class PublishedRule:
+    """The published recall rule's constants (:mod:`synapse_retriever.recall.published`).
+
+    Spreading activation (:class:`Spreading`) from the seeds, with boost and threshold, as
+    the method was published.
+
+    Parameters
+    ----------
+    seeds : int
+        How many of the first hits are never displaced nor boosted; they seed spreading
+        activation (energy 1.0 each).
+    max_inject : int
+        At most this many hits are displaced per query (the published promise: 2).
+    boost : float
+        A present hit gains ``boost × energy`` in score.
+    inject_threshold : float
+        Absent nodes need at least this energy to displace a hit.
+
+    Examples
+    --------
+    >>> rule = PublishedRule()
+    >>> rule.rule, rule.seeds, rule.max_inject, rule.boost, rule.inject_threshold
+    ('published', 3, 2, 0.3, 0.15)
+    >>> PublishedRule(seeds=0)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: seeds must be an integer >= 1, got 0
+    """
+
+    rule: Literal["published"] = field(default="published", init=False)
+    seeds: int = 3
+    max_inject: int = 2
+    boost: float = 0.3
+    inject_threshold: float = 0.15
+
+    def __post_init__(self) -> None:
+        _check_unit("inject_threshold", self.inject_threshold)
+        _check_non_negative("boost", self.boost)
+        for name, minimum in (("seeds", 1), ("max_inject", 0)):
+            _check_integer(name, getattr(self, name), minimum)
+
+
+RecallRule = ActrRule | PublishedRule
+"""A recall rule's constants: its type says which rule, and which constants apply."""
+
+
+@dataclass(frozen=True)
+class Operations:
+    """How a store works with files, databases, other processes and clocks; no effect on
+    what is learned or recalled.
+
+    Parameters
+    ----------
+    refresh_interval_s : float
+        How often, at most, reads check whether another process changed the file.
+    busy_timeout_s : float
+        How long a writer waits for another process's write lock (SQLite), or for a
+        free connection and for each lock a write needs (PostgreSQL: ``lock_timeout``,
+        then :class:`~synapse_retriever.errors.WriteConflictError`).
+    write_retries : int
+        How many times a write is run again when it conflicted with another writer (a
+        deadlock or a serialization failure on PostgreSQL) or lost its connection before
+        committing, after a backoff of 10 ms doubling each time, with jitter; then
+        :class:`~synapse_retriever.errors.WriteConflictError`.
+    max_clock_skew_s : float
+        How far ahead of this machine's clock a written time may be (one day): a later
+        ``at`` (a millisecond time, the commonest mistake) is refused, as it would
+        never decay and would push every later write after it. Also how much earlier
+        than an edge's last reinforcement an event may come (another writer came first)
+        and be counted, at that reinforcement, under ``late="skew"`` (the default).
+
+    Examples
+    --------
+    >>> Operations().write_retries, Operations(refresh_interval_s=0.0).refresh_interval_s
+    (8, 0.0)
+    """
+
+    refresh_interval_s: float = 1.0
+    busy_timeout_s: float = 30.0
+    write_retries: int = 8
+    max_clock_skew_s: float = MAX_CLOCK_SKEW_S
+
+    def __post_init__(self) -> None:
+        for name in ("refresh_interval_s", "max_clock_skew_s"):
+            _check_non_negative(name, getattr(self, name))
+        _check_positive("busy_timeout_s", self.busy_timeout_s)
+        _check_integer("write_retries", self.write_retries, 0)
+
+
+GROUPS = ("learning", "recall", "spreading", "operations")
+"""The parts of a :class:`SynapseConfig` that hold constants, in the order of its fields."""
+
+
+@dataclass(frozen=True)
+class SynapseConfig:
+    """The method's constants, in groups, each validated on construction.
+
+    Parameters
+    ----------
+    learning : Learning
+        How edges learn and forget, and what is recorded of each use.
+    recall : ActrRule or PublishedRule
+        The recall rule and its constants: :class:`ActrRule` (the default; it beat the
+        published rule on real histories) or :class:`PublishedRule`.
+    spreading : Spreading
+        Spreading activation: the published rule's engine, and ``SynapseStore.spread``.
+    operations : Operations
+        Refresh, locks, retries and clocks.
+    merge_weights : Mapping[str, float]
+        Factor of each non-active namespace in the merged graph (the active one is 1.0).
+        ``ephemeral`` is read only when active; unknown namespaces weigh 0.
+    injection_enabled : bool
+        False makes ``recall`` the identity.
+
+    Examples
+    --------
+    >>> config = SynapseConfig(recall=ActrRule(keep_bonus=2.0))
+    >>> config.rule, config.recall.seeds, config.recall.max_inject  # the others: defaults
+    ('actr', 1, 2)
+    >>> config == SynapseConfig.actr(keep_bonus=2.0) == SynapseConfig().replace(keep_bonus=2.0)
+    True
+    >>> SynapseConfig.published(inject_threshold=0.1).spreading.spread_rate
+    0.6
+    >>> config.learning.default_half_life("shared")
+    60.0
+    >>> SynapseConfig.actr(boost=0.5)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: boost is a constant of the published rule, \
+not of this configuration's 'actr' rule
+    """
+
+    learning: Learning = field(default_factory=Learning)
+    recall: RecallRule = field(default_factory=ActrRule)
+    spreading: Spreading = field(default_factory=Spreading)
+    operations: Operations = field(default_factory=Operations)
+    merge_weights: Mapping[str, float] = field(
+        default_factory=lambda: _frozen({"personal": 0.8, "shared": 0.5})
+    )
+    injection_enabled: bool = True
+
+    @property
+    def rule(self) -> Rule:
+        """The recall rule's name, from the type of :attr:`recall`.
+
+        Examples
+        --------
+        >>> SynapseConfig().rule, SynapseConfig.published().rule
+        ('actr', 'published')
+        """
+        return self.recall.rule
+
+    @classmethod
+    def published(cls, **overrides: object) -> SynapseConfig:
+        """The method exactly as published: spreading activation from the first 3 hits,
+        boost 0.3, threshold 0.15, at most 2 displaced hits.
+
+        The recall rule is :class:`PublishedRule`; learning, spreading and operations are
+        the same as in every preset. ``overrides`` are fields by name, as in
+        :meth:`replace`.
+
+        Examples
+        --------
+        >>> config = SynapseConfig.published()
+        >>> config.rule, config.recall.seeds, config.recall.max_inject
+        ('published', 3, 2)
+        >>> config.spreading.spread_rate, config.recall.boost, config.recall.inject_threshold
+        (0.6, 0.3, 0.15)
+        """
+        return cls(recall=PublishedRule()).replace(**overrides)
+
+    @classmethod
+    def actr(cls, **overrides: object) -> SynapseConfig:
+        """The ACT-R recall rule with the constants chosen by cross-validation across
+        repositories: only the first hit is fixed, at most 2 swaps (the published cap).
+        This is the default, ``SynapseConfig()``; the preset names it explicitly.
+        ``SynapseConfig.actr(max_inject=3)`` allows a third swap, the cap the
+        cross-validation chose (worth 0.4 to 3.0 recall points there). ``overrides`` are
+        fields by name, as in :meth:`replace`.
+
+        Examples
+        --------
+        >>> config = SynapseConfig.actr()
+        >>> rule = config.recall
+        >>> config.rule, rule.seeds, rule.max_inject, rule.keep_bonus, rule.association
+        ('actr', 1, 2, 3.0, 1.0)
+        >>> config == SynapseConfig()
+        True
+        >>> SynapseConfig.actr(max_inject=3).recall.max_inject
+        3
+        """
+        return cls(recall=ActrRule()).replace(**overrides)
+
+    @classmethod
+    def recency(cls, **overrides: object) -> SynapseConfig:
+        """The ACT-R rule without the association gate: a recency prior.
+
+        The nodes of the latest ``recent_events`` events are candidates as well as the
+        hits' co-used neighbours, and any of them takes a slot on its base level alone
+        (how recently and how often it was used), whatever the query. This was the
+        default before 0.2: it finds a little more of what a task touches next in one
+        project, and injects off-topic documents (a file of another project, the most
+        used document into every query) where one store serves several (docs,
+        Configuration, for the measured cost).
+
+        Examples
+        --------
+        >>> config = SynapseConfig.recency()
+        >>> config.rule, config.recall.require_association, config.learning.recent_events
+        ('actr', False, 50)
+        >>> SynapseConfig.preset("recency") == config
+        True
+        """
+        return cls(recall=ActrRule(require_association=False)).replace(**overrides)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> SynapseConfig:
+        """A named configuration: ``"actr"``, ``"published"`` or ``"recency"``.
+
+        Examples
+        --------
+        >>> SynapseConfig.preset("published") == SynapseConfig.published()
+        True
+        """
+        if name in PRESETS:
+            factory = {"actr": cls.actr, "published": cls.published, "recency": cls.recency}
+            return factory[name](**overrides)
+        raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {name!r}")
+
+    def replace(self, **changes: object) -> SynapseConfig:
+        """A copy with fields changed by name, each validated as on construction.
+
+        A name is a field of a group, bare (``keep_bonus``: the names are unique across
+        groups) or with its group (``recall.keep_bonus``, as the command line's ``--set``
+        takes it), or ``merge_weights`` or ``injection_enabled``. A field of the other
+        recall rule is refused: change the rule with a preset.
+
+        Examples
+        --------
+        >>> config = SynapseConfig().replace(refresh_interval_s=0.0, **{"recall.seeds": 2})
+        >>> config.operations.refresh_interval_s, config.recall.seeds
+        (0.0, 2)
+        >>> SynapseConfig().replace(keep_bonnus=2.0)
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: unknown configuration field 'keep_bonnus'
+        """
+        parts: dict[str, dict[str, Any]] = {}  # values are checked by the constructors
+        for name, value in changes.items():
+            group, key = self._locate(name)
+            parts.setdefault(group, {})[key] = value
+        top = parts.pop("", {})
+        groups = {group: replace(getattr(self, group), **values) for group, values in parts.items()}
+        return replace(self, **top, **groups)
+
+    def value(self, name: str) -> object:
+        """The value of a field named as in :meth:`replace`.
 
         Examples
         --------
         >>> config = SynapseConfig()
-        >>> config.default_half_life("personal"), config.default_half_life("branch:sso")
-        (30.0, 30.0)
-        >>> config.default_half_life("ephemeral")
-        1.0
+        >>> config.value("keep_bonus"), config.value("operations.write_retries")
+        (3.0, 8)
         """
-        kind = "branch" if namespace.startswith("branch:") else namespace
-        return float(self.half_life_days[kind])
+        group, key = self._locate(name)
+        return getattr(getattr(self, group) if group else self, key)
 
-    def half_life_range(self, namespace: str) -> tuple[float, float]:
-        """The clamp of learned half-lives: ``half_life_bounds`` widened to include the default.
+    def flat(self) -> dict[str, object]:
+        """Every field by its bare name, the rule's name first: how reports record it.
 
         Examples
         --------
-        >>> SynapseConfig().half_life_range("ephemeral")  # its 1-day default is below 3
-        (1.0, 120.0)
-        >>> SynapseConfig().half_life_range("shared")
-        (3.0, 120.0)
+        >>> flat = SynapseConfig().flat()
+        >>> flat["rule"], flat["keep_bonus"], flat["refresh_interval_s"], "boost" in flat
+        ('actr', 3.0, 1.0, False)
         """
-        default = self.default_half_life(namespace)
-        low, high = self.half_life_bounds
-        return min(low, default), max(high, default)
+        values: dict[str, object] = {"rule": self.rule}
+        for part in (self.learning, self.recall, self.spreading, self.operations):
+            values.update((name, getattr(part, name)) for name in _names(part))
+        values.update(merge_weights=self.merge_weights, injection_enabled=self.injection_enabled)
+        return values
+
+    def _locate(self, name: str) -> tuple[str, str]:
+        """``(group, field)`` of ``name``, with group ``""`` for the config's own fields."""
+        group, _, key = name.rpartition(".")
+        for part in ("", *GROUPS):
+            held = getattr(self, part) if part else self
+            if group in ("", part) and key in _names(held) and (part or key not in GROUPS):
+                return part, key
+        other = PublishedRule() if isinstance(self.recall, ActrRule) else ActrRule()
+        if group in ("", "recall") and key in _names(other):
+            raise InvalidValueError(
+                f"{key} is a constant of the {other.rule} rule, "
+                f"not of this configuration's {self.rule!r} rule"
+            )
+        raise InvalidValueError(f"unknown configuration field {name!r}")
+
+    def __post_init__(self) -> None:
+        for name, kind in (
+            ("learning", Learning),
+            ("spreading", Spreading),
+            ("operations", Operations),
+        ):
+            _check_type(name, getattr(self, name), kind, f"a {kind.__name__}")
+        _check_type(
+            "recall", self.recall, (ActrRule, PublishedRule), "an ActrRule or a PublishedRule"
+        )
+        weights = dict(self.merge_weights)
+        for ns, factor in weights.items():
+            validate_namespace(ns)
+            _check_unit(f"merge_weights[{ns!r}]", factor)
+        object.__setattr__(self, "merge_weights", _frozen(weights))
 
     def merge_factors(self, active_namespace: str) -> dict[str, float]:
         """Factor of each namespace in the merged graph: 1.0 for the active one.
@@ -510,16 +754,20 @@ class SynapseConfig:
                 factors[ns] = float(factor)
         return factors
 
-    def is_ltp_namespace(self, namespace: str) -> bool:
-        """Whether long-term potentiation may floor edges of ``namespace``.
 
-        Examples
-        --------
-        >>> config = SynapseConfig()
-        >>> config.is_ltp_namespace("shared"), config.is_ltp_namespace("ephemeral")
-        (True, False)
-        """
-        return namespace != "ephemeral"
+def _names(part: Learning | RecallRule | Spreading | Operations | SynapseConfig) -> list[str]:
+    """The fields of a dataclass that its constructor takes, in order."""
+    return [f.name for f in fields(part) if f.init]
+
+
+def _check_type(name: str, value: object, kind: type | tuple[type, ...], expected: str) -> None:
+    if not isinstance(value, kind):
+        raise InvalidTypeError(f"{name} must be {expected}, got {type(value).__name__}")
+
+
+def _check_integer(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _check_unit(name: str, value: object) -> None:

@@ -133,8 +133,8 @@ class ReadOnlyStoreError(SynapseError, PermissionError):
 
 class WriteConflictError(SynapseError, RuntimeError):
     """A write that kept conflicting with other writers (a deadlock or a serialization
-    failure on PostgreSQL) after ``config.write_retries`` retries, or that waited
-    ``config.busy_timeout_s`` for a lock another writer held (on every backend); nothing
+    failure on PostgreSQL) after ``config.operations.write_retries`` retries, or that waited
+    ``config.operations.busy_timeout_s`` for a lock another writer held (on every backend); nothing
     was written.
 
     Examples

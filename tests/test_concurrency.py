@@ -50,7 +50,7 @@ def test_two_processes_reinforcing_at_once_lose_no_update(tmp_path: Path) -> Non
 
 def test_a_long_running_store_sees_another_process_learn(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
-    reader = SynapseStore(path, config=SynapseConfig(refresh_interval_s=0.0))
+    reader = SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=0.0))
     assert reader.activate(["jwt"]) == {}
     script = textwrap.dedent(
         f"""
@@ -70,7 +70,7 @@ def test_a_long_running_store_sees_another_process_learn(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     "config",
-    [SynapseConfig(refresh_interval_s=0.0), SynapseConfig.published(refresh_interval_s=0.0)],
+    [SynapseConfig.actr(refresh_interval_s=0.0), SynapseConfig.published(refresh_interval_s=0.0)],
     ids=["default", "published"],
 )
 def test_a_long_running_store_recalls_what_another_process_learned(
@@ -130,7 +130,7 @@ def test_a_process_killed_mid_reinforce_leaves_the_database_as_before(tmp_path: 
 
 def test_a_sweep_by_another_process_removes_the_edges_here_too(tmp_path: Path) -> None:
     path = tmp_path / "swept.db"
-    reader = SynapseStore(path, config=SynapseConfig(refresh_interval_s=0.0))
+    reader = SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=0.0))
     reader.reinforce(["a", "b"], at=0)
     assert set(reader.activate(["a"], at=0)) == {"b"}
     script = textwrap.dedent(
@@ -149,7 +149,7 @@ def test_a_sweep_by_another_process_removes_the_edges_here_too(tmp_path: Path) -
 
 def test_a_failed_write_does_not_hide_another_stores_next_commit(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     mine, theirs = SynapseStore(path, config=config), SynapseStore(path, config=config)
     mine.reinforce(["x", "y"], at=0)
     theirs.reinforce(["x", "y"], at=100)  # not seen here yet
@@ -173,7 +173,7 @@ def test_a_store_that_looked_before_the_logs_begin_reloads_everything(
     monkeypatch.setattr(storage, "LOG_VERSIONS", 3)  # keep the changes of 3 versions
     monkeypatch.setattr(storage, "LOG_TRIM_EVERY", 1)  # trimmed at every write
     path = tmp_path / "s.db"
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     idle, busy = SynapseStore(path, config=config), SynapseStore(path, config=config)
     idle.reinforce(["a", "b", "c"], at=0)
     busy.reinforce(["a", "b"], at=DAY)  # seen by idle only through a full reload...
@@ -210,7 +210,7 @@ def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) ->
         "PRIMARY KEY (version, id)) WITHOUT ROWID; PRAGMA user_version = 2;"
     )
     db.close()
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     with SynapseStore(path, config=config) as reader, SynapseStore(path) as writer:
         assert reader.edge("a", "b") is None and reader.edge("c", "d") is not None
         writer.reinforce(["c", "e"], at=201 * DAY)  # logged, and seen by the other store
@@ -230,7 +230,7 @@ def test_a_sweep_that_reloads_everything_sweeps_the_reloaded_graph(
     monkeypatch.setattr(storage, "LOG_VERSIONS", 3)
     monkeypatch.setattr(storage, "LOG_TRIM_EVERY", 1)
     path = tmp_path / "s.db"
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     idle, busy = SynapseStore(path, config=config), SynapseStore(path, config=config)
     idle.reinforce(["a", "b"], at=0)
     for i in range(6):  # more writes than the logs keep: idle's sweep reloads everything first
@@ -246,7 +246,7 @@ def test_a_sweep_that_reloads_everything_sweeps_the_reloaded_graph(
 
 def test_a_writer_of_an_older_release_is_still_seen_after_the_migration(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     reader = SynapseStore(path, config=config)
     reader.reinforce(["a", "b"], at=0)
     db = sqlite3.connect(path, isolation_level=None)  # as the previous release wrote an edge
@@ -271,7 +271,7 @@ def test_a_write_waits_busy_timeout_s_at_most_for_the_lock_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "held.db"
-    with SynapseStore(path, config=SynapseConfig(busy_timeout_s=0.2)) as store:
+    with SynapseStore(path, config=SynapseConfig.actr(busy_timeout_s=0.2)) as store:
         store.reinforce(["a", "b"], at=0)
         locker = sqlite3.connect(path, isolation_level=None)
         try:

@@ -113,20 +113,30 @@ def test_every_public_name_is_in_the_api_reference(package: str) -> None:
     assert not missing, f"not in docs/reference: {missing}"
 
 
-def test_configuration_page_lists_every_field_with_its_default_and_published_value() -> None:
-    from synapse_retriever import SynapseConfig
+def test_configuration_page_lists_every_field_of_every_group_with_its_default() -> None:
+    from synapse_retriever import (
+        ActrRule,
+        Learning,
+        Operations,
+        PublishedRule,
+        Spreading,
+        SynapseConfig,
+    )
+    from synapse_retriever.config import GROUPS
 
     text = (DOCS / "configuration.md").read_text(encoding="utf-8")
-    default, published = SynapseConfig(), SynapseConfig.published()
-    for field in dataclasses.fields(SynapseConfig):
-        value, as_published = getattr(default, field.name), getattr(published, field.name)
-        if field.name in ("half_life_days", "merge_weights"):
-            value = dict(value)  # shown as a dict, not as the read-only mapping it is stored as
-            as_published = dict(as_published)
-        # the published column is empty where the published method keeps the default
-        third = "" if as_published == value else f"`{as_published!r}` "
-        row = f"| `{field.name}` | `{value!r}` | {third}|"
-        assert row in text, f"configuration.md: {field.name}"
+    sections = {part.split("\n", 1)[0]: part for part in text.split("\n### ")[1:]}
+    for kind in (SynapseConfig, Learning, ActrRule, PublishedRule, Spreading, Operations):
+        heading = next(h for h in sections if kind.__name__ in h or h == kind.__name__.lower())
+        shown = kind()
+        for field in dataclasses.fields(kind):
+            if not field.init or field.name in GROUPS:  # the groups have their own tables
+                continue
+            value = getattr(shown, field.name)
+            if field.name in ("half_life_days", "merge_weights"):
+                value = dict(value)  # shown as a dict, not as the read-only mapping it is stored as
+            row = f"| `{field.name}` | `{value!r}` |"
+            assert row in sections[heading], f"configuration.md, {heading}: {field.name}"
 
 
 def test_configuration_page_lists_every_conversation_memory_field_with_its_default() -> None:

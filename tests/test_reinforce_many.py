@@ -402,7 +402,7 @@ def test_events_that_are_not_iterable_are_refused(store: SynapseStore) -> None:
 def test_a_late_event_is_counted_within_the_clock_skew_and_refused_beyond(
     any_store_path: str,
 ) -> None:
-    skew = SynapseConfig().max_clock_skew_s  # one day
+    skew = SynapseConfig().operations.max_clock_skew_s  # one day
     with SynapseStore(any_store_path) as store:
         store.reinforce(["a", "b"], at=T0 + 100)
         assert store.reinforce(["a", "b", "c"], at=T0 + 50) == 3  # another writer came first
@@ -425,7 +425,7 @@ def test_a_late_event_is_counted_within_the_clock_skew_and_refused_beyond(
         assert store.reinforce(["a", "b"], at=T0 - 10 * DAY, late="clamp") == 1
         edge = store.edge("a", "b")
         assert edge is not None and edge.activation_count == 4
-    with SynapseStore(any_store_path, config=SynapseConfig(max_clock_skew_s=0.0)) as strict:
+    with SynapseStore(any_store_path, config=SynapseConfig.actr(max_clock_skew_s=0.0)) as strict:
         strict.reinforce(["a", "b"], at=T0 + 100)  # (in memory: a new store)
         with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
             strict.reinforce(["a", "b"], at=T0 + 99)  # no skew allowed: as late="raise"

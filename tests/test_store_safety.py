@@ -89,11 +89,11 @@ def test_a_millisecond_time_is_named_as_one() -> None:
 def test_the_skew_is_configurable_and_a_time_within_it_is_accepted() -> None:
     store = SynapseStore(":memory:")
     assert store.reinforce(["a", "b"], at=time.time() + 0.5 * DAY) == 1
-    strict = SynapseStore(":memory:", config=SynapseConfig(max_clock_skew_s=0.0))
+    strict = SynapseStore(":memory:", config=SynapseConfig.actr(max_clock_skew_s=0.0))
     with pytest.raises(InvalidValueError, match="more than 0 s ahead"):
         strict.reinforce(["a", "b"], at=time.time() + 60)
     with pytest.raises(InvalidValueError, match="max_clock_skew_s"):
-        SynapseConfig(max_clock_skew_s=-1.0)
+        SynapseConfig.actr(max_clock_skew_s=-1.0)
 
 
 def test_import_refuses_times_ahead_of_the_clock(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def _poisoned(path: Path) -> None:
     """A store written before such times were refused: a millisecond time in one edge."""
     with SynapseStore(path) as store:
         store.reinforce(["jwt", "keys"], at=time.time() - DAY)
-        store.config = SynapseConfig(max_clock_skew_s=1e15)  # as older releases accepted
+        store.config = SynapseConfig.actr(max_clock_skew_s=1e15)  # as older releases accepted
         store.reinforce(["jwt", "login"], at=time.time() * 1000, event_id="commit:1")
 
 
@@ -147,7 +147,7 @@ def test_a_poisoned_store_opens_shows_and_is_repaired(
 def test_another_process_sees_a_repair(tmp_path: Path) -> None:
     path = tmp_path / "poisoned.db"
     _poisoned(path)
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     with SynapseStore(path, config=config) as reader, SynapseStore(path) as repairer:
         assert sorted(n for n, _, _ in reader.neighbours("jwt", at=time.time())) == [
             "keys",
@@ -242,7 +242,7 @@ def test_reading_a_read_only_store_leaves_nothing_beside_it(
 def test_a_dry_run_repair_of_a_read_only_store_only_reads(
     learned: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with SynapseStore(learned, config=SynapseConfig(max_clock_skew_s=1e15)) as store:
+    with SynapseStore(learned, config=SynapseConfig.actr(max_clock_skew_s=1e15)) as store:
         store.reinforce(["jwt", "ms"], at=time.time() * 1000)  # as older releases let through
     for leftover in learned.parent.glob("synapses.db-*"):
         leftover.unlink()

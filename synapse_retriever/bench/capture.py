@@ -143,7 +143,7 @@ class _Watching:
                 def write(files: list[str], namespace: str) -> int:
                     self.events.put((time.time(), files))
                     kept = files[
-                        : store.config.max_coactivation
+                        : store.config.learning.max_coactivation
                     ]  # as synapse-retriever watch keeps
                     return store.reinforce(kept, namespace=namespace)
 
@@ -307,7 +307,7 @@ def _burst_times(
     how long what the watch does before writing it takes (filtering the window, reading
     the branch, timed again on the same files), and the kernel queue's overflows. The
     tick is 5 ms, so the event is written within 5 ms of its quiet spell."""
-    limit = SynapseConfig().max_coactivation
+    limit = SynapseConfig().learning.max_coactivation
     watching = _Watching(base / "tree", base / "timed.db", limit=limit, tick_s=0.005)
     times = []
     try:

@@ -23,12 +23,14 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from synapse_retriever.bench.metrics import displace
 from synapse_retriever.capture.gitlog import MAX_FILES, MIN_FILES, Commit
 from synapse_retriever.config import SynapseConfig
+from synapse_retriever.recall.actr import ActrPlan
+from synapse_retriever.recall.published import RecallPlan
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -180,17 +182,19 @@ class Synapse:
     def rerank(self, query: Query, hits: Sequence[tuple[str, float]]) -> list[str]:
         plan = self.store.plan(hits, at=query.time, active_namespace=self.namespace)
         result = [hit.id for hit in plan.inject(resolvable=query.documents)]
-        if self.store.config.rule == "actr":
+        if isinstance(plan, ActrPlan):
             strong = set(plan.candidates)
-            energy = {n: (1.0 if n in strong else 0.0) for n in plan.activation.energy}
+            energy = {n: (1.0 if n in strong else 0.0) for n in plan.activation}
             self._count_misses(query, hits, energy, set(result), threshold=0.5)
-        else:
-            self._count_misses(query, hits, plan.activation.energy, set(result))
+        elif isinstance(plan, RecallPlan):
+            energy = plan.activation.energy
+            threshold = plan.rule.inject_threshold
+            self._count_misses(query, hits, energy, set(result), threshold=threshold)
         return result
 
     def reach(self, query: Query, hits: Sequence[tuple[str, float]]) -> set[str]:
         """Nodes that receive any energy from the query's seeds."""
-        seeds = [node for node, _ in hits[: self.store.config.seeds]]
+        seeds = [node for node, _ in hits[: self.store.config.recall.seeds]]
         return set(self.store.activate(seeds, at=query.time, active_namespace=self.namespace))
 
     def _count_misses(
@@ -199,13 +203,11 @@ class Synapse:
         hits: Sequence[tuple[str, float]],
         energy: dict[str, float],
         result: set[str],
-        threshold: float | None = None,
+        threshold: float,
     ) -> None:
         """Bucket the misses; under ``actr``, ``energy`` is 1 for candidates that beat the
         weakest movable hit, 0 for other reached or recent nodes (threshold 0.5)."""
         present = {node for node, _ in hits}
-        if threshold is None:
-            threshold = self.store.config.inject_threshold
         misses = MissCounts()
         for node in sorted(query.relevant - present):
             if node in result:
@@ -436,15 +438,15 @@ def _blind(config: SynapseConfig) -> SynapseConfig:
     The published rule has nothing but the query's seeds, so its twin changes nothing.
     """
     if config.rule == "actr":  # no neighbour read, so no association to gate on
-        return replace(config, association_fan=0, require_association=False, min_association=0.0)
-    return replace(config, spread_rate=0.0)
+        return config.replace(association_fan=0, require_association=False, min_association=0.0)
+    return config.replace(spread_rate=0.0)
 
 
 def _nolift(config: SynapseConfig) -> SynapseConfig:
     """``config`` without its association term (the ``actr`` rule's log-lift weight 0)."""
     if config.rule == "actr":
-        return replace(config, association=0.0)
-    return replace(config, spread_rate=0.0)
+        return config.replace(association=0.0)
+    return config.replace(spread_rate=0.0)
 
 
 def build_rows(names: Sequence[str], settings: RowSettings | None = None) -> list[Method]:

@@ -161,10 +161,10 @@ def grow_graph(
     keys, counts = keys[keep], counts[keep]
     a, b = keys // n_nodes, keys % n_nodes
     last = NOW - rng.uniform(0, 60, keys.size) * SECONDS_PER_DAY
-    default = config.default_half_life(namespace)
+    default = config.learning.default_half_life(namespace)
     half_life = np.asarray(learned_half_life(counts, 1.0, default))
     half_life = np.where(counts == 1, default, half_life)
-    weight = np.minimum(1.0, config.learning_rate * counts)
+    weight = np.minimum(1.0, config.learning.learning_rate * counts)
     names = [f"src/module_{i:07d}.py" for i in range(n_nodes)]
     storage: Storage = (
         PostgresStorage(str(path), listen=False) if is_postgres_url(path) else SQLiteStorage(path)
@@ -209,12 +209,12 @@ def grow_graph(
                     (x, y, ns, n, t, t)
                     for (x, y), n, t in zip(order, counts.tolist(), last.tolist(), strict=True)
                 ),
-                history=config.use_history,
-                window=config.recent_events,
+                history=config.learning.use_history,
+                window=config.learning.recent_events,
             )
             tx.write_uses(uses)
             tx.add_events(ns, events.get(ns, 0))
-            tx.log_recent(latest, keep=config.recent_events)
+            tx.log_recent(latest, keep=config.learning.recent_events)
     finally:
         storage.close()
     degree = np.bincount(np.concatenate([a, b]), minlength=n_nodes)
@@ -261,7 +261,11 @@ def naive_spread(
         return {m: w for m, w in zip(others, weight.tolist(), strict=True) if w > 0}
 
     def hub(degree: int) -> float:
-        return math.sqrt(config.hub_degree / degree) if degree > config.hub_degree else 1.0
+        return (
+            math.sqrt(config.spreading.hub_degree / degree)
+            if degree > config.spreading.hub_degree
+            else 1.0
+        )
 
     seed_set = set(seeds)
     first: dict[str, float] = {}
@@ -269,16 +273,18 @@ def naive_spread(
         row = neighbours(seed)
         for node, weight in row.items():
             if node not in seed_set:
-                first[node] = first.get(node, 0.0) + weight * config.spread_rate * hub(len(row))
+                first[node] = first.get(node, 0.0) + weight * config.spreading.spread_rate * hub(
+                    len(row)
+                )
     first = {node: min(1.0, e) for node, e in first.items()}
     energy = dict(first)
     for via, e1 in first.items():
         row = neighbours(via)
         for node, weight in row.items():
             if node not in seed_set:
-                energy[node] = energy.get(node, 0.0) + e1 * weight * config.spread_rate * hub(
-                    len(row)
-                )
+                energy[node] = energy.get(
+                    node, 0.0
+                ) + e1 * weight * config.spreading.spread_rate * hub(len(row))
     return {node: min(1.0, e) for node, e in energy.items()}
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -552,9 +552,9 @@ def _run(
         )
     queries = sum(1 for item in prepared.test if item.query is not None)
     config = {
-        f.name: getattr(settings.config, f.name)
-        for f in fields(settings.config)
-        if not isinstance(getattr(settings.config, f.name), Mapping)
+        name: value
+        for name, value in settings.config.flat().items()
+        if not isinstance(value, Mapping)
     }
     return {
         "benchmark": "synapse-retriever bench quality",

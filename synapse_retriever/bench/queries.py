@@ -35,7 +35,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -192,9 +192,9 @@ def run_queries(
                 raise InvalidValueError(f"query {number}: used: {exc}") from None
     variant = "online" if any(query.used for query in queries) else "frozen"
     config = {
-        f.name: getattr(store.config, f.name)
-        for f in fields(store.config)
-        if isinstance(getattr(store.config, f.name), (int, float, str, bool))
+        name: value
+        for name, value in store.config.flat().items()
+        if isinstance(value, (int, float, str, bool))
     }
     return {
         "benchmark": "synapse-retriever bench quality --queries",

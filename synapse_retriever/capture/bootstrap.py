@@ -68,7 +68,7 @@ class BootstrapReport:
     edges_written : int
         Edge upserts (one per pair of files per replayed commit).
     ahead : int
-        Eligible commits dated more than ``config.max_clock_skew_s`` ahead of the clock
+        Eligible commits dated more than ``config.operations.max_clock_skew_s`` ahead of the clock
         (a committer's clock set wrong), skipped: stored, such a time would never decay.
     first_time, last_time : float or None
         Committer dates of the first and last eligible commit, POSIX seconds.
@@ -110,7 +110,7 @@ def replay(
     The commits go in batches of :data:`BATCH`, one transaction each: a batch is written
     whole or not at all, and an interrupted run resumes after its last written batch. A
     commit older than the last reinforcement of one of its edges is replayed at that time
-    (counted in ``clamped``). A commit dated more than ``store.config.max_clock_skew_s``
+    (counted in ``clamped``). A commit dated more than ``store.config.operations.max_clock_skew_s``
     ahead of the clock is skipped and counted in ``ahead``.
 
     Examples
@@ -132,7 +132,7 @@ def replay(
     ns = validate_namespace(namespace)
     events = [c for c in commits if eligible(c, min_files=min_files, max_files=max_files)]
     replayed = seen = clamped = written = ahead = 0
-    limit = time.time() + store.config.max_clock_skew_s
+    limit = time.time() + store.config.operations.max_clock_skew_s
     for start in range(0, len(events), BATCH):
         batch = events[start : start + BATCH]
         due = [commit for commit in batch if commit.commit_time <= limit]

@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,15 +31,20 @@ __all__ = ["register"]
 
 
 def _config(overrides: Sequence[str], preset: str | None = None) -> SynapseConfig:
-    known = {f.name: f for f in fields(SynapseConfig)}
-    values: dict[str, Any] = {}
+    """The preset (``SynapseConfig()`` by default) with ``--set NAME=VALUE`` overrides: a
+    name as :meth:`SynapseConfig.replace` takes it (``keep_bonus`` or ``recall.keep_bonus``)."""
     default = SynapseConfig() if preset is None else SynapseConfig.preset(preset)
+    values: dict[str, object] = {}
     for item in overrides:
         name, sep, text = item.partition("=")
         name = name.strip()
-        if not sep or name not in known:
-            raise CliError(f"--set expects NAME=VALUE with a SynapseConfig field, got {item!r}")
-        current = getattr(default, name)
+        expects = f"--set expects NAME=VALUE with a SynapseConfig field, got {item!r}"
+        if not sep:
+            raise CliError(expects)
+        try:
+            current = default.value(name)
+        except InvalidValueError as error:
+            raise CliError(f"{expects}: {error}") from None
         try:
             if isinstance(current, bool):
                 if text.lower() not in ("true", "false", "1", "0"):
@@ -56,7 +60,7 @@ def _config(overrides: Sequence[str], preset: str | None = None) -> SynapseConfi
             raise CliError(
                 f"--set {name}: expected {type(current).__name__}, got {text!r}"
             ) from None
-    return replace(default, **values)
+    return default.replace(**values)
 
 
 def cmd_bench_quality(args: argparse.Namespace) -> int:

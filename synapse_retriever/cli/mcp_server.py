@@ -357,7 +357,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         """
         edges = _checked(lambda: store.reinforce(ids, strength, namespace, at, event_id=event_id))
         distinct = list(dict.fromkeys(ids))
-        return {"edges": edges, "dropped": distinct[store.config.max_coactivation :]}
+        return {"edges": edges, "dropped": distinct[store.config.learning.max_coactivation :]}
 
     @server.tool(annotations=reading)
     def neighbours(

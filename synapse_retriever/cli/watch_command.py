@@ -81,7 +81,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 root,
                 write,
                 quiet_s=args.quiet_s,
-                limit=store.config.max_coactivation,
+                limit=store.config.learning.max_coactivation,
                 namespace=namespace,
                 keep_out=keep_out,
                 stop=stop,

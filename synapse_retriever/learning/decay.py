@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever.clock import SECONDS_PER_DAY
+from synapse_retriever.config import Learning
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
@@ -103,9 +104,9 @@ def effective_weight(
     *,
     count: ArrayLike,
     ltp: bool | npt.NDArray[np.bool_] = True,
-    ltp_min_count: int = 5,
-    ltp_floor: float = 0.20,
-    prune_threshold: float = 0.01,
+    ltp_min_count: int = Learning.ltp_min_count,
+    ltp_floor: float = Learning.ltp_floor,
+    prune_threshold: float = Learning.prune_threshold,
 ) -> float | Array:
     """The weight every read sees: decay, then the LTP floor, then pruning to 0.0.
 
@@ -148,9 +149,9 @@ def pruned_at(
     *,
     count: ArrayLike,
     ltp: bool | npt.NDArray[np.bool_] = True,
-    ltp_min_count: int = 5,
-    ltp_floor: float = 0.20,
-    prune_threshold: float = 0.01,
+    ltp_min_count: int = Learning.ltp_min_count,
+    ltp_floor: float = Learning.ltp_floor,
+    prune_threshold: float = Learning.prune_threshold,
 ) -> float | Array:
     """When :func:`effective_weight` reaches 0.0, in seconds: from then on the edge is pruned.
 
@@ -218,8 +219,8 @@ def learned_half_life(
     gap_days: ArrayLike,
     default_days: ArrayLike,
     *,
-    bounds: tuple[float, float] = (3.0, 120.0),
-    scale: float = 10.0,
+    bounds: tuple[float, float] = Learning.half_life_bounds,
+    scale: float = Learning.learned_scale,
 ) -> float | Array:
     """Half-life learned from how often (``count``) and how recently (``gap_days``) an edge fired.
 
@@ -437,11 +438,12 @@ def reinforce_edges(
     key_namespace = state[:, EDGE_COLUMNS.index("namespace")]
     ltp = np.zeros(len(keys), bool)
     default = np.zeros(len(keys))
+    learning = config.learning
     for namespace_id, namespace in namespace_of.items():  # a few namespaces, many keys
         mine = key_namespace == namespace_id
-        ltp[mine] = config.is_ltp_namespace(namespace)
-        default[mine] = config.default_half_life(namespace)
-    clock = time.time() + config.max_clock_skew_s
+        ltp[mine] = learning.is_ltp_namespace(namespace)
+        default[mine] = learning.default_half_life(namespace)
+    clock = time.time() + config.operations.max_clock_skew_s
     if float(last.max()) > clock:
         logger.warning(
             "%d edge(s) of this batch were last reinforced ahead of the clock (up to %s): "
@@ -472,15 +474,19 @@ def reinforce_edges(
                 gap,
                 count=count[k],
                 ltp=ltp[k],
-                ltp_min_count=config.ltp_min_count,
-                ltp_floor=config.ltp_floor,
-                prune_threshold=config.prune_threshold,
+                ltp_min_count=learning.ltp_min_count,
+                ltp_floor=learning.ltp_floor,
+                prune_threshold=learning.prune_threshold,
             )
         )
         fresh = current == 0.0  # absent, blank, or already pruned: starts afresh
         count[k] = np.where(fresh, 1, count[k] + 1)
         learned = learned_half_life(
-            count[k], gap, default[k], bounds=config.half_life_bounds, scale=config.learned_scale
+            count[k],
+            gap,
+            default[k],
+            bounds=learning.half_life_bounds,
+            scale=learning.learned_scale,
         )
         w0[k] = np.minimum(1.0, current + delta[take])
         half_life[k] = np.where(fresh, default[k], learned)
@@ -525,8 +531,8 @@ def _backwards(
     name = dict(zip(event.node_ids, event.names, strict=True))
     _, a, b = key
     by = (
-        f" by more than {within_s:g} s (config.max_clock_skew_s; late='clamp' counts it at "
-        "that reinforcement)"
+        f" by more than {within_s:g} s (config.operations.max_clock_skew_s; late='clamp' counts "
+        "it at that reinforcement)"
         if within_s > 0
         else ""
     )

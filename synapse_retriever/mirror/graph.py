@@ -79,16 +79,17 @@ class Edge:
         >>> round(edge.weight_at(30 * 86400.0, SynapseConfig()), 12)  # one half-life
         0.4
         """
+        learning = config.learning
         return float(
             effective_weight(
                 self.weight,
                 self.half_life_days,
                 (now - self.last_reinforced_at) / SECONDS_PER_DAY,
                 count=self.activation_count,
-                ltp=config.is_ltp_namespace(self.namespace),
-                ltp_min_count=config.ltp_min_count,
-                ltp_floor=config.ltp_floor,
-                prune_threshold=config.prune_threshold,
+                ltp=learning.is_ltp_namespace(self.namespace),
+                ltp_min_count=learning.ltp_min_count,
+                ltp_floor=learning.ltp_floor,
+                prune_threshold=learning.prune_threshold,
             )
         )
 
@@ -227,7 +228,7 @@ class MemoryGraph:
 
     Recall reads :meth:`view`: per active namespace, the merged live weight of every
     adjacency entry and the hub factor of every node, evaluated at a time within
-    ``config.weight_tolerance_s`` of the query's and kept current by every write, so a
+    ``config.spreading.weight_tolerance_s`` of the query's and kept current by every write, so a
     query only reads the rows it spreads through.
     """
 
@@ -300,7 +301,7 @@ class MemoryGraph:
         if added:
             ltp = np.zeros(max(self.ns_names) + 1, bool)
             for ns_id, name in self.ns_names.items():
-                ltp[ns_id] = self.config.is_ltp_namespace(name)
+                ltp[ns_id] = self.config.learning.is_ltp_namespace(name)
             self._ltp_ns = ltp
             self._views.clear()  # merge factors depend on which namespaces exist
             self._co_uses.clear()
@@ -477,7 +478,7 @@ class MemoryGraph:
         if self._unmerged:
             self.rebuild()
         view = self._views.get(active_namespace)
-        if view is None or abs(view.at - now) > self.config.weight_tolerance_s:
+        if view is None or abs(view.at - now) > self.config.spreading.weight_tolerance_s:
             view = self._views[active_namespace] = self._build_view(active_namespace, now)
             while len(self._views) > MAX_VIEWS:  # each view holds 16 bytes per edge
                 self._views.popitem(last=False)
@@ -520,7 +521,7 @@ class MemoryGraph:
             np.repeat(np.arange(self._built), np.diff(self._indptr)), weights=data > 0,
             minlength=self.n,
         )  # fmt: skip
-        hub = hub_factors(degree.astype(np.int64), hub_degree=self.config.hub_degree)
+        hub = hub_factors(degree.astype(np.int64), hub_degree=self.config.spreading.hub_degree)
         view = _View(now, factors, data, hub, self._main_matrix(data))
         return view
 
@@ -553,11 +554,11 @@ class MemoryGraph:
             degree[np.flatnonzero(built)[i]] = int(np.count_nonzero(view.data[start:stop]))
         if view.log_degree is not None:
             degree += view.log_degree[nodes]
-        view.hub[nodes] = hub_factors(degree, hub_degree=self.config.hub_degree)
+        view.hub[nodes] = hub_factors(degree, hub_degree=self.config.spreading.hub_degree)
 
     def weights(self, edges: IntArray, now: float) -> FloatArray:
         """Effective weights of edge ids at ``now``: decay, LTP floor, pruning to 0."""
-        config = self.config
+        learning = self.config.learning
         return np.asarray(
             effective_weight(
                 self._w0[edges],
@@ -565,9 +566,9 @@ class MemoryGraph:
                 (now - self._last[edges]) / SECONDS_PER_DAY,
                 count=self._count[edges],
                 ltp=self._ltp_ns[self._ns[edges]],
-                ltp_min_count=config.ltp_min_count,
-                ltp_floor=config.ltp_floor,
-                prune_threshold=config.prune_threshold,
+                ltp_min_count=learning.ltp_min_count,
+                ltp_floor=learning.ltp_floor,
+                prune_threshold=learning.prune_threshold,
             )
         )
 
@@ -585,7 +586,7 @@ class MemoryGraph:
         return alive
 
     def _prune_times(self, edges: IntArray) -> FloatArray:
-        config = self.config
+        learning = self.config.learning
         return np.asarray(
             pruned_at(
                 self._w0[edges],
@@ -593,9 +594,9 @@ class MemoryGraph:
                 self._last[edges],
                 count=self._count[edges],
                 ltp=self._ltp_ns[self._ns[edges]],
-                ltp_min_count=config.ltp_min_count,
-                ltp_floor=config.ltp_floor,
-                prune_threshold=config.prune_threshold,
+                ltp_min_count=learning.ltp_min_count,
+                ltp_floor=learning.ltp_floor,
+                prune_threshold=learning.prune_threshold,
             )
         )
 
@@ -624,18 +625,19 @@ class MemoryGraph:
             [self.index[s] for s in seeds if s in self.index],
             matrices,
             view.hub,
-            spread_rate=self.config.spread_rate,
+            spread_rate=self.config.spreading.spread_rate,
             report_min=report_min,
             report=[self.index[r] for r in report if r in self.index],
         )
 
     def co_uses(
-        self, nodes: Sequence[int], active_namespace: str, now: float
+        self, nodes: Sequence[int], active_namespace: str, now: float, *, fan: int
     ) -> list[tuple[IntArray, FloatArray]]:
         """Each node's live neighbours (ids, ascending) and their co-use counts.
 
         A pair's count is Σ_ns factor × activation count over its live edges, with the
-        merge factors of ``active_namespace``; only the ``config.association_fan`` most
+        merge factors of ``active_namespace``; only the ``fan`` (the ACT-R rule's
+        ``association_fan``, one per store: rows are kept as cut) most
         co-used neighbours are kept (ties to the smaller id). Exact at ``now``: a row is
         kept until a write touches the node or ``now`` leaves the times it holds in (an
         edge of it dies, or a dead one was alive), the least recently used rows dropped
@@ -656,7 +658,7 @@ class MemoryGraph:
                 self._co_use_entries -= _held(row)
         missing = [x for x in distinct if x not in rows]
         if missing:
-            found = self._co_use_rows(missing, active_namespace, now)
+            found = self._co_use_rows(missing, active_namespace, now, fan)
             rows.update(found)
             self._co_use_entries += sum(_held(row) for row in found.values())
         for x in distinct:
@@ -679,7 +681,7 @@ class MemoryGraph:
         return False
 
     def _co_use_rows(
-        self, nodes: list[int], active_namespace: str, at: float
+        self, nodes: list[int], active_namespace: str, at: float, fan: int
     ) -> dict[int, _CoUseRow]:
         """Co-use rows at ``at``, each with the open interval of times it holds exactly in:
         from the latest prune time of a dead edge of it to the earliest of a live one,
@@ -708,7 +710,6 @@ class MemoryGraph:
             order = np.lexsort((other, owner))
             owner, other, counts = owner[order], other[order], counts[order]
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
-        fan = self.config.association_fan
         for i, x in enumerate(known):
             others, mine = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
             if others.size > fan:

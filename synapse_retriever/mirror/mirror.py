@@ -64,7 +64,7 @@ class Mirror:
     def __init__(self, config: SynapseConfig) -> None:
         self.config = config
         self.graph = MemoryGraph(config)
-        self.uses = UseTable(history=config.use_history, window=config.recent_events)
+        self.uses = _use_table(config)
         self.version = 0
         """The storage version this mirror reflects."""
         self.snapshot_version: int | None = None
@@ -136,7 +136,7 @@ class Mirror:
     def _start(self, loaded: Changes) -> None:
         """Start again from ``loaded``: everything storage holds."""
         self.graph = MemoryGraph(self.config)
-        self.uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
+        self.uses = _use_table(self.config)
         self.version = 0
         self.apply(loaded)
         if len(loaded.rows) >= BIG_LOAD:  # a collection costs ~0.3 s in a large process
@@ -148,7 +148,7 @@ class Mirror:
         """Apply what storage reports changed (everything, if ``changes.full``)."""
         if changes.full:  # everything, not what changed: start again from it
             self.graph = MemoryGraph(self.config)
-            self.uses = UseTable(history=self.config.use_history, window=self.config.recent_events)
+            self.uses = _use_table(self.config)
         self.graph.add_names(changes.nodes, changes.namespaces)
         self.graph.apply(changes.rows)
         self.graph.remove(changes.removed)
@@ -191,7 +191,7 @@ class Mirror:
         """Apply other processes' writes, checking at most once per refresh interval
         (every time with ``force``)."""
         clock = time.monotonic()
-        if clock - self._polled < self.config.refresh_interval_s and not force:
+        if clock - self._polled < self.config.operations.refresh_interval_s and not force:
             return
         self._polled = clock
         graph = self.graph
@@ -207,3 +207,8 @@ def return_freed_memory() -> None:
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _use_table(config: SynapseConfig) -> UseTable:
+    """An empty table of uses, keeping what ``config.learning`` says."""
+    return UseTable(history=config.learning.use_history, window=config.learning.recent_events)

@@ -28,7 +28,7 @@ Examples
 ['adjacency.edge', 'adjacency.indptr', 'adjacency.other']
 >>> decode(parts, SynapseConfig(), schema=4).version
 0
->>> decode(parts, SynapseConfig(use_history=4), schema=4)
+>>> decode(parts, SynapseConfig.actr(use_history=4), schema=4)
 Traceback (most recent call last):
 ...
 synapse_retriever.mirror.snapshot.SnapshotError: snapshot of use history 8, window 50: \
@@ -79,8 +79,13 @@ class Decoded:
 
 def _decay(config: SynapseConfig, namespaces: list[str]) -> list[Any]:
     """What the edges' prune times depend on, besides the edges."""
-    ltp = sorted(ns for ns in namespaces if config.is_ltp_namespace(ns))
-    return [config.prune_threshold, config.ltp_min_count, config.ltp_floor, ltp]
+    ltp = sorted(ns for ns in namespaces if config.learning.is_ltp_namespace(ns))
+    return [
+        config.learning.prune_threshold,
+        config.learning.ltp_min_count,
+        config.learning.ltp_floor,
+        ltp,
+    ]
 
 
 def encode(mirror: Mirror, *, schema: int) -> dict[str, bytes | memoryview]:
@@ -121,10 +126,11 @@ def decode(parts: dict[str, bytes], config: SynapseConfig, *, schema: int) -> De
                 f"this library writes format {FORMAT}, schema {schema}"
             )
         kept = header["uses"]
-        if (kept["history"], kept["window"]) != (config.use_history, config.recent_events):
+        learning = config.learning
+        if (kept["history"], kept["window"]) != (learning.use_history, learning.recent_events):
             raise SnapshotError(
                 f"snapshot of use history {kept['history']}, window {kept['window']}: this "
-                f"configuration keeps {config.use_history}, {config.recent_events}"
+                f"configuration keeps {learning.use_history}, {learning.recent_events}"
             )
         arrays = {name: _array(name, spec, parts) for name, spec in header["arrays"].items()}
         graph = MemoryGraph.from_arrays(
@@ -132,8 +138,8 @@ def decode(parts: dict[str, bytes], config: SynapseConfig, *, schema: int) -> De
         )
         uses = UseTable.from_arrays(
             {k[5:]: v for k, v in arrays.items() if k.startswith("uses.")},
-            history=config.use_history,
-            window=config.recent_events,
+            history=config.learning.use_history,
+            window=config.learning.recent_events,
         )
         if (graph.max_node, graph.max_namespace) != (header["max_node"], header["max_namespace"]):
             raise SnapshotError("snapshot: its names do not match its header")

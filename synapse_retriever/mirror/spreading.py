@@ -32,6 +32,7 @@ from scipy import sparse
 
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
+from synapse_retriever.config import Spreading
 
 __all__ = [
     "Activation",
@@ -47,7 +48,7 @@ Matrix: TypeAlias = Any  # scipy.sparse.csr_matrix (scipy ships no type informat
 """A symmetric ``n × n`` matrix of merged live weights in (0, 1], one entry per neighbour."""
 
 
-def hub_factor(degree: int, *, hub_degree: int = 50) -> float:
+def hub_factor(degree: int, *, hub_degree: int = Spreading.hub_degree) -> float:
     """Square-root hub normalization: sqrt(hub_degree / degree) above hub_degree, else 1.
 
     References
@@ -67,7 +68,9 @@ def hub_factor(degree: int, *, hub_degree: int = 50) -> float:
     return math.sqrt(hub_degree / degree) if degree > hub_degree else 1.0
 
 
-def hub_factors(degrees: npt.NDArray[np.integer], *, hub_degree: int = 50) -> FloatArray:
+def hub_factors(
+    degrees: npt.NDArray[np.integer], *, hub_degree: int = Spreading.hub_degree
+) -> FloatArray:
     """:func:`hub_factor` element-wise.
 
     Examples
@@ -94,7 +97,7 @@ def spread(
     matrices: Sequence[Matrix],
     hub: FloatArray,
     *,
-    spread_rate: float = 0.6,
+    spread_rate: float = Spreading.spread_rate,
     report_min: float = 0.0,
     report: Iterable[int] = (),
 ) -> Spread:
@@ -229,8 +232,8 @@ def spread_activation(
     graph: Mapping[str, Mapping[str, float]],
     seeds: Iterable[str],
     *,
-    spread_rate: float = 0.6,
-    hub_degree: int = 50,
+    spread_rate: float = Spreading.spread_rate,
+    hub_degree: int = Spreading.hub_degree,
 ) -> Activation:
     """Spread energy from ``seeds`` over a dict-of-dicts graph of merged weights.
 

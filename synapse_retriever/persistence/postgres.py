@@ -955,7 +955,7 @@ class PostgresStorage:
         Connections at most (writes and reads of one store take one each).
     timeout_s : float
         How long to wait for a free connection, and for each lock a write or a load
-        waits on (``lock_timeout``); the store passes ``config.busy_timeout_s``.
+        waits on (``lock_timeout``); the store passes ``config.operations.busy_timeout_s``.
     create : bool
         Create the store in an empty schema (else :class:`NotASynapseDatabaseError`).
     listen : bool

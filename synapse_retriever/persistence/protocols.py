@@ -39,7 +39,7 @@ __all__ = [
 class TransientWriteError(Exception):
     """Raised by a backend for a write that may succeed if run again from the start: a
     deadlock or serialization failure, or a connection lost before the commit. The store
-    retries it (``config.write_retries``); it never reaches a caller."""
+    retries it (``config.operations.write_retries``); it never reaches a caller."""
 
     def __init__(self, message: str, *, conflict: bool) -> None:
         super().__init__(message)
@@ -78,7 +78,7 @@ def retrying(attempt: Callable[[], _T], retries: int, what: str) -> _T:
             if retry == retries:
                 raise WriteConflictError(
                     f"{what}: a write failed {retry + 1} times ({exc}); nothing was written: "
-                    "raise config.write_retries, or write less at once"
+                    "raise config.operations.write_retries, or write less at once"
                 ) from exc
             time.sleep(random.uniform(0.0, 0.01 * 2**retry))
     raise AssertionError("unreachable")  # pragma: no cover

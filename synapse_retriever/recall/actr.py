@@ -43,7 +43,6 @@ Examples
 from __future__ import annotations
 
 import math
-from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
@@ -54,18 +53,16 @@ import numpy.typing as npt
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
+from synapse_retriever.config import ActrRule
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.recall.hits import (
     Hit,
-    Plan,
     Resolvable,
     injection_slots,
     resolves,
 )
 
 if TYPE_CHECKING:
-    from synapse_retriever.config import SynapseConfig
     from synapse_retriever.learning.usage import UseTable
     from synapse_retriever.mirror.graph import MemoryGraph
 
@@ -266,10 +263,10 @@ def swap(
     activation: Mapping[str, float],
     candidates: Sequence[str],
     *,
-    seeds: int = 1,
-    keep_bonus: float = 3.0,
-    unused_base: float = -6.0,
-    max_inject: int = 2,
+    seeds: int = ActrRule.seeds,
+    keep_bonus: float = ActrRule.keep_bonus,
+    unused_base: float = ActrRule.unused_base,
+    max_inject: int = ActrRule.max_inject,
     resolvable: Resolvable | None = None,
     cost: Callable[[str], float] | None = None,
     paths: Mapping[str, tuple[str, ...]] | None = None,
@@ -288,8 +285,11 @@ def swap(
         The first ``seeds`` hits never move (at least one original hit stays).
     keep_bonus : float
         Added to a hit's activation when it defends its slot.
+    unused_base : float
+        The activation of an id ``activation`` lacks.
     max_inject : int
-        At most this many swaps.
+        At most this many swaps. These four default to
+        :class:`~synapse_retriever.config.ActrRule`'s values.
     resolvable, cost
         As in :func:`~synapse_retriever.recall.published.inject`.
 
@@ -349,17 +349,36 @@ def swap(
 
 
 @dataclass(frozen=True)
-class ActrPlan(Plan):
-    """The ACT-R rule's :class:`~synapse_retriever.recall.hits.Plan`.
+class ActrPlan:
+    """The ACT-R rule's :class:`~synapse_retriever.recall.hits.Plan`: each node's
+    activation, then :func:`swap` once candidates are resolved.
 
-    ``activation.energy`` holds each reached node's activation A; ``order`` lists the
-    absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
-    ones :func:`swap` could accept), strongest first, exact ties by name.
+    ``activation`` holds each reached node's activation A, by name (a node it lacks has
+    ``unused_base``: the rule's, raised in a memory that stopped learning); ``order`` lists
+    the absent nodes whose A beats the weakest movable hit's plus ``keep_bonus`` (the only
+    ones :func:`swap` could accept), strongest first, exact ties by name; ``paths`` the
+    path by which each of them is associated with the hits.
+
+    Examples
+    --------
+    >>> hits = [("a", 0.9), ("b", 0.8)]
+    >>> plan = ActrPlan(hits, ActrRule(), -6.0, {"a": 0.0, "b": -6.0, "x": 1.0}, order=["x"])
+    >>> plan.slots, plan.candidates, [(h.id, h.origin) for h in plan.inject()]
+    (1, ['x'], [('a', 'vector'), ('x', 'injected')])
     """
 
-    keep_bonus: float = 3.0
-    unused_base: float = -6.0
+    hits: Sequence[tuple[str, float]]
+    rule: ActrRule
+    unused_base: float
+    activation: Mapping[str, float] = field(default_factory=dict)
+    paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     order: Sequence[str] = field(default_factory=tuple)
+
+    @property
+    def slots(self) -> int:
+        """How many candidates can be injected at most (see :func:`injection_slots`)."""
+        rule = self.rule
+        return injection_slots(len(self.hits), seeds=rule.seeds, max_inject=rule.max_inject)
 
     @property
     def candidates(self) -> list[str]:
@@ -374,15 +393,15 @@ class ActrPlan(Plan):
         """Run :func:`swap` on the planned hits; same length as the input."""
         return swap(
             self.hits,
-            self.activation.energy,
+            self.activation,
             self.order,
-            seeds=self.seeds,
-            keep_bonus=self.keep_bonus,
+            seeds=self.rule.seeds,
+            keep_bonus=self.rule.keep_bonus,
             unused_base=self.unused_base,
-            max_inject=self.max_inject,
+            max_inject=self.rule.max_inject,
             resolvable=resolvable,
             cost=cost,
-            paths=self.activation.paths,
+            paths=self.paths,
         )
 
 
@@ -508,7 +527,8 @@ class RankedNames(Sequence[str]):
 
 class StrongestSources(Mapping[str, tuple[str, ...]]):
     """``(hit, node)`` for each candidate, with the hit it co-occurred with most (ties:
-    the earlier hit), found on access (a recall reads the few it injects).
+    the earlier hit), found on access (a recall reads the few it injects); ``extra`` holds
+    paths known already (the nodes reached in two steps), looked up first and listed last.
 
     Examples
     --------
@@ -517,6 +537,9 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
     >>> paths = StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index)
     >>> paths["x"], dict(paths), "q" in paths
     (('k', 'x'), {'x': ('k', 'x'), 'y': ('k', 'y')}, False)
+    >>> known = {"q": ("j", "y", "q"), "x": ("j", "m", "x")}
+    >>> dict(StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index, known))
+    {'x': ('j', 'm', 'x'), 'y': ('k', 'y'), 'q': ('j', 'y', 'q')}
     """
 
     def __init__(
@@ -526,28 +549,40 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         candidates: IntArray,
         names: Sequence[str],
         index: Mapping[str, int],
+        extra: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._hits, self._sources = hits, sources
         self._candidates, self._sorted = candidates, np.sort(candidates)
         self._names, self._index = names, index
+        self._extra = dict(extra or {})
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
+        if name in self._extra:
+            return self._extra[name]
+        path = self._strongest(name)
+        if path is None:
+            raise KeyError(name)
+        return path
+
+    def _strongest(self, name: str) -> tuple[str, ...] | None:
+        """``(hit, name)`` with the hit ``name`` co-occurred with most, if any."""
         node = self._index.get(name, -1)
         at = int(self._sorted.searchsorted(node))
         if node < 0 or at == self._sorted.size or self._sorted[at] != node:
-            raise KeyError(name)
+            return None
         best, source = 0.0, ""
         for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
             at = int(others.searchsorted(node))  # rows ascend by id
             if at < others.size and others[at] == node and counts[at] > best:
                 best, source = float(counts[at]), hit
-        if not best > 0:
-            raise KeyError(name)
-        return (source, name)
+        return (source, name) if best > 0 else None
 
     def __iter__(self) -> Iterator[str]:
         names = (self._names[node] for node in self._candidates.tolist())
-        return (name for name in names if name in self)
+        found = [name for name in names if self._strongest(name) is not None]
+        seen = set(found)
+        yield from found
+        yield from (name for name in self._extra if name not in seen)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -557,9 +592,11 @@ def plan(
     hits: list[tuple[str, float]],
     graph: MemoryGraph,
     uses: UseTable,
-    config: SynapseConfig,
+    rule: ActrRule,
     now: float,
     active: str,
+    *,
+    enabled: bool = True,
 ) -> ActrPlan:
     """The ACT-R rule's plan for validated ``hits`` (best first) at time ``now``.
 
@@ -572,6 +609,7 @@ def plan(
     :func:`intermediates`; ``association_hops=2``, else it is left out) and loses
     ``indirect_penalty``, and every candidate needs its lift (the mean log-lift with the
     hits) to be at least ``min_association``; the recency prior lets every candidate in.
+    ``enabled=False`` (``SynapseConfig.injection_enabled``) plans nothing.
 
     Examples
     --------
@@ -586,7 +624,7 @@ def plan(
     >>> _ = store.reinforce(["b", "c"], at=0)  # c: two steps from a, through b
     >>> _ = store.reinforce(["d", "e"], at=0)  # elsewhere: N = 3, so S_ab = S_bc = ln 1.5 > 0
     >>> plan = store.plan([("a", 0.9), ("x", 0.5), ("y", 0.4)], at=86400)
-    >>> plan.candidates, round(plan.activation.energy["c"], 4)  # c: B 0 - indirect_penalty 1
+    >>> plan.candidates, round(plan.activation["c"], 4)  # c: B 0 - indirect_penalty 1
     (['b', 'c'], -1.0)
     >>> [(h.id, h.path) for h in plan.inject()]
     [('a', ()), ('b', ('a', 'b')), ('c', ('a', 'b', 'c'))]
@@ -596,43 +634,37 @@ def plan(
     >>> recency.plan([("a", 0.9), ("x", 0.5)], at=86400).candidates  # readme: B 0 too
     ['b', 'readme']
     """
-    settings = {
-        "seeds": config.seeds,
-        "max_inject": config.max_inject,
-        "keep_bonus": config.keep_bonus,
-        "unused_base": config.unused_base,
-    }
-    if not config.injection_enabled or len(hits) < 2:
-        return ActrPlan(hits, Activation(), **settings)  # type: ignore[arg-type]
+    if not enabled or len(hits) < 2:
+        return ActrPlan(hits, rule, rule.unused_base)
     factors = graph.factors(active)
     names = list(dict.fromkeys(node for node, _ in hits))
     ids = np.array([graph.index.get(name, -1) for name in names], np.int64)
     sources = (
-        graph.co_uses(ids.tolist(), active, now)
-        if config.association_fan
+        graph.co_uses(ids.tolist(), active, now, fan=rule.association_fan)
+        if rule.association_fan
         else [(np.zeros(0, np.int64), np.zeros(0))] * len(names)  # query-blind
     )
-    gated = config.require_association
-    two_hops = gated and config.association_hops == 2
+    gated = rule.require_association
+    two_hops = gated and rule.association_hops == 2
     recent = (
         uses.recent_nodes(factors, until=now) if two_hops or not gated else np.zeros(0, np.int64)
     )
     known = ids[ids >= 0]
     nodes = unique_ids(np.concatenate([recent, known, *(row for row, _ in sources)]))
-    counts, base = uses.levels(nodes, now, factors, config.base_decay)
+    counts, base = uses.levels(nodes, now, factors, rule.base_decay)
     events = uses.events(factors)
     latest = uses.latest_time(factors, until=now)
     # a memory that stopped learning g days ago: never-used nodes are less surely worse
     stale = math.log1p(max(0.0, now - latest) / SECONDS_PER_DAY) if latest > -math.inf else 0.0
-    unused_base = settings["unused_base"] = config.unused_base + config.stale_unused * stale
+    unused_base = rule.unused_base + rule.stale_unused * stale
     first_score = {node: score for node, score in reversed(hits)}  # a repeated id: its first
     weights = np.array(source_weights([first_score[name] for name in names]))
     lift = lift_strengths(ids, sources, nodes, counts, events, weights)
     present = np.zeros(nodes.size, bool)
     present[np.searchsorted(nodes, known)] = True
-    share = np.where(present, config.defend_association, 1.0)
+    share = np.where(present, rule.defend_association, 1.0)
     activation = np.where(base == -np.inf, unused_base, base)
-    activation = activation + share * config.association * lift
+    activation = activation + share * rule.association * lift
     # the hits and the strongest candidates are looked up most: by name up front
     by_name = {name: unused_base for name in names}  # never seen: unused_base
     by_name.update(
@@ -642,8 +674,8 @@ def plan(
             strict=True,
         )
     )
-    movable = [by_name[node] for node, _ in hits[config.seeds :]]
-    floor = min(movable, default=math.inf) + config.keep_bonus
+    movable = [by_name[node] for node, _ in hits[rule.seeds :]]
+    floor = min(movable, default=math.inf) + rule.keep_bonus
     eligible = (activation > floor) & ~present
     via: dict[str, tuple[str, ...]] = {}  # the paths of the nodes linked in two hops
     if gated:  # an edge with a hit, and at least min_association of lift
@@ -653,32 +685,33 @@ def plan(
             far = nodes[eligible & ~linked]
             near = unique_ids(np.concatenate([known, nodes[lift > 0]]))
             middle = intermediates(
-                far, graph.co_uses(far.tolist(), active, now), near, nodes, counts, events
+                far,
+                graph.co_uses(far.tolist(), active, now, fan=rule.association_fan),
+                near,
+                nodes,
+                counts,
+                events,
             )
             far, middle = far[middle >= 0], middle[middle >= 0]
             at = np.searchsorted(nodes, far)
             linked[at] = True
-            activation[at] -= config.indirect_penalty
+            activation[at] -= rule.indirect_penalty
             eligible &= activation > floor
             firsts = StrongestSources(names, sources, middle, graph.names, graph.index)
             for node, step in zip(far.tolist(), middle.tolist(), strict=True):
                 name, step_name = graph.names[node], graph.names[step]
                 start = (step_name,) if step_name in first_score else firsts[step_name]
                 via[name] = (*start, name)
-        eligible &= linked & (lift >= config.min_association)
+        eligible &= linked & (lift >= rule.min_association)
     strong = np.flatnonzero(eligible)
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
-    head = len(hits) + config.max_inject  # what a swap reads first
+    head = len(hits) + rule.max_inject  # what a swap reads first
     by_name.update(zip(order[:head], order.values(head), strict=True))
-    energy = NodeValues(nodes, activation, graph.names, graph.index, by_name)
-    paths: Mapping[str, tuple[str, ...]] = StrongestSources(
-        names, sources, nodes[strong], graph.names, graph.index
-    )
-    if via:
-        paths = ChainMap(via, paths)  # type: ignore[arg-type]
     return ActrPlan(
         hits,
-        Activation(energy, paths),  # type: ignore[arg-type]
-        order=order,
-        **settings,  # type: ignore[arg-type]
+        rule,
+        unused_base,
+        NodeValues(nodes, activation, graph.names, graph.index, by_name),
+        StrongestSources(names, sources, nodes[strong], graph.names, graph.index, via),
+        order,
     )

@@ -1,5 +1,5 @@
-"""What every recall rule shares: the hits it returns, the activation it computed, the
-plan that injects in two phases, and how many slots a hit list offers.
+"""What every recall rule shares: the hits it returns, what a plan that injects in two phases
+offers, and how many slots a hit list offers.
 
 Examples
 --------
@@ -14,16 +14,14 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from numbers import Real
-from typing import Literal, NamedTuple, SupportsFloat
+from typing import Literal, NamedTuple, Protocol, SupportsFloat
 
 from synapse_retriever.capture.coactivation import validate_node_id
+from synapse_retriever.config import RecallRule
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
-from synapse_retriever.mirror.spreading import Activation
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -114,58 +112,60 @@ def resolves(resolvable: Resolvable, node: str) -> bool:
     return node in resolvable
 
 
-def injection_slots(n: int, *, seeds: int = 3, max_inject: int = 2) -> int:
+def injection_slots(n: int, *, seeds: int, max_inject: int) -> int:
     """Absent nodes that ``n`` hits can take in: ``min(max_inject, n − seeds, n − 1)``, at least 0.
 
     Seeds are never displaced, and at least one original hit stays.
 
     Examples
     --------
-    >>> injection_slots(5), injection_slots(4), injection_slots(3), injection_slots(2, seeds=1)
-    (2, 1, 0, 1)
+    >>> [injection_slots(n, seeds=3, max_inject=2) for n in (5, 4, 3)]
+    [2, 1, 0]
+    >>> injection_slots(2, seeds=1, max_inject=2)
+    1
     """
     return max(0, min(max_inject, n - seeds, n - 1))
 
 
-@dataclass(frozen=True)
-class Plan(ABC):
-    """Activation computed for a hit list, ready to inject: two phases for callers that
-    must resolve candidate ids themselves (e.g. with an async docstore) in between.
+class Plan(Protocol):
+    """What every rule's plan for a hit list offers, ready to inject: two phases for
+    callers that must resolve candidate ids themselves (e.g. with an async docstore) in
+    between.
 
-    Each rule has its plan: :class:`~synapse_retriever.recall.published.RecallPlan` and
-    :class:`~synapse_retriever.recall.actr.ActrPlan`; what they share is here.
+    Each rule's plan has its own typed fields:
+    :class:`~synapse_retriever.recall.published.RecallPlan` holds the spreading
+    :class:`~synapse_retriever.mirror.spreading.Activation`,
+    :class:`~synapse_retriever.recall.actr.ActrPlan` each node's ACT-R activation, the
+    ranked candidates and their paths. What callers use of either is here.
     """
 
-    hits: Sequence[tuple[str, float]]
-    activation: Activation
-    seeds: int = 3
-    max_inject: int = 2
+    @property
+    def hits(self) -> Sequence[tuple[str, float]]:
+        """The validated hits, best first."""
+        ...
+
+    @property
+    def rule(self) -> RecallRule:
+        """The rule's constants: the slots come from its ``seeds`` and ``max_inject``."""
+        ...
 
     @property
     def slots(self) -> int:
-        """How many candidates can be injected at most (see :func:`injection_slots`).
-
-        Examples
-        --------
-        >>> from synapse_retriever.recall.published import RecallPlan
-        >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
-        >>> RecallPlan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
-        1
-        """
-        return injection_slots(len(self.hits), seeds=self.seeds, max_inject=self.max_inject)
+        """How many candidates can be injected at most (see :func:`injection_slots`)."""
+        ...
 
     @property
-    @abstractmethod
     def candidates(self) -> list[str]:
         """Absent ids that could displace a hit, strongest first (resolve these)."""
+        ...
 
-    @abstractmethod
     def inject(
         self,
         resolvable: Resolvable | None = None,
         cost: Callable[[str], float] | None = None,
     ) -> list[Hit]:
         """The hits with what the rule folds in; never longer than the input."""
+        ...
 
 
 def validated_hits(

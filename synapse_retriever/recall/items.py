@@ -162,9 +162,9 @@ class Recalled(NamedTuple, Generic[T]):
 
     Examples
     --------
-    >>> from synapse_retriever import Activation, RecallPlan
+    >>> from synapse_retriever import Activation, PublishedRule, RecallPlan
     >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
-    ...                   seeds=1)
+    ...                   PublishedRule(seeds=1))
     >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [0.9, 0.5], scored=True)
     >>> item, hit, score = recall.finish({"x": "doc x"})[1]
     >>> item, hit.origin, hit.displaced, score
@@ -184,9 +184,9 @@ class ItemRecall(Generic[T]):
 
     Examples
     --------
-    >>> from synapse_retriever import Activation, RecallPlan
+    >>> from synapse_retriever import Activation, PublishedRule, RecallPlan
     >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
-    ...                   seeds=1)
+    ...                   PublishedRule(seeds=1))
     >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [None, None], scored=False)
     >>> recall.candidates
     ['x']
@@ -209,9 +209,9 @@ class ItemRecall(Generic[T]):
 
         Examples
         --------
-        >>> from synapse_retriever import Activation, RecallPlan
+        >>> from synapse_retriever import Activation, PublishedRule, RecallPlan
         >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"y": 0.2, "x": 0.6}),
-        ...                   seeds=1)
+        ...                   PublishedRule(seeds=1))
         >>> ItemRecall(plan, ["A", "B"], ["a", "b"], [0.9, 0.5], scored=True).candidates
         ['x', 'y']
         """
@@ -223,12 +223,12 @@ class ItemRecall(Generic[T]):
 
         Examples
         --------
-        >>> from synapse_retriever import Activation, RecallPlan
-        >>> plan = RecallPlan([("a", 0.9)], Activation(), max_inject=2)
+        >>> from synapse_retriever import Activation, PublishedRule, RecallPlan
+        >>> plan = RecallPlan([("a", 0.9)], Activation(), PublishedRule(max_inject=2))
         >>> ItemRecall(plan, ["A"], ["a"], [0.9], scored=True).batch_size
         4
         """
-        return max(1, 2 * self.plan.max_inject)
+        return max(1, 2 * self.plan.rule.max_inject)
 
     def finish(
         self,
@@ -247,9 +247,9 @@ class ItemRecall(Generic[T]):
 
         Examples
         --------
-        >>> from synapse_retriever import Activation, RecallPlan
+        >>> from synapse_retriever import Activation, PublishedRule, RecallPlan
         >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
-        ...                   seeds=1)
+        ...                   PublishedRule(seeds=1))
         >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [0.9, 0.5], scored=True)
         >>> [r.item for r in recall.finish({"x": "doc x"})]
         ['doc a', 'doc x']
@@ -331,9 +331,9 @@ class ItemRecall(Generic[T]):
         Examples
         --------
         >>> import asyncio
-        >>> from synapse_retriever import Activation, RecallPlan
+        >>> from synapse_retriever import Activation, PublishedRule, RecallPlan
         >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
-        ...                   seeds=1)
+        ...                   PublishedRule(seeds=1))
         >>> recall = ItemRecall(plan, ["doc a", "doc b"], ["a", "b"], [0.9, 0.5], scored=True)
         >>> async def fetch(ids):  # e.g. a remote docstore
         ...     return {node: f"doc {node}" for node in ids}

@@ -31,20 +31,19 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from synapse_retriever.config import PublishedRule
 from synapse_retriever.mirror.spreading import Activation, NamedPaths
 from synapse_retriever.recall.hits import (
     Hit,
-    Plan,
     Resolvable,
     injection_slots,
     resolves,
 )
 
 if TYPE_CHECKING:
-    from synapse_retriever.config import SynapseConfig
     from synapse_retriever.mirror.graph import MemoryGraph
 
 __all__ = ["ENERGY_TOLERANCE", "RecallPlan", "activation_from", "candidates", "inject", "plan"]
@@ -59,7 +58,7 @@ def candidates(
     hits: Sequence[tuple[str, float]],
     energy: dict[str, float],
     *,
-    threshold: float = 0.15,
+    threshold: float = PublishedRule.inject_threshold,
 ) -> list[str]:
     """Absent nodes strong enough to displace a hit, strongest first (ties by id).
 
@@ -86,10 +85,10 @@ def inject(
     hits: Sequence[tuple[str, float]],
     activation: Activation,
     *,
-    seeds: int = 3,
-    boost: float = 0.3,
-    threshold: float = 0.15,
-    max_inject: int = 2,
+    seeds: int = PublishedRule.seeds,
+    boost: float = PublishedRule.boost,
+    threshold: float = PublishedRule.inject_threshold,
+    max_inject: int = PublishedRule.max_inject,
     resolvable: Resolvable | None = None,
     cost: Callable[[str], float] | None = None,
 ) -> list[Hit]:
@@ -105,7 +104,8 @@ def inject(
     seeds : int
         The first ``seeds`` positions are seeds: never boosted, never displaced.
     boost, threshold, max_inject : float, float, int
-        See :class:`~synapse_retriever.config.SynapseConfig`.
+        See :class:`~synapse_retriever.config.PublishedRule` (``threshold`` is its
+        ``inject_threshold``), whose values are the defaults.
     resolvable : callable or container, optional
         Whether an absent node can be turned into a result; an unresolvable id never
         costs a slot (filtered before the ``max_inject`` cap).
@@ -191,22 +191,37 @@ def inject(
 
 
 @dataclass(frozen=True)
-class RecallPlan(Plan):
+class RecallPlan:
     """The published rule's :class:`~synapse_retriever.recall.hits.Plan`: spreading
     activation from the seeds, then :func:`inject` once candidates are resolved.
 
     Examples
     --------
     >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}),
-    ...                   seeds=1)
+    ...                   PublishedRule(seeds=1))
     >>> plan.candidates
     ['x']
     >>> [h.id for h in plan.inject(resolvable=set())]  # x cannot be resolved: nothing changes
     ['a', 'b']
     """
 
-    boost: float = 0.3
-    threshold: float = 0.15
+    hits: Sequence[tuple[str, float]]
+    activation: Activation
+    """Energies and paths from spreading activation seeded with the first ``rule.seeds`` hits."""
+    rule: PublishedRule = field(default_factory=PublishedRule)
+
+    @property
+    def slots(self) -> int:
+        """How many candidates can be injected at most (see :func:`injection_slots`).
+
+        Examples
+        --------
+        >>> hits = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+        >>> RecallPlan(hits, Activation()).slots  # 4 hits, 3 seeds: one slot
+        1
+        """
+        rule = self.rule
+        return injection_slots(len(self.hits), seeds=rule.seeds, max_inject=rule.max_inject)
 
     @property
     def candidates(self) -> list[str]:
@@ -214,13 +229,14 @@ class RecallPlan(Plan):
 
         Examples
         --------
-        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"y": 0.2, "x": 0.6}), seeds=1)
+        >>> act = Activation({"y": 0.2, "x": 0.6})
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], act, PublishedRule(seeds=1))
         >>> plan.candidates
         ['x', 'y']
         """
         if self.slots == 0:
             return []
-        return candidates(self.hits, self.activation.energy, threshold=self.threshold)
+        return candidates(self.hits, self.activation.energy, threshold=self.rule.inject_threshold)
 
     def inject(
         self,
@@ -231,17 +247,17 @@ class RecallPlan(Plan):
 
         Examples
         --------
-        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}), seeds=1)
+        >>> plan = RecallPlan([("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}), PublishedRule(1))
         >>> [(h.id, h.origin) for h in plan.inject(resolvable={"x"})]
         [('a', 'vector'), ('x', 'injected')]
         """
         return inject(
             self.hits,
             self.activation,
-            seeds=self.seeds,
-            boost=self.boost,
-            threshold=self.threshold,
-            max_inject=self.max_inject,
+            seeds=self.rule.seeds,
+            boost=self.rule.boost,
+            threshold=self.rule.inject_threshold,
+            max_inject=self.rule.max_inject,
             resolvable=resolvable,
             cost=cost,
         )
@@ -272,12 +288,15 @@ def activation_from(
 def plan(
     hits: list[tuple[str, float]],
     graph: MemoryGraph,
-    config: SynapseConfig,
+    rule: PublishedRule,
     now: float,
     active: str,
+    *,
+    enabled: bool = True,
 ) -> RecallPlan:
     """The published rule's plan for validated ``hits``: spreading activation from the
-    first ``config.seeds`` ids, reporting the hits and the nodes that reach the threshold.
+    first ``rule.seeds`` ids, reporting the hits and the nodes that reach the threshold;
+    ``enabled=False`` (``SynapseConfig.injection_enabled``) plans nothing.
 
     Examples
     --------
@@ -288,20 +307,13 @@ def plan(
     ['b']
     """
     activation = Activation()
-    if config.injection_enabled and len(hits) > 1:
+    if enabled and len(hits) > 1:
         activation = activation_from(
             graph,
-            [node for node, _ in hits[: config.seeds]],
+            [node for node, _ in hits[: rule.seeds]],
             now,
             active,
-            report_min=config.inject_threshold - ENERGY_TOLERANCE,
+            report_min=rule.inject_threshold - ENERGY_TOLERANCE,
             report=[node for node, _ in hits],
         )
-    return RecallPlan(
-        hits,
-        activation,
-        seeds=config.seeds,
-        boost=config.boost,
-        threshold=config.inject_threshold,
-        max_inject=config.max_inject,
-    )
+    return RecallPlan(hits, activation, rule)

@@ -39,7 +39,7 @@ from synapse_retriever.capture.coactivation import (
     validate_node_id,
 )
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
-from synapse_retriever.config import SynapseConfig, check_size, validate_namespace
+from synapse_retriever.config import ActrRule, SynapseConfig, check_size, validate_namespace
 from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
@@ -334,7 +334,7 @@ config: pass config together with a store path instead
         ----------
         nodes : iterable of str
             Ids used together; duplicates are dropped, order kept; only the first
-            ``config.max_coactivation`` distinct ids are used (with a warning).
+            ``config.learning.max_coactivation`` distinct ids are used (with a warning).
         strength : float
             Δw = learning_rate × clamp(strength, 0, max_strength); 0 writes nothing.
         namespace : str
@@ -349,7 +349,7 @@ config: pass config together with a store path instead
             What an explicit ``at`` earlier than the last reinforcement of one of its
             edges does (another writer came first: events of several writers arrive out
             of order). ``"skew"``, the default: moved forward to that reinforcement, as if
-            observed then, and counted, when at most ``config.max_clock_skew_s`` earlier;
+            observed then, and counted, when at most ``config.operations.max_clock_skew_s`` earlier;
             refused when earlier still. ``"raise"``: refused however little earlier.
             ``"clamp"``: moved forward however much earlier (a replay of a history out of
             date order).
@@ -421,7 +421,7 @@ config: pass config together with a store path instead
         late : {"skew", "raise", "clamp"}
             What an explicit time earlier than one of its edges' last reinforcement does,
             as in :meth:`reinforce`: move that event forward to it, as if observed then,
-            when at most ``config.max_clock_skew_s`` earlier (``"skew"``, the default),
+            when at most ``config.operations.max_clock_skew_s`` earlier (``"skew"``, the default),
             however much earlier (``"clamp"``: a replay of a history out of date order),
             or never (``"raise"``); an event refused refuses the batch.
 
@@ -488,9 +488,11 @@ config: pass config together with a store path instead
     ) -> Event:
         """One event, validated; nothing is written."""
         ns = validate_namespace(namespace)
-        delta = self.config.learning_rate * _clamped_strength(strength, self.config.max_strength)
+        delta = self.config.learning.learning_rate * _clamped_strength(
+            strength, self.config.learning.max_strength
+        )
         explicit = self._written_time(at)
-        ids = coactivation_set(nodes, limit=self.config.max_coactivation)
+        ids = coactivation_set(nodes, limit=self.config.learning.max_coactivation)
         return Event(ids, ns, explicit, _event_id(event_id), delta)
 
     def use(self, nodes: Iterable[str], namespace: str = "personal", at: Clock = None) -> None:
@@ -519,15 +521,15 @@ config: pass config together with a store path instead
         ['a', 'README.md']
         """
         ns = validate_namespace(namespace)
-        ids = coactivation_set(nodes, limit=self.config.max_coactivation)
+        ids = coactivation_set(nodes, limit=self.config.learning.max_coactivation)
         self._write([Event(ids, ns, self._written_time(at), None, 0.0)], "skew")
 
     def _written_time(self, at: Clock) -> float | None:
         """An explicit write time in seconds (None: the clock, read inside the write),
-        refused when more than ``config.max_clock_skew_s`` ahead of the clock."""
+        refused when more than ``config.operations.max_clock_skew_s`` ahead of the clock."""
         if at is None:
             return None
-        return not_ahead(to_seconds(at), skew_s=self.config.max_clock_skew_s)
+        return not_ahead(to_seconds(at), skew_s=self.config.operations.max_clock_skew_s)
 
     def _write(self, events: list[Event], late: Late) -> list[Reinforced]:
         """Write ``events`` in one transaction, run again while the backend reports a
@@ -540,8 +542,8 @@ config: pass config together with a store path instead
 
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
         """``attempt()`` under :func:`~synapse_retriever.persistence.protocols.retrying`,
-        at most ``config.write_retries`` times again."""
-        return retrying(attempt, self.config.write_retries, repr(self))
+        at most ``config.operations.write_retries`` times again."""
+        return retrying(attempt, self.config.operations.write_retries, repr(self))
 
     def rename(self, old: str, new: str, namespaces: str | Iterable[str] | None = None) -> int:
         """Move node ``old`` to the id ``new``, as a renamed file moves: its edges and its
@@ -673,7 +675,7 @@ config: pass config together with a store path instead
     def repair(self, *, dry_run: bool = False) -> RepairReport:
         """Remove what was written ahead of the clock, from a store that accepted it.
 
-        Times more than ``config.max_clock_skew_s`` ahead are refused on every write
+        Times more than ``config.operations.max_clock_skew_s`` ahead are refused on every write
         today; a store written before that rule (or by an older release) may hold them:
         a millisecond time read as seconds lies some 50,000 years ahead, so its edge
         never decays and every later write is placed after it. This deletes, in one
@@ -693,7 +695,7 @@ config: pass config together with a store path instead
         >>> import time
         >>> store = SynapseStore(":memory:")
         >>> _ = store.reinforce(["a", "b"], at=0)
-        >>> store.config = SynapseConfig(max_clock_skew_s=1e15)  # as older releases did
+        >>> store.config = SynapseConfig.actr(max_clock_skew_s=1e15)  # as older releases did
         >>> _ = store.reinforce(["a", "c"], at=time.time() * 1000)  # milliseconds
         >>> store.config = SynapseConfig()
         >>> store.repair()
@@ -701,7 +703,7 @@ config: pass config together with a store path instead
         >>> [other for other, _, _ in store.neighbours("a", at=0)]
         ['b']
         """
-        limit = time.time() + self.config.max_clock_skew_s
+        limit = time.time() + self.config.operations.max_clock_skew_s
         with self._lock:
             self._check_open()
             storage = self._storage
@@ -852,7 +854,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Validate ``hits`` and compute what may displace them under ``config.rule``.
 
         Under ``actr`` (the default): the activation of the hits and their candidates;
-        under ``published``: spreading activation from the first ``config.seeds`` ids.
+        under ``published``: spreading activation from the first ``config.recall.seeds`` ids.
         The returned plan lists the candidate ids to resolve, then injects; use it
         where resolving ids is async. :meth:`recall` is ``plan(...).inject(...)`` over
         the distinct ids.
@@ -885,10 +887,12 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         now, active = to_seconds(at), validate_namespace(active_namespace)
         with self._lock:
             self._refresh()
-            mirror = self._mirror
-            if self.config.rule == "actr":
-                return actr.plan(rows, mirror.graph, mirror.uses, self.config, now, active)
-            return published.plan(rows, mirror.graph, self.config, now, active)
+            mirror, rule, enabled = self._mirror, self.config.recall, self.config.injection_enabled
+            if isinstance(rule, ActrRule):
+                return actr.plan(
+                    rows, mirror.graph, mirror.uses, rule, now, active, enabled=enabled
+                )
+            return published.plan(rows, mirror.graph, rule, now, active, enabled=enabled)
 
     def recall(
         self,
@@ -1064,8 +1068,10 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 def _open_storage(path: str | os.PathLike[str], read_only: bool, config: SynapseConfig) -> Storage:
     """The backend ``path`` names: PostgreSQL for a ``postgresql://`` URL, else SQLite."""
     if is_postgres_url(path):
-        return PostgresStorage(str(path), read_only=read_only, timeout_s=config.busy_timeout_s)
-    return SQLiteStorage(path, busy_timeout_s=config.busy_timeout_s, read_only=read_only)
+        return PostgresStorage(
+            str(path), read_only=read_only, timeout_s=config.operations.busy_timeout_s
+        )
+    return SQLiteStorage(path, busy_timeout_s=config.operations.busy_timeout_s, read_only=read_only)
 
 
 def _late(late: object) -> Late:

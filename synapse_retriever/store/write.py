@@ -285,7 +285,7 @@ def step_edges(
     stored = tx.lock_edges(keys) if keys else []
     if late != "raise" and pair_events:  # read under lock: exact with many writers
         last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
-        within = math.inf if late == "clamp" else config.max_clock_skew_s
+        within = math.inf if late == "clamp" else config.operations.max_clock_skew_s
         moved = clamped_times(last, pair_events, within_s=within)
         for i, at in zip(pairing, moved, strict=True):
             times[i] = at
@@ -307,12 +307,12 @@ def record_uses(
     use_keys = list(
         dict.fromkeys(UseKey(entry.namespace, node) for entry in entries for node in entry.nodes)
     )
-    uses = recorded_uses(tx.uses_of(use_keys), entries, config.use_history)
+    uses = recorded_uses(tx.uses_of(use_keys), entries, config.learning.use_history)
     tx.write_uses(uses)
     together = Counter(entry.namespace for entry in entries if len(entry.nodes) > 1)
     for ns, count in together.items():
         tx.add_events(ns, count)
-    tx.log_recent(entries, keep=config.recent_events)
+    tx.log_recent(entries, keep=config.learning.recent_events)
     return uses, dict(together)
 
 

@@ -77,7 +77,7 @@ def test_grown_graph_has_the_requested_edges_and_hubs(tmp_path: Path) -> None:
 def test_the_naive_spread_agrees_with_the_store(tmp_path: Path) -> None:
     path = tmp_path / "g.db"
     grow_graph(path, 2000, seed=2)
-    config = SynapseConfig(weight_tolerance_s=0.0)
+    config = SynapseConfig.actr(weight_tolerance_s=0.0)
     store = SynapseStore(path, config=config)
     db = sqlite3.connect(path)
     names = [f"src/module_{i:07d}.py" for i in range(1000)]

@@ -171,7 +171,7 @@ def test_ids_beyond_the_cap_come_back_as_dropped(tmp_path: Any) -> None:
 
     with_server(str(tmp_path / "synapses.db"), session)
     with SynapseStore(tmp_path / "synapses.db") as store:
-        cap = store.config.max_coactivation
+        cap = store.config.learning.max_coactivation
     assert done == {"edges": cap * (cap - 1) // 2, "dropped": ids[cap:40]}
 
 

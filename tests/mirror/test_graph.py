@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synapse_retriever import SynapseConfig, SynapseStore, spread_activation
+from synapse_retriever import ActrRule, SynapseConfig, SynapseStore, spread_activation
 from synapse_retriever.mirror.graph import Edge, MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence.rows import EdgeRow
 
 DAY = 86_400.0
+FAN = ActrRule.association_fan  # what the ACT-R rule reads per hit, by default
 NAMESPACES = ["personal", "shared", "ephemeral", "branch:x"]
 nodes = st.sampled_from([f"n{i}" for i in range(9)])
 steps = st.lists(
@@ -50,14 +51,14 @@ def reference(store: SynapseStore, seeds: list[str], at: float, active: str) -> 
             for x, y in ((a, b), (b, a)):
                 row = merged.setdefault(x, {})
                 row[y] = min(1.0, row.get(y, 0.0) + factor * data["weight"])
-    return spread_activation(merged, seeds, hub_degree=store.config.hub_degree).energy
+    return spread_activation(merged, seeds, hub_degree=store.config.spreading.hub_degree).energy
 
 
 @settings(max_examples=150, deadline=None)
 @given(steps, st.integers(1, 4))
 def test_recall_view_matches_a_from_scratch_spread(steps: list[tuple], hub_degree: int) -> None:
     # a tiny hub degree makes hub factors bite on a 9-node graph
-    config = SynapseConfig(weight_tolerance_s=0.0, hub_degree=hub_degree)
+    config = SynapseConfig.actr(weight_tolerance_s=0.0, hub_degree=hub_degree)
     store = SynapseStore(":memory:", config=config)
     now = 0.0
     for step in steps:
@@ -81,7 +82,7 @@ def test_recall_view_matches_a_from_scratch_spread(steps: list[tuple], hub_degre
 
 
 def test_many_new_edges_fold_the_log_into_the_adjacency() -> None:
-    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store = SynapseStore(":memory:", config=SynapseConfig.actr(weight_tolerance_s=0.0))
     for i in range(3000):  # 3000 new edges: the log is folded in at least once
         store.reinforce(["hub", f"leaf{i}"], at=0)
         if i % 700 == 0:
@@ -97,7 +98,7 @@ def test_many_new_edges_fold_the_log_into_the_adjacency() -> None:
 def test_a_node_added_by_a_use_alone_resizes_the_cached_view() -> None:
     # a one-file commit of a new file (synapse-retriever bench quality on two real histories): the
     # node count grows with no edge written, and the log of new edges must grow with it
-    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store = SynapseStore(":memory:", config=SynapseConfig.actr(weight_tolerance_s=0.0))
     store.reinforce(["a", "b"], at=0)  # a new edge: in the log, not in the adjacency
     assert store.activate(["a"], at=0) == pytest.approx({"b": 0.18})
     store.use(["c"], at=0)
@@ -106,7 +107,9 @@ def test_a_node_added_by_a_use_alone_resizes_the_cached_view() -> None:
 
 
 def test_writes_after_the_adjacency_is_built_update_the_cached_view_in_place() -> None:
-    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0, hub_degree=2))
+    store = SynapseStore(
+        ":memory:", config=SynapseConfig.actr(weight_tolerance_s=0.0, hub_degree=2)
+    )
     store.reinforce(["s", "a", "b"], at=0)
     store.reinforce(["a", "c"], at=0)
     store._mirror.graph.rebuild()  # every edge now in the CSR adjacency
@@ -143,13 +146,13 @@ def co_uses_from_scratch(
             counts[other] = counts.get(other, 0.0) + factors[ns] * data["count"]
     ids = store._mirror.graph.index
     ranked = sorted(counts.items(), key=lambda item: (-item[1], ids[item[0]]))
-    return sorted(ranked[: store.config.association_fan], key=lambda item: ids[item[0]])
+    return sorted(ranked[: store.config.recall.association_fan], key=lambda item: ids[item[0]])
 
 
 @settings(max_examples=100, deadline=None)
 @given(steps, st.integers(1, 3))
 def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) -> None:
-    store = SynapseStore(":memory:", config=SynapseConfig(association_fan=fan))
+    store = SynapseStore(":memory:", config=SynapseConfig.actr(association_fan=fan))
     graph, now = store._mirror.graph, 0.0  # rows are cached across time: exact, not within 60 s
     for step in steps:
         if step[0] == "reinforce":
@@ -165,7 +168,7 @@ def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) ->
         else:
             _, seeds, active = step
             known = [seed for seed in seeds if seed in graph.index]
-            rows = graph.co_uses([graph.index[seed] for seed in known], active, now)
+            rows = graph.co_uses([graph.index[seed] for seed in known], active, now, fan=fan)
             for seed, (others, counts) in zip(known, rows, strict=True):
                 want = co_uses_from_scratch(store, seed, now, active)
                 assert [graph.names[x] for x in others.tolist()] == [name for name, _ in want]
@@ -182,10 +185,12 @@ def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
     assert store.weight("a", "c", at=death + 60) == 0 < store.weight("a", "b", at=death + 60)
     computed: list[float] = []
     rows_at = graph._co_use_rows
-    graph._co_use_rows = lambda nodes, ns, at: computed.append(at) or rows_at(nodes, ns, at)  # type: ignore[method-assign]
+    graph._co_use_rows = lambda nodes, ns, at, fan: (
+        computed.append(at) or rows_at(nodes, ns, at, fan)
+    )  # type: ignore[method-assign]
 
     def row(at: float) -> list[str]:
-        ((others, _),) = graph.co_uses([a], "personal", at)
+        ((others, _),) = graph.co_uses([a], "personal", at, fan=FAN)
         return [graph.names[x] for x in others.tolist()]
 
     assert row(2 * DAY) == ["b", "c"] and row(100 * DAY) == ["b", "c"]  # 98 days apart
@@ -207,7 +212,7 @@ def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
         store.reinforce([hub, f"{hub}x", f"{hub}y"], at=0)  # each hub: 2 neighbours
     graph = store._mirror.graph
     for hub in ("h1", "h2", "h3"):
-        graph.co_uses([graph.index[hub]], "personal", 0.0)
+        graph.co_uses([graph.index[hub]], "personal", 0.0, fan=FAN)
     rows = graph._co_uses["personal"]
     # a row holds its neighbours and one for itself: 3 each; h1 went at 9 > 6
     assert [graph.names[x] for x in rows] == ["h2", "h3"]
@@ -215,11 +220,11 @@ def test_co_use_rows_beyond_the_entry_budget_drop_the_least_recently_used(
     store.reinforce(["h2", "z"], at=0)  # a write forgets the rows of its nodes
     assert [graph.names[x] for x in rows] == ["h3"] and graph._co_use_entries == 3
     # another active namespace: the budget holds across them, the oldest rows first
-    graph.co_uses([graph.index["h1"]], "branch:x", 0.0)  # 3 more: 6
-    graph.co_uses([graph.index["z"]], "branch:x", 0.0)  # z: h2, 1 neighbour: 8 > 6
+    graph.co_uses([graph.index["h1"]], "branch:x", 0.0, fan=FAN)  # 3 more: 6
+    graph.co_uses([graph.index["z"]], "branch:x", 0.0, fan=FAN)  # z: h2, 1 neighbour: 8 > 6
     assert list(rows) == [] and graph._co_use_entries == 5  # h3 (personal) went
     # rows with no live neighbour count too, so they are dropped like the others
-    graph.co_uses([graph.index[f"{hub}x"] for hub in ("h1", "h2")], "branch:x", 0.0)
+    graph.co_uses([graph.index[f"{hub}x"] for hub in ("h1", "h2")], "branch:x", 0.0, fan=FAN)
     assert graph._co_use_entries <= 6
 
 
@@ -228,7 +233,7 @@ def test_a_batch_of_new_edges_that_rebuilds_the_adjacency_refreshes_cached_rows(
     store.reinforce(["x", "y"], at=0)
     graph = store._mirror.graph
     x = graph.index["x"]
-    ((others, _),) = graph.co_uses([x], "personal", 0.0)
+    ((others, _),) = graph.co_uses([x], "personal", 0.0, fan=FAN)
     assert [graph.names[o] for o in others.tolist()] == ["y"]
     start = graph.n  # 9,000 fresh edges at once (another process's bulk import): a rebuild
     graph.add_names([(start + i, f"n{i}") for i in range(9001)])
@@ -240,7 +245,7 @@ def test_a_batch_of_new_edges_that_rebuilds_the_adjacency_refreshes_cached_rows(
     ]
     graph.apply(rows)
     assert graph._log_len == 0  # rebuilt
-    ((others, _),) = graph.co_uses([x], "personal", 0.0)
+    ((others, _),) = graph.co_uses([x], "personal", 0.0, fan=FAN)
     assert sorted(graph.names[o] for o in others.tolist()) == ["n0", "y"]
 
 
@@ -257,7 +262,7 @@ def test_an_edge_is_live_until_its_prune_time_to_the_last_rounding() -> None:
 
 
 def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_write() -> None:
-    store = SynapseStore(":memory:", config=SynapseConfig(weight_tolerance_s=0.0))
+    store = SynapseStore(":memory:", config=SynapseConfig.actr(weight_tolerance_s=0.0))
     store.reinforce(["a", "b"], namespace="personal", at=0)
     store.reinforce(["a", "c"], namespace="personal", at=0)
     graph = store._mirror.graph
@@ -265,7 +270,7 @@ def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_writ
     store.reinforce(["a", "b"], namespace="shared", at=0)  # the same pair, another namespace
     assert graph._log_len == 1  # a write does not rebuild the adjacency (O(edges))...
     # ...the default rule's co-use rows merge the pair themselves: 1 + 0.5 × 1 (shared)
-    ((others, counts),) = graph.co_uses([graph.index["a"]], "personal", 0.0)
+    ((others, counts),) = graph.co_uses([graph.index["a"]], "personal", 0.0, fan=FAN)
     assert [graph.names[x] for x in others.tolist()] == ["b", "c"]
     assert counts.tolist() == [1.5, 1.0]
     # ...and the published rule's view rebuilds first

@@ -197,14 +197,14 @@ def test_a_snapshot_that_cannot_be_trusted_is_rebuilt(stored: Path, damage: str)
 
 
 def test_a_snapshot_of_another_use_history_is_rebuilt(stored: Path) -> None:
-    config = SynapseConfig(use_history=3)
+    config = SynapseConfig.actr(use_history=3)
     store = same_as_without(stored, config, T0 + 20 * DAY)
     assert store._mirror.snapshot_version is None
     store.close()
 
 
 def test_another_decay_recomputes_only_the_prune_times(stored: Path) -> None:
-    config = SynapseConfig(prune_threshold=0.2)  # most edges are pruned earlier
+    config = SynapseConfig.actr(prune_threshold=0.2)  # most edges are pruned earlier
     store = same_as_without(stored, config, T0 + 20 * DAY)
     assert store._mirror.snapshot_version is not None
     store.close()

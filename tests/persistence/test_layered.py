@@ -110,7 +110,7 @@ def test_each_namespace_is_written_to_its_own_backend(tmp_path: Path, postgres_u
 
 
 def test_teammates_share_the_shared_namespace_only(tmp_path: Path, postgres_url: str) -> None:
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     alice = SynapseStore.layered(local=tmp_path / "alice.db", shared=postgres_url, config=config)
     bob = SynapseStore.layered(local=tmp_path / "bob.db", shared=postgres_url, config=config)
     with alice, bob:
@@ -191,7 +191,7 @@ def test_a_failed_write_leaves_no_ids_behind_and_a_retried_batch_counts_once(
 def test_the_view_stays_current_after_a_teammate_writes_in_between(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     local = tmp_path / "me.db"
     with SynapseStore(postgres_url) as first:  # the team's store holds something already
         first.reinforce(["t", "u"], namespace="shared", at=0)

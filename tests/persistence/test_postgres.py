@@ -195,7 +195,7 @@ def test_conflicts_are_retried_then_raised_typed_and_nothing_is_written(
         return original(self, keys)
 
     monkeypatch.setattr(postgres._PostgresTransaction, "lock_edges", deadlocked)
-    with SynapseStore(postgres_url, config=SynapseConfig(write_retries=2)) as store:
+    with SynapseStore(postgres_url, config=SynapseConfig.actr(write_retries=2)) as store:
         failures = 2  # the third attempt succeeds
         assert store.reinforce(["a", "b"], at=0) == 1
         assert len(attempts) == 3
@@ -286,7 +286,7 @@ def test_a_server_restart_is_survived(private_server: PrivateServer) -> None:
 def test_a_stopped_server_leaves_recall_working_and_writes_refused_typed(
     private_server: PrivateServer,
 ) -> None:
-    config = SynapseConfig(refresh_interval_s=0.0, busy_timeout_s=2.0, write_retries=1)
+    config = SynapseConfig.actr(refresh_interval_s=0.0, busy_timeout_s=2.0, write_retries=1)
     with SynapseStore(private_server.url, config=config) as store:
         store.reinforce(["p", "q"], at=0)
         private_server.pg_ctl("stop", "-m", "fast")
@@ -309,7 +309,7 @@ def test_a_stopped_server_leaves_recall_working_and_writes_refused_typed(
 
 
 def test_another_writers_commit_reaches_a_reader_by_notification(postgres_url: str) -> None:
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     with SynapseStore(postgres_url, config=config) as reader, SynapseStore(postgres_url) as writer:
         storage = reader._storage
         assert isinstance(storage, PostgresStorage)
@@ -324,7 +324,7 @@ def test_another_writers_commit_reaches_a_reader_by_notification(postgres_url: s
 
 
 def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     storage = PostgresStorage(postgres_url, listen=False)
     with SynapseStore(storage=storage, config=config) as reader, SynapseStore(postgres_url) as w:
         assert not storage.listening
@@ -341,7 +341,7 @@ def test_trimmed_logs_send_a_late_reader_back_to_everything(
     monkeypatch.setattr(postgres, "LOG_VERSIONS", 4)
     monkeypatch.setattr(postgres, "LOG_TRIM_EVERY", 2)
     monkeypatch.setattr(postgres, "TRIM_RECENT_EVERY", 2)
-    config = SynapseConfig(refresh_interval_s=0.0, recent_events=3)
+    config = SynapseConfig.actr(refresh_interval_s=0.0, recent_events=3)
     storage = PostgresStorage(postgres_url, listen=False)
     with (
         SynapseStore(storage=storage, config=config) as late,
@@ -486,7 +486,7 @@ def _grant_select(postgres_url: str, reader_url: str) -> None:
 def test_a_dry_run_repair_as_a_read_only_role_only_reads(
     postgres_url: str, reader_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with SynapseStore(postgres_url, config=SynapseConfig(max_clock_skew_s=1e15)) as writer:
+    with SynapseStore(postgres_url, config=SynapseConfig.actr(max_clock_skew_s=1e15)) as writer:
         writer.reinforce(["jwt", "keys"], at=0)
         writer.reinforce(["jwt", "ms"], at=time.time() * 1000)  # as older releases let through
     _grant_select(postgres_url, reader_url)
@@ -627,7 +627,7 @@ def proxy(postgres_url: str) -> Iterator[FreezingProxy]:
 def test_a_lock_held_on_the_store_leaves_recall_working_from_memory(
     postgres_url: str, table: str
 ) -> None:
-    config = SynapseConfig(refresh_interval_s=0.0)
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
     storage = PostgresStorage(postgres_url, listen=False)  # every read polls
     with SynapseStore(storage=storage, config=config) as reader, SynapseStore(postgres_url) as w:
         w.reinforce(["a", "b"], at=0)
@@ -645,7 +645,7 @@ def test_a_lock_held_on_the_store_leaves_recall_working_from_memory(
 def test_a_write_waits_busy_timeout_s_at_most_for_a_lock_and_writes_nothing(
     postgres_url: str,
 ) -> None:
-    config = SynapseConfig(busy_timeout_s=0.5)
+    config = SynapseConfig.actr(busy_timeout_s=0.5)
     with SynapseStore(postgres_url, config=config) as store:
         store.reinforce(["a", "b"], at=0)
         with psycopg.connect(postgres_url) as locker:
@@ -665,8 +665,8 @@ def test_a_stalled_network_leaves_recall_working_and_writes_refused_then_recover
     postgres_url: str, proxy: FreezingProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postgres, "UNREACHABLE_BACKOFF_S", 0.0)  # ask again at every read
-    config = SynapseConfig(refresh_interval_s=0.0, busy_timeout_s=5.0, write_retries=1)
-    storage = PostgresStorage(proxy.url, listen=False, timeout_s=config.busy_timeout_s)
+    config = SynapseConfig.actr(refresh_interval_s=0.0, busy_timeout_s=5.0, write_retries=1)
+    storage = PostgresStorage(proxy.url, listen=False, timeout_s=config.operations.busy_timeout_s)
     with SynapseStore(storage=storage, config=config) as store, SynapseStore(postgres_url) as w:
         store.reinforce(["a", "b"], at=0)
         w.reinforce(["a", "c"], at=0)  # something to read
@@ -699,8 +699,8 @@ def test_a_write_after_killed_connections_reconnects_at_once(postgres_url: str) 
                 )
 
     # a pool that backs off 1, 2, ... s after a dead connection runs past a 3 s timeout
-    config = SynapseConfig(busy_timeout_s=3.0)
-    storage = PostgresStorage(url, listen=False, timeout_s=config.busy_timeout_s)
+    config = SynapseConfig.actr(busy_timeout_s=3.0)
+    storage = PostgresStorage(url, listen=False, timeout_s=config.operations.busy_timeout_s)
     killer = threading.Thread(target=kill_idle_connections, daemon=True)
     with SynapseStore(storage=storage, config=config) as store:
         killer.start()

@@ -166,7 +166,7 @@ def test_merge_refuses_bad_edges_and_writes_nothing(
 
 def test_a_store_open_on_the_file_sees_the_import(tmp_path: Path) -> None:
     path = tmp_path / "live.db"
-    with SynapseStore(path, config=SynapseConfig(refresh_interval_s=0.0)) as store:
+    with SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=0.0)) as store:
         store.reinforce(["p", "q"], namespace="shared", at=0.0)
         storage = SQLiteStorage(path)  # another connection, as the CLI uses
         merge_edges(storage, [_edge(100.0)])
@@ -235,7 +235,7 @@ def test_imported_nodes_get_uses_so_the_default_rule_can_recall_them(tmp_path: P
         # ln 1.82843 = 0.60346; no lift (N = 1 event: ln(2 × 1 / 4) < 0); it beats login,
         # never used: -6 + 3
         plan = store.plan(hits, at=2 * day, active_namespace="shared")
-        assert plan.activation.energy["keys"] == pytest.approx(0.60346, abs=1e-5)
+        assert plan.activation["keys"] == pytest.approx(0.60346, abs=1e-5)
         assert [h.id for h in plan.inject()] == ["jwt", "keys"]
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import random
 import sqlite3
+from typing import Any
 
 import numpy as np
 import pytest
@@ -94,6 +95,16 @@ def test_a_path_starts_at_the_hit_most_co_used_with_the_node_ties_to_the_earlier
     assert "seven" not in paths
 
 
+def test_paths_known_already_are_looked_up_first_and_listed_after_the_found_ones() -> None:
+    # the nodes reached in two steps: their paths come with them, through the middle node
+    row = (np.array([5, 6]), np.array([2.0, 1.0]))
+    known = {"seven": ("j", "five", "seven"), "six": ("j", "five", "six")}
+    paths = StrongestSources(["j"], [row], np.array([5, 6, 7]), *NAMES, known)
+    assert paths["five"] == ("j", "five")  # found from the co-use counts
+    assert paths["six"] == ("j", "five", "six")  # known already: looked up first
+    assert list(paths) == ["five", "six", "seven"] and len(paths) == 3
+
+
 NAMES = (["", "", "", "", "", "five", "six", "seven"], {"five": 5, "six": 6, "seven": 7})
 
 
@@ -134,7 +145,7 @@ def test_the_store_computes_base_level_plus_association() -> None:
     store.use(["readme"], namespace="shared", at=2 * DAY)  # a use, no co-activation
     plan = store.plan([("jwt", 0.9), ("login", 0.5), ("docs", 0.4)], at=4 * DAY,
                       active_namespace="shared")  # fmt: skip
-    a = plan.activation.energy
+    a = plan.activation
     # keys: uses 4 and 3 days ago: B = ln(0.5 + 0.57735) = 0.07450; lift from jwt: N = 3
     # co-activations, c = 2, n_jwt = n_keys = 2: ln(2 × 3 / 4) = 0.40547; source weights are the
     # scores over the first: 1, 0.5/0.9, 0.4/0.9 (sum 2), login and docs never used:
@@ -166,19 +177,19 @@ def test_a_memory_that_stopped_learning_trusts_never_used_hits_more() -> None:
     # x defends at −6 + ln(1 + 1) + 3 = −2.30685: b takes its slot
     assert [h.id for h in store.recall(hits, at=DAY)] == ["a", "b"]
     # day 30: b has B = ln 30^-0.5 = −1.70060; x defends at −6 + ln 31 + 3 = 0.43399: x stays
-    assert store.plan(hits, at=30 * DAY).activation.energy["x"] == pytest.approx(-2.56601, abs=1e-5)
+    assert store.plan(hits, at=30 * DAY).activation["x"] == pytest.approx(-2.56601, abs=1e-5)
     assert [h.id for h in store.recall(hits, at=30 * DAY)] == ["a", "x"]
     # without the staleness term x defends at −3 and b (−1.70060) still takes the slot
-    fixed = SynapseStore(":memory:", config=SynapseConfig(stale_unused=0.0))
+    fixed = SynapseStore(":memory:", config=SynapseConfig.actr(stale_unused=0.0))
     fixed.reinforce(["a", "b"], at=0)
     assert [h.id for h in fixed.recall(hits, at=30 * DAY)] == ["a", "b"]
 
 
 def test_the_default_swaps_at_most_two_nodes_in_as_published() -> None:
     # the published promise: at most 2 absent nodes swapped in, at least one original kept
-    assert SynapseConfig().max_inject == 2
-    assert SynapseConfig.actr().max_inject == 2  # the preset is the default
-    assert SynapseConfig(max_inject=3).max_inject == 3  # a third slot, on request
+    assert SynapseConfig().recall.max_inject == 2
+    assert SynapseConfig.actr().recall.max_inject == 2  # the preset is the default
+    assert SynapseConfig.actr(max_inject=3).recall.max_inject == 3  # a third slot, on request
 
 
 def test_recall_swaps_in_at_most_two_of_three_qualifying_nodes_by_default() -> None:
@@ -198,28 +209,36 @@ def test_recall_swaps_in_at_most_two_of_three_qualifying_nodes_by_default() -> N
 def test_actr_preset_is_the_default_and_the_published_preset_differs() -> None:
     assert SynapseConfig() == SynapseConfig.actr() == SynapseConfig.preset("actr")
     default = SynapseConfig()
-    assert (default.rule, default.seeds, default.max_inject) == ("actr", 1, 2)
+    assert (default.rule, default.recall.seeds, default.recall.max_inject) == ("actr", 1, 2)
     published = SynapseConfig.published()
     assert published == SynapseConfig.preset("published")
-    assert (published.rule, published.seeds, published.max_inject) == ("published", 3, 2)
+    assert (published.rule, published.recall.seeds, published.recall.max_inject) == (
+        "published",
+        3,
+        2,
+    )
     # the published method's spreading and injection constants
-    assert (published.spread_rate, published.hub_degree) == (0.6, 50)
-    assert (published.boost, published.inject_threshold) == (0.3, 0.15)
-    # the presets differ only in the fields published() sets
+    assert (published.spreading.spread_rate, published.spreading.hub_degree) == (0.6, 50)
+    assert (published.recall.boost, published.recall.inject_threshold) == (0.3, 0.15)
+    # the presets differ only in the rule: learning, spreading and operations are shared
     differing = {
-        name
-        for name in SynapseConfig.__dataclass_fields__
-        if getattr(default, name) != getattr(published, name)
+        field.name
+        for field in dataclasses.fields(SynapseConfig)
+        if getattr(default, field.name) != getattr(published, field.name)
     }
-    assert differing == {"rule", "seeds"}  # both swap at most 2
+    assert differing == {"recall"}
+    assert (default.recall.max_inject, published.recall.max_inject) == (2, 2)  # both swap 2
     # overrides win over the preset's values
-    assert SynapseConfig.published(seeds=1).seeds == 1
-    assert SynapseConfig.actr(max_inject=0).max_inject == 0
-    assert SynapseConfig.published(max_inject=3).max_inject == 3
+    assert SynapseConfig.published(seeds=1).recall.seeds == 1
+    assert SynapseConfig.actr(max_inject=0).recall.max_inject == 0
+    assert SynapseConfig.published(max_inject=3).recall.max_inject == 3
     with pytest.raises(ValueError, match="preset"):
         SynapseConfig.preset("best")
-    with pytest.raises(ValueError, match="rule"):
-        SynapseConfig(rule="magic")
+    with pytest.raises(ValueError, match="keep_bonus is a constant of the actr rule"):
+        SynapseConfig.published(keep_bonus=2.0)  # the rule's type says which constants apply
+    magic: Any = "magic"
+    with pytest.raises(TypeError, match="recall must be an ActrRule or a PublishedRule"):
+        SynapseConfig(recall=magic)
 
 
 events = st.lists(
@@ -230,7 +249,7 @@ hit_lists = st.lists(st.sampled_from("abcdefghijklm"), min_size=0, max_size=10, 
 
 
 configs = st.sampled_from(
-    [SynapseConfig(), SynapseConfig(association_hops=1), SynapseConfig.recency()]
+    [SynapseConfig(), SynapseConfig.actr(association_hops=1), SynapseConfig.recency()]
 )
 
 
@@ -273,7 +292,7 @@ def test_one_hop_or_a_minimum_association_injects_only_nodes_with_an_edge_to_a_h
 ) -> None:
     # one hop, or any min_association above 0 (a node two steps away has no lift)
     hops, minimum = gate
-    config = SynapseConfig(association_hops=hops, min_association=minimum)
+    config = SynapseConfig.actr(association_hops=hops, min_association=minimum)
     store = SynapseStore(":memory:", config=config)
     at = 0.0
     for nodes, gap in history:
@@ -302,7 +321,7 @@ def test_a_cold_store_is_the_identity(ids: list[str], config: SynapseConfig) -> 
 
 
 def test_unused_base_is_the_floor_of_every_activation() -> None:
-    assert math.isfinite(SynapseConfig.actr().unused_base)
+    assert math.isfinite(SynapseConfig.actr().recall.unused_base)
 
 
 def test_a_reopened_store_keeps_its_use_history(tmp_path: object) -> None:
@@ -313,9 +332,9 @@ def test_a_reopened_store_keeps_its_use_history(tmp_path: object) -> None:
         store.reinforce(["jwt", "keys"], namespace="shared", at=0)
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
         store.use(["readme"], namespace="shared", at=2 * DAY)
-        before = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
+        before = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation)
     with SynapseStore(path, config=config) as store:
-        after = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation.energy)
+        after = dict(store.plan(hits, at=4 * DAY, active_namespace="shared").activation)
         assert [h.id for h in store.recall(hits, at=4 * DAY, active_namespace="shared")] == [
             "jwt",
             "keys",
@@ -345,7 +364,7 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
     db.close()
     with SynapseStore(path, config=SynapseConfig.actr()) as store:
         energy = store.plan([("jwt", 0.9), ("login", 0.5)], at=4 * DAY, active_namespace="shared")
-        keys = energy.activation.energy["keys"]
+        keys = energy.activation["keys"]
     # from the one edge: 2 uses (its count), the latest exact (3 days old: 0.57735), the
     # other spread between 3 and 4 days old (its creation): 1 × (2 − 1.73205) / 0.5 =
     # 0.53590 instead of 0.5; B = ln 1.11325 = 0.10728
@@ -368,7 +387,7 @@ def test_a_hit_defends_with_half_its_association() -> None:
     store.reinforce(["a", "b"], at=0)
     store.reinforce(["a", "b"], at=DAY)
     store.reinforce(["c", "d"], at=DAY)
-    energy = store.plan([("a", 1.0), ("b", 1.0)], at=2 * DAY).activation.energy
+    energy = store.plan([("a", 1.0), ("b", 1.0)], at=2 * DAY).activation
     # b: B = ln(2^-0.5 + 1^-0.5) = ln 1.70711 = 0.53480; lift from a: N = 3, c = 2,
     # n_a = n_b = 2: ln(2 × 3 / 4) = 0.40547 over the weight of the other sources (a: 1);
     # defending, half of it: A = 0.53480 + 0.5 × 0.40547 = 0.73753
@@ -418,7 +437,7 @@ def test_a_long_lived_store_plans_as_a_freshly_opened_one(steps: list[tuple]) ->
 @given(actr_steps)
 def test_a_long_lived_store_plans_two_hops_as_a_freshly_opened_one(steps: list[tuple]) -> None:
     # the same under the default gate: the latest events' co-use rows are read too
-    _plans_as_a_fresh_store(steps, SynapseConfig(recent_events=4, use_history=3))
+    _plans_as_a_fresh_store(steps, SynapseConfig.actr(recent_events=4, use_history=3))
 
 
 def _plans_as_a_fresh_store(steps: list[tuple], config: SynapseConfig) -> None:
@@ -446,7 +465,7 @@ def _plans_as_a_fresh_store(steps: list[tuple], config: SynapseConfig) -> None:
                 live = store.plan(hits, at=now, active_namespace=active)
                 with SynapseStore(path, config=config) as fresh:
                     want = fresh.plan(hits, at=now, active_namespace=active)
-                assert dict(live.activation.energy) == pytest.approx(dict(want.activation.energy))
+                assert dict(live.activation) == pytest.approx(dict(want.activation))
                 assert list(live.order) == list(want.order)
                 assert live.inject() == want.inject()
         store.close()
@@ -481,9 +500,9 @@ def test_cached_co_use_rows_follow_writes() -> None:
         store.reinforce([f"x{i}", f"y{i}"], at=0)
     hits = [("a", 1.0), ("q", 0.5)]
     store.reinforce(["a", "b"], at=0)
-    assert store.plan(hits, at=0).activation.energy["b"] > 0  # a's co-use row is cached now
+    assert store.plan(hits, at=0).activation["b"] > 0  # a's co-use row is cached now
     store.reinforce(["a", "c"], at=0)  # same instant: only the write can refresh the row
-    energy = store.plan(hits, at=0).activation.energy
+    energy = store.plan(hits, at=0).activation
     # c: N = 10 events, n_a = 2, n_c = 1, once with a: S = ln(1 × 10 / 2) = ln 5 = 1.60944;
     # a is its only source (q was never used), weights 1 and 0.5: 1.60944 / 1.5 = 1.07296;
     # B = ln(86400^0.5) = 5.68337 (one use a second ago)
@@ -492,7 +511,7 @@ def test_cached_co_use_rows_follow_writes() -> None:
 
 
 def test_the_log_of_recent_events_stays_bounded(tmp_path: object) -> None:
-    config = dataclasses.replace(SynapseConfig(), recent_events=4)
+    config = SynapseConfig.actr(recent_events=4)
     with SynapseStore(f"{tmp_path}/s.db", config=config) as store:
         for i in range(100):  # two namespaces take turns: each is trimmed on its own
             store.reinforce([f"a{i}", f"b{i}"], namespace=["personal", "shared"][i % 2], at=i)
@@ -542,20 +561,20 @@ def test_nodes_with_the_same_history_tie_and_go_by_name() -> None:
             store.reinforce(rnd.sample(names, 4), namespace="shared", at=t)
         hits = [(names[k], 1.0), *((n, 0.5) for n in rnd.sample(names[150:], 6))]
         plan = store.plan(hits, at=t + DAY, active_namespace="shared")
-        assert len({plan.activation.energy[n] for n in twins}) == 1
+        assert len({plan.activation[n] for n in twins}) == 1
         ranked = [n for n in plan.order if n in twins]
         assert ranked == sorted(ranked)
     store.close()
 
 
 def test_a_hit_keeps_its_most_co_used_neighbours_ties_to_the_smaller_id() -> None:
-    config = dataclasses.replace(SynapseConfig(), association_fan=3)
+    config = SynapseConfig.actr(association_fan=3)
     store = SynapseStore(":memory:", config=config)
     for other, times in (("b", 1), ("c", 2), ("d", 1), ("e", 2), ("f", 1)):
         for i in range(times):
             store.reinforce(["a", other], at=i)
     ids = {name: store._mirror.graph.index[name] for name in "abcdef"}
-    ((others, counts),) = store._mirror.graph.co_uses([ids["a"]], "personal", 0.0)
+    ((others, counts),) = store._mirror.graph.co_uses([ids["a"]], "personal", 0.0, fan=3)
     # c and e (2 co-uses each), then b, the smallest id of the three with 1
     assert [store._mirror.graph.names[x] for x in others.tolist()] == ["b", "c", "e"]
     assert counts.tolist() == [1.0, 2.0, 2.0]
@@ -579,8 +598,8 @@ def test_with_no_neighbours_read_the_rule_is_query_blind() -> None:
     # association_fan = 0 (the benchmark's query-blind twin): a hit's co-used neighbour is
     # no candidate unless the latest events hold it; the same memory, queried through a
     # hit or another, injects the same nodes
-    blind = dataclasses.replace(SynapseConfig(), association_fan=0, recent_events=1)
-    seen = dataclasses.replace(SynapseConfig(), recent_events=1)
+    blind = SynapseConfig.actr(association_fan=0, recent_events=1)
+    seen = SynapseConfig.actr(recent_events=1)
     results = {}
     for name, config in (("blind", blind), ("seen", seen)):
         store = SynapseStore(":memory:", config=config)
@@ -619,7 +638,7 @@ def test_an_unassociated_recent_node_is_never_injected_by_default() -> None:
 
 def test_min_association_keeps_out_weakly_associated_nodes() -> None:
     def recall(minimum: float) -> list[str]:
-        with SynapseStore(":memory:", config=SynapseConfig(min_association=minimum)) as store:
+        with SynapseStore(":memory:", config=SynapseConfig.actr(min_association=minimum)) as store:
             store.reinforce(["jwt.py", "keys.py"], at=0)
             store.reinforce(["a", "b"], at=0)  # an unrelated event: N = 2
             plan = store.plan([("jwt.py", 0.9), ("x", 0.5)], at=DAY)
@@ -635,11 +654,11 @@ def test_min_association_keeps_out_weakly_associated_nodes() -> None:
 
 def test_min_association_is_validated_and_needs_the_gate() -> None:
     with pytest.raises(InvalidValueError, match="min_association must be a finite number"):
-        SynapseConfig(min_association=-0.1)
+        SynapseConfig.actr(min_association=-0.1)
     with pytest.raises(InvalidValueError, match="require_association=False"):
         SynapseConfig.recency(min_association=0.5)
     with pytest.raises(TypeError, match="require_association must be a bool"):
-        SynapseConfig(require_association=1)  # type: ignore[arg-type]
+        SynapseConfig.actr(require_association=1)
 
 
 def test_intermediates_worked_by_hand() -> None:
@@ -667,7 +686,7 @@ def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
     hits = [("jwt.py", 0.9), ("login.md", 0.5), ("faq.md", 0.4)]
     results = {}
     for name, config in (
-        ("one hop", SynapseConfig(association_hops=1)),
+        ("one hop", SynapseConfig.actr(association_hops=1)),
         ("two hops", SynapseConfig()),  # the default
         ("recency", SynapseConfig.recency()),
     ):
@@ -678,7 +697,7 @@ def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
                 store.reinforce(["billing.py", "invoice.py"], at=day * DAY)  # no path
             results[name] = [(h.id, h.origin, h.path) for h in store.recall(hits, at=8 * DAY)]
             if name == "two hops":
-                energy = dict(store.plan(hits, at=8 * DAY).activation.energy)
+                energy = dict(store.plan(hits, at=8 * DAY).activation)
     # N = 9 events; keys.py (n = 2) met jwt.py (n = 1) once: S = ln(1 × 9 / 2) = 1.50408,
     # over the hits' weights 1 + 0.556 + 0.444 = 2: lift 0.75204; B = ln(8^-0.5 + 7^-0.5)
     # = -0.31264, A = 0.43940. rotate.py: reached through keys.py (S = ln(1 × 9 / (2 × 1))
@@ -741,6 +760,6 @@ def test_an_unassociated_recent_node_is_never_injected_in_two_hops() -> None:
 def test_association_hops_and_indirect_penalty_are_validated() -> None:
     for bad in (0, 3, True, 1.5):
         with pytest.raises(InvalidValueError, match="association_hops must be 1 or 2"):
-            SynapseConfig(association_hops=bad)  # type: ignore[arg-type]
+            SynapseConfig.actr(association_hops=bad)
     with pytest.raises(InvalidValueError, match="indirect_penalty must be a finite number"):
-        SynapseConfig(indirect_penalty=-1.0)
+        SynapseConfig.actr(indirect_penalty=-1.0)

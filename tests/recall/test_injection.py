@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever import SynapseConfig, SynapseStore
+from synapse_retriever import PublishedRule, SynapseConfig, SynapseStore
 from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.recall.hits import Hit, injection_slots
 from synapse_retriever.recall.published import RecallPlan, candidates, inject
@@ -140,7 +140,7 @@ def test_injection_slots_is_what_inject_fills_with_enough_candidates(
     act = Activation({f"x{i}": 0.9 for i in range(9)}, {})
     out = inject(hits(n), act, seeds=seeds, max_inject=max_inject)
     assert sum(hit.origin == "injected" for hit in out) == slots
-    plan = RecallPlan(hits(n), act, seeds=seeds, max_inject=max_inject)
+    plan = RecallPlan(hits(n), act, PublishedRule(seeds=seeds, max_inject=max_inject))
     assert plan.slots == slots
     assert len(plan.candidates) == (9 if slots else 0)
 

@@ -448,15 +448,17 @@ def test_strict_token_budget_lets_a_cheaper_injection_in(synapse: SynapsePostpro
 
 def test_store_as_a_path_with_a_config(tmp_path: Any) -> None:
     path = tmp_path / "synapses.db"
-    synapse = SynapsePostprocessor(store=path, config=SynapseConfig(max_inject=1))
-    assert synapse.store.config.max_inject == 1
+    synapse = SynapsePostprocessor(store=path, config=SynapseConfig.actr(max_inject=1))
+    assert synapse.store.config.recall.max_inject == 1
     synapse.record_usage(["a", "b"])
     assert SynapseStore(path).weight("a", "b") > 0
 
 
 def test_config_that_contradicts_the_store_is_refused() -> None:
     with pytest.raises(ValidationError, match="config differs"):
-        SynapsePostprocessor(store=SynapseStore(":memory:"), config=SynapseConfig(max_inject=1))
+        SynapsePostprocessor(
+            store=SynapseStore(":memory:"), config=SynapseConfig.actr(max_inject=1)
+        )
 
 
 def test_bad_namespace_and_id_mode_are_refused() -> None:
@@ -518,7 +520,7 @@ def test_never_more_nodes_out_than_in_and_upstream_untouched(
     scored = usable_scores([s for _, s in hits])
     kept = [n for n in out if n.node.metadata.get("synapse_origin") != "injected"]
     injected = [n for n in out if n.node.metadata.get("synapse_origin") == "injected"]
-    assert len(injected) <= config.max_inject  # 2, by default and published
+    assert len(injected) <= config.recall.max_inject  # 2, by default and published
     assert {n.node.node_id for n in injected}.isdisjoint(i for i, _ in hits)
     if not scored:  # scores are the upstream's, None included: only the order changes
         key = lambda s: (s is None, s or 0.0)  # noqa: E731

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from synapse_retriever.config import SynapseConfig
+from synapse_retriever.config import Operations
 from synapse_retriever.errors import (
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -178,9 +178,9 @@ CHANNEL = "synapse_retriever_conversation"
 ``<schema oid>.<user number>.<storage token>``."""
 POOL_SIZE = 8
 """Connections at most that the storages of one URL in one process share."""
-WRITE_RETRIES = SynapseConfig.write_retries
+WRITE_RETRIES = Operations.write_retries
 """How many times a write that lost its connection before the commit (or met a deadlock)
-is run again, as the store's default ``config.write_retries``."""
+is run again, as the store's default ``config.operations.write_retries``."""
 _UNKNOWN_COMMIT = "a memory takes the turn in at its next catch-up if it was"
 _MARKS = ("consolidated_through", "graph_through", "relations_through")
 _TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker"

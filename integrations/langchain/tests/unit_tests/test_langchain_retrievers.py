@@ -536,8 +536,8 @@ def test_a_store_path_that_cannot_be_opened_fails_at_construction(tmp_path: Any)
 
 def test_a_store_path_is_opened_and_persists(tmp_path: Any, upstream: ListRetriever) -> None:
     path = tmp_path / "synapses.db"
-    first = make(upstream, store=path, config=SynapseConfig(max_inject=1))
-    assert first.store.config.max_inject == 1
+    first = make(upstream, store=path, config=SynapseConfig.actr(max_inject=1))
+    assert first.store.config.recall.max_inject == 1
     first.record_usage(["a", "x"])
     first.store.close()
     with SynapseStore(path) as reopened:
@@ -548,7 +548,7 @@ def test_config_must_match_a_given_store(upstream: ListRetriever) -> None:
     store = SynapseStore(":memory:")
     assert make(upstream, store=store, config=SynapseConfig()).store is store
     with pytest.raises(ValidationError, match="config differs"):
-        make(upstream, store=store, config=SynapseConfig(max_inject=1))
+        make(upstream, store=store, config=SynapseConfig.actr(max_inject=1))
 
 
 def test_record_usage_defaults_to_the_active_namespace(upstream: ListRetriever) -> None:

@@ -1,0 +1,129 @@
+"""The configuration in groups (synapse_retriever/config.py; the conversation memory's is
+tests/conversation/test_config.py): each group checks itself, the rule's type names its
+constants, and one resolver addresses a field by name for the presets, ``replace`` and ``--set``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from synapse_retriever import (
+    ActrRule,
+    InvalidTypeError,
+    InvalidValueError,
+    Learning,
+    Operations,
+    PublishedRule,
+    Spreading,
+    SynapseConfig,
+)
+from synapse_retriever.config import GROUPS
+
+
+def test_each_group_holds_what_its_name_says_and_the_rule_follows_the_recall_type() -> None:
+    config = SynapseConfig()
+    assert isinstance(config.learning, Learning) and isinstance(config.recall, ActrRule)
+    assert isinstance(config.spreading, Spreading) and isinstance(config.operations, Operations)
+    assert config.rule == config.recall.rule == "actr"
+    assert SynapseConfig.published().rule == "published"
+    assert isinstance(SynapseConfig.published().recall, PublishedRule)
+
+
+def test_the_seed_defaults_are_the_rules_own_and_nothing_else_repeats_them() -> None:
+    # one seed for the ACT-R rule, three as published: the two plans read them from the rule
+    assert (ActrRule().seeds, PublishedRule().seeds) == (1, 3)
+    assert ActrRule().max_inject == PublishedRule().max_inject == 2
+
+
+def test_a_field_is_named_bare_or_with_its_group_and_both_give_the_same_config() -> None:
+    bare = SynapseConfig().replace(keep_bonus=2.0, write_retries=3, hub_degree=6)
+    dotted = SynapseConfig().replace(
+        **{"recall.keep_bonus": 2.0, "operations.write_retries": 3, "spreading.hub_degree": 6}
+    )
+    nested = SynapseConfig(
+        recall=ActrRule(keep_bonus=2.0),
+        operations=Operations(write_retries=3),
+        spreading=Spreading(hub_degree=6),
+    )
+    assert (
+        bare
+        == dotted
+        == nested
+        == SynapseConfig.actr(keep_bonus=2.0, write_retries=3, hub_degree=6)
+    )
+    assert nested.value("keep_bonus") == nested.value("recall.keep_bonus") == 2.0
+    assert SynapseConfig().replace(injection_enabled=False).injection_enabled is False
+
+
+def test_every_field_of_every_group_can_be_named_by_itself() -> None:
+    for config in (SynapseConfig.actr(), SynapseConfig.published()):
+        for group in GROUPS:
+            part = getattr(config, group)
+            for field in dataclasses.fields(part):
+                if field.init:
+                    assert config.value(field.name) == getattr(part, field.name)
+                    assert config.value(f"{group}.{field.name}") == getattr(part, field.name)
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "message"),
+    [
+        (SynapseConfig.actr(), "boost", "boost is a constant of the published rule, not of this"),
+        (SynapseConfig.published(), "keep_bonus", "keep_bonus is a constant of the actr rule"),
+        (SynapseConfig(), "keep_bonnus", "unknown configuration field 'keep_bonnus'"),
+        (
+            SynapseConfig(),
+            "learning.keep_bonus",
+            "unknown configuration field 'learning.keep_bonus'",
+        ),
+        (SynapseConfig(), "rule", "unknown configuration field 'rule'"),
+        (SynapseConfig(), "recall", "unknown configuration field 'recall'"),
+    ],
+)
+def test_a_name_that_is_no_field_of_this_config_is_refused_by_name(
+    config: SynapseConfig, name: str, message: str
+) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        config.value(name)
+    with pytest.raises(InvalidValueError, match=message):
+        config.replace(**{name: 1})
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Learning(learning_rate=-0.1), "learning_rate must be a finite number >= 0"),
+        (lambda: Learning(use_history=0), "use_history must be an integer >= 1, got 0"),
+        (lambda: Spreading(hub_degree=0), "hub_degree must be an integer >= 1, got 0"),
+        (lambda: ActrRule(seeds=0), "seeds must be an integer >= 1, got 0"),
+        (lambda: ActrRule(association_hops=3), "association_hops must be 1 or 2, got 3"),
+        (lambda: PublishedRule(max_inject=-1), "max_inject must be an integer >= 0, got -1"),
+        (lambda: Operations(busy_timeout_s=0.0), "busy_timeout_s must be a finite number > 0"),
+        (lambda: SynapseConfig.recency(min_association=0.5), "min_association applies under"),
+    ],
+)
+def test_each_group_checks_its_own_fields_with_the_same_messages(make: Any, message: str) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        make()
+
+
+def test_a_group_of_the_wrong_type_is_refused_by_name() -> None:
+    published: Any = PublishedRule()
+    learning: Any = Learning()
+    with pytest.raises(InvalidTypeError, match="learning must be a Learning, got PublishedRule"):
+        SynapseConfig(learning=published)
+    with pytest.raises(TypeError, match="recall must be an ActrRule or a PublishedRule"):
+        SynapseConfig(recall=learning)
+
+
+def test_the_flat_view_has_every_field_once_and_the_rule() -> None:
+    flat = SynapseConfig.published().flat()
+    assert next(iter(flat)) == "rule" and flat["rule"] == "published"
+    assert (flat["seeds"], flat["boost"], flat["spread_rate"]) == (3, 0.3, 0.6)
+    assert "keep_bonus" not in flat  # a constant of the other rule
+    groups = (Learning(), PublishedRule(), Spreading(), Operations())
+    expected = 1 + sum(sum(f.init for f in dataclasses.fields(g)) for g in groups) + 2
+    assert len(flat) == expected
