@@ -29,7 +29,7 @@ CONFIG = SynapseConfig()
 
 
 def event(ids: list[str], at: float | None = 0.0, event_id: str | None = None) -> Event:
-    return Event(ids, "personal", at, event_id, CONFIG.learning_rate)
+    return Event(ids, "personal", at, event_id, CONFIG.learning.learning_rate)
 
 
 def test_a_batch_leaves_the_mirror_as_a_fresh_load_of_the_storage(
