@@ -38,6 +38,7 @@ import numpy as np
 from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
+from synapse_retriever.config import Operations
 from synapse_retriever.conversation.assemble import (
     AssembledTurn,
     TurnsView,
@@ -215,7 +216,7 @@ class ConversationMemory:
         mode_detector: ModeDetector | None = None,
         relations: RelationExtractor | None = None,
         background: bool = True,
-        busy_timeout_s: float = 30.0,
+        busy_timeout_s: float = Operations.busy_timeout_s,
         user: str | None = None,
     ) -> None:
         stored_user = check_user(user)  # a bad name is refused before the file is touched

@@ -40,6 +40,7 @@ import numpy.typing as npt
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
+from synapse_retriever.config import ActrRule, Learning
 from synapse_retriever.persistence.rows import RecentEvent, UseColumns, UseRow
 
 __all__ = [
@@ -60,7 +61,7 @@ FEW_ROWS = 64
 """Rows a :meth:`UseTable.apply` sets one by one rather than as columns."""
 
 
-def base_level(times: Iterable[float], now: float, decay: float = 0.5) -> float:
+def base_level(times: Iterable[float], now: float, decay: float = ActrRule.base_decay) -> float:
     """ACT-R base-level activation ln Σ (now − t_j)^(−decay), ages in days; −inf if unused.
 
     Uses after ``now`` are ignored.
@@ -91,7 +92,7 @@ def older_uses(
     count: float | FloatArray | IntArray,
     oldest_kept: float | FloatArray,
     first: float | FloatArray,
-    decay: float = 0.5,
+    decay: float = ActrRule.base_decay,
 ) -> float | FloatArray:
     """Σ age^(−decay) of ``count`` uses spread evenly between two ages (in days).
 
@@ -137,7 +138,7 @@ def use_strengths(
     count: FloatArray | IntArray,
     first: FloatArray,
     now: float,
-    decay: float = 0.5,
+    decay: float = ActrRule.base_decay,
     kept: FloatArray | IntArray | None = None,
 ) -> FloatArray:
     """Σ_j (now − t_j)^(−decay) per row, over every use (older ones approximated).
@@ -245,7 +246,7 @@ def uses_from_edges(
 def recorded_uses(
     stored: Sequence[UseRow],
     events: Sequence[RecentEvent],
-    history: int = 8,
+    history: int = Learning.use_history,
 ) -> list[UseRow]:
     """The use rows of the nodes of ``events`` after them: ``stored`` rows plus each event.
 
@@ -354,7 +355,9 @@ class UseTable:
     [1, 2]
     """
 
-    def __init__(self, *, history: int = 8, window: int = 50) -> None:
+    def __init__(
+        self, *, history: int = Learning.use_history, window: int = Learning.recent_events
+    ) -> None:
         self.history = history
         self.window = window
         self._row_of: dict[int, npt.NDArray[np.int32]] = {}  # namespace -> node -> row, -1

@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from synapse_retriever.config import Operations
 from synapse_retriever.errors import (
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -970,7 +971,7 @@ class PostgresStorage:
         *,
         read_only: bool = False,
         pool_size: int = 4,
-        timeout_s: float = 30.0,
+        timeout_s: float = Operations.busy_timeout_s,
         listen: bool = True,
         create: bool = True,
     ) -> None:

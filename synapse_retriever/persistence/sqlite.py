@@ -31,6 +31,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.config import Operations
 from synapse_retriever.errors import (
     CorruptDatabaseError,
     InvalidValueError,
@@ -527,7 +528,7 @@ class SQLiteStorage:
         self,
         path: str | os.PathLike[str],
         *,
-        busy_timeout_s: float = 30.0,
+        busy_timeout_s: float = Operations.busy_timeout_s,
         read_only: bool = False,
         _paged: bool = True,
     ) -> None:

@@ -59,7 +59,7 @@ from typing import IO, Any, Literal
 
 from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
-from synapse_retriever.config import validate_namespace
+from synapse_retriever.config import Operations, validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
@@ -123,7 +123,7 @@ def merge_edges(
     edges: Iterable[Edge],
     *,
     max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
-    retries: int = 8,
+    retries: int = Operations.write_retries,
 ) -> MergeReport:
     """Merge ``edges`` into ``storage`` in one transaction; newer state always wins.
 

@@ -328,7 +328,7 @@ class PostgresConversationStorage:
         url: str,
         *,
         user: str | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = Operations.busy_timeout_s,
         listen: bool = True,
     ) -> None:
         if not is_postgres_url(url):

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from synapse_retriever.config import Operations
 from synapse_retriever.errors import NotASynapseDatabaseError, ReadOnlyStoreError
 from synapse_retriever.persistence.conversation.protocol import (
     EntityRow,
@@ -230,7 +231,7 @@ class SQLiteConversationStorage:
         path: str | os.PathLike[str],
         *,
         user: str | None = None,
-        busy_timeout_s: float = 30.0,
+        busy_timeout_s: float = Operations.busy_timeout_s,
     ) -> None:
         self.user = check_user(user)
         self.path = os.fspath(path)
