@@ -379,7 +379,7 @@ def test_the_watch_refuses_what_it_cannot_watch_before_it_starts(tmp_path: Path)
 
 
 def test_synapse_watch_refuses_a_store_it_cannot_write(tree: Path, tmp_path: Path) -> None:
-    from test_store_safety import read_only
+    from files import read_only
 
     from synapse_retriever.cli import main
 

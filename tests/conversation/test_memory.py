@@ -596,7 +596,7 @@ def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
 
 
 def test_a_read_only_file_is_refused_in_a_typed_error_and_left_untouched(tmp_path: Path) -> None:
-    from test_store_safety import read_only  # the immutable attribute, for root too
+    from files import read_only  # the immutable attribute, for root too
 
     path = tmp_path / "chat.db"
     with ConversationMemory(path, background=False) as memory:

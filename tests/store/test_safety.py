@@ -7,16 +7,14 @@ import contextlib
 import hashlib
 import json
 import multiprocessing as mp
-import os
-import shutil
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from files import read_only
 
 from synapse_retriever import (
     CorruptDatabaseError,
@@ -158,31 +156,6 @@ def test_another_process_sees_a_repair(tmp_path: Path) -> None:
 
 
 # -- read-only stores ------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def read_only(*paths: Path) -> Iterator[None]:
-    """Make files and folders unwritable, for root too (the immutable attribute; root
-    ignores permission bits), and writable again afterwards."""
-    if os.geteuid() != 0:
-        modes = [p.stat().st_mode for p in paths]
-        for p in paths:
-            p.chmod(0o555 if p.is_dir() else 0o444)
-        try:
-            yield
-        finally:
-            for p, mode in zip(paths, modes, strict=True):
-                p.chmod(mode)
-        return
-    if shutil.which("chattr") is None:
-        pytest.skip("running as root without chattr: nothing can make a file read-only")
-    done = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"chattr +i refused here: {done.stderr.decode().strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
 
 
 def _digest(path: Path) -> str:

@@ -1,7 +1,8 @@
 """The write path's stages (synapse_retriever/store/write.py), each on a real SQLite file and
 a real mirror: what each stage writes, and that a failure in any stage leaves nothing behind.
 The store-level behaviour (replays, late=, concurrency, kill -9) is tested through
-SynapseStore in tests/test_store.py, tests/test_reinforce_many.py and tests/test_concurrency.py."""
+SynapseStore in tests/store/test_facade.py, tests/store/test_reinforce_many.py and
+tests/store/test_concurrency.py."""
 
 from __future__ import annotations
 
