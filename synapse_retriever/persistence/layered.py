@@ -188,6 +188,13 @@ class LayeredStorage:
             rows[:, _B] = [nodes[int(b)] for b in rows[:, _B]]
         return rows
 
+    def would_forget(self, limit: float) -> ForgetCounts:
+        """What a repair at ``limit`` would remove from the layers it repairs (the writable
+        ones: a read-only layer is repaired by its writers), each layer counting its own."""
+        return ForgetCounts.total(
+            layer.would_forget(limit) for layer in self.layers if not layer.read_only
+        )
+
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
         marks = self._marks()
@@ -414,13 +421,8 @@ class _LayeredTransaction:
         return recorded
 
     def forget_after(self, limit: float) -> ForgetCounts:
-        counts = [
+        return ForgetCounts.total(
             self._part(layer).forget_after(limit)
             for layer in (LOCAL, SHARED)
             if self._writable(layer)  # a read-only layer is repaired by its writers
-        ]
-        return ForgetCounts(
-            edges=sum(c.edges for c in counts),
-            uses=sum(c.uses for c in counts),
-            events=sum(c.events for c in counts),
         )

@@ -33,6 +33,7 @@ __all__ = [
     "WriteTransaction",
     "lock_timeout_error",
     "retrying",
+    "rolled_back_forget",
 ]
 
 
@@ -82,6 +83,33 @@ def retrying(attempt: Callable[[], _T], retries: int, what: str) -> _T:
                 ) from exc
             time.sleep(random.uniform(0.0, 0.01 * 2**retry))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _RolledBack(Exception):
+    """Rolls :func:`rolled_back_forget`'s transaction back, carrying its counts."""
+
+    def __init__(self, counts: ForgetCounts) -> None:
+        super().__init__()
+        self.counts = counts
+
+
+def rolled_back_forget(storage: Storage, limit: float) -> ForgetCounts:
+    """What ``forget_after(limit)`` removes from ``storage``, in a write transaction rolled
+    back: counted by the very code a repair runs, nothing kept (a backend's
+    :meth:`Storage.would_forget` where it may write, or on a private copy).
+
+    Examples
+    --------
+    >>> from synapse_retriever.persistence.sqlite import SQLiteStorage
+    >>> storage = SQLiteStorage(":memory:")
+    >>> rolled_back_forget(storage, 0.0)
+    ForgetCounts(edges=0, uses=0, events=0)
+    """
+    try:
+        with storage.write() as tx:
+            raise _RolledBack(tx.forget_after(limit))
+    except _RolledBack as done:
+        return done.counts
 
 
 def lock_timeout_error(path: str, timeout_s: float, detail: str) -> WriteConflictError:
@@ -208,6 +236,12 @@ class Storage(Protocol):
     def write(self) -> AbstractContextManager[WriteTransaction]:
         """A write transaction: commits on success, rolls back on any exception. A
         write that may succeed if run again raises :class:`TransientWriteError`."""
+        ...
+
+    def would_forget(self, limit: float) -> ForgetCounts:
+        """What :meth:`WriteTransaction.forget_after` at ``limit`` would remove, counted
+        alike, with nothing written: a repair's dry run. It works where the storage is
+        read-only too (a file that cannot be written, a role that may only read)."""
         ...
 
     def close(self) -> None:

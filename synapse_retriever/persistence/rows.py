@@ -106,6 +106,22 @@ class ForgetCounts(NamedTuple):
     uses: int
     events: int
 
+    @classmethod
+    def total(cls, counts: Iterable[ForgetCounts]) -> ForgetCounts:
+        """``counts`` summed field by field (the layers of one store).
+
+        Examples
+        --------
+        >>> ForgetCounts.total([ForgetCounts(1, 2, 3), ForgetCounts(1, 0, 0)])
+        ForgetCounts(edges=2, uses=2, events=3)
+        """
+        rows = list(counts)
+        return cls(
+            edges=sum(c.edges for c in rows),
+            uses=sum(c.uses for c in rows),
+            events=sum(c.events for c in rows),
+        )
+
 
 _new_edge_row = functools.partial(tuple.__new__, EdgeRow)
 

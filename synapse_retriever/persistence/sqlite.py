@@ -38,7 +38,11 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
 )
-from synapse_retriever.persistence.protocols import WriteTransaction, lock_timeout_error
+from synapse_retriever.persistence.protocols import (
+    WriteTransaction,
+    lock_timeout_error,
+    rolled_back_forget,
+)
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
     Changes,
@@ -835,6 +839,23 @@ class SQLiteStorage:
         with self._lock, self._typed_errors():
             self._db.backup(copy._db)
         return copy
+
+    def would_forget(self, limit: float) -> ForgetCounts:
+        """What a repair at ``limit`` would remove: ``forget_after`` in a transaction rolled
+        back, on a private copy of the file (:meth:`copy`) where it cannot be written.
+
+        Examples
+        --------
+        >>> storage = SQLiteStorage(":memory:")
+        >>> storage.would_forget(0.0)
+        ForgetCounts(edges=0, uses=0, events=0)
+        """
+        storage = self.copy() if self.read_only else self
+        try:
+            return rolled_back_forget(storage, limit)
+        finally:
+            if storage is not self:
+                storage.close()
 
     def close(self) -> None:
         with self._lock:

@@ -53,6 +53,7 @@ from synapse_retriever.persistence import Storage
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import retrying
+from synapse_retriever.persistence.rows import ForgetCounts
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
@@ -132,12 +133,10 @@ class RepairReport:
     dry_run: bool = False
 
 
-class _DryRun(Exception):
-    """Rolls a dry run's transaction back, carrying what it would have done."""
-
-    def __init__(self, counts: tuple[int, int, int]) -> None:
-        super().__init__()
-        self.counts = counts
+def _forget_after(storage: Storage, limit: float) -> ForgetCounts:
+    """One attempt at :meth:`SynapseStore.repair`: its transaction."""
+    with storage.write() as tx:
+        return tx.forget_after(limit)
 
 
 class SynapseStore:
@@ -683,12 +682,11 @@ config: pass config together with a store path instead
         times of node uses (a node left with none loses its use row), the future entries
         of the recent-events log, and the ids of events recorded ahead of the clock (so
         that a replay with corrected times is learned). Every process reloads the store.
-        A dry run changes nothing; on a file that is open read-only it runs on a private
-        copy of it in memory (:meth:`SQLiteStorage.copy
-        <synapse_retriever.persistence.sqlite.SQLiteStorage.copy>`), on a PostgreSQL store
-        open read-only (a role that may only read) it counts with read-only queries
-        (:meth:`PostgresStorage.would_forget
-        <synapse_retriever.persistence.postgres.PostgresStorage.would_forget>`).
+        A dry run changes nothing: the storage counts what would go
+        (:meth:`~synapse_retriever.persistence.protocols.Storage.would_forget`). SQLite
+        runs the repair in a transaction rolled back, on a private copy of the file in
+        memory where it is open read-only; PostgreSQL counts with read-only queries, so a
+        role that may only read can dry-run too.
 
         Examples
         --------
@@ -704,31 +702,15 @@ config: pass config together with a store path instead
         ['b']
         """
         limit = time.time() + self.config.operations.max_clock_skew_s
+        storage = self._storage
         with self._lock:
             self._check_open()
-            storage = self._storage
-            if dry_run and self.read_only and isinstance(storage, PostgresStorage):
-                return RepairReport(*storage.would_forget(limit), dry_run=True)  # only reads
-            if dry_run and self.read_only and isinstance(storage, SQLiteStorage):
-                storage = storage.copy()  # a dry run only reads: the file is never written
-            try:
-                counts = self._retrying(lambda: self._forget_after(storage, limit, dry_run))
-            except _DryRun as run:
-                return RepairReport(*run.counts, dry_run=True)
-            finally:
-                if storage is not self._storage:
-                    storage.close()
-            self._mirror.load(self._storage)  # everything again, as every process does
+            if dry_run:  # the storage counts, writing nothing, read-only or not
+                counts = self._retrying(lambda: storage.would_forget(limit))
+                return RepairReport(*counts, dry_run=True)
+            counts = self._retrying(lambda: _forget_after(storage, limit))
+            self._mirror.load(storage)  # everything again, as every process does
         return RepairReport(*counts, dry_run=False)
-
-    @staticmethod
-    def _forget_after(storage: Storage, limit: float, dry_run: bool) -> tuple[int, int, int]:
-        """One attempt at :meth:`repair`: its transaction (rolled back by a dry run)."""
-        with storage.write() as tx:
-            counts = tx.forget_after(limit)
-            if dry_run:
-                raise _DryRun(counts)
-        return counts
 
     # -- reading -----------------------------------------------------------------------
 

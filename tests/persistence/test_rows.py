@@ -67,7 +67,8 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]
     opened.close()
 
 
-def test_a_backend_takes_and_returns_the_protocols_named_rows(storage: Storage) -> None:
+def learn_one_edge(storage: Storage) -> tuple[EdgeKey, list[bool]]:
+    """An edge reinforced at 2.0, its two nodes' uses, one recent event and its event id."""
     with storage.write() as tx:
         ns = tx.namespace_id("personal")
         a, b = tx.node_ids(["a", "b"])
@@ -83,6 +84,12 @@ def test_a_backend_takes_and_returns_the_protocols_named_rows(storage: Storage) 
         recorded = tx.record_events(
             [EventRecord(event_id="e1", at=2.0, namespace=ns)] * 2  # the second: a replay
         )
+    return key, recorded
+
+
+def test_a_backend_takes_and_returns_the_protocols_named_rows(storage: Storage) -> None:
+    key, recorded = learn_one_edge(storage)
+    ns, a, b = key
     assert recorded == [True, False]
     changes = storage.load()
     assert changes.recent == [RecentEvent(namespace=ns, at=2.0, nodes=(a, b))]
@@ -94,3 +101,38 @@ def test_a_backend_takes_and_returns_the_protocols_named_rows(storage: Storage) 
         counts = tx.forget_after(1.5)  # the edge (reinforced at 2.0), two use times, both events
     assert counts == ForgetCounts(edges=1, uses=2, events=2)
     assert isinstance(counts, ForgetCounts)
+
+
+def stored_versions(storage: Storage) -> list[int]:
+    """The version of each database (a layered storage's own version counts its reads)."""
+    layers = storage.layers if isinstance(storage, LayeredStorage) else (storage,)
+    return [layer.load().version for layer in layers]
+
+
+def test_would_forget_counts_what_a_repair_removes_and_writes_nothing(storage: Storage) -> None:
+    learn_one_edge(storage)
+    before, versions = storage.load(), stored_versions(storage)
+    counted = storage.would_forget(1.5)
+    assert counted == ForgetCounts(edges=1, uses=2, events=2)
+    assert storage.would_forget(2.0) == ForgetCounts(edges=0, uses=0, events=0)  # not after
+    after = storage.load()
+    assert stored_versions(storage) == versions  # no transaction committed
+    assert (after.recent, after.events) == (before.recent, before.events)
+    assert np.array_equal(np.asarray(after.rows), np.asarray(before.rows))
+    assert after.uses.recent.tolist() == before.uses.recent.tolist()
+    with storage.write() as tx:
+        assert tx.forget_after(1.5) == counted  # what the repair then removes
+
+
+def test_would_forget_on_a_read_only_file_counts_on_a_copy(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    writable = SQLiteStorage(path)
+    learn_one_edge(writable)
+    writable.close()
+    written = path.read_bytes()
+    storage = SQLiteStorage(path, read_only=True)
+    try:
+        assert storage.would_forget(1.5) == ForgetCounts(edges=1, uses=2, events=2)
+    finally:
+        storage.close()
+    assert path.read_bytes() == written
