@@ -70,7 +70,7 @@ from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
-from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey
+from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey, named
 
 __all__ = [
     "Edges",
@@ -279,8 +279,8 @@ def step_edges(
         for i in pairing
         for e in (events[i],)
     ]
-    keys = list(
-        dict.fromkeys(EdgeKey(p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
+    keys = named(
+        EdgeKey, dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
     )
     stored = tx.lock_edges(keys) if keys else []
     if late != "raise" and pair_events:  # read under lock: exact with many writers
@@ -304,8 +304,8 @@ def record_uses(
     written: :func:`~synapse_retriever.learning.usage.recorded_uses`), each namespace's
     count of co-activation events (entries of two nodes or more), and the recent-events
     log. Returns the use rows written and the events added per namespace id."""
-    use_keys = list(
-        dict.fromkeys(UseKey(entry.namespace, node) for entry in entries for node in entry.nodes)
+    use_keys = named(
+        UseKey, dict.fromkeys((entry.namespace, node) for entry in entries for node in entry.nodes)
     )
     uses = recorded_uses(tx.uses_of(use_keys), entries, config.learning.use_history)
     tx.write_uses(uses)
