@@ -133,6 +133,12 @@ class RepairReport:
     dry_run: bool = False
 
 
+def _strongest_first(found: tuple[str, Edge, float]) -> tuple[float, str, str]:
+    """The order of :meth:`SynapseStore.neighbours`: weight down, then neighbour, namespace."""
+    other, edge, weight = found
+    return -weight, other, edge.namespace
+
+
 def _forget_after(storage: Storage, limit: float) -> ForgetCounts:
     """One attempt at :meth:`SynapseStore.repair`: its transaction."""
     with storage.write() as tx:
@@ -754,7 +760,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         with self._lock:
             self._refresh()
             found = self._mirror.graph.neighbours(node, now, ns)
-        return sorted(found, key=lambda row: (-row[2], row[0], row[1].namespace))
+        return sorted(found, key=_strongest_first)
 
     def weight(self, a: str, b: str, namespace: str = "personal", at: Clock = None) -> float:
         """The effective (decayed, LTP-floored) weight at ``at``; 0.0 if absent or pruned.
