@@ -5,11 +5,15 @@ constants, and one resolver addresses a field by name for the presets, ``replace
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import synapse_retriever
 from synapse_retriever import (
     ActrRule,
     InvalidTypeError,
@@ -32,10 +36,62 @@ def test_each_group_holds_what_its_name_says_and_the_rule_follows_the_recall_typ
     assert isinstance(SynapseConfig.published().recall, PublishedRule)
 
 
-def test_the_seed_defaults_are_the_rules_own_and_nothing_else_repeats_them() -> None:
+def test_the_seed_defaults_are_the_rules_own() -> None:
     # one seed for the ACT-R rule, three as published: the two plans read them from the rule
     assert (ActrRule().seeds, PublishedRule().seeds) == (1, 3)
     assert ActrRule().max_inject == PublishedRule().max_inject == 2
+
+
+# parameters that take a config constant under another name
+ALIASES = {
+    "history": "use_history",
+    "window": "recent_events",
+    "decay": "base_decay",
+    "limit": "max_coactivation",
+    "timeout_s": "busy_timeout_s",
+    "retries": "write_retries",
+    "threshold": "inject_threshold",
+    "fan": "association_fan",
+}
+# the conversation memory has its own constants (ContextConfig), and an MCP tool's ``limit``
+# is how many rows it returns
+OTHER_MEANINGS = ("conversation/", "cli/mcp_server.py")
+
+
+def literal_defaults(path: Path) -> Iterator[tuple[str, int, object]]:
+    """Each parameter or dataclass field of ``path`` defaulting to a number written out."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        pairs: list[tuple[str, ast.expr | None]] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            positional = [*args.posonlyargs, *args.args]
+            with_default = positional[len(positional) - len(args.defaults) :]
+            pairs += [(a.arg, d) for a, d in zip(with_default, args.defaults, strict=True)]
+            pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+        elif isinstance(node, ast.ClassDef):
+            pairs += [
+                (field.target.id, field.value)
+                for field in node.body
+                if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+            ]
+        for name, default in pairs:
+            if isinstance(default, ast.Constant) and type(default.value) in (int, float):
+                yield name, default.lineno, default.value
+
+
+def test_no_default_repeats_a_constant_of_the_config() -> None:
+    groups = (Learning, ActrRule, PublishedRule, Spreading, Operations)
+    constants = {field.name for group in groups for field in dataclasses.fields(group)}
+    package = Path(synapse_retriever.__file__).parent
+    repeated = [
+        f"{path.relative_to(package)}:{line} {name}={value}"
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "config.py"
+        and not str(path.relative_to(package)).startswith(OTHER_MEANINGS)
+        for name, line, value in literal_defaults(path)
+        if name in constants or name in ALIASES
+    ]
+    assert repeated == [], "default from the config's group instead (e.g. ActrRule.keep_bonus)"
 
 
 def test_a_field_is_named_bare_or_with_its_group_and_both_give_the_same_config() -> None:

@@ -20,7 +20,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ from typing import Protocol
 
 from synapse_retriever.bench.metrics import displace
 from synapse_retriever.capture.gitlog import MAX_FILES, MIN_FILES, Commit
-from synapse_retriever.config import SynapseConfig
+from synapse_retriever.config import ActrRule, SynapseConfig
+from synapse_retriever.learning.usage import base_level
 from synapse_retriever.recall.actr import ActrPlan
 from synapse_retriever.recall.published import RecallPlan
 from synapse_retriever.store import SynapseStore
@@ -46,7 +46,6 @@ __all__ = [
     "RowSettings",
     "Synapse",
     "VectorOnly",
-    "base_level",
     "build_rows",
 ]
 
@@ -305,7 +304,7 @@ class ActrPrior:
 
     name = "actr-prior"
 
-    def __init__(self, decay: float = 0.5) -> None:
+    def __init__(self, decay: float = ActrRule.base_decay) -> None:
         self.decay = decay
         self.uses: defaultdict[str, list[float]] = defaultdict(list)
 
@@ -322,15 +321,6 @@ class ActrPrior:
             if node in query.documents and node not in present
         )
         return displace(ranked, [node for _, node in scored[:SLOTS]], slots=SLOTS)
-
-
-def base_level(times: Sequence[float], now: float, decay: float = 0.5) -> float:
-    """ACT-R base-level activation ln Σ (now − t_j)^(−decay), ages in days.
-
-    See :class:`ActrPrior`.
-    """
-    total = sum(max((now - t) / 86400.0, 1.0 / 86400.0) ** -decay for t in times if t <= now)
-    return math.log(total) if total > 0.0 else -math.inf
 
 
 class Oracle:

@@ -62,14 +62,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from synapse_retriever.capture.coactivation import check_unicode
-from synapse_retriever.config import validate_namespace
+from synapse_retriever.config import Learning, validate_namespace
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
 
+QUIET_S = 300.0
+"""Seconds without a save that close a window, unless a watch is told otherwise."""
+
+TICK_S = 0.5
+"""How often a watch checks that its folder and its file system events are still there."""
+
 __all__ = [
     "BUILD_FOLDERS",
+    "QUIET_S",
+    "TICK_S",
     "ActivityWindow",
     "Touch",
     "TreeWatcher",
@@ -118,7 +126,7 @@ class ActivityWindow:
         Files an event keeps at most: the most recently touched.
     """
 
-    def __init__(self, quiet_s: float = 300.0, limit: int = 32) -> None:
+    def __init__(self, quiet_s: float = QUIET_S, limit: int = Learning.max_coactivation) -> None:
         if isinstance(quiet_s, bool) or not isinstance(quiet_s, (int, float)):
             raise InvalidTypeError(f"quiet_s must be a number of seconds, got {quiet_s!r}")
         if not 0 < quiet_s < math.inf:
@@ -455,11 +463,11 @@ class WatchSettings:
 tick_s=0.5)
     """
 
-    quiet_s: float = 300.0
-    limit: int = 32
+    quiet_s: float = QUIET_S
+    limit: int = Learning.max_coactivation
     namespace: str | None = None
     keep_out: frozenset[str] = frozenset()
-    tick_s: float = 0.5
+    tick_s: float = TICK_S
 
 
 class TreeWatcher:
@@ -774,8 +782,8 @@ def watch(
     root: str | os.PathLike[str],
     write: Callable[[list[str], str], int],
     *,
-    quiet_s: float = 300.0,
-    limit: int = 32,
+    quiet_s: float = QUIET_S,
+    limit: int = Learning.max_coactivation,
     namespace: str | None = None,
     keep_out: Iterable[str] = (),
     stop: threading.Event | None = None,
@@ -783,7 +791,7 @@ def watch(
     on_error: Callable[[Exception], None] | None = None,
     rename: Callable[[str, str, str], int] | None = None,
     ready: threading.Event | None = None,
-    tick_s: float = 0.5,
+    tick_s: float = TICK_S,
 ) -> WatchReport:
     """Watch the tree at ``root`` until ``stop`` is set (or Ctrl-C), calling
     ``write(files, namespace)`` for each closed window; returns what was learned. It
@@ -819,7 +827,13 @@ def watch(
         was written first.
     """
     _require_watchdog()
-    settings = WatchSettings(quiet_s, limit, namespace, frozenset(keep_out), tick_s)
+    settings = WatchSettings(
+        quiet_s=quiet_s,
+        limit=limit,
+        namespace=namespace,
+        keep_out=frozenset(keep_out),
+        tick_s=tick_s,
+    )
     watcher = TreeWatcher(
         root, write, settings, rename=rename, on_event=on_event, on_error=on_error
     )

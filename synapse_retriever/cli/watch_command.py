@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from synapse_retriever.capture.watch import QUIET_S
 from synapse_retriever.cli._common import STORE_HELP, CliError, console, open_store
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.postgres import is_postgres_url
@@ -109,7 +110,7 @@ def register(commands: Commands) -> None:
     watching.add_argument("path", metavar="PATH", help="the working tree to watch")
     watching.add_argument("store", metavar="STORE", help=STORE_HELP)
     watching.add_argument(
-        "--quiet-s", type=float, default=300.0, help="seconds without a save that close a window"
+        "--quiet-s", type=float, default=QUIET_S, help="seconds without a save that close a window"
     )
     watching.add_argument(
         "--namespace", help="namespace to learn in (default: branch:<checked-out branch>)"

@@ -193,7 +193,10 @@ def use_strengths(
 
 
 def uses_from_edges(
-    edges: Iterable[tuple[int, int, int, int, float, float]], *, history: int = 8, window: int = 50
+    edges: Iterable[tuple[int, int, int, int, float, float]],
+    *,
+    history: int = Learning.use_history,
+    window: int = Learning.recent_events,
 ) -> tuple[list[UseRow], dict[int, int], list[RecentEvent]]:
     """Approximate use rows and event counts from edges ``(a, b, namespace, count, created,
     last)``, for a file written before uses were stored.
@@ -512,7 +515,11 @@ class UseTable:
 
     @classmethod
     def from_arrays(
-        cls, arrays: dict[str, npt.NDArray[Any]], *, history: int = 8, window: int = 50
+        cls,
+        arrays: dict[str, npt.NDArray[Any]],
+        *,
+        history: int = Learning.use_history,
+        window: int = Learning.recent_events,
     ) -> UseTable:
         """The rows :meth:`arrays` described, copied (``ValueError`` where they do not fit)."""
         table = cls(history=history, window=window)
@@ -549,13 +556,21 @@ class UseTable:
         return found
 
     def base_levels(
-        self, nodes: IntArray, now: float, factors: FloatArray, decay: float = 0.5
+        self,
+        nodes: IntArray,
+        now: float,
+        factors: FloatArray,
+        decay: float = ActrRule.base_decay,
     ) -> FloatArray:
         """B = ln Σ_ns factor × Σ_j (now − t_j)^(−decay) per node; −inf if never used."""
         return self.levels(nodes, now, factors, decay)[1]
 
     def levels(
-        self, nodes: IntArray, now: float, factors: FloatArray, decay: float = 0.5
+        self,
+        nodes: IntArray,
+        now: float,
+        factors: FloatArray,
+        decay: float = ActrRule.base_decay,
     ) -> tuple[FloatArray, FloatArray]:
         """Uses in co-activations (as :meth:`uses` with ``together``) and base levels (as
         :meth:`base_levels`) of each node, from one read of its rows."""

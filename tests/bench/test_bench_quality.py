@@ -18,7 +18,6 @@ from synapse_retriever.bench.methods import (
     Query,
     Recency,
     Synapse,
-    base_level,
     build_rows,
 )
 from synapse_retriever.bench.metrics import (
@@ -39,6 +38,7 @@ from synapse_retriever.bench.retrievers import Bm25Retriever, Document, TfidfRet
 from synapse_retriever.capture.gitlog import Commit
 from synapse_retriever.conversation.minilm import MiniLmUnavailableError, minilm_files
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.learning.usage import base_level
 
 # -- metrics -----------------------------------------------------------------------------
 
