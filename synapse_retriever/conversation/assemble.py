@@ -391,7 +391,14 @@ def plan_context(
         )
         pinned = bool(view.pinned[i]) or level is not None
         built[i] = Candidate(
-            i, float(scores[i]), texts, costs, fixed, pinned, view.groups[i], level
+            index=i,
+            importance=float(scores[i]),
+            texts=texts,
+            costs=costs,
+            fixed=fixed,
+            pinned=pinned,
+            group=view.groups[i],
+            picked=level,
         )
         return built[i]
 

@@ -186,14 +186,14 @@ def write_events(
         uses, together = record_uses(tx, config, entries)
     spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
     written = Written(
-        names,
-        [node_of[name] for name in names],
-        spaces,
-        [ns_of[ns] for ns in spaces],
-        [*edges.inserted, *edges.updated],
-        uses,
-        together,
-        entries,
+        names=names,
+        node_ids=[node_of[name] for name in names],
+        spaces=spaces,
+        namespace_ids=[ns_of[ns] for ns in spaces],
+        rows=[*edges.inserted, *edges.updated],
+        uses=uses,
+        together=together,
+        entries=entries,
     )
     update_mirror(mirror, tx.version, written)
     return [

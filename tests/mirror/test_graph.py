@@ -175,7 +175,9 @@ def test_co_use_rows_match_a_from_scratch_count(steps: list[tuple], fan: int) ->
                 assert counts.tolist() == pytest.approx([count for _, count in want])
 
 
-def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time() -> None:
+def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     store = SynapseStore(":memory:")
     store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned after 147.x days
     store.reinforce(["a", "c"], at=0)
@@ -185,9 +187,12 @@ def test_a_co_use_row_is_kept_while_no_edge_of_it_dies_and_is_exact_at_any_time(
     assert store.weight("a", "c", at=death + 60) == 0 < store.weight("a", "b", at=death + 60)
     computed: list[float] = []
     rows_at = graph._co_use_rows
-    graph._co_use_rows = lambda nodes, ns, at, fan: (
-        computed.append(at) or rows_at(nodes, ns, at, fan)
-    )  # type: ignore[method-assign]
+
+    def counted(nodes: list[int], ns: str, at: float, fan: int) -> dict[int, Any]:
+        computed.append(at)
+        return rows_at(nodes, ns, at, fan)
+
+    monkeypatch.setattr(graph, "_co_use_rows", counted)
 
     def row(at: float) -> list[str]:
         ((others, _),) = graph.co_uses([a], "personal", at, fan=FAN)
