@@ -66,6 +66,7 @@ from synapse_retriever.persistence.protocols import (
     TransientWriteError,
     WriteTransaction,
     lock_timeout_error,
+    rolled_back_forget,
 )
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
@@ -282,7 +283,7 @@ class _PostgresTransaction:
         self._edges: set[tuple[int, int]] = set()  # (namespace, id) written or deleted
         self._uses: set[tuple[int, int]] = set()
         self._names: list[tuple[str, int]] = []
-        self._recent: list[tuple[int, float, list[int]]] = []
+        self._recent: list[RecentEvent] = []  # nodes as lists: PostgreSQL arrays
         self._keep = 0
         self._reload = False
         self._events: dict[int, int] = {}
@@ -433,7 +434,7 @@ class _PostgresTransaction:
 
     def log_recent(self, entries: Sequence[RecentEvent], keep: int) -> None:
         # written with the version, at the commit (see finish)
-        self._recent += [(ns, at, list(nodes)) for ns, at, nodes in entries]
+        self._recent += [entry._replace(nodes=list(entry.nodes)) for entry in entries]
         self._keep = max(self._keep, keep)
 
     def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
@@ -541,7 +542,7 @@ class _PostgresTransaction:
                     "AS newer FROM recent_uses WHERE namespace = ANY(%s::bigint[])) AS ranked "
                     "WHERE newer > %s) AS old WHERE r.namespace = old.namespace AND r.id = old.id "
                     f"AND {token} %% %s = 0",
-                    (sorted({entry[0] for entry in self._recent}), 2 * self._keep,
+                    (sorted({entry.namespace for entry in self._recent}), 2 * self._keep,
                      TRIM_RECENT_EVERY),
                 )  # fmt: skip
             if not self._reload:
@@ -1107,9 +1108,11 @@ class PostgresStorage:
             return None
 
     def would_forget(self, limit: float) -> ForgetCounts:
-        """What a repair at ``limit`` would remove, as the write transaction's
-        ``forget_after`` counts it (edges, node use times, events), read in one read-only
-        snapshot: a dry run where this role may not write (or ``read_only=True``)."""
+        """What a repair at ``limit`` would remove (edges, node use times, events): where
+        this role may write, ``forget_after`` in a transaction rolled back; where it may
+        not (or ``read_only=True``), the same counts read in one read-only snapshot."""
+        if not self.read_only:
+            return rolled_back_forget(self, limit)
         with self._connection() as conn:
             return snapshot(conn, lambda: _ahead_of(conn, limit))
 
