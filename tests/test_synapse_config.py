@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from synapse_retriever import (
     SynapseConfig,
 )
 from synapse_retriever.config import GROUPS
+from synapse_retriever.conversation.config import ContextConfig
 
 
 def test_each_group_holds_what_its_name_says_and_the_rule_follows_the_recall_type() -> None:
@@ -79,19 +80,36 @@ def literal_defaults(path: Path) -> Iterator[tuple[str, int, object]]:
                 yield name, default.lineno, default.value
 
 
+def repeated_constants(
+    folder: Path, constants: set[str], aliases: Iterable[str], skip: tuple[str, ...]
+) -> list[str]:
+    """The defaults under ``folder`` that write out one of ``constants`` (or an alias)."""
+    names = constants | set(aliases)
+    return [
+        f"{path.relative_to(folder)}:{line} {name}={value}"
+        for path in sorted(folder.rglob("*.py"))
+        if not str(path.relative_to(folder)).startswith(skip)
+        for name, line, value in literal_defaults(path)
+        if name in names
+    ]
+
+
 def test_no_default_repeats_a_constant_of_the_config() -> None:
     groups = (Learning, ActrRule, PublishedRule, Spreading, Operations)
     constants = {field.name for group in groups for field in dataclasses.fields(group)}
     package = Path(synapse_retriever.__file__).parent
-    repeated = [
-        f"{path.relative_to(package)}:{line} {name}={value}"
-        for path in sorted(package.rglob("*.py"))
-        if path != package / "config.py"
-        and not str(path.relative_to(package)).startswith(OTHER_MEANINGS)
-        for name, line, value in literal_defaults(path)
-        if name in constants or name in ALIASES
-    ]
-    assert repeated == [], "default from the config's group instead (e.g. ActrRule.keep_bonus)"
+    found = repeated_constants(package, constants, ALIASES, ("config.py", *OTHER_MEANINGS))
+    assert found == [], "default from the config's group instead (e.g. ActrRule.keep_bonus)"
+
+
+def test_no_default_repeats_a_constant_of_the_conversation_config() -> None:
+    constants = {field.name for field in dataclasses.fields(ContextConfig)}
+    # the graph walk's names for ContextConfig's edge_decay_rate, graph_damping, graph_fan_out,
+    # reinforcement_threshold, replay_themes (``depth`` and ``k`` mean other things there too)
+    aliases = ("decay_rate", "damping", "fan_out", "threshold", "max_themes")
+    folder = Path(synapse_retriever.__file__).parent / "conversation"
+    found = repeated_constants(folder, constants, aliases, ("config.py",))
+    assert found == [], "default from ContextConfig instead (e.g. ContextConfig.rrf_k)"
 
 
 def test_a_field_is_named_bare_or_with_its_group_and_both_give_the_same_config() -> None:

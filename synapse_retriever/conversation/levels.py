@@ -47,9 +47,19 @@ from collections import defaultdict
 from collections.abc import Sequence
 from enum import StrEnum
 
+from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.errors import InvalidValueError
 
 __all__ = ["ContextBudgetError", "Level", "plan_levels", "threshold_level"]
+
+PUBLISHED = ContextConfig.published()
+"""The method as published, whose rule this module is: its defaults are the preset's."""
+
+PUBLISHED_THRESHOLDS = (
+    PUBLISHED.full_threshold,
+    PUBLISHED.chunks_threshold,
+    PUBLISHED.summary_threshold,
+)
 
 
 class Level(StrEnum):
@@ -103,7 +113,7 @@ class ContextBudgetError(InvalidValueError):
 
 
 def threshold_level(
-    importance: float, thresholds: tuple[float, float, float] = (0.7, 0.4, 0.2)
+    importance: float, thresholds: tuple[float, float, float] = PUBLISHED_THRESHOLDS
 ) -> Level:
     """FULL above ``thresholds[0]``, CHUNKS above ``[1]``, SUMMARY above ``[2]``, else DROPPED.
 
@@ -127,12 +137,12 @@ def plan_levels(
     costs: Sequence[tuple[int, int, int]],
     budget: int,
     *,
-    working_memory: int = 5,
-    thresholds: tuple[float, float, float] = (0.7, 0.4, 0.2),
-    demotion: str = "importance",
+    working_memory: int = PUBLISHED.working_memory,
+    thresholds: tuple[float, float, float] = PUBLISHED_THRESHOLDS,
+    demotion: str = PUBLISHED.demotion,
     pinned: Sequence[bool] | None = None,
     groups: Sequence[int | None] | None = None,
-    overflow: str = "raise",
+    overflow: str = PUBLISHED.overflow,
 ) -> list[Level]:
     """The level of each turn (oldest first) so that the total cost fits ``budget``.
 

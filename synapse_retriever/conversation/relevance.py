@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synapse_retriever.conversation.config import ContextConfig
+
 __all__ = ["Pick", "fuse", "rrf_order", "select_relevant"]
 
 
@@ -78,7 +80,7 @@ def fuse(
 def rrf_order(
     rankings: Sequence[Sequence[float]],
     *,
-    k: int = 60,
+    k: int = ContextConfig.rrf_k,
     weights: Sequence[float] | None = None,
 ) -> list[int]:
     """Indices by reciprocal-rank fusion of several score lists, best first.

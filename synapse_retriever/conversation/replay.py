@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.text import terms
 
 __all__ = ["TfidfThemes", "ThemeExtractor", "matching"]
@@ -78,7 +79,7 @@ class TfidfThemes:
 
     def __init__(
         self,
-        max_themes: int = 5,
+        max_themes: int = ContextConfig.replay_themes,
         min_turns: int = 2,
         idf: Callable[[str], float] | None = None,
     ) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.graph.entities import Entity
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.decay import decayed_weight
@@ -58,7 +59,9 @@ FULL_STRENGTH_COUNT = 10
 """Reinforcements at which an edge reaches its full strength (the ``10`` of the rule)."""
 
 
-def edge_strength(age_days: float, count: int, *, decay_rate: float = 0.05) -> float:
+def edge_strength(
+    age_days: float, count: int, *, decay_rate: float = ContextConfig.edge_decay_rate
+) -> float:
     """An edge's strength in [0, 1]: ``exp(−decay_rate × age) × (0.5 + 0.5 × min(count / 10, 1))``.
 
     Parameters
@@ -92,7 +95,9 @@ def edge_strength(age_days: float, count: int, *, decay_rate: float = 0.05) -> f
     return decay * (0.5 + 0.5 * min(count / FULL_STRENGTH_COUNT, 1.0))
 
 
-def reinforced(count: int, traversals: int, *, threshold: int = 3) -> tuple[int, int]:
+def reinforced(
+    count: int, traversals: int, *, threshold: int = ContextConfig.reinforcement_threshold
+) -> tuple[int, int]:
     """``(count, traversals)`` after one more used traversal.
 
     Traversals accumulate; when they reach ``threshold`` the count gains one and the

@@ -41,6 +41,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.graph.edges import edge_strength
 from synapse_retriever.mirror.spreading import hub_factor
 
@@ -77,7 +78,7 @@ class TypedEdge:
         """``(source, target, type)``: one edge per key."""
         return (self.source, self.target, self.type)
 
-    def strength(self, now: float, decay_rate: float = 0.05) -> float:
+    def strength(self, now: float, decay_rate: float = ContextConfig.edge_decay_rate) -> float:
         """Its strength at ``now`` (seconds): :func:`~.edges.edge_strength`."""
         return edge_strength((now - self.at) / _DAY_S, self.count, decay_rate=decay_rate)
 
@@ -180,11 +181,11 @@ def graph_search(
     seeds: Mapping[str, float],
     *,
     now: float,
-    depth: int = 2,
-    damping: float = 0.5,
-    fan_out: int = 20,
+    depth: int = ContextConfig.graph_depth,
+    damping: float = ContextConfig.graph_damping,
+    fan_out: int = ContextConfig.graph_fan_out,
     hub_degree: int = 50,
-    decay_rate: float = 0.05,
+    decay_rate: float = ContextConfig.edge_decay_rate,
     allowed: Iterable[str] | None = None,
 ) -> list[GraphHit]:
     """Turns reached from ``seeds`` along typed edges, best first (see the module notes).
