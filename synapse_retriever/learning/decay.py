@@ -39,7 +39,6 @@ from synapse_retriever.config import Learning
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
-    EdgeKey,
     EdgeRow,
     edge_row,
     rows_array,
@@ -264,23 +263,20 @@ BLANK_TIME = -math.inf
 """Creation and reinforcement time of a blank edge: a row a backend holds only to lock a
 pair that no event has reinforced yet (count 0, weight 0); it is reinforced as new."""
 
-_BLANK_ROW = rows_array(
-    [
-        EdgeRow(
-            id=0,
-            namespace=0,
-            a=0,
-            b=0,
-            weight=0.0,
-            activation_count=0,
-            half_life_days=1.0,
-            created_at=BLANK_TIME,
-            last_reinforced_at=BLANK_TIME,
-        )
-    ]
-)
-"""The state of a pair no row holds, as a row of an edge table (its key aside)."""
-_KEY_COLUMNS = [EDGE_COLUMNS.index(name) for name in EdgeKey._fields]
+_BLANK_STATE = (0.0, 0, 1.0, BLANK_TIME, BLANK_TIME)
+"""The state of a pair no row holds (weight, count, half-life, created, last reinforced):
+an edge table's row after its key."""
+_STATE_COLUMNS = [
+    EDGE_COLUMNS.index(name)
+    for name in (
+        "namespace",
+        "weight",
+        "activation_count",
+        "half_life_days",
+        "created_at",
+        "last_reinforced_at",
+    )
+]
 
 
 class PairEvent(NamedTuple):
@@ -420,22 +416,11 @@ def reinforce_edges(
     keys = list(index)
     rows = {(row.namespace, row.a, row.b): row for row in stored}
     found = [rows.get(key) for key in keys]
-    state = np.repeat(_BLANK_ROW, len(keys), axis=0)
-    state[:, _KEY_COLUMNS] = np.asarray(keys, np.float64)
-    held = [i for i, row in enumerate(found) if row is not None]
-    state[held] = rows_array([row for row in found if row is not None])
-    w0, count, half_life, created, last = (
-        state[:, EDGE_COLUMNS.index(name)].copy()
-        for name in (
-            "weight",
-            "activation_count",
-            "half_life_days",
-            "created_at",
-            "last_reinforced_at",
-        )
+    table = rows_array(
+        [row or (0, *key, *_BLANK_STATE) for key, row in zip(keys, found, strict=True)]
     )
+    key_namespace, w0, count, half_life, created, last = table.T[_STATE_COLUMNS]  # copies
     namespace_of = {event.namespace_id: event.namespace for event in events}
-    key_namespace = state[:, EDGE_COLUMNS.index("namespace")]
     ltp = np.zeros(len(keys), bool)
     default = np.zeros(len(keys))
     learning = config.learning
