@@ -221,8 +221,9 @@ def intermediates(
     owner = np.repeat(np.arange(candidates.size), [ids.size for ids, _ in rows])
     ids = np.concatenate([ids for ids, _ in rows])
     counts = np.concatenate([c for _, c in rows])
-    at = np.minimum(near.searchsorted(ids), near.size - 1)
-    inside = near[at] == ids
+    is_near = np.zeros(max(int(near[-1]), int(ids.max(initial=0))) + 1, bool)
+    is_near[near] = True
+    inside = is_near[ids]
     owner, ids, counts = owner[inside], ids[inside], counts[inside]
     n_m = uses[nodes.searchsorted(ids)]
     n_i = uses[nodes.searchsorted(candidates)][owner]
@@ -230,9 +231,13 @@ def intermediates(
         strength = np.log(counts * events / (n_m * n_i))
     keep = strength > 0
     owner, ids, strength = owner[keep], ids[keep], strength[keep]
-    order = np.lexsort((ids, -strength, owner))  # per candidate: strongest, then smaller id
-    first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if order.size else order
-    out[owner[first]] = ids[first]
+    if owner.size == 0:
+        return out
+    # owners ascend (rows in candidate order): per owner, the strongest, then the smaller id
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    best = np.repeat(np.maximum.reduceat(strength, starts), np.diff(np.r_[starts, owner.size]))
+    tied = np.where(strength == best, ids, np.iinfo(np.int64).max)
+    out[owner[starts]] = np.minimum.reduceat(tied, starts)
     return out
 
 
@@ -527,8 +532,10 @@ class RankedNames(Sequence[str]):
 
 class StrongestSources(Mapping[str, tuple[str, ...]]):
     """``(hit, node)`` for each candidate, with the hit it co-occurred with most (ties:
-    the earlier hit), found on access (a recall reads the few it injects); ``extra`` holds
-    paths known already (the nodes reached in two steps), looked up first and listed last.
+    the earlier hit), found on access (a recall reads the few it injects). ``through``
+    names the node between for the nodes reached in two steps: their path is ``(hit, step,
+    node)``, or ``(step, node)`` where the step is a hit; they are looked up first and
+    listed last.
 
     Examples
     --------
@@ -537,9 +544,9 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
     >>> paths = StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index)
     >>> paths["x"], dict(paths), "q" in paths
     (('k', 'x'), {'x': ('k', 'x'), 'y': ('k', 'y')}, False)
-    >>> known = {"q": ("j", "y", "q"), "x": ("j", "m", "x")}
-    >>> dict(StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index, known))
-    {'x': ('j', 'm', 'x'), 'y': ('k', 'y'), 'q': ('j', 'y', 'q')}
+    >>> through = {"q": "y", "x": "j"}
+    >>> dict(StrongestSources(["j", "k"], sources, np.array([3, 4]), names, index, through))
+    {'x': ('j', 'x'), 'y': ('k', 'y'), 'q': ('k', 'y', 'q')}
     """
 
     def __init__(
@@ -549,27 +556,35 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         candidates: IntArray,
         names: Sequence[str],
         index: Mapping[str, int],
-        extra: Mapping[str, tuple[str, ...]] | None = None,
+        through: Mapping[str, str] | None = None,
     ) -> None:
         self._hits, self._sources = hits, sources
         self._candidates, self._sorted = candidates, np.sort(candidates)
         self._names, self._index = names, index
-        self._extra = dict(extra or {})
+        self._through = dict(through or {})
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
-        if name in self._extra:
-            return self._extra[name]
-        path = self._strongest(name)
+        step = self._through.get(name)
+        if step is not None:
+            start = (step,) if step in self._hits else self._from_hit(step)
+            path = None if start is None else (*start, name)
+        else:
+            path = self._strongest(name)
         if path is None:
             raise KeyError(name)
         return path
 
     def _strongest(self, name: str) -> tuple[str, ...] | None:
-        """``(hit, name)`` with the hit ``name`` co-occurred with most, if any."""
+        """``(hit, name)`` for a candidate ``name`` (see :meth:`_from_hit`), else None."""
         node = self._index.get(name, -1)
         at = int(self._sorted.searchsorted(node))
         if node < 0 or at == self._sorted.size or self._sorted[at] != node:
             return None
+        return self._from_hit(name)
+
+    def _from_hit(self, name: str) -> tuple[str, ...] | None:
+        """``(hit, name)`` with the hit ``name`` co-occurred with most, if any."""
+        node = self._index.get(name, -1)
         best, source = 0.0, ""
         for hit, (others, counts) in zip(self._hits, self._sources, strict=True):
             at = int(others.searchsorted(node))  # rows ascend by id
@@ -582,7 +597,7 @@ class StrongestSources(Mapping[str, tuple[str, ...]]):
         found = [name for name in names if self._strongest(name) is not None]
         seen = set(found)
         yield from found
-        yield from (name for name in self._extra if name not in seen)
+        yield from (name for name in self._through if name not in seen)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -677,7 +692,7 @@ def plan(
     movable = [by_name[node] for node, _ in hits[rule.seeds :]]
     floor = min(movable, default=math.inf) + rule.keep_bonus
     eligible = (activation > floor) & ~present
-    via: dict[str, tuple[str, ...]] = {}  # the paths of the nodes linked in two hops
+    through: dict[str, str] = {}  # the node between, of the nodes linked in two hops
     if gated:  # an edge with a hit, and at least min_association of lift
         linked = np.zeros(nodes.size, bool)
         linked[np.searchsorted(nodes, np.concatenate([row for row, _ in sources]))] = True
@@ -697,11 +712,10 @@ def plan(
             linked[at] = True
             activation[at] -= rule.indirect_penalty
             eligible &= activation > floor
-            firsts = StrongestSources(names, sources, middle, graph.names, graph.index)
-            for node, step in zip(far.tolist(), middle.tolist(), strict=True):
-                name, step_name = graph.names[node], graph.names[step]
-                start = (step_name,) if step_name in first_score else firsts[step_name]
-                via[name] = (*start, name)
+            through = {
+                graph.names[node]: graph.names[step]
+                for node, step in zip(far.tolist(), middle.tolist(), strict=True)
+            }
         eligible &= linked & (lift >= rule.min_association)
     strong = np.flatnonzero(eligible)
     order = RankedNames(nodes[strong], activation[strong], graph.names)  # ties by name
@@ -712,6 +726,6 @@ def plan(
         rule,
         unused_base,
         NodeValues(nodes, activation, graph.names, graph.index, by_name),
-        StrongestSources(names, sources, nodes[strong], graph.names, graph.index, via),
+        StrongestSources(names, sources, nodes[strong], graph.names, graph.index, through),
         order,
     )

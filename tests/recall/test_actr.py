@@ -95,14 +95,17 @@ def test_a_path_starts_at_the_hit_most_co_used_with_the_node_ties_to_the_earlier
     assert "seven" not in paths
 
 
-def test_paths_known_already_are_looked_up_first_and_listed_after_the_found_ones() -> None:
-    # the nodes reached in two steps: their paths come with them, through the middle node
+def test_paths_through_a_step_are_looked_up_first_and_listed_after_the_found_ones() -> None:
+    # the nodes reached in two steps: their path runs through the node between
     row = (np.array([5, 6]), np.array([2.0, 1.0]))
-    known = {"seven": ("j", "five", "seven"), "six": ("j", "five", "six")}
-    paths = StrongestSources(["j"], [row], np.array([5, 6, 7]), *NAMES, known)
+    through = {"seven": "five", "six": "five", "eight": "j"}
+    paths = StrongestSources(["j"], [row], np.array([5, 6, 7]), *NAMES, through)
     assert paths["five"] == ("j", "five")  # found from the co-use counts
-    assert paths["six"] == ("j", "five", "six")  # known already: looked up first
-    assert list(paths) == ["five", "six", "seven"] and len(paths) == 3
+    assert paths["six"] == ("j", "five", "six")  # through five: looked up first
+    assert paths["eight"] == ("j", "eight")  # the step is a hit: the path starts there
+    assert list(paths) == ["five", "six", "seven", "eight"] and len(paths) == 4
+    lost = StrongestSources(["j"], [row], np.array([5]), *NAMES, {"seven": "x"})
+    assert "seven" not in lost  # a step no hit co-occurred with: no path
 
 
 NAMES = (["", "", "", "", "", "five", "six", "seven"], {"five": 5, "six": 6, "seven": 7})
@@ -680,6 +683,37 @@ def test_intermediates_worked_by_hand() -> None:
     found = intermediates(np.array([5, 7, 9, 3]), rows, near, nodes, uses, 10)
     assert found.tolist() == [6, -1, -1, 8]
     assert intermediates(np.zeros(0, np.int64), [], near, nodes, uses, 10).tolist() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(st.integers(1, 12), st.integers(1, 4)), max_size=8), max_size=6),
+    st.lists(st.integers(1, 12), min_size=1, unique=True),
+    st.lists(st.integers(1, 9), min_size=12, max_size=12),
+    st.integers(1, 30),
+)
+def test_intermediates_pick_the_strongest_near_neighbour_ties_to_the_smaller_id(
+    entries: list[list[tuple[int, int]]], near: list[int], used: list[int], events: int
+) -> None:
+    # one candidate per row (ids 20, 21, ...), each row ascending by id; every id is a node
+    rows = []
+    for row in entries:
+        counts = dict(row)
+        ids = sorted(counts)
+        rows.append((np.array(ids, np.int64), np.array([float(counts[m]) for m in ids])))
+    candidates = np.arange(20, 20 + len(rows))
+    nodes = np.concatenate([np.arange(1, 13), candidates])
+    uses = np.concatenate([np.array(used, float), np.full(len(rows), 3.0)])
+    found = intermediates(candidates, rows, np.array(sorted(near)), nodes, uses, events)
+    for k, (ids, counts) in enumerate(rows):  # the reference: one candidate at a time
+        lifts = {
+            m: c * events / (used[m - 1] * 3.0)
+            for m, c in zip(ids.tolist(), counts.tolist(), strict=True)
+            if m in near
+        }
+        best = max((lift for lift in lifts.values() if lift > 1), default=None)
+        expected = -1 if best is None else min(m for m, lift in lifts.items() if lift == best)
+        assert found[k] == expected
 
 
 def test_two_hops_admit_a_recent_node_associated_through_one_node() -> None:
