@@ -57,15 +57,24 @@ def postgres_database() -> Iterator[str]:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@contextlib.contextmanager
+def new_schema(database: str) -> Iterator[str]:
+    """A store URL of its own: an empty schema in ``database``, dropped on leaving."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        yield with_database(database, urlsplit(database).path[1:], schema)
+    finally:
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
 @pytest.fixture
 def postgres_url(postgres_database: str) -> Iterator[str]:
     """A store URL of its own: an empty schema in the session's throwaway database."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    yield with_database(postgres_database, urlsplit(postgres_database).path[1:], schema)
-    with psycopg.connect(postgres_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    with new_schema(postgres_database) as url:
+        yield url
 
 
 def _where(request: pytest.FixtureRequest, tmp_path: Path, file: str) -> str:

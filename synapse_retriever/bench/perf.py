@@ -29,8 +29,10 @@ law (real usage has hubs). For each size the run measures, on a real SQLite file
 - given a PostgreSQL server (``postgres``), on a throwaway database created there and
   dropped afterwards, for the sizes up to ``postgres_max_edges``: the same graph grown in
   the ``shared`` namespace (a team's store) by one bulk write through the storage, its
-  open-and-load time, the single and batched reinforcement throughput, and the recall
-  latency from ``shared`` next to the same graph in ``shared`` on SQLite.
+  open-and-load time and, once closing wrote a snapshot of the mirror, its open from the
+  snapshot (with the snapshot's write time and bytes per edge), the single and batched
+  reinforcement throughput, and the recall latency from ``shared`` next to the same graph
+  in ``shared`` on SQLite.
 
 Everything is written to JSON; ``plot`` draws latency against graph size.
 """
@@ -330,6 +332,9 @@ class PerfResult:
     # on PostgreSQL (None where not measured), the graph in ``shared``
     pg_grow_s: float | None = None
     pg_open_load_s: float | None = None
+    pg_open_snapshot_s: float | None = None  # None also where no snapshot was kept
+    pg_snapshot_write_s: float | None = None
+    pg_snapshot_bytes_per_edge: float | None = None
     pg_reinforce_upserts_per_s: float | None = None
     pg_batched_upserts_per_s: float | None = None
     pg_recall_p50_us: float | None = None
@@ -565,7 +570,7 @@ def run_size(
     floor_batched = sqlite_upsert_floor(path, batched_events, names, batch=batch)
     _remove(path)
 
-    on_postgres: dict[str, float] = {}
+    on_postgres: dict[str, float | None] = {}
     if postgres is not None and edges <= postgres_max_edges:
         on_postgres = _postgres_size(
             folder, postgres, edges, seed=seed, hits=hits, names=names, batch=batch,
@@ -629,7 +634,7 @@ def _postgres_size(
     batched: npt.NDArray[np.int64],
     batch: int,
     progress: Callable[[str], None],
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """The PostgreSQL figures of one size, in a schema of its own in ``database`` (dropped
     afterwards), and the recall of the same graph in ``shared`` on SQLite."""
     import psycopg
@@ -645,9 +650,25 @@ def _postgres_size(
         grow_graph(url, edges, seed=seed, namespace="shared")
         grow = time.perf_counter() - started
         progress(f"{edges:,} edges: open, recall and reinforce on PostgreSQL")
+        return_freed_memory()
+        started = time.perf_counter()
+        store = SynapseStore(url)
+        load = time.perf_counter() - started
+        started = time.perf_counter()
+        store.close()  # writes a snapshot of the mirror (100,000 edges or more)
+        snapshot_write: float | None = time.perf_counter() - started
+        del store
+        return_freed_memory()
         started = time.perf_counter()
         with SynapseStore(url) as store:
-            load = time.perf_counter() - started
+            open_snapshot: float | None = time.perf_counter() - started
+            if store._mirror.snapshot_version is None:  # no snapshot: the same load again
+                open_snapshot = snapshot_write = None
+            with psycopg.connect(url) as conn:
+                stored = conn.execute(
+                    "SELECT sum(length(data)) FROM snapshot" if snapshot_write else "SELECT NULL"
+                ).fetchone()
+            snapshot_bytes = None if stored is None or stored[0] is None else int(stored[0])
             store.recall(hits[0], at=NOW, active_namespace="shared")  # warm up, as on SQLite
             latencies = _timed_recalls(store, hits, "shared")
             single_rate = reinforce_throughput(store, single, names, namespace="shared")
@@ -669,6 +690,11 @@ def _postgres_size(
     return {
         "pg_grow_s": round(grow, 2),
         "pg_open_load_s": round(load, 3),
+        "pg_open_snapshot_s": None if open_snapshot is None else round(open_snapshot, 3),
+        "pg_snapshot_write_s": None if snapshot_write is None else round(snapshot_write, 3),
+        "pg_snapshot_bytes_per_edge": (
+            None if snapshot_bytes is None else round(snapshot_bytes / max(1, edges), 1)
+        ),
         "pg_reinforce_upserts_per_s": round(single_rate),
         "pg_batched_upserts_per_s": round(batched_rate),
         "pg_recall_p50_us": round(statistics.median(latencies), 1),

@@ -395,7 +395,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             "edges", "upserts/s SQLite / PostgreSQL",
             f"batched ({batch} events) SQLite / PostgreSQL",
             "recall p50 µs (shared) SQLite / PostgreSQL", "p99 µs SQLite / PostgreSQL",
-            "PostgreSQL grow s", "PostgreSQL open s",
+            "PostgreSQL grow s", "PostgreSQL open s: rows / snapshot",
+            "PostgreSQL snapshot: write s, B/edge",
             title="SQLite and PostgreSQL", title_justify="left",
         )  # fmt: skip
         for r in on_postgres:
@@ -405,7 +406,11 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
                 f"{r['batched_upserts_per_s']:,.0f} / {r['pg_batched_upserts_per_s']:,.0f}",
                 f"{r['shared_recall_p50_us']:,.0f} / {r['pg_recall_p50_us']:,.0f}",
                 f"{r['shared_recall_p99_us']:,.0f} / {r['pg_recall_p99_us']:,.0f}",
-                f"{r['pg_grow_s']:.1f}", f"{r['pg_open_load_s']:.2f}",
+                f"{r['pg_grow_s']:.1f}",
+                f"{r['pg_open_load_s']:.2f} / "
+                + ("-" if r["pg_open_snapshot_s"] is None else f"{r['pg_open_snapshot_s']:.2f}"),
+                "-" if r["pg_snapshot_write_s"] is None
+                else f"{r['pg_snapshot_write_s']:.2f}, {r['pg_snapshot_bytes_per_edge']:.0f}",
             )  # fmt: skip
         console().print(pg)
     return 0

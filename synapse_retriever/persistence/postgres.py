@@ -76,9 +76,12 @@ from synapse_retriever.persistence.rows import (
     EventRecord,
     ForgetCounts,
     RecentEvent,
+    StoredSnapshot,
     UseColumns,
     UseKey,
     UseRow,
+    snapshot_rows,
+    snapshot_stamp,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +89,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHANNEL",
+    "CREATOR_LOCK",
     "SCHEMA_VERSION",
+    "SNAPSHOT_TABLE",
     "Commit",
     "Connections",
     "Listener",
@@ -220,9 +225,26 @@ TABLES = frozenset(
         "use_log",
         "name_log",
         "versions",
-        "snapshot",  # not made yet: a later release may keep the mirror's snapshot in it
+        "snapshot",  # made by the first snapshot written (SNAPSHOT_TABLE)
     }
 )
+SNAPSHOT_TABLE = """
+CREATE TABLE IF NOT EXISTS snapshot (
+    part          text   PRIMARY KEY,
+    version       bigint NOT NULL,
+    max_node      bigint NOT NULL,
+    max_namespace bigint NOT NULL,
+    data          bytea  NOT NULL
+);
+ALTER TABLE snapshot ALTER COLUMN data SET STORAGE EXTERNAL;
+"""
+"""The mirror's snapshot (:mod:`~synapse_retriever.mirror.snapshot`), one row per part, as
+in an SQLite file. Made by the first snapshot written, not by a migration: a schema without
+it is the same schema version. Its parts are stored out of line and uncompressed (``STORAGE
+EXTERNAL``): arrays of ids and floats gain little from compression, and cost its time at
+every write and every open."""
+CREATOR_LOCK = "hashtext('synapse-retriever')"
+"""The advisory lock a process holds while it creates a store's tables (a transaction's)."""
 SHARED_PREFIX = "context_"
 """The conversation memory's tables (:mod:`.conversation.postgres`) start so: they share
 a store's schema, as they share its SQLite file."""
@@ -230,6 +252,9 @@ a store's schema, as they share its SQLite file."""
 _COLUMNS = ", ".join(EDGE_COLUMNS)
 _E_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _KEYS = "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS k (namespace, a, b)"
+_SNAPSHOT_CLASS = (
+    "FROM pg_class WHERE relname = 'snapshot' AND relnamespace = current_schema()::regnamespace"
+)
 
 
 def is_postgres_url(path: object) -> bool:
@@ -590,10 +615,6 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
         ).fetchall()
         nodes = conn.execute("SELECT id, name FROM nodes").fetchall()
         spaces = conn.execute("SELECT id, name FROM namespaces").fetchall()
-        recent = conn.execute(  # commit order, as incremental reads give it
-            "SELECT r.namespace, r.at, r.nodes FROM recent_uses r LEFT JOIN versions v "
-            "ON v.tx = r.tx ORDER BY v.version NULLS FIRST, r.id"
-        )
     else:
         edges = conn.execute(
             f"SELECT {_E_COLUMNS} FROM edges e JOIN (SELECT DISTINCT namespace, edge FROM "
@@ -616,11 +637,6 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
             f"WHERE kind = 's' AND tx IN {after})",
             (since,),
         ).fetchall()
-        recent = conn.execute(
-            "SELECT r.namespace, r.at, r.nodes FROM recent_uses r JOIN versions v ON v.tx = r.tx "
-            "WHERE v.version > %s ORDER BY v.version, r.id",
-            (since,),
-        )
     rows = np.asarray(edges.fetchall(), np.float64).reshape(-1, len(EDGE_COLUMNS))
     removed: list[int] = []
     if not full:
@@ -641,12 +657,69 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
             (int(ns), int(n))
             for ns, n in conn.execute("SELECT namespace, events FROM namespace_events")
         ],
-        recent=[
-            RecentEvent(int(ns), float(at), tuple(int(n) for n in members))
-            for ns, at, members in recent
-        ],
+        recent=_recent(conn, since),
         full=full,
     )
+
+
+def _recent(conn: psycopg.Connection[Any], since: int) -> list[RecentEvent]:
+    """The entries of the recent-events log committed after version ``since`` (all of them
+    for 0), in commit order (entries whose version the logs no longer map, first)."""
+    if since == 0:
+        rows = conn.execute(
+            "SELECT r.namespace, r.at, r.nodes FROM recent_uses r LEFT JOIN versions v "
+            "ON v.tx = r.tx ORDER BY v.version NULLS FIRST, r.id"
+        )
+    else:
+        rows = conn.execute(
+            "SELECT r.namespace, r.at, r.nodes FROM recent_uses r JOIN versions v ON v.tx = r.tx "
+            "WHERE v.version > %s ORDER BY v.version, r.id",
+            (since,),
+        )
+    return [
+        RecentEvent(int(ns), float(at), tuple(int(n) for n in members)) for ns, at, members in rows
+    ]
+
+
+def _stored_snapshot(conn: psycopg.Connection[Any]) -> StoredSnapshot | None:
+    """The snapshot ``conn``'s schema holds and everything committed after it, read in the
+    transaction ``conn`` is in (one snapshot of the database: nothing committed between
+    the two reads is lost); None where there is none, or this role may not read it. The
+    parts are read only where they may be trusted: one stamp, the logs reaching back to it."""
+    readable = conn.execute(
+        f"SELECT has_table_privilege(oid, 'SELECT') {_SNAPSHOT_CLASS}"
+    ).fetchone()
+    if readable is None or not readable[0]:
+        return None
+    stamps = conn.execute("SELECT DISTINCT version, max_node, max_namespace FROM snapshot")
+    found = [(int(v), int(n), int(s)) for v, n, s in stamps]
+    if not found:
+        return None
+    (version, max_node, max_namespace), whole = snapshot_stamp(found)
+    changes = _changes(conn, version)
+    parts: dict[str, bytes] = {}
+    if not changes.full:  # else stale: every row was read with it already
+        changes.recent = _recent(conn, 0)  # the window is rebuilt whole
+        if whole:  # bytea read in binary: no hex text to decode (95 MB at 1M edges)
+            parts = dict(conn.cursor(binary=True).execute("SELECT part, data FROM snapshot"))
+    return StoredSnapshot(version, max_node, max_namespace, parts, changes)
+
+
+def _snapshot_table(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``'s schema holds the snapshot table, made and committed now if it was
+    missing and the creator's lock (:data:`CREATOR_LOCK`) is free: False if it is not (held
+    for a moment only, never waited for)."""
+    query = f"SELECT 1 {_SNAPSHOT_CLASS}"
+    if conn.execute(query).fetchone():
+        return True
+    [(locked,)] = conn.execute(f"SELECT pg_try_advisory_xact_lock({CREATOR_LOCK})").fetchall()
+    if not locked:
+        conn.rollback()
+        return False
+    if not conn.execute(query).fetchone():  # another process may have made it meanwhile
+        conn.execute(SNAPSHOT_TABLE.encode())
+    conn.commit()
+    return True
 
 
 class Connections:
@@ -1025,7 +1098,7 @@ class PostgresStorage:
                         "create one (read-only): there is nothing to read"
                     )
                 # one creator at a time: the others wait here, then find the tables
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext('synapse-retriever'))")
+                conn.execute(f"SELECT pg_advisory_xact_lock({CREATOR_LOCK})")
                 if self._found(conn) is None:
                     for script in SCHEMA:
                         conn.execute(
@@ -1106,6 +1179,67 @@ class PostgresStorage:
                 UNREACHABLE_BACKOFF_S,
             )
             return None
+
+    schema_version = SCHEMA_VERSION
+
+    @property
+    def keeps_snapshots(self) -> bool:
+        return not self.read_only
+
+    def read_snapshot(self) -> StoredSnapshot | None:
+        """The stored snapshot and what was committed after it, read in one repeatable-read
+        snapshot of the database; None if there is none (or this role may not read it)."""
+        self._changed.clear()
+        with self._connection() as conn:
+            return snapshot(conn, lambda: _stored_snapshot(conn))
+
+    def write_snapshot(
+        self,
+        version: int,
+        max_node: int,
+        max_namespace: int,
+        parts: dict[str, bytes | memoryview],
+    ) -> bool:
+        """Replace the stored snapshot by ``parts``, taken at ``version``, in one
+        transaction; whether it was written. It never waits for a lock: it gives up (False)
+        when another process is writing a snapshot or creating the table, when a writer
+        holds the version row (it is committing), when the version is no longer
+        ``version``, and where this role may not write the table. The parts are written
+        before the version row is locked, so writers wait for this commit at most."""
+        if not self.keeps_snapshots:
+            return False
+        errors = self._psycopg.errors
+        with (
+            typed_write_errors(self.path, self._timeout_s),
+            self._pool.connection(self._timeout_s) as conn,
+        ):
+            try:
+                if not _snapshot_table(conn):
+                    return False
+                conn.execute("LOCK TABLE snapshot IN SHARE ROW EXCLUSIVE MODE NOWAIT")
+                current = "SELECT value FROM meta WHERE key = 'version'"
+                if conn.execute(current).fetchone() != (version,):  # written meanwhile
+                    conn.rollback()
+                    return False
+                conn.execute("DELETE FROM snapshot")
+                conn.cursor().executemany(
+                    "INSERT INTO snapshot (part, version, max_node, max_namespace, data) "
+                    "VALUES (%s, %s, %s, %s, %b)",
+                    snapshot_rows(version, max_node, max_namespace, parts),
+                )
+                # last, the row every writer locks to commit: held for this commit only
+                if conn.execute(f"{current} FOR UPDATE NOWAIT").fetchone() != (version,):
+                    conn.rollback()
+                    return False
+                conn.commit()
+            except (errors.LockNotAvailable, errors.InsufficientPrivilege):
+                conn.rollback()
+                return False
+            except BaseException:
+                if not conn.broken:
+                    conn.rollback()
+                raise
+        return True
 
     def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove (edges, node use times, events): where

@@ -29,6 +29,7 @@ __all__ = [
     "EventRecord",
     "ForgetCounts",
     "RecentEvent",
+    "SnapshotRow",
     "StoredSnapshot",
     "UseColumns",
     "UseKey",
@@ -36,6 +37,8 @@ __all__ = [
     "edge_row",
     "named",
     "rows_array",
+    "snapshot_rows",
+    "snapshot_stamp",
 ]
 
 
@@ -270,3 +273,38 @@ class StoredSnapshot:
     changes: Changes
     """Everything written after ``version`` (all of it, ``full``, where the change logs no
     longer reach back to it), with the recent-events log whole, not only what came after."""
+
+
+SnapshotRow = tuple[str, int, int, int, bytes | memoryview]
+"""One row of a backend's ``snapshot`` table: part, version, max_node, max_namespace, data."""
+
+
+def snapshot_rows(
+    version: int, max_node: int, max_namespace: int, parts: dict[str, bytes | memoryview]
+) -> list[SnapshotRow]:
+    """The rows of a ``snapshot`` table that hold ``parts``, each stamped with the version
+    and the name maxima they reflect.
+
+    Examples
+    --------
+    >>> snapshot_rows(7, 3, 1, {"header": b"{}"})
+    [('header', 7, 3, 1, b'{}')]
+    """
+    return [(part, version, max_node, max_namespace, data) for part, data in parts.items()]
+
+
+def snapshot_stamp(stamps: Iterable[tuple[int, int, int]]) -> tuple[tuple[int, int, int], bool]:
+    """The stamp (version, max_node, max_namespace) a snapshot's rows are read at, and
+    whether every row carries it. Rows of two stamps are not one snapshot (its parts are
+    not to be decoded); the oldest stamp is given, so that the changes read after it are
+    all a load from the rows would need.
+
+    Examples
+    --------
+    >>> snapshot_stamp([(7, 3, 1), (7, 3, 1)])
+    ((7, 3, 1), True)
+    >>> snapshot_stamp([(7, 3, 1), (6, 3, 1)])
+    ((6, 3, 1), False)
+    """
+    distinct = set(stamps)
+    return min(distinct), len(distinct) == 1

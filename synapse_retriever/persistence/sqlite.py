@@ -57,6 +57,8 @@ from synapse_retriever.persistence.rows import (
     UseKey,
     UseRow,
     edge_row,
+    snapshot_rows,
+    snapshot_stamp,
 )
 
 __all__ = [
@@ -736,9 +738,9 @@ class SQLiteStorage:
                 ).fetchall()
                 if not rows:
                     return None
-                stamps = {(version, node, space) for _, version, node, space, _ in rows}
-                version, max_node, max_namespace = min(stamps)
-                parts = {part: data for part, *_, data in rows} if len(stamps) == 1 else {}
+                stamps = ((version, node, space) for _, version, node, space, _ in rows)
+                (version, max_node, max_namespace), whole = snapshot_stamp(stamps)
+                parts = {part: data for part, *_, data in rows} if whole else {}
                 tx = _SQLiteTransaction(db, 0)
                 changes = tx.changes(version, max_node, max_namespace)
                 changes.recent = tx.recent_entries(0)  # the window is rebuilt whole
@@ -778,10 +780,7 @@ class SQLiteStorage:
                 db.executemany(
                     "INSERT INTO snapshot (part, version, max_node, max_namespace, data) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (name, version, max_node, max_namespace, data)
-                        for name, data in parts.items()
-                    ],
+                    snapshot_rows(version, max_node, max_namespace, parts),
                 )
                 db.execute("COMMIT")
             except BaseException:

@@ -271,13 +271,19 @@ def test_the_sqlite_delete_floor_deletes_that_many_edges_through_the_triggers(
 
 
 def test_open_from_a_snapshot_is_timed_where_closing_wrote_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_database: str
 ) -> None:
     from synapse_retriever.bench.perf import run_size
     from synapse_retriever.mirror import mirror
 
     monkeypatch.setattr(mirror, "SNAPSHOT_MIN_EDGES", 0)  # as a graph of 100,000 edges
-    result = run_size(tmp_path, 1500, queries=3, events=2, batches=1, naive_budget_s=0.1)
+    result = run_size(
+        tmp_path, 1500, queries=3, events=2, batches=1, naive_budget_s=0.1,
+        postgres=postgres_database, postgres_max_edges=1500,
+    )  # fmt: skip
     assert result.open_snapshot_s is not None and result.open_snapshot_s > 0
     assert result.snapshot_write_s is not None and result.snapshot_bytes_per_edge
     assert result.snapshot_bytes_per_edge > 50  # the edges' columns and adjacency at least
+    assert result.pg_open_snapshot_s is not None and result.pg_open_snapshot_s > 0
+    assert result.pg_snapshot_write_s is not None and result.pg_snapshot_bytes_per_edge
+    assert result.pg_snapshot_bytes_per_edge > 50

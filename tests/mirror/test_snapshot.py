@@ -1,23 +1,32 @@
 """A store opened from its snapshot is the store opened from its rows, to the bit; a snapshot
-that is stale, truncated, damaged or of another version is rebuilt, never trusted."""
+that is stale, truncated, damaged or of another version is rebuilt, never trusted. On an
+SQLite file and in a PostgreSQL schema alike (see store_backends.py for the server)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from psycopg import sql
+from store_backends import new_schema, stored
 
 from synapse_retriever import SynapseConfig, SynapseStore
 from synapse_retriever.mirror import mirror as mirror_module
+from synapse_retriever.mirror import snapshot
 from synapse_retriever.mirror.snapshot import FORMAT, HEADER
+from synapse_retriever.persistence.postgres import is_postgres_url
+from synapse_retriever.persistence.protocols import SnapshotStorage
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0
@@ -80,24 +89,66 @@ def state(store: SynapseStore, at: float) -> tuple[Any, ...]:
     return recalls, spreads, edges, store.stats(at=at, name="s")
 
 
-def without_snapshot(path: Path) -> Path:
-    """A copy of the store at ``path`` with no snapshot in it."""
-    copy = path.with_name(f"plain-{path.name}")
-    shutil.copyfile(path, copy)
-    with sqlite3.connect(copy) as db:
-        db.execute("DELETE FROM snapshot")
-    return copy
+@contextlib.contextmanager
+def without_snapshot(where: str) -> Iterator[str]:
+    """A copy of the store at ``where`` with no snapshot in it (a file beside it, or a
+    schema beside it of copies of its tables), removed on leaving."""
+    if not is_postgres_url(where):
+        copy = Path(where).with_name(f"plain-{Path(where).name}")
+        shutil.copyfile(where, copy)
+        with sqlite3.connect(copy) as db:
+            db.execute("DELETE FROM snapshot")
+        yield str(copy)
+        copy.unlink()
+        return
+    with psycopg.connect(where, autocommit=True) as conn:
+        [(schema,)] = conn.execute("SELECT current_schema()").fetchall()
+        plain = f"{schema}_plain"
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(plain)))
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename <> 'snapshot'"
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(
+                sql.SQL("CREATE TABLE {}.{} AS TABLE {}.{}").format(
+                    *map(sql.Identifier, (plain, table, schema, table))
+                )
+            )
+        try:
+            yield where.replace(f"search_path%3D{schema}", f"search_path%3D{plain}")
+        finally:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(plain)))
 
 
-def same_as_without(path: Path, config: SynapseConfig | None, at: float) -> SynapseStore:
-    """Open ``path`` (from its snapshot, if sound) and the same store without its snapshot:
+def same_as_without(where: str, config: SynapseConfig | None, at: float) -> SynapseStore:
+    """Open ``where`` (from its snapshot, if sound) and the same store without its snapshot:
     the same state. Returns the first, open."""
-    plain = without_snapshot(path)
-    with SynapseStore(plain, config=config) as rows:
+    with without_snapshot(where) as plain, SynapseStore(plain, config=config) as rows:
+        assert rows._mirror.snapshot_version is None
         expected = state(rows, at)
-    store = SynapseStore(path, config=config)
+    store = SynapseStore(where, config=config)
     assert state(store, at) == expected
     return store
+
+
+def opened_from_its_snapshot(
+    where: str, before: list[tuple[Any, ...]], after: list[tuple[Any, ...]], config: SynapseConfig
+) -> None:
+    """``before`` played, a snapshot written at close, then ``after`` played, logged after
+    it: the store opened from them is the store opened from its rows."""
+    with SynapseStore(where, config=config) as store:
+        # one write first: PostgreSQL reads every row for a snapshot of version 0 (empty)
+        at = play(store, [("reinforce", ["n0", "n1"], 1.0, "personal", 0.0), *before], T0)
+    # written at close; then more writes, logged after it, and no newer snapshot
+    with SynapseStore(where, config=config) as store:
+        assert store._mirror.snapshot_version is not None
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mirror_module, "SNAPSHOT_STALE_VERSIONS", 10**9)
+            at = play(store, after, at)
+    store = same_as_without(where, config, at + DAY)
+    assert store._mirror.snapshot_version is not None  # it was read, not rebuilt
+    store.close()
 
 
 @settings(max_examples=40, deadline=None)
@@ -106,146 +157,207 @@ def test_a_store_opened_from_its_snapshot_recalls_what_its_rows_give(
     before: list[tuple[Any, ...]], after: list[tuple[Any, ...]], config: SynapseConfig
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "s.db"
-        with SynapseStore(path, config=config) as store:
-            at = play(store, before, T0)
-        # written at close; then more writes, logged after it, and no newer snapshot
-        with SynapseStore(path, config=config) as store:
-            assert store._mirror.snapshot_version is not None
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(mirror_module, "SNAPSHOT_STALE_VERSIONS", 10**9)
-                at = play(store, after, at)
-        store = same_as_without(path, config, at + DAY)
-        assert store._mirror.snapshot_version is not None  # it was read, not rebuilt
-        store.close()
+        opened_from_its_snapshot(str(Path(folder) / "s.db"), before, after, config)
+
+
+@settings(max_examples=8, deadline=None)  # a schema each: a few seconds
+@given(steps, steps, st.sampled_from([SynapseConfig(), SynapseConfig.published()]))
+def test_a_postgres_store_opened_from_its_snapshot_recalls_what_its_rows_give(
+    postgres_database: str,
+    before: list[tuple[Any, ...]],
+    after: list[tuple[Any, ...]],
+    config: SynapseConfig,
+) -> None:
+    with new_schema(postgres_database) as url:
+        opened_from_its_snapshot(url, before, after, config)
+
+
+def test_another_processes_writes_after_the_snapshot_are_read_on_open(store_path: str) -> None:
+    with SynapseStore(store_path) as other:  # open, as another process, while it is written
+        with SynapseStore(store_path) as store:
+            play(store, [("reinforce", NODES[:5], 1.0, ns, 1.0) for ns in NAMESPACES], T0)
+        other.reinforce(["n0", "n6"], at=T0 + 2 * DAY, namespace="shared")
+        other.decay(at=T0 + 200 * DAY, force=True)  # deletions after it too
+        other.reinforce(["n1", "n7", "new"], at=T0 + 201 * DAY)
+    store = same_as_without(store_path, None, T0 + 202 * DAY)
+    assert store._mirror.snapshot_version is not None
+    assert store.edge("n1", "new") is not None
+    store.close()
 
 
 # -- snapshots that must not be trusted ---------------------------------------------------
 
 
 @pytest.fixture
-def stored(tmp_path: Path) -> Iterator[Path]:
-    """A file store of a few namespaces with a snapshot, and a write after it."""
-    path = tmp_path / "s.db"
-    with SynapseStore(path) as store:
+def snapshotted(store_path: str) -> str:
+    """A store of a few namespaces with a snapshot, and a write after it (in a file, then
+    in a PostgreSQL schema)."""
+    with SynapseStore(store_path) as store:
         play(store, [("reinforce", NODES[:5], 1.0, ns, 1.0) for ns in NAMESPACES], T0)
-    with SynapseStore(path) as store:
+    with SynapseStore(store_path) as store:
         assert store._mirror.snapshot_version is not None
         store.reinforce(["n0", "n6", "n7"], at=T0 + 10 * DAY)
-    yield path
+    return store_path
 
 
-def edit(path: Path, change: Callable[[sqlite3.Connection], object]) -> None:
-    with sqlite3.connect(path) as db:
-        change(db)
-
-
-def header_edit(key: str, value: object) -> Callable[[sqlite3.Connection], object]:
-    def change(db: sqlite3.Connection) -> None:
-        (raw,) = db.execute("SELECT data FROM snapshot WHERE part = ?", (HEADER,)).fetchone()
+def header_edit(key: str, value: object) -> Callable[[str], object]:
+    def change(where: str) -> None:
+        [(raw,)] = stored(where, "SELECT data FROM snapshot WHERE part = ?", (HEADER,))
         header = json.loads(raw)
         header[key] = value
-        db.execute(
-            "UPDATE snapshot SET data = ? WHERE part = ?", (json.dumps(header).encode(), HEADER)
+        stored(
+            where,
+            "UPDATE snapshot SET data = ? WHERE part = ?",
+            (json.dumps(header).encode(), HEADER),
         )
 
     return change
 
 
-def first_bytes_flipped(db: sqlite3.Connection) -> None:
-    (data,) = db.execute("SELECT data FROM snapshot WHERE part = 'edge.w0'").fetchone()
+def first_bytes_flipped(where: str) -> None:
+    [(data,)] = stored(where, "SELECT data FROM snapshot WHERE part = 'edge.w0'")
     damaged = bytes([data[0] ^ 0xFF]) + data[1:]
-    db.execute("UPDATE snapshot SET data = ? WHERE part = 'edge.w0'", (damaged,))
+    stored(where, "UPDATE snapshot SET data = ? WHERE part = 'edge.w0'", (damaged,))
 
 
-BAD = {
-    "stale: the change logs no longer reach back to it": lambda db: db.execute(
+BAD: dict[str, Callable[[str], object]] = {
+    "stale: the change logs no longer reach back to it": lambda where: stored(
+        where,
         "UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'version') "
-        "WHERE key = 'log_horizon'"
+        "WHERE key = 'log_horizon'",
     ),
-    "ahead of the store's version": lambda db: db.execute(
-        "UPDATE snapshot SET version = version + 5"
+    "ahead of the store's version": lambda where: stored(
+        where, "UPDATE snapshot SET version = version + 5"
     ),
-    "truncated": lambda db: db.execute(
-        "UPDATE snapshot SET data = substr(data, 1, length(data) - 8) WHERE part = 'edge.last'"
+    "truncated": lambda where: stored(
+        where,
+        "UPDATE snapshot SET data = substr(data, 1, length(data) - 8) WHERE part = 'edge.last'",
     ),
-    "a part missing": lambda db: db.execute("DELETE FROM snapshot WHERE part = 'adjacency.other'"),
+    "a part missing": lambda where: stored(
+        where, "DELETE FROM snapshot WHERE part = 'adjacency.other'"
+    ),
     "damaged": first_bytes_flipped,
-    "parts of two versions": lambda db: db.execute(
-        "UPDATE snapshot SET version = version - 1 WHERE part = 'log'"
+    "parts of two versions": lambda where: stored(
+        where, "UPDATE snapshot SET version = version - 1 WHERE part = 'log'"
     ),
     "another snapshot format": header_edit("format", FORMAT + 1),
     "another schema version": header_edit("schema", 99),
-    "a header that is not JSON": lambda db: db.execute(
-        "UPDATE snapshot SET data = x'00ff' WHERE part = ?", (HEADER,)
+    "a header that is not JSON": lambda where: stored(
+        where, "UPDATE snapshot SET data = ? WHERE part = ?", (b"\x00\xff", HEADER)
     ),
-    "a stamp that differs from its rows'": lambda db: db.execute(
-        "UPDATE snapshot SET max_node = max_node + 1"
+    "a stamp that differs from its rows'": lambda where: stored(
+        where, "UPDATE snapshot SET max_node = max_node + 1"
     ),
 }
 
 
 @pytest.mark.parametrize("damage", list(BAD), ids=list(BAD))
-def test_a_snapshot_that_cannot_be_trusted_is_rebuilt(stored: Path, damage: str) -> None:
-    edit(stored, BAD[damage])
-    store = same_as_without(stored, None, T0 + 20 * DAY)
+def test_a_snapshot_that_cannot_be_trusted_is_rebuilt(snapshotted: str, damage: str) -> None:
+    BAD[damage](snapshotted)
+    store = same_as_without(snapshotted, None, T0 + 20 * DAY)
     assert store._mirror.snapshot_version is None  # loaded from the rows
     store.close()  # ... and a sound snapshot written instead
-    store = same_as_without(stored, None, T0 + 20 * DAY)
+    store = same_as_without(snapshotted, None, T0 + 20 * DAY)
     assert store._mirror.snapshot_version is not None
     store.close()
 
 
-def test_a_snapshot_of_another_use_history_is_rebuilt(stored: Path) -> None:
+def test_a_snapshot_of_another_use_history_is_rebuilt(snapshotted: str) -> None:
     config = SynapseConfig.actr(use_history=3)
-    store = same_as_without(stored, config, T0 + 20 * DAY)
+    store = same_as_without(snapshotted, config, T0 + 20 * DAY)
     assert store._mirror.snapshot_version is None
     store.close()
 
 
-def test_another_decay_recomputes_only_the_prune_times(stored: Path) -> None:
+def test_another_decay_recomputes_only_the_prune_times(snapshotted: str) -> None:
     config = SynapseConfig.actr(prune_threshold=0.2)  # most edges are pruned earlier
-    store = same_as_without(stored, config, T0 + 20 * DAY)
+    store = same_as_without(snapshotted, config, T0 + 20 * DAY)
     assert store._mirror.snapshot_version is not None
     store.close()
 
 
-def test_a_small_store_keeps_no_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def has_snapshot_table(where: str) -> bool:
+    if is_postgres_url(where):
+        query = "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
+    else:
+        query = "SELECT 1 FROM sqlite_master WHERE name = ?"
+    return bool(stored(where, query, ("snapshot",)))
+
+
+def test_a_small_store_keeps_no_snapshot(store_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 100_000)
-    path = tmp_path / "s.db"
-    with SynapseStore(path) as store:
+    with SynapseStore(store_path) as store:
         store.reinforce(["a", "b"], at=T0)
-    with sqlite3.connect(path) as db:
-        assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'snapshot'").fetchone()
+    assert not has_snapshot_table(store_path)
 
 
-def test_a_snapshot_is_not_rewritten_until_it_is_stale(stored: Path) -> None:
-    with SynapseStore(stored) as store:
+def test_a_snapshot_is_not_rewritten_until_it_is_stale(snapshotted: str) -> None:
+    with SynapseStore(snapshotted) as store:
         taken = store._mirror.snapshot_version
         store.reinforce(["n1", "n2"], at=T0 + 30 * DAY)
-    with SynapseStore(stored) as store:  # one version later: the same snapshot, and the log
+    with SynapseStore(snapshotted) as store:  # one version later: the same snapshot, and the log
         assert store._mirror.snapshot_version == taken
 
 
-def test_closing_waits_for_no_lock_to_write_a_snapshot(stored: Path) -> None:
-    edit(stored, BAD["damaged"])  # so that closing wants to write one
-    store = SynapseStore(stored)
-    other = sqlite3.connect(stored, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+@contextlib.contextmanager
+def write_lock_held(where: str) -> Iterator[None]:
+    """Another process holding what writers lock while the block runs: SQLite's write lock,
+    or PostgreSQL's version row (which every writer locks to commit)."""
+    if is_postgres_url(where):
+        with psycopg.connect(where) as conn:
+            conn.execute("SELECT value FROM meta WHERE key = 'version' FOR UPDATE")
+            yield
+            conn.rollback()
+        return
+    other = sqlite3.connect(where, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
     try:
-        store.close()  # at once: the snapshot is skipped
+        yield
     finally:
         other.execute("ROLLBACK")
         other.close()
-    with SynapseStore(stored) as again:
+
+
+def ends_without_waiting(call: Callable[[], object]) -> None:
+    """``call()`` ends in a thread while its caller waits (its store waits 10 minutes for a
+    lock): a call that waits for the lock fails the test after 20 s."""
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(20.0)
+    assert not thread.is_alive(), "it waited for the lock"
+
+
+def test_closing_waits_for_no_lock_to_write_a_snapshot(snapshotted: str) -> None:
+    first_bytes_flipped(snapshotted)  # so that closing wants to write one
+    store = SynapseStore(snapshotted, config=SynapseConfig.actr(busy_timeout_s=600.0))
+    with write_lock_held(snapshotted):
+        ends_without_waiting(store.close)  # at once: the snapshot is skipped
+    with SynapseStore(snapshotted) as again:
         assert again._mirror.snapshot_version is None
 
 
-def test_a_read_only_store_reads_a_snapshot_and_writes_none(stored: Path) -> None:
-    with SynapseStore(stored, read_only=True) as store:
+def test_a_snapshot_is_written_only_at_the_storage_version(snapshotted: str) -> None:
+    first_bytes_flipped(snapshotted)
+    with SynapseStore(snapshotted) as store:
+        mirror, storage = store._mirror, store._storage
+        assert isinstance(storage, SnapshotStorage)
+        parts = snapshot.encode(mirror, schema=storage.schema_version)
+        stamp = (mirror.graph.max_node, mirror.graph.max_namespace)
+        assert not storage.write_snapshot(mirror.version - 1, *stamp, parts)
+        with write_lock_held(snapshotted):
+            assert not storage.write_snapshot(mirror.version, *stamp, parts)
+        assert storage.write_snapshot(mirror.version, *stamp, parts)
+        mirror.snapshot_version = mirror.version  # not written again at close
+    store = same_as_without(snapshotted, None, T0 + 20 * DAY)
+    assert store._mirror.snapshot_version is not None
+    store.close()
+
+
+def test_a_read_only_store_reads_a_snapshot_and_writes_none(snapshotted: str) -> None:
+    with SynapseStore(snapshotted, read_only=True) as store:
         assert store._mirror.snapshot_version is not None
-    edit(stored, BAD["damaged"])
-    with SynapseStore(stored, read_only=True) as store:
+    first_bytes_flipped(snapshotted)
+    with SynapseStore(snapshotted, read_only=True) as store:
         assert store._mirror.snapshot_version is None
-    with SynapseStore(stored) as store:
+    with SynapseStore(snapshotted) as store:
         assert store._mirror.snapshot_version is None  # none was written by the reader

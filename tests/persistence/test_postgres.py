@@ -42,6 +42,8 @@ from synapse_retriever import (
     WriteConflictError,
 )
 from synapse_retriever.cli import main
+from synapse_retriever.mirror import mirror as mirror_module
+from synapse_retriever.mirror.snapshot import encode
 from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
@@ -392,12 +394,104 @@ def test_a_schema_of_another_application_is_refused_and_untouched(
         assert [row[0] for row in tables] == ["invoices"]
 
 
-def test_a_snapshot_table_a_later_release_may_add_is_not_foreign(postgres_url: str) -> None:
-    SynapseStore(postgres_url).close()
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE snapshot (part text PRIMARY KEY, data bytea NOT NULL)")
+@pytest.fixture
+def snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every store keeps a snapshot of its mirror, however small (from 100,000 edges else)."""
+    monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 0)
+
+
+def _snapshotted(url: str) -> None:
+    """A store with a snapshot at ``url``, and a write after it."""
+    with SynapseStore(url) as store:
+        store.reinforce(["a", "b", "c"], at=0)
+        store.reinforce(["a", "x"], at=DAY, namespace="shared")
+    with SynapseStore(url) as store:
+        assert store._mirror.snapshot_version is not None
+        store.reinforce(["a", "y"], at=2 * DAY)
+
+
+def _edges(store: SynapseStore) -> list[Any]:
+    return sorted(store.graph(at=3 * DAY).edges(keys=True, data=True))
+
+
+def test_a_snapshot_and_the_changes_after_it_are_read_in_one_snapshot(
+    postgres_url: str, snapshots: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _snapshotted(postgres_url)
+    with SynapseStore(postgres_url) as rows:  # the state the first snapshot holds, and after
+        expected = _edges(rows)
+        taken = rows._mirror.snapshot_version
+    original = postgres._changes
+    meanwhile: list[int] = []
+
+    def another_writer_first(conn: Any, since: int) -> Any:
+        if not meanwhile:  # another process writes, and replaces the snapshot, mid-read
+            meanwhile.append(0)
+            with monkeypatch.context() as patch:
+                patch.setattr(postgres, "_changes", original)
+                patch.setattr(mirror_module, "SNAPSHOT_STALE_VERSIONS", 1)
+                with SynapseStore(postgres_url) as other:
+                    other.reinforce(["a", "z"], at=3 * DAY)
+                    meanwhile[0] = other._mirror.version
+        return original(conn, since)
+
+    monkeypatch.setattr(postgres, "_changes", another_writer_first)
+    with SynapseStore(postgres_url, config=SynapseConfig.actr(refresh_interval_s=3600)) as store:
+        # the parts, their stamp and the changes as they were when the read began
+        assert store._mirror.snapshot_version == taken
+        assert store._mirror.version < meanwhile[0]
+        assert _edges(store) == expected
+    with SynapseStore(postgres_url) as store:  # the newer one, written meanwhile
+        assert store._mirror.snapshot_version == meanwhile[0]
+        assert store.edge("a", "z") is not None
+
+
+def test_another_snapshot_writer_is_not_waited_for(postgres_url: str, snapshots: None) -> None:
+    _snapshotted(postgres_url)
+    storage = PostgresStorage(postgres_url, timeout_s=600.0)
+    store = SynapseStore(storage=storage)
+    mirror = store._mirror
+    parts = encode(mirror, schema=storage.schema_version)
+    stamp = (mirror.version, mirror.graph.max_node, mirror.graph.max_namespace)
+    with psycopg.connect(postgres_url) as other:
+        other.execute("LOCK TABLE snapshot IN SHARE ROW EXCLUSIVE MODE")  # writing one
+        written = _bounded(lambda: storage.write_snapshot(*stamp, parts), other.rollback)
+    assert written is False
+    assert storage.write_snapshot(*stamp, parts)  # the lock released
+    store.close()
+
+
+def test_a_read_only_role_opens_from_a_snapshot_and_writes_none(
+    postgres_url: str, reader_url: str, snapshots: None
+) -> None:
+    PostgresStorage(postgres_url).close()  # the store's tables, and no snapshot
+    _grant_select(postgres_url, reader_url)  # before the snapshot's table exists
+    _snapshotted(postgres_url)
+    with SynapseStore(reader_url) as reader:  # it may not read that table: from the rows
+        assert reader.read_only and reader._mirror.snapshot_version is None
+        expected = _edges(reader)
+    _grant_select(postgres_url, reader_url)
+    with SynapseStore(reader_url) as reader:
+        assert reader._mirror.snapshot_version is not None
+        assert _edges(reader) == expected
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("UPDATE snapshot SET data = '\\x00' WHERE part = 'edge.a'")  # damaged
+    with SynapseStore(reader_url) as reader:
+        assert reader._mirror.snapshot_version is None
+        assert _edges(reader) == expected
+    with SynapseStore(postgres_url) as store:  # none was written by the reader
+        assert store._mirror.snapshot_version is None
+
+
+def test_a_snapshot_beside_a_conversation_memorys_tables(
+    postgres_url: str, snapshots: None
+) -> None:
+    PostgresConversationStorage(postgres_url).close()  # its context_* tables, first
+    _snapshotted(postgres_url)
     with SynapseStore(postgres_url) as store:
-        assert store.reinforce(["a", "b"], at=0) == 1
+        assert store._mirror.snapshot_version is not None
+        assert store.edge("a", "y") is not None
+    PostgresConversationStorage(postgres_url).close()  # and it opens beside the snapshot
 
 
 def test_a_newer_schema_is_refused(postgres_url: str) -> None:
