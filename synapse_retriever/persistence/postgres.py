@@ -135,6 +135,12 @@ CONNECTION_OPTIONS: dict[str, int] = {
 }
 """libpq settings of every connection: how long a connection may take to open, and how
 soon a server or network that stopped answering is noticed."""
+ALONE_ROWS = 10_000
+"""A write whose result is not read and that carries more rows than this runs on its own:
+the pipeline is synced after it, so nothing is queued behind it. While the server runs a
+long statement it reads no more of the connection, and the next statements' bytes wait in
+a send window it keeps shut; ``tcp_user_timeout`` then drops the connection (measured: a
+write of 1M edges in one transaction lost its connection after 55 s, every time)."""
 _ADMIN_SHUTDOWN = "57P01"
 """SQLSTATE of a connection the server terminated (``pg_terminate_backend``, a pooler)."""
 _OPEN_ATTEMPTS = 3
@@ -318,6 +324,15 @@ class _PostgresTransaction:
     def _rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn.execute(query, params).fetchall()
 
+    def _write(self, query: str, params: Sequence[Any], rows: int) -> None:
+        """Run ``query``, whose result is not read, for ``rows`` rows: queued with the next
+        statement (one round trip for a small write), or on its own beyond ``ALONE_ROWS``."""
+        if rows <= ALONE_ROWS:
+            self._conn.execute(query, params)
+            return
+        with self._conn.pipeline():  # nested: sent and waited for when the block ends
+            self._conn.execute(query, params)
+
     def node_ids(self, names: Sequence[str]) -> list[int]:
         return self._named("nodes", "n", names)
 
@@ -343,13 +358,14 @@ class _PostgresTransaction:
     def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         ordered = sorted(set(keys))
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[]] * 3
-        self._conn.execute(
+        self._write(
             "INSERT INTO edges (namespace, a, b, weight, activation_count, half_life_days, "
             "created_at, last_reinforced_at) "
             f"SELECT k.namespace, k.a, k.b, 0, 0, 1, %s, %s FROM {_KEYS} "
             "WHERE NOT EXISTS (SELECT 1 FROM edges e WHERE e.namespace = k.namespace "
             "AND e.a = k.a AND e.b = k.b) ORDER BY 1, 2, 3 ON CONFLICT DO NOTHING",
             (BLANK_TIME, BLANK_TIME, *columns),
+            len(ordered),
         )
         rows = self._rows(
             f"SELECT {_E_COLUMNS} FROM edges e JOIN {_KEYS} ON e.namespace = k.namespace "
@@ -386,7 +402,7 @@ class _PostgresTransaction:
         if not rows:
             return
         ordered = sorted(rows, key=lambda row: (row.namespace, row.a, row.b))
-        self._conn.execute(
+        self._write(
             "UPDATE edges e SET weight = u.w, activation_count = u.c, half_life_days = u.h, "
             "created_at = u.t0, last_reinforced_at = u.t1 FROM unnest(%s::bigint[], "
             "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[], %s::float8[], "
@@ -400,6 +416,7 @@ class _PostgresTransaction:
                 [row.created_at for row in ordered],
                 [row.last_reinforced_at for row in ordered],
             ],
+            len(ordered),
         )
         self._edges.update((row.namespace, row.id) for row in rows)
 
@@ -416,13 +433,14 @@ class _PostgresTransaction:
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[], []]
         # as for edges: a first use creates a blank row (no use yet), so two writers using
         # a node for the first time meet on its key and the second reads the first's row
-        self._conn.execute(
+        self._write(
             "INSERT INTO node_uses (namespace, node, uses, together, first_at, recent) "
             "SELECT k.namespace, k.node, 0, 0, 'Infinity', '{}' FROM unnest(%s::bigint[], "
             "%s::bigint[]) AS k (namespace, node) WHERE NOT EXISTS (SELECT 1 FROM node_uses u "
             "WHERE u.namespace = k.namespace AND u.node = k.node) ORDER BY 1, 2 "
             "ON CONFLICT DO NOTHING",
             columns,
+            len(ordered),
         )
         rows = self._rows(
             "SELECT u.namespace, u.node, u.uses, u.together, u.first_at, u.recent "
@@ -523,7 +541,8 @@ class _PostgresTransaction:
     def finish(self) -> None:
         """Log what this transaction wrote under a token of its own, then take the version
         (versions then follow commit order), map it to the token, add the event counts and
-        signal the commit; all in one round trip. The logs, however large, are written
+        signal the commit; all in one round trip (a log of more than ``ALONE_ROWS`` rows in
+        one of its own). The logs, however large, are written
         before the rows every writer locks (the version, a namespace's event counter), so
         those are held only for a few small writes and the commit."""
         conn = self._conn
@@ -533,24 +552,27 @@ class _PostgresTransaction:
             conn.execute("SELECT nextval('transactions')")
             if self._edges:
                 namespaces, edges = zip(*sorted(self._edges), strict=True)
-                conn.execute(
+                self._write(
                     f"INSERT INTO edge_log (namespace, tx, edge) SELECT n, {token}, e "
                     "FROM unnest(%s::bigint[], %s::bigint[]) AS u (n, e)",
                     (list(namespaces), list(edges)),
+                    len(edges),
                 )
             if self._uses:
                 namespaces, nodes = zip(*sorted(self._uses), strict=True)
-                conn.execute(
+                self._write(
                     f"INSERT INTO use_log (namespace, tx, node) SELECT n, {token}, u "
                     "FROM unnest(%s::bigint[], %s::bigint[]) AS x (n, u)",
                     (list(namespaces), list(nodes)),
+                    len(nodes),
                 )
             if self._names:
                 kinds, ids = zip(*self._names, strict=True)
-                conn.execute(
+                self._write(
                     f"INSERT INTO name_log (tx, kind, id) SELECT {token}, k, i FROM "
                     "unnest(%s::text[], %s::bigint[]) AS x (k, i) ON CONFLICT DO NOTHING",
                     (list(kinds), list(ids)),
+                    len(ids),
                 )
             if self._recent:
                 conn.cursor().executemany(
