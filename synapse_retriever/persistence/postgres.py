@@ -100,6 +100,7 @@ __all__ = [
     "snapshot",
     "split_url",
     "typed_write_errors",
+    "write_rows",
 ]
 
 logger = logging.getLogger("synapse_retriever")
@@ -324,15 +325,6 @@ class _PostgresTransaction:
     def _rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn.execute(query, params).fetchall()
 
-    def _write(self, query: str, params: Sequence[Any], rows: int) -> None:
-        """Run ``query``, whose result is not read, for ``rows`` rows: queued with the next
-        statement (one round trip for a small write), or on its own beyond ``ALONE_ROWS``."""
-        if rows <= ALONE_ROWS:
-            self._conn.execute(query, params)
-            return
-        with self._conn.pipeline():  # nested: sent and waited for when the block ends
-            self._conn.execute(query, params)
-
     def node_ids(self, names: Sequence[str]) -> list[int]:
         return self._named("nodes", "n", names)
 
@@ -358,7 +350,8 @@ class _PostgresTransaction:
     def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         ordered = sorted(set(keys))
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[]] * 3
-        self._write(
+        write_rows(
+            self._conn,
             "INSERT INTO edges (namespace, a, b, weight, activation_count, half_life_days, "
             "created_at, last_reinforced_at) "
             f"SELECT k.namespace, k.a, k.b, 0, 0, 1, %s, %s FROM {_KEYS} "
@@ -402,7 +395,8 @@ class _PostgresTransaction:
         if not rows:
             return
         ordered = sorted(rows, key=lambda row: (row.namespace, row.a, row.b))
-        self._write(
+        write_rows(
+            self._conn,
             "UPDATE edges e SET weight = u.w, activation_count = u.c, half_life_days = u.h, "
             "created_at = u.t0, last_reinforced_at = u.t1 FROM unnest(%s::bigint[], "
             "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[], %s::float8[], "
@@ -433,7 +427,8 @@ class _PostgresTransaction:
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[], []]
         # as for edges: a first use creates a blank row (no use yet), so two writers using
         # a node for the first time meet on its key and the second reads the first's row
-        self._write(
+        write_rows(
+            self._conn,
             "INSERT INTO node_uses (namespace, node, uses, together, first_at, recent) "
             "SELECT k.namespace, k.node, 0, 0, 'Infinity', '{}' FROM unnest(%s::bigint[], "
             "%s::bigint[]) AS k (namespace, node) WHERE NOT EXISTS (SELECT 1 FROM node_uses u "
@@ -552,7 +547,8 @@ class _PostgresTransaction:
             conn.execute("SELECT nextval('transactions')")
             if self._edges:
                 namespaces, edges = zip(*sorted(self._edges), strict=True)
-                self._write(
+                write_rows(
+                    self._conn,
                     f"INSERT INTO edge_log (namespace, tx, edge) SELECT n, {token}, e "
                     "FROM unnest(%s::bigint[], %s::bigint[]) AS u (n, e)",
                     (list(namespaces), list(edges)),
@@ -560,7 +556,8 @@ class _PostgresTransaction:
                 )
             if self._uses:
                 namespaces, nodes = zip(*sorted(self._uses), strict=True)
-                self._write(
+                write_rows(
+                    self._conn,
                     f"INSERT INTO use_log (namespace, tx, node) SELECT n, {token}, u "
                     "FROM unnest(%s::bigint[], %s::bigint[]) AS x (n, u)",
                     (list(namespaces), list(nodes)),
@@ -568,7 +565,8 @@ class _PostgresTransaction:
                 )
             if self._names:
                 kinds, ids = zip(*self._names, strict=True)
-                self._write(
+                write_rows(
+                    self._conn,
                     f"INSERT INTO name_log (tx, kind, id) SELECT {token}, k, i FROM "
                     "unnest(%s::text[], %s::bigint[]) AS x (k, i) ON CONFLICT DO NOTHING",
                     (list(kinds), list(ids)),
@@ -682,6 +680,17 @@ def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
         recent=_recent(conn, since),
         full=full,
     )
+
+
+def write_rows(conn: psycopg.Connection[Any], query: str, params: Sequence[Any], rows: int) -> None:
+    """Run ``query``, whose result is not read, for ``rows`` rows, in ``conn``'s pipeline:
+    queued with the next statement (one round trip for a small write), or on its own beyond
+    ``ALONE_ROWS`` (sent, then waited for: nothing is queued behind a long statement)."""
+    if rows <= ALONE_ROWS:
+        conn.execute(query, params)
+        return
+    with conn.pipeline():  # nested: sent and waited for when the block ends
+        conn.execute(query, params)
 
 
 def _recent(conn: psycopg.Connection[Any], since: int) -> list[RecentEvent]:

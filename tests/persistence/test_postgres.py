@@ -47,7 +47,6 @@ from synapse_retriever.mirror.snapshot import encode
 from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
-from synapse_retriever.persistence.protocols import TransientWriteError
 
 DAY = 86_400.0
 NODES = [f"src/module_{i}.py" for i in range(24)]
@@ -874,20 +873,16 @@ def test_a_long_write_with_megabytes_queued_behind_it_keeps_its_connection(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch, alone: bool
 ) -> None:
     # While the server runs a long statement it reads nothing more, and the bytes queued
-    # behind it in the pipeline wait in a shut send window; past tcp_user_timeout (1 s
-    # here) the connection is dropped. A write of 1M edges in one transaction lost its
-    # connection so; a write of more than ALONE_ROWS rows now runs on its own.
-    monkeypatch.setitem(postgres.CONNECTION_OPTIONS, "tcp_user_timeout", 1_000)
+    # behind it in the pipeline wait in a send window it keeps shut; past tcp_user_timeout
+    # (1 s here, 10 s in CONNECTION_OPTIONS) the connection is dropped. A write of 1M edges
+    # in one transaction lost its connection so: a write of more than ALONE_ROWS rows now
+    # runs on its own (write_rows), in the store's and the conversation memory's writes.
     monkeypatch.setattr(postgres, "ALONE_ROWS", 1 if alone else 10**9)
-    storage = PostgresStorage(postgres_url, listen=False)
     queued = bytes(64 * 2**20)  # more than both ends' socket buffers hold
-    try:
-        with contextlib.ExitStack() as stack:
-            if not alone:  # as before: the setting reproduces the lost connection
-                stack.enter_context(pytest.raises(TransientWriteError, match="connection"))
-            with storage.write() as tx:
-                tx._write("SELECT pg_sleep(3)", (), 2)  # the server busy for 3 s
-                [(size,)] = tx._rows("SELECT length(%b)", (queued,))
-                assert size == len(queued)
-    finally:
-        storage.close()
+    with contextlib.ExitStack() as stack:
+        if not alone:  # as before: the setting reproduces the lost connection
+            stack.enter_context(pytest.raises(psycopg.OperationalError))
+        with psycopg.connect(postgres_url, tcp_user_timeout=1_000) as conn, conn.pipeline():
+            postgres.write_rows(conn, "SELECT pg_sleep(3)", (), 2)  # the server busy 3 s
+            [(size,)] = conn.execute("SELECT length(%b)", (queued,)).fetchall()
+            assert size == len(queued)

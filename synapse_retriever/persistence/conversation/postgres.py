@@ -85,6 +85,7 @@ from synapse_retriever.persistence.postgres import (
     snapshot,
     split_url,
     typed_write_errors,
+    write_rows,
 )
 from synapse_retriever.persistence.protocols import retrying
 
@@ -598,17 +599,21 @@ class PostgresConversationStorage:
         key: str,
     ) -> None:
         if entities:
-            conn.execute(
+            write_rows(
+                conn,
                 "INSERT INTO context_entities (user_id, node, kind, label) SELECT %s, * FROM "
                 "unnest(%s::text[], %s::text[], %s::text[]) ON CONFLICT DO NOTHING",
                 (self._user, *_columns(entities, 3)),
+                len(entities),
             )
         if edges:
-            conn.execute(
+            write_rows(
+                conn,
                 "INSERT INTO context_edges (user_id, source, target, type, at, count, "
                 "traversals) SELECT %s, * FROM unnest(%s::text[], %s::text[], %s::text[], "
                 "%s::float8[], %s::bigint[], %s::bigint[]) ON CONFLICT DO NOTHING",
                 (self._user, *_columns(edges, 6)),
+                len(edges),
             )
         self._mark(conn, key, through)
 
@@ -628,13 +633,15 @@ class PostgresConversationStorage:
             return
 
         def body(conn: psycopg.Connection[Any]) -> tuple[None, bool]:
-            conn.execute(
+            write_rows(
+                conn,
                 "UPDATE context_edges e SET at = u.at, count = u.count, "
                 "traversals = u.traversals FROM unnest(%s::text[], %s::text[], %s::text[], "
                 "%s::float8[], %s::bigint[], %s::bigint[]) AS u (source, target, type, at, "
                 "count, traversals) WHERE e.user_id = %s AND e.source = u.source "
                 "AND e.target = u.target AND e.type = u.type",
                 (*_columns(edges, 6), self._user),
+                len(edges),
             )
             return None, True
 
@@ -664,17 +671,21 @@ class PostgresConversationStorage:
             if graph is not None:
                 self._link(conn, *graph, "relations_through")
             if condensed:
-                conn.execute(
+                write_rows(
+                    conn,
                     "UPDATE context_turns t SET chunks = c.chunks, summary = c.summary FROM "
                     "unnest(%s::bigint[], %s::text[], %s::text[]) AS c (id, chunks, summary) "
                     "WHERE t.user_id = %s AND t.id = c.id",
                     (*_columns(condensed, 3), self._user),
+                    len(condensed),
                 )
             if boosts:
-                conn.execute(
+                write_rows(
+                    conn,
                     "UPDATE context_turns t SET boost = b.boost FROM unnest(%s::bigint[], "
                     "%s::float8[]) AS b (id, boost) WHERE t.user_id = %s AND t.id = b.id",
                     (*_columns(boosts, 2), self._user),
+                    len(boosts),
                 )
             conn.execute(
                 "INSERT INTO context_replays (user_id, turns, themes) VALUES (%s, %s, %s)",
@@ -725,11 +736,13 @@ class PostgresConversationStorage:
             return
 
         def body(conn: psycopg.Connection[Any]) -> tuple[None, bool]:
-            conn.execute(
+            write_rows(
+                conn,
                 "UPDATE context_turns t SET embedder = %s, embedding = v.embedding FROM "
                 "unnest(%s::bigint[], %s::bytea[]) AS v (id, embedding) "
                 "WHERE t.user_id = %s AND t.id = v.id",
                 (embedder, *_columns(rows, 2), self._user),
+                len(rows),
             )
             return None, True
 
