@@ -136,12 +136,14 @@ CONNECTION_OPTIONS: dict[str, int] = {
 }
 """libpq settings of every connection: how long a connection may take to open, and how
 soon a server or network that stopped answering is noticed."""
-ALONE_ROWS = 10_000
+ALONE_ROWS = 1_000
 """A write whose result is not read and that carries more rows than this runs on its own:
 the pipeline is synced after it, so nothing is queued behind it. While the server runs a
-long statement it reads no more of the connection, and the next statements' bytes wait in
-a send window it keeps shut; ``tcp_user_timeout`` then drops the connection (measured: a
-write of 1M edges in one transaction lost its connection after 55 s, every time)."""
+long statement, or one that waits for another writer's lock, it reads no more of the
+connection, and the next statements' bytes wait in a send window it keeps shut;
+``tcp_user_timeout`` then drops the connection. Measured on one machine: 64 KB queued
+behind a statement of 3 s kept the connection, 128 KB lost it; a write of 1M edges in one
+transaction lost it after 55 s, every time. A thousand rows of keys is some 25 KB."""
 _ADMIN_SHUTDOWN = "57P01"
 """SQLSTATE of a connection the server terminated (``pg_terminate_backend``, a pooler)."""
 _OPEN_ATTEMPTS = 3

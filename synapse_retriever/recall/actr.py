@@ -219,7 +219,7 @@ def intermediates(
     if candidates.size == 0 or near.size == 0:
         return out
     owner = np.repeat(np.arange(candidates.size), [ids.size for ids, _ in rows])
-    ids = np.concatenate([ids for ids, _ in rows])
+    ids = np.concatenate([ids for ids, _ in rows]).astype(np.int64, copy=False)
     counts = np.concatenate([c for _, c in rows])
     is_near = np.zeros(max(int(near[-1]), int(ids.max(initial=0))) + 1, bool)
     is_near[near] = True
