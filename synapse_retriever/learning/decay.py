@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, overload
@@ -40,7 +41,7 @@ from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
     EdgeRow,
-    edge_row,
+    named,
     rows_array,
 )
 
@@ -263,20 +264,11 @@ BLANK_TIME = -math.inf
 """Creation and reinforcement time of a blank edge: a row a backend holds only to lock a
 pair that no event has reinforced yet (count 0, weight 0); it is reinforced as new."""
 
-_BLANK_STATE = (0.0, 0, 1.0, BLANK_TIME, BLANK_TIME)
-"""The state of a pair no row holds (weight, count, half-life, created, last reinforced):
-an edge table's row after its key."""
-_STATE_COLUMNS = [
-    EDGE_COLUMNS.index(name)
-    for name in (
-        "namespace",
-        "weight",
-        "activation_count",
-        "half_life_days",
-        "created_at",
-        "last_reinforced_at",
-    )
-]
+_BLANK_STATE = np.array([[0.0], [0.0], [1.0], [BLANK_TIME], [BLANK_TIME]])
+"""The state of a pair no row holds, as a column: its edge row's ``_STATE_COLUMNS``
+(weight, count, half-life, created, last reinforced)."""
+_STATE_COLUMNS = slice(EDGE_COLUMNS.index("weight"), None)
+"""An edge row's state: its columns after the id and the key (``EDGE_COLUMNS``)."""
 
 
 class PairEvent(NamedTuple):
@@ -404,30 +396,33 @@ def reinforce_edges(
     >>> both._replace(id=again.id) == again
     True
     """
-    index: dict[tuple[int, int, int], int] = {}
-    occurrence_key: list[int] = []
-    occurrence_event: list[int] = []
-    for number, event in enumerate(events):
-        for a, b in event.pairs:
-            occurrence_key.append(index.setdefault((event.namespace_id, a, b), len(index)))
-            occurrence_event.append(number)
-    if not index:
+    occurrences = [(event.namespace_id, a, b) for event in events for a, b in event.pairs]
+    if not occurrences:
         return [], []
-    keys = list(index)
+    keys = list(dict.fromkeys(occurrences))  # each pair once, in order of first occurrence
+    if len(keys) == len(occurrences):
+        key_of = np.arange(len(keys))
+    else:
+        position = dict(zip(keys, range(len(keys)), strict=True))
+        key_of = np.fromiter(map(position.__getitem__, occurrences), np.int64, len(occurrences))
     rows = {(row.namespace, row.a, row.b): row for row in stored}
     found = [rows.get(key) for key in keys]
-    table = rows_array(
-        [row or (0, *key, *_BLANK_STATE) for key, row in zip(keys, found, strict=True)]
-    )
-    key_namespace, w0, count, half_life, created, last = table.T[_STATE_COLUMNS]  # copies
+    new = [row is None for row in found]
+    state = np.repeat(_BLANK_STATE, len(keys), axis=1)  # a column per key
+    if not all(new):
+        held = list(itertools.compress(range(len(keys)), map(operator.not_, new)))
+        state[:, held] = rows_array([row for row in found if row])[:, _STATE_COLUMNS].T
+    w0, count, half_life, created, last = state
     namespace_of = {event.namespace_id: event.namespace for event in events}
-    ltp = np.zeros(len(keys), bool)
-    default = np.zeros(len(keys))
     learning = config.learning
-    for namespace_id, namespace in namespace_of.items():  # a few namespaces, many keys
-        mine = key_namespace == namespace_id
-        ltp[mine] = learning.is_ltp_namespace(namespace)
-        default[mine] = learning.default_half_life(namespace)
+    ltp_of = np.array([learning.is_ltp_namespace(name) for name in namespace_of.values()])
+    default_of = np.array([learning.default_half_life(name) for name in namespace_of.values()])
+    if len(namespace_of) == 1:  # the usual batch
+        which = np.zeros(len(keys), np.intp)
+    else:
+        slot = dict(zip(namespace_of, range(len(namespace_of)), strict=True))
+        which = np.fromiter((slot[key[0]] for key in keys), np.intp, len(keys))
+    ltp, default = ltp_of[which], default_of[which]
     clock = time.time() + config.operations.max_clock_skew_s
     if float(last.max()) > clock:
         logger.warning(
@@ -437,8 +432,7 @@ def reinforce_edges(
             int(np.count_nonzero(last > clock)),
             float(last.max()),
         )
-    key_of = np.asarray(occurrence_key, np.int64)
-    event_of = np.asarray(occurrence_event, np.int64)
+    event_of = np.repeat(np.arange(len(events)), [len(event.pairs) for event in events])
     at = np.asarray([event.at for event in events], np.float64)[event_of]
     explicit = np.asarray([event.explicit for event in events], bool)[event_of]
     delta = np.asarray([event.delta for event in events], np.float64)[event_of]
@@ -477,23 +471,13 @@ def reinforce_edges(
         half_life[k] = np.where(fresh, default[k], learned)
         created[k] = np.where(fresh, when, created[k])
         last[k] = when
-    inserted: list[EdgeRow] = []
-    updated: list[EdgeRow] = []
-    columns = zip(
-        keys,
-        found,
-        w0.tolist(),
-        count.astype(np.int64).tolist(),
-        half_life.tolist(),
-        created.tolist(),
-        last.tolist(),
-        strict=True,
-    )
-    for key, row, *values in columns:  # the rows' fields, in EdgeRow's order
-        if row is None:
-            inserted.append(edge_row((0, *key, *values)))
-        else:
-            updated.append(edge_row((row.id, *key, *values)))
+    ids = [0 if row is None else row.id for row in found]
+    spaces, ends_a, ends_b = zip(*keys, strict=True)
+    columns = (w0, count.astype(np.int64), half_life, created, last)
+    values = zip(ids, spaces, ends_a, ends_b, *map(np.ndarray.tolist, columns), strict=True)
+    stepped = named(EdgeRow, values)
+    inserted = list(itertools.compress(stepped, new))
+    updated = list(itertools.compress(stepped, map(operator.not_, new)))
     return inserted, updated
 
 
