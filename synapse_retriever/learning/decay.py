@@ -338,6 +338,9 @@ def clamped_times(
     synapse_retriever.errors.InvalidValueError: at=50.0 is earlier than the last \
 reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
     """
+    times = [event.at for event in events]
+    if not times or times == sorted(times) and times[0] >= max(last.values(), default=BLANK_TIME):
+        return times  # in order, none before a stored reinforcement: none moves (the usual)
     latest = dict(last)
     times = []
     for event in events:

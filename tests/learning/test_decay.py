@@ -8,13 +8,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from synapse_retriever import SynapseConfig
 from synapse_retriever.learning.decay import (
+    PairEvent,
+    canonical_pairs,
+    clamped_times,
     decayed_weight,
     effective_weight,
     learned_half_life,
     pruned_at,
+    reinforce_edges,
     reinforced_weight,
 )
+from synapse_retriever.persistence.rows import EdgeRow
 
 DAY = 86_400.0
 
@@ -125,3 +131,66 @@ def test_learned_half_life_stays_in_bounds(count: int, gap: float) -> None:
     for default in (1.0, 30.0, 60.0):
         half_life = learned_half_life(count, gap, default)
         assert min(3.0, default) <= half_life <= 120.0
+
+
+def _pair_events(draw: st.DrawFn) -> list[PairEvent]:
+    """Events of 2 to 5 of 6 nodes, in one or two namespaces, at times that may go back."""
+    events = []
+    for _ in range(draw(st.integers(1, 6))):
+        nodes = draw(st.lists(st.integers(1, 6), min_size=2, max_size=5, unique=True))
+        namespace = draw(st.sampled_from(["personal", "ephemeral"]))
+        names = [f"n{node}" for node in nodes]
+        events.append(
+            PairEvent(
+                namespace=namespace,
+                namespace_id=1 if namespace == "personal" else 2,
+                pairs=canonical_pairs(names, nodes),
+                names=names,
+                node_ids=nodes,
+                at=draw(st.sampled_from([0.0, DAY, 40 * DAY, 200 * DAY])),
+                explicit=True,
+                delta=draw(st.sampled_from([0.3, 0.15, 0.6])),
+            )
+        )
+    return events
+
+
+@given(data=st.data())
+def test_clamped_times_move_each_event_to_the_latest_reinforcement_of_its_pairs(
+    data: st.DataObject,
+) -> None:
+    events = _pair_events(data.draw)
+    keys = sorted({(e.namespace_id, a, b) for e in events for a, b in e.pairs})
+    stored = data.draw(st.lists(st.sampled_from([0.0, 30 * DAY, 300 * DAY]), min_size=len(keys),
+                                max_size=len(keys)))  # fmt: skip
+    last = dict(zip(keys, stored, strict=True))
+    latest, expected = dict(last), []
+    for event in events:  # the definition, event by event
+        at = max([event.at] + [latest[(event.namespace_id, a, b)] for a, b in event.pairs])
+        latest.update({(event.namespace_id, a, b): at for a, b in event.pairs})
+        expected.append(at)
+    assert clamped_times(last, events) == expected
+    assert clamped_times({}, sorted(events, key=lambda e: e.at)) == sorted(e.at for e in events)
+
+
+@given(data=st.data())
+def test_a_batch_of_events_leaves_the_state_its_events_leave_one_at_a_time(
+    data: st.DataObject,
+) -> None:
+    config = SynapseConfig()
+    events = _pair_events(data.draw)
+    events = [
+        event._replace(at=at) for event, at in zip(events, clamped_times({}, events), strict=True)
+    ]
+    inserted, updated = reinforce_edges([], events, config)
+    assert updated == []
+    held: dict[tuple[int, int, int], EdgeRow] = {}
+    for number, event in enumerate(events):
+        new, old = reinforce_edges(list(held.values()), [event], config)
+        for row in new:
+            row = row._replace(id=100 + number * 10 + len(held))
+            held[(row.namespace, row.a, row.b)] = row
+        for row in old:
+            held[(row.namespace, row.a, row.b)] = row
+    one_at_a_time = {key: row._replace(id=0) for key, row in held.items()}
+    assert {(row.namespace, row.a, row.b): row for row in inserted} == one_at_a_time
