@@ -339,7 +339,8 @@ def clamped_times(
 reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
     """
     times = [event.at for event in events]
-    if not times or times == sorted(times) and times[0] >= max(last.values(), default=BLANK_TIME):
+    stored = max(last.values(), default=BLANK_TIME)
+    if times == sorted(times) and min(times, default=stored) >= stored:
         return times  # in order, none before a stored reinforcement: none moves (the usual)
     latest = dict(last)
     times = []
