@@ -166,19 +166,21 @@ def _validity(
     >>> _validity(owner, when, np.array([False, True, True]), 3, grouped=True)
     ([11.0, -inf, -inf], [49.0, 29.0, inf])
     """
-    dead = np.where(alive, -np.inf, when)
-    living = np.where(alive, when, np.inf)
+    dead = None if alive.all() else np.where(alive, -np.inf, when)  # usually none
+    living = when if dead is None else np.where(alive, when, np.inf)
     after, before = np.full(rows, -np.inf), np.full(rows, np.inf)
     if grouped:  # one reduction per row's run (a hub's 40k edges: 4x np.maximum.at)
         bounds = np.searchsorted(owner, np.arange(rows + 1))
         starts = bounds[:-1]
         some = bounds[1:] > starts
         if some.any():
-            after[some] = np.maximum.reduceat(dead, starts[some])
             before[some] = np.minimum.reduceat(living, starts[some])
+            if dead is not None:
+                after[some] = np.maximum.reduceat(dead, starts[some])
     else:
-        np.maximum.at(after, owner, dead)
         np.minimum.at(before, owner, living)
+        if dead is not None:
+            np.maximum.at(after, owner, dead)
     return (after + PRUNE_MARGIN_S).tolist(), (before - PRUNE_MARGIN_S).tolist()
 
 
@@ -699,7 +701,11 @@ class MemoryGraph:
         # the edges' scattered records, gathered as bytes in one pass (a take of structured
         # items copies field by field)
         record = np.take(self._records, edges, axis=0).view(self._record)[:, 0]
-        factor = self.factors(active_namespace)[record["ns"]]
+        factors = self.factors(active_namespace)
+        if len(self.ns_names) == 1:  # one namespace: one factor, not a gather of 40k
+            factor = np.full(edges.size, factors[max(self.ns_names)])
+        else:
+            factor = factors[record["ns"]]
         keep = factor > 0
         if not keep.all():
             edges, factor, owner, other = edges[keep], factor[keep], owner[keep], other[keep]
@@ -730,19 +736,14 @@ class MemoryGraph:
         the node in ``nodes``, the other end and the edge id, by node, then adjacency
         entries (sorted by the other end) before the log's. Adjacency entries are read
         in place, not through the edges' columns (a hub's row is contiguous there)."""
-        built = np.asarray([x if x < self._built else -1 for x in nodes], np.int64)
-        inside = built >= 0
-        starts = np.zeros(len(nodes), np.int64)
-        sizes = np.zeros(len(nodes), np.int64)
-        starts[inside] = self._indptr[built[inside]]
-        sizes[inside] = self._indptr[built[inside] + 1] - starts[inside]
-        total = int(sizes.sum())
-        # entry positions: each row's start, then +1 along the row
-        ends = np.cumsum(sizes)
-        entry = np.arange(total) + np.repeat(starts - (ends - sizes), sizes)
-        owner = np.repeat(np.arange(len(nodes)), sizes)
-        other = self._other[entry].astype(np.int64)
-        edges = self._entry_edge[entry].astype(np.int64)
+        first = np.minimum(nodes, self._built)  # a node added since: an empty row, at the end
+        starts = self._indptr[first].tolist()
+        stops = self._indptr[np.minimum(first + 1, self._built)].tolist()
+        rows = [slice(start, stop) for start, stop in zip(starts, stops, strict=True)]
+        # each row a slice, copied whole (a hub's 40k entries: a copy, not a gather)
+        other = np.concatenate([self._other[row] for row in rows]).astype(np.int64)
+        edges = np.concatenate([self._entry_edge[row] for row in rows]).astype(np.int64)
+        owner = np.repeat(np.arange(len(nodes)), np.subtract(stops, starts))
         logged = [(i, self._log_of[x]) for i, x in enumerate(nodes) if x in self._log_of]
         if logged:
             extra = np.asarray([e for _, row in logged for e in row], np.int64)
