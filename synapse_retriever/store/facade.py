@@ -58,6 +58,7 @@ from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
 from synapse_retriever.recall.published import activation_from
+from synapse_retriever.store.collector import collector_paused
 from synapse_retriever.store.rename import rename_node
 from synapse_retriever.store.write import Event, Late, Reinforced, write_events
 
@@ -539,7 +540,7 @@ config: pass config together with a store path instead
     def _write(self, events: list[Event], late: Late) -> list[Reinforced]:
         """Write ``events`` in one transaction, run again while the backend reports a
         conflict with another writer or a connection lost before the commit."""
-        with self._lock:
+        with self._lock, collector_paused():  # its rows are no cycles: see collector
             self._check_open()
             return self._retrying(
                 lambda: write_events(self._storage, self._mirror, self.config, events, late)
