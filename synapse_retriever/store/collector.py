@@ -6,7 +6,8 @@ each one. The cyclic collector does not know that. The allocations set it off ag
 again, and each full collection walks every object alive at that moment, the batch's own
 among them (measured at 1M edges: 9 full collections took 0.28 s of two batches' 1.44 s;
 with the collector paused, the same batches ran 1.4 to 2 times faster). Mercurial pauses
-it around its bulk builds for the same reason (``util.nogc``).
+it around its bulk builds for the same reason (``util.nogc``). A decay sweep runs paused
+too (at 1M edges, 64,229 edges pruned in 0.33 to 0.37 s paused, 0.39 to 0.49 s not).
 
 The collector is paused process-wide, so :func:`collector_paused` keeps the pause short
 (one write transaction) and leaves the collector as it found it: enabled again when the

@@ -6,11 +6,14 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from synapse_retriever import CoActivation, InvalidValueError, SynapseStore
+from synapse_retriever.persistence import WriteTransaction
+from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.collector import collector_paused
 
 
@@ -96,3 +99,27 @@ def test_a_write_that_fails_leaves_the_collector_enabled(tmp_path: Path) -> None
         with pytest.raises(InvalidValueError):
             store.reinforce(["a", "b"], at=0.0, late="raise")
     assert gc.isenabled()
+
+
+class Observed(SQLiteStorage):
+    """A real SQLite store that notes whether the collector runs as each transaction opens."""
+
+    collecting: list[bool]
+
+    @contextmanager
+    def write(self) -> Iterator[WriteTransaction]:
+        self.collecting.append(gc.isenabled())
+        with super().write() as tx:
+            yield tx
+
+
+def test_every_kind_of_write_runs_with_the_collector_paused(tmp_path: Path) -> None:
+    storage = Observed(tmp_path / "s.db")
+    storage.collecting = []
+    with SynapseStore(storage=storage) as store:
+        store.reinforce(["a", "b"], at=0.0)
+        store.reinforce_many([CoActivation(["b", "c"], at=1.0)])
+        store.use(["a"], at=2.0)
+        store.decay(at=400 * 86_400.0, force=True)  # a sweep that prunes the edges
+        assert gc.isenabled()
+        assert storage.collecting == [False] * 4
