@@ -339,8 +339,8 @@ def clamped_times(
 reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
     """
     times = [event.at for event in events]
-    stored = max(last.values(), default=BLANK_TIME)
-    if times == sorted(times) and min(times, default=stored) >= stored:
+    in_order = all(x <= y for x, y in itertools.pairwise(times))  # False beside a NaN
+    if in_order and (not times or times[0] >= max(last.values(), default=BLANK_TIME)):
         return times  # in order, none before a stored reinforcement: none moves (the usual)
     latest = dict(last)
     times = []

@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -540,7 +541,7 @@ config: pass config together with a store path instead
     def _write(self, events: list[Event], late: Late) -> list[Reinforced]:
         """Write ``events`` in one transaction, run again while the backend reports a
         conflict with another writer or a connection lost before the commit."""
-        with self._lock, collector_paused():  # its rows are no cycles: see collector
+        with self._lock:
             self._check_open()
             return self._retrying(
                 lambda: write_events(self._storage, self._mirror, self.config, events, late)
@@ -649,8 +650,7 @@ config: pass config together with a store path instead
                         "dry_run=True (--dry-run) to see what it would prune"
                     )
             else:
-                with collector_paused():  # a sweep's 64,000 ids at 1M edges: no cycles
-                    ids, pruned = self._retrying(lambda: self._sweep(now))
+                ids, pruned = self._retrying(lambda: self._sweep(now))
                 graph = self._mirror.graph
             namespaces = [graph.ns_names[int(ns)] for ns in graph.namespaces_of(pruned)]
         by_namespace = Counter(namespaces)
@@ -665,18 +665,21 @@ config: pass config together with a store path instead
     def _sweep(self, now: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """One attempt at a sweep at ``now``: the live ids before it, and those deleted."""
         mirror = self._mirror
-        with self._storage.write() as tx:
-            mirror.catch_up(tx)
-            graph = mirror.graph  # after the catch-up: a full reload replaces it
-            ids = graph.live_ids()
-            pruned = ids[~graph.live(ids, now)]
-            if not tx.version:  # other writers run concurrently: judge their current rows
-                current = tx.edges_by_id(pruned.tolist())
-                graph.apply(current)  # committed states, read under lock
-                still = np.asarray([row.id for row in current], np.int64)
-                pruned = still[~graph.live(still, now)]
-            tx.delete(pruned.tolist())
-        mirror.committed(tx.version, lambda _: graph.remove(pruned.tolist()))
+        with contextlib.ExitStack() as paused:
+            with self._storage.write() as tx:
+                if self.config.operations.pause_collector:  # as a big write: see collector
+                    paused.enter_context(collector_paused())
+                mirror.catch_up(tx)
+                graph = mirror.graph  # after the catch-up: a full reload replaces it
+                ids = graph.live_ids()
+                pruned = ids[~graph.live(ids, now)]
+                if not tx.version:  # other writers run concurrently: judge their current rows
+                    current = tx.edges_by_id(pruned.tolist())
+                    graph.apply(current)  # committed states, read under lock
+                    still = np.asarray([row.id for row in current], np.int64)
+                    pruned = still[~graph.live(still, now)]
+                tx.delete(pruned.tolist())
+            mirror.committed(tx.version, lambda _: graph.remove(pruned.tolist()))
         return ids, pruned
 
     def repair(self, *, dry_run: bool = False) -> RepairReport:

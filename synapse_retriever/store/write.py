@@ -52,6 +52,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import Counter
@@ -71,6 +72,7 @@ from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey, named
+from synapse_retriever.store.collector import PAUSE_PAIRS, collector_paused
 
 __all__ = [
     "Edges",
@@ -168,34 +170,39 @@ def write_events(
     of the module docstring, in order). Raises whatever a stage raises, with nothing
     written; the caller holds the store's lock and retries a
     :class:`~synapse_retriever.persistence.protocols.TransientWriteError`."""
-    with storage.write() as tx:
-        mirror.catch_up(tx)
-        graph = mirror.graph  # after the catch-up: a full reload replaces it
-        clock = time.time()
-        times = [clock if e.explicit is None else e.explicit for e in events]
-        ns_of = namespace_ids(tx, graph, [e.namespace for e in events if e.ids])
-        new = drop_replays(tx, events, times, ns_of)
-        chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
-        names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
-        node_of = node_ids(tx, graph, names)
-        ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
-        edges = step_edges(tx, config, events, ids_of, ns_of, times, late)
-        entries = [
-            RecentEvent(ns_of[events[i].namespace], edges.times[i], ids_of[i]) for i in chosen
-        ]
-        uses, together = record_uses(tx, config, entries)
-    spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
-    written = Written(
-        names=names,
-        node_ids=[node_of[name] for name in names],
-        spaces=spaces,
-        namespace_ids=[ns_of[ns] for ns in spaces],
-        rows=[*edges.inserted, *edges.updated],
-        uses=uses,
-        together=together,
-        entries=entries,
-    )
-    update_mirror(mirror, tx.version, written)
+    pairs = sum(len(e.ids) * (len(e.ids) - 1) // 2 for e in events)
+    big = config.operations.pause_collector and pairs >= PAUSE_PAIRS
+    with contextlib.ExitStack() as paused:
+        with storage.write() as tx:
+            if big:  # once the locks are ours, until the mirror holds the batch
+                paused.enter_context(collector_paused())
+            mirror.catch_up(tx)
+            graph = mirror.graph  # after the catch-up: a full reload replaces it
+            clock = time.time()
+            times = [clock if e.explicit is None else e.explicit for e in events]
+            ns_of = namespace_ids(tx, graph, [e.namespace for e in events if e.ids])
+            new = drop_replays(tx, events, times, ns_of)
+            chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
+            names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
+            node_of = node_ids(tx, graph, names)
+            ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
+            edges = step_edges(tx, config, events, ids_of, ns_of, times, late)
+            entries = [
+                RecentEvent(ns_of[events[i].namespace], edges.times[i], ids_of[i]) for i in chosen
+            ]
+            uses, together = record_uses(tx, config, entries)
+        spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
+        written = Written(
+            names=names,
+            node_ids=[node_of[name] for name in names],
+            spaces=spaces,
+            namespace_ids=[ns_of[ns] for ns in spaces],
+            rows=[*edges.inserted, *edges.updated],
+            uses=uses,
+            together=together,
+            entries=entries,
+        )
+        update_mirror(mirror, tx.version, written)
     return [
         Reinforced(edges.counts.get(i, 0), edges.times[i], not new[i]) for i in range(len(events))
     ]

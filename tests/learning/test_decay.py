@@ -170,6 +170,9 @@ def test_clamped_times_move_each_event_to_the_latest_reinforcement_of_its_pairs(
         latest.update({(event.namespace_id, a, b): at for a, b in event.pairs})
         expected.append(at)
     assert clamped_times(last, events) == expected
+    first = events[0]
+    other = first._replace(pairs=[(98, 99)], at=math.nan)  # not a time, between two
+    assert clamped_times({}, [first, other, first._replace(at=first.at - 1)])[2] == first.at
     assert clamped_times({}, sorted(events, key=lambda e: e.at)) == sorted(e.at for e in events)
 
 

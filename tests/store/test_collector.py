@@ -1,20 +1,36 @@
-"""The cyclic garbage collector paused while a write runs (synapse_retriever/store/collector.py):
-left as it was found, across nesting, threads and failures, and paused for a whole batch."""
+"""The cyclic garbage collector paused while a big write holds its locks
+(synapse_retriever/store/collector.py): left as it was found, across nesting, threads, forks and
+failures; paused for a big batch and a sweep on a real SQLite store, not for a single event, and
+never with ``pause_collector=False``."""
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from synapse_retriever import CoActivation, InvalidValueError, SynapseStore
+from synapse_retriever import (
+    CoActivation,
+    InvalidTypeError,
+    InvalidValueError,
+    Operations,
+    SynapseConfig,
+    SynapseStore,
+)
 from synapse_retriever.persistence import WriteTransaction
+from synapse_retriever.persistence.rows import EdgeKey, EdgeRow
 from synapse_retriever.persistence.sqlite import SQLiteStorage
-from synapse_retriever.store.collector import collector_paused
+from synapse_retriever.store.collector import PAUSE_PAIRS, collector_paused
+
+BATCH = [  # 300 ten-node events: 13,500 pairs, far above PAUSE_PAIRS
+    CoActivation([f"doc{(i * 7 + k) % 97}" for k in range(10)], at=i) for i in range(300)
+]
 
 
 @pytest.fixture(autouse=True)
@@ -64,62 +80,124 @@ def test_nested_and_concurrent_pauses_resume_when_the_last_one_ends() -> None:
     assert gc.isenabled()
 
 
-def collections_during(action: object) -> int:
-    """How many collections ran while ``action()`` ran."""
-    ran: list[int] = []
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_child_forked_during_another_threads_pause_collects(tmp_path: Path) -> None:
+    inside, release = threading.Event(), threading.Event()
 
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            ran.append(info["generation"])
+    def other_write() -> None:
+        with collector_paused():
+            inside.set()
+            release.wait(10)
 
-    gc.callbacks.append(count)
-    try:
-        action()  # type: ignore[operator]
-    finally:
-        gc.callbacks.remove(count)
-    return len(ran)
-
-
-def test_a_batch_runs_its_transaction_with_the_collector_paused(tmp_path: Path) -> None:
-    events = [CoActivation([f"doc{(i * 7 + k) % 97}" for k in range(10)], at=i) for i in range(300)]
-    with SynapseStore(tmp_path / "paused.db") as store:
-        gc.collect()
-        paused = collections_during(lambda: store.reinforce_many(events))
-    with SynapseStore(tmp_path / "unpaused.db") as store, collector_paused():
-        gc.enable()  # the write's own pause, nested in this one, leaves it enabled
-        gc.collect()
-        unpaused = collections_during(lambda: store.reinforce_many(events))
-    # paused: what validating the events and the first allocations after set off
-    assert (paused, unpaused > 30) == (min(paused, 3), True), (paused, unpaused)
-
-
-def test_a_write_that_fails_leaves_the_collector_enabled(tmp_path: Path) -> None:
-    with SynapseStore(tmp_path / "s.db") as store:
-        store.reinforce(["a", "b"], at=100.0)
-        with pytest.raises(InvalidValueError):
-            store.reinforce(["a", "b"], at=0.0, late="raise")
+    thread = threading.Thread(target=other_write)
+    thread.start()
+    assert inside.wait(10)
+    child = os.fork()
+    if child == 0:  # the child: the pausing thread is not here, its pause must not last
+        code = 1
+        try:
+            enabled_at_start = gc.isenabled()
+            with SynapseStore(tmp_path / "child.db") as store:
+                store.reinforce_many(BATCH[:150])
+            code = 0 if enabled_at_start and gc.isenabled() else 2
+        finally:
+            os._exit(code)
+    release.set()
+    thread.join(10)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
     assert gc.isenabled()
 
 
 class Observed(SQLiteStorage):
-    """A real SQLite store that notes whether the collector runs as each transaction opens."""
+    """A real SQLite store whose transactions note whether the collector runs when they read
+    the edges (a write) or delete them (a sweep), and whether one ran inside them."""
 
     collecting: list[bool]
+    collections: int
+    inside: bool
 
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
-        self.collecting.append(gc.isenabled())
         with super().write() as tx:
-            yield tx
+            self.inside = True
+            try:
+                yield _Noted(tx, self)
+            finally:
+                self.inside = False
 
 
-def test_every_kind_of_write_runs_with_the_collector_paused(tmp_path: Path) -> None:
-    storage = Observed(tmp_path / "s.db")
-    storage.collecting = []
-    with SynapseStore(storage=storage) as store:
-        store.reinforce(["a", "b"], at=0.0)
-        store.reinforce_many([CoActivation(["b", "c"], at=1.0)])
-        store.use(["a"], at=2.0)
+class _Noted:
+    def __init__(self, tx: WriteTransaction, storage: Observed) -> None:
+        self._tx, self._storage = tx, storage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+        self._storage.collecting.append(gc.isenabled())
+        return self._tx.lock_edges(keys)
+
+    def delete(self, ids: Sequence[int]) -> None:
+        self._storage.collecting.append(gc.isenabled())
+        self._tx.delete(ids)
+
+
+@contextmanager
+def observed(
+    path: Path, config: SynapseConfig | None = None
+) -> Iterator[tuple[SynapseStore, Observed]]:
+    storage = Observed(path)
+    storage.collecting, storage.collections, storage.inside = [], 0, False
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and storage.inside:
+            storage.collections += 1
+
+    gc.callbacks.append(count)
+    try:
+        with SynapseStore(storage=storage, config=config) as store:
+            yield store, storage
+    finally:
+        gc.callbacks.remove(count)
+
+
+def test_a_big_batch_and_a_sweep_run_paused_a_single_event_does_not(tmp_path: Path) -> None:
+    with observed(tmp_path / "s.db") as (store, storage):
+        store.reinforce(["a", "b"], at=0.0)  # one pair: not worth a pause
+        store.reinforce_many(BATCH)
+        store.reinforce_many(BATCH[:22])  # 990 pairs, just below PAUSE_PAIRS
         store.decay(at=400 * 86_400.0, force=True)  # a sweep that prunes the edges
         assert gc.isenabled()
-        assert storage.collecting == [False] * 4
+    assert 22 * 45 < PAUSE_PAIRS <= 23 * 45
+    assert storage.collecting == [True, False, True, False]
+
+
+def test_no_collection_runs_inside_a_big_batchs_transaction(tmp_path: Path) -> None:
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100, 10, 10)  # collections far more often than by default
+    try:
+        with observed(tmp_path / "paused.db") as (store, paused):
+            store.reinforce_many(BATCH)
+        config = SynapseConfig(operations=Operations(pause_collector=False))
+        with observed(tmp_path / "unpaused.db", config) as (store, unpaused):
+            store.reinforce_many(BATCH)
+    finally:
+        gc.set_threshold(*thresholds)
+    assert (paused.collections, unpaused.collections > 10) == (0, True)
+    assert unpaused.collecting == [True]
+
+
+def test_pause_collector_must_be_a_bool() -> None:
+    with pytest.raises(InvalidTypeError, match="pause_collector must be a bool, got 'no'"):
+        Operations(pause_collector="no")  # type: ignore[arg-type]
+    assert SynapseConfig.actr(pause_collector=False).operations.pause_collector is False
+
+
+def test_a_write_that_fails_leaves_the_collector_enabled(tmp_path: Path) -> None:
+    early = [CoActivation(event.nodes, at=0.5) for event in BATCH]  # before most of BATCH
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce_many(BATCH)
+        with pytest.raises(InvalidValueError, match="time must not run backwards"):
+            store.reinforce_many(early, late="raise")
+    assert gc.isenabled()
