@@ -495,10 +495,11 @@ class Operations:
         than an edge's last reinforcement an event may come (another writer came first)
         and be counted, at that reinforcement, under ``late="skew"`` (the default).
     pause_collector : bool
-        Whether a write of 1,000 pairs or more and a decay sweep pause Python's cyclic
-        garbage collector while they hold their locks (process-wide, then left as found:
-        :mod:`synapse_retriever.store.collector`). Batched writes at 1M edges run up to
-        1.6 times faster with it; False for a process that must never have it paused.
+        Whether, on SQLite, a write of 1,000 pairs or more and a decay sweep pause Python's
+        cyclic garbage collector while they hold the store's write lock (process-wide:
+        :mod:`synapse_retriever.store.collector` says how it is resumed). Batched writes at
+        1M edges run up to 1.6 times faster with it; False for a process that must never
+        have it paused.
 
     Examples
     --------

@@ -10,13 +10,18 @@ batches in turn with the collector on and off ran at 39,000 to 64,000 and 79,000
 (``util.nogc``).
 
 The store pauses it for a write of :data:`PAUSE_PAIRS` pairs or more and for a decay
-sweep, from the moment the transaction holds its locks to the moment the mirror holds the
-write (never while waiting for another writer's lock, or between retries), unless
-``config.operations.pause_collector`` is False. The pause is process-wide:
-:func:`collector_paused` enables the collector again when the last of any nested or
-concurrent pauses ends, and only if it was enabled when the first began; a child process
-forked meanwhile starts with the collector as it was before the pause. Cycles made
-meanwhile (an exception's traceback, another thread's garbage) are collected after.
+sweep where writers take turns (SQLite), from the moment the transaction holds the store's
+write lock to the moment the mirror holds the write: never while waiting for another
+writer's lock, or between retries. On PostgreSQL a transaction takes its locks statement by
+statement, and may wait for each: it is never paused. ``config.operations.pause_collector``
+False turns the pause off.
+
+The pause is process-wide. :func:`collector_paused` enables the collector again when the
+last of any nested or concurrent pauses ends, and only if it was enabled when the first
+began; a ``gc.disable()`` another thread makes meanwhile is undone then. A child process
+forked meanwhile keeps only the forking thread's pauses, and its collector comes back when
+they end (at once, if that thread held none). Cycles made meanwhile (an exception's
+traceback, another thread's garbage) are collected after.
 
 Examples
 --------
@@ -46,6 +51,7 @@ events (measured at 1M edges in memory: batches of 25 events wrote 17% faster pa
 _lock = threading.Lock()
 _paused = 0  # pauses running now
 _resume = False  # whether the collector was enabled when the first of them began
+_held = threading.local()  # .pauses: this thread's pauses running now
 
 
 @contextmanager
@@ -56,27 +62,35 @@ def collector_paused() -> Iterator[None]:
     entered = False
     try:
         with _lock:
-            if _paused == 0:
+            first = _paused == 0
+            if first:
                 _resume = gc.isenabled()
-                gc.disable()
+            mine = getattr(_held, "pauses", 0) + 1
+            # no call from here to `entered`, and the call that disables after it: a signal
+            # (raised as a call returns) finds the pause either not begun or counted, and
+            # the finally below undoes a counted one
             _paused += 1
-            entered = True  # no call between the count and this: no signal lands between
+            _held.pauses = mine
+            entered = True
+            if first:
+                gc.disable()
         yield
     finally:
         if entered:
             with _lock:
                 _paused -= 1
+                _held.pauses -= 1
                 if _paused == 0 and _resume:
                     gc.enable()
 
 
 def _after_fork_in_child() -> None:
-    """A forked child has none of its parent's other threads: no pause of theirs will end."""
+    """A forked child has only the forking thread: the other threads' pauses never end."""
     global _lock, _paused
     _lock = threading.Lock()
-    if _paused and _resume:
+    _paused = getattr(_held, "pauses", 0)
+    if _paused == 0 and _resume:
         gc.enable()
-    _paused = 0
 
 
 if hasattr(os, "register_at_fork"):  # POSIX

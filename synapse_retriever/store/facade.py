@@ -667,7 +667,7 @@ config: pass config together with a store path instead
         mirror = self._mirror
         with contextlib.ExitStack() as paused:
             with self._storage.write() as tx:
-                if self.config.operations.pause_collector:  # as a big write: see collector
+                if self.config.operations.pause_collector and tx.version:  # see collector
                     paused.enter_context(collector_paused())
                 mirror.catch_up(tx)
                 graph = mirror.graph  # after the catch-up: a full reload replaces it

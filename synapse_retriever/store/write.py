@@ -174,7 +174,7 @@ def write_events(
     big = config.operations.pause_collector and pairs >= PAUSE_PAIRS
     with contextlib.ExitStack() as paused:
         with storage.write() as tx:
-            if big:  # once the locks are ours, until the mirror holds the batch
+            if big and tx.version:  # the write lock is ours (SQLite): until the mirror holds it
                 paused.enter_context(collector_paused())
             mirror.catch_up(tx)
             graph = mirror.graph  # after the catch-up: a full reload replaces it

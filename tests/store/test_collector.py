@@ -1,14 +1,17 @@
 """The cyclic garbage collector paused while a big write holds its locks
 (synapse_retriever/store/collector.py): left as it was found, across nesting, threads, forks and
-failures; paused for a big batch and a sweep on a real SQLite store, not for a single event, and
-never with ``pause_collector=False``."""
+failures; paused for a big batch and a sweep on a real SQLite store once it holds the write lock,
+not for a single event, not while waiting for the lock, never on PostgreSQL, and never with
+``pause_collector=False``."""
 
 from __future__ import annotations
 
 import gc
 import os
+import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -109,6 +112,19 @@ def test_a_child_forked_during_another_threads_pause_collects(tmp_path: Path) ->
     assert gc.isenabled()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_child_forked_inside_its_own_pause_resumes_when_that_pause_ends() -> None:
+    with collector_paused():
+        child = os.fork()
+        if child == 0:
+            paused_in_child = not gc.isenabled()
+    if child == 0:
+        os._exit(0 if paused_in_child and gc.isenabled() else 3)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert gc.isenabled()
+
+
 class Observed(SQLiteStorage):
     """A real SQLite store whose transactions note whether the collector runs when they read
     the edges (a write) or delete them (a sweep), and whether one ran inside them."""
@@ -201,3 +217,48 @@ def test_a_write_that_fails_leaves_the_collector_enabled(tmp_path: Path) -> None
         with pytest.raises(InvalidValueError, match="time must not run backwards"):
             store.reinforce_many(early, late="raise")
     assert gc.isenabled()
+
+
+def test_a_write_waiting_for_another_writers_lock_is_not_paused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0.0)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process's write lock
+        writing = threading.Thread(target=store.reinforce_many, args=(BATCH,))
+        writing.start()
+        try:
+            time.sleep(0.5)  # the batch waits for the lock meanwhile
+            assert writing.is_alive() and gc.isenabled()
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        writing.join(30)
+        assert store.edge("doc0", "doc1") is not None
+    assert gc.isenabled()
+
+
+def test_a_postgresql_write_is_never_paused(postgres_url: str) -> None:
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100, 10, 10)
+    try:
+        with SynapseStore(postgres_url) as store:
+            assert collections_during(lambda: store.reinforce_many(BATCH[:100])) > 10
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def collections_during(action: Callable[[], object]) -> int:
+    """How many collections started while ``action()`` ran."""
+    started: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        action()
+    finally:
+        gc.callbacks.remove(count)
+    return len(started)
