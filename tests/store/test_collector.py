@@ -62,29 +62,9 @@ def test_the_collector_comes_back_after_a_failure_inside() -> None:
     assert gc.isenabled()
 
 
-def test_nested_and_concurrent_pauses_resume_when_the_last_one_ends() -> None:
-    inside, release = threading.Event(), threading.Event()
-
-    def other_write() -> None:
-        with collector_paused():
-            inside.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=other_write)
-    with collector_paused():
-        thread.start()
-        assert inside.wait(10)
-        with collector_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert not gc.isenabled()  # the other thread's write is still running
-    release.set()
-    thread.join(10)
-    assert gc.isenabled()
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
-def test_a_child_forked_during_another_threads_pause_collects(tmp_path: Path) -> None:
+@contextmanager
+def another_threads_pause() -> Iterator[None]:
+    """A pause held by another thread for as long as the body runs."""
     inside, release = threading.Event(), threading.Event()
 
     def other_write() -> None:
@@ -95,18 +75,36 @@ def test_a_child_forked_during_another_threads_pause_collects(tmp_path: Path) ->
     thread = threading.Thread(target=other_write)
     thread.start()
     assert inside.wait(10)
-    child = os.fork()
-    if child == 0:  # the child: the pausing thread is not here, its pause must not last
-        code = 1
-        try:
-            enabled_at_start = gc.isenabled()
-            with SynapseStore(tmp_path / "child.db") as store:
-                store.reinforce_many(BATCH[:150])
-            code = 0 if enabled_at_start and gc.isenabled() else 2
-        finally:
-            os._exit(code)
-    release.set()
-    thread.join(10)
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join(10)
+
+
+def test_nested_and_concurrent_pauses_resume_when_the_last_one_ends() -> None:
+    with another_threads_pause():
+        with collector_paused():
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the other thread's write is still running
+    assert gc.isenabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_child_forked_during_another_threads_pause_collects(tmp_path: Path) -> None:
+    with another_threads_pause():
+        child = os.fork()
+        if child == 0:  # the child: the pausing thread is not here, its pause must not last
+            code = 1
+            try:
+                enabled_at_start = gc.isenabled()
+                with SynapseStore(tmp_path / "child.db") as store:
+                    store.reinforce_many(BATCH[:150])
+                code = 0 if enabled_at_start and gc.isenabled() else 2
+            finally:
+                os._exit(code)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert gc.isenabled()
