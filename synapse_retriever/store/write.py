@@ -17,7 +17,10 @@ on the storage and runs these stages inside it, in this order:
    recent-events log;
 
 and, once the transaction has committed, 6. :func:`update_mirror`: the batch into the
-store's in-memory mirror.
+store's in-memory mirror. A batch of :data:`~synapse_retriever.store.collector.PAUSE_PAIRS`
+pairs or more runs stages 1 to 6 with Python's cyclic garbage collector paused, where the
+transaction holds the write lock from its start (SQLite: see
+:mod:`~synapse_retriever.store.collector`).
 
 What the stages guarantee, together:
 
