@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import ActrRule, SynapseConfig, SynapseStore, spread_activation
-from synapse_retriever.mirror.graph import Edge, MemoryGraph
+from synapse_retriever.mirror.graph import SAMPLE_STRIDE, Edge, MemoryGraph, strongest
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence.rows import EdgeRow
 
@@ -346,3 +346,23 @@ def test_an_applied_row_is_read_back_field_by_field() -> None:
         created_at=100.0,
         last_reinforced_at=200.0,
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 6 * SAMPLE_STRIDE * 8),
+    st.integers(0, 40),
+    st.integers(1, 5),
+    st.integers(0, 2**32 - 1),
+)
+def test_strongest_keeps_the_largest_weights_ties_to_the_smaller_id(
+    size: int, fan: int, distinct: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    others = rng.permutation(10 * size)[:size]
+    weights = rng.integers(1, distinct + 1, size) * 1.5  # few values: mostly ties
+    kept, kept_weights = strongest(others, weights, fan)
+    best = np.lexsort((others, -weights))[:fan]  # largest first, then the smaller id
+    by_id = best[np.argsort(others[best])]
+    assert kept.tolist() == others[by_id].tolist()
+    assert kept_weights.tolist() == weights[by_id].tolist()
