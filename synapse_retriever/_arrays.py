@@ -1,8 +1,10 @@
-"""Sort-based set operations on integer arrays, for the per-query paths.
+"""Set operations and selection on arrays, for the per-query paths.
 
 ``np.unique`` on integers hashes in NumPy 2.x: about 10 times slower than a sort on
 the few thousand ids a query handles (measured: 200 µs against 20 µs on 2,000 ids),
-and 1.3 ms on the 40,000 edges of a hub. These give the same results by sorting.
+and 1.3 ms on the 40,000 edges of a hub. :func:`unique_ids` and :func:`group_sums` give
+the same results by sorting. NumPy's selection (``np.partition``) is slow on many tied
+values, as a hub's co-use counts are: :func:`nth_largest` selects among a few.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import numpy as np
 
 from synapse_retriever._types import FloatArray, IntArray
 
-__all__ = ["group_sums", "unique_ids"]
+__all__ = ["SAMPLE_STRIDE", "group_sums", "nth_largest", "unique_ids"]
+
+SAMPLE_STRIDE = 16
+""":func:`nth_largest` bounds its answer from every 16th value first."""
 
 
 def unique_ids(values: IntArray) -> IntArray:
@@ -52,3 +57,24 @@ def group_sums(keys: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArra
     group = np.cumsum(first) - 1  # np.bincount adds in the order it is given
     sums = np.asarray(np.bincount(group, weights[order]), np.float64)
     return ordered[first], sums
+
+
+def nth_largest(values: FloatArray, n: int) -> float:
+    """The ``n``-th largest of ``values`` (not NaN; 1 <= ``n`` <= their number).
+
+    Selected among the values at or above the ``n``-th largest of every
+    ``SAMPLE_STRIDE``-th value: those are values too, so at least ``n`` values reach that
+    bound, and the answer is among them. A hub's co-use row holds tens of thousands of
+    small integer counts, mostly tied, and NumPy's selection is slow on those (measured
+    at 1M edges, a hub of 39,731 neighbours: 0.99 ms to select from the low end as
+    ``np.partition(values, size - n)``, 0.30 ms from the high end, 0.10 ms here).
+
+    Examples
+    --------
+    >>> nth_largest(np.array([3.0, 1.0, 3.0, 2.0]), 3)
+    2.0
+    """
+    sample = values[::SAMPLE_STRIDE]
+    if sample.size > n:  # a bound first: the candidates are the values at or above it
+        values = values[values >= -np.partition(-sample, n - 1)[n - 1]]
+    return float(-np.partition(-values, n - 1)[n - 1])

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever._arrays import group_sums, unique_ids
+from synapse_retriever._arrays import SAMPLE_STRIDE, group_sums, nth_largest, unique_ids
 
 ints = st.lists(st.integers(-(2**40), 2**40), max_size=60)
 
@@ -45,3 +45,13 @@ def test_group_sums_do_not_depend_on_the_input_order(
     again = group_sums(np.array([k for k, _ in shuffled]), np.array([w for _, w in shuffled]))
     assert keys.tolist() == again[0].tolist()
     assert sums.tobytes() == again[1].tobytes()
+
+
+@given(st.integers(1, 8 * SAMPLE_STRIDE), st.integers(1, 6), st.integers(0, 2**32 - 1), st.data())
+def test_nth_largest_is_the_nth_value_of_a_descending_sort(
+    size: int, distinct: int, seed: int, data: Any
+) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-3, distinct, size) * 0.5  # few values: mostly ties
+    n = data.draw(st.integers(1, size))
+    assert nth_largest(values, n) == np.sort(values)[::-1][n - 1]

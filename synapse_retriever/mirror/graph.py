@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from synapse_retriever._arrays import group_sums
+from synapse_retriever._arrays import group_sums, nth_largest
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
@@ -204,31 +204,6 @@ class _View:
     dirty: set[int] = field(default_factory=set)  # nodes whose hub factor is stale
 
 
-SAMPLE_STRIDE = 16
-""":func:`strongest` bounds its cut from every 16th weight first (see :func:`_fanth_largest`)."""
-
-
-def _fanth_largest(weights: FloatArray, fan: int) -> float:
-    """The ``fan``-th largest of ``weights`` (1 <= ``fan`` <= their number).
-
-    Selected among the weights at or above the ``fan``-th largest of every
-    ``SAMPLE_STRIDE``-th weight: those are weights too, so at least ``fan`` weights reach
-    it, and the answer is among them. A hub's row holds tens of thousands of small integer
-    counts, mostly tied: NumPy's selection is slow on those (measured at 1M edges, a hub of
-    39,731 neighbours: 0.99 ms to select the cut from the low end, 0.30 ms from the high
-    end, 0.10 ms from the sample's bound).
-
-    Examples
-    --------
-    >>> _fanth_largest(np.array([3.0, 1.0, 3.0, 2.0]), 3)
-    2.0
-    """
-    sample = weights[::SAMPLE_STRIDE]
-    if sample.size > fan:  # a bound first: the candidates are the weights at or above it
-        weights = weights[weights >= -np.partition(-sample, fan - 1)[fan - 1]]
-    return float(-np.partition(-weights, fan - 1)[fan - 1])
-
-
 def strongest(others: IntArray, weights: FloatArray, fan: int) -> tuple[IntArray, FloatArray]:
     """The ``fan`` entries of largest weight (ties to the smaller id), by id ascending.
 
@@ -241,7 +216,7 @@ def strongest(others: IntArray, weights: FloatArray, fan: int) -> tuple[IntArray
     if fan <= 0:
         return others[:0], weights[:0]
     if others.size > fan:
-        cut = _fanth_largest(weights, fan)
+        cut = nth_largest(weights, fan)
         above = np.flatnonzero(weights > cut)
         tied = np.flatnonzero(weights == cut)
         tied = tied[np.argsort(others[tied], kind="stable")[: fan - above.size]]

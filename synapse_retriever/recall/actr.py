@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 import numpy.typing as npt
 
-from synapse_retriever._arrays import unique_ids
+from synapse_retriever._arrays import nth_largest, unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import ActrRule
@@ -492,7 +492,7 @@ class RankedNames(Sequence[str]):
             return
         values = self._values
         if need < values.size:  # the need-th largest; everything tied with it comes too
-            cut = np.partition(values, values.size - need)[values.size - need]
+            cut = nth_largest(values, need)
             take = values >= cut
             chunk = zip((-values[take]).tolist(), self._nodes[take].tolist(), strict=True)
             self._nodes, self._values = self._nodes[~take], values[~take]

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import ActrRule, SynapseConfig, SynapseStore, spread_activation
-from synapse_retriever.mirror.graph import SAMPLE_STRIDE, Edge, MemoryGraph, strongest
+from synapse_retriever._arrays import SAMPLE_STRIDE
+from synapse_retriever.mirror.graph import Edge, MemoryGraph, strongest
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence.rows import EdgeRow
 
