@@ -10,6 +10,7 @@ values, as a hub's co-use counts are: :func:`nth_largest` selects among a few.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from synapse_retriever._types import FloatArray, IntArray
 
@@ -59,7 +60,7 @@ def group_sums(keys: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArra
     return ordered[first], sums
 
 
-def nth_largest(values: FloatArray, n: int) -> float:
+def nth_largest(values: FloatArray | IntArray | npt.NDArray[np.int32], n: int) -> float:
     """The ``n``-th largest of ``values`` (not NaN; 1 <= ``n`` <= their number).
 
     Selected among the values at or above the ``n``-th largest of every

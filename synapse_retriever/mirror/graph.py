@@ -139,10 +139,9 @@ PRUNE_MARGIN_S = 1.0
 its effective weight (the two can differ by rounding near the boundary)."""
 
 CANDIDATE_ROW = 4
-"""A co-use row longer than this many times ``fan`` entries, in a store of one namespace,
-is read from its candidates only (``MemoryGraph._row_of_candidates``; measured at 1M
-edges, the row of a hub of 39,731 neighbours: 0.15 ms, against 0.49 to 0.53 ms for the
-whole row's gather)."""
+"""A co-use row of more than this many times ``fan`` entries is read from its candidates
+(``MemoryGraph._entries``; measured at 1M edges, the row of a hub of 39,731 neighbours:
+0.15 ms, against 0.49 to 0.53 ms for the whole row's gather)."""
 
 MAX_CO_USE_ENTRIES = 1_000_000
 """Neighbours (16 bytes each), plus one per row, held by the cached co-use rows at most;
@@ -709,20 +708,25 @@ class MemoryGraph:
     ) -> dict[int, _CoUseRow]:
         """Co-use rows at ``at``, each with the open interval of times it holds exactly in:
         from the latest prune time of a dead edge of it to the earliest of a live one,
-        with ``PRUNE_MARGIN_S`` where liveness is decided exactly."""
+        with ``PRUNE_MARGIN_S`` where liveness is decided exactly. A long row is read from
+        its candidates (:meth:`_entries`), and again in full where too few of them are
+        live."""
         known = [x for x in nodes if 0 <= x < self.n]
         empty = _CoUseRow(np.zeros(0, np.int64), np.zeros(0), -math.inf, math.inf)
         found: dict[int, _CoUseRow] = {x: empty for x in nodes}
-        if fan > 0 and len(self.ns_names) == 1:  # a long row: from its candidates, if enough
-            merge = float(self.factors(active_namespace)[max(self.ns_names)])
-            for x in known if merge > 0 else []:
-                row = self._row_of_candidates(x, at, fan, merge)
-                if row is not None:
-                    found[x] = row
-            known = [x for x in known if found[x] is empty]
-        if not known:
-            return found
-        owner, other, edges = self._entries(known)
+        if known:
+            rows, short = self._exact_rows(known, active_namespace, at, fan, cut=True)
+            found.update(rows)
+            if short:
+                found.update(self._exact_rows(short, active_namespace, at, fan, cut=False)[0])
+        return found
+
+    def _exact_rows(
+        self, known: list[int], active_namespace: str, at: float, fan: int, *, cut: bool
+    ) -> tuple[dict[int, _CoUseRow], list[int]]:
+        """The co-use rows of ``known`` (node ids) from their entries, long rows cut to
+        their candidates if ``cut``; and the nodes whose candidates were too few."""
+        owner, other, edges, cuts = self._entries(known, fan if cut else 0)
         logged = bool(self._log_of) and any(x in self._log_of for x in known)
         # the edges' scattered records, gathered as bytes in one pass (a take of structured
         # items copies field by field)
@@ -750,64 +754,52 @@ class MemoryGraph:
             order = np.lexsort((other, owner))
             owner, other, counts = owner[order], other[order], counts[order]
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
+        top = float(factors.max())  # no pair counts more than top × its stored counts
+        found: dict[int, _CoUseRow] = {}
+        short: list[int] = []
         for i, x in enumerate(known):
             others, mine = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
+            if i in cuts and np.count_nonzero(mine >= top * cuts[i]) < fan:
+                short.append(x)
+                continue
             if others.size > fan:
                 others, mine = strongest(others, mine, fan)
             found[x] = _CoUseRow(others, mine, after[i], before[i])
-        return found
+        return found, short
 
-    def _row_of_candidates(self, x: int, at: float, fan: int, factor: float) -> _CoUseRow | None:
-        """The co-use row of ``x`` at ``at`` in a store of one namespace (merge factor
-        ``factor``), read from its candidates alone; None if its adjacency row is short
-        (at most ``CANDIDATE_ROW`` times ``fan`` entries) or fewer than ``fan`` of the
-        candidates are live.
-
-        The candidates are the entries whose count reaches the cut, the ``fan``-th largest
-        of the row's (read in place from ``_entry_count``: no gather of the row's scattered
-        records), and the edges of ``x`` in the log. Every other entry counts less than the
-        cut; while ``fan`` candidates that reach it are live, none of the others can be
-        among the ``fan`` strongest, so the row and the times it holds in are the
-        candidates' (the latest prune time of a dead one, the earliest of a live one).
-        """
-        if x >= self._built:
-            return None
-        start, stop = int(self._indptr[x]), int(self._indptr[x + 1])
-        if stop - start <= CANDIDATE_ROW * fan:
-            return None
-        counts = np.multiply(self._entry_count[start:stop], factor, dtype=np.float64)
-        cut = nth_largest(counts, fan)
-        slots = start + np.flatnonzero(counts >= cut)
-        edges = self._entry_edge[slots].astype(np.int64)
-        others = self._other[slots].astype(np.int64)
-        counts = counts[slots - start]
-        logged = self._log_of.get(x)
-        if logged:
-            extra = np.asarray(logged, np.int64)
-            edges = np.concatenate([edges, extra])
-            others = np.concatenate([others, self._a[extra].astype(np.int64) + self._b[extra] - x])
-            counts = np.concatenate([counts, self._count[extra] * factor])
-        when = self._pruned_at[edges]
-        alive = self.live(edges, at, when)
-        if np.count_nonzero(alive & (counts >= cut)) < fan:
-            return None
-        after, before = _validity(np.zeros(edges.size, np.int64), when, alive, 1, grouped=True)
-        others, counts = strongest(others[alive], counts[alive], fan)
-        return _CoUseRow(others, counts, after[0], before[0])
-
-    def _entries(self, nodes: list[int]) -> tuple[IntArray, IntArray, IntArray]:
+    def _entries(
+        self, nodes: list[int], fan: int = 0
+    ) -> tuple[IntArray, IntArray, IntArray, dict[int, float]]:
         """The stored edges of each of ``nodes`` (removed ones included): the index of
         the node in ``nodes``, the other end and the edge id, by node, then adjacency
         entries (sorted by the other end) before the log's. Adjacency entries are read
-        in place, not through the edges' columns (a hub's row is contiguous there)."""
+        in place, not through the edges' columns (a hub's row is contiguous there).
+
+        With ``fan``, an adjacency row longer than ``CANDIDATE_ROW`` times ``fan`` keeps
+        its candidates only: the pairs whose stored counts (``_entry_count``, in place:
+        no gather of the row's scattered records) add up to the cut, the ``fan``-th
+        largest of the row's sums, or that the log holds too. Returned by node index, with
+        the cut. Any other pair counts less than the cut times the largest merge factor;
+        a row with ``fan`` pairs that reach it, live, needs none of the others, and holds
+        while its candidates live and die as they did.
+        """
         first = np.minimum(nodes, self._built)  # a node added since: an empty row, at the end
         starts = self._indptr[first].tolist()
         stops = self._indptr[np.minimum(first + 1, self._built)].tolist()
-        rows = [slice(start, stop) for start, stop in zip(starts, stops, strict=True)]
+        rows: list[slice | IntArray] = [
+            slice(start, stop) for start, stop in zip(starts, stops, strict=True)
+        ]
+        sizes = np.subtract(stops, starts)
+        cuts: dict[int, float] = {}
+        for i, (x, start, stop) in enumerate(zip(nodes, starts, stops, strict=True)):
+            if fan > 0 and stop - start > CANDIDATE_ROW * fan:
+                picked = self._candidates(x, start, stop, fan)
+                if picked is not None:
+                    (rows[i], cuts[i]), sizes[i] = picked, picked[0].size
         # each row a slice, copied whole (a hub's 40k entries: a copy, not a gather)
         other = np.concatenate([self._other[row] for row in rows]).astype(np.int64)
         edges = np.concatenate([self._entry_edge[row] for row in rows]).astype(np.int64)
-        owner = np.repeat(np.arange(len(nodes)), np.subtract(stops, starts))
+        owner = np.repeat(np.arange(len(nodes)), sizes)
         logged = [(i, self._log_of[x]) for i, x in enumerate(nodes) if x in self._log_of]
         if logged:
             extra = np.asarray([e for _, row in logged for e in row], np.int64)
@@ -817,7 +809,31 @@ class MemoryGraph:
             owner = np.concatenate([owner, extra_owner])
             other = np.concatenate([other, extra_other])
             edges = np.concatenate([edges, extra])
-        return owner, other, edges
+        return owner, other, edges, cuts
+
+    def _candidates(self, x: int, start: int, stop: int, fan: int) -> tuple[IntArray, float] | None:
+        """The adjacency entries of the candidate pairs of ``x``'s row ``start:stop``, and
+        the cut (see :meth:`_entries`); None if the row has ``fan`` pairs or fewer."""
+        counts = self._entry_count[start:stop]
+        if len(self.ns_names) == 1:  # a pair per entry
+            cut = nth_largest(counts, fan)
+            return start + np.flatnonzero(counts >= cut), cut
+        others = self._other[start:stop]
+        first = np.flatnonzero(np.r_[True, others[1:] != others[:-1]])  # twins side by side
+        if first.size <= fan:
+            return None
+        sums = np.add.reduceat(counts.astype(np.int64), first)
+        cut = nth_largest(sums, fan)
+        chosen = sums >= cut
+        logged = self._log_of.get(x)
+        if logged:  # a pair the log holds too: its stored counts are not all here
+            extra = np.asarray(logged, np.int64)
+            ends = self._a[extra].astype(np.int64) + self._b[extra] - x
+            at = np.minimum(np.searchsorted(others, ends), others.size - 1)
+            twin = others[at] == ends
+            chosen[np.searchsorted(first, at[twin], side="right") - 1] = True
+        keep = np.repeat(chosen, np.diff(np.r_[first, others.size]))
+        return start + np.flatnonzero(keep), cut
 
     def _forget_co_uses(self, edges: IntArray) -> None:
         if not self._co_uses or edges.size == 0:

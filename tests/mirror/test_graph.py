@@ -376,13 +376,17 @@ def test_long_co_use_rows_read_from_their_candidates_are_the_full_rows(seed: int
 
     rng = np.random.default_rng(seed)
     popular = 1 / np.arange(1, 21)  # 20 nodes, a few of them hubs
+    spaces = ["personal"] if rng.random() < 0.5 else ["personal", "shared", "branch:x"]
     store = SynapseStore(":memory:", config=SynapseConfig.actr(association_fan=fan))
     graph, now = store._mirror.graph, 0.0
     for _ in range(int(rng.integers(5, 60))):
         size = int(rng.integers(2, 11))
         ids = rng.choice(20, size, replace=False, p=popular / popular.sum())
         now += float(rng.choice([0.0, 0.0, 0.5, 3.0, 45.0, 150.0])) * DAY
-        store.reinforce([f"n{i}" for i in ids], strength=float(rng.uniform(0.1, 2.0)), at=now)
+        space = str(rng.choice(spaces))
+        store.reinforce(
+            [f"n{i}" for i in ids], strength=float(rng.uniform(0.1, 2.0)), namespace=space, at=now
+        )
         if rng.random() < 0.2:
             graph.rebuild()  # rows are read from the adjacency; new edges wait in the log
         if rng.random() < 0.1:
@@ -391,22 +395,23 @@ def test_long_co_use_rows_read_from_their_candidates_are_the_full_rows(seed: int
             at = max(0.0, now - float(rng.choice([0.0, 2.0, 100.0])) * DAY)  # or a past time
             seeds = rng.choice(20, 3, replace=False)
             known = [graph.index[f"n{i}"] for i in seeds if f"n{i}" in graph.index]
-            rows = graph.co_uses(known, "personal", at, fan=fan)  # cached across writes
-            fresh = graph._co_use_rows(known, "personal", at, fan)
+            active = str(rng.choice(["personal", "shared", "branch:x"]))
+            rows = graph.co_uses(known, active, at, fan=fan)  # cached across writes
+            fresh = graph._co_use_rows(known, active, at, fan)
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(graph_module, "CANDIDATE_ROW", 10**9)  # every row in full
-                full = graph._co_use_rows(known, "personal", at, fan)
+                full = graph._co_use_rows(known, active, at, fan)
             for x, (others, counts) in zip(known, rows, strict=True):
-                want = co_uses_from_scratch(store, graph.names[x], at, "personal")
+                want = co_uses_from_scratch(store, graph.names[x], at, active)
                 assert [graph.names[o] for o in others.tolist()] == [name for name, _ in want]
-                assert counts.tolist() == [count for _, count in want]
+                assert counts.tolist() == pytest.approx([count for _, count in want])
                 assert fresh[x].others.tolist() == full[x].others.tolist()
                 assert fresh[x].counts.tolist() == full[x].counts.tolist()
                 assert fresh[x].after < at < fresh[x].before
     values, arrays = graph.arrays()  # a snapshot's graph reads the same rows
     copy = MemoryGraph.from_arrays(store.config, values, arrays)
     nodes = list(range(1, graph.n))
-    mine, theirs = (g._co_use_rows(nodes, "personal", now, fan) for g in (graph, copy))
+    mine, theirs = (g._co_use_rows(nodes, "shared", now, fan) for g in (graph, copy))
     assert [(r.others.tolist(), r.counts.tolist()) for r in mine.values()] == [
         (r.others.tolist(), r.counts.tolist()) for r in theirs.values()
     ]
@@ -417,13 +422,15 @@ def test_a_hubs_co_use_row_is_read_from_its_candidates() -> None:
     store = SynapseStore(":memory:", config=SynapseConfig.actr(association_fan=2))
     for i in range(12):  # hub-n0 reinforced 12 times, hub-n1 11 times, ...
         store.reinforce(["hub", *[f"n{j}" for j in range(12 - i)]], at=i * DAY)
-    store.reinforce(["hub", "late"], at=12 * DAY)  # in the log, not the adjacency
+    store.reinforce(["hub", "late"], at=12 * DAY)
     graph = store._mirror.graph
     graph.rebuild()
-    store.reinforce(["hub", "later"], at=12 * DAY)
+    store.reinforce(["hub", "later"], at=12 * DAY)  # in the log, not the adjacency
     hub = graph.index["hub"]
-    row = graph._row_of_candidates(hub, 12 * DAY, 2, 1.0)
-    assert row is not None and [graph.names[x] for x in row.others.tolist()] == ["n0", "n1"]
-    assert row.counts.tolist() == [12.0, 11.0]
-    assert row.before < graph._pruned_at[graph.live_ids()].max()  # n0's, n1's and the log's
-    assert graph._row_of_candidates(graph.index["late"], 12 * DAY, 2, 1.0) is None  # short
+    _, other, _, cuts = graph._entries([hub], 2)
+    assert cuts == {0: 11.0}  # the second largest count
+    assert sorted(graph.names[x] for x in other.tolist()) == ["later", "n0", "n1"]
+    ((others, counts),) = graph.co_uses([hub], "personal", 12 * DAY, fan=2)
+    assert [graph.names[x] for x in others.tolist()] == ["n0", "n1"]
+    assert counts.tolist() == [12.0, 11.0]
+    assert graph._entries([graph.index["late"]], 2)[3] == {}  # a short row: read whole
