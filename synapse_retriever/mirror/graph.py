@@ -108,6 +108,8 @@ _COLUMNS: dict[str, tuple[type, float]] = {
     "pos_a": (np.int32, -1),  # where the edge's two adjacency entries sit (-1: in the log)
     "pos_b": (np.int32, -1),
 }
+MAX_COUNT = int(np.iinfo(np.int32).max)
+"""The largest activation count the graph holds (its ``count`` column is 32-bit)."""
 _TOGETHER = ("pruned_at", "count", "ns", "multi")
 """Columns stored side by side, one record per edge: a cold co-use row reads the four
 for each of a node's edges, scattered over the graph, in one gather of their records
@@ -137,6 +139,10 @@ MAX_VIEWS = 4
 PRUNE_MARGIN_S = 1.0
 """Within this many seconds of an edge's closed-form prune time, liveness is decided by
 its effective weight (the two can differ by rounding near the boundary)."""
+
+_ROUNDING = 1e-12
+"""Relative room left for rounding where a merged count (a sum of products) is compared
+with a bound of stored counts."""
 
 CANDIDATE_ROW = 4
 """A co-use row of more than this many times ``fan`` entries is read from its candidates
@@ -709,24 +715,39 @@ class MemoryGraph:
         """Co-use rows at ``at``, each with the open interval of times it holds exactly in:
         from the latest prune time of a dead edge of it to the earliest of a live one,
         with ``PRUNE_MARGIN_S`` where liveness is decided exactly. A long row is read from
-        its candidates (:meth:`_entries`), and again in full where too few of them are
-        live."""
+        its candidates (:meth:`_entries`); where too few of them reach the cut, from the
+        candidates of a lower cut that the first read sets, else in full."""
         known = [x for x in nodes if 0 <= x < self.n]
         empty = _CoUseRow(np.zeros(0, np.int64), np.zeros(0), -math.inf, math.inf)
         found: dict[int, _CoUseRow] = {x: empty for x in nodes}
-        if known:
-            rows, short = self._exact_rows(known, active_namespace, at, fan, cut=True)
+        if not known:
+            return found
+        rows, short = self._exact_rows(known, active_namespace, at, fan, {})
+        found.update(rows)
+        lower = {x: floor for x, floor in short.items() if floor is not None}
+        whole = [x for x, floor in short.items() if floor is None]
+        if lower:
+            rows, still = self._exact_rows(list(lower), active_namespace, at, fan, lower)
             found.update(rows)
-            if short:
-                found.update(self._exact_rows(short, active_namespace, at, fan, cut=False)[0])
+            whole += list(still)
+        if whole:
+            found.update(self._exact_rows(whole, active_namespace, at, fan, None)[0])
         return found
 
     def _exact_rows(
-        self, known: list[int], active_namespace: str, at: float, fan: int, *, cut: bool
-    ) -> tuple[dict[int, _CoUseRow], list[int]]:
-        """The co-use rows of ``known`` (node ids) from their entries, long rows cut to
-        their candidates if ``cut``; and the nodes whose candidates were too few."""
-        owner, other, edges, cuts = self._entries(known, fan if cut else 0)
+        self,
+        known: list[int],
+        active_namespace: str,
+        at: float,
+        fan: int,
+        floors: dict[int, int] | None,
+    ) -> tuple[dict[int, _CoUseRow], dict[int, int | None]]:
+        """The co-use rows of ``known`` (node ids) from their entries: long rows cut to
+        their candidates (``floors``: the least stored count of a candidate pair by node;
+        ``_entries`` sets the others' cut; None: no cut). Returns the rows, and the nodes
+        whose candidates were too few, each with a lower floor that holds its row, or
+        None (read it in full)."""
+        owner, other, edges, cuts = self._entries(known, fan if floors is not None else 0, floors)
         logged = bool(self._log_of) and any(x in self._log_of for x in known)
         # the edges' scattered records, gathered as bytes in one pass (a take of structured
         # items copies field by field)
@@ -756,20 +777,24 @@ class MemoryGraph:
         bounds = np.searchsorted(owner, np.arange(len(known) + 1)).tolist()
         top = float(factors.max())  # no pair counts more than top × its stored counts
         found: dict[int, _CoUseRow] = {}
-        short: list[int] = []
+        short: dict[int, int | None] = {}
         for i, x in enumerate(known):
             others, mine = other[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]
-            if i in cuts and np.count_nonzero(mine >= top * cuts[i]) < fan:
-                short.append(x)
-                continue
+            if i in cuts:  # a pair below the cut counts at most top × (cut - 1)
+                above = mine > top * (cuts[i] - 1) * (1 + _ROUNDING)
+                if np.count_nonzero(above) < fan:  # too few: a cut that the fan-th reaches
+                    least = nth_largest(mine, fan) / top if mine.size >= fan else 0.0
+                    floor = math.ceil(least * (1 - _ROUNDING))
+                    short[x] = floor if 0 < floor < cuts[i] else None
+                    continue
             if others.size > fan:
                 others, mine = strongest(others, mine, fan)
             found[x] = _CoUseRow(others, mine, after[i], before[i])
         return found, short
 
     def _entries(
-        self, nodes: list[int], fan: int = 0
-    ) -> tuple[IntArray, IntArray, IntArray, dict[int, float]]:
+        self, nodes: list[int], fan: int = 0, floors: dict[int, int] | None = None
+    ) -> tuple[IntArray, IntArray, IntArray, dict[int, int]]:
         """The stored edges of each of ``nodes`` (removed ones included): the index of
         the node in ``nodes``, the other end and the edge id, by node, then adjacency
         entries (sorted by the other end) before the log's. Adjacency entries are read
@@ -777,11 +802,11 @@ class MemoryGraph:
 
         With ``fan``, an adjacency row longer than ``CANDIDATE_ROW`` times ``fan`` keeps
         its candidates only: the pairs whose stored counts (``_entry_count``, in place:
-        no gather of the row's scattered records) add up to the cut, the ``fan``-th
-        largest of the row's sums, or that the log holds too. Returned by node index, with
-        the cut. Any other pair counts less than the cut times the largest merge factor;
-        a row with ``fan`` pairs that reach it, live, needs none of the others, and holds
-        while its candidates live and die as they did.
+        no gather of the row's scattered records) add up to the cut (the node's ``floors``
+        if given, else the ``fan``-th largest of the row's sums), or that the log holds
+        too. The cuts are returned by node index. Any other pair counts at most the cut
+        less one, times the largest merge factor; a row with ``fan`` live pairs above that
+        needs none of the others, and holds while its candidates live and die as they did.
         """
         first = np.minimum(nodes, self._built)  # a node added since: an empty row, at the end
         starts = self._indptr[first].tolist()
@@ -790,10 +815,10 @@ class MemoryGraph:
             slice(start, stop) for start, stop in zip(starts, stops, strict=True)
         ]
         sizes = np.subtract(stops, starts)
-        cuts: dict[int, float] = {}
+        cuts: dict[int, int] = {}
         for i, (x, start, stop) in enumerate(zip(nodes, starts, stops, strict=True)):
             if fan > 0 and stop - start > CANDIDATE_ROW * fan:
-                picked = self._candidates(x, start, stop, fan)
+                picked = self._candidates(x, start, stop, fan, (floors or {}).get(x))
                 if picked is not None:
                     (rows[i], cuts[i]), sizes[i] = picked, picked[0].size
         # each row a slice, copied whole (a hub's 40k entries: a copy, not a gather)
@@ -811,29 +836,32 @@ class MemoryGraph:
             edges = np.concatenate([edges, extra])
         return owner, other, edges, cuts
 
-    def _candidates(self, x: int, start: int, stop: int, fan: int) -> tuple[IntArray, float] | None:
-        """The adjacency entries of the candidate pairs of ``x``'s row ``start:stop``, and
-        the cut (see :meth:`_entries`); None if the row has ``fan`` pairs or fewer."""
+    def _candidates(
+        self, x: int, start: int, stop: int, fan: int, floor: int | None
+    ) -> tuple[IntArray, int] | None:
+        """The adjacency entries of the candidate pairs of ``x``'s row ``start:stop`` and
+        their cut (see :meth:`_entries`): ``floor``, or the ``fan``-th largest of the pairs'
+        stored counts; None if the row holds ``fan`` pairs or fewer."""
         counts = self._entry_count[start:stop]
-        if len(self.ns_names) == 1:  # a pair per entry
-            cut = nth_largest(counts, fan)
-            return start + np.flatnonzero(counts >= cut), cut
         others = self._other[start:stop]
-        first = np.flatnonzero(np.r_[True, others[1:] != others[:-1]])  # twins side by side
-        if first.size <= fan:
-            return None
-        sums = np.add.reduceat(counts.astype(np.int64), first)
-        cut = nth_largest(sums, fan)
-        chosen = sums >= cut
-        logged = self._log_of.get(x)
+        first = None  # a pair an entry, unless a pair is stored in two namespaces
+        if len(self.ns_names) > 1 and np.any(others[1:] == others[:-1]):
+            first = np.flatnonzero(np.r_[True, others[1:] != others[:-1]])  # side by side
+            if first.size <= fan:
+                return None
+            counts = np.add.reduceat(counts, first, dtype=np.int64)
+        cut = int(nth_largest(counts, fan)) if floor is None else floor
+        chosen = counts >= cut
+        logged = self._log_of.get(x) if len(self.ns_names) > 1 else None
         if logged:  # a pair the log holds too: its stored counts are not all here
             extra = np.asarray(logged, np.int64)
             ends = self._a[extra].astype(np.int64) + self._b[extra] - x
             at = np.minimum(np.searchsorted(others, ends), others.size - 1)
-            twin = others[at] == ends
-            chosen[np.searchsorted(first, at[twin], side="right") - 1] = True
-        keep = np.repeat(chosen, np.diff(np.r_[first, others.size]))
-        return start + np.flatnonzero(keep), cut
+            twin = at[others[at] == ends]
+            chosen[twin if first is None else np.searchsorted(first, twin, "right") - 1] = True
+        if first is not None:
+            chosen = np.repeat(chosen, np.diff(np.r_[first, others.size]))
+        return start + np.flatnonzero(chosen), cut
 
     def _forget_co_uses(self, edges: IntArray) -> None:
         if not self._co_uses or edges.size == 0:

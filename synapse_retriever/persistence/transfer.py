@@ -62,7 +62,7 @@ from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_secon
 from synapse_retriever.config import Operations, validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.usage import uses_from_edges
-from synapse_retriever.mirror.graph import Edge
+from synapse_retriever.mirror.graph import MAX_COUNT, Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey
 from synapse_retriever.persistence.sqlite import APPLICATION_ID
@@ -157,11 +157,11 @@ def validate_edges(
 ) -> list[Edge]:
     """The edges as :func:`merge_edges` would merge them, checked before any store is touched.
 
-    Each edge is checked as a stored state (ids, namespace, weight in (0, 1], count >= 1,
-    half-life > 0, finite times, created no later than last reinforced, last reinforced
-    no more than ``max_clock_skew_s`` ahead of the clock), its ids are put in order
-    (``a < b``), and duplicates of one ``(namespace, a, b)`` are folded into the newest
-    state with the earliest ``created_at``.
+    Each edge is checked as a stored state (ids, namespace, weight in (0, 1], count from 1
+    to ``MAX_COUNT``, half-life > 0, finite times, created no later than last reinforced,
+    last reinforced no more than ``max_clock_skew_s`` ahead of the clock), its ids are put
+    in order (``a < b``), and duplicates of one ``(namespace, a, b)`` are folded into the
+    newest state with the earliest ``created_at``.
 
     Raises
     ------
@@ -292,9 +292,9 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
             f"{where} ({a!r}-{b!r}): stored_weight must be in (0, 1], got {weight}"
         )
     count = edge.activation_count
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
         raise InvalidValueError(
-            f"{where} ({a!r}-{b!r}): count must be an integer >= 1, got {count!r}"
+            f"{where} ({a!r}-{b!r}): count must be an integer in [1, {MAX_COUNT}], got {count!r}"
         )
     half_life = _number(edge.half_life_days, f"{where} ({a!r}-{b!r}): half_life_days")
     if half_life <= 0.0:

@@ -434,3 +434,18 @@ def test_a_hubs_co_use_row_is_read_from_its_candidates() -> None:
     assert [graph.names[x] for x in others.tolist()] == ["n0", "n1"]
     assert counts.tolist() == [12.0, 11.0]
     assert graph._entries([graph.index["late"]], 2)[3] == {}  # a short row: read whole
+
+
+def test_a_pair_split_between_the_adjacency_and_the_log_is_read_whole() -> None:
+    store = SynapseStore(":memory:", config=SynapseConfig.actr(association_fan=2))
+    for i in range(10):  # hub-n0 10 times, hub-n1 9 (the cut), ..., hub-n9 once
+        store.reinforce(["hub", *[f"n{j}" for j in range(10 - i)]], at=i * DAY)
+    graph = store._mirror.graph
+    graph.rebuild()
+    for k in range(20):  # hub-n9 in another namespace: in the log, 0.5 × 20 from personal
+        store.reinforce(["hub", "n9"], namespace="shared", at=10 * DAY + k)
+    hub = graph.index["hub"]
+    assert graph._entries([hub], 2)[3] == {0: 9}  # its adjacency row is cut...
+    ((others, counts),) = graph.co_uses([hub], "personal", 11 * DAY, fan=2)
+    assert [graph.names[x] for x in others.tolist()] == ["n0", "n9"]
+    assert counts.tolist() == [10.0, 11.0]  # ...and n9's stored count there is read too

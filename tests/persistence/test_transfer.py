@@ -148,6 +148,7 @@ def test_merge_orders_ids_and_folds_duplicates_newest_first(tmp_path: Path) -> N
         (_edge(1.0, weight=1.5), "stored_weight must be in"),
         (_edge(1.0, weight=float("nan")), "must be finite"),
         (_edge(1.0, count=0), "count must be an integer"),
+        (_edge(1.0, count=2**31), r"count must be an integer in \[1, 2147483647\], got 2147483648"),
         (replace(_edge(1.0), half_life_days=-1.0), "half_life_days must be > 0"),
         (_edge(1.0, created=2.0), "created_at 2.0 is after"),
         (replace(_edge(1.0), b="a"), "self-loop"),
