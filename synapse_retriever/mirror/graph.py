@@ -793,18 +793,18 @@ class MemoryGraph:
         return found, short
 
     def _entries(
-        self, nodes: list[int], fan: int = 0, floors: dict[int, int] | None = None
+        self, nodes: list[int], fan: int, floors: dict[int, int] | None = None
     ) -> tuple[IntArray, IntArray, IntArray, dict[int, int]]:
         """The stored edges of each of ``nodes`` (removed ones included): the index of
         the node in ``nodes``, the other end and the edge id, by node, then adjacency
         entries (sorted by the other end) before the log's. Adjacency entries are read
         in place, not through the edges' columns (a hub's row is contiguous there).
 
-        With ``fan``, an adjacency row longer than ``CANDIDATE_ROW`` times ``fan`` keeps
-        its candidates only: the pairs whose stored counts (``_entry_count``, in place:
-        no gather of the row's scattered records) add up to the cut (the node's ``floors``
-        if given, else the ``fan``-th largest of the row's sums), or that the log holds
-        too. The cuts are returned by node index. Any other pair counts at most the cut
+        With ``fan`` (0: none), an adjacency row longer than ``CANDIDATE_ROW`` times
+        ``fan`` keeps its candidates only: the pairs whose stored counts (``_entry_count``,
+        in place: no gather of the row's scattered records) add up to the cut (the node's
+        ``floors`` if given, else the ``fan``-th largest of the row's sums), or that the
+        log holds too. The cuts are returned by node index. Any other pair counts at most the cut
         less one, times the largest merge factor; a row with ``fan`` live pairs above that
         needs none of the others, and holds while its candidates live and die as they did.
         """
