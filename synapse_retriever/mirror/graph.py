@@ -804,9 +804,10 @@ class MemoryGraph:
         ``fan`` keeps its candidates only: the pairs whose stored counts (``_entry_count``,
         in place: no gather of the row's scattered records) add up to the cut (the node's
         ``floors`` if given, else the ``fan``-th largest of the row's sums), or that the
-        log holds too. The cuts are returned by node index. Any other pair counts at most the cut
-        less one, times the largest merge factor; a row with ``fan`` live pairs above that
-        needs none of the others, and holds while its candidates live and die as they did.
+        log holds too. The cuts are returned by node index. Any other pair counts at most
+        the cut less one, times the largest merge factor; a row with ``fan`` live pairs
+        above that needs none of the others, and holds while its candidates live and die
+        as they did.
         """
         first = np.minimum(nodes, self._built)  # a node added since: an empty row, at the end
         starts = self._indptr[first].tolist()
