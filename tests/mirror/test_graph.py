@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -347,6 +348,26 @@ def test_an_applied_row_is_read_back_field_by_field() -> None:
         created_at=100.0,
         last_reinforced_at=200.0,
     )
+
+
+@pytest.mark.parametrize("loaded", ["rows", "snapshot"])
+def test_a_loaded_graph_takes_its_first_new_edges_without_copying_its_columns(
+    loaded: str,
+) -> None:
+    pairs = list(itertools.combinations(range(1, 101), 2))  # 4,950 pairs of 100 nodes
+    stored, new = pairs[:4000], pairs[4000 : 4000 + 4000 // 8]
+    graph = MemoryGraph(SynapseConfig())
+    graph.add_names(nodes=[(i, f"n{i}") for i in range(1, 101)], namespaces=[(1, "personal")])
+    graph.apply([EdgeRow(k, 1, a, b, 0.5, 1, 30.0, 0.0, 0.0) for k, (a, b) in
+                 enumerate(stored, 1)])  # fmt: skip  # a store's load: every row at once
+    if loaded == "snapshot":
+        graph = MemoryGraph.from_arrays(SynapseConfig(), *graph.arrays())
+    columns = dict(graph._cols)
+    graph.apply([EdgeRow(k, 1, a, b, 0.5, 1, 30.0, 0.0, 0.0) for k, (a, b) in
+                 enumerate(new, len(stored) + 1)])  # fmt: skip
+    assert all(graph._cols[name] is column for name, column in columns.items())
+    a, b = new[-1]
+    assert graph.edge("personal", f"n{a}", f"n{b}") is not None
 
 
 @settings(max_examples=300, deadline=None)
