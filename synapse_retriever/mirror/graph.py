@@ -463,6 +463,7 @@ class MemoryGraph:
             keep = self._a[self._entry_edge] >= 0
             owner, other = owner[keep], self._other[keep].astype(np.int64)
             edge = self._entry_edge[keep].astype(np.int64)
+            count = self._entry_count[keep]  # current (see _count_entries): not gathered again
             log = self._log[: self._log_len]
             log = log[self._a[log] >= 0]
             new_owner = np.concatenate([self._a[log], self._b[log]]).astype(np.int64)
@@ -473,6 +474,7 @@ class MemoryGraph:
             owner = np.insert(owner, at, new_owner[order])
             other = np.insert(other, at, new_other[order])
             edge = np.insert(edge, at, np.concatenate([log, log])[order])
+            count = np.insert(count, at, np.tile(self._count[log], 2)[order])
         else:
             live = self.live_ids()
             owner = np.concatenate([self._a[live], self._b[live]]).astype(np.int64)
@@ -480,9 +482,10 @@ class MemoryGraph:
             order = np.argsort(owner * n + other)  # by node, then by the other end
             owner, other = owner[order], other[order]
             edge = np.concatenate([live, live])[order]
+            count = self._count[edge]
         self._other = other.astype(np.int32)
         self._entry_edge = edge.astype(np.int32)
-        self._entry_count = self._count[edge]
+        self._entry_count = count
         slot = np.arange(edge.size)
         side_a = owner == self._a[edge]
         self._pos_a[: self.size] = -1
