@@ -68,7 +68,7 @@ from synapse_retriever.mirror.mirror import return_freed_memory
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.protocols import Storage
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow
-from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, SQLiteStorage
+from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, BIG_WRITE, SQLiteStorage
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -750,7 +750,8 @@ def sqlite_upsert_floor(
     SQL on the store's file: per ``batch`` events (one by default), one transaction with the
     version bump, one ``executemany`` upsert of their distinct pairs (a pair met n times
     counts n upserts, written once, as the store writes it) and a commit; no reads, uses
-    or in-memory state.
+    or in-memory state. A transaction of more than ``BIG_WRITE`` pairs gets the page cache
+    the store gives it (without it, bare SQLite at 1M edges writes about 40% less).
 
     Examples
     --------
@@ -767,6 +768,7 @@ def sqlite_upsert_floor(
     try:
         db.execute("PRAGMA synchronous = NORMAL")
         db.execute("PRAGMA wal_autocheckpoint = 10000")  # as the store sets them
+        (cache,) = db.execute("PRAGMA cache_size").fetchone()
         db.execute("INSERT OR IGNORE INTO namespaces (name) VALUES ('personal')")
         (namespace,) = db.execute("SELECT id FROM namespaces WHERE name = 'personal'").fetchone()
         used = sorted({names[i] for i in np.unique(events).tolist()})
@@ -788,6 +790,9 @@ def sqlite_upsert_floor(
             for row in rows[start : start + batch]:
                 event = sorted(names[i] for i in set(row))
                 pairs.update((ids[x], ids[y]) for k, x in enumerate(event) for y in event[k + 1 :])
+            big = len(pairs) > BIG_WRITE
+            if big:
+                db.execute(f"PRAGMA cache_size = {-BIG_DELETE_CACHE_KIB}")
             db.execute("BEGIN IMMEDIATE")
             (version,) = db.execute(
                 "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
@@ -796,6 +801,8 @@ def sqlite_upsert_floor(
                 upsert, [(namespace, a, b, n, NOW, version) for (a, b), n in pairs.items()]
             )
             db.execute("COMMIT")
+            if big:
+                db.execute(f"PRAGMA cache_size = {cache}")
             upserts += pairs.total()
         return upserts / (time.perf_counter() - started)
     finally:
