@@ -286,18 +286,22 @@ def test_a_pair_in_a_second_namespace_is_merged_at_the_next_view_not_at_the_writ
 
 
 def adjacency(graph: Any) -> tuple[list[Any], dict[int, bool]]:
-    """Each node's CSR row as sorted (other, edge) entries, every live edge's two positions
-    read back, and the twin flag of every live edge."""
+    """Each node's CSR row as sorted (other, edge, count) entries, every live edge's two
+    positions and count read back, and the twin flag of every live edge."""
     rows = []
     for node in range(graph._built):
         start, stop = graph._indptr[node], graph._indptr[node + 1]
         rows.append(sorted(zip(graph._other[start:stop].tolist(),
-                               graph._entry_edge[start:stop].tolist(), strict=True)))  # fmt: skip
+                               graph._entry_edge[start:stop].tolist(),
+                               graph._entry_count[start:stop].tolist(), strict=True)))  # fmt: skip
     live = graph.live_ids()
     for edge in live.tolist():
         assert graph._entry_edge[graph._pos_a[edge]] == edge
         assert graph._entry_edge[graph._pos_b[edge]] == edge
         assert graph._other[graph._pos_a[edge]] == graph._b[edge]
+        if graph._pos_a[edge] >= 0:  # in the adjacency: its entries hold its count
+            assert graph._entry_count[graph._pos_a[edge]] == graph._count[edge]
+            assert graph._entry_count[graph._pos_b[edge]] == graph._count[edge]
     return rows, dict(zip(live.tolist(), graph._multi[live].tolist(), strict=True))
 
 
