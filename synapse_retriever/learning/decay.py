@@ -52,6 +52,7 @@ logger = logging.getLogger("synapse_retriever")
 
 __all__ = [
     "BLANK_TIME",
+    "MAX_COUNT",
     "PairEvent",
     "canonical_pairs",
     "clamped_times",
@@ -260,6 +261,10 @@ def learned_half_life(
     return _result(clamped, count, gap_days, default_days)
 
 
+MAX_COUNT = 2**31 - 1
+"""The largest activation count an edge holds: a reinforcement of an edge at it leaves it
+there (the in-memory graph keeps counts in 32 bits; an import of a larger one is refused)."""
+
 BLANK_TIME = -math.inf
 """Creation and reinforcement time of a blank edge: a row a backend holds only to lock a
 pair that no event has reinforced yet (count 0, weight 0); it is reinforced as new."""
@@ -463,7 +468,7 @@ def reinforce_edges(
             )
         )
         fresh = current == 0.0  # absent, blank, or already pruned: starts afresh
-        count[k] = np.where(fresh, 1, count[k] + 1)
+        count[k] = np.where(fresh, 1, np.minimum(count[k] + 1, MAX_COUNT))
         learned = learned_half_life(
             count[k],
             gap,

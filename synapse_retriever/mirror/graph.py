@@ -98,7 +98,7 @@ _COLUMNS: dict[str, tuple[type, float]] = {
     "ns": (np.int32, 0),
     "a": (np.int32, -1),  # -1: a slot never used, or a deleted edge
     "b": (np.int32, -1),
-    "count": (np.int32, 0),
+    "count": (np.int32, 0),  # at most learning.decay.MAX_COUNT
     "w0": (np.float64, 0.0),
     "half_life": (np.float64, 1.0),
     "created": (np.float64, 0.0),
@@ -108,8 +108,6 @@ _COLUMNS: dict[str, tuple[type, float]] = {
     "pos_a": (np.int32, -1),  # where the edge's two adjacency entries sit (-1: in the log)
     "pos_b": (np.int32, -1),
 }
-MAX_COUNT = int(np.iinfo(np.int32).max)
-"""The largest activation count the graph holds (its ``count`` column is 32-bit)."""
 _TOGETHER = ("pruned_at", "count", "ns", "multi")
 """Columns stored side by side, one record per edge: a cold co-use row reads the four
 for each of a node's edges, scattered over the graph, in one gather of their records

@@ -61,8 +61,9 @@ from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
 from synapse_retriever.config import Operations, validate_namespace
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.learning.usage import uses_from_edges
-from synapse_retriever.mirror.graph import MAX_COUNT, Edge
+from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey
 from synapse_retriever.persistence.sqlite import APPLICATION_ID

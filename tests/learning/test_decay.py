@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig
 from synapse_retriever.learning.decay import (
+    MAX_COUNT,
     PairEvent,
     canonical_pairs,
     clamped_times,
@@ -86,6 +87,17 @@ def test_ltp_floor_needs_count_5_w0_0_2_and_a_non_ephemeral_namespace() -> None:
     assert effective_weight(0.15, 30.0, 365.0, count=9) == 0.0  # w0 below the floor
     # the floor never lowers a weight: 0.5 × 2^(−1) = 0.25 > 0.2
     assert effective_weight(0.5, 30.0, 30.0, count=5) == pytest.approx(0.25)
+
+
+def test_an_activation_count_saturates_at_max_count() -> None:
+    event = PairEvent(namespace="personal", namespace_id=1, pairs=[(1, 2)], names=["a", "b"],
+                      node_ids=[1, 2], at=DAY, explicit=True, delta=0.3)  # fmt: skip
+    below = EdgeRow(5, 1, 1, 2, 0.5, MAX_COUNT - 1, 30.0, 0.0, 0.0)
+    (), (once,) = reinforce_edges([below], [event], SynapseConfig())
+    (), (twice,) = reinforce_edges([below], [event, event._replace(at=2 * DAY)], SynapseConfig())
+    assert MAX_COUNT == 2_147_483_647  # the largest count in 32 bits
+    assert once.activation_count == twice.activation_count == MAX_COUNT
+    assert twice.weight == 1.0  # the edge still learns: 0.5 decayed by a day, + 0.3, + 0.3
 
 
 def test_reinforced_weight_caps_at_one() -> None:

@@ -10,8 +10,9 @@ import pytest
 from mirrors import loaded, state
 
 from synapse_retriever import InvalidValueError, SynapseConfig
+from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.persistence import UseRow
-from synapse_retriever.persistence.rows import RecentEvent
+from synapse_retriever.persistence.rows import EdgeKey, RecentEvent
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.write import (
     Event,
@@ -51,6 +52,22 @@ def test_a_batch_leaves_the_mirror_as_a_fresh_load_of_the_storage(
     assert done == [Reinforced(3, 0.0), Reinforced(1, DAY), Reinforced(0, DAY)]
     assert state(mirror) == state(loaded(sqlite_storage))
     assert mirror.graph.edge("shared", "a", "d") is not None
+
+
+def test_an_edge_at_the_largest_count_stays_there_in_storage_and_mirror(
+    sqlite_storage: SQLiteStorage,
+) -> None:
+    mirror = loaded(sqlite_storage)
+    write_events(sqlite_storage, mirror, CONFIG, [event(["a", "b"])], "skew")
+    graph = mirror.graph
+    key = EdgeKey(graph.ns_index["personal"], graph.index["a"], graph.index["b"])
+    with sqlite_storage.write() as tx:  # as two billion reinforcements would leave it
+        (row,) = tx.lock_edges([key])
+        tx.update([row._replace(activation_count=MAX_COUNT)])
+    mirror = loaded(sqlite_storage)
+    write_events(sqlite_storage, mirror, CONFIG, [event(["a", "b"], at=DAY)], "skew")
+    assert mirror.graph.edge("personal", "a", "b").activation_count == MAX_COUNT  # not wrapped
+    assert state(mirror) == state(loaded(sqlite_storage))
 
 
 def test_namespaces_are_created_in_sorted_order_and_then_read_from_the_mirror(
