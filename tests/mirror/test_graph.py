@@ -299,9 +299,8 @@ def adjacency(graph: Any) -> tuple[list[Any], dict[int, bool]]:
         assert graph._entry_edge[graph._pos_a[edge]] == edge
         assert graph._entry_edge[graph._pos_b[edge]] == edge
         assert graph._other[graph._pos_a[edge]] == graph._b[edge]
-        if graph._pos_a[edge] >= 0:  # in the adjacency: its entries hold its count
-            assert graph._entry_count[graph._pos_a[edge]] == graph._count[edge]
-            assert graph._entry_count[graph._pos_b[edge]] == graph._count[edge]
+        assert graph._entry_count[graph._pos_a[edge]] == graph._count[edge]
+        assert graph._entry_count[graph._pos_b[edge]] == graph._count[edge]
     return rows, dict(zip(live.tolist(), graph._multi[live].tolist(), strict=True))
 
 
