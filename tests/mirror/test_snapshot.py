@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -361,3 +365,44 @@ def test_a_read_only_store_reads_a_snapshot_and_writes_none(snapshotted: str) ->
         assert store._mirror.snapshot_version is None
     with SynapseStore(snapshotted) as store:
         assert store._mirror.snapshot_version is None  # none was written by the reader
+
+
+KILLED_WHILE_SNAPSHOTTING = """
+import os, signal, sys
+from synapse_retriever import SynapseStore
+from synapse_retriever.mirror import mirror
+from synapse_retriever.persistence import postgres, sqlite
+
+mirror.SNAPSHOT_MIN_EDGES = 0
+mirror.SNAPSHOT_STALE_VERSIONS = 1           # closing rewrites a snapshot one version old
+
+def some_parts_then_killed(*args):
+    for written, row in enumerate(rows(*args)):
+        if written == 3:                      # three parts inserted, not committed
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield row
+rows = sqlite.snapshot_rows
+sqlite.snapshot_rows = postgres.snapshot_rows = some_parts_then_killed
+
+store = SynapseStore(sys.argv[1])
+store.reinforce(["n0", "n6", "x"], at=float(sys.argv[2]))  # committed, after the old snapshot
+store.close()                                              # killed writing the new one
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
+def test_a_process_killed_while_writing_a_snapshot_leaves_the_one_before(
+    snapshotted: str,
+) -> None:
+    taken = stored(snapshotted, "SELECT part, version, data FROM snapshot ORDER BY part")
+    at = T0 + 11 * DAY
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_SNAPSHOTTING, snapshotted, str(at)], check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    # the half-written snapshot rolled back: the one before, whole, and the write after it
+    assert stored(snapshotted, "SELECT part, version, data FROM snapshot ORDER BY part") == taken
+    store = same_as_without(snapshotted, None, at + DAY)
+    assert store._mirror.snapshot_version == taken[0][1]  # read, not rebuilt
+    assert store.edge("n6", "x") is not None
+    store.close()
