@@ -67,7 +67,7 @@ from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.mirror import return_freed_memory
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.protocols import Storage
-from synapse_retriever.persistence.rows import EdgeKey, EdgeRow
+from synapse_retriever.persistence.rows import EdgeKey, table_keys
 from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, BIG_WRITE, SQLiteStorage
 from synapse_retriever.store import SynapseStore
 
@@ -177,35 +177,20 @@ def grow_graph(
             ns = tx.namespace_id(namespace)
             order = [(ids[x], ids[y]) if names[x] < names[y] else (ids[y], ids[x])
                      for x, y in zip(a.tolist(), b.tolist(), strict=True)]  # fmt: skip
-            rows = [
-                EdgeRow(
-                    id=0,
-                    namespace=ns,
-                    a=x,
-                    b=y,
-                    weight=w,
-                    activation_count=n,
-                    half_life_days=h,
-                    created_at=t,
-                    last_reinforced_at=t,
-                )
-                for (x, y), w, n, h, t in zip(
-                    order,
-                    weight.tolist(),
-                    counts.tolist(),
-                    half_life.tolist(),
-                    last.tolist(),
-                    strict=True,
-                )
-            ]
+            size = len(order)
+            ends = np.asarray(order, np.float64).reshape(size, 2)
+            table = np.column_stack(  # an edge table: EdgeRow's fields in order, id 0 (new)
+                [np.zeros(size), np.full(size, ns), ends, weight, counts, half_life, last, last]
+            ).astype(np.float64)
             if isinstance(storage, PostgresStorage):
                 # as the store writes there: each pair's row is created blank by
                 # lock_edges, then written by id
-                wanted = [EdgeKey(r.namespace, r.a, r.b) for r in rows]
-                held = {(r.namespace, r.a, r.b): r.id for r in tx.lock_edges(wanted)}
-                tx.update([row._replace(id=held[(row.namespace, row.a, row.b)]) for row in rows])
+                locked = tx.lock_edges([EdgeKey(*key) for key in table_keys(table)])
+                held = dict(zip(table_keys(locked), locked[:, 0].tolist(), strict=True))
+                table[:, 0] = [held[key] for key in table_keys(table)]
+                tx.update(table)
             else:
-                tx.insert(rows)
+                tx.insert(table)
             uses, events, latest = uses_from_edges(
                 (
                     (x, y, ns, n, t, t)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import operator
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, overload
@@ -38,12 +37,7 @@ import numpy.typing as npt
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import Learning
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence.rows import (
-    EDGE_COLUMNS,
-    EdgeRow,
-    named,
-    rows_array,
-)
+from synapse_retriever.persistence.rows import EDGE_COLUMNS, EMPTY_EDGES, EdgeTable, table_keys
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
@@ -274,6 +268,8 @@ _BLANK_STATE = np.array([[0.0], [0.0], [1.0], [BLANK_TIME], [BLANK_TIME]])
 (weight, count, half-life, created, last reinforced)."""
 _STATE_COLUMNS = slice(EDGE_COLUMNS.index("weight"), None)
 """An edge row's state: its columns after the id and the key (``EDGE_COLUMNS``)."""
+_ID = EDGE_COLUMNS.index("id")
+_KEY = slice(EDGE_COLUMNS.index("namespace"), EDGE_COLUMNS.index("b") + 1)
 
 
 class PairEvent(NamedTuple):
@@ -362,8 +358,8 @@ reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
 
 
 def reinforce_edges(
-    stored: Sequence[EdgeRow], events: Sequence[PairEvent], config: SynapseConfig
-) -> tuple[list[EdgeRow], list[EdgeRow]]:
+    stored: EdgeTable, events: Sequence[PairEvent], config: SynapseConfig
+) -> tuple[EdgeTable, EdgeTable]:
     """New states of every pair of a batch of co-activation events, applied in order.
 
     ``stored`` are the events' edges as read inside their transaction (a blank row, with
@@ -376,7 +372,8 @@ def reinforce_edges(
     (another machine's clock) is moved forward to it. A pair met by several events is
     stepped once per event, all pairs at their k-th event together, so a batch costs
     one vectorised step per event of its busiest pair. Returns the final state of each
-    pair: the new edges (id 0) and the updated ones.
+    pair as two edge tables, in the order the pairs first occur: the new edges (id 0) and
+    the updated ones.
 
     Raises
     ------
@@ -389,38 +386,42 @@ def reinforce_edges(
     30-day half-life; + 0.3; the half-life learned from a one-day gap at count 2):
 
     >>> from synapse_retriever import SynapseConfig
+    >>> from synapse_retriever.persistence.rows import EMPTY_EDGES, edge_rows
     >>> config = SynapseConfig()
     >>> first = PairEvent(namespace="personal", namespace_id=1, pairs=[(1, 2)], names=["a", "b"],
     ...                   node_ids=[1, 2], at=0.0, explicit=True, delta=0.3)
-    >>> (new,), () = reinforce_edges([], [first], config)
-    >>> new.weight, new.activation_count, new.half_life_days
-    (0.3, 1, 30.0)
-    >>> (), (again,) = reinforce_edges([new._replace(id=5)], [first._replace(at=86400.0)], config)
-    >>> round(again.weight, 3), again.activation_count, round(again.half_life_days, 2)
+    >>> new, updated = reinforce_edges(EMPTY_EDGES, [first], config)
+    >>> (row,) = edge_rows(new)
+    >>> len(updated), row.weight, row.activation_count, row.half_life_days
+    (0, 0.3, 1, 30.0)
+    >>> new[:, 0] = 5  # the id storage gave it
+    >>> _, again = reinforce_edges(new, [first._replace(at=86400.0)], config)
+    >>> (row,) = edge_rows(again)
+    >>> round(row.weight, 3), row.activation_count, round(row.half_life_days, 2)
     (0.593, 2, 21.25)
 
     Both events in one batch give the same state:
 
-    >>> (both,), () = reinforce_edges([], [first, first._replace(at=86400.0)], config)
-    >>> both._replace(id=again.id) == again
+    >>> both, _ = reinforce_edges(EMPTY_EDGES, [first, first._replace(at=86400.0)], config)
+    >>> both[:, 0] = 5
+    >>> bool((both == again).all())
     True
     """
     occurrences = [(event.namespace_id, a, b) for event in events for a, b in event.pairs]
     if not occurrences:
-        return [], []
+        return EMPTY_EDGES, EMPTY_EDGES
     keys = list(dict.fromkeys(occurrences))  # each pair once, in order of first occurrence
     if len(keys) == len(occurrences):
         key_of = np.arange(len(keys))
     else:
         position = dict(zip(keys, range(len(keys)), strict=True))
         key_of = np.fromiter(map(position.__getitem__, occurrences), np.int64, len(occurrences))
-    rows = {(row.namespace, row.a, row.b): row for row in stored}
-    found = [rows.get(key) for key in keys]
-    new = [row is None for row in found]
+    row_of = dict(zip(table_keys(stored), range(len(stored)), strict=True))
+    found = np.fromiter(map(row_of.get, keys, itertools.repeat(-1)), np.int64, len(keys))
+    new = found < 0
+    held = np.flatnonzero(~new)
     state = np.repeat(_BLANK_STATE, len(keys), axis=1)  # a column per key
-    if not all(new):
-        held = list(itertools.compress(range(len(keys)), map(operator.not_, new)))
-        state[:, held] = rows_array([row for row in found if row])[:, _STATE_COLUMNS].T
+    state[:, held] = stored[found[held], _STATE_COLUMNS].T
     w0, count, half_life, created, last = state
     namespace_of = {event.namespace_id: event.namespace for event in events}
     learning = config.learning
@@ -480,14 +481,12 @@ def reinforce_edges(
         half_life[k] = np.where(fresh, default[k], learned)
         created[k] = np.where(fresh, when, created[k])
         last[k] = when
-    ids = [0 if row is None else row.id for row in found]
-    spaces, ends_a, ends_b = zip(*keys, strict=True)
-    columns = (w0, count.astype(np.int64), half_life, created, last)
-    values = zip(ids, spaces, ends_a, ends_b, *map(np.ndarray.tolist, columns), strict=True)
-    stepped = named(EdgeRow, values)
-    inserted = list(itertools.compress(stepped, new))
-    updated = list(itertools.compress(stepped, map(operator.not_, new)))
-    return inserted, updated
+    stepped = np.empty((len(keys), len(EDGE_COLUMNS)))
+    stepped[:, _ID] = 0.0  # new: the backend gives it its id
+    stepped[held, _ID] = stored[found[held], _ID]
+    stepped[:, _KEY] = keys
+    stepped[:, _STATE_COLUMNS] = np.column_stack([w0, count, half_life, created, last])
+    return stepped[new], stepped[~new]
 
 
 def _ranks(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

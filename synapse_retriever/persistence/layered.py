@@ -34,16 +34,19 @@ from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
+    EMPTY_EDGES,
     Changes,
     EdgeKey,
     EdgeRow,
+    EdgeTable,
     EventRecord,
     ForgetCounts,
     RecentEvent,
     UseColumns,
     UseKey,
     UseRow,
-    edge_row,
+    edge_rows,
+    rows_array,
 )
 
 __all__ = ["LOCAL", "SHARED", "LayeredStorage"]
@@ -299,20 +302,17 @@ class _LayeredTransaction:
         return [known[v] for v in views]
 
     def _edge_rows(self, layer: int, rows: Iterable[EdgeRow]) -> list[EdgeRow]:
-        table = self._storage._rows_to_view(layer, np.asarray(list(rows), np.float64))
-        return [
-            row._replace(id=int(row.id), namespace=int(row.namespace), a=int(row.a),
-                         b=int(row.b), activation_count=int(row.activation_count))
-            for row in map(edge_row, table.tolist())
-        ]  # fmt: skip
+        return edge_rows(self._storage._rows_to_view(layer, rows_array(list(rows))))
 
-    def _to_layer(self, rows: Sequence[EdgeRow]) -> tuple[int, list[EdgeRow]]:
-        layer, _, ns = self._ns(rows[0].namespace)
-        ends = self._node_ids(layer, [n for row in rows for n in (row.a, row.b)])
-        return layer, [
-            row._replace(id=row.id // 2, namespace=ns, a=ends[2 * k], b=ends[2 * k + 1])
-            for k, row in enumerate(rows)
-        ]
+    def _to_layer(self, table: EdgeTable) -> tuple[int, EdgeTable]:
+        """The rows of ``table`` (one namespace's) in their layer's ids, and that layer."""
+        layer, _, ns = self._ns(int(table[0, _NAMESPACE]))
+        ends = self._node_ids(layer, table[:, [_A, _B]].astype(np.int64).ravel().tolist())
+        local = table.copy()
+        local[:, _ID] //= 2
+        local[:, _NAMESPACE] = ns
+        local[:, [_A, _B]] = np.reshape(ends, (-1, 2))
+        return layer, local
 
     def node_ids(self, names: Sequence[str]) -> list[int]:
         return [self._storage.nodes.view(name) for name in names]
@@ -320,14 +320,14 @@ class _LayeredTransaction:
     def namespace_id(self, name: str) -> int:
         return self._storage.spaces.view(name)
 
-    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
-        found: list[EdgeRow] = []
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
+        found = [EMPTY_EDGES]
         for positions in self._by_namespace([key.namespace for key in keys]).values():
             layer, part, ns = self._ns(keys[positions[0]].namespace)
             ends = self._node_ids(layer, [n for p in positions for n in (keys[p].a, keys[p].b)])
             local = [EdgeKey(ns, ends[2 * k], ends[2 * k + 1]) for k in range(len(positions))]
-            found += self._edge_rows(layer, part.lock_edges(local))
-        return found
+            found.append(self._storage._rows_to_view(layer, part.lock_edges(local)))
+        return np.concatenate(found)
 
     def _by_namespace(self, namespaces: Iterable[int]) -> dict[int, list[int]]:
         groups: dict[int, list[int]] = {}
@@ -347,18 +347,19 @@ class _LayeredTransaction:
                 found += self._edge_rows(layer, self._part(layer).edges_by_id(mine))
         return found
 
-    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
-        placed: list[EdgeRow | None] = [None] * len(rows)
-        for positions in self._by_namespace(row.namespace for row in rows).values():
-            layer, local = self._to_layer([rows[p] for p in positions])
-            new = self._edge_rows(layer, self._part(layer).insert(local))
-            for p, row in zip(positions, new, strict=True):
-                placed[p] = row
-        return [row for row in placed if row is not None]
+    def insert(self, table: EdgeTable) -> EdgeTable:
+        placed = table.copy()
+        spaces = table[:, _NAMESPACE].astype(np.int64).tolist()
+        for positions in self._by_namespace(spaces).values():
+            layer, local = self._to_layer(table[positions])
+            new = self._storage._rows_to_view(layer, self._part(layer).insert(local))
+            placed[positions, _ID] = new[:, _ID]
+        return placed
 
-    def update(self, rows: Sequence[EdgeRow]) -> None:
-        for positions in self._by_namespace(row.namespace for row in rows).values():
-            layer, local = self._to_layer([rows[p] for p in positions])
+    def update(self, table: EdgeTable) -> None:
+        spaces = table[:, _NAMESPACE].astype(np.int64).tolist()
+        for positions in self._by_namespace(spaces).values():
+            layer, local = self._to_layer(table[positions])
             self._part(layer).update(local)
 
     def delete(self, ids: Sequence[int]) -> None:

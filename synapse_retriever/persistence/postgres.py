@@ -73,6 +73,7 @@ from synapse_retriever.persistence.rows import (
     Changes,
     EdgeKey,
     EdgeRow,
+    EdgeTable,
     EventRecord,
     ForgetCounts,
     RecentEvent,
@@ -80,8 +81,11 @@ from synapse_retriever.persistence.rows import (
     UseColumns,
     UseKey,
     UseRow,
+    rows_array,
     snapshot_rows,
     snapshot_stamp,
+    table_columns,
+    table_keys,
 )
 
 if TYPE_CHECKING:
@@ -259,6 +263,7 @@ SHARED_PREFIX = "context_"
 a store's schema, as they share its SQLite file."""
 
 _COLUMNS = ", ".join(EDGE_COLUMNS)
+_ID, _NAMESPACE, _A, _B = (EDGE_COLUMNS.index(name) for name in ("id", "namespace", "a", "b"))
 _E_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _KEYS = "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS k (namespace, a, b)"
 _SNAPSHOT_CLASS = (
@@ -349,7 +354,7 @@ class _PostgresTransaction:
         )
         return [int(found[name]) for name in names]
 
-    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
         ordered = sorted(set(keys))
         columns = [list(column) for column in zip(*ordered, strict=True)] if ordered else [[]] * 3
         write_rows(
@@ -367,7 +372,7 @@ class _PostgresTransaction:
             "AND e.a = k.a AND e.b = k.b ORDER BY e.namespace, e.a, e.b FOR UPDATE OF e",
             columns,
         )
-        return [EdgeRow(*row) for row in rows]
+        return rows_array(rows)
 
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
         rows = self._rows(
@@ -377,44 +382,38 @@ class _PostgresTransaction:
         )
         return [EdgeRow(*row) for row in rows]
 
-    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
-        if not rows:
-            return []
+    def insert(self, table: EdgeTable) -> EdgeTable:
+        if not len(table):
+            return table
         created = self._rows(
             "INSERT INTO edges (namespace, a, b, weight, activation_count, half_life_days, "
             "created_at, last_reinforced_at) SELECT * FROM unnest(%s::bigint[], %s::bigint[], "
             "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[], %s::float8[], "
             "%s::float8[]) ORDER BY 1, 2, 3 RETURNING namespace, a, b, id",
-            # every column but the id, in the order above
-            [list(column) for column in zip(*(row[1:] for row in rows), strict=True)],
+            table_columns(table)[1:],  # every column but the id, in the order above
         )
         ids = {(ns, a, b): edge for ns, a, b, edge in created}
-        placed = [row._replace(id=int(ids[(row.namespace, row.a, row.b)])) for row in rows]
-        self._edges.update((row.namespace, row.id) for row in placed)
+        keys = table_keys(table)
+        placed = table.copy()
+        placed[:, _ID] = [ids[key] for key in keys]
+        self._edges.update((key[0], ids[key]) for key in keys)
         return placed
 
-    def update(self, rows: Sequence[EdgeRow]) -> None:
-        if not rows:
+    def update(self, table: EdgeTable) -> None:
+        if not len(table):
             return
-        ordered = sorted(rows, key=lambda row: (row.namespace, row.a, row.b))
+        ordered = table[np.lexsort((table[:, _B], table[:, _A], table[:, _NAMESPACE]))]
+        ids, spaces, _, _, *state = table_columns(ordered)
         write_rows(
             self._conn,
             "UPDATE edges e SET weight = u.w, activation_count = u.c, half_life_days = u.h, "
             "created_at = u.t0, last_reinforced_at = u.t1 FROM unnest(%s::bigint[], "
             "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[], %s::float8[], "
             "%s::float8[]) AS u (n, id, w, c, h, t0, t1) WHERE e.namespace = u.n AND e.id = u.id",
-            [
-                [row.namespace for row in ordered],
-                [row.id for row in ordered],
-                [row.weight for row in ordered],
-                [row.activation_count for row in ordered],
-                [row.half_life_days for row in ordered],
-                [row.created_at for row in ordered],
-                [row.last_reinforced_at for row in ordered],
-            ],
+            [spaces, ids, *state],
             len(ordered),
         )
-        self._edges.update((row.namespace, row.id) for row in rows)
+        self._edges.update(zip(spaces, ids, strict=True))
 
     def delete(self, ids: Sequence[int]) -> None:
         if not len(ids):

@@ -18,6 +18,7 @@ from synapse_retriever.persistence.rows import (
     Changes,
     EdgeKey,
     EdgeRow,
+    EdgeTable,
     EventRecord,
     ForgetCounts,
     RecentEvent,
@@ -145,8 +146,9 @@ class WriteTransaction(Protocol):
         """Id of namespace ``name``, created if missing."""
         ...
 
-    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
-        """The current rows of the pairs ``keys``, locked until the transaction ends. A
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
+        """The current rows of the pairs ``keys`` (an edge table, in no particular order),
+        locked until the transaction ends. A
         backend whose writers run concurrently locks a pair no row holds yet by creating a
         blank row for it (count 0, weight 0, times
         :data:`~synapse_retriever.learning.decay.BLANK_TIME`) and returns it; the
@@ -157,12 +159,13 @@ class WriteTransaction(Protocol):
         """The current rows of edges ``ids`` still stored, locked until the transaction ends."""
         ...
 
-    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
-        """Insert new edges (their ``id`` is ignored); returns them with their new ids."""
+    def insert(self, table: EdgeTable) -> EdgeTable:
+        """Insert the new edges of an edge table (their ``id`` is ignored); returns them,
+        in the same order, with their new ids."""
         ...
 
-    def update(self, rows: Sequence[EdgeRow]) -> None:
-        """Overwrite the state of existing edges, by id."""
+    def update(self, table: EdgeTable) -> None:
+        """Overwrite the state of existing edges (the rows of an edge table), by id."""
         ...
 
     def delete(self, ids: Sequence[int]) -> None:

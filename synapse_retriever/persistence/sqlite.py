@@ -17,6 +17,7 @@ opens; measured: a tenth of an event's time at 1M edges).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import operator
 import os
 import sqlite3
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from synapse_retriever.config import Operations
 from synapse_retriever.errors import (
@@ -46,9 +46,11 @@ from synapse_retriever.persistence.protocols import (
 )
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
+    EMPTY_EDGES,
     Changes,
     EdgeKey,
     EdgeRow,
+    EdgeTable,
     EventRecord,
     ForgetCounts,
     RecentEvent,
@@ -56,9 +58,9 @@ from synapse_retriever.persistence.rows import (
     UseColumns,
     UseKey,
     UseRow,
-    edge_row,
     snapshot_rows,
     snapshot_stamp,
+    table_columns,
 )
 
 __all__ = [
@@ -221,6 +223,7 @@ SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 
 _T = TypeVar("_T")
 
 _COLUMNS = ", ".join(EDGE_COLUMNS)
+_ID = EDGE_COLUMNS.index("id")
 _EDGE_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _USE_QUERY = "SELECT namespace, node, uses, together, first_at, recent FROM node_uses"
 
@@ -254,11 +257,11 @@ class _SQLiteTransaction:
         cursor = self._db.execute("INSERT INTO namespaces (name) VALUES (?)", (name,))
         return int(cursor.lastrowid or 0)
 
-    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
         # the write lock is this connection's already: reading is locking
         if len(keys) > BIG_WRITE:
             self._widen()
-        found: list[EdgeRow] = []
+        found = [EMPTY_EDGES]
         # in the pair index's order: each of its pages is read once, in turn (a batch of
         # 40,000 pairs at 1M edges reads most of them)
         ordered = sorted(keys, key=_pair_order)
@@ -268,8 +271,8 @@ class _SQLiteTransaction:
                 f"WITH k (namespace, a, b) AS (VALUES {marks}) SELECT {_EDGE_COLUMNS} FROM k "
                 "CROSS JOIN edges e ON e.a = k.a AND e.b = k.b AND e.namespace = k.namespace"
             )
-            found += map(edge_row, self._db.execute(query, _flat(chunk)))
-        return found
+            found.append(_edge_table(self._db.execute(query, _flat(chunk))))
+        return np.concatenate(found)
 
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
         found: list[EdgeRow] = []
@@ -293,36 +296,27 @@ class _SQLiteTransaction:
             )
         return found
 
-    def insert(self, rows: Sequence[EdgeRow]) -> list[EdgeRow]:
-        if not rows:
-            return []
+    def insert(self, table: EdgeTable) -> EdgeTable:
+        if not len(table):
+            return table
         last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'edges'").fetchone()
         start = (last[0] if last else 0) + 1
-        version = self.version
-        params = [(start + i, *row[1:], version) for i, row in enumerate(rows)]
+        placed = table.copy()
+        placed[:, _ID] = np.arange(start, start + len(table))
         self._db.executemany(
             f"INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            params,
+            zip(*table_columns(placed), itertools.repeat(self.version)),
         )
-        return [edge_row(values[:-1]) for values in params]
+        return placed
 
-    def update(self, rows: Sequence[EdgeRow]) -> None:
-        rows = sorted(rows, key=_edge_id)  # in the table's order: each page written in turn
+    def update(self, table: EdgeTable) -> None:
+        # in the table's order: each page written in turn
+        ordered = table[np.argsort(table[:, _ID], kind="stable")]
+        ids, _, _, _, *state = table_columns(ordered)
         self._db.executemany(
             "UPDATE edges SET weight = ?, activation_count = ?, half_life_days = ?, "
             "created_at = ?, last_reinforced_at = ?, version = ? WHERE id = ?",
-            [
-                (
-                    r.weight,
-                    r.activation_count,
-                    r.half_life_days,
-                    r.created_at,
-                    r.last_reinforced_at,
-                    self.version,
-                    r.id,
-                )
-                for r in rows
-            ],
+            zip(*state, itertools.repeat(self.version), ids),
         )
 
     def delete(self, ids: Sequence[int]) -> None:
@@ -878,10 +872,6 @@ _pair_order = operator.itemgetter(*map(EdgeKey._fields.index, ("a", "b", "namesp
 """The order of the index ``edges_by_pair`` for an :class:`EdgeKey`: (a, b, namespace)."""
 
 
-def _edge_id(row: EdgeRow) -> int:
-    return row.id
-
-
 def _chunks(values: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
@@ -891,14 +881,13 @@ def _flat(keys: Sequence[tuple[int, ...]]) -> list[int]:
     return [value for key in keys for value in key]
 
 
-def _edge_table(cursor: sqlite3.Cursor, batch: int = 65536) -> npt.NDArray[np.float64]:
-    """Rows as one n × 9 float64 array, converted in batches: a million rows as Python
-    tuples at once would leave their memory to the allocator long after (measured: about
-    100 bytes per edge of resident memory after a load)."""
-    chunks = [np.zeros((0, len(EDGE_COLUMNS)))]
-    while rows := cursor.fetchmany(batch):
-        chunks.append(np.asarray(rows, dtype=np.float64))
-    return np.concatenate(chunks)
+def _edge_table(cursor: sqlite3.Cursor) -> EdgeTable:
+    """The rows of ``cursor`` as an edge table, each row's values streamed into it as it is
+    read: no list of a million Python tuples (whose memory the allocator keeps long after),
+    and no ``np.asarray`` of tuples (measured: 45 rows 57 µs against 80 µs, a million
+    rows 1.2 s against 1.7 s)."""
+    flat = np.fromiter(itertools.chain.from_iterable(cursor), np.float64)
+    return flat.reshape(-1, len(EDGE_COLUMNS))
 
 
 def _pack(times: Sequence[float]) -> bytes:

@@ -65,7 +65,7 @@ from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
-from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey
+from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey, edge_rows, rows_array
 from synapse_retriever.persistence.sqlite import APPLICATION_ID
 from synapse_retriever.store import SynapseStore
 
@@ -212,7 +212,7 @@ def _merge(
     inserts: list[EdgeRow] = []
     updates: list[EdgeRow] = []
     keys = [EdgeKey(spaces[ns], ids[a], ids[b]) for ns, a, b in incoming]
-    stored = {(r.namespace, r.a, r.b): r for r in tx.lock_edges(keys)}
+    stored = {(r.namespace, r.a, r.b): r for r in edge_rows(tx.lock_edges(keys))}
     for ((ns, a, b), edge), key in zip(incoming.items(), keys, strict=True):
         row = stored.get(key)
         blank = row is None or row.activation_count == 0  # a backend's lock on a new pair
@@ -246,8 +246,8 @@ def _merge(
             last_reinforced_at=new.last_reinforced_at,
         )
         (inserts if row is None else updates).append(written)
-    tx.insert(inserts)
-    tx.update(updates)
+    tx.insert(rows_array(inserts))
+    tx.update(rows_array(updates))
     _approximate_missing_uses(tx, [*inserts, *updates])
     return inserted, replaced, kept
 

@@ -62,7 +62,7 @@ from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.protocols import TransientWriteError
-from synapse_retriever.persistence.rows import EdgeKey, UseKey
+from synapse_retriever.persistence.rows import EdgeKey, UseKey, edge_rows, rows_array
 
 __all__ = [
     "lock_uses",
@@ -197,15 +197,15 @@ def move_edges(
         other = row.b if row.a == old_id else row.a
         pair = (new_id, other) if new < graph.names[other] else (other, new_id)
         moved[EdgeKey(row.namespace, *pair)] = row
-    blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in tx.lock_edges(list(moved))}
+    blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in edge_rows(tx.lock_edges(list(moved)))}
     if any(r.activation_count for r in blanks.values()):
         raise TransientWriteError("the new name was written meanwhile", conflict=True)
     state = {
         key: row._replace(namespace=key.namespace, a=key.a, b=key.b) for key, row in moved.items()
     }
     updated = [state[key]._replace(id=row.id) for key, row in blanks.items()]
-    inserted = tx.insert([row for key, row in state.items() if key not in blanks])
-    tx.update(updated)
+    inserted = edge_rows(tx.insert(rows_array([r for k, r in state.items() if k not in blanks])))
+    tx.update(rows_array(updated))
     tx.delete([row.id for row in rows])
     return rows, inserted, updated
 

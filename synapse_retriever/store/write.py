@@ -63,6 +63,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import (
     PairEvent,
@@ -73,8 +75,18 @@ from synapse_retriever.learning.decay import (
 from synapse_retriever.learning.usage import recorded_uses
 from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
-from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
-from synapse_retriever.persistence.rows import EdgeKey, EventRecord, RecentEvent, UseKey, named
+from synapse_retriever.persistence import Storage, UseRow, WriteTransaction
+from synapse_retriever.persistence.rows import (
+    EDGE_COLUMNS,
+    EMPTY_EDGES,
+    EdgeKey,
+    EdgeTable,
+    EventRecord,
+    RecentEvent,
+    UseKey,
+    named,
+    table_keys,
+)
 from synapse_retriever.store.collector import PAUSE_PAIRS, collector_paused
 
 __all__ = [
@@ -91,6 +103,8 @@ __all__ = [
     "update_mirror",
     "write_events",
 ]
+
+_LAST = EDGE_COLUMNS.index("last_reinforced_at")
 
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see
@@ -144,8 +158,8 @@ class Edges:
 
     counts: dict[int, int]
     times: list[float]
-    inserted: list[EdgeRow]
-    updated: list[EdgeRow]
+    inserted: EdgeTable
+    updated: EdgeTable
 
 
 @dataclass(frozen=True)
@@ -156,7 +170,7 @@ class Written:
     node_ids: list[int]
     spaces: list[str]
     namespace_ids: list[int]
-    rows: list[EdgeRow]
+    rows: EdgeTable
     uses: list[UseRow]
     together: dict[int, int]
     entries: list[RecentEvent]
@@ -200,7 +214,7 @@ def write_events(
             node_ids=[node_of[name] for name in names],
             spaces=spaces,
             namespace_ids=[ns_of[ns] for ns in spaces],
-            rows=[*edges.inserted, *edges.updated],
+            rows=np.concatenate([edges.inserted, edges.updated]),
             uses=uses,
             together=together,
             entries=entries,
@@ -292,9 +306,9 @@ def step_edges(
     keys = named(
         EdgeKey, dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
     )
-    stored = tx.lock_edges(keys) if keys else []
+    stored = tx.lock_edges(keys) if keys else EMPTY_EDGES
     if late != "raise" and pair_events:  # read under lock: exact with many writers
-        last = {(r.namespace, r.a, r.b): r.last_reinforced_at for r in stored}
+        last = dict(zip(table_keys(stored), stored[:, _LAST].tolist(), strict=True))
         within = math.inf if late == "clamp" else config.operations.max_clock_skew_s
         moved = clamped_times(last, pair_events, within_s=within)
         for i, at in zip(pairing, moved, strict=True):

@@ -21,7 +21,13 @@ from synapse_retriever.learning.decay import (
     reinforce_edges,
     reinforced_weight,
 )
-from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.persistence.rows import (
+    EDGE_COLUMNS,
+    EMPTY_EDGES,
+    EdgeRow,
+    edge_rows,
+    rows_array,
+)
 
 DAY = 86_400.0
 
@@ -93,8 +99,11 @@ def test_an_activation_count_saturates_at_max_count() -> None:
     event = PairEvent(namespace="personal", namespace_id=1, pairs=[(1, 2)], names=["a", "b"],
                       node_ids=[1, 2], at=DAY, explicit=True, delta=0.3)  # fmt: skip
     below = EdgeRow(5, 1, 1, 2, 0.5, MAX_COUNT - 1, 30.0, 0.0, 0.0)
-    (), (once,) = reinforce_edges([below], [event], SynapseConfig())
-    (), (twice,) = reinforce_edges([below], [event, event._replace(at=2 * DAY)], SynapseConfig())
+    _, stepped = reinforce_edges(rows_array([below]), [event], SynapseConfig())
+    (once,) = edge_rows(stepped)
+    _, stepped = reinforce_edges(rows_array([below]), [event, event._replace(at=2 * DAY)],
+                                 SynapseConfig())  # fmt: skip
+    (twice,) = edge_rows(stepped)
     assert MAX_COUNT == 2_147_483_647  # the largest count in 32 bits
     assert once.activation_count == twice.activation_count == MAX_COUNT
     assert twice.weight == 1.0  # the edge still learns: 0.5 decayed by a day, + 0.3, + 0.3
@@ -197,15 +206,15 @@ def test_a_batch_of_events_leaves_the_state_its_events_leave_one_at_a_time(
     events = [
         event._replace(at=at) for event, at in zip(events, clamped_times({}, events), strict=True)
     ]
-    inserted, updated = reinforce_edges([], events, config)
-    assert updated == []
+    inserted, updated = reinforce_edges(EMPTY_EDGES, events, config)
+    assert updated.shape == (0, len(EDGE_COLUMNS))
     held: dict[tuple[int, int, int], EdgeRow] = {}
     for number, event in enumerate(events):
-        new, old = reinforce_edges(list(held.values()), [event], config)
-        for row in new:
+        new, old = reinforce_edges(rows_array(list(held.values())), [event], config)
+        for row in edge_rows(new):
             row = row._replace(id=100 + number * 10 + len(held))
             held[(row.namespace, row.a, row.b)] = row
-        for row in old:
+        for row in edge_rows(old):
             held[(row.namespace, row.a, row.b)] = row
     one_at_a_time = {key: row._replace(id=0) for key, row in held.items()}
-    assert {(row.namespace, row.a, row.b): row for row in inserted} == one_at_a_time
+    assert {(row.namespace, row.a, row.b): row for row in edge_rows(inserted)} == one_at_a_time

@@ -22,7 +22,7 @@ from synapse_retriever.persistence import (
 )
 from synapse_retriever.persistence.layered import LayeredStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
-from synapse_retriever.persistence.rows import EDGE_COLUMNS, rows_array
+from synapse_retriever.persistence.rows import EDGE_COLUMNS, edge_rows, rows_array
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 
 ROW = EdgeRow(
@@ -73,12 +73,13 @@ def learn_one_edge(storage: Storage) -> tuple[EdgeKey, list[bool]]:
         ns = tx.namespace_id("personal")
         a, b = tx.node_ids(["a", "b"])
         key = EdgeKey(namespace=ns, a=a, b=b)
-        locked = tx.lock_edges([key])  # PostgreSQL locks a new pair with a blank row
+        locked = edge_rows(tx.lock_edges([key]))  # PostgreSQL locks a new pair: a blank row
         new = ROW._replace(namespace=ns, a=a, b=b, created_at=1.0, last_reinforced_at=2.0)
         if locked:
-            tx.update([new._replace(id=locked[0].id)])
+            tx.update(rows_array([new._replace(id=locked[0].id)]))
         else:
-            tx.insert([new])
+            (placed,) = edge_rows(tx.insert(rows_array([new])))
+            assert placed._replace(id=new.id) == new and placed.id > 0
         tx.write_uses([UseRow(ns, node, 1, 1, 2.0, (2.0,)) for node in (a, b)])
         tx.log_recent([RecentEvent(namespace=ns, at=2.0, nodes=[a, b])], keep=10)
         recorded = tx.record_events(
@@ -95,7 +96,9 @@ def test_a_backend_takes_and_returns_the_protocols_named_rows(storage: Storage) 
     assert changes.recent == [RecentEvent(namespace=ns, at=2.0, nodes=(a, b))]
     assert isinstance(changes.recent[0], RecentEvent)
     with storage.write() as tx:
-        (stored,) = tx.lock_edges([key])
+        table = tx.lock_edges([key])
+        assert table.shape == (1, len(EDGE_COLUMNS))  # an edge table
+        (stored,) = edge_rows(table)
         assert (stored.namespace, stored.a, stored.b, stored.weight) == (ns, a, b, 0.3)
         assert [row.node for row in tx.uses_of([UseKey(ns, a), UseKey(ns, b)])] == [a, b]
         counts = tx.forget_after(1.5)  # the edge (reinforced at 2.0), two use times, both events

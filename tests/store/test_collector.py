@@ -27,7 +27,7 @@ from synapse_retriever import (
     SynapseStore,
 )
 from synapse_retriever.persistence import WriteTransaction
-from synapse_retriever.persistence.rows import EdgeKey, EdgeRow
+from synapse_retriever.persistence.rows import EdgeKey, EdgeTable
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.collector import PAUSE_PAIRS, collector_paused
 
@@ -148,7 +148,7 @@ class _Noted:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tx, name)
 
-    def lock_edges(self, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+    def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
         self._storage.collecting.append(gc.isenabled())
         return self._tx.lock_edges(keys)
 

@@ -12,7 +12,7 @@ from mirrors import loaded, state
 from synapse_retriever import InvalidValueError, SynapseConfig
 from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.persistence import UseRow
-from synapse_retriever.persistence.rows import EdgeKey, RecentEvent
+from synapse_retriever.persistence.rows import EdgeKey, RecentEvent, edge_rows, rows_array
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.write import (
     Event,
@@ -62,8 +62,8 @@ def test_an_edge_at_the_largest_count_stays_there_in_storage_and_mirror(
     graph = mirror.graph
     key = EdgeKey(graph.ns_index["personal"], graph.index["a"], graph.index["b"])
     with sqlite_storage.write() as tx:  # as two billion reinforcements would leave it
-        (row,) = tx.lock_edges([key])
-        tx.update([row._replace(activation_count=MAX_COUNT)])
+        (row,) = edge_rows(tx.lock_edges([key]))
+        tx.update(rows_array([row._replace(activation_count=MAX_COUNT)]))
     mirror = loaded(sqlite_storage)
     write_events(sqlite_storage, mirror, CONFIG, [event(["a", "b"], at=DAY)], "skew")
     assert mirror.graph.edge("personal", "a", "b").activation_count == MAX_COUNT  # not wrapped
@@ -140,8 +140,9 @@ def test_a_late_event_is_moved_to_its_edges_last_reinforcement(
         edges = step_edges(tx, CONFIG, events, ids_of, spaces, [at, at], late)
     assert edges.counts == {0: 1}  # one node: no pair
     assert edges.times == [written_at, at]  # an event without edges keeps its time
-    assert [row.activation_count for row in edges.updated] == [2] and edges.inserted == []
-    assert edges.updated[0].last_reinforced_at == written_at
+    (updated,) = edge_rows(edges.updated)
+    assert updated.activation_count == 2 and not len(edges.inserted)
+    assert updated.last_reinforced_at == written_at
 
 
 @pytest.mark.parametrize(("late", "behind_s"), [("raise", 1.0), ("skew", 3 * DAY)])
