@@ -485,7 +485,7 @@ def reinforce_edges(
     stepped[:, _ID] = 0.0  # new: the backend gives it its id
     stepped[held, _ID] = stored[found[held], _ID]
     stepped[:, _KEY] = keys
-    stepped[:, _STATE_COLUMNS] = np.column_stack([w0, count, half_life, created, last])
+    stepped[:, _STATE_COLUMNS] = state.T  # w0, count, half_life, created, last: its rows
     return stepped[new], stepped[~new]
 
 
