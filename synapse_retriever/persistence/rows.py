@@ -170,7 +170,8 @@ carries its edges so from storage through the edge math to the in-memory graph, 
 Python object per row (measured: a tenth of a 1,000-event batch in memory at 1M edges)."""
 
 EMPTY_EDGES: EdgeTable = np.zeros((0, len(EDGE_COLUMNS)))
-"""An :data:`EdgeTable` of no row."""
+"""An :data:`EdgeTable` of no row (read-only: shared by every caller)."""
+EMPTY_EDGES.setflags(write=False)
 
 
 def rows_array(rows: Sequence[Sequence[float]]) -> EdgeTable:
