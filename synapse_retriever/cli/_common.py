@@ -31,6 +31,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
+from synapse_retriever.persistence.transfer import database_kind, same_file
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
@@ -123,14 +124,39 @@ def add_store_command(
     return sub
 
 
-def check_output(path: str | None) -> None:
-    """Refuse, before any work, an output file that could not be written (``-``: stdout)."""
+def check_output(path: str | None, *inputs: str | None) -> None:
+    """Refuse, before any work, an output file (``-``: stdout) that could not be written, or
+    that would overwrite a file the command reads (one of ``inputs``, by any spelling or
+    link) or a database (a synapse store, or any SQLite file).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> queries = os.path.join(folder, "queries.jsonl")
+    >>> _ = open(queries, "w").write("")
+    >>> check_output(os.path.join(folder, "report.json"), queries)
+    >>> try:
+    ...     check_output(os.path.join(folder, ".", "queries.jsonl"), queries)
+    ... except CliError as error:
+    ...     print(str(error).split("', ")[-1])
+    which this command reads; it was left untouched
+    """
     if path is None or path == "-":
         return
     if Path(path).is_dir():
         raise CliError(f"cannot write {path!r}: it is a directory")
     if not Path(path).parent.is_dir():
         raise CliError(f"cannot write {path!r}: no such directory")
+    for source in inputs:
+        if source is not None and source != "-" and same_file(path, source):
+            raise CliError(
+                f"cannot write {path!r}: it is {source!r}, which this command reads; it was "
+                "left untouched"
+            )
+    what = database_kind(path)
+    if what is not None:
+        raise CliError(f"cannot write {path!r}: it is {what}; it was left untouched")
 
 
 def at_least(low: int) -> Callable[[str], int]:

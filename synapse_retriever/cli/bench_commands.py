@@ -74,7 +74,7 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
         table_rows,
     )
 
-    check_output(args.json)
+    check_output(args.json, args.queries, args.store, *(args.plot or []))
     if args.plot is not None:
         return _plot_quality_reports(args.plot)
     if args.queries is not None:
@@ -252,7 +252,7 @@ def _plot_quality_reports(paths: Sequence[str]) -> int:
 
     if len(paths) < 2:
         raise CliError("--plot takes the image's path, then one or more --json reports")
-    check_output(paths[0])
+    check_output(paths[0], *paths[1:])
     reports = _quality_reports(paths[1:])
     if "synapse" not in _quality_rows(reports, paths[1]):
         raise CliError(f"{paths[1]!r} has no synapse row to plot")
@@ -494,7 +494,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     )
     from synapse_retriever.conversation.config import PRESETS, ContextConfig
 
-    check_output(args.json)
+    check_output(args.json, args.realmem, args.locomo, *(args.plot or []))
     if args.budgets is not None and any(budget < 1 for budget in args.budgets):
         raise CliError(f"budgets must be positive, got {args.budgets}")
     if args.plot is not None:
@@ -621,6 +621,7 @@ def _plot_memory_reports(paths: Sequence[str]) -> int:
 
     if len(paths) < 2:
         raise CliError("--plot takes the image's path, then one or more --json reports")
+    check_output(paths[0], *paths[1:])
     reports = []
     for path in paths[1:]:
         try:

@@ -67,6 +67,7 @@ __all__ = [
     "APPLICATION_ID",
     "LOG_VERSIONS",
     "SCHEMA_VERSION",
+    "SIDE_FILES",
     "SQLiteStorage",
     "typed_error",
     "typed_errors",
@@ -216,6 +217,10 @@ BIG_DELETE_CACHE_KIB until it ends: a batch of 40,000 pairs at 1M edges touches 
 of the edges and their pair index, which a small cache writes out and reads back
 (measured: SQLite's share of five such batches 2.9 s → 2.2 s). A single event keeps the
 default cache: SQLite walks its whole page cache at some commits (see ``MEMDB_URI``)."""
+
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""What SQLite appends to a database's name for its side files (write-ahead log, shared
+memory, rollback journal): no store may be named so, and no export may overwrite them."""
 
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 8, 11, 26
 """SQLite's primary result codes this module tells apart."""
@@ -542,6 +547,7 @@ class SQLiteStorage:
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
+            _refuse_side_file_name(self.path)
             _refuse_directory(Path(self.path))
             self.read_only = self.read_only or _unwritable(Path(self.path))
         self._db = self._connect(busy_timeout_s)
@@ -1007,6 +1013,20 @@ def _corrupt_message(path: str, detail: str) -> str:
         f"{path!r} is a damaged database ({detail}); nothing was written: restore a backup, "
         f"or copy out what is readable with `sqlite3 {path} .recover`"
     )
+
+
+def _refuse_side_file_name(path: str) -> None:
+    """Refuse a store named as SQLite names another database's side files (``x.db-wal``,
+    ``x.db-shm``, ``x.db-journal``): whoever opens ``x.db`` next takes the store for its own
+    log or journal, and SQLite deletes it."""
+    for suffix in SIDE_FILES:
+        base = path.removesuffix(suffix)
+        if base != path and Path(base).name:
+            raise InvalidValueError(
+                f"{path!r} is named as SQLite names the {suffix[1:]} file of {base!r}: opening "
+                f"{base!r} would delete it; give the store another name (such as "
+                f"{Path(path).name + '.db'!r}), and move an existing one there"
+            )
 
 
 def _refuse_directory(path: Path) -> None:

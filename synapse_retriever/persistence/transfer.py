@@ -66,7 +66,7 @@ from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey, edge_rows, rows_array
-from synapse_retriever.persistence.sqlite import APPLICATION_ID
+from synapse_retriever.persistence.sqlite import APPLICATION_ID, SIDE_FILES
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -76,10 +76,12 @@ __all__ = [
     "Format",
     "MergeReport",
     "check_export_path",
+    "database_kind",
     "export_edges",
     "guess_format",
     "merge_edges",
     "read_edges",
+    "same_file",
     "validate_edges",
     "write_edges",
 ]
@@ -419,25 +421,59 @@ synapse-retriever export writes to stdout with -)
     what = None
     if store_path is not None:
         for suffix, name in [("", "the store being exported")] + [
-            (s, f"the store's {s} file") for s in ("-wal", "-shm", "-journal")
+            (s, f"the store's {s} file") for s in SIDE_FILES
         ]:
-            if _same_file(path, os.fspath(store_path) + suffix):
+            if same_file(path, os.fspath(store_path) + suffix):
                 what = name
                 break
     if what is None:
-        try:
-            with open(path, "rb") as handle:
-                header = handle.read(72)
-        except OSError:  # missing, or not readable: nothing to protect here
-            header = b""
-        if header[:16] == b"SQLite format 3\x00":
-            synapse = int.from_bytes(header[68:72], "big") == APPLICATION_ID
-            what = "a synapse store" if synapse else "an SQLite database"
+        what = database_kind(path)
     if what is not None:
         raise InvalidValueError(
             f"cannot write {os.fspath(path)!r}: it is {what}; it was left untouched "
             "(export to a .json or .graphml file)"
         )
+
+
+def database_kind(path: str | os.PathLike[str]) -> str | None:
+    """``"a synapse store"`` or ``"an SQLite database"`` if the file at ``path`` is one (its
+    header says so), else None (also for a missing or unreadable file): what a command must
+    never overwrite with its output.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from synapse_retriever import SynapseStore
+    >>> folder = tempfile.mkdtemp()
+    >>> SynapseStore(os.path.join(folder, "synapses.db")).close()
+    >>> database_kind(os.path.join(folder, "synapses.db"))
+    'a synapse store'
+    >>> database_kind(os.path.join(folder, "report.json")) is None
+    True
+    """
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(72)
+    except (OSError, ValueError):  # missing, unreadable, or not a path: nothing to protect
+        return None
+    if header[:16] != b"SQLite format 3\x00":
+        return None
+    synapse = int.from_bytes(header[68:72], "big") == APPLICATION_ID
+    return "a synapse store" if synapse else "an SQLite database"
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name one existing file (by any spelling, symlink or hard link).
+
+    Examples
+    --------
+    >>> same_file("/", "/.."), same_file("/", "/no-such-file")
+    (True, False)
+    """
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either is missing (or ":memory:")
+        return False
 
 
 def _not_regular(path: str | os.PathLike[str]) -> str | None:
@@ -454,13 +490,6 @@ def _not_regular(path: str | os.PathLike[str]) -> str | None:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "a socket" if stat.S_ISSOCK(mode) else "not a file"
-
-
-def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):  # either is missing (or ":memory:")
-        return False
 
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -393,6 +393,12 @@ def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
     assert drawing.read_text() == svg
     assert main(["bench", "memory", "--plot", str(picture), str(path)]) == 2
     assert "is not a bench memory --json report" in capsys.readouterr().err
+    data = path.read_bytes()  # a report never overwrites what the command reads
+    assert main([*argv, "--json", str(path)]) == 2
+    assert "which this command reads" in capsys.readouterr().err
+    assert main(["bench", "memory", "--plot", str(report), str(report)]) == 2
+    assert "which this command reads" in capsys.readouterr().err
+    assert path.read_bytes() == data and json.loads(report.read_text())["dataset"] == "LoCoMo"
     assert main([*argv, "--realmem", str(path)]) == 2
     assert "give one" in capsys.readouterr().err
     path.write_text(json.dumps([{"speaker_a": "x"}]))

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -425,10 +426,21 @@ def test_bench_quality_over_your_own_queries_refuses_bad_input(
          "--name takes one label per --git repository: 1 for 2"),
         ([*ok, "--store", str(store), "--name", "a", "b"], "--queries takes one --name, got 2"),
     ]  # fmt: skip
+    # a report never overwrites what the command reads, nor any database
+    other = tmp_path / "other.db"
+    shutil.copy(store, other)
+    cases += [
+        ([*ok, "--store", str(store), "--json", str(store)], "which this command reads"),
+        ([*ok, "--store", str(store), "--json", str(tmp_path / "." / "ok.jsonl")],
+         "which this command reads"),
+        ([*ok, "--store", str(store), "--json", str(other)], "it is a synapse store"),
+    ]  # fmt: skip
+    untouched = {path: path.read_bytes() for path in (store, queries_ok, other)}
     for args, fragment in cases:
         code, _, err = run(capsys, *args, "--quiet")
         assert code == 2, args
         _one_error_line(err, fragment)
+    assert {path: path.read_bytes() for path in untouched} == untouched
 
 
 def test_bench_quality_on_two_histories(
@@ -550,6 +562,7 @@ def test_bench_quality_plots_the_gain_over_each_baseline_from_saved_reports(
         ([str(picture), str(blind)], "has no synapse row"),
         ([str(picture), str(tmp_path / "none.json")], "is not a bench quality report"),
         ([str(tmp_path / "no" / "such" / "folder.svg"), str(report)], "folder.svg"),
+        ([str(report), str(report)], "which this command reads"),  # the picture over its report
     ]:
         code, _, err = run(capsys, "bench", "quality", "--plot", *paths)
         assert code == 2, paths

@@ -346,3 +346,28 @@ def test_opening_a_file_again_keeps_the_locks_of_its_open_connections(tmp_path: 
         assert mode.stdout.strip() == "wal" or "locked" in mode.stderr, mode
     finally:
         first.close()
+
+
+# -- a store named as another database's side file ------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_store_named_as_another_databases_side_file_is_refused(
+    tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # team.db-wal would be taken for team.db's log, and deleted, the next time team.db opens
+    with SynapseStore(tmp_path / "team.db") as team:
+        team.reinforce(["a", "b"])
+    side = tmp_path / f"team.db{suffix}"
+    before = sorted(path.name for path in tmp_path.iterdir())
+    with pytest.raises(InvalidValueError, match=rf"team\.db{suffix}' is named as SQLite names"):
+        SynapseStore(side)
+    edges = tmp_path / "edges.json"
+    edges.write_text(json.dumps({"format": "synapse-retriever/edges", "version": 1, "edges": []}))
+    assert main(["import", str(side), str(edges)]) == 2
+    assert "is named as SQLite names" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*before, "edges.json"])
+    with SynapseStore(tmp_path / f"team{suffix}.db") as fine:  # the suffix inside a name is fine
+        fine.reinforce(["a", "b"])
+    with SynapseStore(tmp_path / "team.db") as team:
+        assert team.weight("a", "b") > 0
