@@ -33,6 +33,8 @@ __all__ = [
 SECONDS_PER_DAY = 86_400.0
 MAX_CLOCK_SKEW_S = 86_400.0
 """How far ahead of the clock a written time may be, by default (one day)."""
+EARLIEST = -62_135_596_800.0
+"""0001-01-01T00:00:00Z in POSIX seconds: no time is earlier (no calendar date shows one)."""
 PLAUSIBLE = 1e8
 """POSIX seconds of 1973: a time ahead of the clock that reads as a later time in
 milliseconds (or smaller units) is named as such in the error."""
@@ -63,9 +65,17 @@ def to_seconds(at: Clock) -> float:
         raise InvalidTypeError(
             f"at must be a datetime, POSIX seconds or None, got {type(at).__name__} {at!r}"
         )
+    if isinstance(at, int) and at.bit_length() > 1024:  # past a float's range
+        raise InvalidValueError(
+            f"at must be a finite number of seconds, got {at.bit_length()}-bit int"
+        )
     seconds = float(at)
     if not math.isfinite(seconds):
         raise InvalidValueError(f"at must be a finite number of seconds, got {at!r}")
+    if seconds < EARLIEST:
+        raise InvalidValueError(
+            f"at={seconds} is before the year 1 ({EARLIEST}): times are POSIX seconds"
+        )
     return seconds
 
 

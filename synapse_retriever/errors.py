@@ -147,7 +147,9 @@ class WriteConflictError(SynapseError, RuntimeError):
 class StorageUnavailableError(SynapseError, ConnectionError):
     """A database server that cannot be reached, or a connection lost while a write was
     being committed (whether it was committed is then unknown: an ``event_id`` makes
-    a retry exact). A lost connection before the commit is retried on a new one.
+    a retry exact). A lost connection before the commit is retried on a new one. Also a
+    database that cannot take a write, a server's or an SQLite file's (a full disk, an I/O
+    error): the write is rolled back.
 
     Examples
     --------

@@ -158,7 +158,9 @@ def run_queries(
     """Score ``queries`` in order over ``store``: each one's hits against the same hits
     through recall (``namespace`` active), at each k; then its ``used`` ids are learned
     into ``store`` as one event at its time (the only write: give the queries in time
-    order).
+    order; a query older than the store's last reinforcement of one of its pairs, as in a
+    store that went on learning after the queries were logged, counts at that
+    reinforcement: ``late="clamp"``).
 
     Returns a report shaped as ``bench quality``'s (one variant: ``online`` if any query
     has ``used`` ids, else ``frozen``), for :func:`~synapse_retriever.bench.quality.table_rows`.
@@ -187,8 +189,8 @@ def run_queries(
                 counts[k][row] += injections(ranked["vector"], ranked[row], query.relevant)
         if query.used:
             try:
-                store.reinforce(query.used, namespace=namespace, at=query.at)
-            except InvalidValueError as exc:  # e.g. a time before an edge's last event
+                store.reinforce(query.used, namespace=namespace, at=query.at, late="clamp")
+            except InvalidValueError as exc:
                 raise InvalidValueError(f"query {number}: used: {exc}") from None
     variant = "online" if any(query.used for query in queries) else "frozen"
     config = {

@@ -967,6 +967,8 @@ class ConversationMemory:
         >>> memory.close()
         """
         now = to_seconds(at)
+        if at is not None:  # stamped on the edges: a far-future one would never decay
+            not_ahead(now, skew_s=MAX_CLOCK_SKEW_S)
         threshold = self.config.reinforcement_threshold
         with self._lock:
             self._check_open()

@@ -38,6 +38,7 @@ from synapse_retriever.errors import (
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
+    StorageUnavailableError,
 )
 from synapse_retriever.persistence.protocols import (
     WriteTransaction,
@@ -222,7 +223,8 @@ SIDE_FILES = ("-wal", "-shm", "-journal")
 """What SQLite appends to a database's name for its side files (write-ahead log, shared
 memory, rollback journal): no store may be named so, and no export may overwrite them."""
 
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 8, 11, 26
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CORRUPT = 5, 6, 8, 10, 11
+SQLITE_FULL, SQLITE_NOTADB = 13, 26
 """SQLite's primary result codes this module tells apart."""
 
 _T = TypeVar("_T")
@@ -617,7 +619,8 @@ class SQLiteStorage:
                 db.execute("COMMIT")
 
     def _refuse(self, app_id: int, user_version: int, has_tables: bool) -> None:
-        if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
+        # a new store is an empty file: no tables, no application id and no schema version
+        if app_id != APPLICATION_ID and (app_id != 0 or has_tables or user_version != 0):
             raise NotASynapseDatabaseError(
                 f"{self.path!r} is an SQLite file of another application "
                 f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x}); it was left untouched"
@@ -689,7 +692,9 @@ class SQLiteStorage:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # a failed COMMIT may have ended it: keep its own error
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
 
     def _typed_errors(self) -> AbstractContextManager[None]:
@@ -930,14 +935,19 @@ def _backfill_uses(db: sqlite3.Connection) -> None:
 
 
 def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
-    """SQLite's damage and read-only errors as this library's, naming the file; ``exc``
-    itself otherwise."""
+    """SQLite's damage, read-only, full-disk and I/O errors as this library's, naming the
+    file; ``exc`` itself otherwise."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
         return CorruptDatabaseError(_corrupt_message(path, str(exc)))
     if code == SQLITE_READONLY:
         return ReadOnlyStoreError(
             f"{path!r} cannot be written ({exc}): open it read-only to read it"
+        )
+    if code in (SQLITE_IOERR, SQLITE_FULL):
+        return StorageUnavailableError(
+            f"{path!r} could not be read or written ({exc}): what was being written was rolled "
+            "back; make room on its disk, or check the device, and try again"
         )
     return exc
 
@@ -1035,6 +1045,12 @@ def _refuse_directory(path: Path) -> None:
     header through Python would close a descriptor of the file, and closing any
     descriptor of a file drops every POSIX lock this process holds on it, those of its
     other open connections too (SQLite's own descriptors are shared per file and process,
-    so they keep them). Two memories on one file in one process lost turns that way."""
+    so they keep them). Two memories on one file in one process lost turns that way. A device,
+    a FIFO or a socket is refused too (read by ``stat``, not opened)."""
     if path.is_dir():
         raise NotASynapseDatabaseError(f"{str(path)!r} is a directory, not a synapse database")
+    if path.exists() and not path.is_file():
+        raise NotASynapseDatabaseError(
+            f"{str(path)!r} is not a regular file (a device, a FIFO or a socket), not a synapse "
+            "database; it was left untouched"
+        )

@@ -1092,6 +1092,10 @@ def _clamped_strength(strength: object, maximum: float) -> float:
         raise InvalidTypeError(
             f"strength must be a number, got {type(strength).__name__} {strength!r}"
         )
+    if isinstance(strength, int) and strength.bit_length() > 1024:  # past a float's range
+        raise InvalidValueError(
+            f"strength must be a finite number, got {strength.bit_length()}-bit int"
+        )
     if not math.isfinite(strength):
         raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
     return min(max(float(strength), 0.0), maximum)

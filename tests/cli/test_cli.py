@@ -400,6 +400,27 @@ def test_bench_quality_over_your_own_queries(
     assert code == 0 and "3 queries from" in out
 
 
+def test_bench_quality_scores_old_queries_over_a_store_that_learned_since(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the docs' example: the store learned jwt.py with keys.py today, the queries are older
+    path = tmp_path / "synapses.db"
+    with SynapseStore(path) as learned:
+        learned.reinforce(["auth/jwt.py", "config/keys.py"])
+    before = path.read_bytes()
+    queries = tmp_path / "queries.jsonl"
+    line = {"hits": [["auth/jwt.py", 0.82], ["auth/login.py", 0.71], ["docs/faq.md", 0.64]],
+            "relevant": ["auth/jwt.py", "config/keys.py"], "at": "2026-11-02T10:00:00Z",
+            "used": ["auth/jwt.py", "config/keys.py"]}  # fmt: skip
+    queries.write_text(json.dumps(line) + "\n")
+    args = ["bench", "quality", "--queries", str(queries), "--store", str(path), "--k", "3"]
+    code, out, err = run(capsys, *args, "--json", "-")
+    assert code == 0, err
+    rows = json.loads(out)["variants"]["online"]["by_k"]["3"]["rows"]
+    assert rows["vector"]["per_query_recall"] == [0.5]  # scored, then learned at its time
+    assert path.read_bytes() == before
+
+
 def test_bench_quality_over_your_own_queries_refuses_bad_input(
     store: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

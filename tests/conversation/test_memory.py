@@ -595,6 +595,18 @@ def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
         assert memory.add_turn("Noted.") == 2  # now: not held back by a time far ahead
 
 
+def test_using_results_at_a_time_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
+    with ConversationMemory(":memory:", background=False) as memory:
+        for at, text in enumerate(["Deploys of app.py fail.", "Lunch?", "We fixed app.py."]):
+            memory.add_turn(text, at=at * 10)
+        results = memory.retrieve("what broke app.py?", k=3, at=30)
+        before = memory.graph(at=40).edges(data=True)
+        with pytest.raises(InvalidValueError, match=r"at=1e\+300 is more than 86400 s ahead"):
+            memory.used(results, at=1e300)  # its edges would never decay
+        assert list(memory.graph(at=40).edges(data=True)) == list(before)
+        assert memory.used(results, at=40) > 0
+
+
 def test_a_read_only_file_is_refused_in_a_typed_error_and_left_untouched(tmp_path: Path) -> None:
     from files import read_only  # the immutable attribute, for root too
 

@@ -10,6 +10,7 @@ import multiprocessing as mp
 import re
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,25 @@ def test_a_time_ahead_of_the_clock_is_refused_and_nothing_is_written(at: float) 
         store.use(["a"], at=at)
     assert store.edge("a", "b") is None
     assert store.graph().number_of_nodes() == 0
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"at": -1e15}, r"at=-1000000000000000\.0 is before the year 1"),
+        ({"at": -62_135_596_801}, "is before the year 1"),
+        ({"at": 10**400}, "at must be a finite number of seconds, got 1329-bit int"),
+        ({"strength": 10**400}, "strength must be a finite number, got 1329-bit int"),
+    ],
+)
+def test_a_time_before_the_calendar_or_past_a_float_is_refused(
+    given: dict[str, Any], message: str
+) -> None:
+    store = SynapseStore(":memory:")
+    with pytest.raises(InvalidValueError, match=message):
+        store.reinforce(["a", "b"], **given)
+    assert store.graph().number_of_nodes() == 0
+    assert store.reinforce(["a", "b"], at=-62_135_596_800) == 1  # 0001-01-01: the first second
 
 
 def test_a_millisecond_time_is_named_as_one() -> None:
@@ -371,3 +391,51 @@ def test_a_store_named_as_another_databases_side_file_is_refused(
         fine.reinforce(["a", "b"])
     with SynapseStore(tmp_path / "team.db") as team:
         assert team.weight("a", "b") > 0
+
+
+# -- a full disk, a device, a foreign empty file ---------------------------------------------
+
+_FULL_DISK = """
+import resource, signal, sys
+from synapse_retriever import CoActivation, StorageUnavailableError, SynapseStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead
+store = SynapseStore(sys.argv[1])
+size = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+events = [CoActivation([f"n{i}-{j}" for j in range(10)], event_id=f"e{i}") for i in range(2000)]
+try:
+    store.reinforce_many(events)
+except StorageUnavailableError as error:
+    print("typed:", error)
+"""
+
+
+def test_a_full_disk_is_a_typed_error_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "full.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], event_id="first")
+    (tmp_path / "full.db-wal").unlink(missing_ok=True)
+    size = path.stat().st_size
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(path), str(size + 64 * 1024)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"typed: '{path}' could not be read or written" in done.stdout, done.stdout
+    with SynapseStore(path) as store:  # the batch rolled back whole
+        assert store.graph().number_of_edges() == 1
+        assert store.edge("a", "b").activation_count == 1
+
+
+def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -> None:
+    with pytest.raises(NotASynapseDatabaseError, match="is not a regular file"):
+        SynapseStore("/dev/null")
+    other = tmp_path / "other.db"  # another application's empty database, version stamped
+    with contextlib.closing(sqlite3.connect(other)) as db:
+        db.execute("PRAGMA user_version = 3")
+    digest = _digest(other)
+    with pytest.raises(NotASynapseDatabaseError, match="of another application"):
+        SynapseStore(other)
+    assert _digest(other) == digest and sorted(tmp_path.iterdir()) == [other]

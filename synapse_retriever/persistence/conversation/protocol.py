@@ -44,14 +44,15 @@ MAX_USER_LENGTH = 256
 def check_user(user: object) -> str:
     """``user`` as stored: None is the default user (``""``, the memory of a caller who
     names none); a name is 1 to :data:`MAX_USER_LENGTH` characters with no control
-    character (NUL, newline, ...). Quotes, SQL and any other Unicode are plain data.
+    character (NUL, newline, ...) and no lone surrogate (which no file or server can
+    store). Quotes, SQL and any other Unicode are plain data.
 
     Raises
     ------
     InvalidTypeError
         ``user`` is not a str or None.
     InvalidValueError
-        ``user`` is empty, too long, or holds a control character.
+        ``user`` is empty, too long, or holds a control character or a lone surrogate.
 
     Examples
     --------
@@ -72,9 +73,10 @@ def check_user(user: object) -> str:
         raise InvalidValueError(
             f"user {user[:40]!r}... is {len(user)} characters, more than {MAX_USER_LENGTH}"
         )
-    control = next((char for char in user if unicodedata.category(char) == "Cc"), None)
-    if control is not None:
-        raise InvalidValueError(f"user {user!r} holds a control character (U+{ord(control):04X})")
+    bad = next((char for char in user if unicodedata.category(char) in ("Cc", "Cs")), None)
+    if bad is not None:
+        what = "a control character" if unicodedata.category(bad) == "Cc" else "a lone surrogate"
+        raise InvalidValueError(f"user {user!r} holds {what} (U+{ord(bad):04X})")
     return user
 
 

@@ -190,6 +190,7 @@ def test_a_hostile_user_name_is_plain_data(tmp_path: Path, user: str) -> None:
         ("line\nbreak", InvalidValueError, "control character"),
         ("tab\t", InvalidValueError, "control character"),
         ("\x7f", InvalidValueError, "control character"),
+        ("a\ud800b", InvalidValueError, "lone surrogate"),
         ("x" * (MAX_USER_LENGTH + 1), InvalidValueError, "more than 256"),
         (42, InvalidTypeError, "must be a str or None, got int"),
         (b"alice", InvalidTypeError, "must be a str or None, got bytes"),

@@ -239,6 +239,7 @@ def test_a_hostile_user_name_is_stored_as_plain_data(
     [
         ("a\x00b", InvalidValueError, "control character"),
         ("line\nbreak", InvalidValueError, "control character"),
+        ("a\ud800b", InvalidValueError, "lone surrogate"),
         ("x" * (MAX_USER_LENGTH + 1), InvalidValueError, "more than 256"),
         ("", InvalidValueError, "must not be empty"),
         (7, InvalidTypeError, "got int"),
