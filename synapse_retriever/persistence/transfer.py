@@ -452,9 +452,11 @@ def database_kind(path: str | os.PathLike[str]) -> str | None:
     True
     """
     try:
+        if not os.path.isfile(path):  # never opened: a FIFO or a pipe would block the read
+            return None
         with open(path, "rb") as handle:
             header = handle.read(72)
-    except (OSError, ValueError):  # missing, unreadable, or not a path: nothing to protect
+    except (OSError, ValueError):  # unreadable, or not a path: nothing to protect
         return None
     if header[:16] != b"SQLite format 3\x00":
         return None
