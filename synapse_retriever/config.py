@@ -43,6 +43,7 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 __all__ = [
     "BASE_NAMESPACES",
     "GROUPS",
+    "MAX_BUSY_TIMEOUT_S",
     "MAX_NAME_BYTES",
     "PRESETS",
     "RULES",
@@ -71,6 +72,8 @@ PRESETS = ("actr", "published", "recency")
 BASE_NAMESPACES = ("personal", "shared", "ephemeral")
 """The fixed namespaces; branches are ``"branch:<name>"``."""
 
+MAX_BUSY_TIMEOUT_S = 2_147_483
+"""The longest wait for a write lock SQLite takes (its busy timeout is 32-bit milliseconds)."""
 MAX_NAME_BYTES = 2048
 """Longest node id, namespace or event id accepted, in bytes of UTF-8: one limit on every
 backend, under the largest entry PostgreSQL's indexes take (2,704 bytes)."""
@@ -517,6 +520,11 @@ class Operations:
         for name in ("refresh_interval_s", "max_clock_skew_s"):
             _check_non_negative(name, getattr(self, name))
         _check_positive("busy_timeout_s", self.busy_timeout_s)
+        if self.busy_timeout_s > MAX_BUSY_TIMEOUT_S:  # SQLite's: 32-bit milliseconds
+            raise InvalidValueError(
+                f"busy_timeout_s must be at most {MAX_BUSY_TIMEOUT_S:,} s (24 days), got "
+                f"{self.busy_timeout_s!r}"
+            )
         _check_integer("write_retries", self.write_retries, 0)
         if not isinstance(self.pause_collector, bool):
             raise InvalidTypeError(f"pause_collector must be a bool, got {self.pause_collector!r}")

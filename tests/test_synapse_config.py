@@ -176,6 +176,7 @@ def test_a_name_that_is_no_field_of_this_config_is_refused_by_name(
         (lambda: ActrRule(association_hops=3), "association_hops must be 1 or 2, got 3"),
         (lambda: PublishedRule(max_inject=-1), "max_inject must be an integer >= 0, got -1"),
         (lambda: Operations(busy_timeout_s=0.0), "busy_timeout_s must be a finite number > 0"),
+        (lambda: Operations(busy_timeout_s=1e308), r"busy_timeout_s must be at most 2,147,483 s"),
         (lambda: SynapseConfig.recency(min_association=0.5), "min_association applies under"),
     ],
 )

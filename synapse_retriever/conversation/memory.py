@@ -82,6 +82,7 @@ from synapse_retriever.persistence.conversation import (
     check_user,
     open_conversation_storage,
 )
+from synapse_retriever.persistence.sqlite import file_path
 from synapse_retriever.tokens import TokenCounter, checked_counter
 
 __all__ = ["ROLES", "ConversationMemory"]
@@ -240,7 +241,7 @@ class ConversationMemory:
             )
         self.relations = relations
         self.config = config or ContextConfig()
-        self.path = os.fspath(path)
+        self.path = file_path(path)
         self.token_counter = checked_counter(token_counter)
         self._cached_count = functools.lru_cache(maxsize=16_384)(self.token_counter)
         self.embedder: Embedder = resolved
@@ -770,6 +771,7 @@ class ConversationMemory:
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
         if k < 1:
             raise InvalidValueError(f"k must be >= 1, got {k}")
+        k = min(k, 2**31 - 1)  # more turns than a memory holds is all of them, in any index
         with self._lock:
             self._check_open()
         used_mode = self._mode(query, mode) or self.config.mode

@@ -35,6 +35,7 @@ import numpy as np
 from synapse_retriever.config import Operations
 from synapse_retriever.errors import (
     CorruptDatabaseError,
+    InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
@@ -540,7 +541,7 @@ class SQLiteStorage:
         read_only: bool = False,
         _paged: bool = True,
     ) -> None:
-        self.path = os.fspath(path)
+        self.path = file_path(path)
         self._paged = _paged
         self._lock = threading.RLock()
         self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
@@ -551,6 +552,10 @@ class SQLiteStorage:
         if not self._in_memory:
             _refuse_side_file_name(self.path)
             _refuse_directory(Path(self.path))
+            if not read_only and not Path(self.path).parent.is_dir():
+                raise InvalidValueError(
+                    f"cannot create {self.path!r}: no directory {str(Path(self.path).parent)!r}"
+                )
             self.read_only = self.read_only or _unwritable(Path(self.path))
         self._db = self._connect(busy_timeout_s)
         try:
@@ -1023,6 +1028,33 @@ def _corrupt_message(path: str, detail: str) -> str:
         f"{path!r} is a damaged database ({detail}); nothing was written: restore a backup, "
         f"or copy out what is readable with `sqlite3 {path} .recover`"
     )
+
+
+def file_path(path: object) -> str:
+    """``path`` as the str SQLite opens, or a typed error naming it: a str or an
+    ``os.PathLike`` of one, neither empty nor holding a NUL (``":memory:"`` for memory).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> file_path(Path("synapses.db"))
+    'synapses.db'
+    >>> file_path(b"synapses.db")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: a store's path must be a str or a path, got \
+bytes b'synapses.db'
+    """
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+    if not isinstance(text, str):
+        raise InvalidTypeError(
+            f"a store's path must be a str or a path, got {type(path).__name__} {path!r}"
+        )
+    if not text:
+        raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
+    if "\x00" in text:
+        raise InvalidValueError(f"a store's path must not hold a NUL character, got {text!r}")
+    return text
 
 
 def _refuse_side_file_name(path: str) -> None:

@@ -72,6 +72,7 @@ from synapse_retriever.store import SynapseStore
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "HALF_LIFE_DAYS",
     "SUFFIXES",
     "Format",
     "MergeReport",
@@ -90,6 +91,10 @@ FORMAT_NAME = "synapse-retriever/edges"
 FORMAT_VERSION = 1
 
 Format = Literal["json", "graphml"]
+
+HALF_LIFE_DAYS = (1e-6, 1e6)
+"""The half-lives an import takes, in days (a tenth of a second to 2,700 years): past them the
+decay's arithmetic leaves a float's range, and no store learns one."""
 
 SUFFIXES: dict[str, Format] = {".json": "json", ".graphml": "graphml", ".xml": "graphml"}
 """The suffixes :func:`guess_format` knows, compared case-insensitively."""
@@ -300,9 +305,10 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
             f"{where} ({a!r}-{b!r}): count must be an integer in [1, {MAX_COUNT}], got {count!r}"
         )
     half_life = _number(edge.half_life_days, f"{where} ({a!r}-{b!r}): half_life_days")
-    if half_life <= 0.0:
+    low, high = HALF_LIFE_DAYS
+    if not low <= half_life <= high:
         raise InvalidValueError(
-            f"{where} ({a!r}-{b!r}): half_life_days must be > 0, got {half_life}"
+            f"{where} ({a!r}-{b!r}): half_life_days must be in [{low:g}, {high:g}], got {half_life}"
         )
     created = _number(edge.created_at, f"{where} ({a!r}-{b!r}): created_at")
     last = _number(edge.last_reinforced_at, f"{where} ({a!r}-{b!r}): last_reinforced_at")
@@ -672,6 +678,8 @@ def _json_rows(path: str | os.PathLike[str]) -> Sequence[Any]:
     except UnicodeDecodeError:
         raise InvalidValueError(f"{name!r} is not a JSON edge export (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
+        raise InvalidValueError(f"{name!r} is not a JSON edge export ({exc})") from None
+    except (RecursionError, ValueError) as exc:  # nested past the stack; an int of 5,000 digits
         raise InvalidValueError(f"{name!r} is not a JSON edge export ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
         raise InvalidValueError(

@@ -993,6 +993,13 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """
         now = to_seconds(at)
         single = isinstance(namespaces, str)
+        if isinstance(namespaces, (bytes, bytearray)) or not (
+            namespaces is None or isinstance(namespaces, Iterable)
+        ):
+            raise InvalidTypeError(
+                "namespaces must be a str, an iterable of str or None, got "
+                f"{type(namespaces).__name__} {namespaces!r}"
+            )
         chosen = (
             [validate_namespace(namespaces)]
             if isinstance(namespaces, str)
@@ -1043,6 +1050,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         {'bin': '0.3 – 0.4', 'edges': 3}
         """
         now = to_seconds(at)
+        if namespace is not None:
+            validate_namespace(namespace)
         graph = self.graph(at=now, namespaces=namespace)
         return graph_stats(graph, now, self.path if name is None else name)
 

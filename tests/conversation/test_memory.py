@@ -635,3 +635,19 @@ def test_a_damaged_turns_table_is_refused_at_open(tmp_path: Path) -> None:
         file.write(bytes(range(256)) * (page // 256))
     with pytest.raises(CorruptDatabaseError, match=r"chat\.db' is a damaged database"):
         ConversationMemory(path)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "message"),
+    [
+        (float("nan"), "busy_timeout_s must be a finite number > 0, got nan"),
+        (1e308, "busy_timeout_s must be at most 2,147,483 s"),
+        (-1, "busy_timeout_s must be a finite number > 0, got -1"),
+    ],
+)
+def test_a_bad_busy_timeout_is_refused_before_the_file_is_made(
+    tmp_path: Path, timeout: float, message: str
+) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        ConversationMemory(tmp_path / "chat.db", busy_timeout_s=timeout)
+    assert not list(tmp_path.iterdir())

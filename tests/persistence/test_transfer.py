@@ -149,7 +149,9 @@ def test_merge_orders_ids_and_folds_duplicates_newest_first(tmp_path: Path) -> N
         (_edge(1.0, weight=float("nan")), "must be finite"),
         (_edge(1.0, count=0), "count must be an integer"),
         (_edge(1.0, count=2**31), r"count must be an integer in \[1, 2147483647\], got 2147483648"),
-        (replace(_edge(1.0), half_life_days=-1.0), "half_life_days must be > 0"),
+        (replace(_edge(1.0), half_life_days=-1.0), r"half_life_days must be in \[1e-06, 1e\+06\]"),
+        (replace(_edge(1.0), half_life_days=1e308), r"got 1e\+308"),
+        (replace(_edge(1.0), half_life_days=5e-324), "got 5e-324"),
         (_edge(1.0, created=2.0), "created_at 2.0 is after"),
         (replace(_edge(1.0), b="a"), "self-loop"),
         (replace(_edge(1.0), namespace="team"), "namespace must be"),
@@ -188,6 +190,8 @@ def test_a_store_open_on_the_file_sees_the_import(tmp_path: Path) -> None:
             "has no 'b'",
         ),
         ('{"format": "synapse-retriever/edges", "version": 1, "edges": [3]}', "not an object"),
+        ("[" * 100_000, "not a JSON edge export"),  # nested past Python's stack
+        ('{"count": ' + "9" * 5000 + "}", "not a JSON edge export"),  # past int parsing's limit
     ],
 )
 def test_read_edges_names_what_is_wrong_with_a_file(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
@@ -313,6 +313,22 @@ def test_bad_arguments_are_refused_by_name(
     with pytest.raises(error, match=message):
         store.reinforce(["a", "b"], **kwargs)  # type: ignore[arg-type]
     assert store.edge("a", "b") is None
+
+
+@pytest.mark.parametrize(
+    ("read", "message"),
+    [
+        (lambda s: s.graph(namespaces=5), "namespaces must be a str, an iterable of str or None"),
+        (lambda s: s.graph(namespaces=b"personal"), r"got bytes b'personal'"),
+        (lambda s: s.stats(namespace=5), "namespace must be a str, got int"),
+    ],
+)
+def test_a_namespace_of_the_wrong_type_is_refused_in_a_read(
+    read: Callable[[SynapseStore], object], message: str
+) -> None:
+    store = SynapseStore(":memory:")
+    with pytest.raises(InvalidTypeError, match=message):
+        read(store)
 
 
 def test_bad_hits_are_refused_by_name(store: SynapseStore) -> None:

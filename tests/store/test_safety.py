@@ -20,6 +20,7 @@ from files import read_only
 
 from synapse_retriever import (
     CorruptDatabaseError,
+    InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
@@ -439,3 +440,36 @@ def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -
     with pytest.raises(NotASynapseDatabaseError, match="of another application"):
         SynapseStore(other)
     assert _digest(other) == digest and sorted(tmp_path.iterdir()) == [other]
+
+
+# -- paths that cannot be a store ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "says"),
+    [
+        (123, InvalidTypeError, "path must be a str or a path, got int 123"),
+        (None, InvalidTypeError, "got NoneType None"),
+        (b"synapses.db", InvalidTypeError, "got bytes b'synapses.db'"),
+        ("a\x00b.db", InvalidValueError, "must not hold a NUL character"),
+        ("", InvalidValueError, "must not be empty"),
+    ],
+)
+def test_a_path_that_cannot_name_a_file_is_a_typed_error(
+    path: object, error: type[Exception], says: str
+) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    for opener in (SynapseStore, ConversationMemory):
+        with pytest.raises(error, match=says):
+            opener(path)  # type: ignore[operator]
+
+
+def test_a_store_in_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    missing = tmp_path / "no" / "such"
+    for opener in (SynapseStore, ConversationMemory):
+        with pytest.raises(InvalidValueError, match=f"no directory '{missing}'"):
+            opener(missing / "x.db")
+    assert not (tmp_path / "no").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from synapse_retriever.config import Operations
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.conversation.protocol import (
     MAX_USER_LENGTH,
@@ -50,6 +51,7 @@ def open_conversation_storage(
     :class:`~synapse_retriever.persistence.conversation.postgres.PostgresConversationStorage`;
     ``busy_timeout_s`` bounds each wait for a lock or a connection). The one place a
     memory's backend is chosen."""
+    busy_timeout_s = Operations(busy_timeout_s=busy_timeout_s).busy_timeout_s  # checked
     if is_postgres_url(where):
         return PostgresConversationStorage(str(where), user=user, timeout_s=busy_timeout_s)
     return SQLiteConversationStorage(where, user=user, busy_timeout_s=busy_timeout_s)

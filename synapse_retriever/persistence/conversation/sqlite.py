@@ -53,6 +53,7 @@ from synapse_retriever.persistence.sqlite import (
     SQLITE_BUSY,
     SQLITE_LOCKED,
     SQLiteStorage,
+    file_path,
     typed_error,
     typed_errors,
 )
@@ -234,7 +235,7 @@ class SQLiteConversationStorage:
         busy_timeout_s: float = Operations.busy_timeout_s,
     ) -> None:
         self.user = check_user(user)
-        self.path = os.fspath(path)
+        self.path = file_path(path)
         self.where = self.path
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
