@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
+from numbers import Real
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -61,7 +62,7 @@ def to_seconds(at: Clock) -> float:
                 f"at must be a timezone-aware datetime, got naive {at.isoformat()!r}"
             )
         return at.timestamp()
-    if isinstance(at, bool) or not isinstance(at, (int, float)):
+    if isinstance(at, bool) or not isinstance(at, Real):  # NumPy's scalars are
         raise InvalidTypeError(
             f"at must be a datetime, POSIX seconds or None, got {type(at).__name__} {at!r}"
         )

@@ -1436,13 +1436,21 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
         raise InvalidValueError("text must contain non-blank characters, got an empty turn")
     check_unicode("text", text)
     for name, value in (("role", role), ("session", session)):
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str):
+            raise InvalidTypeError(
+                f"{name} must be a non-empty str, got {type(value).__name__} {value!r}"
+            )
+        if not value.strip():
             raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
         check_unicode(name, value)
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
     if speaker is not None:
-        if not isinstance(speaker, str) or not speaker.strip() or len(speaker) > _SPEAKER_CHARS:
+        if not isinstance(speaker, str):
+            raise InvalidTypeError(
+                f"speaker must be None or a str, got {type(speaker).__name__} {speaker!r:.80}"
+            )
+        if not speaker.strip() or len(speaker) > _SPEAKER_CHARS:
             raise InvalidValueError(
                 f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
                 f"got {speaker!r:.80}"

@@ -33,6 +33,7 @@ from scipy import sparse
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.config import Spreading
+from synapse_retriever.errors import InvalidTypeError
 
 __all__ = [
     "Activation",
@@ -258,6 +259,11 @@ def spread_activation(
     >>> act.paths["c"]
     ('a', 'b', 'c')
     """
+    if isinstance(seeds, (str, bytes)):
+        raise InvalidTypeError(
+            f"seeds must be an iterable of node ids, got a bare {type(seeds).__name__} {seeds!r}"
+        )
+    seeds = list(seeds)  # a generator is read once
     names = sorted({*graph, *(m for row in graph.values() for m in row), *seeds})
     index = {name: i for i, name in enumerate(names)}
     rows, cols, data = [], [], []

@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar
 
 import numpy as np
@@ -403,7 +404,7 @@ config: pass config together with a store path instead
         """
         checked = _late(late)
         event = self._event(nodes, strength, namespace, at, event_id)
-        if event.delta == 0.0:
+        if event.delta == 0.0 or not event.ids:  # nothing to learn: no write, no new version
             return 0
         return self._write([event], checked)[0].edges
 
@@ -480,12 +481,13 @@ config: pass config together with a store path instead
                     checked.append(self._event(event, 1.0, "personal", None, None))
             except (InvalidTypeError, InvalidValueError) as exc:
                 raise type(exc)(f"event {position}: {exc}") from None
-        written = [e for e in checked if e.delta > 0.0]  # as reinforce(): strength 0 is a no-op
+        # as reinforce(): strength 0, or no node, is a no-op
+        written = [e for e in checked if e.delta > 0.0 and e.ids]
         done = iter(self._write(written, late) if written else [])
         now = time.time()
         return [
             next(done)
-            if e.delta > 0.0
+            if e.delta > 0.0 and e.ids
             else Reinforced(0, now if e.explicit is None else e.explicit)
             for e in checked
         ]
@@ -529,7 +531,9 @@ config: pass config together with a store path instead
         """
         ns = validate_namespace(namespace)
         ids = coactivation_set(nodes, limit=self.config.learning.max_coactivation)
-        self._write([Event(ids, ns, self._written_time(at), None, 0.0)], "skew")
+        explicit = self._written_time(at)
+        if ids:  # no node: nothing to record, no new version for every reader to fetch
+            self._write([Event(ids, ns, explicit, None, 0.0)], "skew")
 
     def _written_time(self, at: Clock) -> float | None:
         """An explicit write time in seconds (None: the clock, read inside the write),
@@ -1097,7 +1101,7 @@ def _event_id(event_id: object) -> str | None:
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:
-    if isinstance(strength, bool) or not isinstance(strength, (int, float)):
+    if isinstance(strength, bool) or not isinstance(strength, Real):  # NumPy's scalars are
         raise InvalidTypeError(
             f"strength must be a number, got {type(strength).__name__} {strength!r}"
         )

@@ -207,6 +207,10 @@ def test_other_bad_arguments_name_the_value() -> None:
             memory.add_turn("hi", role="")
         with pytest.raises(InvalidValueError, match="session must be a non-empty str"):
             memory.add_turn("hi", session=" ")
+        with pytest.raises(InvalidTypeError, match="role must be a non-empty str, got NoneType"):
+            memory.add_turn("hi", role=None)  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError, match="session must be a non-empty str, got int 1"):
+            memory.add_turn("hi", session=1)  # type: ignore[arg-type]
         memory.add_turn("hi", at=100)
         with pytest.raises(InvalidValueError, match="earlier than the previous turn"):
             memory.add_turn("back in time", at=50)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from synapse_retriever.errors import InvalidTypeError
 from synapse_retriever.mirror.spreading import hub_factor, spread_activation
 
 
@@ -117,3 +118,10 @@ def test_energies_are_in_unit_interval_and_seeds_stay_dark(
     assert set(act.paths) == set(act.energy)
     for node, path in act.paths.items():
         assert path[0] in seeds and path[-1] == node and len(path) in (2, 3)
+
+
+def test_seeds_are_read_once_and_a_bare_str_is_refused() -> None:
+    graph = {"ab": {"x": 0.5}, "a": {"y": 0.9}}
+    assert spread_activation(graph, (n for n in ["ab"])).energy == {"x": 0.3}  # a generator
+    with pytest.raises(InvalidTypeError, match="got a bare str 'ab'"):
+        spread_activation(graph, "ab")  # would read as the seeds 'a' and 'b'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 from synapse_retriever import (
+    CoActivation,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -329,6 +331,32 @@ def test_a_namespace_of_the_wrong_type_is_refused_in_a_read(
     store = SynapseStore(":memory:")
     with pytest.raises(InvalidTypeError, match=message):
         read(store)
+
+
+def test_an_event_of_no_node_writes_nothing_not_even_a_version(tmp_path: Path) -> None:
+    # a new version makes every other process fetch what changed: nothing did
+    path = tmp_path / "s.db"
+
+    def version() -> int:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return int(db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0])
+
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)
+        before = version()
+        assert store.reinforce([], at=0) == 0
+        store.use([], at=0)
+        done = store.reinforce_many([[], CoActivation([], at=0), ["a", "b"]])
+        assert [r.edges for r in done] == [0, 0, 1]
+        assert version() == before + 1  # the one event with nodes
+
+
+def test_numpy_scalars_are_numbers_for_strength_and_time() -> None:
+    store = SynapseStore(":memory:")
+    assert store.reinforce(["a", "b"], strength=np.float32(0.5), at=np.int64(0)) == 1
+    edge = store.edge("a", "b")
+    assert edge is not None and edge.weight == pytest.approx(0.15)
+    assert edge.last_reinforced_at == 0.0
 
 
 def test_bad_hits_are_refused_by_name(store: SynapseStore) -> None:

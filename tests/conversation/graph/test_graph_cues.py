@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever.conversation import ContextConfig, ConversationMemory
 from synapse_retriever.conversation.graph.cues import cue_factor, date_window, named
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.persistence.conversation.sqlite import MIGRATIONS
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 
@@ -195,7 +195,6 @@ def test_a_file_from_before_speakers_opens(tmp_path: Path) -> None:
         ("", "speaker must be None or a name"),
         ("   ", "speaker must be None or a name"),
         ("x" * 201, "speaker must be None or a name of 1 to 200"),
-        (42, "speaker must be None or a name"),
         ("Ann\udce9", "speaker must be valid Unicode"),
     ],
 )
@@ -203,6 +202,13 @@ def test_a_bad_speaker_is_refused_and_nothing_is_stored(speaker: object, says: s
     with ConversationMemory(":memory:", background=False) as memory:
         with pytest.raises(InvalidValueError, match=says):
             memory.add_turn("hello", speaker=speaker)  # type: ignore[arg-type]
+        assert len(memory) == 0
+
+
+def test_a_speaker_that_is_not_a_str_is_a_type_error() -> None:
+    with ConversationMemory(":memory:", background=False) as memory:
+        with pytest.raises(InvalidTypeError, match="speaker must be None or a str, got int 42"):
+            memory.add_turn("hello", speaker=42)  # type: ignore[arg-type]
         assert len(memory) == 0
 
 
