@@ -83,9 +83,11 @@ def parse_time(text: str | None) -> float:
     if text is None or text == "now":
         return to_seconds(None)
     try:
-        seconds = to_seconds(float(text))
+        number = float(text)
     except ValueError:
         seconds = parse_since(text)
+    else:
+        seconds = to_seconds(number)  # NaN, infinities and times before the year 1: named
     if not in_calendar(seconds):
         raise CliError(f"--at {text!r} is out of range (years 1 to 9999)")
     return seconds

@@ -552,9 +552,14 @@ class SQLiteStorage:
         if not self._in_memory:
             _refuse_side_file_name(self.path)
             _refuse_directory(Path(self.path))
-            if not read_only and not Path(self.path).parent.is_dir():
+            folder = Path(self.path).parent
+            if not read_only and not folder.is_dir():
                 raise InvalidValueError(
-                    f"cannot create {self.path!r}: no directory {str(Path(self.path).parent)!r}"
+                    f"cannot create {self.path!r}: no directory {str(folder)!r}"
+                )
+            if not (read_only or Path(self.path).exists() or os.access(folder, os.W_OK | os.X_OK)):
+                raise ReadOnlyStoreError(
+                    f"cannot create {self.path!r}: its folder {str(folder)!r} cannot be written"
                 )
             self.read_only = self.read_only or _unwritable(Path(self.path))
         self._db = self._connect(busy_timeout_s)

@@ -230,6 +230,11 @@ def validated_hits(
 def _pair(hit: object, position: int) -> tuple[object, object]:
     """``hit``'s first two items if it is an iterable other than a str (a list, a NumPy
     record, a longer tuple)."""
+    if isinstance(hit, Mapping):  # its keys would read as the id and the score
+        raise InvalidTypeError(
+            f"hit {position} must be an (id, score) pair, got a {type(hit).__name__} {hit!r}: "
+            "pass its id and score as a pair"
+        )
     if not isinstance(hit, (str, bytes)):
         with contextlib.suppress(TypeError):  # not iterable
             items: tuple[object, ...] = tuple(hit)  # type: ignore[arg-type]
@@ -250,7 +255,7 @@ def _real_score(score: object, position: int, node: str) -> float:
         return float(score)
     except OverflowError:  # an int or Fraction beyond float's range
         raise InvalidValueError(
-            f"hit {position} ({node!r}) has a non-finite score {score!r}"
+            f"hit {position} ({node!r}) has a score past a float's range"
         ) from None
 
 

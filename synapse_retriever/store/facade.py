@@ -229,12 +229,18 @@ class SynapseStore:
         >>> store.close()
         """
         config = config or SynapseConfig()
+        if isinstance(shared_namespaces, str):
+            raise InvalidTypeError(
+                "shared_namespaces must be an iterable of namespaces, got a bare str "
+                f"{shared_namespaces!r}: pass ({shared_namespaces!r},)"
+            )
         namespaces = [validate_namespace(ns) for ns in shared_namespaces]
-        first = _open_storage(local, False, config)
+        # the shared one first: a server that does not answer leaves no new local file behind
+        second = _open_storage(shared, read_only_shared, config)
         try:
-            second = _open_storage(shared, read_only_shared, config)
+            first = _open_storage(local, False, config)
         except BaseException:
-            first.close()
+            second.close()
             raise
         storage = LayeredStorage(first, second, shared_namespaces=namespaces)
         return cls(config=config, storage=storage)

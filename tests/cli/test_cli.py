@@ -749,6 +749,11 @@ def test_a_time_out_of_range_changes_nothing(
         code, _, err = run(capsys, *args)
         assert code == 2
         _one_error_line(err, "--at '1e30' is out of range")
+    for at, says in [("nan", "at must be a finite number of seconds, got nan"),
+                     ("-1e15", "is before the year 1")]:  # fmt: skip
+        code, _, err = run(capsys, "stats", str(store), f"--at={at}")
+        assert code == 2
+        _one_error_line(err, says)
     code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json")
     assert code == 0 and json.loads(out)["edges"] == 3  # the decay at 1e30 pruned nothing
 

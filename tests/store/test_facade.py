@@ -387,8 +387,13 @@ def test_bad_hits_are_refused_by_name(store: SynapseStore) -> None:
         ([("a", 1j)], InvalidTypeError, "not a real number, 1j; expected an int, a float"),
         ([("a", None)], InvalidTypeError, "not a real number, None"),
         ([("a", float("inf"))], InvalidValueError, "non-finite score inf"),
-        ([("a", 10**400)], InvalidValueError, "non-finite score 1000"),
+        ([("a", 10**400)], InvalidValueError, "hit 0 \\('a'\\) has a score past a float's range"),
         ([("a", 0.9), ("b",)], InvalidTypeError, r"hit 1 must be an \(id, score\) pair"),
+        (
+            [{"id": "a", "score": 0.9}],
+            InvalidTypeError,
+            r"hit 0 must be an \(id, score\) pair, got a dict \{'id': 'a', 'score': 0.9\}",
+        ),
     ],
 )
 def test_hits_that_are_not_pairs_of_an_id_and_a_real_score_are_refused(

@@ -473,3 +473,23 @@ def test_a_store_in_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
         with pytest.raises(InvalidValueError, match=f"no directory '{missing}'"):
             opener(missing / "x.db")
     assert not (tmp_path / "no").exists()
+
+
+def test_a_layered_store_whose_shared_half_fails_leaves_no_local_file(tmp_path: Path) -> None:
+    local = tmp_path / "local.db"
+    with pytest.raises(InvalidValueError, match="no directory"):
+        SynapseStore.layered(local=local, shared=tmp_path / "no" / "shared.db")
+    with pytest.raises(InvalidTypeError, match=r"got a bare str 'shared': pass \('shared',\)"):
+        SynapseStore.layered(local=local, shared=tmp_path / "s.db", shared_namespaces="shared")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_a_new_store_in_a_folder_that_cannot_be_written_is_a_read_only_error(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "frozen"
+    folder.mkdir()
+    with read_only(folder):
+        with pytest.raises(ReadOnlyStoreError, match=r"its folder '.*frozen' cannot be written"):
+            SynapseStore(folder / "x.db")
+        assert list(folder.iterdir()) == []
