@@ -50,7 +50,7 @@ from synapse_retriever.bench.plain import (
     vector_top_k,
 )
 from synapse_retriever.conversation.config import ContextConfig
-from synapse_retriever.conversation.embed import HashingEmbedder, normalized
+from synapse_retriever.conversation.embed import HashingEmbedder, embedded
 from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.memory import ConversationMemory
 from synapse_retriever.tokens import approximate_tokens
@@ -479,7 +479,7 @@ def run_memory_bench(
     embedder = HashingEmbedder()
     texts = [turn.text for turn in conversation.turns]
     tokens = [token_counter(text) for text in texts]
-    vectors = normalized(embedder.embed(texts), embedder.dim)
+    vectors = embedded(embedder, texts)
     methods = [*presets, *BASELINES]
     kept: dict[str, dict[int, int]] = {m: dict.fromkeys(budgets, 0) for m in methods}
     misses: dict[str, dict[int, list[str]]] = {m: {b: [] for b in budgets} for m in methods}
@@ -501,7 +501,7 @@ def run_memory_bench(
             added = max(added, question.asked_after)
             now = conversation.turns[added - 1].at
             answer = question.answer.lower()
-            query = normalized(embedder.embed([question.question]), embedder.dim)[0]
+            query = embedded(embedder, [question.question])[0]
             cosine = vectors[:added] @ query
             similarity = [float(s) for s in cosine]
             bm25 = lexical.scores(question.question)

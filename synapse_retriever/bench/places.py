@@ -28,7 +28,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from synapse_retriever.bench.memory import Turn
-from synapse_retriever.conversation.embed import Embedder, normalized
+from synapse_retriever.conversation.embed import Embedder, embedded
 from synapse_retriever.persistence.conversation import (
     PostgresConversationStorage,
     SQLiteConversationStorage,
@@ -72,7 +72,7 @@ def embed_turns(embedder: Embedder, turns: Sequence[Turn]) -> list[bytes]:
     blobs: list[bytes] = []
     for begin in range(0, len(turns), 1000):
         chunk = turns[begin : begin + 1000]
-        vectors = normalized(embedder.embed([t.text for t in chunk]), embedder.dim)
+        vectors = embedded(embedder, [t.text for t in chunk])
         blobs.extend(np.ascontiguousarray(row).tobytes() for row in vectors)
     return blobs
 

@@ -47,7 +47,13 @@ from synapse_retriever.bench.assembly import _ms
 from synapse_retriever.bench.memory import Conversation, generate_conversation
 from synapse_retriever.bench.places import embed_turns, place, prefill, stored_bytes
 from synapse_retriever.bench.plots import save_figure
-from synapse_retriever.conversation.embed import Embedder, HashingEmbedder, Vectors, normalized
+from synapse_retriever.conversation.embed import (
+    Embedder,
+    HashingEmbedder,
+    Vectors,
+    embedded,
+    normalized,
+)
 from synapse_retriever.conversation.memory import ConversationMemory
 from synapse_retriever.errors import InvalidValueError
 
@@ -215,7 +221,7 @@ def _one_size(
                 memory.retrieve(question, k=k, at=now)
                 times.append(time.perf_counter() - start)
                 times_cpu.append(time.thread_time() - cpu)
-                vector = normalized(embedder.embed([question]), embedder.dim)[0]
+                vector = embedded(embedder, [question])[0]
                 start = time.perf_counter()
                 memory._index.top(vector, DEPTH)
                 dense.append(time.perf_counter() - start)

@@ -109,7 +109,7 @@ import numpy as np
 
 from synapse_retriever._types import FloatArray
 from synapse_retriever.conversation.config import ContextConfig
-from synapse_retriever.conversation.embed import Embedder, TurnIndex, Vectors, normalized
+from synapse_retriever.conversation.embed import Embedder, TurnIndex, Vectors, embedded
 from synapse_retriever.conversation.importance import habituation, importance, recency
 from synapse_retriever.conversation.levels import Level, plan_levels
 from synapse_retriever.conversation.lexical import LexicalIndex
@@ -348,7 +348,7 @@ def plan_context(
     if query is None or not query.strip():
         query_vector = None
     elif query_vector is None:
-        query_vector = normalized(embedder.embed([query]), embedder.dim)[0]
+        query_vector = embedded(embedder, [query])[0]
     scores, similarity = importances(view, query_vector, config, now=now, mode=mode)
     recalled: set[int] = set()
     if query_vector is not None and config.recall_k > 0:

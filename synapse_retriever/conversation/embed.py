@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import entry_points
+from numbers import Integral
 from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -55,6 +56,8 @@ __all__ = [
     "TurnIndex",
     "Vectors",
     "as_embedder",
+    "checked_embedder",
+    "embedded",
     "model_rows",
     "normalized",
     "text_list",
@@ -222,6 +225,44 @@ def normalized(vectors: npt.ArrayLike, dim: int) -> Vectors:
         raise InvalidValueError("embedder returned a non-finite value")
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def embedded(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """``texts`` through ``embedder``, one unit row per text (:func:`normalized`).
+
+    Raises
+    ------
+    InvalidValueError
+        The embedder returned another number of rows than texts, another width than its
+        ``dim``, or a value that is not finite.
+
+    Examples
+    --------
+    >>> embedded(HashingEmbedder(dim=8), ["deploy", "lunch"]).shape
+    (2, 8)
+    """
+    vectors = normalized(embedder.embed(list(texts)), embedder.dim)
+    if len(vectors) != len(texts):
+        raise InvalidValueError(
+            f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} texts"
+        )
+    return vectors
+
+
+def checked_embedder(embedder: Embedder) -> Embedder:
+    """``embedder`` if its ``name`` is a non-empty str and its ``dim`` an int of at least 1.
+
+    Examples
+    --------
+    >>> checked_embedder(HashingEmbedder(dim=8)).dim
+    8
+    """
+    name, dim = embedder.name, embedder.dim
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidTypeError(f"embedder.name must be a non-empty str, got {name!r}")
+    if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
+        raise InvalidTypeError(f"embedder.dim must be an int of at least 1, got {dim!r}")
+    return embedder
 
 
 def text_list(texts: Sequence[str]) -> list[str]:

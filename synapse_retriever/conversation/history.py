@@ -51,7 +51,7 @@ from synapse_retriever.conversation.embed import (
     HashingEmbedder,
     TurnIndex,
     as_embedder,
-    normalized,
+    embedded,
 )
 from synapse_retriever.conversation.levels import Level
 from synapse_retriever.conversation.summarize import ExtractiveSummarizer
@@ -230,7 +230,7 @@ def trim_history(
     config = config or ContextConfig()
     count = checked_counter(token_counter)
     texts = [m.text for m in messages]
-    vectors = normalized(similar.embed(texts), similar.dim)
+    vectors = embedded(similar, texts)
     index = TurnIndex(similar.dim)
     novelty = np.zeros(len(messages))
     repeats = np.zeros(len(messages))

@@ -53,7 +53,8 @@ from synapse_retriever.conversation.embed import (
     TurnIndex,
     Vectors,
     as_embedder,
-    normalized,
+    checked_embedder,
+    embedded,
 )
 from synapse_retriever.conversation.graph.cues import cue_factor, date_window, named
 from synapse_retriever.conversation.graph.edges import LINK_TYPES, reinforced, turn_links
@@ -223,7 +224,9 @@ class ConversationMemory:
         stored_user = check_user(user)  # a bad name is refused before the file is touched
         if config is not None and not isinstance(config, ContextConfig):
             raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
-        resolved = as_embedder(embedder) if embedder is not None else HashingEmbedder()
+        resolved = (
+            checked_embedder(as_embedder(embedder)) if embedder is not None else HashingEmbedder()
+        )
         if summarizer is not None and not isinstance(summarizer, Summarizer):
             raise InvalidTypeError(
                 f"summarizer must have condense(text, ...), got {type(summarizer).__name__}"
@@ -319,7 +322,7 @@ class ConversationMemory:
             vectors = np.frombuffer(joined, dtype=np.float32).reshape(len(turns), dim)
         if stale:  # stored by another embedder: recompute them in this one's space
             log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
-            fresh = normalized(self.embedder.embed([turns[i].text for i in stale]), dim)
+            fresh = embedded(self.embedder, [turns[i].text for i in stale])
             vectors[stale] = fresh
             self._storage.replace_embeddings(
                 self.embedder.name,
@@ -511,7 +514,7 @@ class ConversationMemory:
             session,
             seconds,
             at is not None,
-            normalized(self.embedder.embed([text]), self.embedder.dim)[0],
+            embedded(self.embedder, [text])[0],
             self.token_counter(text),
             extract_entities(text),
             speaker,
@@ -641,7 +644,7 @@ class ConversationMemory:
         self.config.temperature(mode)  # validates the mode against the configured ones
         vector = None
         if query is not None and query.strip():
-            vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
+            vector = embedded(self.embedder, [query])[0]
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             self._catch_up()
@@ -780,7 +783,7 @@ class ConversationMemory:
         now = to_seconds(at)  # validated: a bad time is refused even where it changes nothing
         if not query.strip():
             return []
-        vector = normalized(self.embedder.embed([query]), self.embedder.dim)[0]
+        vector = embedded(self.embedder, [query])[0]
         depth = max(_RETRIEVAL_DEPTH, 2 * k)
         with self._lock:
             self._check_open()
@@ -1169,7 +1172,7 @@ class ConversationMemory:
             # most similar turn to the last one (relative relevance's maximum) is itself.
             first = max(0, n - 1 - high)
             view = self._view(first)
-            query = normalized(self.embedder.embed([self._turns[-1].text]), self.embedder.dim)[0]
+            query = embedded(self.embedder, [self._turns[-1].text])[0]
             scores, _ = importances(view, query, config, now=self._turns[-1].at)
             due = [
                 (i, self._turns[i].id, self._turns[i].text)

@@ -34,7 +34,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from synapse_retriever.conversation.embed import Embedder, Vectors, normalized
+from synapse_retriever.conversation.embed import Embedder, Vectors, embedded
 from synapse_retriever.conversation.text import sentences, telegraphic, terms
 from synapse_retriever.tokens import TokenCounter, approximate_tokens
 
@@ -234,7 +234,7 @@ summary='Staging database lives host db-stg-7.')
     parts = sentences(text)
     if not parts:
         return Condensed("", "")
-    vectors = normalized(embedder.embed(parts), embedder.dim)
+    vectors = embedded(embedder, parts)
     scores = [float(s) for s in vectors @ np.asarray(query, dtype=np.float32)]
     return Condensed(
         _pick(parts, scores, chunks_ratio, token_counter, text),

@@ -162,3 +162,45 @@ def test_as_embedder_asks_the_installed_adapters_in_name_order(
         as_embedder(installed_adapters.Junk())
     with pytest.raises(InvalidTypeError, match="got object"):
         as_embedder(object())
+
+
+@pytest.mark.parametrize(
+    ("name", "dim", "says"),
+    [
+        (None, 4, "embedder.name must be a non-empty str, got None"),
+        ("  ", 4, "embedder.name must be a non-empty str, got '  '"),
+        ("e", -1, "embedder.dim must be an int of at least 1, got -1"),
+        ("e", "4", "embedder.dim must be an int of at least 1, got '4'"),
+    ],
+)
+def test_an_embedder_with_a_bad_name_or_dim_is_refused_before_the_file_is_made(
+    tmp_path: Path, name: object, dim: object, says: str
+) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    class Bad:
+        def __init__(self) -> None:
+            self.name, self.dim = name, dim
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.ones((len(texts), 4))
+
+    with pytest.raises(InvalidTypeError, match=says):
+        ConversationMemory(tmp_path / "chat.db", embedder=Bad())
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("rows", [0, 2])
+def test_an_embedder_that_returns_another_number_of_rows_is_a_typed_error(rows: int) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    class Wrong:
+        name, dim = "wrong", 4
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.ones((rows, 4))
+
+    with ConversationMemory(":memory:", embedder=Wrong(), background=False) as memory:
+        with pytest.raises(InvalidValueError, match=f"returned {rows} vectors for 1 texts"):
+            memory.add_turn("hello", at=0)
+        assert len(memory) == 0
