@@ -55,6 +55,7 @@ __all__ = [
     "Rule",
     "Spreading",
     "SynapseConfig",
+    "check_flag",
     "check_size",
     "validate_namespace",
 ]
@@ -99,6 +100,23 @@ got 2050: 'éééééééééééééééééééééééééééééééééé�
         raise InvalidValueError(
             f"{what} must be at most {MAX_NAME_BYTES} bytes of UTF-8, got {size}: {value[:40]!r}..."
         )
+    return value
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False: a flag given as ``"no"`` would read as True.
+
+    Examples
+    --------
+    >>> check_flag("dry_run", False)
+    False
+    >>> check_flag("dry_run", "no")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: dry_run must be a bool, got str 'no'
+    """
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
     return value
 
 
@@ -400,10 +418,7 @@ association gate: got min_association=0.5 with require_association=False
             "indirect_penalty",
         ):
             _check_non_negative(name, getattr(self, name))
-        if not isinstance(self.require_association, bool):
-            raise InvalidTypeError(
-                f"require_association must be a bool, got {self.require_association!r}"
-            )
+        check_flag("require_association", self.require_association)
         if self.min_association > 0 and not self.require_association:
             raise InvalidValueError(
                 f"min_association applies under the association gate: got "
@@ -526,8 +541,7 @@ class Operations:
                 f"{self.busy_timeout_s!r}"
             )
         _check_integer("write_retries", self.write_retries, 0)
-        if not isinstance(self.pause_collector, bool):
-            raise InvalidTypeError(f"pause_collector must be a bool, got {self.pause_collector!r}")
+        check_flag("pause_collector", self.pause_collector)
 
 
 GROUPS = ("learning", "recall", "spreading", "operations")

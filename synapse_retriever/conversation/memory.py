@@ -38,7 +38,7 @@ import numpy as np
 from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
-from synapse_retriever.config import Operations
+from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.conversation.assemble import (
     AssembledTurn,
     TurnsView,
@@ -265,7 +265,9 @@ class ConversationMemory:
         except BaseException:
             self._storage.close()
             raise
-        self._consolidator = Consolidator(self._consolidate, background=background)
+        self._consolidator = Consolidator(
+            self._consolidate, background=check_flag("background", background)
+        )
         if self._due():
             self._consolidator.request()  # a consolidation due before the last close
 

@@ -41,7 +41,13 @@ from synapse_retriever.capture.coactivation import (
     validate_node_id,
 )
 from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
-from synapse_retriever.config import ActrRule, SynapseConfig, check_size, validate_namespace
+from synapse_retriever.config import (
+    ActrRule,
+    SynapseConfig,
+    check_flag,
+    check_size,
+    validate_namespace,
+)
 from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
@@ -644,6 +650,8 @@ config: pass config together with a store path instead
         (0, 1)
         """
         now = to_seconds(at)
+        check_flag("dry_run", dry_run)
+        check_flag("force", force)
         with self._lock:
             self._check_open()
             if dry_run or (now > time.time() and not force):
@@ -722,6 +730,7 @@ config: pass config together with a store path instead
         >>> [other for other, _, _ in store.neighbours("a", at=0)]
         ['b']
         """
+        check_flag("dry_run", dry_run)
         limit = time.time() + self.config.operations.max_clock_skew_s
         storage = self._storage
         with self._lock:
@@ -821,6 +830,16 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         ids = coactivation_set(seeds)
         now = to_seconds(at)
         validate_namespace(active_namespace)
+        if isinstance(report_min, bool) or not isinstance(report_min, Real):
+            raise InvalidTypeError(
+                f"report_min must be a number, got {type(report_min).__name__} {report_min!r}"
+            )
+        if not math.isfinite(report_min):
+            raise InvalidValueError(f"report_min must be a finite number, got {report_min!r}")
+        try:
+            shown = coactivation_set(report)  # a bare str refused; each id checked
+        except (InvalidTypeError, InvalidValueError) as exc:
+            raise type(exc)(f"report: {exc}") from None
         with self._lock:
             self._refresh()
             return activation_from(
@@ -828,8 +847,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
                 ids,
                 now,
                 active_namespace,
-                report_min=report_min,
-                report=report,
+                report_min=float(report_min),
+                report=shown,
             )
 
     def activate(

@@ -583,3 +583,39 @@ def test_event_ids_make_replays_idempotent(store: SynapseStore) -> None:
     assert edge is not None and edge.activation_count == 1
     with pytest.raises(InvalidValueError, match="event_id"):
         store.reinforce(["a", "b"], event_id="")
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "message"),
+    [
+        ({"report": "bb"}, InvalidTypeError, "report: nodes must be a list of ids, got a bare str"),
+        ({"report": [None]}, InvalidTypeError, "report: node id must be a str, got NoneType"),
+        ({"report_min": float("nan")}, InvalidValueError, "report_min must be a finite number"),
+        ({"report_min": "x"}, InvalidTypeError, "report_min must be a number, got str 'x'"),
+    ],
+)
+def test_what_spread_reports_is_checked(
+    given: dict[str, object], error: type[Exception], message: str
+) -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)
+    store.reinforce(["b", "bb"], at=0)
+    with pytest.raises(error, match=message):
+        store.spread(["a"], at=0, **given)  # type: ignore[arg-type]
+    assert store.spread(["a"], at=0, report=["bb"], report_min=0.9).energy == {"bb": 0.0324}
+
+
+def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_done() -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0)
+    for call, name in [
+        (lambda: store.decay(at=400 * DAY, dry_run="yes"), "dry_run"),  # "yes" reads as True
+        (lambda: store.decay(at=400 * DAY, force="no"), "force"),  # "no" reads as True too
+        (lambda: store.repair(dry_run=1), "dry_run"),
+        (lambda: ConversationMemory(":memory:", background="no"), "background"),
+    ]:
+        with pytest.raises(InvalidTypeError, match=f"{name} must be a bool, got "):
+            call()
+    assert store.edge("a", "b") is not None  # the sweep at 400 days never ran

@@ -18,6 +18,8 @@ from pydantic import Field, field_validator, model_validator
 
 from synapse_retriever import (
     Hit,
+    InvalidTypeError,
+    InvalidValueError,
     ItemRecall,
     Recalled,
     SynapseConfig,
@@ -240,9 +242,9 @@ class SynapseRetriever(BaseRetriever):
     def _plan(self, upstream: Sequence[Document], k: int | None) -> ItemRecall[Document]:
         limit = self.k if k is None else k
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise TypeError(f"k must be an int or None, got {limit!r}")
+            raise InvalidTypeError(f"k must be an int or None, got {limit!r}")
         if limit is not None and limit < 1:
-            raise ValueError(f"k must be at least 1, got {limit}")
+            raise InvalidValueError(f"k must be at least 1, got {limit}")
         docs = list(upstream)[:limit]
         if not all(isinstance(doc, Document) for doc in docs):
             raise TypeError(f"base_retriever must return Documents, got {docs!r}")

@@ -34,7 +34,13 @@ from llama_index.core.vector_stores.types import (
 from llama_index.postprocessor.synapse import SynapsePostprocessor
 from pydantic import ValidationError
 
-from synapse_retriever import ANNOTATION_KEYS, SynapseConfig, SynapseStore, usable_scores
+from synapse_retriever import (
+    ANNOTATION_KEYS,
+    InvalidTypeError,
+    SynapseConfig,
+    SynapseStore,
+    usable_scores,
+)
 
 IDS = "abcdefyz"
 PUBLISHED = SynapseConfig.published()
@@ -459,6 +465,11 @@ def test_config_that_contradicts_the_store_is_refused() -> None:
         SynapsePostprocessor(
             store=SynapseStore(":memory:"), config=SynapseConfig.actr(max_inject=1)
         )
+
+
+def test_what_is_not_a_scored_node_is_refused_by_type(synapse: SynapsePostprocessor) -> None:
+    with pytest.raises(InvalidTypeError, match="nodes must be NodeWithScore objects, got str 'a'"):
+        synapse.postprocess_nodes(["a"], query_str="q")  # type: ignore[list-item]
 
 
 def test_bad_namespace_and_id_mode_are_refused() -> None:

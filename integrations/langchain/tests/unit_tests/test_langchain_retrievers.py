@@ -31,7 +31,13 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_synapse_retriever import SynapseRetriever, document_id
 from pydantic import Field, ValidationError
 
-from synapse_retriever import SynapseConfig, SynapseStore, content_id
+from synapse_retriever import (
+    InvalidTypeError,
+    InvalidValueError,
+    SynapseConfig,
+    SynapseStore,
+    content_id,
+)
 
 PUBLISHED = SynapseConfig.published()
 UPSTREAM = ["a", "b", "c", "d", "e"]  # the upstream's ranking, best first
@@ -130,7 +136,8 @@ def test_invoke_k_overrides_the_field(upstream: ListRetriever) -> None:
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])
 def test_bad_k_is_refused(upstream: ListRetriever, k: Any) -> None:
-    with pytest.raises((ValueError, TypeError), match="k must be"):
+    error = InvalidTypeError if isinstance(k, (bool, float)) else InvalidValueError
+    with pytest.raises(error, match="k must be"):  # typed, as the core's errors are
         make(upstream).invoke("q", k=k)
     with pytest.raises(ValidationError):
         make(upstream, k=k)

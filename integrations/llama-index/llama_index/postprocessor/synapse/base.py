@@ -208,6 +208,11 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         return self._output(nodes, await recall.aresolve(fetch, self._cost(), _unfetched))
 
     def _plan(self, nodes: Sequence[NodeWithScore]) -> ItemRecall[NodeWithScore]:
+        wrong = next((node for node in nodes if not isinstance(node, NodeWithScore)), None)
+        if wrong is not None:  # a retriever's results, scored: what a postprocessor is given
+            raise InvalidTypeError(
+                f"nodes must be NodeWithScore objects, got {type(wrong).__name__} {wrong!r:.80}"
+            )
         ids = [self.node_id(node) for node in nodes]
         scores = [node.score for node in nodes]
         return plan_items(
