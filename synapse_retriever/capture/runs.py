@@ -29,6 +29,8 @@ import threading
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
+from synapse_retriever.errors import InvalidTypeError
+
 __all__ = ["RunCollector"]
 
 T = TypeVar("T")
@@ -100,6 +102,10 @@ class RunCollector(Generic[T]):
         >>> RunCollector().add(None, ["a", "b"])
         ['a', 'b']
         """
+        if isinstance(items, (str, bytes)):  # would be read as its characters
+            raise InvalidTypeError(
+                f"items must be an iterable of items, got a bare {type(items).__name__} {items!r}"
+            )
         batch = list(items)
         if run is None:
             return batch

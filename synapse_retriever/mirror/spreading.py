@@ -33,7 +33,7 @@ from scipy import sparse
 from synapse_retriever._arrays import unique_ids
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.config import Spreading
-from synapse_retriever.errors import InvalidTypeError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "Activation",
@@ -66,6 +66,8 @@ def hub_factor(degree: int, *, hub_degree: int = Spreading.hub_degree) -> float:
     >>> hub_factor(50)
     1.0
     """
+    if isinstance(hub_degree, bool) or not isinstance(hub_degree, int) or hub_degree < 1:
+        raise InvalidValueError(f"hub_degree must be an integer >= 1, got {hub_degree!r}")
     return math.sqrt(hub_degree / degree) if degree > hub_degree else 1.0
 
 

@@ -41,6 +41,7 @@ from synapse_retriever.recall.hits import (
     Resolvable,
     injection_slots,
     resolves,
+    validated_hits,
 )
 
 if TYPE_CHECKING:
@@ -145,6 +146,30 @@ def inject(
     [('a', 0.9, 'vector'), ('b', 0.8, 'vector'), ('d', 0.75, 'boosted'), ('c', 0.7, 'vector'), \
 ('x', 0.5, 'injected')]
     """
+    return _injected(
+        validated_hits(hits),  # as recall checks them: real, finite, best first
+        activation,
+        seeds=seeds,
+        boost=boost,
+        threshold=threshold,
+        max_inject=max_inject,
+        resolvable=resolvable,
+        cost=cost,
+    )
+
+
+def _injected(
+    hits: Sequence[tuple[str, float]],
+    activation: Activation,
+    *,
+    seeds: int,
+    boost: float,
+    threshold: float,
+    max_inject: int,
+    resolvable: Resolvable | None,
+    cost: Callable[[str], float] | None,
+) -> list[Hit]:
+    """:func:`inject` on hits already validated (a plan's)."""
     energy = activation.energy
     rows = [(index, hit[0], hit[1]) for index, hit in enumerate(hits)]
     boosted: dict[int, Hit] = {}
@@ -251,7 +276,7 @@ class RecallPlan:
         >>> [(h.id, h.origin) for h in plan.inject(resolvable={"x"})]
         [('a', 'vector'), ('x', 'injected')]
         """
-        return inject(
+        return _injected(
             self.hits,
             self.activation,
             seeds=self.rule.seeds,

@@ -93,3 +93,12 @@ def test_concurrent_runs_from_threads_do_not_mix() -> None:
         thread.join()
     assert results == {n: [n] * 50 for n in range(8)}
     assert len(runs) == 0
+
+
+def test_a_bare_str_of_items_is_refused() -> None:
+    import pytest
+
+    from synapse_retriever.errors import InvalidTypeError
+
+    with pytest.raises(InvalidTypeError, match="got a bare str 'abc'"):
+        RunCollector().add(None, "abc")  # would be the items 'a', 'b', 'c'

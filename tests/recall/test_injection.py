@@ -238,3 +238,25 @@ def test_a_cost_bound_is_never_exceeded(
 
     out = inject(rows, Activation(energy, {}), cost=cost)
     assert sum(cost(h.id) for h in out) <= sum(cost(r[0]) for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("hits", "message"),
+    [
+        ([("a", 0.5), ("b", 0.9)], "hits must be sorted best first"),
+        ([("a", float("nan"))], "non-finite score nan"),
+    ],
+)
+def test_inject_checks_its_hits_as_recall_does(hits: list[tuple[str, float]], message: str) -> None:
+    from synapse_retriever.errors import InvalidValueError
+
+    with pytest.raises(InvalidValueError, match=message):
+        inject(hits, Activation(energy={"x": 0.9}, paths={"x": ("a", "x")}))
+
+
+def test_a_hub_degree_below_one_is_refused() -> None:
+    from synapse_retriever.errors import InvalidValueError
+    from synapse_retriever.mirror.spreading import hub_factor
+
+    with pytest.raises(InvalidValueError, match="hub_degree must be an integer >= 1, got 0"):
+        hub_factor(5, hub_degree=0)  # every factor would be 0: no energy past a node

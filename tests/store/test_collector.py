@@ -203,7 +203,7 @@ def test_no_collection_runs_inside_a_big_batchs_transaction(tmp_path: Path) -> N
 
 
 def test_pause_collector_must_be_a_bool() -> None:
-    with pytest.raises(InvalidTypeError, match="pause_collector must be a bool, got 'no'"):
+    with pytest.raises(InvalidTypeError, match="pause_collector must be a bool, got str 'no'"):
         Operations(pause_collector="no")  # type: ignore[arg-type]
     assert SynapseConfig.actr(pause_collector=False).operations.pause_collector is False
 
