@@ -66,11 +66,12 @@ def to_seconds(at: Clock) -> float:
         raise InvalidTypeError(
             f"at must be a datetime, POSIX seconds or None, got {type(at).__name__} {at!r}"
         )
-    if isinstance(at, int) and at.bit_length() > 1024:  # past a float's range
+    try:
+        seconds = float(at)
+    except OverflowError:  # an int or a Fraction past a float's range
         raise InvalidValueError(
-            f"at must be a finite number of seconds, got {at.bit_length()}-bit int"
-        )
-    seconds = float(at)
+            f"at must be a finite number of seconds, got {type(at).__name__} past a float's range"
+        ) from None
     if not math.isfinite(seconds):
         raise InvalidValueError(f"at must be a finite number of seconds, got {at!r}")
     if seconds < EARLIEST:

@@ -43,6 +43,7 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 __all__ = [
     "BASE_NAMESPACES",
     "GROUPS",
+    "HALF_LIFE_DAYS",
     "MAX_BUSY_TIMEOUT_S",
     "MAX_NAME_BYTES",
     "PRESETS",
@@ -73,6 +74,9 @@ PRESETS = ("actr", "published", "recency")
 BASE_NAMESPACES = ("personal", "shared", "ephemeral")
 """The fixed namespaces; branches are ``"branch:<name>"``."""
 
+HALF_LIFE_DAYS = (1e-6, 1e6)
+"""The half-lives a store holds, in days (a tenth of a second to 2,700 years), configured or
+imported: past them the decay's arithmetic leaves a float's range."""
 MAX_BUSY_TIMEOUT_S = 2_147_483
 """The longest wait for a write lock SQLite takes (its busy timeout is 32-bit milliseconds)."""
 MAX_NAME_BYTES = 2048
@@ -233,12 +237,15 @@ class Learning:
         _check_positive("half_life_bounds[0]", bounds[0])
         if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
             raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
+        _check_half_life("half_life_bounds[0]", bounds[0])
+        _check_half_life("half_life_bounds[1]", bounds[1])
         half_lives = dict(self.half_life_days)
         missing = {"personal", "branch", "shared", "ephemeral"} - half_lives.keys()
         if missing:
             raise InvalidValueError(f"half_life_days misses {sorted(missing)}")
         for ns, days in half_lives.items():
             _check_positive(f"half_life_days[{ns!r}]", days)
+            _check_half_life(f"half_life_days[{ns!r}]", days)
         object.__setattr__(self, "half_life_days", _frozen(half_lives))
 
     def default_half_life(self, namespace: str) -> float:
@@ -809,6 +816,12 @@ def _check_unit(name: str, value: object) -> None:
 def _check_non_negative(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value >= 0):  # type: ignore[arg-type, operator]
         raise InvalidValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_half_life(name: str, days: float) -> None:
+    low, high = HALF_LIFE_DAYS
+    if not low <= days <= high:
+        raise InvalidValueError(f"{name} must be in [{low:g}, {high:g}] days, got {days!r}")
 
 
 def _check_positive(name: str, value: object) -> None:

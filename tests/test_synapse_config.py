@@ -177,6 +177,16 @@ def test_a_name_that_is_no_field_of_this_config_is_refused_by_name(
         (lambda: PublishedRule(max_inject=-1), "max_inject must be an integer >= 0, got -1"),
         (lambda: Operations(busy_timeout_s=0.0), "busy_timeout_s must be a finite number > 0"),
         (lambda: Operations(busy_timeout_s=1e308), r"busy_timeout_s must be at most 2,147,483 s"),
+        (
+            lambda: Learning(half_life_bounds=(1e-7, 120.0)),
+            r"half_life_bounds\[0\] must be in \[1e-06, 1e\+06\] days, got 1e-07",
+        ),
+        (
+            lambda: Learning(
+                half_life_days={"personal": 1e7, "branch": 30, "shared": 60, "ephemeral": 1}
+            ),
+            r"half_life_days\['personal'\] must be in \[1e-06, 1e\+06\] days, got 10000000.0",
+        ),
         (lambda: SynapseConfig.recency(min_association=0.5), "min_association applies under"),
     ],
 )

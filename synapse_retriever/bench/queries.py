@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +174,7 @@ def run_queries(
         k: {row: [] for row in names} for k in ks
     }
     counts = {k: {row: Injections() for row in names} for k in ks}
+    learned_at = -math.inf  # the latest time a query's used ids were learned at
     for number, query in enumerate(queries, start=1):
         for k in ks:
             hits = list(query.hits[:k])
@@ -188,8 +190,15 @@ def run_queries(
                 )
                 counts[k][row] += injections(ranked["vector"], ranked[row], query.relevant)
         if query.used:
+            at = time.time() if query.at is None else query.at
+            if at < learned_at:  # the file out of order; the store may have learned since
+                raise InvalidValueError(
+                    f"query {number}: at {at} is earlier than an earlier query's {learned_at}: "
+                    "give the queries in time order"
+                )
+            learned_at = at
             try:
-                store.reinforce(query.used, namespace=namespace, at=query.at, late="clamp")
+                store.reinforce(query.used, namespace=namespace, at=at, late="clamp")
             except InvalidValueError as exc:
                 raise InvalidValueError(f"query {number}: used: {exc}") from None
     variant = "online" if any(query.used for query in queries) else "frozen"

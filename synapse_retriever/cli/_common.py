@@ -31,6 +31,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
+from synapse_retriever.persistence.sqlite import SIDE_FILES
 from synapse_retriever.persistence.transfer import database_kind, same_file
 from synapse_retriever.store import SynapseStore
 
@@ -142,7 +143,7 @@ def check_output(path: str | None, *inputs: str | None) -> None:
     ...     check_output(os.path.join(folder, ".", "queries.jsonl"), queries)
     ... except CliError as error:
     ...     print(str(error).split("', ")[-1])
-    which this command reads; it was left untouched
+    or in it, which this command reads; it was left untouched
     """
     if path is None or path == "-":
         return
@@ -151,10 +152,16 @@ def check_output(path: str | None, *inputs: str | None) -> None:
     if not Path(path).parent.is_dir():
         raise CliError(f"cannot write {path!r}: no such directory")
     for source in inputs:
-        if source is not None and source != "-" and same_file(path, source):
+        if source is None or source == "-":
+            continue
+        read = [source, *(source + suffix for suffix in SIDE_FILES)]  # a store's side files too
+        inside = Path(source).is_dir() and Path(path).resolve().is_relative_to(
+            Path(source).resolve()
+        )  # a folder the command reads every file of
+        if inside or any(same_file(path, name) for name in read):
             raise CliError(
-                f"cannot write {path!r}: it is {source!r}, which this command reads; it was "
-                "left untouched"
+                f"cannot write {path!r}: it is {source!r}, or in it, which this command reads; "
+                "it was left untouched"
             )
     what = database_kind(path)
     if what is not None:

@@ -210,7 +210,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from synapse_retriever.persistence.transfer import check_export_path, write_edges
 
     now = parse_time(args.at)
-    check_output(args.output)
+    check_output(args.output, args.store)
     streamed = args.output == "-" or _is_stdout(args.output)  # /dev/stdout: no rename over it
     if not streamed:  # never a store, never SQLite, never a FIFO or a device
         check_export_path(args.output, store_path=args.store)

@@ -258,8 +258,10 @@ def checked_embedder(embedder: Embedder) -> Embedder:
     8
     """
     name, dim = embedder.name, embedder.dim
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str):
         raise InvalidTypeError(f"embedder.name must be a non-empty str, got {name!r}")
+    if not name.strip():
+        raise InvalidValueError(f"embedder.name must be a non-empty str, got {name!r}")
     if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
         raise InvalidTypeError(f"embedder.dim must be an int of at least 1, got {dim!r}")
     return embedder

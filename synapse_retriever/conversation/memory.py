@@ -83,6 +83,7 @@ from synapse_retriever.persistence.conversation import (
     check_user,
     open_conversation_storage,
 )
+from synapse_retriever.persistence.postgres import is_postgres_url
 from synapse_retriever.persistence.sqlite import file_path
 from synapse_retriever.tokens import TokenCounter, checked_counter
 
@@ -222,6 +223,7 @@ class ConversationMemory:
         user: str | None = None,
     ) -> None:
         stored_user = check_user(user)  # a bad name is refused before the file is touched
+        check_flag("background", background)
         if config is not None and not isinstance(config, ContextConfig):
             raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
         resolved = (
@@ -244,7 +246,7 @@ class ConversationMemory:
             )
         self.relations = relations
         self.config = config or ContextConfig()
-        self.path = file_path(path)
+        self.path = str(path) if is_postgres_url(path) else file_path(path)  # a URL: not echoed
         self.token_counter = checked_counter(token_counter)
         self._cached_count = functools.lru_cache(maxsize=16_384)(self.token_counter)
         self.embedder: Embedder = resolved
@@ -265,9 +267,7 @@ class ConversationMemory:
         except BaseException:
             self._storage.close()
             raise
-        self._consolidator = Consolidator(
-            self._consolidate, background=check_flag("background", background)
-        )
+        self._consolidator = Consolidator(self._consolidate, background=background)
         if self._due():
             self._consolidator.request()  # a consolidation due before the last close
 
@@ -434,7 +434,8 @@ class ConversationMemory:
         Raises
         ------
         InvalidTypeError
-            ``text`` is not a str (multimodal content: pass its text parts).
+            ``text``, ``role`` or ``session`` is not a str (multimodal content: pass its
+            text parts), or ``speaker`` is neither None nor a str.
         InvalidValueError
             ``text`` is empty or blank; ``role`` or ``session`` is empty; ``role`` is not
             one of :data:`ROLES`; ``speaker`` is blank or longer than 200 characters;

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -66,7 +67,9 @@ def hub_factor(degree: int, *, hub_degree: int = Spreading.hub_degree) -> float:
     >>> hub_factor(50)
     1.0
     """
-    if isinstance(hub_degree, bool) or not isinstance(hub_degree, int) or hub_degree < 1:
+    if isinstance(hub_degree, bool) or not isinstance(hub_degree, Integral):
+        raise InvalidTypeError(f"hub_degree must be an integer, got {hub_degree!r}")
+    if hub_degree < 1:
         raise InvalidValueError(f"hub_degree must be an integer >= 1, got {hub_degree!r}")
     return math.sqrt(hub_degree / degree) if degree > hub_degree else 1.0
 

@@ -30,7 +30,8 @@ from contextlib import AbstractContextManager, contextmanager
 
 import numpy as np
 
-from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
+from synapse_retriever.config import validate_namespace
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, StorageUnavailableError
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
@@ -83,6 +84,35 @@ class _Names:
         return max(self.to_view[layer], default=0)
 
 
+def shared_namespace_set(names: object) -> frozenset[str]:
+    """The namespaces a layered store keeps in its shared layer: a non-empty collection of
+    valid namespaces (a bare str is refused: it would be read as its characters).
+
+    Examples
+    --------
+    >>> sorted(shared_namespace_set(["shared", "branch:auth"]))
+    ['branch:auth', 'shared']
+    >>> shared_namespace_set("shared")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: shared_namespaces must be a collection of \
+namespaces, got a bare str 'shared': pass ('shared',)
+    """
+    if isinstance(names, (str, bytes)):
+        raise InvalidTypeError(
+            f"shared_namespaces must be a collection of namespaces, got a bare "
+            f"{type(names).__name__} {names!r}: pass ({names!r},)"
+        )
+    if not isinstance(names, Iterable):
+        raise InvalidTypeError(
+            f"shared_namespaces must be a collection of namespaces, got {type(names).__name__}"
+        )
+    chosen = frozenset(validate_namespace(name) for name in names)
+    if not chosen:
+        raise InvalidValueError("shared_namespaces must name at least one namespace, got none")
+    return chosen
+
+
 class LayeredStorage:
     """A local backend and a shared one, seen as one (see the module docstring).
 
@@ -101,17 +131,13 @@ class LayeredStorage:
         *,
         shared_namespaces: Collection[str] = ("shared",),
     ) -> None:
-        if isinstance(shared_namespaces, str) or not shared_namespaces:
-            raise InvalidValueError(
-                f"shared_namespaces must be a non-empty collection of names, "
-                f"got {shared_namespaces!r}"
-            )
+        chosen = shared_namespace_set(shared_namespaces)
         self.layers = (local, shared)
         self.path = f"{local.path} + {shared.path}"
         self.read_only = False
         """A layered storage takes writes: each layer refuses those it cannot write (a
         read-only shared layer, its namespaces' writes only)."""
-        self.shared_namespaces = frozenset(shared_namespaces)
+        self.shared_namespaces = chosen
         self.nodes, self.spaces = _Names(), _Names()
         self.cursors = [0, 0]  # the layer version each layer's part of the view reflects
         self.version = 0

@@ -550,17 +550,9 @@ class SQLiteStorage:
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
-            _refuse_side_file_name(self.path)
             _refuse_directory(Path(self.path))
-            folder = Path(self.path).parent
-            if not read_only and not folder.is_dir():
-                raise InvalidValueError(
-                    f"cannot create {self.path!r}: no directory {str(folder)!r}"
-                )
-            if not (read_only or Path(self.path).exists() or os.access(folder, os.W_OK | os.X_OK)):
-                raise ReadOnlyStoreError(
-                    f"cannot create {self.path!r}: its folder {str(folder)!r} cannot be written"
-                )
+            if not (self.read_only or self.path.startswith("file:")):  # a URI is SQLite's
+                _refuse_to_write(self.path)
             self.read_only = self.read_only or _unwritable(Path(self.path))
         self._db = self._connect(busy_timeout_s)
         try:
@@ -1062,17 +1054,28 @@ bytes b'synapses.db'
     return text
 
 
-def _refuse_side_file_name(path: str) -> None:
-    """Refuse a store named as SQLite names another database's side files (``x.db-wal``,
-    ``x.db-shm``, ``x.db-journal``): whoever opens ``x.db`` next takes the store for its own
-    log or journal, and SQLite deletes it."""
+def _refuse_to_write(path: str) -> None:
+    """Refuse to create a store in a missing folder or in one that cannot be written, and to
+    write one under a name SQLite gives another database's side files (``x.db-wal``,
+    ``x.db-shm``, ``x.db-journal``): whoever opens ``x.db`` takes the file for its own log or
+    journal, and SQLite deletes it. A store made there by an older release still opens
+    read-only, to be exported or moved (its header is never read here: closing a descriptor
+    of an open database's ``-shm`` would drop this process's locks on it)."""
+    if not Path(path).exists():
+        folder = Path(path).parent
+        if not folder.is_dir():
+            raise InvalidValueError(f"cannot create {path!r}: no directory {str(folder)!r}")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ReadOnlyStoreError(
+                f"cannot create {path!r}: its folder {str(folder)!r} cannot be written"
+            )
     for suffix in SIDE_FILES:
         base = path.removesuffix(suffix)
         if base != path and Path(base).name:
             raise InvalidValueError(
                 f"{path!r} is named as SQLite names the {suffix[1:]} file of {base!r}: opening "
                 f"{base!r} would delete it; give the store another name (such as "
-                f"{Path(path).name + '.db'!r}), and move an existing one there"
+                f"{Path(path).name + '.db'!r}); one made there before opens with read_only=True"
             )
 
 

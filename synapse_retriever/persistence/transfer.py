@@ -59,7 +59,7 @@ from typing import IO, Any, Literal
 
 from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
-from synapse_retriever.config import Operations, validate_namespace
+from synapse_retriever.config import HALF_LIFE_DAYS, Operations, validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.learning.usage import uses_from_edges
@@ -72,7 +72,6 @@ from synapse_retriever.store import SynapseStore
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
-    "HALF_LIFE_DAYS",
     "SUFFIXES",
     "Format",
     "MergeReport",
@@ -92,9 +91,6 @@ FORMAT_VERSION = 1
 
 Format = Literal["json", "graphml"]
 
-HALF_LIFE_DAYS = (1e-6, 1e6)
-"""The half-lives an import takes, in days (a tenth of a second to 2,700 years): past them the
-decay's arithmetic leaves a float's range, and no store learns one."""
 
 SUFFIXES: dict[str, Format] = {".json": "json", ".graphml": "graphml", ".xml": "graphml"}
 """The suffixes :func:`guess_format` knows, compared case-insensitively."""

@@ -58,7 +58,7 @@ from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.mirror.spreading import Activation
 from synapse_retriever.mirror.stats import graph_stats
 from synapse_retriever.persistence import Storage
-from synapse_retriever.persistence.layered import LayeredStorage
+from synapse_retriever.persistence.layered import LayeredStorage, shared_namespace_set
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import retrying
 from synapse_retriever.persistence.rows import ForgetCounts
@@ -235,21 +235,20 @@ class SynapseStore:
         >>> store.close()
         """
         config = config or SynapseConfig()
-        if isinstance(shared_namespaces, str):
-            raise InvalidTypeError(
-                "shared_namespaces must be an iterable of namespaces, got a bare str "
-                f"{shared_namespaces!r}: pass ({shared_namespaces!r},)"
-            )
-        namespaces = [validate_namespace(ns) for ns in shared_namespaces]
+        namespaces = shared_namespace_set(shared_namespaces)  # checked before a file is made
         # the shared one first: a server that does not answer leaves no new local file behind
         second = _open_storage(shared, read_only_shared, config)
+        first: Storage | None = None
         try:
             first = _open_storage(local, False, config)
+            return cls(
+                config=config, storage=LayeredStorage(first, second, shared_namespaces=namespaces)
+            )
         except BaseException:
-            second.close()
+            for opened in (first, second):
+                if opened is not None:
+                    opened.close()
             raise
-        storage = LayeredStorage(first, second, shared_namespaces=namespaces)
-        return cls(config=config, storage=storage)
 
     @classmethod
     def coerce(
@@ -1130,10 +1129,12 @@ def _clamped_strength(strength: object, maximum: float) -> float:
         raise InvalidTypeError(
             f"strength must be a number, got {type(strength).__name__} {strength!r}"
         )
-    if isinstance(strength, int) and strength.bit_length() > 1024:  # past a float's range
+    try:
+        value = float(strength)
+    except OverflowError:  # an int or a Fraction past a float's range
         raise InvalidValueError(
-            f"strength must be a finite number, got {strength.bit_length()}-bit int"
-        )
-    if not math.isfinite(strength):
+            f"strength must be a finite number, got {type(strength).__name__} past a float's range"
+        ) from None
+    if not math.isfinite(value):
         raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
-    return min(max(float(strength), 0.0), maximum)
+    return min(max(value, 0.0), maximum)

@@ -399,6 +399,13 @@ def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
     assert main(["bench", "memory", "--plot", str(report), str(report)]) == 2
     assert "which this command reads" in capsys.readouterr().err
     assert path.read_bytes() == data and json.loads(report.read_text())["dataset"] == "LoCoMo"
+    inside = tmp_path / "conversations"  # a folder the command reads every JSON file of
+    inside.mkdir()
+    (inside / "locomo10.json").write_bytes(data)
+    folder = ["bench", "memory", "--locomo", str(inside), "--no-minilm", "--quiet", "--retrieve"]
+    assert main([*folder, "--json", str(inside / "report.json")]) == 2
+    assert "or in it, which this command reads" in capsys.readouterr().err
+    assert sorted(p.name for p in inside.iterdir()) == ["locomo10.json"]
     assert main([*argv, "--realmem", str(path)]) == 2
     assert "give one" in capsys.readouterr().err
     path.write_text(json.dumps([{"speaker_a": "x"}]))

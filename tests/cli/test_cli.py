@@ -419,6 +419,11 @@ def test_bench_quality_scores_old_queries_over_a_store_that_learned_since(
     rows = json.loads(out)["variants"]["online"]["by_k"]["3"]["rows"]
     assert rows["vector"]["per_query_recall"] == [0.5]  # scored, then learned at its time
     assert path.read_bytes() == before
+    older = {**line, "at": "2026-10-01T10:00:00Z"}  # the file itself out of order: refused
+    queries.write_text(json.dumps(line) + "\n" + json.dumps(older) + "\n")
+    code, _, err = run(capsys, *args, "--quiet")
+    assert code == 2
+    _one_error_line(err, "query 2: at ", "give the queries in time order")
 
 
 def test_bench_quality_over_your_own_queries_refuses_bad_input(

@@ -168,7 +168,6 @@ def test_as_embedder_asks_the_installed_adapters_in_name_order(
     ("name", "dim", "says"),
     [
         (None, 4, "embedder.name must be a non-empty str, got None"),
-        ("  ", 4, "embedder.name must be a non-empty str, got '  '"),
         ("e", -1, "embedder.dim must be an int of at least 1, got -1"),
         ("e", "4", "embedder.dim must be an int of at least 1, got '4'"),
     ],
@@ -187,6 +186,22 @@ def test_an_embedder_with_a_bad_name_or_dim_is_refused_before_the_file_is_made(
 
     with pytest.raises(InvalidTypeError, match=says):
         ConversationMemory(tmp_path / "chat.db", embedder=Bad())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_embedder_with_a_blank_name_is_a_value_error(tmp_path: Path) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    class Blank:
+        name, dim = "  ", 4
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.ones((len(texts), 4))
+
+    with pytest.raises(
+        InvalidValueError, match=r"embedder\.name must be a non-empty str, got '  '"
+    ):
+        ConversationMemory(tmp_path / "chat.db", embedder=Blank())
     assert list(tmp_path.iterdir()) == []
 
 

@@ -605,7 +605,7 @@ def test_what_spread_reports_is_checked(
     assert store.spread(["a"], at=0, report=["bb"], report_min=0.9).energy == {"bb": 0.0324}
 
 
-def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_done() -> None:
+def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_done(tmp_path: Path) -> None:
     from synapse_retriever.conversation import ConversationMemory
 
     store = SynapseStore(":memory:")
@@ -614,8 +614,9 @@ def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_done() -> None:
         (lambda: store.decay(at=400 * DAY, dry_run="yes"), "dry_run"),  # "yes" reads as True
         (lambda: store.decay(at=400 * DAY, force="no"), "force"),  # "no" reads as True too
         (lambda: store.repair(dry_run=1), "dry_run"),
-        (lambda: ConversationMemory(":memory:", background="no"), "background"),
+        (lambda: ConversationMemory(tmp_path / "chat.db", background="no"), "background"),
     ]:
         with pytest.raises(InvalidTypeError, match=f"{name} must be a bool, got "):
             call()
     assert store.edge("a", "b") is not None  # the sweep at 400 days never ran
+    assert list(tmp_path.iterdir()) == []  # the memory's file was never made

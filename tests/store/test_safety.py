@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from synapse_retriever import (
 )
 from synapse_retriever.cli import main
 from synapse_retriever.persistence.sqlite import SQLiteStorage
-from synapse_retriever.persistence.transfer import merge_edges, read_edges
+from synapse_retriever.persistence.transfer import merge_edges, read_edges, write_edges
 
 DAY = 86_400.0
 
@@ -86,8 +87,10 @@ def test_a_time_ahead_of_the_clock_is_refused_and_nothing_is_written(at: float) 
     [
         ({"at": -1e15}, r"at=-1000000000000000\.0 is before the year 1"),
         ({"at": -62_135_596_801}, "is before the year 1"),
-        ({"at": 10**400}, "at must be a finite number of seconds, got 1329-bit int"),
-        ({"strength": 10**400}, "strength must be a finite number, got 1329-bit int"),
+        ({"at": 10**400}, "at must be a finite number of seconds, got int past a float's range"),
+        ({"strength": 10**400}, "strength must be a finite number, got int past a float's range"),
+        ({"at": 2**1024 - 1}, "got int past a float's range"),  # 1,024 bits, still past it
+        ({"at": Fraction(10**400)}, "got Fraction past a float's range"),
     ],
 )
 def test_a_time_before_the_calendar_or_past_a_float_is_refused(
@@ -481,6 +484,8 @@ def test_a_layered_store_whose_shared_half_fails_leaves_no_local_file(tmp_path: 
         SynapseStore.layered(local=local, shared=tmp_path / "no" / "shared.db")
     with pytest.raises(InvalidTypeError, match=r"got a bare str 'shared': pass \('shared',\)"):
         SynapseStore.layered(local=local, shared=tmp_path / "s.db", shared_namespaces="shared")
+    with pytest.raises(InvalidValueError, match="must name at least one namespace"):
+        SynapseStore.layered(local=local, shared=tmp_path / "s.db", shared_namespaces=())
     assert sorted(tmp_path.iterdir()) == []
 
 
@@ -493,3 +498,24 @@ def test_a_new_store_in_a_folder_that_cannot_be_written_is_a_read_only_error(
         with pytest.raises(ReadOnlyStoreError, match=r"its folder '.*frozen' cannot be written"):
             SynapseStore(folder / "x.db")
         assert list(folder.iterdir()) == []
+
+
+def test_a_store_made_under_a_side_file_name_before_still_opens_to_be_moved(tmp_path: Path) -> None:
+    made = tmp_path / "made.db"
+    with SynapseStore(made) as store:
+        store.reinforce(["a", "b"])
+    old = tmp_path / "work-journal"  # as a release before the rule could name one
+    made.rename(old)
+    with pytest.raises(InvalidValueError, match="one made there before opens with read_only=True"):
+        SynapseStore(old)  # a write would leave it where SQLite deletes it
+    with SynapseStore(old, read_only=True) as store:  # to be exported or moved
+        assert store.edge("a", "b") is not None
+        assert write_edges(store, tmp_path / "edges.json") == 1
+
+
+def test_an_sqlite_uri_is_sqlites_to_read(tmp_path: Path) -> None:
+    path = tmp_path / "u.db"
+    with SynapseStore(f"file:{path}") as store:  # an absolute file: URI, as SQLite reads it
+        store.reinforce(["a", "b"])
+    with SynapseStore(path) as store:
+        assert store.edge("a", "b") is not None
