@@ -110,7 +110,10 @@ def register(commands: Commands) -> None:
     watching.add_argument("path", metavar="PATH", help="the working tree to watch")
     watching.add_argument("store", metavar="STORE", help=STORE_HELP)
     watching.add_argument(
-        "--quiet-s", type=float, default=QUIET_S, help="seconds without a save that close a window"
+        "--quiet-s",
+        type=float,
+        default=QUIET_S,
+        help=f"seconds without a save that close a window ({QUIET_S:g})",
     )
     watching.add_argument(
         "--namespace", help="namespace to learn in (default: branch:<checked-out branch>)"
