@@ -26,6 +26,7 @@ __all__ = [
     "SECONDS_PER_DAY",
     "Clock",
     "days_between",
+    "finite_real",
     "iso",
     "not_ahead",
     "to_seconds",
@@ -62,23 +63,44 @@ def to_seconds(at: Clock) -> float:
                 f"at must be a timezone-aware datetime, got naive {at.isoformat()!r}"
             )
         return at.timestamp()
-    if isinstance(at, bool) or not isinstance(at, Real):  # NumPy's scalars are
-        raise InvalidTypeError(
-            f"at must be a datetime, POSIX seconds or None, got {type(at).__name__} {at!r}"
-        )
-    try:
-        seconds = float(at)
-    except OverflowError:  # an int or a Fraction past a float's range
-        raise InvalidValueError(
-            f"at must be a finite number of seconds, got {type(at).__name__} past a float's range"
-        ) from None
-    if not math.isfinite(seconds):
-        raise InvalidValueError(f"at must be a finite number of seconds, got {at!r}")
+    seconds = finite_real(at, "at", "a datetime, POSIX seconds or None", unit=" of seconds")
     if seconds < EARLIEST:
         raise InvalidValueError(
             f"at={seconds} is before the year 1 ({EARLIEST}): times are POSIX seconds"
         )
     return seconds
+
+
+def finite_real(value: object, what: str, expected: str, *, unit: str = "") -> float:
+    """``value`` as a finite float: any real number (NumPy's scalars, a Fraction), not a bool.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``value`` is not a real number (``what`` must be ``expected``).
+    InvalidValueError
+        ``value`` is NaN, infinite, or past a float's range.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> finite_real(Fraction(1, 4), "strength", "a number")
+    0.25
+    >>> finite_real(10**400, "strength", "a number")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: strength must be a finite number, got int past \
+a float's range
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise InvalidTypeError(f"{what} must be {expected}, got {type(value).__name__} {value!r}")
+    try:
+        number, shown = float(value), repr(value)
+    except OverflowError:  # an int or a Fraction past a float's range
+        number, shown = math.inf, f"{type(value).__name__} past a float's range"
+    if not math.isfinite(number):
+        raise InvalidValueError(f"{what} must be a finite number{unit}, got {shown}")
+    return number
 
 
 def days_between(earlier: float, later: float) -> float:

@@ -40,7 +40,7 @@ from synapse_retriever.capture.coactivation import (
     coactivation_set,
     validate_node_id,
 )
-from synapse_retriever.clock import SECONDS_PER_DAY, Clock, not_ahead, to_seconds
+from synapse_retriever.clock import SECONDS_PER_DAY, Clock, finite_real, not_ahead, to_seconds
 from synapse_retriever.config import (
     ActrRule,
     SynapseConfig,
@@ -1125,16 +1125,4 @@ def _event_id(event_id: object) -> str | None:
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:
-    if isinstance(strength, bool) or not isinstance(strength, Real):  # NumPy's scalars are
-        raise InvalidTypeError(
-            f"strength must be a number, got {type(strength).__name__} {strength!r}"
-        )
-    try:
-        value = float(strength)
-    except OverflowError:  # an int or a Fraction past a float's range
-        raise InvalidValueError(
-            f"strength must be a finite number, got {type(strength).__name__} past a float's range"
-        ) from None
-    if not math.isfinite(value):
-        raise InvalidValueError(f"strength must be a finite number, got {strength!r}")
-    return min(max(value, 0.0), maximum)
+    return min(max(finite_real(strength, "strength", "a number"), 0.0), maximum)
