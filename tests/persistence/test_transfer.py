@@ -486,3 +486,17 @@ def test_graphml_carries_whitespace_and_markup_in_ids_exactly(tmp_path: Path) ->
         write_edges(store, tmp_path / "edges.graphml", at=0.0)
     assert len(expected) == 28
     assert read_edges(tmp_path / "edges.graphml") == expected
+
+
+def test_an_export_into_a_folder_that_cannot_be_written_names_the_file(tmp_path: Path) -> None:
+    from files import read_only
+
+    folder = tmp_path / "frozen"
+    folder.mkdir()
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce(["a", "b"])
+        with read_only(folder), pytest.raises(PermissionError) as caught:
+            write_edges(store, folder / "edges.json")
+    message = str(caught.value)
+    assert f"cannot write '{folder / 'edges.json'}'" in message and ".partial" not in message
+    assert list(folder.iterdir()) == []

@@ -530,6 +530,13 @@ class PostgresConversationStorage:
         if this user's last turn is still the one of that id (0: none), else nothing is
         stored and None is returned."""
 
+        for name in ("text", "session", "speaker"):  # PostgreSQL's text holds no NUL
+            value = getattr(record, name)
+            if isinstance(value, str) and "\x00" in value:
+                raise InvalidValueError(
+                    f"{name} holds a NUL character (U+0000), which PostgreSQL cannot store, got "
+                    f"{value!r:.80}; nothing was written"
+                )
         # read holding the write lock, in the statement that inserts: no other writer of
         # this user can come between the check and the insert
         unseen = (

@@ -790,3 +790,13 @@ def test_sqlite_and_postgresql_give_the_same_rankings_to_the_last_bit(
     on_postgres = replay(postgres_url, 240, seed=3, user="alice")
     assert len(on_sqlite) == len(on_postgres) > 20
     assert on_sqlite == on_postgres
+
+
+@pytest.mark.parametrize("field", ["text", "session", "speaker"])
+def test_a_nul_character_is_refused_naming_its_field(open_storage: Any, field: str) -> None:
+    storage = open_storage("alice")
+    record = turn("Deploys move to Fridays.")
+    setattr(record, field, "a\x00b")
+    with pytest.raises(InvalidValueError, match=rf"^{field} holds a NUL character \(U\+0000\)"):
+        storage.insert(record, "e", b"")
+    assert storage.load().turns == []  # nothing was written
