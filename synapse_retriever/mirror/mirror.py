@@ -122,7 +122,7 @@ class Mirror:
             and self.version - self.snapshot_version < SNAPSHOT_STALE_VERSIONS
         ):
             return False
-        parts = snapshot.encode(self, schema=storage.schema_version)
+        parts = snapshot.encode(self.graph, self.uses, self.version, schema=storage.schema_version)
         graph = self.graph
         if not storage.write_snapshot(self.version, graph.max_node, graph.max_namespace, parts):
             return False

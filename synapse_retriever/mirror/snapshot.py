@@ -23,7 +23,7 @@ Examples
 >>> from synapse_retriever import SynapseConfig
 >>> from synapse_retriever.mirror.mirror import Mirror
 >>> mirror = Mirror(SynapseConfig())
->>> parts = encode(mirror, schema=4)
+>>> parts = encode(mirror.graph, mirror.uses, mirror.version, schema=4)
 >>> sorted(parts)[:3]
 ['adjacency.edge', 'adjacency.indptr', 'adjacency.other']
 >>> decode(parts, SynapseConfig(), schema=4).version
@@ -41,7 +41,7 @@ import json
 import math
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -49,9 +49,6 @@ import numpy.typing as npt
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.usage import UseTable
 from synapse_retriever.mirror.graph import MemoryGraph
-
-if TYPE_CHECKING:
-    from synapse_retriever.mirror.mirror import Mirror
 
 __all__ = ["FORMAT", "HEADER", "Decoded", "SnapshotError", "decode", "encode"]
 
@@ -88,21 +85,24 @@ def _decay(config: SynapseConfig, namespaces: list[str]) -> list[Any]:
     ]
 
 
-def encode(mirror: Mirror, *, schema: int) -> dict[str, bytes | memoryview]:
-    """The parts of a snapshot of ``mirror`` (arrays as buffers, not copies), stamped with
-    its version and the storage's ``schema`` version."""
-    values, arrays = mirror.graph.arrays()
-    arrays = {**arrays, **{f"uses.{k}": v for k, v in mirror.uses.arrays().items()}}
+def encode(
+    graph: MemoryGraph, uses: UseTable, version: int, *, schema: int
+) -> dict[str, bytes | memoryview]:
+    """The parts of a snapshot of a mirror's ``graph`` and ``uses`` at storage version
+    ``version`` (arrays as buffers, not copies), stamped with that version and the storage's
+    ``schema`` version: what :func:`decode` reads back as a :class:`Decoded`."""
+    values, arrays = graph.arrays()
+    arrays = {**arrays, **{f"uses.{k}": v for k, v in uses.arrays().items()}}
     buffers = {name: _buffer(a) for name, a in arrays.items()}
     header = {
         "format": FORMAT,
         "schema": schema,
-        "version": mirror.version,
-        "max_node": mirror.graph.max_node,
-        "max_namespace": mirror.graph.max_namespace,
+        "version": version,
+        "max_node": graph.max_node,
+        "max_namespace": graph.max_namespace,
         "graph": values,
-        "uses": {"history": mirror.uses.history, "window": mirror.uses.window},
-        "decay": _decay(mirror.config, list(mirror.graph.ns_names.values())),
+        "uses": {"history": uses.history, "window": uses.window},
+        "decay": _decay(graph.config, list(graph.ns_names.values())),
         "arrays": {
             name: {
                 "dtype": a.dtype.str,

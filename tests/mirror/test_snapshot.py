@@ -345,7 +345,9 @@ def test_a_snapshot_is_written_only_at_the_storage_version(snapshotted: str) -> 
     with SynapseStore(snapshotted) as store:
         mirror, storage = store._mirror, store._storage
         assert isinstance(storage, SnapshotStorage)
-        parts = snapshot.encode(mirror, schema=storage.schema_version)
+        parts = snapshot.encode(
+            mirror.graph, mirror.uses, mirror.version, schema=storage.schema_version
+        )
         stamp = (mirror.graph.max_node, mirror.graph.max_namespace)
         assert not storage.write_snapshot(mirror.version - 1, *stamp, parts)
         with write_lock_held(snapshotted):

@@ -451,7 +451,7 @@ def test_another_snapshot_writer_is_not_waited_for(postgres_url: str, snapshots:
     storage = PostgresStorage(postgres_url, timeout_s=600.0)
     store = SynapseStore(storage=storage)
     mirror = store._mirror
-    parts = encode(mirror, schema=storage.schema_version)
+    parts = encode(mirror.graph, mirror.uses, mirror.version, schema=storage.schema_version)
     stamp = (mirror.version, mirror.graph.max_node, mirror.graph.max_namespace)
     with psycopg.connect(postgres_url) as other:
         other.execute("LOCK TABLE snapshot IN SHARE ROW EXCLUSIVE MODE")  # writing one
