@@ -9,6 +9,7 @@ print (``# out: ...``, as in the README) print it.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
 import io
@@ -210,3 +211,84 @@ def test_every_test_the_guarantees_page_names_exists() -> None:
         if not re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.M)
     ]
     assert missing == []
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of one Markdown table row: split at each ``|`` outside code spans, less the
+    escaped ones (``\\|``)."""
+    cells, cell, code = [], "", False
+    for at, char in enumerate(line.strip().strip("|")):
+        if char == "`":
+            code = not code
+        if char == "|" and not code and line.strip().strip("|")[at - 1 : at] != "\\":
+            cells.append(cell.strip())
+            cell = ""
+        else:
+            cell += char
+    return [*cells, cell.strip()]
+
+
+def _tables(text: str) -> list[list[list[str]]]:
+    """Every table of a Markdown page (outside fenced blocks): its rows' cells, header first,
+    without the rule under the header."""
+    tables: list[list[list[str]]] = []
+    rows: list[list[str]] = []
+    fenced = False
+    for line in [*text.splitlines(), ""]:
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("|"):
+            cells = _cells(line)
+            if not all(set(cell) <= set(":-") and cell for cell in cells):  # not the rule
+                rows.append(cells)
+            continue
+        if rows:
+            tables.append(rows)
+            rows = []
+    return tables
+
+
+@pytest.mark.parametrize(
+    "page", [*PAGES, ROOT / "README.md", ROOT / "CHANGELOG.md"], ids=lambda p: p.name
+)
+def test_every_table_row_has_its_headers_cells(page: Path) -> None:
+    # a row with a cell too many renders with its last cell dropped (a description lost)
+    for rows in _tables(page.read_text(encoding="utf-8")):
+        header = rows[0]
+        for row in rows[1:]:
+            assert len(row) == len(header), f"{page.name}: {header[:2]} ... row {row[:2]}"
+
+
+def test_conversation_fields_show_the_published_preset_where_it_differs() -> None:
+    from synapse_retriever.conversation import ContextConfig
+
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    default, published = ContextConfig(), ContextConfig.published()
+    (table,) = [rows for rows in _tables(text) if rows[0][:3] == ["field", "default", "published"]]
+    rows = {row[0]: row for row in table[1:]}
+    differ = []
+    for field in dataclasses.fields(ContextConfig):
+        row, value = rows[f"`{field.name}`"], getattr(published, field.name)
+        if value != getattr(default, field.name):
+            differ.append(field.name)
+            assert row[2] == f"`{value!r}`", f"configuration.md: {field.name} as published"
+        else:
+            assert row[2] == "", f"configuration.md: {field.name} is the default when published"
+    count = ("no", "one", "two", "three", "four", "five", "six", "seven")[len(differ)]
+    assert f"differs in {count} fields" in text
+
+
+def test_conversation_presets_table_shows_each_presets_values() -> None:
+    from synapse_retriever.conversation import ContextConfig
+
+    text = (DOCS / "conversation-memory.md").read_text(encoding="utf-8")
+    (table,) = [rows for rows in _tables(text) if "`ContextConfig()` (default)" in rows[0]]
+    presets = (ContextConfig(), ContextConfig.gradient(), ContextConfig.published())
+    named = {row[0].strip("`"): row[1:] for row in table[1:]}
+    assert named.pop("every other field") == ["same"] * len(presets)
+    for field in dataclasses.fields(ContextConfig):
+        values = [getattr(preset, field.name) for preset in presets]
+        if field.name in named:
+            shown = [ast.literal_eval(cell.strip("`")) for cell in named[field.name]]
+            assert shown == values, f"presets table: {field.name}"
+        else:
+            assert values == [values[0]] * len(presets), f"presets table: {field.name} differs"
