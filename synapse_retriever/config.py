@@ -769,6 +769,7 @@ not of this configuration's 'actr' rule
         _check_type(
             "recall", self.recall, (ActrRule, PublishedRule), "an ActrRule or a PublishedRule"
         )
+        check_flag("injection_enabled", self.injection_enabled)
         weights = dict(self.merge_weights)
         for ns, factor in weights.items():
             validate_namespace(ns)

@@ -195,6 +195,24 @@ def test_each_group_checks_its_own_fields_with_the_same_messages(make: Any, mess
         make()
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SynapseConfig(injection_enabled="no"),
+        lambda: SynapseConfig().replace(injection_enabled=0),
+        lambda: ActrRule(require_association="yes"),
+        lambda: Operations(pause_collector=None),
+    ],
+)
+def test_a_flag_that_is_not_a_bool_is_refused_by_name(make: Any) -> None:
+    # "no" is truthy: taken as it is, it would turn injection on
+    with pytest.raises(
+        InvalidTypeError,
+        match=r"(injection_enabled|require_association|pause_collector) must be a bool",
+    ):
+        make()
+
+
 def test_a_group_of_the_wrong_type_is_refused_by_name() -> None:
     published: Any = PublishedRule()
     learning: Any = Learning()

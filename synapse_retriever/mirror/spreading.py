@@ -4,7 +4,8 @@ The engine of the published recall rule (:mod:`~synapse_retriever.recall.publish
 which the in-memory graph runs over its CSR adjacency, and :func:`spread_activation` runs
 over a plain dict of dicts::
 
-    propagated = energy × weight × spread_rate × hf(target)
+    propagated = energy × weight × spread_rate × hf(source)
+    reported   = energy × hf(node)
     hf(n) = sqrt(hub_degree / degree(n)) above hub_degree, else 1
 
 References

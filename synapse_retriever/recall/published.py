@@ -2,9 +2,10 @@
 
 1. **Spread** (:func:`activation_from`): energy 1.0 at each of the first ``seeds`` hits
    flows two hops along merged live weights, ``propagated = energy × weight ×
-   spread_rate × hf``, damped at hubs by ``hf = sqrt(hub_degree / degree)`` above
-   ``hub_degree``; the engine (:mod:`~synapse_retriever.mirror.spreading`) runs over the
-   in-memory graph's sparse adjacency.
+   spread_rate × hf(source)``, and each node's energy is reported × its own ``hf``: damped
+   at hubs by ``hf = sqrt(hub_degree / degree)`` above ``hub_degree``; the engine
+   (:mod:`~synapse_retriever.mirror.spreading`) runs over the in-memory graph's sparse
+   adjacency.
 2. **Boost and displace** (:func:`inject`): a present non-seed hit gains
    ``boost × energy``; absent nodes with energy of at least ``inject_threshold`` take
    the weakest non-seed slots, at most ``max_inject``, the list never growing.
