@@ -1,17 +1,21 @@
-"""A heartbeat that measures how long the event loop is kept from running, and a slow
-embedder to keep it busy, for the async tests of the memory and its adapters.
+"""A heartbeat that measures how long the event loop is kept from running, a slow
+embedder to keep it busy, and a store whose write waits for another process's lock, for the
+async tests of the memory, the store's adapters and theirs.
 
 Not a test module: imported by ``tests/conversation/test_memory_async.py`` and the
-integrations' memory tests.
+integrations' tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from synapse_retriever import SynapseStore
 from synapse_retriever.conversation import HashingEmbedder
 from synapse_retriever.conversation.embed import Vectors
 
@@ -87,3 +91,24 @@ def least_stall(scenario: Callable[[], Awaitable[object]], attempts: int = 3) ->
         if best <= STALL_BOUND_S:
             break
     return best
+
+
+@contextlib.asynccontextmanager
+async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterator[None]:
+    """While the block runs, a write through ``store`` (in a thread) waits ``hold_s`` for the
+    file's write lock, which another connection holds, as another process would: the store's
+    own lock is held all that time, so a call that needs it on the loop's thread stalls the
+    loop for as long."""
+    holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    writer = threading.Thread(target=store.reinforce, args=(["writer-a", "writer-b"],))
+    writer.start()
+    await asyncio.sleep(0.05)  # the write holds the store's lock, waiting for SQLite's
+    release = threading.Timer(hold_s, holder.rollback)
+    release.start()
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(release.join)
+        await asyncio.to_thread(writer.join)
+        holder.close()

@@ -235,7 +235,9 @@ class SynapseRetriever(BaseRetriever):
         upstream = await self.base_retriever.ainvoke(
             query, {"callbacks": run_manager.get_child()}, **kwargs
         )
-        recall = self._plan(upstream, k)
+        # in a worker thread: the store's lock may be held by a write waiting for another
+        # process's (up to busy_timeout_s), and a refresh may read what others wrote
+        recall = await run_in_executor(None, self._plan, upstream, k)
         fetch = None if self.docstore is None else self._afetch
         return self._annotated(await recall.aresolve(fetch, self._cost()))
 

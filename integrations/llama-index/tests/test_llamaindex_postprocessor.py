@@ -551,3 +551,21 @@ def test_record_usage_takes_the_time_of_use() -> None:
     assert edge is not None and edge.last_reinforced_at == 10 * day
     with pytest.raises(ValueError, match="earlier"):
         synapse.record_usage(["a", "x"], at=day)  # before the edge's last reinforcement
+
+
+def test_the_async_path_never_blocks_the_loop_while_a_write_waits(
+    docstore: SimpleDocumentStore, tmp_path: Any
+) -> None:
+    # another process holds the file's write lock; this process's write waits for it,
+    # holding the store: recall waits too, in a worker thread, not on the loop
+    from loop_stalls import STALL_BOUND_S, least_stall, write_waiting
+
+    store = SynapseStore(tmp_path / "s.db")
+    store.reinforce(["a", "x"], at=0)
+    synapse = SynapsePostprocessor(store=store, docstore=docstore)
+
+    async def scenario() -> None:
+        async with write_waiting(store):
+            assert ids_of(await synapse.apostprocess_nodes(ranked("abcd")))[0] == "a"
+
+    assert least_stall(scenario) <= STALL_BOUND_S

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -204,7 +205,10 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        recall, fetch = self._plan(nodes), None if self.docstore is None else self._afetch
+        # in a worker thread: the store's lock may be held by a write waiting for another
+        # process's (up to busy_timeout_s), and a refresh may read what others wrote
+        recall = await asyncio.to_thread(self._plan, nodes)
+        fetch = None if self.docstore is None else self._afetch
         return self._output(nodes, await recall.aresolve(fetch, self._cost(), _unfetched))
 
     def _plan(self, nodes: Sequence[NodeWithScore]) -> ItemRecall[NodeWithScore]:
