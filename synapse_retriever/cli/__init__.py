@@ -14,6 +14,9 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -28,6 +31,19 @@ __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "build_parser", "histogram", "main"]
 
 PROG = "synapse-retriever"
 """The command's name: the console script the package installs (``[project.scripts]``)."""
+
+EXIT_CUT = 1
+"""The exit code when stdout's reader closed it before an export or a JSON report was all
+written (a table cut by ``| head`` ends with 0: the reader had what it wanted)."""
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device: the interpreter's last flush of what is still
+    buffered would fail again on the closed pipe, and say so."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
+    except BrokenPipeError as exc:  # stdout's reader went away (`| head`)
+        _drop_stdout()
+        if exc.strerror in (None, os.strerror(errno.EPIPE)):  # a table for people: enough
+            return 0
+        sys.stderr.write(f"{PROG}: error: {exc.strerror}\n")  # an export or JSON, cut
+        return EXIT_CUT
     except (CliError, SynapseError, OSError, sqlite3.Error) as exc:
         message = str(exc) if not isinstance(exc, sqlite3.Error) else f"database error: {exc}"
         sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")

@@ -32,7 +32,7 @@ from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.sqlite import SIDE_FILES
-from synapse_retriever.persistence.transfer import database_kind, same_file
+from synapse_retriever.persistence.transfer import database_kind, same_file, write_whole
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
@@ -69,11 +69,19 @@ class CliError(Exception):
 # -- plumbing ---------------------------------------------------------------------------
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``| head``): stop writing, and let the command end as any
+        other write to a closed stdout does (rich's own exits with 1)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(stderr: bool = False) -> Console:
     """A rich console on stdout (or stderr), 200 columns wide when it is not a terminal;
     text is printed as it is (no markup: a path such as ``pages/[id].tsx`` keeps its
     brackets)."""
-    out = Console(stderr=stderr, highlight=False, markup=False)
+    out = _Console(stderr=stderr, highlight=False, markup=False)
     if not out.is_terminal:
         out.width = 200  # no terminal: do not wrap tables at 80 columns
     return out
@@ -209,4 +217,7 @@ def progress_display(enabled: bool = True) -> Iterator[Callable[[str, int, int],
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """``data`` as indented JSON on stdout, all of it or a ``BrokenPipeError``."""
+    sys.stdout.flush()
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    write_whole(sys.stdout.buffer, text.encode("utf-8", "surrogateescape"))

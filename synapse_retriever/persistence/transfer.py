@@ -46,6 +46,7 @@ Examples
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -84,6 +85,7 @@ __all__ = [
     "same_file",
     "validate_edges",
     "write_edges",
+    "write_whole",
 ]
 
 FORMAT_NAME = "synapse-retriever/edges"
@@ -579,8 +581,7 @@ def write_edges(
             raise InvalidValueError("write_edges to a stream needs fmt='json' or 'graphml'")
         edges = export_edges(store, at=now, namespaces=namespaces)
         document = _document(edges, _format("stream", fmt), now, store, name="the stream")
-        path.write(document)
-        path.flush()
+        write_whole(path, document)
         return len(edges)
     fmt = _format(path, fmt)
     if Path(path).is_dir():
@@ -602,6 +603,38 @@ def write_edges(
         temporary.unlink(missing_ok=True)
         raise
     return len(edges)
+
+
+def write_whole(stream: IO[bytes], data: bytes) -> None:
+    """Write all of ``data`` to ``stream``, then flush it.
+
+    A pipe whose reader went away (``| head``) may take part of a write without an error:
+    CPython's buffered writer returns the count it wrote. What is left is written again, and a
+    stream that takes nothing more raises ``BrokenPipeError`` saying how much reached it, so
+    that a cut export is never reported whole.
+
+    Examples
+    --------
+    >>> buffer = io.BytesIO()
+    >>> write_whole(buffer, b"{}")
+    >>> buffer.getvalue()
+    b'{}'
+    """
+    view, done = memoryview(data), 0
+    try:
+        while done < len(view):
+            written = stream.write(view[done:])
+            if not written:  # nothing taken (a non-blocking stream that is full): no progress
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+            done += written
+        stream.flush()
+    except BrokenPipeError:
+        name = str(getattr(stream, "name", "the stream")).strip("<>")
+        raise BrokenPipeError(
+            errno.EPIPE,
+            f"{name} was closed before all of the output reached it ({done:,} of {len(view):,} "
+            "bytes written): the output is incomplete",
+        ) from None
 
 
 def _document(

@@ -1069,3 +1069,56 @@ def test_each_command_module_registers_its_own_commands() -> None:
         assert set(found.values()) == {module.__name__}  # every handler is the module's own
         every |= found
     assert list(_handlers(build_parser()).items()) == list(every.items())  # in this order
+
+
+def _read_then_close(command: list[str], keep: int) -> tuple[int, bytes, str]:
+    """Run ``synapse-retriever COMMAND`` with its stdout a pipe whose reader takes ``keep``
+    bytes and closes it (``| head -c KEEP``); its exit code, what was read, its stderr."""
+    argv = [sys.executable, "-m", "synapse_retriever.cli", *command]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        kept = process.stdout.read(keep)
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=60)
+    return code, kept, err
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of 20,000 edges: its export and its hub's listing (1,103 neighbours) outgrow
+    a pipe's buffer."""
+    from synapse_retriever.bench.perf import grow_graph
+
+    path = tmp_path_factory.mktemp("grown") / "grown.db"
+    grow_graph(path, 20_000)
+    return path
+
+
+def test_an_export_whose_reader_stops_early_says_it_is_incomplete(grown: Path) -> None:
+    # the stream's write came back short without an error: the export was reported whole
+    from synapse_retriever.bench.perf import NOW
+
+    command = ["export", str(grown), "-", "--format", "json", "--at", str(NOW)]
+    code, kept, err = _read_then_close(command, 1000)
+    assert code == 1 and len(kept) == 1000
+    _one_error_line(err, "stdout was closed before all of the output reached it", "incomplete")
+    assert "exported" not in err
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+@pytest.mark.parametrize("command", ["edges", "stats"])
+def test_output_whose_reader_stops_early(grown: Path, json_out: bool, command: str) -> None:
+    # a table for people ends quietly with 0 (`| head`: the reader had what it wanted);
+    # JSON, for programs, says it was cut and ends with 1, as an export does
+    from synapse_retriever.bench.perf import NOW
+
+    node = ["src/module_0000000.py", "--limit", "0"] if command == "edges" else []
+    argv = [command, str(grown), *node, "--at", str(NOW), *["--json"] * json_out]
+    code, kept, err = _read_then_close(argv, 10)
+    assert len(kept) == 10
+    if json_out and command == "edges":  # stats' JSON fits in the pipe's buffer
+        assert code == 1
+        _one_error_line(err, "stdout was closed before all of the output reached it")
+    else:
+        assert (code, err) == (0, "")
