@@ -594,11 +594,10 @@ def write_edges(
     try:
         temporary.write_bytes(document)
         os.replace(temporary, target)
-    except PermissionError as exc:  # named by the file asked for, not the temporary beside it
+    except OSError as exc:  # named by the file asked for, not the temporary beside it
         temporary.unlink(missing_ok=True)
-        raise PermissionError(
-            exc.errno, f"cannot write {os.fspath(path)!r}: {exc.strerror}"
-        ) from None
+        # OSError(errno, ...) is the errno's own class: PermissionError for EACCES, ...
+        raise OSError(exc.errno, f"cannot write {os.fspath(path)!r}: {exc.strerror}") from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

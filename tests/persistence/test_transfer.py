@@ -8,6 +8,8 @@ import os
 import re
 import socket
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -82,6 +84,38 @@ def test_a_failed_export_leaves_no_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no partial file left
     with _learned() as store, pytest.raises(IsADirectoryError, match="is a directory"):
         write_edges(store, tmp_path, fmt="json")
+
+
+_FULL_DISK_EXPORT = """
+import resource, signal, sys
+from synapse_retriever.bench.perf import grow_graph
+from synapse_retriever import SynapseStore
+from synapse_retriever.persistence.transfer import write_edges
+grow_graph(sys.argv[1], 2000)
+store = SynapseStore(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_edges(store, sys.argv[2], fmt="json")
+except OSError as error:
+    print(type(error).__name__, error.errno, error)
+"""
+
+
+def test_an_export_that_cannot_be_written_names_the_file_asked_for(tmp_path: Path) -> None:
+    # a read-only file system, a full disk or a file-size limit: the error named the
+    # temporary file beside the target (".edges.json.1234.partial"), or no file at all
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_EXPORT, str(tmp_path / "s.db"), str(tmp_path / "e.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "e.json"
+    assert done.stdout == f"OSError 27 [Errno 27] cannot write '{target}': File too large\n"
+    assert "partial" not in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("s.db")) == []
 
 
 def test_json_carries_the_decayed_weight_for_readers(tmp_path: Path) -> None:
