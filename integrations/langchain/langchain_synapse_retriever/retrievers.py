@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from langchain_core.callbacks import (
@@ -11,7 +12,8 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
-from langchain_core.runnables.config import run_in_executor
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, field_validator, model_validator
@@ -37,6 +39,10 @@ from synapse_retriever.clock import Clock
 __all__ = ["SynapseRetriever", "document_id"]
 
 Docstore = VectorStore | BaseStore[str, Document] | Callable[[str], Document | None]
+
+_CALLER: ContextVar[RunnableConfig | None] = ContextVar("synapse_caller_config", default=None)
+"""The config the retriever was invoked with, for its upstream: ``BaseRetriever`` hands
+``_get_relevant_documents`` the run's callbacks only, not ``configurable``."""
 
 
 def document_id(document: Document, id_key: str | None = None) -> str:
@@ -209,6 +215,28 @@ class SynapseRetriever(BaseRetriever):
         ids = usage_ids(used, lambda doc: document_id(doc, self.id_key), Document)
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
 
+    def invoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        token = _CALLER.set(ensure_config(config))
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            _CALLER.reset(token)
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        token = _CALLER.set(ensure_config(config))
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _CALLER.reset(token)
+
+    def _child_config(self, run_manager: Any) -> RunnableConfig:
+        """The caller's config (``configurable``, tags, limits), under this run."""
+        return patch_config(_CALLER.get(), callbacks=run_manager.get_child())
+
     def _get_relevant_documents(
         self,
         query: str,
@@ -217,9 +245,7 @@ class SynapseRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        upstream = self.base_retriever.invoke(
-            query, {"callbacks": run_manager.get_child()}, **kwargs
-        )
+        upstream = self.base_retriever.invoke(query, self._child_config(run_manager), **kwargs)
         recall = self._plan(upstream, k)
         fetch = None if self.docstore is None else self._fetch
         return self._annotated(recall.resolve(fetch, self._cost()))
@@ -233,7 +259,7 @@ class SynapseRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         upstream = await self.base_retriever.ainvoke(
-            query, {"callbacks": run_manager.get_child()}, **kwargs
+            query, self._child_config(run_manager), **kwargs
         )
         # in a worker thread: the store's lock may be held by a write waiting for another
         # process's (up to busy_timeout_s), and a refresh may read what others wrote

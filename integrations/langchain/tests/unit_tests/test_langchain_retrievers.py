@@ -12,6 +12,7 @@ works its numbers.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 from typing import Any
@@ -658,3 +659,28 @@ def test_ainvoke_never_blocks_the_loop_while_a_write_waits(
             assert ids(await retriever.ainvoke("q"))[0] == "a"
 
     assert least_stall(scenario) <= STALL_BOUND_S
+
+
+def test_the_upstream_gets_the_callers_config(upstream: ListRetriever) -> None:
+    # a configurable upstream (here its k) is configured through the wrapper as it would be
+    # without it; the wrapper's own run stays the parent of the upstream's
+    from langchain_core.runnables import ConfigurableField
+
+    class Ranked(BaseRetriever):
+        k: int = 4
+
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return upstream.docs[: self.k]
+
+    configurable = Ranked().configurable_fields(k=ConfigurableField(id="upstream_k"))
+    config: Any = {"configurable": {"upstream_k": 2}, "tags": ["mine"]}
+    retriever = make(configurable)
+    assert ids(configurable.invoke("q", config=config)) == ["a", "b"]
+    assert ids(retriever.invoke("q", config=config)) == ["a", "b"]
+
+    async def both() -> list[list[str | None]]:
+        return [ids(await retriever.ainvoke("q", config=config)), ids(retriever.invoke("q"))]
+
+    assert asyncio.run(both()) == [["a", "b"], ["a", "b", "c", "d"]]
