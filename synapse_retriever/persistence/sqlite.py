@@ -1000,14 +1000,15 @@ def _unwritable(path: Path) -> bool:
 
 
 def _frozen(path: Path) -> bool:
-    """Whether no one can write an existing file now: no write permission is set for
-    anyone, or the permissions let this process write it and the system refuses all the
-    same (an immutable file, ``chattr +i``, or a read-only file system)."""
+    """Whether no one can write an existing file now: this process cannot (root can write a
+    file whatever its permissions say), and no write permission is set for anyone, or the
+    permissions let this process write it and the system refuses all the same (an immutable
+    file, ``chattr +i``, or a read-only file system)."""
+    if os.access(path, os.W_OK) or not hasattr(os, "geteuid"):
+        return False
     found = path.stat()
     if not found.st_mode & 0o222:
         return True
-    if os.access(path, os.W_OK) or not hasattr(os, "geteuid"):
-        return False
     owner = found.st_uid == os.geteuid() and found.st_mode & stat.S_IWUSR
     return os.geteuid() == 0 or bool(owner)
 

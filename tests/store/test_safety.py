@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import multiprocessing as mp
 import re
 import sqlite3
@@ -272,6 +273,24 @@ def test_read_only_can_be_asked_for(learned: Path) -> None:
         SynapseStore(learned.parent / "missing.db", read_only=True)
     with pytest.raises(InvalidValueError, match="in-memory store cannot be read-only"):
         SynapseStore(":memory:", read_only=True)
+
+
+def test_a_reader_sees_writes_to_a_file_without_write_bits_that_root_writes(
+    learned: Path,
+) -> None:
+    # root writes a 0444 file; a reader that took it for one no one can write opened it
+    # immutable and kept the old graph for as long as it stayed open
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("only root writes a file without write permission")
+    (learned.parent / f"{learned.name}-wal").unlink(missing_ok=True)
+    learned.chmod(0o444)
+    config = SynapseConfig().replace(refresh_interval_s=0.0)
+    with SynapseStore(learned, read_only=True, config=config) as reader:
+        before = reader.graph().number_of_edges()
+        with SynapseStore(learned) as writer:
+            assert not writer.read_only
+            writer.reinforce(["new-a", "new-b"])
+        assert reader.graph().number_of_edges() == before + 1
 
 
 def test_a_read_only_file_of_an_older_schema_is_refused_untouched(learned: Path) -> None:
