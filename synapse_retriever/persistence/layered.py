@@ -232,8 +232,10 @@ class LayeredStorage:
             yield tx
             tx.commit()
         except BaseException as exc:
-            tx.rollback(exc)
+            typed = tx.rollback(exc)
             self._forget_since(marks)  # ids learned from layers that rolled back
+            if typed is not None:  # the layer's own error for it: retried where transient
+                raise typed
             raise
         # every layer committed: the view moves on by one if no other writer came between
         written = {layer: part.version for layer, part in tx.parts.items()}
@@ -299,12 +301,20 @@ class _LayeredTransaction:
                 ) from exc
             raise
 
-    def rollback(self, exc: BaseException) -> None:
-        """Roll back every layer's transaction still open."""
+    def rollback(self, exc: BaseException) -> BaseException | None:
+        """Roll back every layer's transaction still open; the first error a layer made of
+        ``exc`` (a PostgreSQL layer types a deadlock, a lost connection or a lock waited on
+        too long: :func:`~synapse_retriever.persistence.postgres.typed_write_errors`), if
+        any. A layer that did not raise ``exc`` hands it back as it is."""
+        typed: BaseException | None = None
         while self._opened:
             _, opened = self._opened.popitem()
-            with contextlib.suppress(BaseException):
+            try:
                 opened.__exit__(type(exc), exc, exc.__traceback__)
+            except BaseException as raised:
+                if raised is not exc and typed is None:
+                    typed = raised
+        return typed
 
     def _ns(self, view: int) -> tuple[int, WriteTransaction, int]:
         """The layer of namespace ``view``, its transaction, and the namespace's id there."""

@@ -7,6 +7,7 @@ namespace only to its own backend, and see teammates' shared writes (and only th
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -281,3 +282,52 @@ def test_one_event_id_in_both_layers_writes_both_events_in_a_batch_or_not(
     with SynapseStore(postgres_url) as team:  # the id is recorded with its edges
         edge = team.edge("a", "c", "shared")
         assert edge is not None and edge.activation_count == 1
+
+
+def test_a_lock_held_too_long_in_the_shared_layer_is_a_typed_error(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    # an error inside the shared layer's transaction was typed by that layer, then dropped:
+    # the raw psycopg error reached the caller, and a transient one was never retried
+    from synapse_retriever import WriteConflictError
+
+    config = SynapseConfig().replace(busy_timeout_s=0.5)
+    store = SynapseStore.layered(local=tmp_path / "me.db", shared=postgres_url, config=config)
+    store.reinforce(["a", "b"], namespace="shared", at=10)
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute("SELECT * FROM edges FOR UPDATE")  # held past busy_timeout_s
+        with pytest.raises(WriteConflictError, match="longer than busy_timeout_s"):
+            store.reinforce(["a", "b"], namespace="shared", at=20)
+    assert store.edge("a", "b", "shared").activation_count == 1
+    store.close()
+
+
+def test_a_shared_write_whose_connection_is_killed_runs_again(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    store = SynapseStore.layered(local=tmp_path / "me.db", shared=postgres_url)
+    store.reinforce(["a", "b"], namespace="shared", at=10)
+    with psycopg.connect(postgres_url) as blocker, psycopg.connect(postgres_url) as admin:
+        admin.autocommit = True
+        blocker.execute("SELECT * FROM edges FOR UPDATE")  # the write waits inside its transaction
+
+        def kill_the_waiting_writer() -> None:
+            for _ in range(500):
+                waiting = admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> %s",
+                    (blocker.info.backend_pid,),
+                ).fetchall()
+                if waiting:
+                    for (pid,) in waiting:
+                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    blocker.rollback()
+                    return
+                time.sleep(0.01)
+
+        killer = threading.Thread(target=kill_the_waiting_writer)
+        killer.start()
+        store.reinforce(["a", "b"], namespace="shared", at=20)
+        killer.join()
+    assert store.edge("a", "b", "shared").activation_count == 2  # run again, once
+    store.close()
