@@ -235,7 +235,7 @@ class LayeredStorage:
             typed = tx.rollback(exc)
             self._forget_since(marks)  # ids learned from layers that rolled back
             if typed is not None:  # the layer's own error for it: retried where transient
-                raise typed
+                raise typed from typed.__cause__  # as the layer raised it
             raise
         # every layer committed: the view moves on by one if no other writer came between
         written = {layer: part.version for layer, part in tx.parts.items()}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import multiprocessing as mp
+import os
 import re
 import sqlite3
 import subprocess
