@@ -10,22 +10,26 @@ order:
    up inside it (exact where writers take turns: SQLite);
 2. :func:`namespaces_to_move`: the namespaces ``old`` was learned in (edges or uses), of
    those asked for;
-3. :func:`lock_uses`: lock both nodes' use rows, and start again if they are not the rows
+3. :func:`lock_edges_to_move`: lock ``old``'s edges and the pairs they move to;
+4. :func:`lock_uses`: lock both nodes' use rows, and start again if they are not the rows
    the mirror holds;
-4. :func:`refuse_merge`: refuse when ``new`` already has edges or uses there;
-5. :func:`move_edges`: lock ``old``'s edges and the pairs they move to, write them under
-   ``new``, delete them under ``old``;
-6. :func:`move_uses`: ``old``'s use rows become ``new``'s, ``old``'s left blank;
+5. :func:`refuse_merge`: refuse when ``new`` already has edges or uses there;
+6. :func:`move_edges`: write the edges under ``new`` and delete them under ``old``;
+7. :func:`move_uses`: ``old``'s use rows become ``new``'s, ``old``'s left blank;
 
 and, once committed, the mirror (:meth:`~synapse_retriever.mirror.mirror.Mirror.committed`).
 
-Why the lock order is safe with concurrent writers (PostgreSQL): every event that uses a
-node writes that node's use row, so locking both nodes' use rows (step 3) orders the rename
-with every such write: one that committed before the lock is in the rows read under it
-(and, not yet in the mirror, makes them differ: step 3 starts again); one that comes after
-waits for the commit and sees the nodes moved. The edges are then locked by id (step 5),
-in the backend's sorted order; a pair under ``new`` that another writer created meanwhile
-(a blank row that is not blank) starts the rename again too. A failure at any step rolls
+Why the lock order is safe with concurrent writers (PostgreSQL): a rename takes its locks
+in the order every write takes them, edges (step 3: by id, then the new pairs, each in the
+backend's sorted order) before use rows (step 4), so the two never wait on each other in a
+circle (locking the use rows first deadlocked with a writer holding one of the node's
+edges). Every event that uses a node writes that node's use row, so locking both nodes'
+use rows orders the rename with every such write: one that committed before the lock is in
+the rows read under it (and, not yet in the mirror, makes them differ: step 4 starts again);
+one that comes after waits for the commit and sees the nodes moved. A pair under ``new``
+that another writer created meanwhile (a blank row that is not blank) starts the rename
+again too (step 6), once step 5 has found, from the mirror step 4 found current, that
+``new`` had no associations before. A failure at any step rolls
 the whole transaction back: nothing moved, the mirror unchanged but for other writers'
 commits read in step 1. A layered store renames in each layer's transaction, the shared
 one first.
@@ -65,6 +69,7 @@ from synapse_retriever.persistence.protocols import TransientWriteError
 from synapse_retriever.persistence.rows import EdgeKey, UseKey, edge_rows, rows_array
 
 __all__ = [
+    "lock_edges_to_move",
     "lock_uses",
     "move_edges",
     "move_uses",
@@ -92,9 +97,10 @@ def rename_node(storage: Storage, mirror: Mirror, old: str, new: str, only: set[
         new_id = graph.index[new] if new in graph.index else tx.node_ids([new])[0]
         # no merge: the new name may have no past in those namespaces (in any, for all)
         checked = spaces if only is not None else sorted(graph.ns_names)
+        rows, moved, blanks = lock_edges_to_move(tx, graph, edges, spaces, old_id, new_id, new)
         locked = lock_uses(tx, mirror, old_id, new_id, spaces, checked)
         refuse_merge(mirror, old, new, new_id, checked, edges)
-        rows, inserted, updated = move_edges(tx, graph, edges, spaces, old_id, new_id, new)
+        inserted, updated = move_edges(tx, rows, moved, blanks)
         uses = move_uses(tx, locked, old_id, new_id)
 
     def apply_own(_: bool) -> None:
@@ -170,7 +176,7 @@ def refuse_merge(
         )
 
 
-def move_edges(
+def lock_edges_to_move(
     tx: WriteTransaction,
     graph: MemoryGraph,
     edges: IntArray,
@@ -178,11 +184,34 @@ def move_edges(
     old_id: int,
     new_id: int,
     new: str,
-) -> tuple[list[EdgeRow], list[EdgeRow], list[EdgeRow]]:
-    """Move ``old_id``'s ``edges`` of the namespaces ``spaces`` to ``new_id`` in ``tx``,
-    their state unchanged: the rows moved (current, read under lock, deleted), and the
-    rows inserted and updated under the new pairs (a pair a concurrent backend holds a
-    blank row for is updated, the others inserted).
+) -> tuple[list[EdgeRow], dict[EdgeKey, EdgeRow], dict[EdgeKey, EdgeRow]]:
+    """Lock ``old_id``'s ``edges`` of the namespaces ``spaces`` in ``tx``, then the pairs
+    they move to under ``new_id``: the rows to move (current, read under lock), each by the
+    pair it moves to, and the rows stored under those pairs (a blank row where a concurrent
+    backend locks a pair it did not hold)."""
+    wanted = edges[np.isin(graph.namespaces_of(edges), spaces)]
+    rows = tx.edges_by_id(wanted.tolist())  # current, locked
+    moved: dict[EdgeKey, EdgeRow] = {}
+    for row in rows:
+        other = row.b if row.a == old_id else row.a
+        if other == new_id:  # no pair of a node with itself: refuse_merge refuses this one
+            continue
+        pair = (new_id, other) if new < graph.names[other] else (other, new_id)
+        moved[EdgeKey(row.namespace, *pair)] = row
+    blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in edge_rows(tx.lock_edges(list(moved)))}
+    return rows, moved, blanks
+
+
+def move_edges(
+    tx: WriteTransaction,
+    rows: Sequence[EdgeRow],
+    moved: dict[EdgeKey, EdgeRow],
+    blanks: dict[EdgeKey, EdgeRow],
+) -> tuple[list[EdgeRow], list[EdgeRow]]:
+    """Move the locked ``rows`` to their new pairs (``moved``, from
+    :func:`lock_edges_to_move`) in ``tx``, their state unchanged: the rows inserted and
+    updated under the new pairs (a pair a concurrent backend holds a blank row for is
+    updated, the others inserted); ``rows`` are deleted.
 
     Raises
     ------
@@ -190,14 +219,6 @@ def move_edges(
         A pair under ``new`` was written by another writer meanwhile: the rename starts
         again.
     """
-    wanted = edges[np.isin(graph.namespaces_of(edges), spaces)]
-    rows = tx.edges_by_id(wanted.tolist())  # current, locked
-    moved: dict[EdgeKey, EdgeRow] = {}
-    for row in rows:
-        other = row.b if row.a == old_id else row.a
-        pair = (new_id, other) if new < graph.names[other] else (other, new_id)
-        moved[EdgeKey(row.namespace, *pair)] = row
-    blanks = {EdgeKey(r.namespace, r.a, r.b): r for r in edge_rows(tx.lock_edges(list(moved)))}
     if any(r.activation_count for r in blanks.values()):
         raise TransientWriteError("the new name was written meanwhile", conflict=True)
     state = {
@@ -207,7 +228,7 @@ def move_edges(
     inserted = edge_rows(tx.insert(rows_array([r for k, r in state.items() if k not in blanks])))
     tx.update(rows_array(updated))
     tx.delete([row.id for row in rows])
-    return rows, inserted, updated
+    return inserted, updated
 
 
 def move_uses(

@@ -4,24 +4,28 @@ synapse_retriever/store/rename.py, each on a real SQLite file and a real mirror.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import random
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mirrors import loaded, state
 
-from synapse_retriever import InvalidValueError, SynapseConfig, SynapseStore
+from synapse_retriever import InvalidValueError, SynapseConfig, SynapseStore, WriteConflictError
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.mirror.mirror import Mirror
-from synapse_retriever.persistence.protocols import TransientWriteError
+from synapse_retriever.persistence.protocols import TransientWriteError, WriteTransaction
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.rename import (
+    lock_edges_to_move,
     lock_uses,
     move_edges,
     namespaces_to_move,
@@ -320,5 +324,96 @@ def test_an_edge_written_under_the_new_name_meanwhile_starts_the_rename_again(
         sqlite_storage.write() as tx,
     ):
         new = tx.node_ids(["new"])[0]
-        move_edges(tx, graph, graph.incident(old), spaces, old, new, "new")
+        rows, moved, blanks = lock_edges_to_move(
+            tx, graph, graph.incident(old), spaces, old, new, "new"
+        )
+        move_edges(tx, rows, moved, blanks)
     assert state(loaded(sqlite_storage)) == before
+
+
+class _LockOrder(SQLiteStorage):
+    """A real SQLite store whose write transactions note each call that locks rows, in order:
+    "edges" (read by pair or by id) and "uses"."""
+
+    calls: list[str]
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[WriteTransaction]:
+        with super().write() as tx:
+            yield _Noting(tx, self.calls)
+
+
+class _Noting:
+    LOCKS: ClassVar[dict[str, str]] = {
+        "lock_edges": "edges",
+        "edges_by_id": "edges",
+        "uses_of": "uses",
+    }
+
+    def __init__(self, tx: WriteTransaction, calls: list[str]) -> None:
+        self._tx, self._calls = tx, calls
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._tx, name)
+        if name not in self.LOCKS:
+            return found
+
+        def noted(*args: Any) -> Any:
+            self._calls.append(self.LOCKS[name])
+            return found(*args)
+
+        return noted
+
+
+def test_a_rename_locks_edges_before_uses_as_every_write_does(tmp_path: Path) -> None:
+    # a rename that locked the use rows first waited on a writer holding an edge of the
+    # node, which waited on those use rows: a deadlock PostgreSQL broke after a second
+    storage = _LockOrder(tmp_path / "s.db")
+    storage.calls = []
+    with SynapseStore(storage=storage) as store:
+        learn(store)
+        storage.calls.clear()
+        store.reinforce(["pkg/jwt.py", "keys.py"], at=T0 + 4 * DAY)
+        writes = list(dict.fromkeys(storage.calls))
+        storage.calls.clear()
+        store.rename("pkg/jwt.py", "lib/jwt.py")
+        renames = list(dict.fromkeys(storage.calls))
+    assert writes == renames == ["edges", "uses"]
+
+
+def test_renames_and_writers_at_once_meet_no_deadlock(postgres_url: str) -> None:
+    import psycopg
+
+    nodes = [f"n{i}.py" for i in range(10)]
+    with SynapseStore(postgres_url) as store:
+        store.reinforce(nodes, namespace="shared")
+    stop = threading.Event()
+
+    def write(seed: int) -> None:
+        rng = random.Random(seed)
+        with SynapseStore(postgres_url) as writer:
+            while not stop.is_set():
+                writer.reinforce(rng.sample(nodes, 3), namespace="shared")
+
+    def deadlocks() -> int:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            row = db.execute(
+                "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    before = deadlocks()
+    writers = [threading.Thread(target=write, args=(seed,)) for seed in range(3)]
+    for thread in writers:
+        thread.start()
+    try:
+        with SynapseStore(postgres_url) as renamer:
+            for i in range(15):
+                with contextlib.suppress(WriteConflictError):  # writers came first 9 times
+                    renamer.rename(random.Random(i).choice(nodes), f"moved-{i}.py")
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join(timeout=60)
+    time.sleep(1.1)  # a backend's counts reach pg_stat_database within a second
+    assert deadlocks() == before
