@@ -218,6 +218,17 @@ class SynapseRetriever(BaseRetriever):
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
+        """The upstream's documents for ``input``, after recall (``k=`` per call, see
+        :attr:`k`). The upstream runs under ``config`` as if called directly: its
+        ``configurable`` fields, tags and limits reach it, its run a child of this one.
+
+        Example:
+            >>> from langchain_core.runnables import RunnableLambda
+            >>> up = RunnableLambda(lambda q: [Document("a", id="a"), Document("b", id="b")])
+            >>> retriever = SynapseRetriever(base_retriever=up, store=":memory:")
+            >>> [doc.id for doc in retriever.invoke("query", k=1)]
+            ['a']
+        """
         token = _CALLER.set(ensure_config(config))
         try:
             return super().invoke(input, config, **kwargs)
@@ -227,6 +238,8 @@ class SynapseRetriever(BaseRetriever):
     async def ainvoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
+        """:meth:`invoke` on the async path: the upstream's ``ainvoke``, the docstore's
+        async reads, and recall in a worker thread, so the event loop is never held up."""
         token = _CALLER.set(ensure_config(config))
         try:
             return await super().ainvoke(input, config, **kwargs)
