@@ -794,7 +794,7 @@ class ConversationMemory:
             if not self._turns:
                 return []
             turns = self._turns
-            ranking = self._ranking(query, vector, (relevance, graph), depth, now)
+            ranking = self._ranking(query, vector, (relevance, graph), depth, now, allowed)
             scores, fused = ranking.scores, ranking.fused
             neighbours = ranking.neighbours
             if allowed is not None:
@@ -848,12 +848,19 @@ class ConversationMemory:
         )
 
     def _ranking(
-        self, query: str, vector: Vectors, weights: tuple[float, float], depth: int, now: float
+        self,
+        query: str,
+        vector: Vectors,
+        weights: tuple[float, float],
+        depth: int,
+        now: float,
+        allowed: frozenset[str] | None = None,
     ) -> _Ranking:
         """The turns ``query`` needs, scored (the rule of :meth:`retrieve`), asked at
-        ``now``; the caller holds the lock and has caught up."""
+        ``now``, each channel deep enough to hold ``depth`` turns of the sessions
+        ``allowed`` (None: any); the caller holds the lock and has caught up."""
         config = self.config
-        lexical, dense = self._channels(query, vector, depth)
+        lexical, dense = self._channels(query, vector, depth, allowed)
         channel_weights = [config.retrieval_lexical_weight, 1.0]
         fused = self._cued(
             query, fuse([lexical, dense], channel_weights, k=config.retrieval_rrf_k), now
@@ -869,11 +876,27 @@ class ConversationMemory:
             scores = {t: s for t, s in scores.items() if s > 0}
         return _Ranking(scores, fused, frozenset(lexical), frozenset(dense), neighbours)
 
-    def _channels(self, query: str, vector: Vectors, depth: int) -> tuple[list[int], list[int]]:
-        """The ``depth`` best turn ids by BM25 and by the embedder, best first."""
+    def _channels(
+        self, query: str, vector: Vectors, depth: int, allowed: frozenset[str] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """The best turn ids by BM25 and by the embedder, best first: ``depth`` of them, or
+        as many more as it takes for ``depth`` of the sessions ``allowed`` (None: any), each
+        channel's ranks those of the whole memory."""
         turns = self._turns
-        lexical = [turns[row].id for row, _ in self._lexical.top(query, depth)]
-        return lexical, [turns[row].id for row, _ in self._index.top(vector, depth)]
+
+        def best(top: Callable[[int], list[tuple[int, float]]]) -> list[int]:
+            size = depth
+            while True:
+                rows = [row for row, _ in top(size)]
+                mine = rows if allowed is None else [r for r in rows if turns[r].session in allowed]
+                if len(mine) >= depth or len(rows) < size or size >= len(turns):
+                    return [turns[row].id for row in rows]
+                size *= 4
+
+        return (
+            best(lambda size: self._lexical.top(query, size)),
+            best(lambda size: self._index.top(vector, size)),
+        )
 
     def _assembly_ranking(self, query: str, vector: Vectors, now: float) -> list[int]:
         """The rows ``query`` needs first in an assembly, best first: BM25, the embedder

@@ -655,3 +655,23 @@ def test_a_bad_busy_timeout_is_refused_before_the_file_is_made(
     with pytest.raises(InvalidValueError, match=message):
         ConversationMemory(tmp_path / "chat.db", busy_timeout_s=timeout)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_session_filter_finds_its_turns_below_the_other_sessions_best() -> None:
+    # the filter ran after each channel kept its best 100 turns of every session: a session
+    # whose turn ranked below them returned nothing at k=5, and its turn at k=200
+    memory = ConversationMemory(":memory:", background=False)
+    for i in range(150):
+        memory.add_turn(f"The deploy of service {i} is done.", session="ops", at=i)
+    planning = memory.add_turn(
+        "After a long meeting about budgets and hiring, we agreed the deploy of billing moves "
+        "to Fridays.",
+        session="planning",
+        at=200,
+    )
+    for k in (5, 200):
+        found = memory.retrieve("deploy", k=k, sessions=["planning"], at=300)
+        assert [r.turn_id for r in found] == [planning]
+    unfiltered = memory.retrieve("deploy", k=200, at=300)  # the same scores, filtered
+    assert [r for r in unfiltered if r.session == "planning"] == found
+    memory.close()
