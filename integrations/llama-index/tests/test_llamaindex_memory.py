@@ -247,3 +247,31 @@ def test_the_blocks_async_paths_never_hold_up_the_event_loop() -> None:
     question = [ChatMessage(role="user", content="When do we deploy?")]
     assert content == asyncio.run(fast.aget(question))
     fast.memory.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Talk {i}: we moved the production deploy to day {i} of the month, after lunch.",
+        "Run `kubectl rollout restart deploy/api-{i}` then check https://grafana.example.com/d/{i}.",
+        "会話 {i}: 本番デプロイは月の{i}日に移動しました。",
+    ],
+    ids=["prose", "code and links", "CJK"],
+)
+def test_a_truncated_block_shrinks_in_memorys_tokens_not_its_own(text: str) -> None:
+    # the block took Memory's tokens to cut (its tokenizer's) from its own count (the
+    # approximate one): for code, links or CJK it came out too big or at 0, and Memory dropped it
+    chat = ConversationMemory(":memory:", config=ContextConfig(working_memory=0), background=False)
+    block = SynapseMemoryBlock(chat, budget_tokens=1000)
+    memory = Memory.from_defaults(
+        session_id="me",
+        token_limit=600,
+        chat_history_token_ratio=0.5,
+        token_flush_size=40,
+        memory_blocks=[block],
+    )
+    for i in range(80):
+        memory.put(ChatMessage(role="user", content=text.format(i=i)))
+    content = memory.get(input="When is the production deploy?")[0].content or ""
+    assert "<synapse_memory>" in content
+    assert len(memory.tokenizer_fn(content)) <= 600

@@ -26,6 +26,7 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlo
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.utils import get_tokenizer
 
 from synapse_retriever.conversation import (
     ContextBudgetError,
@@ -294,9 +295,24 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         return await self._render(self.budget_tokens)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
-        """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits)."""
-        budget = self._memory.token_counter(content) - tokens_to_truncate
-        return (await self._render(budget) or None) if budget > 0 else None
+        """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits).
+
+        The tokens are ``Memory``'s, counted by LlamaIndex's tokenizer (``Settings.tokenizer``,
+        what ``Memory`` counts with unless given its own), not the block's counter: the two
+        differ by a factor of two or more for code, links and CJK text, and a block cut in
+        the wrong ones came out too big, or at nothing, and ``Memory`` dropped it whole.
+        """
+        tokens = get_tokenizer()
+        size = len(tokens(content))
+        limit = size - tokens_to_truncate
+        budget = self._memory.token_counter(content) * limit // max(size, 1)  # its own tokens
+        while limit > 0 and budget > 0:
+            text = await self._render(budget)
+            rendered = len(tokens(text))
+            if not text or rendered <= limit:
+                return text or None
+            budget = min(budget - 1, budget * limit // rendered)
+        return None
 
     async def _render(self, budget: int) -> str:
         """The assembled turns as ``role: text`` lines; the labels count toward ``budget``.
