@@ -69,6 +69,8 @@ class Consolidator:
         self._pending = False
         self._running = False
         self._closed = False
+        self._stopped = False  # the worker thread has left its loop
+        self._then: Callable[[], object] | None = None  # close's cleanup, for the worker
         self._thread: threading.Thread | None = None
         self._name = name
 
@@ -103,8 +105,21 @@ class Consolidator:
         with self._cond:
             return self._pending or self._running
 
-    def close(self, timeout: float | None = None) -> None:
-        """Finish what was requested, then stop the worker."""
+    def close(self, timeout: float | None = None, then: Callable[[], object] | None = None) -> None:
+        """Finish what was requested, then stop the worker, then call ``then`` (the caller's
+        cleanup: closing what the job uses). Past ``timeout`` the run under way goes on, and
+        ``then`` is called on the worker's thread when it ends, never under it.
+
+        Examples
+        --------
+        >>> import threading, time
+        >>> closed = threading.Event()
+        >>> worker = Consolidator(lambda: time.sleep(0.2))
+        >>> worker.request()
+        >>> worker.close(timeout=0.01, then=closed.set)  # the run goes on past the timeout
+        >>> closed.is_set(), closed.wait(5)
+        (False, True)
+        """
         self.wait(timeout)
         with self._cond:
             self._closed = True
@@ -112,6 +127,12 @@ class Consolidator:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        with self._cond:
+            if thread is not None and not self._stopped and then is not None:
+                self._then = then  # the worker calls it as it stops
+                return
+        if then is not None:
+            then()
 
     def _loop(self) -> None:
         while True:
@@ -119,7 +140,9 @@ class Consolidator:
                 while not self._pending and not self._closed:
                     self._cond.wait()
                 if not self._pending:
-                    return
+                    self._stopped = True
+                    then, self._then = self._then, None
+                    break
                 self._pending = False
                 self._running = True
             try:
@@ -128,6 +151,11 @@ class Consolidator:
                 with self._cond:
                     self._running = False
                     self._cond.notify_all()
+        if then is not None:
+            try:
+                then()
+            except Exception:  # the caller's thread must never see a background failure
+                log.exception("closing after consolidation failed")
 
     def _run_once(self) -> None:
         try:

@@ -375,12 +375,18 @@ class ConversationMemory:
             self._storage.add_graph(missing_entities, missing_edges, turns[-1].id)
 
     def close(self, timeout: float | None = None) -> None:
-        """Finish pending consolidation, then close the database."""
+        """Finish pending consolidation, then close the database. Past ``timeout`` (seconds)
+        the memory closes at once, and a consolidation under way stores nothing: it
+        releases this user's consolidation lease, and the database closes after it."""
         if self._closed:
             return
-        self._consolidator.close(timeout)
+        finished = self._consolidator.wait(timeout)
         with self._lock:
-            self._closed = True
+            self._closed = True  # no call from now on; a run still under way stores nothing
+        self._consolidator.close(None if finished else 0.0, then=self._close_storage)
+
+    def _close_storage(self) -> None:
+        with self._lock:
             self._storage.close()
 
     def __enter__(self) -> ConversationMemory:

@@ -675,3 +675,36 @@ def test_a_session_filter_finds_its_turns_below_the_other_sessions_best() -> Non
     unfiltered = memory.retrieve("deploy", k=200, at=300)  # the same scores, filtered
     assert [r for r in unfiltered if r.session == "planning"] == found
     memory.close()
+
+
+class _HeldSummarizer:
+    """Condenses as an LLM would, each call held until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        self.started.set()
+        self.go.wait(30)
+        return Condensed(text[:20], text[:10])
+
+
+def test_closing_before_a_consolidation_ends_releases_its_lease(conversation_where: str) -> None:
+    # the database was closed under the running consolidation, which then could not release
+    # the lease: the user's consolidation stayed locked out for 600 s, across restarts
+    held = _HeldSummarizer()
+    memory = ConversationMemory(conversation_where, summarizer=held)
+    for i in range(10):
+        memory.add_turn(f"Turn {i}: the deploy of app.py moves to Friday {i}.", at=i)
+    assert held.started.wait(10)
+    memory.close(timeout=0.05)  # the run goes on, holding the lease
+    with pytest.raises(SynapseError, match="closed"):
+        memory.add_turn("too late", at=20)
+    held.go.set()  # the run ends: it stores nothing, and lets the lease go
+    again = ConversationMemory(conversation_where, background=False)
+    again.add_turn("A turn after the restart.", at=30)
+    deadline = time.monotonic() + 30
+    while not again.consolidate() and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the closed memory's run has ended
+    assert time.monotonic() < deadline, "the lease was left behind"
+    again.close()
