@@ -631,13 +631,20 @@ def _relevance_pass(
     n = len(view.texts)
     unpinned = [i for i in range(n) if not view.pinned[i]]
     working = unpinned[len(unpinned) - min(working_memory, len(unpinned)) :]
-    always = sum(whole[i] for i in range(n) if view.pinned[i])
+    pinned = [i for i in range(n) if view.pinned[i]]
+
+    def kept(stay: Sequence[int]) -> int:
+        """What the turns that stay cost FULL, with the other turns of their groups (a
+        tool call with its answer): a call left out of working memory still goes with it."""
+        held = {view.groups[i] for i in stay if view.groups[i] is not None}
+        members = {i for i in range(n) if view.groups[i] is not None and view.groups[i] in held}
+        return sum(whole[i] for i in {*stay, *members})
+
     while working and config.overflow == "shrink":
-        if always + sum(whole[i] for i in working) <= budget:
+        if kept([*pinned, *working]) <= budget:
             break
         working = working[1:]
-    room = budget - always - sum(whole[i] for i in working)
-    room = int(room * config.relevance_share)
+    room = int((budget - kept([*pinned, *working])) * config.relevance_share)
     if room <= 0:
         return {}
     skip = set(working)

@@ -247,3 +247,20 @@ def test_the_async_middleware_trims_off_the_event_loop(create_agent: Any) -> Non
     assert embedder.calls > calls
     assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
     assert [m.text for m in model.seen[-1]] == [m.text for m in sync_seen]
+
+
+def test_a_tool_result_just_returned_stays_whole_with_its_call() -> None:
+    # the relevance pass left out the cost of the newest turn's call (its group), overfilled
+    # the budget with older turns, and the result the agent had just received was condensed
+    log = "Build 3 passed. All 340 tests are green. " + "Log line. " * 30
+    history = [
+        HumanMessage("Is build 2 green? My dog is called Biscuit."),
+        AIMessage("Build 2 is green."),
+        HumanMessage("Is build 3 green?"),
+        AIMessage("", tool_calls=[{"name": "build_status", "args": {"build": 3}, "id": "c3"}]),
+        ToolMessage(log, tool_call_id="c3"),
+    ]
+    for budget in (115, 125):
+        for config in (None, ContextConfig()):  # shrink, as the adapters default; raise
+            kept = synapse_trim_messages(history, max_tokens=budget, config=config)
+            assert kept[-1].content == log and kept[-2].tool_calls, (budget, config)
