@@ -181,8 +181,9 @@ def trim_history(
     Raises
     ------
     ContextBudgetError
-        Pinned messages and working memory alone exceed ``max_tokens`` (with
-        ``config.overflow == "raise"``).
+        Pinned messages (a system prompt) alone exceed ``max_tokens``, whatever
+        ``config.overflow`` says; or, with ``config.overflow == "raise"``, pinned messages
+        and working memory.
 
     Examples
     --------

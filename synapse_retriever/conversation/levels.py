@@ -83,7 +83,8 @@ _KEPT = (Level.FULL, Level.CHUNKS, Level.SUMMARY)
 
 
 class ContextBudgetError(InvalidValueError):
-    """Working memory (and pinned turns) alone need more tokens than the budget.
+    """Pinned turns alone (whatever ``overflow`` says), or with ``overflow="raise"``
+    working memory and pinned turns, need more tokens than the budget.
 
     Attributes
     ----------
@@ -106,9 +107,14 @@ class ContextBudgetError(InvalidValueError):
     def __init__(self, needed: int, budget: int, what: str = "working memory") -> None:
         self.needed = needed
         self.budget = budget
+        way_out = (
+            "pinned turns (a system prompt) are never condensed or dropped: raise the budget"
+            if what == "pinned turns"
+            else "no turn is cut mid-text: raise the budget, lower working_memory, or use "
+            "overflow='shrink'"
+        )
         super().__init__(
-            f"{what} alone needs {needed} tokens, more than budget_tokens={budget}; no turn is "
-            "cut mid-text: raise the budget, lower working_memory, or use overflow='shrink'"
+            f"{what} alone needs {needed} tokens, more than budget_tokens={budget}; {way_out}"
         )
 
 

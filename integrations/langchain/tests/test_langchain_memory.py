@@ -264,3 +264,14 @@ def test_a_tool_result_just_returned_stays_whole_with_its_call() -> None:
         for config in (None, ContextConfig()):  # shrink, as the adapters default; raise
             kept = synapse_trim_messages(history, max_tokens=budget, config=config)
             assert kept[-1].content == log and kept[-2].tool_calls, (budget, config)
+
+
+def test_a_system_prompt_over_the_budget_says_what_to_do() -> None:
+    # with the adapters' overflow="shrink" the advice was "use overflow='shrink'"
+    messages = [
+        SystemMessage("You are a release assistant. Always answer briefly."),
+        HumanMessage("Hi"),
+    ]
+    with pytest.raises(ContextBudgetError, match="pinned turns alone needs") as raised:
+        synapse_trim_messages(messages, max_tokens=5)
+    assert "raise the budget" in str(raised.value) and "overflow" not in str(raised.value)
