@@ -215,19 +215,26 @@ def plan_levels(
 
     unpinned = [i for i in range(n) if not pinned_flags[i]]
     working = unpinned[len(unpinned) - min(working_memory, len(unpinned)) :]
+    pinned_turns = {i for i in range(n) if pinned_flags[i]}
+
+    def needs(forced: set[int]) -> tuple[int, set[int]]:
+        """What ``forced`` costs FULL with the other members of its groups at their
+        cheapest (they cannot be dropped), and those members."""
+        floor = {j for i in forced for j in group_of(i) if j not in forced}
+        return sum(costs[i][0] for i in forced) + sum(ladders[j][-1][1] for j in floor), floor
+
+    alone, _ = needs(pinned_turns)
+    if alone > budget:  # never condensed nor dropped, whatever overflow says
+        raise ContextBudgetError(alone, budget, "pinned turns")
     shrunk = 0
     while True:
-        forced = set(working) | {i for i in range(n) if pinned_flags[i]}
-        floor = {j for i in forced for j in group_of(i) if j not in forced}  # cannot drop
-        needed = sum(costs[i][0] for i in forced) + sum(ladders[j][-1][1] for j in floor)
+        forced = pinned_turns | set(working)
+        needed, floor = needs(forced)
         if needed <= budget:
             break
-        if overflow != "shrink" or not working:
-            pinned_only = not working
-            raise ContextBudgetError(
-                needed, budget, "pinned turns" if pinned_only else "working memory"
-            )
-        working = working[1:]
+        if overflow != "shrink":
+            raise ContextBudgetError(needed, budget, "working memory")
+        working = working[1:]  # at worst none: the pinned turns alone fit
         shrunk += 1
     if shrunk:
         log.warning(

@@ -139,6 +139,8 @@ def test_bad_input() -> None:
         synapse_trim_messages(history(), max_tokens=-1)
     strict = ContextConfig(overflow="raise")
     with pytest.raises(ContextBudgetError, match="working memory alone needs"):
+        synapse_trim_messages(history(), max_tokens=8, config=strict)  # the system prompt: 7
+    with pytest.raises(ContextBudgetError, match="pinned turns alone needs 7 tokens"):
         synapse_trim_messages(history(), max_tokens=5, config=strict)
 
 
@@ -272,6 +274,7 @@ def test_a_system_prompt_over_the_budget_says_what_to_do() -> None:
         SystemMessage("You are a release assistant. Always answer briefly."),
         HumanMessage("Hi"),
     ]
-    with pytest.raises(ContextBudgetError, match="pinned turns alone needs") as raised:
-        synapse_trim_messages(messages, max_tokens=5)
-    assert "raise the budget" in str(raised.value) and "overflow" not in str(raised.value)
+    for config in (None, ContextConfig()):  # overflow="shrink", as the adapters; "raise"
+        with pytest.raises(ContextBudgetError, match="pinned turns alone needs") as raised:
+            synapse_trim_messages(messages, max_tokens=5, config=config)
+        assert "raise the budget" in str(raised.value) and "overflow" not in str(raised.value)
