@@ -46,6 +46,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -595,13 +596,20 @@ def write_edges(
         temporary.write_bytes(document)
         os.replace(temporary, target)
     except OSError as exc:  # named by the file asked for, not the temporary beside it
-        temporary.unlink(missing_ok=True)
+        _remove_quietly(temporary)
         # OSError(errno, ...) is the errno's own class: PermissionError for EACCES, ...
         raise OSError(exc.errno, f"cannot write {os.fspath(path)!r}: {exc.strerror}") from None
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        _remove_quietly(temporary)
         raise
     return len(edges)
+
+
+def _remove_quietly(path: Path) -> None:
+    """Remove ``path`` if it is there and can be: on a read-only file system even removing
+    a file that is not there fails (EROFS), and that must not hide why the write failed."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def write_whole(stream: IO[bytes], data: bytes) -> None:

@@ -534,3 +534,24 @@ def test_an_export_into_a_folder_that_cannot_be_written_names_the_file(tmp_path:
     message = str(caught.value)
     assert f"cannot write '{folder / 'edges.json'}'" in message and ".partial" not in message
     assert list(folder.iterdir()) == []
+
+
+def test_an_export_onto_a_read_only_file_system_names_the_file_asked_for(tmp_path: Path) -> None:
+    # removing the temporary there fails too (EROFS, even for a file that is not there),
+    # and that error used to replace the one that names the file
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-o", "bind,ro", str(folder), str(folder)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("a read-only bind mount needs root and mount here")
+    try:
+        with _learned() as store, pytest.raises(OSError) as raised:
+            write_edges(store, folder / "e.json", at=3 * DAY)
+        assert str(raised.value) == (
+            f"[Errno 30] cannot write '{folder / 'e.json'}': Read-only file system"
+        )
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+    assert list(folder.iterdir()) == []
