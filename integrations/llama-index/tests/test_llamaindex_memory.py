@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from llama_index.core.base.llms.types import ImageBlock, MessageRole, TextBlock, ToolCallBlock
@@ -258,17 +259,19 @@ def test_the_blocks_async_paths_never_hold_up_the_event_loop() -> None:
     ],
     ids=["prose", "code and links", "CJK"],
 )
-def test_a_truncated_block_shrinks_in_memorys_tokens_not_its_own(text: str) -> None:
+@pytest.mark.parametrize("tokenizer", [None, list], ids=["LlamaIndex's", "Memory's own"])
+def test_a_truncated_block_shrinks_in_memorys_tokens_not_its_own(text: str, tokenizer: Any) -> None:
     # the block took Memory's tokens to cut (its tokenizer's) from its own count (the
     # approximate one): for code, links or CJK it came out too big or at 0, and Memory dropped it
     chat = ConversationMemory(":memory:", config=ContextConfig(working_memory=0), background=False)
-    block = SynapseMemoryBlock(chat, budget_tokens=1000)
+    block = SynapseMemoryBlock(chat, budget_tokens=1000, tokenizer_fn=tokenizer)
     memory = Memory.from_defaults(
         session_id="me",
         token_limit=600,
         chat_history_token_ratio=0.5,
         token_flush_size=40,
         memory_blocks=[block],
+        **({} if tokenizer is None else {"tokenizer_fn": tokenizer}),  # a character each
     )
     for i in range(80):
         memory.put(ChatMessage(role="user", content=text.format(i=i)))

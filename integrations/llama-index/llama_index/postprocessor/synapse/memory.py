@@ -241,6 +241,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
 
     _memory: ConversationMemory = PrivateAttr()
     _query: str | None = PrivateAttr(default=None)
+    _tokenizer: Callable[[str], Sequence[Any]] | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -249,6 +250,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         config: ContextConfig | None = None,
         token_counter: Callable[[str], int] | None = None,
         embedder: BaseEmbedding | Embedder | None = None,
+        tokenizer_fn: Callable[[str], Sequence[Any]] | None = None,
         **data: Any,
     ) -> None:
         """``memory``: a :class:`ConversationMemory`, or a synapse database path to open
@@ -256,8 +258,11 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         turns are Memory's own short-term queue, so the block grades every turn it holds;
         ``token_counter``; and ``embedder``, a LlamaIndex ``BaseEmbedding`` as it is or any
         :class:`~synapse_retriever.conversation.Embedder`, default the hashing embedder).
+        ``tokenizer_fn``: the one ``Memory`` was given, if any (default LlamaIndex's, which
+        ``Memory`` counts with unless given its own): what :meth:`atruncate` counts in.
         """
         super().__init__(**data)
+        self._tokenizer = tokenizer_fn
         if isinstance(memory, ConversationMemory):
             given = {"config": config, "token_counter": token_counter, "embedder": embedder}
             extra = [name for name, value in given.items() if value is not None]
@@ -297,12 +302,12 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits).
 
-        The tokens are ``Memory``'s, counted by LlamaIndex's tokenizer (``Settings.tokenizer``,
-        what ``Memory`` counts with unless given its own), not the block's counter: the two
+        The tokens are ``Memory``'s, counted by its tokenizer (the block's ``tokenizer_fn``,
+        default LlamaIndex's, ``Settings.tokenizer``), not the block's counter: the two
         differ by a factor of two or more for code, links and CJK text, and a block cut in
         the wrong ones came out too big, or at nothing, and ``Memory`` dropped it whole.
         """
-        tokens = get_tokenizer()
+        tokens = self._tokenizer or get_tokenizer()
         size = len(tokens(content))
         limit = size - tokens_to_truncate
         budget = self._memory.token_counter(content) * limit // max(size, 1)  # its own tokens
