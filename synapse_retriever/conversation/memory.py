@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -376,14 +377,18 @@ class ConversationMemory:
 
     def close(self, timeout: float | None = None) -> None:
         """Finish pending consolidation, then close the database. Past ``timeout`` (seconds)
-        the memory closes at once, and a consolidation under way stores nothing: it
-        releases this user's consolidation lease, and the database closes after it."""
+        the memory closes at once, and a consolidation under way stops at its next turn and
+        stores nothing: it releases this user's consolidation lease, and the database closes
+        after it. A process that exits before then leaves the lease until it expires
+        (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does."""
         if self._closed:
             return
+        deadline = None if timeout is None else time.monotonic() + timeout
         finished = self._consolidator.wait(timeout)
         with self._lock:
             self._closed = True  # no call from now on; a run still under way stores nothing
-        self._consolidator.close(None if finished else 0.0, then=self._close_storage)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self._consolidator.close(left if finished else 0.0, then=self._close_storage)
 
     def _close_storage(self) -> None:
         with self._lock:
@@ -1224,12 +1229,13 @@ class ConversationMemory:
                 at = {t.id: t.at for t in context}
             last_id = self._turns[-1].id
         linked = self._extract_relations(unread, known, at)
-        condensed = [
-            (turn_id, self.summarizer.condense(
+        condensed = []
+        for _, turn_id, text in due:
+            if self._closed:  # it would store nothing: stop here, and let the lease go
+                return False
+            condensed.append((turn_id, self.summarizer.condense(
                 text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
-            ))
-            for _, turn_id, text in due
-        ]  # fmt: skip
+            )))  # fmt: skip
         for turn_id, result in condensed:
             if not isinstance(result, tuple) or not all(isinstance(s, str) for s in result):
                 raise InvalidTypeError(

@@ -682,8 +682,10 @@ class _HeldSummarizer:
 
     def __init__(self) -> None:
         self.started, self.go = threading.Event(), threading.Event()
+        self.calls = 0
 
     def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        self.calls += 1
         self.started.set()
         self.go.wait(30)
         return Condensed(text[:20], text[:10])
@@ -707,4 +709,5 @@ def test_closing_before_a_consolidation_ends_releases_its_lease(conversation_whe
     while not again.consolidate() and time.monotonic() < deadline:
         time.sleep(0.05)  # until the closed memory's run has ended
     assert time.monotonic() < deadline, "the lease was left behind"
+    assert held.calls == 1  # the run stopped at its next turn: no summaries paid for nothing
     again.close()
