@@ -1004,11 +1004,13 @@ def _frozen(path: Path) -> bool:
     file whatever its permissions say), and no write permission is set for anyone, or the
     permissions let this process write it and the system refuses all the same (an immutable
     file, ``chattr +i``, or a read-only file system)."""
-    if os.access(path, os.W_OK) or not hasattr(os, "geteuid"):
+    if os.access(path, os.W_OK):
         return False
     found = path.stat()
     if not found.st_mode & 0o222:
         return True
+    if not hasattr(os, "geteuid"):
+        return False
     owner = found.st_uid == os.geteuid() and found.st_mode & stat.S_IWUSR
     return os.geteuid() == 0 or bool(owner)
 
