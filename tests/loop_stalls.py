@@ -103,7 +103,13 @@ async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterat
     holder.execute("BEGIN IMMEDIATE")
     writer = threading.Thread(target=store.reinforce, args=(["writer-a", "writer-b"],))
     writer.start()
-    await asyncio.sleep(0.05)  # the write holds the store's lock, waiting for SQLite's
+    for _ in range(2000):  # until the write holds the store's lock (waiting for SQLite's)
+        if not store._lock.acquire(blocking=False):
+            break
+        store._lock.release()
+        await asyncio.sleep(0.001)
+    else:
+        raise AssertionError("the write never took the store's lock")
     release = threading.Timer(hold_s, holder.rollback)
     release.start()
     try:

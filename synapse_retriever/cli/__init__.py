@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import os
 import sqlite3
 import sys
@@ -26,6 +25,7 @@ from synapse_retriever.cli import bench_commands, mcp_command, store_commands, w
 from synapse_retriever.cli._common import EXIT_USAGE, CliError
 from synapse_retriever.cli.store_commands import HALF_LIFE_BINS, WEIGHT_BINS, histogram
 from synapse_retriever.errors import SynapseError
+from synapse_retriever.persistence.transfer import OutputCutError
 
 __all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "build_parser", "histogram", "main"]
 
@@ -68,12 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
-    except BrokenPipeError as exc:  # stdout's reader went away (`| head`)
+    except OutputCutError as exc:  # an export or JSON, cut by stdout's reader: say so
         _drop_stdout()
-        if exc.strerror in (None, os.strerror(errno.EPIPE)):  # a table for people: enough
-            return 0
-        sys.stderr.write(f"{PROG}: error: {exc.strerror}\n")  # an export or JSON, cut
+        sys.stderr.write(f"{PROG}: error: {exc.strerror}\n")
         return EXIT_CUT
+    except BrokenPipeError:  # a table for people, cut by its reader (`| head`): enough
+        _drop_stdout()
+        return 0
     except (CliError, SynapseError, OSError, sqlite3.Error) as exc:
         message = str(exc) if not isinstance(exc, sqlite3.Error) else f"database error: {exc}"
         sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")

@@ -312,8 +312,9 @@ class _LayeredTransaction:
             try:
                 opened.__exit__(type(exc), exc, exc.__traceback__)
             except BaseException as raised:
-                if raised is not exc and typed is None:
-                    typed = raised
+                made_of_it = exc in (raised.__cause__, raised.__context__)
+                if raised is not exc and made_of_it and typed is None:
+                    typed = raised  # not a layer's own failure to roll back
         return typed
 
     def _ns(self, view: int) -> tuple[int, WriteTransaction, int]:

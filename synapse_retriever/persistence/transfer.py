@@ -77,6 +77,7 @@ __all__ = [
     "SUFFIXES",
     "Format",
     "MergeReport",
+    "OutputCutError",
     "check_export_path",
     "database_kind",
     "export_edges",
@@ -612,13 +613,17 @@ def _remove_quietly(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+class OutputCutError(BrokenPipeError):
+    """A stream's reader went away before all of an output reached it (:func:`write_whole`)."""
+
+
 def write_whole(stream: IO[bytes], data: bytes) -> None:
     """Write all of ``data`` to ``stream``, then flush it.
 
     A pipe whose reader went away (``| head``) may take part of a write without an error:
     CPython's buffered writer returns the count it wrote. What is left is written again, and a
-    stream that takes nothing more raises ``BrokenPipeError`` saying how much reached it, so
-    that a cut export is never reported whole.
+    stream that takes nothing more raises :class:`OutputCutError` (a ``BrokenPipeError``)
+    saying how much reached it, so that a cut export is never reported whole.
 
     Examples
     --------
@@ -637,7 +642,7 @@ def write_whole(stream: IO[bytes], data: bytes) -> None:
         stream.flush()
     except BrokenPipeError:
         name = str(getattr(stream, "name", "the stream")).strip("<>")
-        raise BrokenPipeError(
+        raise OutputCutError(
             errno.EPIPE,
             f"{name} was closed before all of the output reached it ({done:,} of {len(view):,} "
             "bytes written): the output is incomplete",

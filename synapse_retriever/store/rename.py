@@ -21,18 +21,19 @@ and, once committed, the mirror (:meth:`~synapse_retriever.mirror.mirror.Mirror.
 
 Why the lock order is safe with concurrent writers (PostgreSQL): a rename takes its locks
 in the order every write takes them, edges (step 3: by id, then the new pairs, each in the
-backend's sorted order) before use rows (step 4), so the two never wait on each other in a
-circle (locking the use rows first deadlocked with a writer holding one of the node's
-edges). Every event that uses a node writes that node's use row, so locking both nodes'
-use rows orders the rename with every such write: one that committed before the lock is in
-the rows read under it (and, not yet in the mirror, makes them differ: step 4 starts again);
-one that comes after waits for the commit and sees the nodes moved. A pair under ``new``
-that another writer created meanwhile (a blank row that is not blank) starts the rename
-again too (step 6), once step 5 has found, from the mirror step 4 found current, that
-``new`` had no associations before. A failure at any step rolls
-the whole transaction back: nothing moved, the mirror unchanged but for other writers'
-commits read in step 1. A layered store renames in each layer's transaction, the shared
-one first.
+backend's sorted order) before use rows (step 4); locking the use rows first deadlocked with
+a writer holding one of the node's edges. A writer whose event names both the old and the
+new name may still cross the rename's two sets of edges, a deadlock the server breaks and
+the rename runs again after (such a rename is refused anyway: the new name has a past).
+Every event that uses a node writes that node's use row, so locking both nodes' use rows
+orders the rename with every such write: one that committed before the lock is in the rows
+read under it (and, not yet in the mirror, makes them differ: step 4 starts again); one that
+comes after waits for the commit and sees the nodes moved. A pair under ``new`` that another
+writer created meanwhile (a blank row that is not blank) starts the rename again too (step
+6), once step 5 has found, from the mirror step 4 found current, that ``new`` had no
+associations before. A failure at any step rolls the whole transaction back: nothing moved,
+the mirror unchanged but for other writers' commits read in step 1. A layered store renames
+in each layer's transaction, the shared one first.
 
 Examples
 --------

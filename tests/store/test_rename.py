@@ -409,7 +409,7 @@ def test_renames_and_writers_at_once_meet_no_deadlock(postgres_url: str) -> None
     try:
         with SynapseStore(postgres_url) as renamer:
             for i in range(15):
-                with contextlib.suppress(WriteConflictError):  # writers came first 9 times
+                with contextlib.suppress(WriteConflictError):  # writers came first every retry
                     renamer.rename(random.Random(i).choice(nodes), f"moved-{i}.py")
     finally:
         stop.set()
