@@ -28,8 +28,10 @@ with their defaults.
    ``boost`` is the replay's reinforcement.
 2. **Working memory** (:func:`working_span`): the newest unpinned turn, then older ones, up
    to ``working_memory`` = 5 turns in all, while together they fit ``working_share`` = 0.1 of
-   the budget (1.0: the last 5 whatever their size, as published). Working memory and
-   pinned turns are FULL.
+   the budget (1.0: the last 5 whatever their size, as published). Where the newest turn is
+   in a group (a tool's result), working memory reaches back to the group's first turn: a
+   tool call and all its results are the newest step, whole. Working memory and pinned
+   turns are FULL.
 3. **Relevance first** (``assembly="relevance"`` with a query; :mod:`~.relevance`): the
    other ungrouped turns, ranked by BM25, the embedder and novelty fused by reciprocal
    rank, fill up to ``relevance_share`` of the room working memory and pinned turns leave,
@@ -358,6 +360,12 @@ def plan_context(
     if config.working_share < 1.0 and working_memory:
         newest = [view.full_tokens[i] for i in unpinned[-working_memory:]]
         working_memory = working_span(newest, working_memory, config.working_share * budget)
+    if working_memory and unpinned and view.groups[unpinned[-1]] is not None:
+        # the newest turn's group is the newest step (a tool call and all its results):
+        # working memory reaches back to its first turn
+        group = view.groups[unpinned[-1]]
+        first = next(j for j, i in enumerate(unpinned) if view.groups[i] == group)
+        working_memory = max(working_memory, len(unpinned) - first)
     working = set(unpinned[-working_memory:]) if working_memory else set()
     whole = [view.full_tokens[i] + view.fixed_tokens[i] for i in range(n)]
     picked: dict[int, tuple[Level, str, int]] = {}

@@ -278,3 +278,30 @@ def test_a_system_prompt_over_the_budget_says_what_to_do() -> None:
         with pytest.raises(ContextBudgetError, match="pinned turns alone needs") as raised:
             synapse_trim_messages(messages, max_tokens=5, config=config)
         assert "raise the budget" in str(raised.value) and "overflow" not in str(raised.value)
+
+
+def test_results_of_parallel_tool_calls_just_returned_stay_whole() -> None:
+    # only the newest message was working memory: the other result of the same step was a
+    # member of its group, and the gradient condensed it before an older message
+    log1 = "Build 3 passed. All 340 tests are green. " + "Log line. " * 30
+    log2 = "Deploy 3 queued for Friday. " + "Queue line. " * 25
+    calls = [
+        {"name": "build_status", "args": {"build": 3}, "id": "c3"},
+        {"name": "deploy_status", "args": {"d": 3}, "id": "d3"},
+    ]
+    history = [
+        HumanMessage("Is build 2 green? My dog is called Biscuit."),
+        AIMessage("Build 2 is green."),
+        HumanMessage("Is build 3 green and is deploy 3 queued?"),
+        AIMessage("", tool_calls=calls),
+        ToolMessage(log1, tool_call_id="c3"),
+        ToolMessage(log2, tool_call_id="d3"),
+    ]
+    step = 201  # the call and its two results, whole
+    for budget in range(step, 320, 5):
+        for config in (None, ContextConfig()):  # shrink, as the adapters default; raise
+            kept = synapse_trim_messages(history, max_tokens=budget, config=config)
+            assert [m.content for m in kept[-2:]] == [log1, log2], (budget, config)
+            assert [call["id"] for call in kept[-3].tool_calls] == ["c3", "d3"]
+    with pytest.raises(ContextBudgetError, match=f"working memory alone needs {step} tokens"):
+        synapse_trim_messages(history, max_tokens=step - 1, config=ContextConfig())
