@@ -29,6 +29,7 @@ __all__ = [
     "finite_real",
     "iso",
     "not_ahead",
+    "not_before_year_one",
     "to_seconds",
 ]
 
@@ -62,11 +63,35 @@ def to_seconds(at: Clock) -> float:
             raise InvalidValueError(
                 f"at must be a timezone-aware datetime, got naive {at.isoformat()!r}"
             )
-        return at.timestamp()
+        return not_before_year_one(at.timestamp())  # 0001-01-01 at +01:00 is earlier
     seconds = finite_real(at, "at", "a datetime, POSIX seconds or None", unit=" of seconds")
+    return not_before_year_one(seconds)
+
+
+def not_before_year_one(seconds: float, what: str = "at") -> float:
+    """``seconds`` itself if it is no earlier than 0001-01-01 UTC (:data:`EARLIEST`).
+
+    An earlier time has no calendar date to show, and an edge stored at it would never
+    decay below the LTP floor nor be removed by ``repair``.
+
+    Raises
+    ------
+    InvalidValueError
+        ``seconds`` is earlier; the message names ``what`` and the value.
+
+    Examples
+    --------
+    >>> not_before_year_one(0.0)
+    0.0
+    >>> not_before_year_one(-1e300, "created_at")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: created_at=-1e+300 is before the year 1 \
+(-62135596800.0): times are POSIX seconds
+    """
     if seconds < EARLIEST:
         raise InvalidValueError(
-            f"at={seconds} is before the year 1 ({EARLIEST}): times are POSIX seconds"
+            f"{what}={seconds} is before the year 1 ({EARLIEST}): times are POSIX seconds"
         )
     return seconds
 

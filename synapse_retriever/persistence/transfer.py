@@ -50,7 +50,6 @@ import contextlib
 import errno
 import io
 import json
-import math
 import os
 import re
 import stat
@@ -60,7 +59,14 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from synapse_retriever.capture.coactivation import validate_node_id
-from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
+from synapse_retriever.clock import (
+    MAX_CLOCK_SKEW_S,
+    Clock,
+    finite_real,
+    not_ahead,
+    not_before_year_one,
+    to_seconds,
+)
 from synapse_retriever.config import HALF_LIFE_DAYS, Operations, validate_namespace
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.decay import MAX_COUNT
@@ -310,7 +316,10 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
         raise InvalidValueError(
             f"{where} ({a!r}-{b!r}): half_life_days must be in [{low:g}, {high:g}], got {half_life}"
         )
-    created = _number(edge.created_at, f"{where} ({a!r}-{b!r}): created_at")
+    created = not_before_year_one(
+        _number(edge.created_at, f"{where} ({a!r}-{b!r}): created_at"),
+        f"{where} ({a!r}-{b!r}): created_at",
+    )
     last = _number(edge.last_reinforced_at, f"{where} ({a!r}-{b!r}): last_reinforced_at")
     if created > last:
         raise InvalidValueError(
@@ -332,9 +341,7 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
 def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidValueError(f"{what} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise InvalidValueError(f"{what} must be finite, got {value!r}")
-    return float(value)
+    return finite_real(value, what, "a number")  # an int past a float's range too
 
 
 # -- files -------------------------------------------------------------------------------

@@ -180,7 +180,17 @@ def test_merge_orders_ids_and_folds_duplicates_newest_first(tmp_path: Path) -> N
     ("edge", "message"),
     [
         (_edge(1.0, weight=1.5), "stored_weight must be in"),
-        (_edge(1.0, weight=float("nan")), "must be finite"),
+        (_edge(1.0, weight=float("nan")), "must be a finite number, got nan"),
+        (
+            replace(_edge(1.0), weight=10**400),
+            "stored_weight must be a finite number, got int past",
+        ),
+        (
+            replace(_edge(1.0), created_at=-1e300, last_reinforced_at=-1e300),
+            r"created_at=-1e\+300 is before the year 1",
+        ),  # the LTP floor would keep it for ever
+        (replace(_edge(1.0), created_at=-62_135_596_801.0), "created_at=.* is before the year 1"),
+        (replace(_edge(1.0), created_at=10**400), "created_at must be a finite number, got int"),
         (_edge(1.0, count=0), "count must be an integer"),
         (_edge(1.0, count=2**31), r"count must be an integer in \[1, 2147483647\], got 2147483648"),
         (replace(_edge(1.0), half_life_days=-1.0), r"half_life_days must be in \[1e-06, 1e\+06\]"),

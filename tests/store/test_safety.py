@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,18 @@ def test_a_time_before_the_calendar_or_past_a_float_is_refused(
         store.reinforce(["a", "b"], **given)
     assert store.graph().number_of_nodes() == 0
     assert store.reinforce(["a", "b"], at=-62_135_596_800) == 1  # 0001-01-01: the first second
+
+
+def test_an_aware_datetime_before_the_year_1_in_utc_is_refused() -> None:
+    store = SynapseStore(":memory:")
+    early = datetime(1, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=1)))  # 0000-12-31 UTC
+    with pytest.raises(InvalidValueError, match="is before the year 1"):
+        store.reinforce(["a", "b"], at=early)
+    assert store.graph().number_of_nodes() == 0
+    assert (
+        store.reinforce(["a", "b"], at=datetime(1, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=1))))
+        == 1
+    )
 
 
 def test_a_millisecond_time_is_named_as_one() -> None:
