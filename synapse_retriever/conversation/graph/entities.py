@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ENTITY_KINDS", "MAX_CHARS", "Entity", "extract_entities", "singular"]
+__all__ = ["ENTITY_KINDS", "MAX_CHARS", "MAX_KEY_CHARS", "Entity", "extract_entities", "singular"]
 
 ENTITY_KINDS = ("file", "code", "date", "quantity", "quoted", "name")
 """The kinds of entity the deterministic extractor finds, in the order it looks."""
@@ -81,7 +81,8 @@ _QUANTITY = re.compile(
 _QUOTED = re.compile(r"`([^`\n]{1,60})`|\"([^\"\n]{1,60})\"|“([^”\n]{1,60})”|'([^'\n]{2,60})'")
 _UPPER, _LOWER = "A-ZÀ-ÖØ-Þ", "a-zß-öø-ÿ"  # Latin letters, accented ones included
 _WORD = rf"[{_UPPER}](?:[{_LOWER}0-9]|['-][{_UPPER}{_LOWER}])[\w'-]{{0,40}}\b"  # not ALL CAPS
-_NAME = re.compile(rf"\b{_WORD}(?:\s+(?:of\s+(?:the\s+)?|the\s+)?{_WORD})+")
+_GAP = r"[^\S\n\r\f\v\x1c-\x1e\x85\u2028\u2029]+"  # spaces within a line: a name never spans two
+_NAME = re.compile(rf"\b{_WORD}(?:{_GAP}(?:of{_GAP}(?:the{_GAP})?|the{_GAP})?{_WORD})+")
 _LEADING_TEXT = (
     "a an the i we you he she it they my our your his her their this that these those "
     "if when where what why how who which so but and or then also hi hey hello thanks "
@@ -115,6 +116,10 @@ _MAX_QUOTED_WORDS = 5
 MAX_CHARS = 20_000
 """Only a text's first this-many characters are read for entities (a pasted log or file
 can be megabytes; what a turn is about is named early)."""
+MAX_KEY_CHARS = 200
+"""The longest key an entity has: a longer match (a pasted blob of identifiers, a run of
+capitalised words) names nothing a later turn would name again, and a node must fit in a
+PostgreSQL index row (2,704 bytes, two nodes to an edge)."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,8 @@ def extract_entities(text: str) -> list[Entity]:
     -------
     list of Entity
         One per distinct node (``kind:key``), at its first mention, from the first
-        :data:`MAX_CHARS` characters.
+        :data:`MAX_CHARS` characters; keys longer than :data:`MAX_KEY_CHARS` are left out,
+        and a name never spans a line break.
 
     Examples
     --------
@@ -236,7 +242,7 @@ def extract_entities(text: str) -> list[Entity]:
         return True
 
     def add(start: int, entity: Entity) -> None:
-        if entity.key and entity.node not in seen:
+        if entity.key and len(entity.key) <= MAX_KEY_CHARS and entity.node not in seen:
             seen.add(entity.node)
             found.append((start, entity))
 

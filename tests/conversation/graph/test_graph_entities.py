@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synapse_retriever.conversation.graph.entities import ENTITY_KINDS, extract_entities, singular
+from synapse_retriever.conversation.graph.entities import (
+    ENTITY_KINDS,
+    MAX_KEY_CHARS,
+    extract_entities,
+    singular,
+)
 
 
 def nodes(text: str) -> list[str]:
@@ -75,8 +80,27 @@ def test_singular(word: str, expected: str) -> None:
 def test_any_text_gives_distinct_nodes_of_known_kinds(text: str) -> None:
     found = extract_entities(text)
     assert len({e.node for e in found}) == len(found)
-    assert all(e.kind in ENTITY_KINDS and e.key for e in found)
+    assert all(e.kind in ENTITY_KINDS and 0 < len(e.key) <= MAX_KEY_CHARS for e in found)
     assert all(e.surface in text for e in found)
+
+
+def test_a_name_never_spans_a_line_break() -> None:
+    # a list of attendees, one a line, used to be one name of them all
+    listed = "Attendees:\nSarah Miller\nBob Stone\r\nNew York City\u2028Ada Lovelace"
+    assert nodes(listed) == ["name:sarah miller", "name:bob stone", "name:new york city",
+                             "name:ada lovelace"]  # fmt: skip
+    assert nodes("Sarah\nMiller met Bank of the West") == ["name:bank of the west"]
+
+
+@pytest.mark.parametrize(
+    ("long", "short"),
+    [(" ".join(["Alphonse", "Bertrand"] * 30), "Sarah Miller"),  # capitalised words
+     ("_".join(["part"] * 60), "verify_token"), ("x" * 300 + ".py", "jwt.py")],
+    ids=["name", "code", "file"],
+)  # fmt: skip
+def test_a_key_longer_than_max_key_chars_is_no_entity(long: str, short: str) -> None:
+    (kept,) = extract_entities(f"{long} then {short}")  # a blob names nothing to meet again
+    assert kept.surface == short
 
 
 def test_numbers_that_are_no_day_are_no_date() -> None:

@@ -713,6 +713,24 @@ def test_a_consolidation_killed_midway_leaves_the_memory_whole_and_the_next_one_
         assert len(memory.replays()) == 1 and any(t.chunks for t in memory.turns())
 
 
+def test_a_turn_naming_hundreds_of_people_is_stored_as_on_sqlite(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # one name of all the lines was a key past PostgreSQL's index row (2,704 bytes)
+    from synapse_retriever.conversation import ConversationMemory
+
+    rng = random.Random(4)
+    word = lambda: rng.choice("BDFGKLMPRST") + "".join(rng.choices("aeiou", k=6))  # noqa: E731
+    listed = "Attendees:\n" + "\n".join(f"{word()} {word()}" for _ in range(300))
+    blob = "see " + "_".join(["part"] * 800)  # one identifier of 4,000 characters
+    for where in (postgres_url, str(tmp_path / "chat.db")):
+        with ConversationMemory(where, user="alice", background=False) as memory:
+            memory.add_turn(listed)
+            memory.add_turn(blob)
+            assert len(memory.turns()) == 2
+            assert memory.retrieve(listed.split("\n")[7], k=1)[0].text == listed
+
+
 def test_memories_of_two_users_in_one_database_never_see_each_other(postgres_url: str) -> None:
     from synapse_retriever.conversation import ConversationMemory
 
