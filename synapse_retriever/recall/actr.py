@@ -58,6 +58,7 @@ from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.recall.hits import (
     Hit,
     Resolvable,
+    checked_cost,
     injection_slots,
     resolves,
 )
@@ -312,6 +313,7 @@ def swap(
     module docstring).
     """
     rows = [(node, score) for node, score in hits]
+    cost = checked_cost(cost) if cost is not None else None
     limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)
     present = {node for node, _ in rows}
     victims = sorted(

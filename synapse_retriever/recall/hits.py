@@ -20,6 +20,7 @@ from numbers import Real
 from typing import Literal, NamedTuple, Protocol, SupportsFloat
 
 from synapse_retriever.capture.coactivation import validate_node_id
+from synapse_retriever.clock import finite_real
 from synapse_retriever.config import RecallRule
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -29,6 +30,8 @@ __all__ = [
     "Origin",
     "Plan",
     "Resolvable",
+    "checked_cost",
+    "checked_resolvable",
     "injection_slots",
     "resolves",
     "validated_hits",
@@ -110,6 +113,65 @@ def resolves(resolvable: Resolvable, node: str) -> bool:
     if callable(resolvable):
         return bool(resolvable(node))
     return node in resolvable
+
+
+def checked_cost(cost: Callable[[str], object]) -> Callable[[str], float]:
+    """``cost`` with each value it returns checked: a finite number, not negative.
+
+    An injection may not raise the total cost of the hits; an unknown cost would switch
+    that off (no total compares greater than NaN), so it is refused instead.
+
+    Raises
+    ------
+    InvalidTypeError, InvalidValueError
+        When the returned function meets a cost that is not a number, or is NaN,
+        infinite or negative; the message names the id and the value.
+
+    Examples
+    --------
+    >>> tokens = {"a": 10, "b": float("nan")}
+    >>> checked_cost(tokens.get)("a")
+    10.0
+    >>> checked_cost(tokens.get)("b")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: cost of 'b' must be a finite number, got nan
+    """
+
+    def checked(node: str) -> float:
+        what = f"cost of {node!r:.200}"
+        value = finite_real(cost(node), what, "a number (e.g. tokens)")
+        if value < 0.0:
+            raise InvalidValueError(f"{what} must not be negative, got {value}")
+        return value
+
+    return checked
+
+
+def checked_resolvable(resolvable: object) -> Resolvable | None:
+    """``resolvable`` itself if it is None, a predicate or a container of ids.
+
+    Raises
+    ------
+    InvalidTypeError
+        Anything else, named.
+
+    Examples
+    --------
+    >>> checked_resolvable({"a"})
+    {'a'}
+    >>> checked_resolvable(5)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: resolvable must be None, a callable id -> bool \
+or a container of ids, got int 5
+    """
+    if resolvable is None or callable(resolvable) or isinstance(resolvable, Container):
+        return resolvable
+    raise InvalidTypeError(
+        "resolvable must be None, a callable id -> bool or a container of ids, got "
+        f"{type(resolvable).__name__} {resolvable!r:.80}"
+    )
 
 
 def injection_slots(n: int, *, seeds: int, max_inject: int) -> int:

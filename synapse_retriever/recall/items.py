@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from synapse_retriever.clock import Clock
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
-from synapse_retriever.recall.hits import ANNOTATION_KEYS, Hit, Plan
+from synapse_retriever.recall.hits import ANNOTATION_KEYS, Hit, Plan, checked_cost
 
 if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
@@ -243,7 +243,8 @@ class ItemRecall(Generic[T]):
             Objects for candidate ids; ids missing here (or None) never take a slot.
             None means boost only.
         cost : callable, optional
-            Cost of an object (e.g. its tokens): an injection may not raise the total.
+            Cost of an object (e.g. its tokens): an injection may not raise the total;
+            a finite number of at least 0, else refused by name.
 
         Examples
         --------
@@ -322,7 +323,8 @@ class ItemRecall(Generic[T]):
             ``ids -> {id: object}``; objects for ids not asked for are ignored. None
             means boost only: nothing is asked.
         cost : callable, optional
-            Cost of an object (e.g. its tokens): an injection may not raise the total.
+            Cost of an object (e.g. its tokens): an injection may not raise the total;
+            a finite number of at least 0, else refused by name.
         on_error : callable, optional
             ``(exception, ids) -> None``, called when ``fetch`` raises; resolution then
             stops and injects only what was resolved before. Without it the exception
@@ -386,10 +388,11 @@ class ItemRecall(Generic[T]):
             return None
         by_id = dict(zip(self.ids, self.items, strict=True))
         costs: dict[str, float] = {}
+        checked = checked_cost(lambda node: cost(by_id[node] if node in by_id else found[node]))
 
         def cost_of(node: str) -> float:
             if node not in costs:
-                costs[node] = float(cost(by_id[node] if node in by_id else found[node]))
+                costs[node] = checked(node)
             return costs[node]
 
         return cost_of

@@ -40,6 +40,7 @@ from synapse_retriever.mirror.spreading import Activation, NamedPaths
 from synapse_retriever.recall.hits import (
     Hit,
     Resolvable,
+    checked_cost,
     injection_slots,
     resolves,
     validated_hits,
@@ -172,6 +173,7 @@ def _injected(
 ) -> list[Hit]:
     """:func:`inject` on hits already validated (a plan's)."""
     energy = activation.energy
+    cost = checked_cost(cost) if cost is not None else None
     rows = [(index, hit[0], hit[1]) for index, hit in enumerate(hits)]
     boosted: dict[int, Hit] = {}
     for index, node, score in rows:

@@ -64,7 +64,13 @@ from synapse_retriever.persistence.protocols import retrying
 from synapse_retriever.persistence.rows import ForgetCounts
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
-from synapse_retriever.recall.hits import Hit, Plan, Resolvable, validated_hits
+from synapse_retriever.recall.hits import (
+    Hit,
+    Plan,
+    Resolvable,
+    checked_resolvable,
+    validated_hits,
+)
 from synapse_retriever.recall.published import activation_from
 from synapse_retriever.store.collector import collector_paused
 from synapse_retriever.store.rename import rename_node
@@ -938,8 +944,10 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             Weighs 1.0 in the merged graph (personal 0.8, shared 0.5 otherwise).
         resolvable : callable or container, optional
             Which absent ids can become results; the others never take a slot.
+            Anything else (a number, say) is refused.
         cost : callable, optional
-            ``id -> cost`` (e.g. tokens): an injection may not raise the total.
+            ``id -> cost`` (e.g. tokens): an injection may not raise the total. A cost
+            that is not a finite number of at least 0 (NaN, None) is refused by name.
 
         Returns
         -------
@@ -995,6 +1003,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """
         if cost is not None and not callable(cost):
             raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r}")
+        resolvable = checked_resolvable(resolvable)
         rows = validated_hits(hits, distinct=True)
         return self._plan(rows, at, active_namespace).inject(resolvable, cost)
 

@@ -260,3 +260,39 @@ def test_a_hub_degree_below_one_is_refused() -> None:
 
     with pytest.raises(InvalidValueError, match="hub_degree must be an integer >= 1, got 0"):
         hub_factor(5, hub_degree=0)  # every factor would be 0: no energy past a node
+
+
+@pytest.mark.parametrize(
+    "config", [SynapseConfig(), SynapseConfig.published()], ids=["actr", "pub"]
+)
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        (float("nan"), "InvalidValueError", "cost of 'x' must be a finite number, got nan"),
+        (None, "InvalidTypeError", "cost of 'x' must be a number .*, got NoneType None"),
+        ("10", "InvalidTypeError", "cost of 'x' must be a number"),
+        (-1.0, "InvalidValueError", "cost of 'x' must not be negative, got -1.0"),
+    ],
+)
+def test_a_cost_that_is_no_count_is_refused_by_name(
+    config: SynapseConfig, bad: object, error: str, message: str
+) -> None:
+    # a NaN cost turned the budget off: a document of 1M tokens came in for one of 10
+    from synapse_retriever import errors
+
+    store = SynapseStore(":memory:", config=config)
+    store.reinforce(["a", "big"], at=0)
+    hits = [("a", 0.9), ("x", 0.5), ("y", 0.4), ("p", 0.3), ("q", 0.2)]
+    tokens: dict[str, object] = {"a": 10, "x": bad, "y": 10, "p": 10, "q": 10, "big": 10**6}
+    with pytest.raises(getattr(errors, error), match=message):
+        store.recall(hits, at=86_400, cost=tokens.get)
+    tokens["x"] = 10
+    assert "big" in [h.id for h in store.recall(hits, at=86_400)]
+    assert [h.id for h in store.recall(hits, at=86_400, cost=tokens.get)] == list("axypq")
+
+
+def test_a_resolvable_that_is_no_container_is_refused_even_on_a_cold_graph() -> None:
+    from synapse_retriever.errors import InvalidTypeError
+
+    with pytest.raises(InvalidTypeError, match=r"resolvable must be None, a callable .* got int 5"):
+        SynapseStore(":memory:").recall([("a", 0.9)], resolvable=5)  # type: ignore[arg-type]

@@ -337,3 +337,10 @@ def test_usage_ids_maps_objects_and_keeps_ids() -> None:
 def test_usage_ids_refuses_what_would_be_misread(used: object, message: str) -> None:
     with pytest.raises(InvalidTypeError, match=message):
         usage_ids(used, str, int)  # type: ignore[arg-type]
+
+
+def test_a_cost_of_an_object_that_is_no_count_is_refused_by_name(store: SynapseStore) -> None:
+    items = ["jwt", "aaaa", "bbbb", "cc"]
+    recall = plan_items(store, items, ids=["jwt", "a", "b", "c"], scores=[None] * 4, at=0)
+    with pytest.raises(InvalidValueError, match="cost of 'a' must be a finite number, got nan"):
+        recall.finish({"keys": "k"}, cost=lambda doc: float("nan") if doc == "aaaa" else len(doc))
