@@ -269,7 +269,7 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
     creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
     from synapse_retriever.persistence.postgres import PostgresStorage
-    from synapse_retriever.persistence.sqlite import SQLiteStorage
+    from synapse_retriever.persistence.sqlite import SQLiteStorage, file_path
     from synapse_retriever.persistence.transfer import merge_edges
 
     if is_postgres_url(path):  # a server's database: one transaction, nothing to remove
@@ -278,11 +278,17 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
             return merge_edges(shared, edges)
         finally:
             shared.close()
-    try:
-        Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own
-        created = True
-    except FileExistsError:
-        created = False
+    path = file_path(path)  # a folder's name, say, is refused before a file is made
+    if path == ":memory:" or path.startswith("file:"):
+        if path == ":memory:" or path.startswith("file::memory:"):
+            raise CliError(f"{path!r} is a store in memory: nothing imported would be kept")
+        created = False  # SQLite's URI: the file it names is not this command's to remove
+    else:
+        try:
+            Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own
+            created = True
+        except FileExistsError:
+            created = False
     try:
         storage = SQLiteStorage(path)  # refuses foreign files; an empty file becomes a store
         try:

@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from synapse_retriever.config import Operations
+from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -1090,9 +1090,10 @@ class PostgresStorage:
         if not is_postgres_url(url):
             raise InvalidValueError(f"not a PostgreSQL URL: {url!r}")
         self._psycopg = psycopg
-        self._create = create
+        self._create = check_flag("create", create)
+        check_flag("listen", listen)
         self.url, self.path = split_url(url)
-        self.read_only = bool(read_only)
+        self.read_only = check_flag("read_only", read_only)
         self._timeout_s = timeout_s
         self._pool = Connections(self.url, self.path, pool_size, timeout_s)
         self._changed = threading.Event()

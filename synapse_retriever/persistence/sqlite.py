@@ -32,7 +32,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from synapse_retriever.config import Operations
+from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
     CorruptDatabaseError,
     InvalidTypeError,
@@ -545,7 +545,7 @@ class SQLiteStorage:
         self._paged = _paged
         self._lock = threading.RLock()
         self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
-        self.read_only = bool(read_only)
+        self.read_only = check_flag("read_only", read_only)
         self._busy_timeout_s = busy_timeout_s
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
@@ -1054,6 +1054,8 @@ bytes b'synapses.db'
         raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
     if "\x00" in text:
         raise InvalidValueError(f"a store's path must not hold a NUL character, got {text!r}")
+    if text.endswith(("/", os.sep)) and not text.startswith("file:"):
+        raise InvalidValueError(f"a store's path must name a file, not a folder: got {text!r}")
     return text
 
 

@@ -967,6 +967,30 @@ def test_a_bad_import_creates_no_store_and_changes_none(
     assert _files(store.parent) == before  # the store, byte for byte
 
 
+def test_an_import_into_memory_is_refused_and_a_uri_leaves_no_stray_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ":memory:" reported "1 inserted" and left an empty file of that name behind; a URI
+    # left one named "file:zz.db" beside the store it wrote
+    good = _export_file(tmp_path / "good.json", [0.5])
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, out, err = run(capsys, "import", ":memory:", str(good))
+    assert code == 2 and out == ""
+    _one_error_line(err, "':memory:' is a store in memory: nothing imported would be kept")
+    assert list(work.iterdir()) == []
+    code, _, _ = run(capsys, "import", "file:zz.db", str(good))
+    assert code == 0
+    assert sorted(p.name for p in work.iterdir()) == ["zz.db"]
+    with SynapseStore(work / "zz.db") as s:
+        assert s.edge("x", "y0", "shared") is not None
+    code, _, err = run(capsys, "import", "new.db/", str(good))
+    assert code == 2
+    _one_error_line(err, "a store's path must name a file, not a folder: got 'new.db/'")
+    assert sorted(p.name for p in work.iterdir()) == ["zz.db"]
+
+
 def test_an_import_failing_midway_removes_only_the_store_it_created(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,7 @@ from psycopg import sql
 
 from synapse_retriever import (
     CoActivation,
+    InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
@@ -335,6 +336,16 @@ def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
         assert reader.edge("b", "c") is not None  # the next read polls
         w.decay(at=200 * DAY, force=True)
         assert reader.edge("b", "c") is None  # deletions travel too
+
+
+@pytest.mark.parametrize("flag", ["read_only", "listen", "create"])
+def test_a_flag_given_as_a_word_is_refused_before_a_connection(
+    postgres_url: str, flag: str
+) -> None:
+    with pytest.raises(InvalidTypeError, match=f"{flag} must be a bool, got str 'no'"):
+        PostgresStorage(postgres_url, **{flag: "no"})
+    with pytest.raises(InvalidTypeError, match="listen must be a bool, got str 'no'"):
+        PostgresConversationStorage(postgres_url, user="alice", listen="no")  # type: ignore[arg-type]
 
 
 def test_trimmed_logs_send_a_late_reader_back_to_everything(

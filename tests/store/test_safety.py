@@ -288,6 +288,14 @@ def test_read_only_can_be_asked_for(learned: Path) -> None:
         SynapseStore(":memory:", read_only=True)
 
 
+def test_a_read_only_flag_given_as_a_word_is_refused(learned: Path) -> None:
+    # "no" read as True: the store opened read-only
+    with pytest.raises(InvalidTypeError, match="read_only must be a bool, got str 'no'"):
+        SynapseStore(learned, read_only="no")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="read_only must be a bool, got int 1"):
+        SQLiteStorage(learned, read_only=1)  # type: ignore[arg-type]
+
+
 def test_a_reader_sees_writes_to_a_file_without_write_bits_that_root_writes(
     learned: Path,
 ) -> None:

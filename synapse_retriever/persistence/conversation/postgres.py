@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from synapse_retriever.config import Operations
+from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -335,6 +335,7 @@ class PostgresConversationStorage:
         if not is_postgres_url(url):
             raise InvalidValueError(f"not a PostgreSQL URL: {url!r}")
         self.user = check_user(user)
+        check_flag("listen", listen)
         url, self.where = split_url(url)
         self._timeout_s = timeout_s
         self._token = uuid.uuid4().hex[:12]  # on its NOTIFY payloads: its writes are no news
