@@ -19,7 +19,6 @@ from decimal import Decimal
 from numbers import Real
 from typing import Literal, NamedTuple, Protocol, SupportsFloat
 
-from synapse_retriever.capture.coactivation import validate_node_id
 from synapse_retriever.clock import finite_real
 from synapse_retriever.config import RecallRule
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
@@ -243,12 +242,15 @@ def validated_hits(
     Raises
     ------
     InvalidTypeError
-        ``hits`` is a str, bytes, a mapping or not iterable; a hit is not a pair
+        ``hits`` is a str, bytes, a mapping or not iterable; an id is not a str; a hit is not a pair
         (a longer tuple or record gives its first two items: ``(id, score, ...)``); a
         score is not a real number (a bool, a str, None, a complex, a Decimal).
     InvalidValueError
-        A bad id (see :func:`~synapse_retriever.capture.coactivation.validate_node_id`), a score
-        that is NaN or infinite, or one above the score before it.
+        A score that is NaN or infinite, or one above the score before it.
+
+    An id is any non-empty str: one the store could not hold (a NUL, a lone surrogate, past
+    :data:`~synapse_retriever.config.MAX_NAME_BYTES`) is in no graph, so recall treats it as
+    a node it knows nothing of, and a cold graph still returns such hits unchanged.
 
     Examples
     --------
@@ -272,9 +274,8 @@ def validated_hits(
         if type(hit) is not tuple or len(hit) != 2:  # a 2-tuple is the common case
             hit = _pair(hit, len(rows))
         node, score = hit
-        node = validate_node_id(node)
-        if type(node) is not str:
-            node = str(node)  # e.g. NumPy's str_
+        if type(node) is not str or not node:
+            node = _hit_id(node)
         if type(score) is not float:
             score = _real_score(score, len(rows), node)
         if not lowest < score <= best:  # one chained comparison refuses NaN, ±inf, disorder
@@ -287,6 +288,17 @@ def validated_hits(
             first.setdefault(node, score)
         rows = list(first.items())
     return rows
+
+
+def _hit_id(node: object) -> str:
+    """A hit's id as a plain str (NumPy's ``str_`` too): any non-empty str. An id the store
+    could not hold (a NUL, a lone surrogate, past ``MAX_NAME_BYTES``) is no error here:
+    it is in no graph, so recall treats it as a node it knows nothing of."""
+    if not isinstance(node, str):
+        raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {node!r:.80}")
+    if not node:
+        raise InvalidValueError(f"node id must be a non-empty string, got {node!r}")
+    return str(node)
 
 
 def _pair(hit: object, position: int) -> tuple[object, object]:

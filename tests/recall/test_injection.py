@@ -296,3 +296,24 @@ def test_a_resolvable_that_is_no_container_is_refused_even_on_a_cold_graph() -> 
 
     with pytest.raises(InvalidTypeError, match=r"resolvable must be None, a callable .* got int 5"):
         SynapseStore(":memory:").recall([("a", 0.9)], resolvable=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "config", [SynapseConfig(), SynapseConfig.published()], ids=["actr", "pub"]
+)
+def test_a_hit_whose_id_no_store_could_hold_is_a_node_recall_knows_nothing_of(
+    config: SynapseConfig,
+) -> None:
+    store = SynapseStore(":memory:", config=config)
+    long, nul, lone = "u" * 3000, "a\x00b", "\ud800"
+    hits = [("a", 0.9), (long, 0.8), (nul, 0.7), (lone, 0.6), ("p", 0.5)]
+    assert store.recall(hits) == [Hit(node, score) for node, score in hits]  # cold
+    store.reinforce(["a", "b"], at=0)
+    out = store.recall(hits, at=0)
+    assert len(out) == 5 and out[0].id == "a" and "b" in [h.id for h in out]
+    from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+    with pytest.raises(InvalidValueError, match="node id must be a non-empty string"):
+        store.recall([("", 1.0)])
+    with pytest.raises(InvalidTypeError, match="node id must be a str, got int 7"):
+        store.recall([(7, 1.0)])  # type: ignore[list-item]

@@ -100,6 +100,19 @@ def test_cold_graph_returns_the_input_unchanged(synapse: SynapsePostprocessor) -
     assert snapshot(out) == before
 
 
+@pytest.mark.parametrize("config", [None, PUBLISHED, SynapseConfig(injection_enabled=False)])
+def test_nodes_whose_ids_no_store_could_hold_pass_through(config: Any) -> None:
+    # a node id of 3,000 characters raised InvalidValueError on a cold graph
+    hits = [NodeWithScore(node=make_node(i), score=0.9 - n / 10)
+            for n, i in enumerate(["ok", "a" * 3000, "a\x00b", "\ud800"])]  # fmt: skip
+    fields = {} if config is None else {"config": config}
+    postprocessor = SynapsePostprocessor(store=":memory:", **fields)
+    before = snapshot(hits)
+    assert postprocessor.postprocess_nodes(hits) is hits and snapshot(hits) == before
+    postprocessor.record_usage(["ok", "z"])
+    assert len(postprocessor.postprocess_nodes(hits)) == 4
+
+
 def test_empty_input_stays_empty(synapse: SynapsePostprocessor) -> None:
     assert synapse.postprocess_nodes([]) == []
 

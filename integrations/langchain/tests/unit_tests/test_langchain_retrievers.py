@@ -104,6 +104,21 @@ def test_cold_graph_returns_the_upstream_documents_themselves(
     assert result == before
 
 
+UNSTORABLE = ["https://example.com/?q=" + "a" * 3000, "a\x00b", "\ud800"]  # no node ids
+
+
+@pytest.mark.parametrize("config", [None, PUBLISHED, SynapseConfig(injection_enabled=False)])
+def test_documents_whose_ids_no_store_could_hold_pass_through(config: Any) -> None:
+    # a 3,000-byte URL as an id raised InvalidValueError on a cold graph, injection off too
+    docs = [Document("x", id="ok"), *(Document(f"doc {i}", id=i) for i in UNSTORABLE)]
+    fields = {} if config is None else {"config": config}
+    retriever = make(RunnableLambda(lambda q: docs), **fields)
+    assert all(out is doc for out, doc in zip(retriever.invoke("q"), docs, strict=True))
+    retriever.record_usage(["ok", "z"])  # warm: the unknown ids are hits like any other
+    out = retriever.invoke("q")
+    assert len(out) == 4 and out[0] is docs[0]
+
+
 def test_unrelated_edges_change_nothing(upstream: ListRetriever, docstore: InMemoryStore) -> None:
     retriever = make(upstream, docstore=docstore, config=PUBLISHED)
     retriever.record_usage(["x", "y"])  # an edge that no hit reaches
