@@ -24,6 +24,7 @@ __all__ = [
     "check_unicode",
     "coactivation_set",
     "content_id",
+    "is_node_id",
     "validate_node_id",
 ]
 
@@ -68,6 +69,23 @@ def validate_node_id(node: object) -> str:
     if "\x00" in node:  # PostgreSQL's text cannot hold it: refused on every backend alike
         raise InvalidValueError(f"node id must not hold a NUL character, got {node!r}")
     return check_unicode("node id", node)
+
+
+def is_node_id(name: object) -> bool:
+    """Whether ``name`` can be a node id (:func:`validate_node_id` would take it): capture
+    leaves out a file whose path cannot (one over 2,048 bytes, or named in bytes that are
+    not UTF-8) rather than fail the files saved or committed with it.
+
+    Examples
+    --------
+    >>> is_node_id("src/app.py"), is_node_id("d/" * 1100 + "x.py"), is_node_id("a\udce9.py")
+    (True, False, False)
+    """
+    try:
+        validate_node_id(name)
+    except (InvalidTypeError, InvalidValueError):
+        return False
+    return True
 
 
 def check_unicode(name: str, value: str) -> str:

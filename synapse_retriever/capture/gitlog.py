@@ -36,6 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from synapse_retriever.capture.coactivation import is_node_id
 from synapse_retriever.errors import InvalidValueError, SynapseError
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "TreeEntry",
     "check_repository",
     "eligible",
+    "git_environment",
     "parse_since",
     "read_commits",
     "touched_pairs",
@@ -86,7 +88,8 @@ class Commit:
     files : tuple of str
         Paths that exist after the commit and that it touched: added, modified,
         type-changed, and the new side of renames and copies. Deleted paths are left
-        out (there is nothing left to recall); the order is git's.
+        out (there is nothing left to recall), and so are paths that cannot be node ids
+        (:func:`~synapse_retriever.capture.coactivation.is_node_id`); the order is git's.
     deleted : tuple of str
         Paths the commit deleted (or renamed away from).
     """
@@ -168,7 +171,7 @@ or 2024-03-01T12:00:00+02:00, got 'last tuesday'
 def _git(repo: str | os.PathLike[str], *args: str) -> bytes:
     command = ["git", "-C", os.fspath(repo), "-c", "core.quotepath=off", *args]
     try:
-        result = subprocess.run(command, capture_output=True, check=False, env=_environment())
+        result = subprocess.run(command, capture_output=True, check=False, env=git_environment())
     except FileNotFoundError:
         raise GitError("git is not installed (no 'git' on PATH)") from None
     if result.returncode != 0:
@@ -178,8 +181,29 @@ def _git(repo: str | os.PathLike[str], *args: str) -> bytes:
     return result.stdout
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
+REPOSITORY_VARIABLES = frozenset(
+    {
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT", "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE",
+        "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE", "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE", "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE",
+        "GIT_COMMON_DIR",
+    }
+)  # fmt: skip
+"""What ``git rev-parse --local-env-vars`` lists: variables that point git at another
+repository than the one it is run in (a git hook sets ``GIT_DIR``)."""
+
+
+def git_environment() -> dict[str, str]:
+    """The environment every git command of the library runs in: C locale, no prompt, no
+    pager, and none of :data:`REPOSITORY_VARIABLES`, so ``git -C repo`` reads ``repo``.
+
+    Examples
+    --------
+    >>> "GIT_DIR" in git_environment(), git_environment()["LC_ALL"]
+    (False, 'C')
+    """
+    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_VARIABLES}
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"})
     return env
 
@@ -236,7 +260,10 @@ def read_commits(
 
     Notes
     -----
-    Renames are detected (``-M``), so a renamed file counts once, under its new path.
+    Renames are detected (``-M``), so a renamed file counts once, under its new path. In
+    a shallow clone the commits at its boundary are left out: their parents are not there,
+    so git shows each as adding every file of its tree. A path that cannot be a node id
+    (over 2,048 bytes, or not UTF-8) is left out of ``files``.
     """
     check_repository(repo, rev)
     raw = _git(
@@ -254,11 +281,24 @@ def read_commits(
         rev,
         "--",
     )
-    commits = list(_parse_log(raw.decode("utf-8", "backslashreplace")))
+    grafted = _shallow_boundary(repo)
+    commits = [
+        c for c in _parse_log(raw.decode("utf-8", "backslashreplace")) if c.sha not in grafted
+    ]
     if since is not None:
         commits = [c for c in commits if c.commit_time >= since]
     order = {c.sha: i for i, c in enumerate(commits)}
     return sorted(commits, key=lambda c: (c.commit_time, order[c.sha]))
+
+
+def _shallow_boundary(repo: str | os.PathLike[str]) -> frozenset[str]:
+    """The commits a shallow clone holds without their parents (none in a full clone)."""
+    where = _git(repo, "rev-parse", "--git-path", "shallow").decode().strip()
+    shallow = Path(repo) / where  # relative to repo, or absolute (which / keeps)
+    try:
+        return frozenset(shallow.read_text(encoding="ascii").split())
+    except FileNotFoundError:
+        return frozenset()
 
 
 def _parse_log(text: str) -> Iterator[Commit]:
@@ -296,7 +336,7 @@ def _parse_log(text: str) -> Iterator[Commit]:
             author_time=float(author),
             commit_time=float(committer),
             message=_clean_message(message),
-            files=tuple(dict.fromkeys(files)),
+            files=tuple(dict.fromkeys(path for path in files if is_node_id(path))),
             deleted=tuple(dict.fromkeys(deleted)),
         )
 
@@ -337,7 +377,7 @@ class BlobReader:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env=_environment(),
+                env=git_environment(),
             )
         except FileNotFoundError:
             raise GitError("git is not installed (no 'git' on PATH)") from None

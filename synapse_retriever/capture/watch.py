@@ -2,9 +2,9 @@
 
 A :class:`ActivityWindow` gathers the files touched while work goes on; a quiet spell
 (``quiet_s``, five minutes by default) closes it, and its files become one co-activation
-event, capped at ``limit`` files, the most recently touched kept. A rename is recorded, not
-applied to the store: inside the window the file counts once, under its new name, and the
-edges learned under the old name stay where they are (they decay like any other).
+event, capped at ``limit`` files, the most recently touched kept. The window records a
+rename: inside it the file counts once, under its new name; :func:`watch` also moves the
+file's node, its edges and uses, to the new name in the store when the window closes.
 
 :func:`watch` runs it over a working tree with watchdog: ``.git/``, what git ignores, build
 output, binaries and the store's own files are left out, and the namespace follows the
@@ -61,7 +61,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from synapse_retriever.capture.coactivation import check_unicode
+from synapse_retriever.capture.coactivation import is_node_id
+from synapse_retriever.capture.gitlog import git_environment
 from synapse_retriever.config import Learning, validate_namespace
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
@@ -202,9 +203,10 @@ def branch_namespace(root: str | os.PathLike[str]) -> str:
     >>> branch_namespace(tempfile.mkdtemp())
     'personal'
     """
-    found = _git(root, ["rev-parse", "--abbrev-ref", "HEAD"])
-    name = found.strip() if found is not None else ""
-    return f"branch:{name}" if name and name != "HEAD" else "personal"
+    found = _git(root, ["symbolic-ref", "-q", "HEAD"])  # a branch yet unborn too
+    ref = found.strip() if found is not None else ""  # --short says "heads/x" beside a tag x
+    name = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ""
+    return f"branch:{name}" if name else "personal"
 
 
 def ignored(
@@ -216,9 +218,9 @@ def ignored(
 ) -> set[str]:
     """Those of ``paths`` (relative to ``root``) that are not events: in a build or tool
     folder (:data:`BUILD_FOLDERS`), ignored by git, in ``keep_out`` (the store's own files),
-    named in bytes that are not UTF-8, binary, not a regular file (a FIFO, a device, a
-    socket, a symbolic link: never opened), or gone (unless ``gone`` is False: a file
-    saved, then moved before it is read).
+    named so it cannot be a node id (not UTF-8, over 2,048 bytes), binary, not a regular
+    file (a FIFO, a device, a socket, a symbolic link: never opened), or gone (unless
+    ``gone`` is False: a file saved, then moved before it is read).
 
     Examples
     --------
@@ -235,7 +237,7 @@ def ignored(
     left: set[str] = set()
     for path in paths:
         built = any(part in BUILD_FOLDERS for part in Path(path).parts[:-1])
-        text = _text_file(base / path) if _utf8(path) else False
+        text = _text_file(base / path) if is_node_id(path) else False
         if path in out or built or text is False or (text is None and gone):
             left.add(path)
     rest = [p for p in paths if p not in left]
@@ -293,16 +295,6 @@ def _regular_file(path: Path) -> bool:
         return False
 
 
-def _utf8(path: str) -> bool:
-    """Whether a path holds no lone surrogate (what a name in bytes that are not UTF-8
-    becomes): such a name could not be a node id."""
-    try:
-        check_unicode("file name", path)
-    except InvalidValueError:
-        return False
-    return True
-
-
 def _identity(folder: Path) -> tuple[int, int] | None:
     """The device and inode of ``folder``; None if it is not a folder there any more."""
     try:
@@ -317,6 +309,7 @@ def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None
     try:
         done = subprocess.run(
             ["git", "-C", os.fspath(root), *args],
+            env=git_environment(),
             input=stdin,
             capture_output=True,
             text=True,
@@ -541,13 +534,14 @@ class TreeWatcher:
 
     def relative(self, path: str | bytes) -> str:
         """A path watchdog reports, relative to the tree; "" outside it, or for a name that
-        is not UTF-8. Never resolved: links (a loop of them) are not followed."""
+        cannot be a node id (not UTF-8, over 2,048 bytes). Never resolved: links (a loop
+        of them) are not followed."""
         text = os.path.normpath(os.fsdecode(path))
         try:
             found = Path(text).relative_to(self.base).as_posix()
         except ValueError:
             return ""
-        return found if found != "." and _utf8(found) else ""
+        return found if found != "." and is_node_id(found) else ""
 
     def as_touch(self, event: FileSystemEvent) -> Touch | None:
         """What a watchdog event means to the watch; None for one it never looks at: a

@@ -13,6 +13,7 @@ from synapse_retriever.capture.gitlog import (
     GitError,
     check_repository,
     eligible,
+    git_environment,
     parse_since,
     read_commits,
     tree_files,
@@ -96,6 +97,43 @@ def test_bare_clone_reads_the_same(repo: Path, tmp_path: Path) -> None:
     bare = tmp_path / "bare.git"
     git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
     assert read_commits(bare) == read_commits(repo)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_shallow_clone_leaves_out_its_boundary_commits(
+    repo: Path, tmp_path: Path, depth: int
+) -> None:
+    # git shows a commit whose parents are missing as adding its whole tree: a fake event
+    # of every file (at depth 2 the boundary is the merge, no longer one once grafted)
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", f"--depth={depth}", f"file://{repo}", str(shallow))
+    full = {c.sha: c for c in read_commits(repo)}
+    read = read_commits(shallow)
+    assert all(full[c.sha] == c for c in read)  # each as the full history has it
+    boundary = set((shallow / ".git" / "shallow").read_text().split())
+    assert boundary and not boundary & {c.sha for c in read}
+
+
+def test_git_reads_the_repository_asked_for_whatever_the_environment_points_at(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # inside a git hook GIT_DIR names the hook's repository: it read that one instead
+    other = init(tmp_path / "other")
+    commit(other, "only", {"x.py": "x\n", "y.py": "y\n"}, at=BASE)
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(repo))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))
+    assert [c.files for c in read_commits(other)] == [("x.py", "y.py")]
+    assert "GIT_DIR" not in git_environment()
+
+
+def test_a_path_that_cannot_be_a_node_id_is_left_out_of_a_commits_files(tmp_path: Path) -> None:
+    # one path over 2,048 bytes failed a whole bootstrap batch
+    repo = init(tmp_path / "long")
+    deep = "/".join(["d" * 200] * 11) + "/long.py"
+    commit(repo, "long", {deep: "x\n", "a.py": "a\n", "b.py": "b\n"}, at=BASE)
+    (only,) = read_commits(repo)
+    assert only.files == ("a.py", "b.py")
 
 
 def test_tree_files_and_blob_contents(repo: Path) -> None:

@@ -137,6 +137,21 @@ def test_the_namespace_follows_the_branch(tree: Path) -> None:
     assert branch_namespace(tree) == "branch:feature/login"
     git(tree, "checkout", "-q", "--detach")
     assert branch_namespace(tree) == "personal"
+    git(tree, "checkout", "-q", "main")
+    git(tree, "tag", "main")  # a tag of the branch's name read as "heads/main"
+    assert branch_namespace(tree) == "branch:main"
+
+
+def test_a_branch_without_commits_is_a_branch(tmp_path: Path) -> None:
+    assert branch_namespace(init(tmp_path / "new")) == "branch:main"  # was "personal"
+
+
+def test_a_file_whose_path_cannot_be_a_node_id_is_left_out(tree: Path) -> None:
+    # one path over 2,048 bytes failed every later window of the watch
+    deep = "/".join(["d" * 200] * 11) + "/long.py"
+    _save(tree, deep)
+    _save(tree, "src/a.py")
+    assert ignored(tree, [deep, "src/a.py"]) == {deep}
 
 
 class Watcher:
