@@ -78,7 +78,7 @@ def is_node_id(name: object) -> bool:
 
     Examples
     --------
-    >>> is_node_id("src/app.py"), is_node_id("d/" * 1100 + "x.py"), is_node_id("a\udce9.py")
+    >>> is_node_id("src/app.py"), is_node_id("d/" * 1100 + "x.py"), is_node_id("a\\udce9.py")
     (True, False, False)
     """
     try:
