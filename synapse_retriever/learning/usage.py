@@ -29,6 +29,7 @@ One use 1 day ago and one 4 days ago: B = ln(1^−0.5 + 4^−0.5) = ln 1.5.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -325,6 +326,10 @@ def namespace_sum(parts: Sequence[tuple[IntArray, FloatArray]], size: int) -> Fl
     return total
 
 
+def _time(event: tuple[float, tuple[int, ...]]) -> float:
+    return event[0]
+
+
 class UseTable:
     """Use history per (namespace, node) in NumPy arrays, and each namespace's events.
 
@@ -451,12 +456,21 @@ class UseTable:
         return rows
 
     def remember(self, events: Iterable[RecentEvent]) -> None:
-        """Remember ``events``, oldest first, for :meth:`recent_nodes`."""
+        """Remember ``events`` (in the order they were written) for :meth:`recent_nodes`:
+        each namespace keeps its ``window`` latest in time, of one time the last written,
+        whatever order they came in (a use dated in the past, an import, another writer)."""
         for namespace, at, nodes in events:
             latest = self._latest.setdefault(namespace, deque(maxlen=self.window))
-            latest.append((at, tuple(nodes)))
             self._newest[namespace] = max(self._newest.get(namespace, at), at)
             self._recent_nodes.clear()
+            if not latest or at >= latest[-1][0]:  # the usual case: the newest
+                latest.append((at, tuple(nodes)))  # (full: the oldest goes)
+                continue
+            if len(latest) == latest.maxlen:
+                if at < latest[0][0]:
+                    continue  # older than every event kept
+                latest.popleft()
+            latest.insert(bisect.bisect_right(latest, at, key=_time), (at, tuple(nodes)))
 
     def set_events(self, namespace: int, events: int) -> None:
         """Set the number of co-activation events of a namespace."""

@@ -584,8 +584,9 @@ class _PostgresTransaction:
             if self._recent:
                 conn.execute(
                     "DELETE FROM recent_uses r USING (SELECT namespace, id FROM (SELECT "
-                    "namespace, id, row_number() OVER (PARTITION BY namespace ORDER BY id DESC) "
-                    "AS newer FROM recent_uses WHERE namespace = ANY(%s::bigint[])) AS ranked "
+                    "namespace, id, row_number() OVER (PARTITION BY namespace "
+                    "ORDER BY at DESC, id DESC) AS newer FROM recent_uses "
+                    "WHERE namespace = ANY(%s::bigint[])) AS ranked "
                     "WHERE newer > %s) AS old WHERE r.namespace = old.namespace AND r.id = old.id "
                     f"AND {token} %% %s = 0",
                     (sorted({entry.namespace for entry in self._recent}), 2 * self._keep,

@@ -189,7 +189,8 @@ class WriteTransaction(Protocol):
 
     def log_recent(self, entries: Sequence[RecentEvent], keep: int) -> None:
         """Log events' nodes, ``entries`` in order; each namespace's latest ``keep`` entries
-        are kept (older ones are trimmed whenever it holds more than ``2 × keep``)."""
+        in time (of one time, the last logged) are kept: older ones are trimmed whenever it
+        holds more than ``2 × keep``."""
         ...
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:

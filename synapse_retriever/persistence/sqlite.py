@@ -387,8 +387,8 @@ class _SQLiteTransaction:
             ).fetchone()
             if newest - oldest >= 2 * keep:  # more than 2 × keep rows: trim
                 db.execute(
-                    "DELETE FROM recent_uses WHERE namespace = ?1 AND id <= (SELECT id FROM "
-                    "recent_uses WHERE namespace = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                    "DELETE FROM recent_uses WHERE id IN (SELECT id FROM recent_uses WHERE "
+                    "namespace = ?1 ORDER BY at DESC, id DESC LIMIT -1 OFFSET ?2)",
                     (namespace, keep),
                 )
 

@@ -265,6 +265,11 @@ def _merge(
     return inserted, replaced, kept
 
 
+_TRIM_NOTHING = 2**60
+"""``keep`` for an import's recent events: the log of events is left whole (2 × this is past
+any count of rows), and the store's next write trims it to its own ``recent_events``."""
+
+
 def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> None:
     """Use rows, approximated from ``rows``, for their nodes that have none yet."""
     by_namespace: dict[int, list[EdgeRow]] = {}
@@ -276,12 +281,13 @@ def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> 
         missing = set(nodes) - {row.node for row in held if row.uses > 0}
         if not missing:
             continue
+        new = [r for r in edges if r.a in missing or r.b in missing]  # all a new node's edges
         uses, events, latest = uses_from_edges(
-            (r.a, r.b, ns, r.activation_count, r.created_at, r.last_reinforced_at) for r in edges
+            (r.a, r.b, ns, r.activation_count, r.created_at, r.last_reinforced_at) for r in new
         )
         tx.write_uses([use for use in uses if use.node in missing])
-        tx.add_events(ns, events.get(ns, 0))
-        tx.log_recent(latest, keep=len(latest))
+        tx.add_events(ns, events.get(ns, 0))  # the new nodes' co-uses: not counted before
+        tx.log_recent(latest, keep=_TRIM_NOTHING)  # the next write trims to the store's window
 
 
 def _newer(x: Edge, y: Edge) -> Edge:

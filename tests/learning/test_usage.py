@@ -215,6 +215,18 @@ def test_the_recent_window_forgets_old_events() -> None:
     assert table.events(ONE) == 0.0  # single-node uses are no co-activations
 
 
+@given(st.lists(st.integers(0, 20), max_size=40), st.integers(0, 6))
+def test_the_window_holds_the_latest_events_in_time_whatever_order_they_came_in(
+    days: list[int], window: int
+) -> None:
+    # it held the last written: 50 uses dated in the past pushed the newest event out
+    table = UseTable(window=window)
+    table.remember([RecentEvent(1, day * DAY, [n]) for n, day in enumerate(days)])
+    ranked = sorted(range(len(days)), key=lambda n: (days[n], n))  # time, then write order
+    kept = ranked[max(0, len(ranked) - window) :] if window else []
+    assert table.recent_nodes(ONE).tolist() == sorted(kept, key=lambda n: (-days[n], -n))
+
+
 def test_uses_approximated_from_edges() -> None:
     edges = [(1, 2, 1, 3, 0.0, 5 * DAY), (1, 3, 1, 1, 2 * DAY, 2 * DAY)]
     rows, events, latest = uses_from_edges(edges, window=1)

@@ -565,3 +565,41 @@ def test_an_export_onto_a_read_only_file_system_names_the_file_asked_for(tmp_pat
     finally:
         subprocess.run(["umount", str(folder)], check=True)
     assert list(folder.iterdir()) == []
+
+
+def test_an_import_keeps_the_stores_recent_events_and_counts_only_new_ones(
+    tmp_path: Path,
+) -> None:
+    # one old edge between two new nodes trimmed the log of 60 events to its own one, and a
+    # store's own export merged back counted every event again
+    path = tmp_path / "s.db"
+    config = SynapseConfig.recency()
+    hits = [("q1", 0.9), ("q2", 0.5), ("q3", 0.4)]
+    now = 100 * DAY
+    with SynapseStore(path, config=config) as store:
+        for i in range(60):
+            store.reinforce([f"old/{i}.py", f"older/{i}.py"], at=now - 50 * DAY + i)
+        store.reinforce(["recent/a.py", "recent/b.py"], at=now - 1)
+        before = store.recall(hits, at=now)
+        own = export_edges(store, at=now)
+    assert [h.id for h in before] == ["q1", "recent/a.py", "recent/b.py"]
+
+    def counts() -> tuple[int, int]:
+        with sqlite3.connect(path) as db:
+            ((events,),) = db.execute("SELECT sum(events) FROM namespace_events")
+            ((logged,),) = db.execute("SELECT count(*) FROM recent_uses")
+        return events, logged
+
+    assert counts() == (61, 61)
+    stranger = Edge(
+        "new/x.py", "new/y.py", "personal", 0.3, 1, 30.0, now - 10 * DAY, now - 10 * DAY
+    )
+    _merged(path, [stranger])
+    assert counts() == (62, 62)  # its one co-use: the others are kept, not counted again
+    with SynapseStore(path, config=config) as store:
+        assert store.recall(hits, at=now) == before
+    newer = [replace(e, last_reinforced_at=e.last_reinforced_at + 1) for e in own]
+    _merged(path, [*newer, replace(stranger, b="new/z.py")])
+    assert counts() == (63, 63)  # only new/z.py had no uses
+    with SynapseStore(path, config=config) as store:
+        assert store.recall(hits, at=now) == before

@@ -620,3 +620,20 @@ def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_done(tmp_path: 
             call()
     assert store.edge("a", "b") is not None  # the sweep at 400 days never ran
     assert list(tmp_path.iterdir()) == []  # the memory's file was never made
+
+
+def test_the_window_of_recent_events_is_the_latest_in_time_open_and_reopened(
+    store_path: str,
+) -> None:
+    # the newest use, then 120 dated earlier: the window held the last 50 written, and a
+    # reopened store (its log trimmed by row) agreed only by chance
+    config = SynapseConfig.recency()
+    hits = [("a", 0.9), ("b", 0.5)]
+    with SynapseStore(store_path, config=config) as store:
+        store.use(["newest"], at=100 * DAY)
+        for i in range(120):
+            store.use([f"u{i}"], at=(1 + i) * DAY / 10)
+        running = store.recall(hits, at=101 * DAY)
+        assert [h.id for h in running] == ["a", "newest"]
+    with SynapseStore(store_path, config=config) as reopened:
+        assert reopened.recall(hits, at=101 * DAY) == running
