@@ -111,7 +111,15 @@ def in_calendar(seconds: float) -> bool:
     return True
 
 
+def refuse_memory(path: str) -> None:
+    """Refuse a store in memory (``:memory:``, ``file::memory:``): a command's store ends
+    with the command, so what it writes would be lost and what it reads is empty."""
+    if path == ":memory:" or path.startswith("file::memory:"):
+        raise CliError(f"{path!r} is a store in memory: nothing this command does would be kept")
+
+
 def open_store(path: str, *, must_exist: bool) -> SynapseStore:
+    refuse_memory(path)
     if is_postgres_url(path):  # a command that only reads never creates the tables
         return SynapseStore(storage=PostgresStorage(path, create=not must_exist))
     if must_exist and not Path(path).exists():

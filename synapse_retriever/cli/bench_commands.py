@@ -21,6 +21,7 @@ from synapse_retriever.cli._common import (
     print_json,
     progress_display,
 )
+from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.errors import InvalidValueError
 
@@ -563,8 +564,8 @@ def cmd_bench_capture(args: argparse.Namespace) -> int:
 
     from synapse_retriever.bench.capture import run_capture
 
-    if not args.idle_s > 0:
-        raise CliError(f"--idle-s must be > 0 seconds, got {args.idle_s}")
+    if not 0 < args.idle_s <= SECONDS_PER_DAY:  # inf ended in a traceback, 1e10 never ended
+        raise CliError(f"--idle-s must be > 0 and at most 86400 seconds, got {args.idle_s}")
     for module, extra in (("watchdog", "watch"), ("mcp", "mcp")):
         if importlib.util.find_spec(module) is None:
             raise CliError(f"bench capture needs the {extra} extra: pip install "

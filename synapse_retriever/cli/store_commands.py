@@ -28,6 +28,7 @@ from synapse_retriever.cli._common import (
     parse_time,
     print_json,
     progress_display,
+    refuse_memory,
 )
 from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.errors import SynapseError
@@ -279,9 +280,8 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
         finally:
             shared.close()
     path = file_path(path)  # a folder's name, say, is refused before a file is made
-    if path == ":memory:" or path.startswith("file:"):
-        if path == ":memory:" or path.startswith("file::memory:"):
-            raise CliError(f"{path!r} is a store in memory: nothing imported would be kept")
+    refuse_memory(path)
+    if path.startswith("file:"):
         created = False  # SQLite's URI: the file it names is not this command's to remove
     else:
         try:

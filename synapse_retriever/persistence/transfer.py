@@ -744,15 +744,19 @@ def _json_rows(path: str | os.PathLike[str]) -> Sequence[Any]:
         raise InvalidValueError(
             f"{name!r} is not a synapse edge export (no format {FORMAT_NAME!r})"
         )
-    if document.get("version") != FORMAT_VERSION:
-        raise InvalidValueError(
-            f"{name!r} has export version {document.get('version')!r}; this library reads "
-            f"version {FORMAT_VERSION}"
-        )
+    _check_version(name, document.get("version"))
     rows = document.get("edges")
     if not isinstance(rows, list):
         raise InvalidValueError(f"{name!r} has no list of edges")
     return rows
+
+
+def _check_version(name: str, version: object) -> None:
+    """Refuse an export of another format version than this library writes (any format)."""
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise InvalidValueError(
+            f"{name!r} has export version {version!r}; this library reads version {FORMAT_VERSION}"
+        )
 
 
 def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -768,6 +772,7 @@ def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise InvalidValueError(
             f"{name!r} is not a synapse edge export (no format {FORMAT_NAME!r})"
         )
+    _check_version(name, graph.graph.get("version"))
     rows = []
     for a, b, attrs in graph.edges(data=True):
         rows.append({"a": a, "b": b, **attrs})

@@ -978,7 +978,11 @@ def test_an_import_into_memory_is_refused_and_a_uri_leaves_no_stray_file(
     monkeypatch.chdir(work)
     code, out, err = run(capsys, "import", ":memory:", str(good))
     assert code == 2 and out == ""
-    _one_error_line(err, "':memory:' is a store in memory: nothing imported would be kept")
+    _one_error_line(err, "':memory:' is a store in memory: nothing this command does would be")
+    for command in (["rename", ":memory:", "a", "b"], ["stats", "file::memory:"]):
+        code, out, err = run(capsys, *command)
+        assert code == 2 and out == ""
+        _one_error_line(err, "is a store in memory")
     assert list(work.iterdir()) == []
     code, _, _ = run(capsys, "import", "file:zz.db", str(good))
     assert code == 0

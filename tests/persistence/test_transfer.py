@@ -247,6 +247,25 @@ def test_read_edges_names_what_is_wrong_with_a_file(
         read_edges(path)
 
 
+@pytest.mark.parametrize("version", ["99", None], ids=["newer", "none"])
+def test_a_graphml_export_of_another_version_is_refused_as_json_is(
+    tmp_path: Path, version: str | None
+) -> None:
+    # JSON was checked for its version, GraphML not: a version 99 file was imported
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], at=0.0)
+    path = tmp_path / "x.graphml"
+    write_edges(store, path, at=0.0)
+    text = path.read_text()
+    key = re.search(r'<key id="(d\d+)" for="graph" attr.name="version"', text)
+    assert key is not None
+    stamp = f'<data key="{key.group(1)}">1</data>'
+    assert stamp in text
+    path.write_text(text.replace(stamp, "" if version is None else stamp.replace(">1<", ">99<")))
+    with pytest.raises(InvalidValueError, match=r"has export version (99|None); this library"):
+        read_edges(path)
+
+
 def test_read_edges_refuses_foreign_graphml(tmp_path: Path) -> None:
     import networkx as nx
 
