@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -46,6 +46,8 @@ __all__ = [
     "HALF_LIFE_DAYS",
     "MAX_BUSY_TIMEOUT_S",
     "MAX_NAME_BYTES",
+    "MAX_RECENT_EVENTS",
+    "MAX_USE_HISTORY",
     "PRESETS",
     "RULES",
     "ActrRule",
@@ -58,8 +60,14 @@ __all__ = [
     "SynapseConfig",
     "check_flag",
     "check_size",
+    "namespace_list",
     "validate_namespace",
 ]
+
+MAX_RECENT_EVENTS = 100_000
+"""The most events :attr:`Learning.recent_events` keeps per namespace."""
+MAX_USE_HISTORY = 1_000
+"""The most use times :attr:`Learning.use_history` keeps per node (8 bytes each)."""
 
 Rule = Literal["actr", "published"]
 """A recall rule's name: :attr:`SynapseConfig.rule`."""
@@ -153,6 +161,32 @@ def validate_namespace(namespace: object) -> str:
     )
 
 
+def namespace_list(namespaces: object, what: str = "namespaces") -> list[str] | None:
+    """``namespaces`` (one name, an iterable of names, or None for all) as a list of valid
+    names, or None.
+
+    Examples
+    --------
+    >>> namespace_list("shared"), namespace_list(["personal", "branch:main"]), namespace_list(None)
+    (['shared'], ['personal', 'branch:main'], None)
+    >>> namespace_list(5)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: namespaces must be a str, an iterable of str or \
+None, got int 5
+    """
+    if namespaces is None:
+        return None
+    if isinstance(namespaces, str):
+        return [validate_namespace(namespaces)]
+    if isinstance(namespaces, (bytes, bytearray, Mapping)) or not isinstance(namespaces, Iterable):
+        raise InvalidTypeError(
+            f"{what} must be a str, an iterable of str or None, got "
+            f"{type(namespaces).__name__} {namespaces!r:.80}"
+        )
+    return [validate_namespace(ns) for ns in namespaces]
+
+
 def _printable(text: str) -> bool:
     return not any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
 
@@ -233,16 +267,31 @@ class Learning:
             ("use_history", 1),
         ):
             _check_integer(name, getattr(self, name), minimum)
+        for name, most in (("recent_events", MAX_RECENT_EVENTS), ("use_history", MAX_USE_HISTORY)):
+            if getattr(self, name) > most:  # kept per namespace and per node: memory
+                raise InvalidValueError(
+                    f"{name} must be at most {most:,}, got {getattr(self, name)}"
+                )
         bounds = self.half_life_bounds
+        if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) != 2:
+            raise InvalidValueError(
+                f"half_life_bounds must be a pair (low, high) of days, got {bounds!r:.80}"
+            )
         _check_positive("half_life_bounds[0]", bounds[0])
         if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
             raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
         _check_half_life("half_life_bounds[0]", bounds[0])
         _check_half_life("half_life_bounds[1]", bounds[1])
-        half_lives = dict(self.half_life_days)
-        missing = {"personal", "branch", "shared", "ephemeral"} - half_lives.keys()
+        half_lives = _mapping("half_life_days", self.half_life_days)
+        kinds = {"personal", "branch", "shared", "ephemeral"}
+        missing, unread = kinds - half_lives.keys(), half_lives.keys() - kinds
         if missing:
             raise InvalidValueError(f"half_life_days misses {sorted(missing)}")
+        if unread:  # "branch:main" is never read: every branch takes "branch"
+            raise InvalidValueError(
+                f"half_life_days has keys no namespace reads: {sorted(unread, key=str)!r:.120} "
+                f"(one per kind: {sorted(kinds)}; every branch takes 'branch')"
+            )
         for ns, days in half_lives.items():
             _check_positive(f"half_life_days[{ns!r}]", days)
             _check_half_life(f"half_life_days[{ns!r}]", days)
@@ -746,6 +795,8 @@ not of this configuration's 'actr' rule
 
     def _locate(self, name: str) -> tuple[str, str]:
         """``(group, field)`` of ``name``, with group ``""`` for the config's own fields."""
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"a field's name must be a str, got {type(name).__name__}")
         group, _, key = name.rpartition(".")
         for part in ("", *GROUPS):
             held = getattr(self, part) if part else self
@@ -770,7 +821,7 @@ not of this configuration's 'actr' rule
             "recall", self.recall, (ActrRule, PublishedRule), "an ActrRule or a PublishedRule"
         )
         check_flag("injection_enabled", self.injection_enabled)
-        weights = dict(self.merge_weights)
+        weights = _mapping("merge_weights", self.merge_weights)
         for ns, factor in weights.items():
             validate_namespace(ns)
             _check_unit(f"merge_weights[{ns!r}]", factor)
@@ -797,6 +848,16 @@ not of this configuration's 'actr' rule
 def _names(part: Learning | RecallRule | Spreading | Operations | SynapseConfig) -> list[str]:
     """The fields of a dataclass that its constructor takes, in order."""
     return [f.name for f in fields(part) if f.init]
+
+
+def _mapping(name: str, value: object) -> dict[str, float]:
+    """``value`` as a dict of its own, if it is a mapping."""
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(
+            f"{name} must be a mapping of namespace -> number, got {type(value).__name__} "
+            f"{value!r:.80}"
+        )
+    return dict(value)
 
 
 def _check_type(name: str, value: object, kind: type | tuple[type, ...], expected: str) -> None:

@@ -23,6 +23,7 @@ from synapse_retriever import (
     PublishedRule,
     Spreading,
     SynapseConfig,
+    SynapseStore,
 )
 from synapse_retriever.config import GROUPS
 from synapse_retriever.conversation.config import ContextConfig
@@ -230,3 +231,35 @@ def test_the_flat_view_has_every_field_once_and_the_rule() -> None:
     groups = (Learning(), PublishedRule(), Spreading(), Operations())
     expected = 1 + sum(sum(f.init for f in dataclasses.fields(g)) for g in groups) + 2
     assert len(flat) == expected
+
+
+BAD_SHAPES = [
+    (lambda: Learning(half_life_bounds=(5,)), InvalidValueError, "must be a pair"),
+    (lambda: Learning(half_life_bounds=5), InvalidValueError, "must be a pair"),
+    (lambda: Learning(half_life_bounds=(3, 60, 90)), InvalidValueError, "must be a pair"),
+    (lambda: Learning(half_life_days=None), InvalidTypeError, "half_life_days must be a map"),
+    (
+        lambda: Learning(half_life_days={**Learning().half_life_days, "branch:main": 5.0}),
+        InvalidValueError,
+        r"keys no namespace reads: \['branch:main'\]",
+    ),
+    (lambda: Learning(use_history=10**12), InvalidValueError, "use_history must be at most 1,"),
+    (lambda: Learning(recent_events=10**9), InvalidValueError, "recent_events must be at most"),
+    (lambda: SynapseConfig(merge_weights=None), InvalidTypeError, "merge_weights must be a map"),
+    (lambda: SynapseConfig().value(5), InvalidTypeError, "a field's name must be a str"),
+    (lambda: ContextConfig(consolidation_ages=5), InvalidValueError, "consolidation_ages must"),
+    (
+        lambda: SynapseStore(":memory:").rename("a", "b", namespaces=5),
+        InvalidTypeError,
+        "namespaces must be a str, an iterable of str or None, got int 5",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "error", "message"), BAD_SHAPES)
+def test_a_config_of_the_wrong_shape_is_refused_by_name(
+    make: Any, error: type[Exception], message: str
+) -> None:
+    # each was a raw IndexError, TypeError or AttributeError, or was accepted and ignored
+    with pytest.raises(error, match=message):
+        make()

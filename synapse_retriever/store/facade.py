@@ -46,6 +46,7 @@ from synapse_retriever.config import (
     SynapseConfig,
     check_flag,
     check_size,
+    namespace_list,
     validate_namespace,
 )
 from synapse_retriever.errors import (
@@ -613,11 +614,8 @@ config: pass config together with a store path instead
         old, new = validate_node_id(old), validate_node_id(new)
         if old == new:
             raise InvalidValueError(f"a node cannot be renamed to itself: {old!r}")
-        if namespaces is not None:
-            names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
-            only: set[str] | None = {validate_namespace(ns) for ns in names}
-        else:
-            only = None
+        names = namespace_list(namespaces)
+        only = None if names is None else set(names)
         with self._lock:
             self._check_open()
             self._mirror.refresh(self._storage, force=True)  # a node learned a moment ago
@@ -1030,20 +1028,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """
         now = to_seconds(at)
         single = isinstance(namespaces, str)
-        if isinstance(namespaces, (bytes, bytearray)) or not (
-            namespaces is None or isinstance(namespaces, Iterable)
-        ):
-            raise InvalidTypeError(
-                "namespaces must be a str, an iterable of str or None, got "
-                f"{type(namespaces).__name__} {namespaces!r}"
-            )
-        chosen = (
-            [validate_namespace(namespaces)]
-            if isinstance(namespaces, str)
-            else None
-            if namespaces is None
-            else [validate_namespace(ns) for ns in namespaces]
-        )
+        chosen = namespace_list(namespaces)
         with self._lock:
             self._refresh()
             return self._mirror.graph.to_networkx(now, chosen, single=single)
