@@ -224,7 +224,8 @@ SIDE_FILES = ("-wal", "-shm", "-journal")
 """What SQLite appends to a database's name for its side files (write-ahead log, shared
 memory, rollback journal): no store may be named so, and no export may overwrite them."""
 
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CORRUPT = 5, 6, 8, 10, 11
+SQLITE_ERROR, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY = 1, 5, 6, 8
+SQLITE_IOERR, SQLITE_CORRUPT = 10, 11
 SQLITE_FULL, SQLITE_NOTADB = 13, 26
 """SQLite's primary result codes this module tells apart."""
 
@@ -942,6 +943,10 @@ def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
         return CorruptDatabaseError(_corrupt_message(path, str(exc)))
+    if code == SQLITE_ERROR and str(exc).startswith(("no such table", "no such index")):
+        return CorruptDatabaseError(  # a table dropped, or a schema version set by hand
+            _corrupt_message(path, f"{exc}: part of a synapse store's schema is missing")
+        )
     if code == SQLITE_READONLY:
         return ReadOnlyStoreError(
             f"{path!r} cannot be written ({exc}): open it read-only to read it"

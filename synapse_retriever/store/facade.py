@@ -50,6 +50,7 @@ from synapse_retriever.config import (
     validate_namespace,
 )
 from synapse_retriever.errors import (
+    CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
     SynapseError,
@@ -79,6 +80,10 @@ from synapse_retriever.store.write import Event, Late, Reinforced, write_events
 
 if TYPE_CHECKING:
     import networkx as nx
+
+_ROW_ERRORS = (ValueError, TypeError, IndexError, KeyError, OverflowError)
+"""What loading rows no store writes raises (a weight of text, an edge of a node that is not
+there): a file edited by hand, reported as damaged."""
 
 __all__ = ["DecayReport", "RepairReport", "SynapseStore"]
 
@@ -206,13 +211,25 @@ class SynapseStore:
         if storage is not None and read_only:
             raise InvalidValueError("read_only applies to the store at path, not a storage")
         self.config = config or SynapseConfig()
+        opened = storage is None
         if storage is None:
             storage = _open_storage(path, read_only, self.config)
         self.path = storage.path  # a URL without its password
         self._storage: Storage = storage
         self._lock = threading.RLock()
         self._mirror = Mirror(self.config)
-        self._mirror.open(self._storage)
+        try:
+            self._mirror.open(self._storage)
+        except BaseException as exc:
+            if opened:
+                storage.close()
+            if isinstance(exc, SynapseError) or not isinstance(exc, _ROW_ERRORS):
+                raise
+            raise CorruptDatabaseError(
+                f"{self.path!r} holds rows no synapse store writes ({type(exc).__name__}: "
+                f"{exc}); nothing was written: restore a backup, or re-create the store from "
+                "an export"
+            ) from exc
         self._closed = False
 
     @classmethod

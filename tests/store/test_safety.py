@@ -356,6 +356,32 @@ def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     assert _digest(path) == digest
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("UPDATE edges SET weight = 'abc'", "holds rows no synapse store writes"),
+        ("DROP TABLE edges", "part of a synapse store's schema is missing"),
+        ("PRAGMA user_version = 2", "part of a synapse store's schema is missing"),
+    ],
+    ids=["text weight", "no edges table", "old schema version"],
+)
+def test_a_file_edited_by_hand_is_refused_in_one_line(
+    learned: Path, capsys: pytest.CaptureFixture[str], edit: str, message: str
+) -> None:
+    # each was a raw ValueError, IndexError or sqlite3 error, and a traceback in the CLI
+    with contextlib.closing(sqlite3.connect(learned)) as db:
+        db.execute("DROP TRIGGER IF EXISTS edges_log_update")
+        db.execute(edit)
+        db.commit()
+    digest = _digest(learned)
+    with pytest.raises(CorruptDatabaseError, match=message):
+        SynapseStore(learned)
+    assert main(["stats", str(learned)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1
+    assert _digest(learned) == digest
+
+
 def test_import_into_a_damaged_file_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
