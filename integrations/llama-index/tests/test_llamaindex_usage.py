@@ -21,6 +21,8 @@ from llama_index.postprocessor.synapse import (
     mark_used,
 )
 
+from synapse_retriever import SynapseStore
+
 dispatcher = get_dispatcher("tests.synapse")
 
 TEXTS = {
@@ -229,6 +231,7 @@ async def test_async_citation_queries_are_captured_too(
 ) -> None:
     engine = citation_engine(index_of(embedding), citing_llm(answer="[1][2]"))
     await engine.aquery("the token in the session")
+    await handler.aflush()  # written by the handler's thread: the loop never waits on a lock
     assert len(edges(synapse)) == 1
 
 
@@ -277,7 +280,30 @@ async def test_what_an_agents_tools_read_in_one_run_is_one_event(
         llm=MockFunctionCallingLLM(),  # calls every tool once, then answers
     )
     await agent.run("why does token verification fail?")
+    await handler.aflush()
     assert edges(synapse) == {frozenset({"auth/jwt.py", "config/keys.py"})}
     assert synapse.store.edge("auth/jwt.py", "config/keys.py").activation_count == 1  # type: ignore[union-attr]
     await agent.run("and now?")
+    await handler.aflush()
     assert synapse.store.edge("auth/jwt.py", "config/keys.py").activation_count == 2  # type: ignore[union-attr]
+
+
+def test_a_span_ending_on_the_loop_never_waits_there_for_a_write(tmp_path: Any) -> None:
+    # another process holds the file's write lock: the usage write waited for it on the
+    # loop's thread, holding the loop up to busy_timeout_s (0.54 s here with a 0.5 s hold)
+    from loop_stalls import STALL_BOUND_S, least_stall, write_waiting
+
+    store = SynapseStore(tmp_path / "s.db")
+    synapse = SynapsePostprocessor(store=store)
+    handler = SynapseUsageHandler(postprocessor=synapse).attach()
+
+    async def scenario() -> None:
+        async with write_waiting(store):
+            mark_used(["auth/jwt.py", "config/keys.py"])  # on the loop's thread
+        await handler.aflush()
+
+    try:
+        assert least_stall(scenario) <= STALL_BOUND_S
+    finally:
+        handler.detach()
+    assert store.weight("auth/jwt.py", "config/keys.py") > 0

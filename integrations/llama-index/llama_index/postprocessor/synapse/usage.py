@@ -9,9 +9,12 @@ an agent run) is reinforced together when that span ends; outside any span, each
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from llama_index.core.base.response.schema import Response
@@ -107,10 +110,41 @@ class SynapseUsageHandler(BaseEventHandler):
     strength: float = Field(default=1.0, description="Strength of each event.")
     _runs: RunCollector[tuple[str, Any]] = PrivateAttr(default_factory=RunCollector)
     _spans: _SpanTree = PrivateAttr()
+    _writer: ThreadPoolExecutor = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
-        """Pydantic hook: create the span handler that feeds the span tree to this handler."""
+        """Pydantic hook: create the span handler that feeds the span tree to this handler,
+        and the thread that writes what a span on an event loop's thread learned."""
         self._spans = _SpanTree(self)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapse-usage")
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every event learned on an event loop's thread is written.
+
+        A span that ends on a loop's thread (``aquery``, an async agent run) is written by
+        a thread of the handler's, in order, so that a write waiting for another process's
+        lock never holds the loop; elsewhere events are written before the span returns.
+
+        Raises:
+            TimeoutError: The writes took longer than ``timeout`` seconds.
+
+        Example:
+            >>> from llama_index.postprocessor.synapse import SynapsePostprocessor
+            >>> handler = SynapseUsageHandler(postprocessor=SynapsePostprocessor(store=":memory:"))
+            >>> handler.flush()
+        """
+        self._writer.submit(lambda: None).result(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> None:
+        """:meth:`flush`, awaited without holding the loop.
+
+        Example:
+            >>> import asyncio
+            >>> from llama_index.postprocessor.synapse import SynapsePostprocessor
+            >>> handler = SynapseUsageHandler(postprocessor=SynapsePostprocessor(store=":memory:"))
+            >>> asyncio.run(handler.aflush())
+        """
+        await asyncio.to_thread(self.flush, timeout)
 
     @classmethod
     def class_name(cls) -> str:
@@ -146,6 +180,7 @@ class SynapseUsageHandler(BaseEventHandler):
         target = dispatcher or get_dispatcher()
         target.event_handlers = [h for h in target.event_handlers if h is not self]
         target.span_handlers = [h for h in target.span_handlers if h is not self._spans]
+        self.flush()  # what was learned before detaching is written
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
         """Collect the evidence of use in one event (the dispatcher calls it)."""
@@ -183,7 +218,13 @@ class SynapseUsageHandler(BaseEventHandler):
                 processor = self.postprocessor
                 namespace = processor.active_namespace
                 event = None if span is None else f"llamaindex:{namespace}:{span}"
-                processor.store.reinforce(used, self.strength, namespace, event_id=event)
+                write = functools.partial(
+                    processor.store.reinforce, used, self.strength, namespace, event_id=event
+                )
+                if _on_a_loop():  # never wait for a lock on the loop's thread
+                    self._writer.submit(_logged, write)
+                else:
+                    write()
         except Exception:  # the dispatcher would swallow it silently
             logger.exception("synapse usage capture failed; nothing was reinforced")
 
@@ -227,6 +268,23 @@ class _SpanTree(BaseSpanHandler[BaseSpan]):
         self, id_: str, bound_args: Any, instance: Any = None, err: Any = None, **kwargs: Any
     ) -> None:
         self._handler._record(self._handler._runs.end(id_), id_)  # used all the same
+
+
+def _on_a_loop() -> bool:
+    """Whether this thread runs an asyncio event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _logged(write: Callable[[], object]) -> None:
+    """Run ``write`` in the handler's thread; a failure is logged, as inline."""
+    try:
+        write()
+    except Exception:
+        logger.exception("synapse usage capture failed; nothing was reinforced")
 
 
 def _cited(response: Any, sources: list[NodeWithScore]) -> list[NodeWithScore]:
