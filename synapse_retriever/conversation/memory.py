@@ -604,6 +604,7 @@ class ConversationMemory:
         *,
         mode: str | None = None,
         turn_overhead: int = 0,
+        sessions: Sequence[str] | None = None,
     ) -> list[AssembledTurn]:
         """The context for ``query``: kept turns in conversation order, within the budget.
 
@@ -624,11 +625,14 @@ class ConversationMemory:
         turn_overhead : int
             Tokens the caller's formatting adds to each kept turn (a role label, a
             separator); the texts plus this per kept turn fit ``budget_tokens``.
+        sessions : sequence of str, optional
+            Only turns of these sessions are assembled, as if they were the whole memory
+            (working memory is their newest turns); default: every session of the user.
 
         Returns
         -------
         list of AssembledTurn
-            Dropped turns are absent; an empty memory gives ``[]``.
+            Dropped turns are absent; an empty memory (or none of ``sessions``) gives ``[]``.
 
         Raises
         ------
@@ -651,6 +655,7 @@ class ConversationMemory:
             )
         if turn_overhead < 0:
             raise InvalidValueError(f"turn_overhead must be >= 0, got {turn_overhead}")
+        allowed = None if sessions is None else _session_set(sessions)
         now = to_seconds(at)
         with self._lock:
             self._check_open()
@@ -662,11 +667,19 @@ class ConversationMemory:
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             self._catch_up()
+            rows = None
+            if allowed is not None:
+                rows = [row for row, turn in enumerate(self._turns) if turn.session in allowed]
+                if not rows:
+                    return []
             ranking = None
             if query is not None and vector is not None:
-                ranking = self._assembly_ranking(query, vector, now)
-            view = self._view(turn_overhead=turn_overhead, ranking=ranking)
-            turns = list(self._turns)
+                ranking = self._assembly_ranking(query, vector, now, allowed)
+            if rows is not None and ranking is not None:
+                position = {row: i for i, row in enumerate(rows)}
+                ranking = [position[row] for row in ranking if row in position]
+            view = self._view(rows=rows, turn_overhead=turn_overhead, ranking=ranking)
+            turns = list(self._turns) if rows is None else [self._turns[row] for row in rows]
             decisions = plan_context(
                 view,
                 query,
@@ -701,6 +714,7 @@ class ConversationMemory:
         *,
         mode: str | None = None,
         turn_overhead: int = 0,
+        sessions: Sequence[str] | None = None,
     ) -> list[AssembledTurn]:
         """:meth:`assemble` off the event loop: the same turns and errors.
 
@@ -722,7 +736,13 @@ class ConversationMemory:
         """
         return await asyncio.to_thread(
             functools.partial(
-                self.assemble, query, budget_tokens, at, mode=mode, turn_overhead=turn_overhead
+                self.assemble,
+                query,
+                budget_tokens,
+                at,
+                mode=mode,
+                turn_overhead=turn_overhead,
+                sessions=sessions,
             )
         )
 
@@ -912,17 +932,21 @@ class ConversationMemory:
             best(lambda size: self._index.top(vector, size)),
         )
 
-    def _assembly_ranking(self, query: str, vector: Vectors, now: float) -> list[int]:
+    def _assembly_ranking(
+        self, query: str, vector: Vectors, now: float, allowed: frozenset[str] | None = None
+    ) -> list[int]:
         """The rows ``query`` needs first in an assembly, best first: BM25, the embedder
         and novelty (each turn's surprise when it was added) fused by rank as a message
         list is (``lexical_weight``, 1, ``novelty_weight``, k = ``rrf_k``), raised for the
         speakers and the time the question names. No graph: its neighbours cost tokens
-        the budget needs for the turns that answer (:meth:`retrieve` lifts them)."""
+        the budget needs for the turns that answer (:meth:`retrieve` lifts them). With
+        ``allowed``, each channel reaches deep enough for the turns of those sessions."""
         config = self.config
-        lexical, dense = self._channels(query, vector, _ASSEMBLY_DEPTH)
+        lexical, dense = self._channels(query, vector, _ASSEMBLY_DEPTH, allowed)
         channels, weights = [lexical, dense], [config.lexical_weight, 1.0]
         if config.novelty_weight > 0:
-            by_surprise = sorted(self._turns, key=lambda turn: (-turn.surprise, -turn.id))
+            mine = [t for t in self._turns if allowed is None or t.session in allowed]
+            by_surprise = sorted(mine, key=lambda turn: (-turn.surprise, -turn.id))
             channels.append([turn.id for turn in by_surprise[:_ASSEMBLY_DEPTH]])
             weights.append(config.novelty_weight)
         found = self._cued(query, fuse(channels, weights, k=config.rrf_k), now)
@@ -1110,30 +1134,39 @@ class ConversationMemory:
             return self._storage.themes()
 
     def _view(
-        self, start: int = 0, *, turn_overhead: int = 0, ranking: Sequence[int] | None = None
+        self,
+        start: int = 0,
+        *,
+        rows: Sequence[int] | None = None,
+        turn_overhead: int = 0,
+        ranking: Sequence[int] | None = None,
     ) -> TurnsView:
-        """What the planner reads about the turns from row ``start`` on (every turn by
-        default; a tail costs what it holds, not what the conversation does): stored turns
-        are never pinned, grouped or whole-only; each costs ``turn_overhead`` more."""
-        turns = self._turns[start:] if start else self._turns
+        """What the planner reads about the turns from row ``start`` on, or about the
+        ``rows`` given (every turn by default; a part costs what it holds, not what the
+        conversation does): stored turns are never pinned, grouped or whole-only; each
+        costs ``turn_overhead`` more."""
+        chosen = list(range(start, len(self._turns))) if rows is None else list(rows)
+        whole = rows is None and not start
+        turns = self._turns if whole else [self._turns[row] for row in chosen]
         n = len(turns)
         index = self._index
-        if start:
+        if not whole:
             index = TurnIndex(self.embedder.dim)
-            index.add(self._index.vectors(start))
+            vectors = self._index.vectors(start) if rows is None else self._index.vectors()[chosen]
+            index.add(vectors)
         return TurnsView(
             texts=[t.text for t in turns],
             index=index,
             surprise=np.array([t.surprise for t in turns], dtype=np.float64),
             repeats=np.array([t.repeats for t in turns], dtype=np.float64),
             boost=np.array([t.boost for t in turns], dtype=np.float64),
-            at=self._times[start : len(self._turns)].copy(),
+            at=self._times[: len(self._turns)][chosen] if not whole else self._times[:n].copy(),
             condensed=_Stored(list(turns)),
             pinned=[False] * n,
             groups=[None] * n,
             degradable=[True] * n,
             fixed_tokens=[turn_overhead] * n,
-            full_tokens=self._tokens[start:],
+            full_tokens=self._tokens[:] if whole else [self._tokens[row] for row in chosen],
             ranking=ranking,
         )
 

@@ -677,6 +677,31 @@ def test_a_session_filter_finds_its_turns_below_the_other_sessions_best() -> Non
     memory.close()
 
 
+@pytest.mark.parametrize("query", ["When is the billing deploy?", None])
+def test_assembling_sessions_reads_only_their_turns(query: str | None) -> None:
+    # the LlamaIndex block rendered every session's turns: assemble had no session filter
+    memory = ConversationMemory(":memory:", background=False)
+    planning: list[int] = []
+    for i in range(40):
+        session = "planning" if i % 3 == 0 else "ops"
+        text = (f"Turn {i}: we agreed the billing deploy moves to Friday {i}." if i % 7 == 0
+                else f"Turn {i}: coffee, lunch and the weather, round {i}.")  # fmt: skip
+        turn = memory.add_turn(text, session=session, at=i * 60)
+        if session == "planning":
+            planning.append(turn)
+    for budget in (30, 80, 400):
+        mine = memory.assemble(query, budget, at=3_000, sessions=["planning"])
+        assert mine and {t.session for t in mine} == {"planning"}
+        assert mine[-1].turn_id == planning[-1]  # working memory: the session's newest turn
+        assert sum(t.tokens for t in mine) <= budget
+    everything = memory.assemble(query, 400, at=3_000, sessions=["planning", "ops"])
+    assert everything == memory.assemble(query, 400, at=3_000)
+    assert memory.assemble(query, 100, at=3_000, sessions=["nowhere"]) == []
+    with pytest.raises(InvalidTypeError, match="sessions must be a sequence of str"):
+        memory.assemble(query, 100, sessions="planning")  # type: ignore[arg-type]
+    memory.close()
+
+
 class _HeldSummarizer:
     """Condenses as an LLM would, each call held until the test lets it go."""
 

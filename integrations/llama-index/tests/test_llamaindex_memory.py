@@ -70,6 +70,37 @@ def test_a_chat_engine_sees_the_old_fact() -> None:
     assert any("deploy" in line and "Fridays" in line for line in str(answer).splitlines())
 
 
+def test_a_block_reads_only_its_memorys_session(tmp_path: Any) -> None:
+    # two Memory objects on one file: Bob's rendered Alice's secret, as LlamaIndex's own
+    # VectorMemoryBlock never does (it filters by session_id)
+    path = str(tmp_path / "chat.db")
+
+    def memory_for(session: str) -> Memory:
+        return Memory.from_defaults(
+            session_id=session, token_limit=300, chat_history_token_ratio=0.5,
+            token_flush_size=60, memory_blocks=[SynapseMemoryBlock(path, budget_tokens=200)],
+            tokenizer_fn=str.split,
+        )  # fmt: skip
+
+    alice = memory_for("alice")
+    alice.put(ChatMessage(role="user", content="My bank PIN is 4711, keep it secret."))
+    for i in range(30):
+        alice.put(ChatMessage(role="user", content=f"Lunch talk {i}: pasta and coffee."))
+    bob = memory_for("bob")
+    bob.put(ChatMessage(role="user", content="Hello, I am Bob."))
+    assert "4711" not in str(bob.get(input="What is my bank PIN?")[0].content)
+    assert "4711" in str(alice.get(input="What is my bank PIN?")[0].content)
+
+
+def test_a_first_message_over_the_limit_truncates_an_empty_block() -> None:
+    # Memory truncates a block that gave nothing with content=[]: a TypeError in tiktoken
+    memory = Memory.from_defaults(
+        session_id="s", token_limit=200, memory_blocks=[SynapseMemoryBlock(":memory:")]
+    )
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=5), memory=memory)
+    assert engine.chat("Please review this log:\n" + "ERROR timeout at line 42\n" * 100)
+
+
 @pytest.mark.asyncio
 async def test_truncation_reassembles_smaller_instead_of_vanishing() -> None:
     block = SynapseMemoryBlock(budget_tokens=60)

@@ -241,6 +241,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
 
     _memory: ConversationMemory = PrivateAttr()
     _query: str | None = PrivateAttr(default=None)
+    _sessions: list[str] | None = PrivateAttr(default=None)
     _tokenizer: Callable[[str], Sequence[Any]] | None = PrivateAttr(default=None)
 
     def __init__(
@@ -297,9 +298,11 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         users = [message_text(m) for m in messages or [] if m.role.value == "user"]
         self._query = users[-1] if users else None
+        session = block_kwargs.get("session_id")  # Memory's: its own turns only, as
+        self._sessions = None if session is None else [str(session)]  # LlamaIndex's blocks
         return await self._render(self.budget_tokens)
 
-    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+    async def atruncate(self, content: str | Any, tokens_to_truncate: int) -> str | None:
         """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits).
 
         The tokens are ``Memory``'s, counted by its tokenizer (the block's ``tokenizer_fn``,
@@ -307,6 +310,8 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         differ by a factor of two or more for code, links and CJK text, and a block cut in
         the wrong ones came out too big, or at nothing, and ``Memory`` dropped it whole.
         """
+        if not isinstance(content, str) or not content:  # Memory's [] for a block that gave ""
+            return None
         tokens = self._tokenizer or get_tokenizer()
         size = len(tokens(content))
         limit = size - tokens_to_truncate
@@ -327,8 +332,9 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         while budget > 0:
             try:
                 turns = await self._memory.aassemble(
-                    self._query, budget, mode=self.mode, turn_overhead=label
-                )
+                    self._query, budget, mode=self.mode, turn_overhead=label,
+                    sessions=self._sessions,
+                )  # fmt: skip
             except ContextBudgetError:
                 return ""
             text = "\n".join(f"{t.role}: {t.text}" for t in turns)
