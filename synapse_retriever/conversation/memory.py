@@ -84,7 +84,7 @@ from synapse_retriever.persistence.conversation import (
     check_user,
     open_conversation_storage,
 )
-from synapse_retriever.persistence.postgres import is_postgres_url
+from synapse_retriever.persistence.postgres import is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import file_path
 from synapse_retriever.tokens import TokenCounter, checked_counter
 
@@ -247,7 +247,8 @@ class ConversationMemory:
             )
         self.relations = relations
         self.config = config or ContextConfig()
-        self.path = str(path) if is_postgres_url(path) else file_path(path)  # a URL: not echoed
+        self.path = split_url(str(path))[1] if is_postgres_url(path) else file_path(path)
+        """The file, or the database without its user and password (as a store shows it)."""
         self.token_counter = checked_counter(token_counter)
         self._cached_count = functools.lru_cache(maxsize=16_384)(self.token_counter)
         self.embedder: Embedder = resolved

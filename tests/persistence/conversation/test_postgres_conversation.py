@@ -818,3 +818,16 @@ def test_a_nul_character_is_refused_naming_its_field(open_storage: Any, field: s
     with pytest.raises(InvalidValueError, match=rf"^{field} holds a NUL character \(U\+0000\)"):
         storage.insert(record, "e", b"")
     assert storage.load().turns == []  # nothing was written
+
+
+def test_a_memory_never_shows_the_password_of_its_url(postgres_url: str) -> None:
+    # repr and .path echoed "postgresql://postgres:hunter2@...", and so did the adapters'
+    from synapse_retriever.conversation import ConversationMemory
+
+    secret = postgres_url.replace("postgres@", "postgres:hunter2@", 1)
+    assert "hunter2" in secret
+    with ConversationMemory(secret, user="alice", background=False) as memory:
+        assert "hunter2" not in repr(memory) and "hunter2" not in memory.path
+        assert "127.0.0.1" in memory.path
+        with SynapseStore(secret) as store:
+            assert store.path == memory.path  # shown the same way
