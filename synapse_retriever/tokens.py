@@ -40,17 +40,21 @@ __all__ = ["TokenCounter", "approximate_tokens", "checked_counter", "tiktoken_co
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text."""
 
-_PIECE = re.compile(r"\w+|[^\w\s]")
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"  # kana, CJK ideographs (and their extensions), Hangul syllables: no spaces between words
+_PIECE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 
 _ENV_LOCK = threading.Lock()
 
 
 def approximate_tokens(text: str) -> int:
-    """Approximate token count: one per run of word characters, one per other non-space character.
+    """Approximate token count: one per run of word characters, one per other non-space
+    character, and one per character of Chinese, Japanese or Korean (written without spaces
+    between words, where a run would be a whole clause).
 
     Subword tokenizers split long or rare words further, so this undercounts them, but it
     grows with the text the way they do: what a strict budget needs is that a longer
-    document costs more, and that the same text always costs the same.
+    document costs more, and that the same text always costs the same. (cl100k counts a
+    CJK character as one token or two.)
 
     Parameters
     ----------
@@ -60,7 +64,7 @@ def approximate_tokens(text: str) -> int:
     Returns
     -------
     int
-        The number of pieces matched by ``\\w+|[^\\w\\s]``.
+        The number of pieces: word runs, other non-space characters, CJK characters.
 
     Raises
     ------
@@ -73,6 +77,8 @@ def approximate_tokens(text: str) -> int:
     6
     >>> approximate_tokens("")
     0
+    >>> approximate_tokens("我们把部署改到星期五")  # ten characters, not one run
+    10
     """
     if not isinstance(text, str):
         raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")

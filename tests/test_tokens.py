@@ -30,3 +30,33 @@ def test_approximate_tokens_grows_with_the_text() -> None:
 def test_approximate_tokens_refuses_non_strings() -> None:
     with pytest.raises(InvalidTypeError, match="text must be a str, got bytes"):
         approximate_tokens(b"bytes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "least"),
+    [
+        ("我们把生产部署改到星期五", 12),
+        ("数据" * 2000, 4000),
+        ("日本語のテキスト", 8),
+        ("한국어텍스트", 6),
+    ],
+)
+def test_text_without_spaces_between_words_is_counted_by_character(text: str, least: int) -> None:
+    # a CJK run counted as one token: a 4,000-character turn fit a budget of 10
+    assert approximate_tokens(text) >= least
+
+
+def test_a_cjk_turn_is_kept_within_its_budget() -> None:
+    from synapse_retriever.conversation import ContextBudgetError, ContextConfig, ConversationMemory
+
+    with ConversationMemory(":memory:", background=False) as memory:
+        memory.add_turn("我们把生产部署改到星期五。", at=0)
+        memory.add_turn("数据" * 2000, at=1)
+        with pytest.raises(ContextBudgetError, match="needs 4000 tokens"):  # it was "1"
+            memory.assemble("数据", 10, at=2)
+    graded = ContextConfig(working_memory=0)
+    with ConversationMemory(":memory:", config=graded, background=False) as memory:
+        memory.add_turn("我们把生产部署改到星期五。", at=0)
+        memory.add_turn("数据" * 2000, at=1)
+        turns = memory.assemble("部署", 20, at=2)
+        assert sum(approximate_tokens(t.text) for t in turns) <= 20
