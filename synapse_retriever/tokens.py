@@ -40,7 +40,8 @@ __all__ = ["TokenCounter", "approximate_tokens", "checked_counter", "tiktoken_co
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text."""
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"  # kana, CJK ideographs (and their extensions), Hangul syllables: no spaces between words
+# kana, CJK ideographs (and their extensions), Hangul syllables: no spaces between words
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
 _PIECE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 
 _ENV_LOCK = threading.Lock()

@@ -590,6 +590,21 @@ class TurnIndex:
         scores = self._rows() @ np.asarray(vector, dtype=np.float32).reshape(-1)
         return np.clip(scores.astype(np.float64), 0.0, 1.0)
 
+    def rows(self, rows: Sequence[int]) -> Vectors:
+        """The vectors of ``rows``, in that order, as a (len(rows), dim) matrix.
+
+        Examples
+        --------
+        >>> index = TurnIndex(2)
+        >>> index.add(np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32))
+        >>> index.rows([1, 0]).tolist()
+        [[0.0, 1.0], [1.0, 0.0]]
+        """
+        if not len(rows):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = np.asarray(rows, dtype=np.int64)
+        return np.asarray(self._index.reconstruct_batch(keys), dtype=np.float32)
+
     def vectors(self, start: int = 0) -> Vectors:
         """The rows from ``start`` on (every row by default), as a (rows, dim) matrix."""
         start = min(max(start, 0), len(self))

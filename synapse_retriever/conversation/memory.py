@@ -1153,7 +1153,7 @@ class ConversationMemory:
         index = self._index
         if not whole:
             index = TurnIndex(self.embedder.dim)
-            vectors = self._index.vectors(start) if rows is None else self._index.vectors()[chosen]
+            vectors = self._index.vectors(start) if rows is None else self._index.rows(chosen)
             index.add(vectors)
         return TurnsView(
             texts=[t.text for t in turns],
