@@ -35,14 +35,15 @@ from typing import Any
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["TokenCounter", "approximate_tokens", "checked_counter", "tiktoken_counter"]
+__all__ = ["CJK", "TokenCounter", "approximate_tokens", "checked_counter", "tiktoken_counter"]
 
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text."""
 
-# kana, CJK ideographs (and their extensions), Hangul syllables: no spaces between words
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
-_PIECE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+"""Kana, CJK ideographs (and their extensions), Hangul syllables, as a regex character
+range: scripts written without spaces between words, counted and searched by character."""
+_PIECE = re.compile(rf"[{CJK}]|[^\W{CJK}]+|[^\w\s]")
 
 _ENV_LOCK = threading.Lock()
 

@@ -82,3 +82,15 @@ def test_the_memory_index_follows_its_turns_and_survives_reopening(
         ids = [turn.id for turn in memory.turns()]
         assert ids[memory._lexical.top("which staging host", 5)[0][0]] == 1
         assert ids[memory._lexical.top("coffee", 5)[0][0]] == 3
+
+
+def test_chinese_japanese_and_korean_are_searched_by_character() -> None:
+    # a run of such characters was one FTS5 word: a question that did not repeat the whole
+    # clause found nothing
+    texts = ["我们把生产部署改到星期五。", "今天天气很好，我们去吃了意大利面。",
+             "デプロイは金曜日です。", "배포는 금요일로 옮겼습니다."]  # fmt: skip
+    index = LexicalIndex(texts)
+    assert index.top("生产部署什么时候", 1)[0][0] == 0
+    assert index.top("デプロイはいつ", 1)[0][0] == 2
+    assert index.top("배포 언제", 1)[0][0] == 3
+    assert [row for row, _ in LexicalIndex(["The deploy moved.", "Lunch?"]).top("deploy", 5)] == [0]
