@@ -92,6 +92,31 @@ def test_a_block_reads_only_its_memorys_session(tmp_path: Any) -> None:
     assert "4711" in str(alice.get(input="What is my bank PIN?")[0].content)
 
 
+@pytest.mark.asyncio
+async def test_memories_sharing_one_block_never_read_each_others_session(tmp_path: Any) -> None:
+    # the block kept the session of the last read on itself: two reads at once mixed them
+    # (Bob saw Alice's PIN in 3 of 20 concurrent reads)
+    block = SynapseMemoryBlock(str(tmp_path / "chat.db"), budget_tokens=200)
+
+    def memory_for(session: str) -> Memory:
+        return Memory.from_defaults(
+            session_id=session, token_limit=300, chat_history_token_ratio=0.5,
+            token_flush_size=60, memory_blocks=[block], tokenizer_fn=str.split,
+        )  # fmt: skip
+
+    alice, bob = memory_for("alice"), memory_for("bob")
+    await alice.aput(ChatMessage(role="user", content="My bank PIN is 4711, keep it secret."))
+    for i in range(30):
+        await alice.aput(ChatMessage(role="user", content=f"Lunch talk {i}: pasta and coffee."))
+    await bob.aput(ChatMessage(role="user", content="Hello, I am Bob."))
+    for _ in range(20):
+        seen_by_bob, seen_by_alice = await asyncio.gather(
+            bob.aget(input="What is my bank PIN?"), alice.aget(input="What is my bank PIN?")
+        )
+        assert "4711" not in str(seen_by_bob[0].content)
+        assert "4711" in str(seen_by_alice[0].content)
+
+
 def test_a_first_message_over_the_limit_truncates_an_empty_block() -> None:
     # Memory truncates a block that gave nothing with content=[]: a TypeError in tiktoken
     memory = Memory.from_defaults(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +49,9 @@ __all__ = [
     "synapse_trim_chat_messages",
     "to_history",
 ]
+
+_READS_KEPT = 64
+"""Reads whose query and session a block remembers, for ``Memory``'s truncation of them."""
 
 
 def _tool_calls(message: ChatMessage) -> list[tuple[str | None, str, Any]]:
@@ -240,8 +244,9 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     mode: str | None = Field(default=None, description="analytical, creative or conversational.")
 
     _memory: ConversationMemory = PrivateAttr()
-    _query: str | None = PrivateAttr(default=None)
-    _sessions: list[str] | None = PrivateAttr(default=None)
+    _made: OrderedDict[str, tuple[str | None, list[str] | None]] = PrivateAttr(
+        default_factory=OrderedDict
+    )  # what each recent read rendered, for what: Memory truncates what a read gave it
     _tokenizer: Callable[[str], Sequence[Any]] | None = PrivateAttr(default=None)
 
     def __init__(
@@ -297,10 +302,14 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         users = [message_text(m) for m in messages or [] if m.role.value == "user"]
-        self._query = users[-1] if users else None
+        query = users[-1] if users else None
         session = block_kwargs.get("session_id")  # Memory's: its own turns only, as
-        self._sessions = None if session is None else [str(session)]  # LlamaIndex's blocks
-        return await self._render(self.budget_tokens)
+        sessions = None if session is None else [str(session)]  # LlamaIndex's blocks do
+        text = await self._render(self.budget_tokens, query, sessions)
+        self._made[text] = (query, sessions)  # per read: Memories sharing a block never mix
+        while len(self._made) > _READS_KEPT:
+            self._made.popitem(last=False)
+        return text
 
     async def atruncate(self, content: str | Any, tokens_to_truncate: int) -> str | None:
         """Re-assemble ``tokens_to_truncate`` tokens smaller (None when nothing fits).
@@ -312,19 +321,23 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         """
         if not isinstance(content, str) or not content:  # Memory's [] for a block that gave ""
             return None
+        read = self._made.get(content)
+        if read is None:  # not what a read of this block gave: never another session's turns
+            return None
+        query, sessions = read
         tokens = self._tokenizer or get_tokenizer()
         size = len(tokens(content))
         limit = size - tokens_to_truncate
         budget = self._memory.token_counter(content) * limit // max(size, 1)  # its own tokens
         while limit > 0 and budget > 0:
-            text = await self._render(budget)
+            text = await self._render(budget, query, sessions)
             rendered = len(tokens(text))
             if not text or rendered <= limit:
                 return text or None
             budget = min(budget - 1, budget * limit // rendered)
         return None
 
-    async def _render(self, budget: int) -> str:
+    async def _render(self, budget: int, query: str | None, sessions: list[str] | None) -> str:
         """The assembled turns as ``role: text`` lines; the labels count toward ``budget``.
         The memory is read off the event loop (its embedder may be slow)."""
         count = self._memory.token_counter
@@ -332,8 +345,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         while budget > 0:
             try:
                 turns = await self._memory.aassemble(
-                    self._query, budget, mode=self.mode, turn_overhead=label,
-                    sessions=self._sessions,
+                    query, budget, mode=self.mode, turn_overhead=label, sessions=sessions,
                 )  # fmt: skip
             except ContextBudgetError:
                 return ""
