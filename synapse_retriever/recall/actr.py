@@ -59,6 +59,7 @@ from synapse_retriever.recall.hits import (
     Hit,
     Resolvable,
     checked_cost,
+    checked_resolvable,
     injection_slots,
     resolves,
 )
@@ -314,6 +315,7 @@ def swap(
     """
     rows = [(node, score) for node, score in hits]
     cost = checked_cost(cost) if cost is not None else None
+    resolvable = checked_resolvable(resolvable)
     limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)
     present = {node for node, _ in rows}
     victims = sorted(

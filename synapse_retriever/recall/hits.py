@@ -114,7 +114,7 @@ def resolves(resolvable: Resolvable, node: str) -> bool:
     return node in resolvable
 
 
-def checked_cost(cost: Callable[[str], object]) -> Callable[[str], float]:
+def checked_cost(cost: object) -> Callable[[str], float]:
     """``cost`` with each value it returns checked: a finite number, not negative.
 
     An injection may not raise the total cost of the hits; an unknown cost would switch
@@ -123,8 +123,8 @@ def checked_cost(cost: Callable[[str], object]) -> Callable[[str], float]:
     Raises
     ------
     InvalidTypeError, InvalidValueError
-        When the returned function meets a cost that is not a number, or is NaN,
-        infinite or negative; the message names the id and the value.
+        ``cost`` is not callable; or, when the returned function meets a cost that is not
+        a number, or is NaN, infinite or negative; the message names the id and the value.
 
     Examples
     --------
@@ -136,6 +136,9 @@ def checked_cost(cost: Callable[[str], object]) -> Callable[[str], float]:
     ...
     synapse_retriever.errors.InvalidValueError: cost of 'b' must be a finite number, got nan
     """
+
+    if not callable(cost):
+        raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r:.80}")
 
     def checked(node: str) -> float:
         what = f"cost of {node!r:.200}"
@@ -165,7 +168,11 @@ def checked_resolvable(resolvable: object) -> Resolvable | None:
     synapse_retriever.errors.InvalidTypeError: resolvable must be None, a callable id -> bool \
 or a container of ids, got int 5
     """
-    if resolvable is None or callable(resolvable) or isinstance(resolvable, Container):
+    if (
+        resolvable is None
+        or callable(resolvable)
+        or (isinstance(resolvable, Container) and not isinstance(resolvable, (str, bytes)))
+    ):  # a str would match ids as its substrings
         return resolvable
     raise InvalidTypeError(
         "resolvable must be None, a callable id -> bool or a container of ids, got "

@@ -41,6 +41,7 @@ from synapse_retriever.recall.hits import (
     Hit,
     Resolvable,
     checked_cost,
+    checked_resolvable,
     injection_slots,
     resolves,
     validated_hits,
@@ -174,6 +175,7 @@ def _injected(
     """:func:`inject` on hits already validated (a plan's)."""
     energy = activation.energy
     cost = checked_cost(cost) if cost is not None else None
+    resolvable = checked_resolvable(resolvable)
     rows = [(index, hit[0], hit[1]) for index, hit in enumerate(hits)]
     boosted: dict[int, Hit] = {}
     for index, node, score in rows:

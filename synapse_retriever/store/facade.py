@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar
+from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +70,6 @@ from synapse_retriever.recall.hits import (
     Hit,
     Plan,
     Resolvable,
-    checked_resolvable,
     validated_hits,
 )
 from synapse_retriever.recall.published import activation_from
@@ -1016,11 +1015,9 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         >>> store.recall(hits, at=0)[-1]
         Hit(id='b', score=0.6, origin='injected', energy=0.18, path=('a', 'b'), displaced='z')
         """
-        if cost is not None and not callable(cost):
-            raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r}")
-        resolvable = checked_resolvable(resolvable)
         rows = validated_hits(hits, distinct=True)
-        return self._plan(rows, at, active_namespace).inject(resolvable, cost)
+        checked = cast("Callable[[str], float] | None", cost)  # each rule checks it
+        return self._plan(rows, at, active_namespace).inject(resolvable, checked)
 
     def graph(
         self, at: Clock = None, namespaces: str | Iterable[str] | None = None

@@ -317,3 +317,20 @@ def test_a_hit_whose_id_no_store_could_hold_is_a_node_recall_knows_nothing_of(
         store.recall([("", 1.0)])
     with pytest.raises(InvalidTypeError, match="node id must be a str, got int 7"):
         store.recall([(7, 1.0)])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "config", [SynapseConfig(), SynapseConfig.published()], ids=["actr", "pub"]
+)
+def test_a_plans_inject_checks_resolvable_and_cost_as_recall_does(config: SynapseConfig) -> None:
+    from synapse_retriever.errors import InvalidTypeError
+
+    store = SynapseStore(":memory:", config=config)
+    store.reinforce(["a", "b"], at=0)
+    plan = store.plan([("a", 0.9), ("x", 0.5), ("y", 0.4), ("p", 0.3), ("q", 0.2)], at=0)
+    with pytest.raises(InvalidTypeError, match="resolvable must be None, a callable"):
+        plan.inject(resolvable=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="resolvable must be None, a callable"):
+        plan.inject(resolvable="ab")  # a str would take "b" for one of its ids
+    with pytest.raises(InvalidTypeError, match="cost must be a callable id -> number, got 5"):
+        plan.inject(cost=5)  # type: ignore[arg-type]
