@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -179,7 +179,7 @@ None, got int 5
         return None
     if isinstance(namespaces, str):
         return [validate_namespace(namespaces)]
-    if isinstance(namespaces, (bytes, bytearray, Mapping)) or not isinstance(namespaces, Iterable):
+    if isinstance(namespaces, (bytes, bytearray)) or not isinstance(namespaces, Iterable):
         raise InvalidTypeError(
             f"{what} must be a str, an iterable of str or None, got "
             f"{type(namespaces).__name__} {namespaces!r:.80}"
@@ -272,11 +272,7 @@ class Learning:
                 raise InvalidValueError(
                     f"{name} must be at most {most:,}, got {getattr(self, name)}"
                 )
-        bounds = self.half_life_bounds
-        if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) != 2:
-            raise InvalidValueError(
-                f"half_life_bounds must be a pair (low, high) of days, got {bounds!r:.80}"
-            )
+        bounds = _pair("half_life_bounds", self.half_life_bounds, "(low, high) of days")
         _check_positive("half_life_bounds[0]", bounds[0])
         if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
             raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
@@ -848,6 +844,16 @@ not of this configuration's 'actr' rule
 def _names(part: Learning | RecallRule | Spreading | Operations | SynapseConfig) -> list[str]:
     """The fields of a dataclass that its constructor takes, in order."""
     return [f.name for f in fields(part) if f.init]
+
+
+def _pair(name: str, value: object, what: str) -> tuple[Any, Any]:
+    """``value`` as a pair: any iterable of two items but a str (a NumPy array of two too)."""
+    pair: tuple[Any, ...] = ()
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        pair = tuple(value)
+    if len(pair) != 2:
+        raise InvalidValueError(f"{name} must be a pair {what}, got {value!r:.80}")
+    return pair[0], pair[1]
 
 
 def _mapping(name: str, value: object) -> dict[str, float]:

@@ -31,7 +31,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
-from synapse_retriever.persistence.sqlite import SIDE_FILES
+from synapse_retriever.persistence.sqlite import SIDE_FILES, in_memory
 from synapse_retriever.persistence.transfer import database_kind, same_file, write_whole
 from synapse_retriever.store import SynapseStore
 
@@ -112,9 +112,9 @@ def in_calendar(seconds: float) -> bool:
 
 
 def refuse_memory(path: str) -> None:
-    """Refuse a store in memory (``:memory:``, ``file::memory:``): a command's store ends
-    with the command, so what it writes would be lost and what it reads is empty."""
-    if path == ":memory:" or path.startswith("file::memory:"):
+    """Refuse a store in memory (``:memory:``, a ``file:`` URI in memory): a command's store
+    ends with the command, so what it writes would be lost and what it reads is empty."""
+    if in_memory(path):
         raise CliError(f"{path!r} is a store in memory: nothing this command does would be kept")
 
 

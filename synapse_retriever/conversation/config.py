@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -366,8 +366,10 @@ class ContextConfig:
                 raise InvalidValueError(
                     f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
                 )
-        ages = self.consolidation_ages
-        if isinstance(ages, (str, bytes)) or not isinstance(ages, Sequence) or len(ages) != 2:
+        given = self.consolidation_ages  # any iterable of two (a NumPy array too), not a str
+        usable = isinstance(given, Iterable) and not isinstance(given, (str, bytes))
+        ages = tuple(given) if usable else ()
+        if len(ages) != 2:
             raise InvalidValueError(f"consolidation_ages must be (low, high), got {ages!r}")
         for i, age in enumerate(ages):
             _check_int(f"consolidation_ages[{i}]", age, 0)

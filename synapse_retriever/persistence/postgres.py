@@ -56,6 +56,7 @@ import numpy as np
 
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
+    CorruptDatabaseError,
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
@@ -1181,9 +1182,16 @@ class PostgresStorage:
         return self._listener is not None and self._listener.listening
 
     def load(self) -> Changes:
+        errors = self._psycopg.errors
         self._changed.clear()
-        with self._connection() as conn:
-            return snapshot(conn, lambda: _changes(conn, 0))
+        try:
+            with self._connection() as conn:
+                return snapshot(conn, lambda: _changes(conn, 0))
+        except (errors.UndefinedTable, errors.UndefinedColumn) as exc:  # dropped by hand
+            raise CorruptDatabaseError(
+                f"{self.path!r} misses part of a synapse store's schema ({_primary(exc)}); "
+                "nothing was written: restore a backup, or re-create the store from an export"
+            ) from None
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
         if self.listening and not self._changed.is_set():

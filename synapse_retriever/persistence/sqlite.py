@@ -383,10 +383,10 @@ class _SQLiteTransaction:
             ],
         )
         for namespace in dict.fromkeys(namespace for namespace, _, _ in entries):
-            oldest, newest = db.execute(
-                "SELECT min(id), max(id) FROM recent_uses WHERE namespace = ?", (namespace,)
+            (held,) = db.execute(  # counted: trimmed by time, the ids left are not a range
+                "SELECT count(*) FROM recent_uses WHERE namespace = ?", (namespace,)
             ).fetchone()
-            if newest - oldest >= 2 * keep:  # more than 2 × keep rows: trim
+            if held > 2 * keep:  # more than 2 × keep rows: trim
                 db.execute(
                     "DELETE FROM recent_uses WHERE id IN (SELECT id FROM recent_uses WHERE "
                     "namespace = ?1 ORDER BY at DESC, id DESC LIMIT -1 OFFSET ?2)",
@@ -545,7 +545,7 @@ class SQLiteStorage:
         self.path = file_path(path)
         self._paged = _paged
         self._lock = threading.RLock()
-        self._in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        self._in_memory = in_memory(self.path)
         self.read_only = check_flag("read_only", read_only)
         self._busy_timeout_s = busy_timeout_s
         if self._in_memory and self.read_only:
@@ -943,9 +943,12 @@ def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
         return CorruptDatabaseError(_corrupt_message(path, str(exc)))
-    if code == SQLITE_ERROR and str(exc).startswith(("no such table", "no such index")):
-        return CorruptDatabaseError(  # a table dropped, or a schema version set by hand
-            _corrupt_message(path, f"{exc}: part of a synapse store's schema is missing")
+    text = str(exc)
+    if code == SQLITE_ERROR and (  # a table dropped, or a schema version set back by hand
+        text.startswith(("no such table", "no such index")) or text.endswith("already exists")
+    ):
+        return CorruptDatabaseError(
+            _corrupt_message(path, f"{exc}: its schema is not the one its version says")
         )
     if code == SQLITE_READONLY:
         return ReadOnlyStoreError(
@@ -1035,6 +1038,23 @@ def _corrupt_message(path: str, detail: str) -> str:
     )
 
 
+def in_memory(path: str) -> bool:
+    """Whether SQLite opens ``path`` as a database in memory: ``:memory:``, or a ``file:``
+    URI named ``:memory:`` or with ``mode=memory``.
+
+    Examples
+    --------
+    >>> in_memory(":memory:"), in_memory("file:m1?mode=memory&cache=shared"), in_memory("a.db")
+    (True, True, False)
+    """
+    if path == ":memory:" or path.startswith("file::memory:"):
+        return True
+    if not path.startswith("file:"):
+        return False
+    query = path.partition("?")[2].partition("#")[0]
+    return any(part.lower() == "mode=memory" for part in query.split("&"))
+
+
 def file_path(path: object) -> str:
     """``path`` as the str SQLite opens, or a typed error naming it: a str or an
     ``os.PathLike`` of one, neither empty nor holding a NUL (``":memory:"`` for memory).
@@ -1059,7 +1079,8 @@ bytes b'synapses.db'
         raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
     if "\x00" in text:
         raise InvalidValueError(f"a store's path must not hold a NUL character, got {text!r}")
-    if text.endswith(("/", os.sep)) and not text.startswith("file:"):
+    folder = text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
+    if folder and not text.startswith("file:"):
         raise InvalidValueError(f"a store's path must name a file, not a folder: got {text!r}")
     return text
 

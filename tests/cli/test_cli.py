@@ -979,7 +979,8 @@ def test_an_import_into_memory_is_refused_and_a_uri_leaves_no_stray_file(
     code, out, err = run(capsys, "import", ":memory:", str(good))
     assert code == 2 and out == ""
     _one_error_line(err, "':memory:' is a store in memory: nothing this command does would be")
-    for command in (["rename", ":memory:", "a", "b"], ["stats", "file::memory:"]):
+    for command in (["rename", ":memory:", "a", "b"], ["stats", "file::memory:"],
+                    ["import", "file:m1?mode=memory", str(good)]):  # fmt: skip
         code, out, err = run(capsys, *command)
         assert code == 2 and out == ""
         _one_error_line(err, "is a store in memory")
@@ -992,6 +993,11 @@ def test_an_import_into_memory_is_refused_and_a_uri_leaves_no_stray_file(
     code, _, err = run(capsys, "import", "new.db/", str(good))
     assert code == 2
     _one_error_line(err, "a store's path must name a file, not a folder: got 'new.db/'")
+    (work / "sub").mkdir()
+    code, _, err = run(capsys, "import", "sub/.", str(good))  # made a file named "sub"
+    assert code == 2
+    _one_error_line(err, "must name a file, not a folder: got 'sub/.'")
+    (work / "sub").rmdir()
     assert sorted(p.name for p in work.iterdir()) == ["zz.db"]
 
 

@@ -338,6 +338,19 @@ def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
         assert reader.edge("b", "c") is None  # deletions travel too
 
 
+@pytest.mark.parametrize("table", ["recent_uses", "node_uses", "versions"])
+def test_a_schema_missing_a_table_is_refused_as_damaged(postgres_url: str, table: str) -> None:
+    # a table dropped by hand gave a raw psycopg UndefinedTable at open
+    from synapse_retriever import CorruptDatabaseError
+
+    with SynapseStore(postgres_url) as store:
+        store.reinforce(["a", "b"], at=0)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+    with pytest.raises(CorruptDatabaseError, match="misses part of a synapse store's schema"):
+        SynapseStore(postgres_url)
+
+
 @pytest.mark.parametrize("flag", ["read_only", "listen", "create"])
 def test_a_flag_given_as_a_word_is_refused_before_a_connection(
     postgres_url: str, flag: str

@@ -360,10 +360,12 @@ def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     ("edit", "message"),
     [
         ("UPDATE edges SET weight = 'abc'", "holds rows no synapse store writes"),
-        ("DROP TABLE edges", "part of a synapse store's schema is missing"),
-        ("PRAGMA user_version = 2", "part of a synapse store's schema is missing"),
+        ("DROP TABLE edges", "its schema is not the one its version says"),
+        ("PRAGMA user_version = 2", "its schema is not the one its version says"),
+        ("PRAGMA user_version = 1", "its schema is not the one its version says"),
+        ("PRAGMA user_version = 0", "its schema is not the one its version says"),
     ],
-    ids=["text weight", "no edges table", "old schema version"],
+    ids=["text weight", "no edges table", "version 2", "version 1", "version 0"],
 )
 def test_a_file_edited_by_hand_is_refused_in_one_line(
     learned: Path, capsys: pytest.CaptureFixture[str], edit: str, message: str
