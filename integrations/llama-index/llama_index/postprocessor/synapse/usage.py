@@ -13,6 +13,7 @@ import asyncio
 import functools
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -180,7 +181,8 @@ class SynapseUsageHandler(BaseEventHandler):
         target = dispatcher or get_dispatcher()
         target.event_handlers = [h for h in target.event_handlers if h is not self]
         target.span_handlers = [h for h in target.span_handlers if h is not self._spans]
-        self.flush()  # what was learned before detaching is written
+        if not _on_a_loop():  # on a loop's thread: await aflush() instead of holding it
+            self.flush()  # what was learned before detaching is written
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
         """Collect the evidence of use in one event (the dispatcher calls it)."""
@@ -218,8 +220,13 @@ class SynapseUsageHandler(BaseEventHandler):
                 processor = self.postprocessor
                 namespace = processor.active_namespace
                 event = None if span is None else f"llamaindex:{namespace}:{span}"
-                write = functools.partial(
-                    processor.store.reinforce, used, self.strength, namespace, event_id=event
+                write = functools.partial(  # at the span's end, whenever it is written
+                    processor.store.reinforce,
+                    used,
+                    self.strength,
+                    namespace,
+                    time.time(),
+                    event_id=event,
                 )
                 if _on_a_loop():  # never wait for a lock on the loop's thread
                     self._writer.submit(_logged, write)
