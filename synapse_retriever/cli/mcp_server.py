@@ -48,14 +48,14 @@ except ImportError:  # pragma: no cover - the extra is in the dev requirements
     ) from None
 
 from synapse_retriever import __version__
-from synapse_retriever.capture.coactivation import coactivation_set
+from synapse_retriever.capture.coactivation import is_node_id
 from synapse_retriever.cli._common import in_calendar
 from synapse_retriever.cli.mcp_stdio import serve_stdio
 from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.errors import InvalidValueError, SynapseError
 from synapse_retriever.persistence.postgres import is_postgres_url, split_url
-from synapse_retriever.recall.hits import Hit
+from synapse_retriever.recall.hits import Hit, read_ids
 
 if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
@@ -226,13 +226,13 @@ def related_report(
     []
     """
     factors = store.config.merge_factors(namespace)
-    given = coactivation_set(ids)
+    given = read_ids(ids, "ids")  # an id no store could hold adds nothing, as one unknown
     activation = store.spread(given, at, namespace)
     found = sorted(activation.energy.items(), key=lambda item: (-item[1], item[0]))
     shown = found[:limit] if limit else found
     wanted = {node for node, _ in shown}
     edges: dict[str, list[dict[str, Any]]] = {node: [] for node in wanted}
-    for seed in given:
+    for seed in filter(is_node_id, given):
         for other, edge, weight in store.neighbours(seed, at=at):
             if other in wanted and edge.namespace in factors:
                 edges[other].append(

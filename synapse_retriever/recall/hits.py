@@ -32,6 +32,7 @@ __all__ = [
     "checked_cost",
     "checked_resolvable",
     "injection_slots",
+    "read_ids",
     "resolves",
     "validated_hits",
 ]
@@ -295,6 +296,30 @@ def validated_hits(
             first.setdefault(node, score)
         rows = list(first.items())
     return rows
+
+
+def read_ids(nodes: object, what: str = "nodes") -> list[str]:
+    """Distinct ids to read the graph for (seeds, ids to report), in first-seen order.
+
+    As for hits, an id is any non-empty str: one no store could hold is in no graph, and
+    adds nothing. A bare str is refused (it would be read as its characters).
+
+    Examples
+    --------
+    >>> read_ids(["a", "b", "a", "x" * 3000])[:2]
+    ['a', 'b']
+    >>> read_ids("ab")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: nodes must be a list of ids, got a bare str 'ab'
+    """
+    if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable):
+        shown = f"a bare {type(nodes).__name__}" if isinstance(nodes, (str, bytes)) else "a"
+        raise InvalidTypeError(f"{what} must be a list of ids, got {shown} {nodes!r:.80}")
+    try:
+        return list(dict.fromkeys(_hit_id(node) for node in nodes))
+    except (InvalidTypeError, InvalidValueError) as exc:
+        raise type(exc)(f"{what}: {exc}") from None
 
 
 def _hit_id(node: object) -> str:

@@ -70,6 +70,7 @@ from synapse_retriever.recall.hits import (
     Hit,
     Plan,
     Resolvable,
+    read_ids,
     validated_hits,
 )
 from synapse_retriever.recall.published import activation_from
@@ -846,7 +847,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         >>> activation.paths["c"]
         ('a', 'b', 'c')
         """
-        ids = coactivation_set(seeds)
+        ids = read_ids(seeds, "seeds")  # an id no store could hold reaches nothing
         now = to_seconds(at)
         validate_namespace(active_namespace)
         if isinstance(report_min, bool) or not isinstance(report_min, Real):
@@ -855,10 +856,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
             )
         if not math.isfinite(report_min):
             raise InvalidValueError(f"report_min must be a finite number, got {report_min!r}")
-        try:
-            shown = coactivation_set(report)  # a bare str refused; each id checked
-        except (InvalidTypeError, InvalidValueError) as exc:
-            raise type(exc)(f"report: {exc}") from None
+        shown = read_ids(report, "report")
         with self._lock:
             self._refresh()
             return activation_from(

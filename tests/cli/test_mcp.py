@@ -371,7 +371,7 @@ def test_related_refuses_what_the_api_refuses_and_more_ids_than_its_cap(tmp_path
     with SynapseStore(path) as store:
         assert answers["empty id"] == "Error executing tool related: " + api_error(
             lambda: store.spread(["a.py", ""])
-        )
+        ).replace("seeds: ", "ids: ")
         assert answers["namespace"] == "Error executing tool related: " + api_error(
             lambda: store.spread(["a"], active_namespace="Bad")
         )

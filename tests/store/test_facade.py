@@ -588,7 +588,7 @@ def test_event_ids_make_replays_idempotent(store: SynapseStore) -> None:
 @pytest.mark.parametrize(
     ("given", "error", "message"),
     [
-        ({"report": "bb"}, InvalidTypeError, "report: nodes must be a list of ids, got a bare str"),
+        ({"report": "bb"}, InvalidTypeError, "report must be a list of ids, got a bare str"),
         ({"report": [None]}, InvalidTypeError, "report: node id must be a str, got NoneType"),
         ({"report_min": float("nan")}, InvalidValueError, "report_min must be a finite number"),
         ({"report_min": "x"}, InvalidTypeError, "report_min must be a number, got str 'x'"),
@@ -603,6 +603,10 @@ def test_what_spread_reports_is_checked(
     with pytest.raises(error, match=message):
         store.spread(["a"], at=0, **given)  # type: ignore[arg-type]
     assert store.spread(["a"], at=0, report=["bb"], report_min=0.9).energy == {"bb": 0.0324}
+    # an id no store could hold reaches nothing and is reported as nothing, not refused
+    assert store.activate(["a", "x" * 3000, "n\x00ul"], at=0) == store.activate(["a"], at=0)
+    reported = store.spread(["a"], at=0, report=["bb", "\ud800"]).energy
+    assert reported == store.spread(["a"], at=0, report=["bb"]).energy
 
 
 def test_a_flag_that_is_not_a_bool_is_refused_before_anything_is_done(tmp_path: Path) -> None:
