@@ -40,10 +40,14 @@ __all__ = ["CJK", "TokenCounter", "approximate_tokens", "checked_counter", "tikt
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text."""
 
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
-"""Kana, CJK ideographs (and their extensions), Hangul syllables, as a regex character
-range: scripts written without spaces between words, counted and searched by character."""
-_PIECE = re.compile(rf"[{CJK}]|[^\W{CJK}]+|[^\w\s]")
+CJK = (
+    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+"""Kana (half-width too), CJK ideographs (and their extensions) and Hangul (syllables and
+jamo), as a regex character range: scripts written without spaces between words, counted
+and searched by character."""
+_PIECE = re.compile(rf"[^\W{CJK}]+|[{CJK}]|[^\w\s]")  # word runs first: the most common
 
 _ENV_LOCK = threading.Lock()
 

@@ -40,7 +40,10 @@ _WORD = re.compile(r"\w+")
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
 # A space run after . ! or ?, or a whole space run holding a line break. The break is
 # looked for only from a run's first character, so a long run is read once (linear).
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|(?<!\s)[^\S\n]*\n\s*")
+_SENTENCE_END = re.compile(  # a CJK full stop ends one too, after its closing quote if any
+    r"(?<=[.!?])\s+|(?<=[。！？])(?![」』”’）)])\s*|(?<=[。！？][」』”’）)])\s*"
+    r"|(?<!\s)[^\S\n]*\n\s*"
+)
 _MAX_SENTENCE_WORDS = 40
 
 
@@ -76,6 +79,8 @@ def sentences(text: str) -> list[str]:
     []
     >>> sentences("部署改到星期五。今天天气很好！")  # CJK full stops end sentences too
     ['部署改到星期五。', '今天天气很好！']
+    >>> sentences("他说：「改到星期五。」好的。")
+    ['他说：「改到星期五。」', '好的。']
     """
     pieces: list[str] = []
     for part in _SENTENCE_END.split(text.strip()):
