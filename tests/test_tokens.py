@@ -39,6 +39,8 @@ def test_approximate_tokens_refuses_non_strings() -> None:
         ("数据" * 2000, 4000),
         ("日本語のテキスト", 8),
         ("한국어텍스트", 6),
+        ("ｶﾀｶﾅﾃﾞｽ", 7),  # half-width kana
+        ("ㅎㅎㅎㅎ", 4),  # Hangul jamo
     ],
 )
 def test_text_without_spaces_between_words_is_counted_by_character(text: str, least: int) -> None:
