@@ -70,23 +70,23 @@ def test_a_chat_engine_sees_the_old_fact() -> None:
     assert any("deploy" in line and "Fridays" in line for line in str(answer).splitlines())
 
 
+def session_memory(session: str, block: SynapseMemoryBlock) -> Memory:
+    """A ``Memory`` of ``session`` whose queue flushes into ``block`` after a few messages."""
+    return Memory.from_defaults(
+        session_id=session, token_limit=300, chat_history_token_ratio=0.5, token_flush_size=60,
+        memory_blocks=[block], tokenizer_fn=str.split,
+    )  # fmt: skip
+
+
 def test_a_block_reads_only_its_memorys_session(tmp_path: Any) -> None:
     # two Memory objects on one file: Bob's rendered Alice's secret, as LlamaIndex's own
     # VectorMemoryBlock never does (it filters by session_id)
     path = str(tmp_path / "chat.db")
-
-    def memory_for(session: str) -> Memory:
-        return Memory.from_defaults(
-            session_id=session, token_limit=300, chat_history_token_ratio=0.5,
-            token_flush_size=60, memory_blocks=[SynapseMemoryBlock(path, budget_tokens=200)],
-            tokenizer_fn=str.split,
-        )  # fmt: skip
-
-    alice = memory_for("alice")
+    alice = session_memory("alice", SynapseMemoryBlock(path, budget_tokens=200))
     alice.put(ChatMessage(role="user", content="My bank PIN is 4711, keep it secret."))
     for i in range(30):
         alice.put(ChatMessage(role="user", content=f"Lunch talk {i}: pasta and coffee."))
-    bob = memory_for("bob")
+    bob = session_memory("bob", SynapseMemoryBlock(path, budget_tokens=200))
     bob.put(ChatMessage(role="user", content="Hello, I am Bob."))
     assert "4711" not in str(bob.get(input="What is my bank PIN?")[0].content)
     assert "4711" in str(alice.get(input="What is my bank PIN?")[0].content)
@@ -97,14 +97,7 @@ async def test_memories_sharing_one_block_never_read_each_others_session(tmp_pat
     # the block kept the session of the last read on itself: two reads at once mixed them
     # (Bob saw Alice's PIN in 3 of 20 concurrent reads)
     block = SynapseMemoryBlock(str(tmp_path / "chat.db"), budget_tokens=200)
-
-    def memory_for(session: str) -> Memory:
-        return Memory.from_defaults(
-            session_id=session, token_limit=300, chat_history_token_ratio=0.5,
-            token_flush_size=60, memory_blocks=[block], tokenizer_fn=str.split,
-        )  # fmt: skip
-
-    alice, bob = memory_for("alice"), memory_for("bob")
+    alice, bob = session_memory("alice", block), session_memory("bob", block)
     await alice.aput(ChatMessage(role="user", content="My bank PIN is 4711, keep it secret."))
     for i in range(30):
         await alice.aput(ChatMessage(role="user", content=f"Lunch talk {i}: pasta and coffee."))
