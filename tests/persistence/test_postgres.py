@@ -51,7 +51,7 @@ from synapse_retriever.persistence.postgres import PostgresStorage
 
 DAY = 86_400.0
 NODES = [f"src/module_{i}.py" for i in range(24)]
-PROCESSES, EVENTS = 8, 500
+PROCESSES, EVENTS = 8, 250  # 2,000 contended transactions over a few shared nodes
 
 
 def _events(seed: int, count: int) -> list[list[str]]:
