@@ -1,7 +1,8 @@
-"""The notebooks run top to bottom, offline, and are committed without outputs.
+"""The notebooks are committed without outputs, and run top to bottom, offline.
 
-Each notebook is executed in a fresh kernel (nbclient), in a temporary folder, with
-matplotlib's non-interactive Agg backend, so a notebook broken by a change fails here.
+They run in the docs' strict build (``mkdocs build --strict``, tests/test_docs.py), which
+executes each in a fresh kernel and fails on a cell that raises: a notebook broken by a change
+fails the build. Here: that the build is set to do so, and what is committed.
 """
 
 from __future__ import annotations
@@ -46,19 +47,14 @@ def test_notebook_is_committed_without_outputs(path: Path) -> None:
             assert cell.get("execution_count") is None, f"{path.name}: cell {number} was run"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
-def test_notebook_runs_top_to_bottom(
-    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    nbformat = pytest.importorskip("nbformat", reason="running notebooks needs nbformat")
-    nbclient = pytest.importorskip("nbclient", reason="running notebooks needs nbclient")
-    pytest.importorskip("ipykernel", reason="running notebooks needs ipykernel")
-    monkeypatch.setenv("MPLBACKEND", "Agg")  # the kernel inherits it: no display needed
-    notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        notebook,
-        timeout=120,  # per cell; each notebook takes a few seconds in all
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
+def test_the_docs_build_runs_each_notebook_and_fails_on_a_failing_cell() -> None:
+    """The notebooks run top to bottom in the docs' strict build (tests/test_docs.py builds
+    the site; each notebook's page must show its outputs): mkdocs-jupyter executes them,
+    afresh on every build, and a cell that raises fails the build. One run, not two."""
+    yaml = pytest.importorskip("yaml", reason="reading mkdocs.yml needs PyYAML")
+    config = yaml.safe_load((NOTEBOOKS_DIR.parent / "mkdocs.yml").read_text(encoding="utf-8"))
+    (jupyter,) = [p["mkdocs-jupyter"] for p in config["plugins"] if "mkdocs-jupyter" in p]
+    assert jupyter["execute"] is True
+    assert jupyter["allow_errors"] is False
+    assert jupyter["cache"] is False
+    assert jupyter["include"] == ["*.ipynb"]
