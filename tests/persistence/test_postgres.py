@@ -783,6 +783,9 @@ def test_a_stalled_network_leaves_recall_working_and_writes_refused_then_recover
     postgres_url: str, proxy: FreezingProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postgres, "UNREACHABLE_BACKOFF_S", 0.0)  # ask again at every read
+    # the waits for an answer and a connection, shorter than shipped: the same paths, sooner
+    monkeypatch.setattr(postgres, "ANSWER_TIMEOUT_S", 1.0)
+    monkeypatch.setitem(postgres.CONNECTION_OPTIONS, "connect_timeout", 2)
     config = SynapseConfig.actr(refresh_interval_s=0.0, busy_timeout_s=5.0, write_retries=1)
     storage = PostgresStorage(proxy.url, listen=False, timeout_s=config.operations.busy_timeout_s)
     with SynapseStore(storage=storage, config=config) as store, SynapseStore(postgres_url) as w:
