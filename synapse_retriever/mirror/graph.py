@@ -339,6 +339,39 @@ class MemoryGraph:
         """Highest namespace id known."""
         return max(self.ns_names, default=0)
 
+    def check_names(self) -> None:
+        """Raise ``ValueError`` naming the first live edge whose node or namespace has no
+        name: rows no store writes (a node's row deleted by hand), which a read of the edge
+        would fail on later.
+
+        Examples
+        --------
+        >>> graph = MemoryGraph(SynapseConfig())
+        >>> graph.add_names([(1, "a")], [(1, "personal")])
+        >>> graph.apply([[1, 1, 1, 2, 0.3, 1, 30.0, 0.0, 0.0]])
+        >>> graph.check_names()
+        Traceback (most recent call last):
+        ...
+        ValueError: edge 1 joins node ids 1 and 2 in namespace id 1: node 2 has no name
+        """
+        live = np.flatnonzero(self._a[: self.size] >= 0)
+        if not live.size:
+            return
+        named = np.fromiter(map(bool, self.names), bool, len(self.names))
+        ends = np.stack([self._a[live], self._b[live]])
+        inside = ends < named.size
+        good = inside & named[np.where(inside, ends, 0)]
+        known = np.isin(self._ns[live], np.fromiter(self.ns_names, np.int64))
+        bad = np.flatnonzero(~good.all(axis=0) | ~known)
+        if not bad.size:
+            return
+        edge, first = int(live[bad[0]]), int(bad[0])
+        a, b, ns = int(self._a[edge]), int(self._b[edge]), int(self._ns[edge])
+        unnamed = f"namespace {ns}" if not known[first] else f"node {b if good[0, first] else a}"
+        raise ValueError(
+            f"edge {edge} joins node ids {a} and {b} in namespace id {ns}: {unnamed} has no name"
+        )
+
     # -- writes ------------------------------------------------------------------------
 
     def apply(self, rows: Sequence[Sequence[float]] | FloatArray) -> None:

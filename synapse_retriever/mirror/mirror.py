@@ -139,6 +139,7 @@ class Mirror:
         self.uses = _use_table(self.config)
         self.version = 0
         self.apply(loaded)
+        self.graph.check_names()
         if len(loaded.rows) >= BIG_LOAD:  # a collection costs ~0.3 s in a large process
             del loaded
             return_freed_memory()
@@ -157,6 +158,8 @@ class Mirror:
             self.uses.set_events(namespace, events)
         self.uses.remember(changes.recent)
         self.version = max(self.version, changes.version)
+        if changes.full:
+            self.graph.check_names()
 
     def catch_up(self, tx: WriteTransaction) -> None:
         """Apply what other processes committed since our last look (read inside ``tx``).

@@ -473,3 +473,15 @@ def test_a_pair_split_between_the_adjacency_and_the_log_is_read_whole() -> None:
     ((others, counts),) = graph.co_uses([hub], "personal", 11 * DAY, fan=2)
     assert [graph.names[x] for x in others.tolist()] == ["n0", "n9"]
     assert counts.tolist() == [10.0, 11.0]  # ...and n9's stored count there is read too
+
+
+def test_check_names_finds_an_edge_of_a_namespace_without_a_name_and_passes_a_whole_graph() -> None:
+    graph = MemoryGraph(SynapseConfig())
+    graph.add_names([(1, "a"), (2, "b")], [(1, "personal"), (2, "team")])
+    graph.apply([[1, 1, 1, 2, 0.3, 1, 30.0, 0.0, 0.0], [2, 2, 1, 2, 0.3, 1, 30.0, 0.0, 0.0]])
+    graph.check_names()  # every end named
+    graph.ns_names.pop(1)  # as a load of a file whose namespace row was deleted has it
+    with pytest.raises(ValueError, match="edge 1 joins node ids 1 and 2 in namespace id 1: "):
+        graph.check_names()
+    graph.remove([1])
+    graph.check_names()  # a removed edge is no edge
