@@ -239,6 +239,7 @@ def _prefixed(commit: Commit, name: str) -> Commit:
         commit,
         files=tuple(f"{name}/{f}" for f in commit.files),
         deleted=tuple(f"{name}/{f}" for f in commit.deleted),
+        renamed=tuple((f"{name}/{a}", f"{name}/{b}") for a, b in commit.renamed),
     )
 
 

@@ -4,7 +4,10 @@ Each non-merge commit that touches 2 to 32 files is one co-activation event of i
 files, reinforced at the commit's time, so decay and learned half-lives come out as
 if the graph had watched the history happen. The commits are written in batches of
 :data:`BATCH` events, one transaction each
-(:meth:`~synapse_retriever.store.SynapseStore.reinforce_many`).
+(:meth:`~synapse_retriever.store.SynapseStore.reinforce_many`). A file a commit renamed
+takes what it learned under its old path with it
+(:meth:`~synapse_retriever.store.SynapseStore.rename`), after the commits before and before
+the commit itself, as ``synapse-retriever watch`` moves a file renamed while it watches.
 
 Examples
 --------
@@ -34,6 +37,7 @@ from synapse_retriever.capture.gitlog import (
     read_commits,
 )
 from synapse_retriever.config import validate_namespace
+from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.store import SynapseStore
 
 __all__ = ["BATCH", "BootstrapReport", "bootstrap", "replay"]
@@ -70,6 +74,11 @@ class BootstrapReport:
     ahead : int
         Eligible commits dated more than ``config.operations.max_clock_skew_s`` ahead of the clock
         (a committer's clock set wrong), skipped: stored, such a time would never decay.
+    renamed : int
+        Files renamed in the history whose edges (and uses) this run moved to the new path.
+        A rename moves nothing where the old path learned nothing, where the new path has
+        learned something already, or where a run before met it (its event id,
+        ``<commit's>#rename<i>``, is recorded).
     first_time, last_time : float or None
         Committer dates of the first and last eligible commit, POSIX seconds.
 
@@ -79,7 +88,7 @@ class BootstrapReport:
     >>> with SynapseStore(":memory:") as store:
     ...     replay(store, [Commit("a1", (), 0.0, 5.0, "", ("a.py", "b.py"))])
     BootstrapReport(commits=1, eligible=1, replayed=1, already_seen=0, clamped=0, \
-edges_written=1, first_time=5.0, last_time=5.0, ahead=0)
+edges_written=1, first_time=5.0, last_time=5.0, ahead=0, renamed=0)
     """
 
     commits: int
@@ -91,6 +100,7 @@ edges_written=1, first_time=5.0, last_time=5.0, ahead=0)
     first_time: float | None
     last_time: float | None
     ahead: int = 0
+    renamed: int = 0
 
 
 def replay(
@@ -131,20 +141,23 @@ def replay(
     """
     ns = validate_namespace(namespace)
     events = [c for c in commits if eligible(c, min_files=min_files, max_files=max_files)]
-    replayed = seen = clamped = written = ahead = 0
+    replayed = seen = clamped = written = ahead = renamed = done = 0
     limit = time.time() + store.config.operations.max_clock_skew_s
-    for start in range(0, len(events), BATCH):
-        batch = events[start : start + BATCH]
+    batch: list[Commit] = []  # eligible commits not written yet
+    pending: set[str] = set()  # their files
+
+    def flush() -> None:
+        nonlocal replayed, seen, clamped, written, ahead, done
         due = [commit for commit in batch if commit.commit_time <= limit]
         ahead += len(batch) - len(due)
-        done = store.reinforce_many(
+        results = store.reinforce_many(
             [
                 CoActivation(c.files, namespace=ns, at=c.commit_time, event_id=c.event_id(ns))
                 for c in due
             ],
             late="clamp",
         )
-        for commit, result in zip(due, done, strict=True):
+        for commit, result in zip(due, results, strict=True):
             if result.replayed:
                 seen += 1
             else:
@@ -152,8 +165,25 @@ def replay(
                 written += result.edges
                 clamped += int(result.at > commit.commit_time)
         if progress is not None:
-            for count in range(start + 1, start + len(batch) + 1):
+            for count in range(done + 1, done + len(batch) + 1):
                 progress(count, len(events))
+        done += len(batch)
+        batch.clear()
+        pending.clear()
+
+    for commit in commits:
+        if commit.renamed and pending.intersection(
+            path for pair in commit.renamed for path in pair
+        ):
+            flush()  # the commits before it use the old path: written under it first
+        renamed += sum(_moved(store, commit, ns, i) for i in range(len(commit.renamed)))
+        if eligible(commit, min_files=min_files, max_files=max_files):
+            batch.append(commit)
+            pending.update(commit.files)
+            if len(batch) == BATCH:
+                flush()
+    if batch:
+        flush()
     return BootstrapReport(
         commits=len(commits),
         eligible=len(events),
@@ -164,7 +194,22 @@ def replay(
         first_time=events[0].commit_time if events else None,
         last_time=events[-1].commit_time if events else None,
         ahead=ahead,
+        renamed=renamed,
     )
+
+
+def _moved(store: SynapseStore, commit: Commit, namespace: str, index: int) -> bool:
+    """Move the ``index``-th file ``commit`` renamed to its new path in ``namespace``
+    (:meth:`SynapseStore.rename`, under an event id of the commit's, so a re-run moves
+    nothing again); whether edges moved. Nothing moves where the old path learned nothing,
+    or where the new one has learned something already (a rename does not merge two
+    files' pasts)."""
+    old, new = commit.renamed[index]
+    event_id = f"{commit.event_id(namespace)}#rename{index}"
+    try:
+        return store.rename(old, new, namespace, event_id=event_id) > 0
+    except InvalidValueError:  # the new path has a past there: left as it is
+        return False
 
 
 def bootstrap(

@@ -92,6 +92,9 @@ class Commit:
         (:func:`~synapse_retriever.capture.coactivation.is_node_id`); the order is git's.
     deleted : tuple of str
         Paths the commit deleted (or renamed away from).
+    renamed : tuple of (str, str)
+        ``(old, new)`` for each file the commit renamed, both paths node ids, in git's
+        order (a copy is no rename: its source stays).
     """
 
     sha: str
@@ -101,6 +104,7 @@ class Commit:
     message: str
     files: tuple[str, ...]
     deleted: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
 
     def event_id(self, namespace: str = "shared") -> str:
         """The id under which this commit is reinforced in ``namespace``: ``git:<sha>``
@@ -315,6 +319,7 @@ def _parse_log(text: str) -> Iterator[Commit]:
         message = rest[:-1] if rest.endswith(_FIELD) else rest
         files: list[str] = []
         deleted: list[str] = []
+        renamed: list[tuple[str, str]] = []
         while i < len(tokens):
             status = tokens[i].lstrip("\n")
             if not status or status.startswith(_RECORD):
@@ -325,6 +330,7 @@ def _parse_log(text: str) -> Iterator[Commit]:
                 i += 3
                 if kind == "R":
                     deleted.append(old)
+                    renamed.append((old, new))
                 files.append(new)
             else:
                 path = tokens[i + 1]
@@ -338,6 +344,7 @@ def _parse_log(text: str) -> Iterator[Commit]:
             message=_clean_message(message),
             files=tuple(dict.fromkeys(path for path in files if is_node_id(path))),
             deleted=tuple(dict.fromkeys(deleted)),
+            renamed=tuple((a, b) for a, b in renamed if is_node_id(a) and is_node_id(b)),
         )
 
 

@@ -331,6 +331,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         "clamped": report.clamped,
         "edges_written": report.edges_written,
         "ahead_of_clock": report.ahead,
+        "renamed": report.renamed,
         "first": iso(report.first_time) if report.first_time is not None else None,
         "last": iso(report.last_time) if report.last_time is not None else None,
         "namespace": args.namespace,
@@ -344,6 +345,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         f"replayed {report.replayed} into {args.namespace!r} ({report.edges_written} edge "
         f"upserts); {report.already_seen} were already replayed",
     ]
+    if report.renamed:
+        lines.append(f"{report.renamed} files renamed in the history took their edges along")
     if report.clamped:
         lines.append(
             f"{report.clamped} commits were older than an edge they reinforce and were "

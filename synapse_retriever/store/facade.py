@@ -591,7 +591,14 @@ config: pass config together with a store path instead
         at most ``config.operations.write_retries`` times again."""
         return retrying(attempt, self.config.operations.write_retries, repr(self))
 
-    def rename(self, old: str, new: str, namespaces: str | Iterable[str] | None = None) -> int:
+    def rename(
+        self,
+        old: str,
+        new: str,
+        namespaces: str | Iterable[str] | None = None,
+        *,
+        event_id: str | None = None,
+    ) -> int:
         """Move node ``old`` to the id ``new``, as a renamed file moves: its edges and its
         uses go with it, unchanged (weights, counts, learned half-lives, times), in one
         transaction per backend. Returns the edges moved (0 for a node never learned).
@@ -601,12 +608,17 @@ config: pass config together with a store path instead
         namespaces : str or iterable of str, optional
             Only there (a file moved on a branch moves in that branch's namespace); None
             for every namespace ``old`` was learned in.
+        event_id : str, optional
+            The rename's id, recorded in its transaction, in ``namespaces`` (one namespace):
+            a rename whose id was recorded before moves nothing, as a replayed event writes
+            nothing (a history replayed again must not move a later node of the old name).
 
         Raises
         ------
         InvalidValueError
-            A bad id or namespace, ``old == new``, or ``new`` already has edges or uses in
-            one of those namespaces (a rename does not merge two nodes); nothing is written.
+            A bad id or namespace, ``old == new``, ``event_id`` without exactly one
+            namespace, or ``new`` already has edges or uses in one of those namespaces (a
+            rename does not merge two nodes); nothing is written, not the ``event_id``.
 
         Notes
         -----
@@ -627,18 +639,35 @@ config: pass config together with a store path instead
         1
         >>> store.edge("pkg/jwt.py", "keys.py") is None
         True
+
+        With an ``event_id``, the same rename met again moves nothing:
+
+        >>> _ = store.reinforce(["lib/jwt.py", "login.py"], namespace="shared", at=0)
+        >>> store.rename("lib/jwt.py", "auth.py", "shared", event_id="git:1f2e#0")
+        1
+        >>> _ = store.reinforce(["lib/jwt.py", "admin.py"], namespace="shared", at=0)  # another
+        >>> store.rename("lib/jwt.py", "auth.py", "shared", event_id="git:1f2e#0")
+        0
         """
         old, new = validate_node_id(old), validate_node_id(new)
         if old == new:
             raise InvalidValueError(f"a node cannot be renamed to itself: {old!r}")
         names = namespace_list(namespaces)
         only = None if names is None else set(names)
+        event = _event_id(event_id)
+        if event is not None and (names is None or len(set(names)) != 1):
+            raise InvalidValueError(
+                f"rename(event_id={event!r}) records the rename in one namespace: name it "
+                f"(namespaces={namespaces!r})"
+            )
         with self._lock:
             self._check_open()
             self._mirror.refresh(self._storage, force=True)  # a node learned a moment ago
-            if old not in self._mirror.graph.index:  # nothing to move: no transaction (an
-                return 0  # editor's save through a temporary file is a rename too)
-            return self._retrying(lambda: rename_node(self._storage, self._mirror, old, new, only))
+            if event is None and old not in self._mirror.graph.index:  # nothing to move: no
+                return 0  # transaction (an editor's save through a temporary file is a rename)
+            return self._retrying(
+                lambda: rename_node(self._storage, self._mirror, old, new, only, event)
+            )
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.

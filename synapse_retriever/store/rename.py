@@ -7,7 +7,8 @@ store's lock and runs it again after a
 order:
 
 1. read every commit so far (on every backend), then open the write transaction and catch
-   up inside it (exact where writers take turns: SQLite);
+   up inside it (exact where writers take turns: SQLite); with an event id,
+   :func:`record_rename` records it, and a rename recorded before stops here;
 2. :func:`namespaces_to_move`: the namespaces ``old`` was learned in (edges or uses), of
    those asked for;
 3. :func:`lock_edges_to_move`: lock ``old``'s edges and the pairs they move to;
@@ -57,6 +58,7 @@ True
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,7 +69,13 @@ from synapse_retriever.mirror.graph import MemoryGraph
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence import EdgeRow, Storage, UseRow, WriteTransaction
 from synapse_retriever.persistence.protocols import TransientWriteError
-from synapse_retriever.persistence.rows import EdgeKey, UseKey, edge_rows, rows_array
+from synapse_retriever.persistence.rows import (
+    EdgeKey,
+    EventRecord,
+    UseKey,
+    edge_rows,
+    rows_array,
+)
 
 __all__ = [
     "lock_edges_to_move",
@@ -75,20 +83,33 @@ __all__ = [
     "move_edges",
     "move_uses",
     "namespaces_to_move",
+    "record_rename",
     "refuse_merge",
     "rename_node",
     "uses_differ",
 ]
 
 
-def rename_node(storage: Storage, mirror: Mirror, old: str, new: str, only: set[str] | None) -> int:
-    """Move node ``old`` (known to ``mirror``) to the id ``new`` in the namespaces ``only``
-    (None: every one), in one transaction of ``storage``, then in ``mirror``; the edges
-    moved. The stages and their lock order are in the module docstring."""
+def rename_node(
+    storage: Storage,
+    mirror: Mirror,
+    old: str,
+    new: str,
+    only: set[str] | None,
+    event_id: str | None = None,
+) -> int:
+    """Move node ``old`` to the id ``new`` in the namespaces ``only`` (None: every one), in
+    one transaction of ``storage``, then in ``mirror``; the edges moved. With ``event_id``
+    (``only`` then names one namespace), the id is recorded first: one recorded before
+    moves nothing. The stages and their lock order are in the module docstring."""
     mirror.refresh(storage, force=True)  # every commit so far, on every backend
     with storage.write() as tx:
         mirror.catch_up(tx)  # exact where writers take turns (SQLite)
+        if event_id is not None and not record_rename(tx, mirror, event_id, only):
+            return 0  # renamed before
         graph = mirror.graph  # after the catch-up: a full reload replaces it
+        if old not in graph.index:
+            return 0
         old_id = graph.index[old]
         edges = graph.incident(old_id)
         spaces = namespaces_to_move(mirror, old_id, edges, only)
@@ -112,6 +133,17 @@ def rename_node(storage: Storage, mirror: Mirror, old: str, new: str, only: set[
 
     mirror.committed(tx.version, apply_own)
     return len(rows)
+
+
+def record_rename(
+    tx: WriteTransaction, mirror: Mirror, event_id: str, only: set[str] | None
+) -> bool:
+    """Record ``event_id`` in the one namespace of ``only`` (created if new, as a write
+    creates it, before the event id: the lock order); whether it is new."""
+    (namespace,) = only or {""}  # the store has checked it names one
+    known = mirror.graph.ns_index.get(namespace)
+    ns_id = known if known is not None else tx.namespace_id(namespace)
+    return tx.record_events([EventRecord(event_id, time.time(), ns_id)])[0]
 
 
 def namespaces_to_move(

@@ -1,4 +1,5 @@
-"""Warm start from git: replay order, resumability, and commits whose dates run backwards."""
+"""Warm start from git: replay order, resumability, commits whose dates run backwards, and
+files renamed in the history."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from pathlib import Path
 
 import pytest
 from git_history import BASE, DAY, FEATURES, commit, git, init, make_project
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import synapse_retriever.capture.bootstrap as bootstrap_module
 from synapse_retriever import SynapseStore
 from synapse_retriever.capture.bootstrap import BATCH, bootstrap, replay
 from synapse_retriever.capture.gitlog import Commit, read_commits
@@ -163,3 +167,121 @@ def test_progress_is_reported_per_eligible_commit() -> None:
     with SynapseStore(":memory:") as store:
         replay(store, commits, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 2), (2, 2)]
+
+
+def _rename(repo: Path, old: str, new: str, at: float, also: dict[str, str] | None = None) -> None:
+    """``git mv old new`` (and write ``also``), committed at ``at``."""
+    (repo / new).parent.mkdir(parents=True, exist_ok=True)
+    git(repo, "mv", old, new)
+    commit(repo, f"move {old}", also or {}, at=at)
+
+
+def test_a_renamed_file_keeps_what_it_learned_under_its_old_path(tmp_path: Path) -> None:
+    repo = init(tmp_path / "repo")
+    commit(repo, "jwt", {"jwt.py": "def verify(): ...\n", "keys.py": "KEYS = 1\n"}, at=BASE)
+    commit(
+        repo, "both", {"jwt.py": "def verify(): ...  # 2\n", "keys.py": "K = 2\n"}, at=BASE + DAY
+    )
+    _rename(repo, "jwt.py", "auth/jwt.py", BASE + 2 * DAY)  # alone: one file, no event
+    commit(repo, "login", {"auth/jwt.py": "# 3\n", "login.py": "L = 1\n"}, at=BASE + 3 * DAY)
+    path = tmp_path / "store.db"
+    with SynapseStore(path) as store:
+        report = bootstrap(store, repo)
+        assert (report.commits, report.eligible, report.replayed, report.renamed) == (4, 3, 3, 1)
+        moved = store.edge("auth/jwt.py", "keys.py", "shared")
+        assert moved is not None and moved.activation_count == 2  # both commits before the move
+        assert moved.last_reinforced_at == BASE + DAY
+        assert store.edge("jwt.py", "keys.py", "shared") is None
+        assert [other for other, _, _ in store.neighbours("jwt.py", at=BASE + 3 * DAY)] == []
+        login = store.edge("auth/jwt.py", "login.py", "shared")
+        assert login is not None and login.activation_count == 1
+        before = store.graph(at=BASE + 3 * DAY, namespaces="shared")
+    with SynapseStore(path) as store:  # a re-run: nothing to move, nothing to add
+        again = bootstrap(store, repo)
+        assert (again.replayed, again.already_seen, again.renamed) == (0, 3, 0)
+        after = store.graph(at=BASE + 3 * DAY, namespaces="shared")
+    assert sorted(before.edges(data=True)) == sorted(after.edges(data=True))
+
+
+def test_a_rerun_leaves_a_new_file_of_the_old_name_where_it_is(tmp_path: Path) -> None:
+    repo = init(tmp_path / "repo")
+    commit(repo, "a", {"a.py": "A = 1\n", "b.py": "B = 1\n"}, at=BASE)
+    _rename(repo, "a.py", "lib/a.py", BASE + DAY, also={"b.py": "B = 2\n"})  # an event too
+    commit(repo, "a again", {"a.py": "NEW = 1\n", "d.py": "D = 1\n"}, at=BASE + 2 * DAY)
+    path = tmp_path / "store.db"
+    with SynapseStore(path) as store:
+        first = bootstrap(store, repo)
+        assert (first.replayed, first.renamed) == (3, 1)
+    commit(repo, "later", {"a.py": "NEW = 2\n", "d.py": "D = 2\n"}, at=BASE + 3 * DAY)
+    with SynapseStore(path) as store:
+        second = bootstrap(store, repo)  # the rename is met again: a.py is another file now
+        assert (second.replayed, second.already_seen, second.renamed) == (1, 3, 0)
+        edge = store.edge("a.py", "d.py", "shared")
+        assert edge is not None and edge.activation_count == 2
+        moved = store.edge("lib/a.py", "b.py", "shared")
+        assert moved is not None and moved.activation_count == 2  # before the move, and with it
+        assert store.edge("lib/a.py", "d.py", "shared") is None
+
+
+def test_a_rename_onto_a_path_with_a_past_moves_nothing() -> None:
+    commits = [
+        Commit("1", (), 0.0, 0.0, "", ("old.py", "x.py")),
+        Commit("2", (), 0.0, 1.0, "", ("taken.py", "y.py")),
+        Commit("3", (), 0.0, 2.0, "", ("taken.py",), ("old.py",), (("old.py", "taken.py"),)),
+    ]
+    with SynapseStore(":memory:") as store:
+        report = replay(store, commits)
+        assert report.renamed == 0  # a rename does not merge two files' pasts
+        assert store.edge("old.py", "x.py", "shared") is not None
+        assert store.edge("taken.py", "x.py", "shared") is None
+
+
+_FILES = ["a.py", "b.py", "c.py", "d.py", "e.py"]
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> list[Commit]:
+    """Commits of 0 to 4 files, some renaming a file that exists to a free path, a minute
+    apart: the paths as a working tree would have them at each commit."""
+    tree = set(_FILES[:3])
+    commits: list[Commit] = []
+    for n in range(draw(st.integers(1, 40))):
+        renamed: list[tuple[str, str]] = []
+        free = sorted(set(_FILES) - tree)
+        if free and draw(st.booleans()):
+            old, new = draw(st.sampled_from(sorted(tree))), draw(st.sampled_from(free))
+            tree = (tree - {old}) | {new}
+            renamed.append((old, new))
+        touched = draw(st.lists(st.sampled_from(sorted(tree)), max_size=4, unique=True))
+        files = tuple(dict.fromkeys([*(new for _, new in renamed), *touched]))
+        deleted = tuple(old for old, _ in renamed)
+        commits.append(Commit(f"{n:04x}", (), 0.0, 60.0 * n, "", files, deleted, tuple(renamed)))
+    return commits
+
+
+@settings(max_examples=60, deadline=None)
+@given(_histories(), st.sampled_from([1, 2, 7]), st.data())
+def test_a_replay_with_renames_equals_each_commit_written_then_moved_in_turn(
+    commits: list[Commit], batch: int, data: st.DataObject
+) -> None:
+    """Batches are cut where a rename meets a file they hold: the same store as one commit
+    at a time, each rename moved just before its commit, as watch would have done; and the
+    same again when a first run read only part of the history, or a second run all of it
+    (files renamed back and forth move once)."""
+    saved = bootstrap_module.BATCH
+    bootstrap_module.BATCH = batch
+    try:
+        with SynapseStore(":memory:") as store, SynapseStore(":memory:") as manual:
+            replay(store, commits[: data.draw(st.integers(0, len(commits)), label="first run")])
+            replay(store, commits)
+            assert replay(store, commits).renamed == 0
+            for c in commits:
+                for old, new in c.renamed:
+                    manual.rename(old, new, "shared")  # the new path is free: never refused
+                if len(c.files) >= 2:
+                    manual.reinforce(c.files, namespace="shared", at=c.commit_time)
+            for a in _FILES:
+                for b in _FILES:
+                    assert store.edge(a, b, "shared") == manual.edge(a, b, "shared"), (a, b)
+    finally:
+        bootstrap_module.BATCH = saved

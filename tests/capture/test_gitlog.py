@@ -68,6 +68,8 @@ def test_files_are_the_post_image_renames_under_the_new_path(repo: Path) -> None
     assert sorted(first.files) == ["a.py", "b.py"]
     assert sorted(renamed.files) == ["b.py", "dir with space/é.txt", "renamed.py"]
     assert renamed.deleted == ("a.py",)
+    assert renamed.renamed == (("a.py", "renamed.py"),)
+    assert first.renamed == deleted.renamed == ()
     assert deleted.files == ("c.py",) and deleted.deleted == ("b.py",)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from git_history import BASE, DAY, commit, init, make_project
+from git_history import BASE, DAY, commit, git, init, make_project
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.cli import (
@@ -71,11 +71,29 @@ def test_bootstrap_reports_and_resumes(
         "already_seen": 9,
         "clamped": 0,
         "ahead_of_clock": 0,
+        "renamed": 0,
         "edges_written": 0,
         "first": None,
         "last": None,
         "namespace": "shared",
     }
+
+
+def test_bootstrap_says_how_many_renamed_files_took_their_edges_along(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = init(tmp_path / "repo")
+    commit(repo, "pair", {"jwt.py": "J = 1\n", "keys.py": "K = 1\n"}, at=BASE)
+    git(repo, "mv", "jwt.py", "auth.py")
+    commit(repo, "move", {"keys.py": "K = 2\n"}, at=BASE + DAY)
+    path = str(tmp_path / "s.db")
+    code, out, _ = run(capsys, "bootstrap", path, "--git", str(repo))
+    assert code == 0 and "1 files renamed in the history took their edges along" in out
+    with SynapseStore(path) as s:
+        edge = s.edge("auth.py", "keys.py", "shared")
+        assert edge is not None and edge.activation_count == 2
+    code, out, _ = run(capsys, "bootstrap", path, "--git", str(repo), "--json")
+    assert code == 0 and json.loads(out)["renamed"] == 0  # moved by the first run
 
 
 def test_bootstrap_since_and_namespace(

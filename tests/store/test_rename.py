@@ -148,6 +148,42 @@ def test_bad_renames_are_refused_and_an_unknown_node_moves_nothing(store: Synaps
     assert store.edge("keys.py", "pkg/jwt.py") is not None
 
 
+def test_a_rename_with_an_event_id_moves_once_and_a_refused_one_records_nothing(
+    store: SynapseStore, any_store_path: str
+) -> None:
+    learn(store)
+    assert store.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id="git:1#0") == 1
+    store.reinforce(["pkg/jwt.py", "admin.py"], at=T0 + 4 * DAY)  # another file of that name
+    assert store.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id="git:1#0") == 0
+    assert store.edge("pkg/jwt.py", "admin.py") is not None
+    assert store.edge("lib/jwt.py", "admin.py") is None
+    # refused (the new name has a past): nothing written, not the id; freed, it moves
+    with pytest.raises(InvalidValueError, match="already has associations"):
+        store.rename("pkg/jwt.py", "keys.py", "personal", event_id="git:2#0")
+    assert store.rename("pkg/jwt.py", "fresh.py", "personal", event_id="git:2#0") == 1
+    # an id recorded for a node never learned: a later node of that name is not moved
+    assert store.rename("ghost.py", "spirit.py", "shared", event_id="git:3#0") == 0
+    store.reinforce(["ghost.py", "login.py"], namespace="shared", at=T0 + 5 * DAY)
+    assert store.rename("ghost.py", "spirit.py", "shared", event_id="git:3#0") == 0
+    assert store.rename("ghost.py", "spirit.py", "branch:new", event_id="git:4#0") == 0
+    if any_store_path == ":memory:":
+        return
+    with SynapseStore(any_store_path) as reopened:  # recorded in the file, not the process
+        assert reopened.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id="git:1#0") == 0
+        assert reopened.edge("ghost.py", "login.py", "shared") is not None
+
+
+def test_an_event_id_needs_one_namespace_and_a_usable_id(store: SynapseStore) -> None:
+    learn(store)
+    for namespaces in (None, ["personal", "shared"], []):
+        with pytest.raises(InvalidValueError, match="one namespace"):
+            store.rename("pkg/jwt.py", "lib/jwt.py", namespaces, event_id="git:1#0")
+    for bad in ("", "a\x00b", 5):
+        with pytest.raises(InvalidValueError):
+            store.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id=bad)  # type: ignore[arg-type]
+    assert store.edge("pkg/jwt.py", "keys.py") is not None
+
+
 NODES = ["a", "b", "c", "d", "e"]
 
 
