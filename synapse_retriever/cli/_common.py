@@ -30,7 +30,7 @@ from rich.progress import (
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
-from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
+from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import SIDE_FILES, in_memory
 from synapse_retriever.persistence.transfer import database_kind, same_file, write_whole
 from synapse_retriever.store import SynapseStore
@@ -109,6 +109,18 @@ def in_calendar(seconds: float) -> bool:
     except (OverflowError, ValueError, OSError):
         return False
     return True
+
+
+def shown(store: str) -> str:
+    """``store`` as output names it: a PostgreSQL URL without its user and password (as
+    :attr:`SynapseStore.path <synapse_retriever.store.SynapseStore.path>` shows it).
+
+    Examples
+    --------
+    >>> shown("postgresql://me:secret@db:5432/team"), shown("synapses.db")
+    ('db:5432/team', 'synapses.db')
+    """
+    return split_url(store)[1] if is_postgres_url(store) else store
 
 
 def refuse_memory(path: str) -> None:

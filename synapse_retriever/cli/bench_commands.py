@@ -20,6 +20,7 @@ from synapse_retriever.cli._common import (
     console,
     print_json,
     progress_display,
+    shown,
 )
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
@@ -189,7 +190,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
     config = _config(args.set or [], args.preset)
     namespace = args.namespace or "personal"
     learns = any(query.used for query in queries)
-    label = args.name[0] if args.name else args.store
+    label = args.name[0] if args.name else shown(args.store)
     if is_postgres_url(args.store):
         if learns:
             raise CliError(
@@ -212,7 +213,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
             target.close()
         with SynapseStore(copy, config=config) as store:
             report = run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
-    report["store"] = args.store
+    report["store"] = shown(args.store)
     return report
 
 

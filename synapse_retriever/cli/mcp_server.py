@@ -49,12 +49,11 @@ except ImportError:  # pragma: no cover - the extra is in the dev requirements
 
 from synapse_retriever import __version__
 from synapse_retriever.capture.coactivation import is_node_id
-from synapse_retriever.cli._common import in_calendar
+from synapse_retriever.cli._common import in_calendar, shown
 from synapse_retriever.cli.mcp_stdio import serve_stdio
 from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.errors import InvalidValueError, SynapseError
-from synapse_retriever.persistence.postgres import is_postgres_url, split_url
 from synapse_retriever.recall.hits import Hit, read_ids
 
 if TYPE_CHECKING:
@@ -396,5 +395,4 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 
 def serve(store: SynapseStore, path: str) -> None:
     """Serve ``store`` (opened from ``path``) over stdio until the client hangs up."""
-    name = split_url(path)[1] if is_postgres_url(path) else path  # no password for the agent
-    anyio.run(serve_stdio, build_server(store, store_name=name))
+    anyio.run(serve_stdio, build_server(store, store_name=shown(path)))  # no password for it

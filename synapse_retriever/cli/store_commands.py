@@ -29,6 +29,7 @@ from synapse_retriever.cli._common import (
     print_json,
     progress_display,
     refuse_memory,
+    shown,
 )
 from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.errors import SynapseError
@@ -51,14 +52,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         console(stderr=True).status("reading the graph", spinner="dots"),
         open_store(args.store, must_exist=True) as store,
     ):
-        report = stats_report(store, now, args.namespace, name=args.store)
+        report = stats_report(store, now, args.namespace, name=shown(args.store))
     namespaces = report["namespaces"]
     if args.json:
         print_json(report)
         return 0
     out = console()
     out.print(
-        f"{args.store} at {report['at']}: {report['nodes']} nodes, {report['edges']} live edges"
+        f"{report['store']} at {report['at']}: {report['nodes']} nodes, "
+        f"{report['edges']} live edges"
     )
     if not namespaces:
         out.print("no live edges")

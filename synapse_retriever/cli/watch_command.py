@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from synapse_retriever.capture.watch import QUIET_S
-from synapse_retriever.cli._common import STORE_HELP, CliError, console, open_store
+from synapse_retriever.cli._common import STORE_HELP, CliError, console, open_store, shown
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.postgres import is_postgres_url
 
@@ -45,7 +45,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             pass
     with open_store(args.store, must_exist=False) as store:
         if store.read_only:
-            raise CliError(f"cannot learn into {args.store!r}: it is read-only here")
+            raise CliError(f"cannot learn into {shown(args.store)!r}: it is read-only here")
         status = console(stderr=True)
 
         def write(files: list[str], ns: str) -> int:
@@ -72,7 +72,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
             ready.wait()
             if not args.quiet:
                 where = namespace or branch_namespace(root)
-                status.print(f"watching {args.path} into {args.store} ({where}); Ctrl-C stops")
+                status.print(
+                    f"watching {args.path} into {shown(args.store)} ({where}); Ctrl-C stops"
+                )
 
         stop, ready = threading.Event(), threading.Event()  # a signal: close, write, exit
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}

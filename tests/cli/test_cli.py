@@ -14,6 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from xml.etree import ElementTree
 
 import pytest
@@ -303,6 +304,28 @@ def test_a_reading_command_on_an_empty_database_creates_nothing(
     with psycopg.connect(postgres_url) as conn:
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()")
         assert tables.fetchone() == (0,)
+
+
+def test_no_command_prints_a_postgresql_password(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parts = urlsplit(postgres_url)  # a server that trusts the role ignores the password
+    url = urlunsplit(
+        parts._replace(netloc=f"{parts.username}:s3cret@{parts.hostname}:{parts.port}")
+    )
+    with SynapseStore(url) as team:
+        team.reinforce(["jwt", "keys"], at=0)
+    queries = tmp_path / "q.jsonl"
+    line = {"at": 0, "hits": [["jwt", 0.9], ["README.md", 0.4]], "relevant": ["keys"]}
+    queries.write_text(json.dumps(line) + "\n")
+    for command in (
+        ["stats", url],
+        ["stats", url, "--json"],
+        ["bench", "quality", "--queries", str(queries), "--store", url, "--json", "-"],
+    ):
+        code, out, err = run(capsys, *command)
+        assert code == 0 and "s3cret" not in out + err, (command, err)
+        assert f"{parts.hostname}:{parts.port}" in out, command
 
 
 def test_import_never_overwrites_a_newer_edge(
