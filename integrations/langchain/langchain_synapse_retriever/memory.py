@@ -17,11 +17,19 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar, overload
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    MessageLikeRepresentation,
+    ToolMessage,
+    convert_to_messages,
+)
+from langchain_core.prompt_values import PromptValue
 
 from synapse_retriever.conversation import (
     ContextConfig,
@@ -82,6 +90,7 @@ def to_history(message: BaseMessage) -> HistoryMessage:
     )
 
 
+@overload
 def synapse_trim_messages(
     messages: Sequence[MessageT],
     query: str | None = None,
@@ -90,11 +99,36 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
-) -> list[MessageT]:
+) -> list[MessageT]: ...
+
+
+@overload
+def synapse_trim_messages(
+    messages: Sequence[MessageLikeRepresentation] | PromptValue,
+    query: str | None = None,
+    *,
+    max_tokens: int,
+    token_counter: TokenCounter | None = None,
+    config: ContextConfig | None = None,
+    embedder: Embedder | Embeddings | None = None,
+) -> list[BaseMessage]: ...
+
+
+def synapse_trim_messages(
+    messages: Sequence[MessageLikeRepresentation] | PromptValue,
+    query: str | None = None,
+    *,
+    max_tokens: int,
+    token_counter: TokenCounter | None = None,
+    config: ContextConfig | None = None,
+    embedder: Embedder | Embeddings | None = None,
+) -> list[Any]:  # each overload's: the originals are returned where kept whole
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
     Args:
-        messages: The conversation, oldest first.
+        messages: The conversation, oldest first: messages, or what LangChain reads as
+            messages (``("user", "hi")`` tuples, ``{"role": ..., "content": ...}`` dicts,
+            strings, a prompt's ``PromptValue``), as ``trim_messages`` takes them.
         query: What the next model call is about; default: the last human message.
         max_tokens: Budget for the messages' text and tool-call arguments.
         token_counter: ``str -> int``, or a language model (its ``get_num_tokens``);
@@ -136,7 +170,7 @@ def synapse_trim_messages(
         ai     Anytime.
         human  When is the production deploy again?
     """
-    messages = list(messages)
+    messages = convert_to_messages(messages)  # a message stays itself
     if query is None:
         query = next((m.text for m in reversed(messages) if m.type == "human"), None)
     kept = trim_history(
@@ -147,7 +181,7 @@ def synapse_trim_messages(
         config=config or ContextConfig(overflow="shrink"),
         embedder=embedder,
     )
-    result: list[MessageT] = []
+    result: list[BaseMessage] = []
     for item in kept:
         original = messages[item.index]
         if item.level is Level.FULL or item.text == original.text:

@@ -144,6 +144,31 @@ def test_bad_input() -> None:
         synapse_trim_messages(history(), max_tokens=5, config=strict)
 
 
+def test_what_langchain_reads_as_messages_is_trimmed_as_those_messages() -> None:
+    """Tuples, dicts, strings and a prompt's value, as ``trim_messages`` takes them: each was
+    an ``AttributeError`` (``'tuple' object has no attribute 'type'``)."""
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+    from langchain_core.runnables import RunnableLambda
+
+    plain = [m for m in history() if not to_history(m).tool_call_ids and m.type != "tool"]
+    as_messages = synapse_trim_messages(plain, max_tokens=30)
+    assert len(as_messages) < len(plain)  # the budget trims
+    tuples = [(m.type, m.text) for m in plain]
+    dicts = [{"role": m.type, "content": m.text} for m in plain]
+    for given in (tuples, dicts):
+        trimmed = synapse_trim_messages(given, max_tokens=30)
+        assert [(m.type, m.text) for m in trimmed] == [(m.type, m.text) for m in as_messages]
+    assert [m.text for m in synapse_trim_messages(["hi there"], max_tokens=10)] == ["hi there"]
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You are a bot."), MessagesPlaceholder("history"), ("human", "{q}")]
+    )
+    chain = prompt | RunnableLambda(lambda value: synapse_trim_messages(value, max_tokens=2000))
+    out = chain.invoke({"history": [HumanMessage("We moved the deploy to Fridays.")], "q": "When?"})
+    assert [m.type for m in out] == ["system", "human", "human"]
+    with pytest.raises((ValueError, NotImplementedError)):
+        synapse_trim_messages([("nobody", "hi")], max_tokens=10)  # what LangChain refuses
+
+
 def test_the_last_n_baseline_of_the_benchmark_is_trim_messages() -> None:
     messages = [m for m in history() if m.text][1:]  # plain chat
     tokens = [approximate_tokens(m.text) for m in messages]
