@@ -33,7 +33,7 @@ from synapse_retriever.persistence.conversation import (
     PostgresConversationStorage,
     SQLiteConversationStorage,
 )
-from synapse_retriever.persistence.postgres import is_postgres_url
+from synapse_retriever.persistence.postgres import SCHEMA_OID, is_postgres_url
 
 __all__ = ["embed_turns", "in_schema", "place", "prefill", "stored_bytes"]
 
@@ -123,7 +123,7 @@ def stored_bytes(where: str) -> int:
     with psycopg.connect(where) as conn:
         [(total,)] = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-            "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+            f"WHERE c.relnamespace = {SCHEMA_OID} AND c.relkind = 'r' "
             "AND c.relname LIKE 'context\\_%'"
         ).fetchall()
     return int(total)

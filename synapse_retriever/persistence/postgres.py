@@ -131,8 +131,9 @@ LISTEN_WAKE_S = 0.05
 store (or the last conversation memory of a URL) waits that long at most."""
 UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
-CONNECTION_OPTIONS: dict[str, int] = {
+CONNECTION_OPTIONS: dict[str, int | str] = {
     "connect_timeout": 5,  # libpq waits without bound (the kernel's 130 s) otherwise
+    "client_encoding": "utf8",  # text as str, whatever the database's encoding (SQL_ASCII: bytes)
     "keepalives": 1,  # a peer gone silent is found after 5 + 3 × 2 s of quiet
     "keepalives_idle": 5,
     "keepalives_interval": 2,
@@ -267,9 +268,10 @@ _COLUMNS = ", ".join(EDGE_COLUMNS)
 _ID, _NAMESPACE, _A, _B = (EDGE_COLUMNS.index(name) for name in ("id", "namespace", "a", "b"))
 _E_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _KEYS = "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS k (namespace, a, b)"
-_SNAPSHOT_CLASS = (
-    "FROM pg_class WHERE relname = 'snapshot' AND relnamespace = current_schema()::regnamespace"
-)
+SCHEMA_OID = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+"""The oid of the connection's schema: by its name as stored (``current_schema()::regnamespace``
+reads the name again as an identifier, ``Ops`` as ``ops``, and refuses ``team.v2``)."""
+_SNAPSHOT_CLASS = f"FROM pg_class WHERE relname = 'snapshot' AND relnamespace = {SCHEMA_OID}"
 
 
 def is_postgres_url(path: object) -> bool:
@@ -281,6 +283,19 @@ def is_postgres_url(path: object) -> bool:
     (True, False)
     """
     return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
+
+
+def check_schema(conn: psycopg.Connection[Any], where: str) -> None:
+    """Raise :class:`NotASynapseDatabaseError` where ``conn`` has no schema to work in: its
+    ``search_path`` names none that exists (``-csearch_path=synapse`` before ``CREATE SCHEMA
+    synapse``), where PostgreSQL would refuse the first table."""
+    [(schema,)] = conn.execute("SELECT current_schema()").fetchall()
+    if schema is None:
+        [(path,)] = conn.execute("SHOW search_path").fetchall()
+        raise NotASynapseDatabaseError(
+            f"{where!r}: its search_path ({path}) names no schema that exists; create it "
+            "first (CREATE SCHEMA ...); nothing was written"
+        )
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -807,6 +822,10 @@ class Connections:
             try:
                 conn = self._psycopg.connect(self._url, **{**CONNECTION_OPTIONS, **options})
                 conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+                # what the writes' locking is argued for, whatever the server's default
+                conn.execute(
+                    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
+                )
                 if not conn.autocommit:
                     conn.commit()
                 return conn
@@ -1120,6 +1139,7 @@ class PostgresStorage:
 
     def _open(self) -> None:
         with self._connection() as conn:
+            check_schema(conn, self.path)
             found = self._found(conn)
             if found is None:
                 if not self._create:

@@ -20,15 +20,17 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from psycopg import sql
+from store_backends import POSTGRES, with_database
 
 from synapse_retriever import (
     CoActivation,
@@ -624,7 +626,105 @@ def test_a_dry_run_repair_as_a_read_only_role_only_reads(
         assert writer.edge("jwt", "ms") is None and writer.edge("jwt", "keys") is not None
 
 
-def test_concurrent_creators_of_one_store_all_open_it(postgres_url: str) -> None:
+def test_schemas_with_capitals_a_dot_or_a_lowercase_twin_are_each_a_store_of_their_own(
+    postgres_database: str,
+) -> None:
+    # current_schema()::regnamespace read "Ops" as ops: the store refused "Upper" (schema
+    # "upper" does not exist) and "team.v2", and "Ops" took its lowercase twin's locks
+    from synapse_retriever.conversation import ConversationMemory
+
+    tag = uuid.uuid4().hex[:8]
+    names = [f"Upper{tag}", f"team.v2{tag}", f"Ops{tag}", f"ops{tag}"]
+    database = urlsplit(postgres_database).path[1:]
+    urls = [with_database(postgres_database, database, f'"{name}"') for name in names]
+    with psycopg.connect(postgres_database, autocommit=True) as conn:
+        for name in names:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    try:
+        for name, url in zip(names, urls, strict=True):
+            with SynapseStore(url) as store:
+                store.reinforce([name, "b.py"], at=0)
+            with ConversationMemory(url, user="carol", background=False) as memory:
+                memory.add_turn(f"The deploy of {name} moved to Fridays.")
+        for name, url in zip(names, urls, strict=True):
+            with SynapseStore(url) as store:
+                assert [other for other, _, _ in store.neighbours("b.py", at=0)] == [name]
+        upper = ConversationMemory(urls[2], user="carol", background=False)
+        lower = ConversationMemory(urls[3], user="carol", background=False)
+        with upper, lower, lower._storage.consolidation_turn():  # ops's carol consolidates
+            assert upper.consolidate()  # "Ops"'s carol is another user's memory
+    finally:
+        with psycopg.connect(postgres_database, autocommit=True) as conn:
+            for name in names:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+
+
+def test_a_search_path_naming_no_schema_is_refused_typed_and_creates_nothing(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    missing = _with_option(postgres_url, "-csearch_path=not_there_yet")
+    for open_it in (SynapseStore, lambda url: ConversationMemory(url, user="a")):
+        with pytest.raises(NotASynapseDatabaseError, match=r"names no schema that exists"):
+            open_it(missing)
+    assert main(["stats", missing]) == 2
+    assert "CREATE SCHEMA" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("encoding", ["SQL_ASCII", "LATIN1"])
+def test_a_database_of_another_encoding_holds_a_store_or_refuses_typed(encoding: str) -> None:
+    # SQL_ASCII: text came back as bytes (a new store reported "corrupt", then a TypeError);
+    # LATIN1: a name outside it was a raw UnicodeEncodeError
+    from synapse_retriever.conversation import ConversationMemory
+
+    admin_url = POSTGRES
+    name = f"synapse_enc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL(
+                "CREATE DATABASE {} ENCODING {} TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"
+            ).format(sql.Identifier(name), sql.Literal(encoding))
+        )
+    url = with_database(admin_url, name)
+    try:
+        with SynapseStore(url) as store:
+            store.reinforce(["café.py", "b.py"], at=0)
+            if encoding == "SQL_ASCII":
+                store.reinforce(["李.py", "b.py"], at=0)
+            else:
+                with pytest.raises(InvalidValueError):
+                    store.reinforce(["李.py", "b.py"], at=0)
+        with SynapseStore(url) as again:
+            assert again.edge("café.py", "b.py") is not None
+        with ConversationMemory(url, user="ann", background=False) as memory:
+            memory.add_turn("The café deploy moved to Fridays.")
+            assert [turn.text for turn in memory.turns()] == ["The café deploy moved to Fridays."]
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _with_option(url: str, option: str) -> str:
+    """``url`` with a server setting (``-c name=value``) added to its ``options``."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query["options"] = f"{query.get('options', '')} {option}".strip()
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+@pytest.mark.parametrize(
+    "default",
+    [None, "repeatable\\ read", "serializable"],
+    ids=["server default", "repeatable read", "serializable"],
+)
+def test_concurrent_creators_of_one_store_all_open_it(
+    postgres_url: str, default: str | None
+) -> None:
+    # a server whose default isolation is stricter made 3 of 4 creators fail (DuplicateTable):
+    # the writes' locking is argued for READ COMMITTED, which every connection now sets
+    if default is not None:
+        postgres_url = _with_option(postgres_url, f"-cdefault_transaction_isolation={default}")
     errors: list[BaseException] = []
 
     def open_and_write(n: int) -> None:

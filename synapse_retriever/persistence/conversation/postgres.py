@@ -78,9 +78,11 @@ from synapse_retriever.persistence.conversation.protocol import (
     check_user,
 )
 from synapse_retriever.persistence.postgres import (
+    SCHEMA_OID,
     Connections,
     Listener,
     PostgresStorage,
+    check_schema,
     is_postgres_url,
     snapshot,
     split_url,
@@ -399,7 +401,8 @@ class PostgresConversationStorage:
     def _migrate(self, conn: psycopg.Connection[Any]) -> int:
         """Bring the conversation tables to :data:`SCHEMA_VERSION` (one process at a time,
         under an advisory lock); the schema's oid."""
-        [(schema,)] = conn.execute("SELECT current_schema()::regnamespace::oid").fetchall()
+        check_schema(conn, self.where)
+        [(schema,)] = conn.execute(f"SELECT {SCHEMA_OID}").fetchall()
         version = self._version(conn)
         if version < SCHEMA_VERSION:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("migrate", schema, 0),))
