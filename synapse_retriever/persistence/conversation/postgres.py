@@ -181,6 +181,10 @@ CHANNEL = "synapse_retriever_conversation"
 ``<schema oid>.<user number>.<storage token>``."""
 POOL_SIZE = 8
 """Connections at most that the storages of one URL in one process share."""
+CONSOLIDATION_CONNECTIONS = 4
+"""Consolidations at most that the storages of one URL in one process run at once, each on a
+connection of its own that holds its user's lock (besides :data:`POOL_SIZE`): one more
+waits for one to end, ``timeout_s`` at most, then is skipped until its next interval."""
 WRITE_RETRIES = Operations.write_retries
 """How many times a write that lost its connection before the commit (or met a deadlock)
 is run again, as the store's default ``config.operations.write_retries``."""
@@ -211,6 +215,7 @@ class _Database:
     def __init__(self, url: str, where: str, timeout_s: float) -> None:
         self.key = (os.getpid(), url, timeout_s)  # a forked child opens its own
         self.connections = Connections(url, where, POOL_SIZE, timeout_s)
+        self.consolidations = threading.BoundedSemaphore(CONSOLIDATION_CONNECTIONS)
         self.listener: Listener | None = None
         self.users = 0
         self.schema: int | None = None
@@ -712,8 +717,23 @@ class PostgresConversationStorage:
         """Hold this user's consolidation lock while the block runs, if no other process
         (or storage) holds it: the block gets True, else False at once. A session-level
         advisory lock on a connection of its own, opened for the block: released at the
-        block's end, or by the server when the process dies."""
+        block's end, or by the server when the process dies. At most
+        :data:`CONSOLIDATION_CONNECTIONS` such blocks of this URL run at once in a process:
+        another waits ``timeout_s`` at most for one to end, then gets False."""
         self._check_open()
+        slots = self._database.consolidations
+        if not slots.acquire(timeout=self._timeout_s):
+            yield False  # this process's consolidations hold all theirs: not now
+            return
+        try:
+            with self._consolidation_connection() as held:
+                yield held
+        finally:
+            slots.release()
+
+    @contextmanager
+    def _consolidation_connection(self) -> Iterator[bool]:
+        """:meth:`consolidation_turn`'s lock, on a connection opened for it."""
         conn = self._database.connections.connect(autocommit=True)
         try:
             with self._connection_errors():

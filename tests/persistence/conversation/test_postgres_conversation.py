@@ -831,3 +831,63 @@ def test_a_memory_never_shows_the_password_of_its_url(postgres_url: str) -> None
         assert "127.0.0.1" in memory.path
         with SynapseStore(secret) as store:
             assert store.path == memory.path  # shown the same way
+
+
+def test_many_users_consolidating_at_once_hold_a_bounded_number_of_connections(
+    postgres_url: str,
+) -> None:
+    # each consolidation held a connection of its own for its summarizer's calls: 110 users of
+    # one process with a model of 2 s took 96 of the server's 100 connections
+    from synapse_retriever.conversation import Condensed, ContextConfig, ConversationMemory
+
+    release = threading.Event()
+    inside: list[str] = []
+
+    class Model:
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            inside.append(text)
+            release.wait(30)  # a model call, held until the connections are counted
+            return Condensed(text, text[:20])
+
+    def connections() -> int:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    config = ContextConfig(consolidation_interval=1000, consolidation_ages=(0, 100))
+    users = 12
+    memories = [
+        ConversationMemory(
+            postgres_url, user=f"u{n}", config=config, summarizer=Model(), background=False
+        )
+        for n in range(users)
+    ]
+    try:
+        for memory in memories:
+            for n in range(8):
+                memory.add_turn(f"Turn {n}: the deploy of service{n}.py moves to Friday.")
+        before = connections()
+        ran: list[bool] = []
+        threads = [
+            threading.Thread(target=lambda m=m: ran.append(m.consolidate())) for m in memories
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 20
+        while len(inside) < postgres.CONSOLIDATION_CONNECTIONS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # any consolidation beyond the bound would have its connection by now
+        during = connections()
+        release.set()
+        for thread in threads:
+            thread.join(60)
+        assert during - before <= postgres.CONSOLIDATION_CONNECTIONS
+        assert ran == [True] * users  # the others waited for a connection, then ran
+    finally:
+        release.set()
+        for memory in memories:
+            memory.close()
