@@ -156,3 +156,15 @@ class StorageUnavailableError(SynapseError, ConnectionError):
     >>> issubclass(StorageUnavailableError, ConnectionError)
     True
     """
+
+
+class MissingExtraError(SynapseError, ImportError):
+    """An optional dependency that is not installed; the message names the extra that
+    brings it (``pip install 'synapse-retriever[watch]'``...).
+
+    Examples
+    --------
+    >>> error = MissingExtraError("watching a tree needs the watch extra: pip install ...")
+    >>> isinstance(error, ImportError)  # what a caller catching the import error expects
+    True
+    """

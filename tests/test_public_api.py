@@ -28,6 +28,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "InvalidValueError",
         "ItemRecall",
         "Learning",
+        "MissingExtraError",
         "NotASynapseDatabaseError",
         "Operations",
         "PublishedRule",

@@ -64,7 +64,12 @@ from typing import TYPE_CHECKING, NamedTuple
 from synapse_retriever.capture.coactivation import is_node_id
 from synapse_retriever.capture.gitlog import git_environment
 from synapse_retriever.config import Learning, validate_namespace
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    MissingExtraError,
+    SynapseError,
+)
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
@@ -87,6 +92,7 @@ __all__ = [
     "WatchStoppedError",
     "branch_namespace",
     "ignored",
+    "require_watchdog",
     "watch",
 ]
 
@@ -418,13 +424,13 @@ def _drained(touches: queue.Queue[Touch], first: Touch | None = None) -> list[To
             return batch
 
 
-def _require_watchdog() -> None:
-    """Import watchdog, or raise an ImportError that names the extra that brings it."""
+def require_watchdog() -> None:
+    """Import watchdog, or raise :class:`MissingExtraError` naming the extra that brings it."""
     try:
         importlib.import_module("watchdog.events")
         importlib.import_module("watchdog.observers")
-    except ImportError:  # pragma: no cover - the extra is in the dev requirements
-        raise ImportError(
+    except ImportError:
+        raise MissingExtraError(
             "watching a tree needs the watch extra: pip install 'synapse-retriever[watch]'"
         ) from None
 
@@ -703,7 +709,7 @@ class TreeWatcher:
         become touches, taken in batches, and the window closes when it is due; the open
         window is written before returning, however the watch ends. ``ready`` is set once
         every folder is watched. Raises :class:`WatchStoppedError` as :func:`watch` does."""
-        _require_watchdog()
+        require_watchdog()
         from watchdog.events import (
             FileCreatedEvent,
             FileDeletedEvent,
@@ -820,7 +826,7 @@ def watch(
         file system events stopped arriving (watchdog's thread ended); the open window
         was written first.
     """
-    _require_watchdog()
+    require_watchdog()
     settings = WatchSettings(
         quiet_s=quiet_s,
         limit=limit,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from synapse_retriever.cli._common import CliError, add_store_command, open_store
+from synapse_retriever.cli._common import add_store_command, open_store
 
 if TYPE_CHECKING:
     from synapse_retriever.cli._common import Commands
@@ -20,10 +20,8 @@ __all__ = ["cmd_mcp", "register"]
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the store over the Model Context Protocol on stdio (see ``cli.mcp_server``)."""
-    try:
-        from synapse_retriever.cli.mcp_server import serve
-    except ImportError as exc:
-        raise CliError(str(exc)) from None
+    from synapse_retriever.cli.mcp_server import serve  # MissingExtraError: one line, exit 2
+
     with open_store(args.store, must_exist=False) as store:
         serve(store, args.store)
     return 0

@@ -35,6 +35,8 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+from synapse_retriever.errors import MissingExtraError
+
 try:
     import anyio
     from mcp.server import MCPServer
@@ -43,7 +45,7 @@ try:
     from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
     from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 except ImportError:  # pragma: no cover - the extra is in the dev requirements
-    raise ImportError(
+    raise MissingExtraError(
         "synapse-retriever mcp needs the mcp extra: pip install 'synapse-retriever[mcp]'"
     ) from None
 

@@ -27,9 +27,15 @@ window is written first."""
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Learn from saves in a working tree until interrupted (see ``capture.watch``)."""
-    from synapse_retriever.capture.watch import WatchReport, branch_namespace, watch
+    from synapse_retriever.capture.watch import (
+        WatchReport,
+        branch_namespace,
+        require_watchdog,
+        watch,
+    )
     from synapse_retriever.config import validate_namespace
 
+    require_watchdog()  # before a store file is made for nothing
     root = Path(args.path)
     if not root.is_dir():
         raise CliError(f"no folder to watch at {args.path!r}")

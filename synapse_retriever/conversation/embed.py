@@ -37,10 +37,12 @@ from typing import Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever.errors import MissingExtraError
+
 try:
     import faiss
 except ImportError as exc:  # the store runs without it; only this index needs it
-    raise ImportError(
+    raise MissingExtraError(
         "the conversation memory needs faiss-cpu: pip install 'synapse-retriever[conversation]'"
     ) from exc
 

@@ -58,6 +58,7 @@ from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
     CorruptDatabaseError,
     InvalidValueError,
+    MissingExtraError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
@@ -1105,7 +1106,7 @@ class PostgresStorage:
         try:
             import psycopg
         except ImportError:  # pragma: no cover - the extra is in the dev requirements
-            raise ImportError(
+            raise MissingExtraError(
                 "PostgreSQL needs the postgres extra: pip install 'synapse-retriever[postgres]'"
             ) from None
         if not is_postgres_url(url):

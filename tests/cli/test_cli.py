@@ -1197,3 +1197,29 @@ def test_output_whose_reader_stops_early(grown: Path, json_out: bool, command: s
         _one_error_line(err, "stdout was closed before all of the output reached it")
     else:
         assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("hidden", "command", "extra"),
+    [
+        ("watchdog", ["watch", ".", "made.db"], "watch"),
+        ("psycopg", ["stats", "postgresql://postgres@127.0.0.1:5432/postgres"], "postgres"),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it_and_makes_no_file(
+    tmp_path: Path, hidden: str, command: list[str], extra: str
+) -> None:
+    # a traceback ending in ImportError, and watch made its store file first
+    from test_without_faiss import run as without
+
+    result = without(
+        f"from synapse_retriever.cli import main\nraise SystemExit(main({command!r}))",
+        tmp_path,
+        hidden=hidden,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"synapse-retriever: error: {result.stderr.split('error: ', 1)[1].strip()}"
+    ]
+    assert f"pip install 'synapse-retriever[{extra}]'" in result.stderr
+    assert list(tmp_path.iterdir()) == []
