@@ -30,6 +30,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -269,7 +270,13 @@ class ConversationMemory:
         except BaseException:
             self._storage.close()
             raise
-        self._consolidator = Consolidator(self._consolidate, background=background)
+        # the worker holds the memory weakly: a memory dropped without close() is collected,
+        # and its finalizer stops the worker and closes the database
+        self._consolidator = Consolidator(
+            _weakly(self, ConversationMemory._consolidate), background=background
+        )
+        self._release = weakref.finalize(self, _release, self._consolidator, self._storage)
+        self._release.atexit = False
         if self._due():
             self._consolidator.request()  # a consolidation due before the last close
 
@@ -384,6 +391,7 @@ class ConversationMemory:
         (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does."""
         if self._closed:
             return
+        self._release.detach()  # closed here, not again when collected
         deadline = None if timeout is None else time.monotonic() + timeout
         finished = self._consolidator.wait(timeout)
         with self._lock:
@@ -1558,3 +1566,24 @@ def _weights(weights: object) -> tuple[float, float]:
             f"weights must be (vector, graph): two finite numbers >= 0, not both 0, got {weights!r}"
         )
     return (float(pair[0]), float(pair[1]))
+
+
+def _weakly(
+    memory: ConversationMemory, job: Callable[[ConversationMemory], object]
+) -> Callable[[], None]:
+    """``job(memory)`` while ``memory`` lives, holding it weakly in between (the worker
+    thread's job must not keep the memory alive)."""
+    ref = weakref.ref(memory)
+
+    def run() -> None:
+        alive = ref()
+        if alive is not None:
+            job(alive)
+
+    return run
+
+
+def _release(consolidator: Consolidator, storage: ConversationStorage) -> None:
+    """A memory collected without :meth:`ConversationMemory.close`: stop its worker, then
+    close its database (on the worker's thread if it is still running)."""
+    consolidator.close(0.0, then=storage.close)

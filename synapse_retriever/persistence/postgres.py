@@ -47,6 +47,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -1063,7 +1064,8 @@ class Listener:
     def close(self) -> None:
         """Stop listening (within :data:`LISTEN_WAKE_S`)."""
         self._stopping.set()
-        self._thread.join(timeout=2.0)
+        if self._thread is not threading.current_thread():  # a finalizer run by its own GC
+            self._thread.join(timeout=2.0)
 
 
 class PostgresStorage:
@@ -1128,7 +1130,11 @@ class PostgresStorage:
             self._pool.close()
             raise
         if listen:  # every commit signalled (and a reconnection: what came meanwhile)
-            self._listener = Listener(self._pool, CHANNEL, lambda _: self._changed.set())
+            changed = self._changed  # not self: the thread must not keep the storage alive
+            self._listener = Listener(self._pool, CHANNEL, lambda _: changed.set())
+        # a storage dropped without close() gives its connections and thread back
+        self._release = weakref.finalize(self, _release, self._listener, self._pool)
+        self._release.atexit = False
 
     @contextmanager
     def _connection(self, timeout_s: float | None = None) -> Iterator[psycopg.Connection[Any]]:
@@ -1341,9 +1347,14 @@ class PostgresStorage:
         self._changed.set()  # the mirror may read this write back (another came first)
 
     def close(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-        self._pool.close()
+        self._release()
+
+
+def _release(listener: Listener | None, pool: Connections) -> None:
+    """Stop ``listener`` and close ``pool``: a storage's close, or its finalizer's."""
+    if listener is not None:
+        listener.close()
+    pool.close()
 
 
 def _cannot_write(conn: psycopg.Connection[Any]) -> bool:

@@ -1013,3 +1013,38 @@ def test_a_long_write_with_megabytes_queued_behind_it_keeps_its_connection(
             postgres.write_rows(conn, "SELECT pg_sleep(3)", (), 2)  # the server busy 3 s
             [(size,)] = conn.execute("SELECT length(%b)", (queued,)).fetchall()
             assert size == len(queued)
+
+
+def test_stores_dropped_without_close_give_their_connections_and_listener_back(
+    postgres_url: str,
+) -> None:
+    # the listener's thread kept the storage alive: 20 dropped stores held 40 connections
+    import gc
+
+    def connections() -> int:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def listeners() -> int:
+        return sum(thread.name.startswith("synapse listen") for thread in threading.enumerate())
+
+    SynapseStore(postgres_url).close()  # the schema, made once
+    gc.collect()
+    before, listening = connections(), listeners()
+    for n in range(10):
+        store = SynapseStore(postgres_url)
+        store.reinforce(["a", f"b{n}"], at=0)
+    assert listeners() > listening
+    del store
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while (connections() > before or listeners() > listening) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (connections(), listeners()) == (before, listening)
+    with SynapseStore(postgres_url) as again:  # what they wrote is there
+        assert len(again.neighbours("a", at=0)) == 10
