@@ -1175,22 +1175,32 @@ class PostgresStorage:
     def _found(self, conn: psycopg.Connection[Any]) -> int | None:
         """The schema version of the store in ``conn``'s schema; None for an empty schema;
         :class:`NotASynapseDatabaseError` for one that holds something else."""
-        tables = {
-            row[0]
-            for row in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            )
-        }
-        if not tables:
+        kinds = dict(  # tables, views and the like: what a name could clash with
+            conn.execute(
+                f"SELECT relname, relkind FROM pg_class WHERE relnamespace = {SCHEMA_OID} "
+                "AND relkind IN ('r', 'p', 'v', 'm', 'f')"
+            ).fetchall()
+        )
+        if not kinds:
             return None
-        foreign = {table for table in tables - TABLES if not table.startswith(SHARED_PREFIX)}
-        if "meta" not in tables or foreign:
-            shown = ", ".join(sorted(foreign)[:5] or sorted(tables)[:5])
+        foreign = {
+            name
+            for name, kind in kinds.items()
+            if (name not in TABLES and not name.startswith(SHARED_PREFIX)) or kind != "r"
+        }
+        if "meta" not in kinds or foreign:
+            shown = ", ".join(sorted(foreign)[:5] or sorted(kinds)[:5])
             raise NotASynapseDatabaseError(
-                f"{self.path!r} holds tables of another application ({shown}); it was left "
-                "untouched: give a database or schema of its own"
+                f"{self.path!r} holds tables or views of another application ({shown}); it "
+                "was left untouched: give a database or schema of its own"
             )
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        except (self._psycopg.errors.UndefinedColumn, self._psycopg.errors.DatatypeMismatch):
+            conn.rollback()
+            raise NotASynapseDatabaseError(
+                f"{self.path!r} has a meta table of another application; it was left untouched"
+            ) from None
         if meta.get("application_id") != APPLICATION_ID:
             raise NotASynapseDatabaseError(
                 f"{self.path!r} has a meta table of another application; it was left untouched"
@@ -1360,22 +1370,40 @@ def _release(listener: Listener | None, pool: Connections) -> None:
 def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     """Whether ``conn``'s role may not write the store's tables (or, before they exist,
     create them), or the server is a standby."""
-    row = conn.execute(
-        "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery() "
-        "OR NOT has_table_privilege('edges', 'INSERT, UPDATE, DELETE') "
-        "OR NOT has_table_privilege('meta', 'UPDATE') "
-        "OR NOT has_sequence_privilege(pg_get_serial_sequence('edges', 'id'), 'USAGE') "
-        "FROM (SELECT 1 WHERE to_regclass('edges') IS NOT NULL) AS present"
-    ).fetchone()
+    [(present,)] = conn.execute(f"SELECT {in_schema('edges')} IS NOT NULL").fetchall()
     conn.rollback()
-    if row is not None:
-        return bool(row[0])
+    if present:
+        return not may_write(conn, {"edges": "INSERT, UPDATE, DELETE", "meta": "UPDATE"}, "edges")
     setting = conn.execute(
         "SELECT current_setting('transaction_read_only') = 'on' "
         "OR NOT has_schema_privilege(current_schema(), 'CREATE')"
     ).fetchone()
     conn.rollback()
     return bool(setting and setting[0])
+
+
+def in_schema(table: str) -> str:
+    """SQL for ``table``'s oid in the connection's schema, NULL if it has none there (not
+    where else the ``search_path`` leads). ``table`` is one of this library's names."""
+    return f"to_regclass(format('%I.%I', current_schema(), '{table}'))"
+
+
+def may_write(conn: psycopg.Connection[Any], rights: dict[str, str], serial: str) -> bool:
+    """Whether ``conn`` may write: not read-only, not a standby, and its role holds
+    ``rights`` (table -> privileges, tables of the connection's schema) and the use of
+    ``serial``'s id sequence. The tables are this library's names."""
+    checks = " AND ".join(  # one call per right: a list of them asks for any one of them
+        f"has_table_privilege({in_schema(table)}, '{right.strip()}')"
+        for table, wanted in rights.items()
+        for right in wanted.split(",")
+    )
+    [(allowed,)] = conn.execute(
+        "SELECT current_setting('transaction_read_only') = 'off' AND NOT pg_is_in_recovery() "
+        f"AND {checks} AND has_sequence_privilege("
+        f"pg_get_serial_sequence({in_schema(serial)}::text, 'id'), 'USAGE')"
+    ).fetchall()
+    conn.rollback()
+    return bool(allowed)
 
 
 def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> ForgetCounts:

@@ -420,6 +420,60 @@ def test_a_schema_of_another_application_is_refused_and_untouched(
         assert [row[0] for row in tables] == ["invoices"]
 
 
+def _relations(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT relname, relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND relkind IN ('r', 'v', 'm') ORDER BY 1"
+        )
+        return [(name, kind) for name, kind in rows]
+
+
+@pytest.mark.parametrize(
+    "objects",
+    [
+        "CREATE VIEW meta AS SELECT 'schema_version'::text AS key, 1 AS value",
+        "CREATE TABLE meta (name text, value int); CREATE VIEW edges AS SELECT 1 AS id",
+        "CREATE MATERIALIZED VIEW edges AS SELECT 1 AS id",
+        "CREATE VIEW report AS SELECT 1 AS id",
+        "CREATE TABLE meta (name text, value int)",
+        "CREATE VIEW context_users AS SELECT 1 AS id",
+    ],
+    ids=[
+        "meta view",
+        "edges view",
+        "edges materialized",
+        "a view only",
+        "foreign meta",
+        "ctx view",
+    ],
+)
+@pytest.mark.parametrize("opener", [SynapseStore, PostgresConversationStorage])
+def test_views_and_a_foreign_meta_are_another_applications_and_left_untouched(
+    postgres_url: str, opener: Callable[[str], object], objects: str
+) -> None:
+    # raw DuplicateTable / UndefinedColumn / UndefinedTable, or a store made beside a view
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(objects)
+    before = _relations(postgres_url)
+    with pytest.raises(NotASynapseDatabaseError, match=r"another application|does not know"):
+        opener(postgres_url)
+    assert _relations(postgres_url) == before
+
+
+def test_a_memory_refuses_a_store_schema_with_an_unknown_context_table_creating_nothing(
+    postgres_url: str,
+) -> None:
+    # it created its six tables, then said it had left the schema untouched
+    SynapseStore(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE context_notes (id int)")
+    before = _relations(postgres_url)
+    with pytest.raises(NotASynapseDatabaseError, match=r"does not know \(context_notes\)"):
+        PostgresConversationStorage(postgres_url, user="a")
+    assert _relations(postgres_url) == before
+
+
 @pytest.fixture
 def snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every store keeps a snapshot of its mirror, however small (from 100,000 edges else)."""
@@ -591,6 +645,32 @@ def test_a_read_only_role_recalls_and_its_writes_raise(postgres_url: str, reader
     with SynapseStore(postgres_url) as writer:
         edge = writer.edge("a", "b")
         assert edge is not None and edge.activation_count == 1 and writer.edge("a", "c") is None
+
+
+@pytest.mark.parametrize(
+    "missing", ["INSERT ON {}.edges", "DELETE ON {}.edges", "UPDATE ON {}.meta"]
+)
+def test_a_role_missing_one_right_of_a_writer_opens_read_only(
+    postgres_url: str, reader_url: str, missing: str
+) -> None:
+    # has_table_privilege('edges', 'INSERT, UPDATE, DELETE') is true if any one is held:
+    # such a role opened as a writer, and its first write failed on the server
+    with SynapseStore(postgres_url) as writer:
+        writer.reinforce(["a", "b"], at=0)
+    role = sql.Identifier(reader_url.split("//", 1)[1].split("@", 1)[0])
+    schema = sql.Identifier(postgres_url.rsplit("search_path%3D", 1)[1])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {0} TO {1}; "
+                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {0} TO {1}"
+            ).format(schema, role)
+        )
+        conn.execute(sql.SQL(f"REVOKE {missing} FROM {{}}").format(schema, role))
+    with SynapseStore(reader_url) as reader:
+        assert reader.read_only
+        with pytest.raises(ReadOnlyStoreError, match="read-only"):
+            reader.reinforce(["a", "c"], at=DAY)
 
 
 def _grant_select(postgres_url: str, reader_url: str) -> None:

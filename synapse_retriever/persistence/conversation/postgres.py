@@ -84,6 +84,7 @@ from synapse_retriever.persistence.postgres import (
     PostgresStorage,
     check_schema,
     is_postgres_url,
+    may_write,
     snapshot,
     split_url,
     typed_write_errors,
@@ -176,6 +177,15 @@ TABLES = frozenset(
     }
 )
 """The tables :data:`MIGRATIONS` create."""
+WRITES = {
+    "context_users": "INSERT",
+    "context_turns": "INSERT, UPDATE",
+    "context_marks": "INSERT, UPDATE",
+    "context_edges": "INSERT, UPDATE",
+    "context_entities": "INSERT",
+    "context_replays": "INSERT",
+}
+"""What a memory writes in each table: a role without one of them opens read-only (refused)."""
 CHANNEL = "synapse_retriever_conversation"
 """The ``LISTEN``/``NOTIFY`` channel a conversation write signals on; the payload is
 ``<schema oid>.<user number>.<storage token>``."""
@@ -408,6 +418,20 @@ class PostgresConversationStorage:
         under an advisory lock); the schema's oid."""
         check_schema(conn, self.where)
         [(schema,)] = conn.execute(f"SELECT {SCHEMA_OID}").fetchall()
+        # before anything is created: a schema holding what is not ours is left untouched
+        found = dict(
+            conn.execute(
+                f"SELECT relname, relkind FROM pg_class WHERE relnamespace = {SCHEMA_OID} "
+                "AND relkind IN ('r', 'p', 'v', 'm', 'f') AND relname LIKE 'context\\_%'"
+            ).fetchall()
+        )
+        unknown = sorted(name for name, kind in found.items() if name not in TABLES or kind != "r")
+        if unknown:
+            conn.rollback()
+            raise NotASynapseDatabaseError(
+                f"{self.where!r} holds context_* tables or views this library does not know "
+                f"({', '.join(unknown[:5])}); it was left untouched"
+            )
         version = self._version(conn)
         if version < SCHEMA_VERSION:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("migrate", schema, 0),))
@@ -420,28 +444,7 @@ class PostgresConversationStorage:
                 (SCHEMA_VERSION,),
             )
         conn.commit()
-        found = {
-            row[0]
-            for row in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-                "AND tablename LIKE 'context\\_%'"
-            )
-        }
-        if found - TABLES:
-            raise NotASynapseDatabaseError(
-                f"{self.where!r} holds context_* tables this library does not know "
-                f"({', '.join(sorted(found - TABLES)[:5])}); it was left untouched"
-            )
-        cannot = conn.execute(
-            "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery() "
-            "OR NOT has_table_privilege('context_turns', 'INSERT, UPDATE') "
-            "OR NOT has_table_privilege('context_marks', 'INSERT, UPDATE') "
-            "OR NOT has_table_privilege('context_edges', 'INSERT, UPDATE') "
-            "OR NOT has_sequence_privilege(pg_get_serial_sequence('context_turns', 'id'), "
-            "'USAGE')"
-        ).fetchone()
-        conn.rollback()
-        if cannot is None or cannot[0]:
+        if not may_write(conn, WRITES, "context_turns"):
             raise ReadOnlyStoreError(
                 f"{self.where!r} cannot be written by this role (read-only, or a standby "
                 "server), and a conversation memory writes every turn: connect as a role "

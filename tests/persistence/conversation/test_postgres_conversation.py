@@ -533,6 +533,21 @@ def test_a_read_only_role_is_refused_at_open_and_a_revoked_write_is_typed(
         storage.close()
 
 
+@pytest.mark.parametrize("table", sorted(postgres.WRITES))
+def test_a_role_missing_a_right_a_memory_needs_is_refused_at_open(
+    postgres_url: str, role: tuple[str, str], table: str
+) -> None:
+    # without INSERT on context_entities or context_replays it opened, then every turn
+    # naming a file, or every consolidation, raised ReadOnlyStoreError
+    name, url = role
+    PostgresConversationStorage(postgres_url).close()
+    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
+           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    _grant(postgres_url, name, f"REVOKE INSERT ON {{schema}}.{table} FROM {{role}}")
+    with pytest.raises(ReadOnlyStoreError, match="cannot be written by this role"):
+        PostgresConversationStorage(url, user="alice")
+
+
 def test_the_rights_the_team_memory_page_lists_are_enough(
     postgres_url: str, role: tuple[str, str]
 ) -> None:
