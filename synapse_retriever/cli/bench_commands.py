@@ -199,6 +199,8 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
             )
         with SynapseStore(args.store, config=config, read_only=True) as store:
             return run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
+    if not Path(args.store).exists():
+        raise CliError(f"--store {args.store!r}: no such file")
     if not Path(args.store).is_file():
         raise CliError(f"--store {args.store!r} is not a store file")
     with tempfile.TemporaryDirectory() as folder:

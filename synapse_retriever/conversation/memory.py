@@ -1520,7 +1520,7 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
         )
     if not text.strip():
         raise InvalidValueError("text must contain non-blank characters, got an empty turn")
-    check_unicode("text", text)
+    _check_text("text", text)
     for name, value in (("role", role), ("session", session)):
         if not isinstance(value, str):
             raise InvalidTypeError(
@@ -1528,7 +1528,7 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
             )
         if not value.strip():
             raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
-        check_unicode(name, value)
+        _check_text(name, value)
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
     if speaker is not None:
@@ -1541,7 +1541,18 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
                 f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
                 f"got {speaker!r:.80}"
             )
-        check_unicode("speaker", speaker)
+        _check_text("speaker", speaker)
+
+
+def _check_text(name: str, value: str) -> None:
+    """Valid Unicode (:func:`check_unicode`) without a NUL, which PostgreSQL's text cannot
+    hold: a turn one backend stores, every backend stores."""
+    check_unicode(name, value)
+    if "\x00" in value:
+        at = value.index("\x00")
+        raise InvalidValueError(
+            f"{name} must not hold a NUL character, got one at {at} of {value[:60]!r}"
+        )
 
 
 def _session_set(sessions: object) -> frozenset[str]:

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import operator
 import os
+import re
 import sqlite3
 import stat
 import struct
@@ -1055,6 +1056,11 @@ def in_memory(path: str) -> bool:
     return any(part.lower() == "mode=memory" for part in query.split("&"))
 
 
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+"""A URL's start, its scheme (a PostgreSQL URL is taken before a path is read; SQLite opens
+``file:`` URIs)."""
+
+
 def file_path(path: object) -> str:
     """``path`` as the str SQLite opens, or a typed error naming it: a str or an
     ``os.PathLike`` of one, neither empty nor holding a NUL (``":memory:"`` for memory).
@@ -1069,6 +1075,11 @@ def file_path(path: object) -> str:
     ...
     synapse_retriever.errors.InvalidTypeError: a store's path must be a str or a path, got \
 bytes b'synapses.db'
+    >>> file_path("mysql://db/team")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: a store is a file path or a postgresql:// URL, \
+got a mysql:// URL: 'mysql://db/team'
     """
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
     if not isinstance(text, str):
@@ -1079,6 +1090,11 @@ bytes b'synapses.db'
         raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
     if "\x00" in text:
         raise InvalidValueError(f"a store's path must not hold a NUL character, got {text!r}")
+    scheme = _URL.match(text)
+    if scheme and scheme[1].lower() != "file":  # mysql://..., postgresq://...: no file to make
+        raise InvalidValueError(
+            f"a store is a file path or a postgresql:// URL, got a {scheme[1]}:// URL: {text!r}"
+        )
     folder = text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
     if folder and not text.startswith("file:"):
         raise InvalidValueError(f"a store's path must name a file, not a folder: got {text!r}")

@@ -1223,3 +1223,17 @@ def test_a_missing_extra_is_one_line_naming_it_and_makes_no_file(
     ]
     assert f"pip install 'synapse-retriever[{extra}]'" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_quality_names_a_missing_store_and_a_folder_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"hits": [["a", 0.9]], "relevant": ["a"], "at": 0}) + "\n")
+    base = ["bench", "quality", "--queries", str(queries), "--store"]
+    code, _, err = run(capsys, *base, str(tmp_path / "missing.db"))
+    assert code == 2
+    _one_error_line(err, "missing.db': no such file")
+    code, _, err = run(capsys, *base, str(tmp_path))
+    assert code == 2
+    _one_error_line(err, "is not a store file")

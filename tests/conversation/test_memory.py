@@ -180,6 +180,22 @@ def test_a_lone_surrogate_is_refused_by_name_before_anything_is_stored(
         assert [t.text for t in memory.turns()] == ["next"]
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"text": "a\x00b"}, {"text": "ok", "session": "s\x00"}, {"text": "ok", "speaker": "\x00x"}],
+    ids=["text", "session", "speaker"],
+)
+def test_a_nul_is_refused_by_name_on_every_backend(
+    conversation_where: str, kwargs: dict[str, str]
+) -> None:
+    # SQLite stored such a turn, PostgreSQL refused it: a memory moved to a team lost it
+    name = next(iter(kwargs.keys() - {"text"}), "text")
+    with ConversationMemory(conversation_where, background=False) as memory:
+        with pytest.raises(InvalidValueError, match=f"{name} must not hold a NUL character"):
+            memory.add_turn(**kwargs, at=0)  # type: ignore[arg-type]
+        assert len(memory) == 0
+
+
 def test_a_long_text_is_shown_shortened_with_where_its_surrogate_is() -> None:
     message = r"got 'a+'\.\.\.; a lone surrogate '\\udcff' at 500 "
     with ConversationMemory() as memory, pytest.raises(InvalidValueError, match=message):

@@ -536,6 +536,8 @@ def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -
         (b"synapses.db", InvalidTypeError, "got bytes b'synapses.db'"),
         ("a\x00b.db", InvalidValueError, "must not hold a NUL character"),
         ("", InvalidValueError, "must not be empty"),
+        ("mysql://me@db/team", InvalidValueError, "file path or a postgresql:// URL, got a mysql"),
+        ("postgresq://me@db/team", InvalidValueError, "got a postgresq:// URL"),
     ],
 )
 def test_a_path_that_cannot_name_a_file_is_a_typed_error(

@@ -286,9 +286,18 @@ class SynapseRetriever(BaseRetriever):
             raise InvalidTypeError(f"k must be an int or None, got {limit!r}")
         if limit is not None and limit < 1:
             raise InvalidValueError(f"k must be at least 1, got {limit}")
+        if isinstance(upstream, (str, bytes, Document)) or not isinstance(upstream, Iterable):
+            raise InvalidTypeError(
+                f"base_retriever must return a list of Documents, got {type(upstream).__name__} "
+                f"{upstream!r:.200}"
+            )
         docs = list(upstream)[:limit]
-        if not all(isinstance(doc, Document) for doc in docs):
-            raise TypeError(f"base_retriever must return Documents, got {docs!r}")
+        wrong = [doc for doc in docs if not isinstance(doc, Document)]
+        if wrong:
+            raise InvalidTypeError(
+                f"base_retriever must return Documents, got {type(wrong[0]).__name__} "
+                f"{wrong[0]!r:.200}"
+            )
         key = self.score_key
         return plan_items(
             self.store,

@@ -512,8 +512,13 @@ def test_a_docstore_that_returns_no_document_is_an_error(upstream: ListRetriever
 
 
 def test_an_upstream_that_returns_no_documents_is_an_error() -> None:
-    with pytest.raises(TypeError, match="base_retriever must return Documents"):
+    with pytest.raises(InvalidTypeError, match="must return Documents, got str 'a'"):
         make(RunnableLambda(lambda query: ["a", "b"])).invoke("q")
+    # a str was read as its characters: "got ['n', 'o', 'p', 'e']"
+    with pytest.raises(InvalidTypeError, match="a list of Documents, got str 'nope'"):
+        make(RunnableLambda(lambda query: "nope")).invoke("q")
+    with pytest.raises(InvalidTypeError, match="a list of Documents, got Document"):
+        make(RunnableLambda(lambda query: Document("one"))).invoke("q")
 
 
 # -- errors and construction -----------------------------------------------------------------
