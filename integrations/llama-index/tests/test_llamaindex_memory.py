@@ -24,6 +24,7 @@ from synapse_retriever.conversation import (
     ConversationMemory,
     HashingEmbedder,
 )
+from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.tokens import approximate_tokens
 
 FACT = "We moved the production deploy to Fridays. Lovely weather today."
@@ -151,6 +152,22 @@ def test_a_block_over_a_persistent_memory_survives_a_restart(tmp_path: object) -
     with ConversationMemory(path) as reopened:
         assert any("Fridays" in t.text for t in reopened.turns())
         assert {t.session for t in reopened.turns()} == {"me"}
+
+
+def test_blocks_of_two_users_on_one_database_keep_apart_and_close(tmp_path: object) -> None:
+    # a block opened from a path could not name its user: every block shared the default one
+    path = f"{tmp_path}/team.db"
+    alice = SynapseMemoryBlock(path, user="alice", budget_tokens=100)
+    bob = SynapseMemoryBlock(path, user="bob", budget_tokens=100)
+    chatter(small_memory(alice))
+    assert alice.memory.user == "alice" and bob.memory.user == "bob"
+    assert len(alice.memory) > 0 and len(bob.memory) == 0
+    alice.close()
+    bob.close()
+    with ConversationMemory(path, user="alice") as reopened:
+        assert any("Fridays" in t.text for t in reopened.turns())
+    with pytest.raises(InvalidValueError, match="user go with a path"):
+        SynapseMemoryBlock(ConversationMemory(), user="carol")
 
 
 def tool_history() -> list[ChatMessage]:

@@ -106,6 +106,19 @@ def test_two_handlers_on_one_store_count_a_span_once(synapse: SynapsePostprocess
     assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
 
 
+def test_a_handler_attached_twice_learns_each_event_once(synapse: SynapsePostprocessor) -> None:
+    # it was added to the dispatcher twice: mark_used outside a span counted 2
+    handler = SynapseUsageHandler(postprocessor=synapse).attach()
+    try:
+        assert handler.attach() is handler
+        mark_used(["a", "b"])
+    finally:
+        handler.detach()
+    assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
+    mark_used(["a", "b"])  # detached once: nothing listens any more
+    assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
+
+
 def test_two_top_level_spans_are_two_events(
     synapse: SynapsePostprocessor, handler: SynapseUsageHandler
 ) -> None:

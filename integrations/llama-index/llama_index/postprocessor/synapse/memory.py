@@ -256,21 +256,29 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         config: ContextConfig | None = None,
         token_counter: Callable[[str], int] | None = None,
         embedder: BaseEmbedding | Embedder | None = None,
+        user: str | None = None,
         tokenizer_fn: Callable[[str], Sequence[Any]] | None = None,
         **data: Any,
     ) -> None:
-        """``memory``: a :class:`ConversationMemory`, or a synapse database path to open
-        one at (with ``config``, default ``ContextConfig(working_memory=0)``: the recent
-        turns are Memory's own short-term queue, so the block grades every turn it holds;
-        ``token_counter``; and ``embedder``, a LlamaIndex ``BaseEmbedding`` as it is or any
-        :class:`~synapse_retriever.conversation.Embedder`, default the hashing embedder).
+        """``memory``: a :class:`ConversationMemory`, or a synapse database path (or a
+        PostgreSQL URL) to open one at, with ``config`` (default
+        ``ContextConfig(working_memory=0)``: the recent turns are Memory's own short-term
+        queue, so the block grades every turn it holds), ``token_counter``, ``embedder`` (a
+        LlamaIndex ``BaseEmbedding`` as it is or any
+        :class:`~synapse_retriever.conversation.Embedder`, default the hashing embedder) and
+        ``user`` (whose memory it is, on a database many users share).
         ``tokenizer_fn``: the one ``Memory`` was given, if any (default LlamaIndex's, which
         ``Memory`` counts with unless given its own): what :meth:`atruncate` counts in.
         """
         super().__init__(**data)
         self._tokenizer = tokenizer_fn
         if isinstance(memory, ConversationMemory):
-            given = {"config": config, "token_counter": token_counter, "embedder": embedder}
+            given = {
+                "config": config,
+                "token_counter": token_counter,
+                "embedder": embedder,
+                "user": user,
+            }
             extra = [name for name, value in given.items() if value is not None]
             if extra:
                 raise InvalidValueError(
@@ -279,7 +287,11 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
             self._memory = memory
         else:
             self._memory = ConversationMemory(
-                memory, token_counter, config or ContextConfig(working_memory=0), embedder=embedder
+                memory,
+                token_counter,
+                config or ContextConfig(working_memory=0),
+                embedder=embedder,
+                user=user,
             )
 
     @classmethod
@@ -291,6 +303,10 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     def memory(self) -> ConversationMemory:
         """The conversation memory the block reads and writes."""
         return self._memory
+
+    def close(self) -> None:
+        """Close the block's conversation memory (finishing its pending consolidation)."""
+        self._memory.close()
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         for message in messages:

@@ -153,7 +153,8 @@ class SynapseUsageHandler(BaseEventHandler):
         return "SynapseUsageHandler"
 
     def attach(self, dispatcher: Dispatcher | None = None) -> SynapseUsageHandler:
-        """Listen to ``dispatcher`` (default: the root one, which sees every event).
+        """Listen to ``dispatcher`` (default: the root one, which sees every event); attached
+        already, it stays attached once (each event is learned once).
 
         Example:
             >>> from llama_index.postprocessor.synapse import SynapsePostprocessor
@@ -166,8 +167,10 @@ class SynapseUsageHandler(BaseEventHandler):
             (True, 0.0)
         """
         target = dispatcher or get_dispatcher()
-        target.add_event_handler(self)
-        target.add_span_handler(self._spans)
+        if not any(handler is self for handler in target.event_handlers):  # twice: once
+            target.add_event_handler(self)
+        if not any(handler is self._spans for handler in target.span_handlers):
+            target.add_span_handler(self._spans)
         return self
 
     def detach(self, dispatcher: Dispatcher | None = None) -> None:
