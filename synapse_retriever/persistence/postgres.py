@@ -26,7 +26,8 @@ or serialization failure, and a connection lost before the commit, are reported 
 retries with backoff.
 
 Readers learn that another writer committed from a ``NOTIFY`` (a signal only: it carries
-nothing, and the version tells what changed); without notifications (a connection pooler
+its schema's oid, so a store hears its own schema's commits, and the version tells what
+changed); without notifications (a connection pooler
 in transaction mode, a listener that lost its connection) they poll once per refresh
 interval. Every unique key and every ``ON CONFLICT`` target of the tables that grow with
 each edge (edges, node uses, recent events, the edge and use logs) holds ``namespace``, the
@@ -115,7 +116,8 @@ _T = TypeVar("_T")
 
 APPLICATION_ID = 0x53594E41  # "SYNA", as in SQLite's PRAGMA application_id
 CHANNEL = "synapse_retriever"
-"""The ``LISTEN``/``NOTIFY`` channel a commit signals on (with an empty payload)."""
+"""The ``LISTEN``/``NOTIFY`` channel a commit signals on, its schema's oid as the payload (a
+store hears its own schema's commits, and an empty payload: an older release's)."""
 LOG_VERSIONS = 10_000
 """Versions kept in the change logs; a reader that looks less often reloads everything."""
 LOG_TRIM_EVERY = 1_000
@@ -636,7 +638,7 @@ class _PostgresTransaction:
                 )
             if self._reload:  # what was deleted is not logged: every reader starts again
                 conn.execute(f"UPDATE meta SET value = {version} WHERE key = 'log_horizon'")
-            conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+            conn.execute(f"SELECT pg_notify(%s, {SCHEMA_OID}::text)", (CHANNEL,))
         row = bumped.fetchone()
         self.committing = int(row[0]) if row else 0
 
@@ -1131,7 +1133,13 @@ class PostgresStorage:
             raise
         if listen:  # every commit signalled (and a reconnection: what came meanwhile)
             changed = self._changed  # not self: the thread must not keep the storage alive
-            self._listener = Listener(self._pool, CHANNEL, lambda _: changed.set())
+            ours = {None, "", self._schema}  # another schema's commits are not ours
+
+            def heard(payload: str | None) -> None:
+                if payload in ours:
+                    changed.set()
+
+            self._listener = Listener(self._pool, CHANNEL, heard)
         # a storage dropped without close() gives its connections and thread back
         self._release = weakref.finalize(self, _release, self._listener, self._pool)
         self._release.atexit = False
@@ -1147,6 +1155,8 @@ class PostgresStorage:
     def _open(self) -> None:
         with self._connection() as conn:
             check_schema(conn, self.path)
+            [(schema,)] = conn.execute(f"SELECT {SCHEMA_OID}::text").fetchall()
+            self._schema: str = schema
             found = self._found(conn)
             if found is None:
                 if not self._create:

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import POSTGRES, with_database
+from store_backends import POSTGRES, new_schema, with_database
 
 from synapse_retriever import (
     CoActivation,
@@ -1128,3 +1128,23 @@ def test_stores_dropped_without_close_give_their_connections_and_listener_back(
     assert (connections(), listeners()) == (before, listening)
     with SynapseStore(postgres_url) as again:  # what they wrote is there
         assert len(again.neighbours("a", at=0)) == 10
+
+
+def test_a_store_hears_the_commits_of_its_own_schema_only(postgres_database: str) -> None:
+    # every commit of any schema woke every store of the database, and each read ran SQL
+    with new_schema(postgres_database) as one, new_schema(postgres_database) as other:
+        reader = PostgresStorage(one)
+        try:
+            with SynapseStore(other) as elsewhere, SynapseStore(one) as here:
+                deadline = time.monotonic() + 10
+                while not reader.listening and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert reader.listening
+                reader._changed.clear()
+                elsewhere.reinforce(["a", "b"], at=0)
+                time.sleep(0.5)  # a notification arrives in milliseconds
+                assert not reader._changed.is_set()
+                here.reinforce(["a", "b"], at=0)
+                assert reader._changed.wait(10)
+        finally:
+            reader.close()
