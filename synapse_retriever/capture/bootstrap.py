@@ -37,8 +37,8 @@ from synapse_retriever.capture.gitlog import (
     read_commits,
 )
 from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.store import SynapseStore
+from synapse_retriever.store.rename import MergeRefusedError
 
 __all__ = ["BATCH", "BootstrapReport", "bootstrap", "replay"]
 
@@ -76,9 +76,11 @@ class BootstrapReport:
         (a committer's clock set wrong), skipped: stored, such a time would never decay.
     renamed : int
         Files renamed in the history whose edges (and uses) this run moved to the new path.
-        A rename moves nothing where the old path learned nothing, where the new path has
-        learned something already, or where a run before met it (its event id,
-        ``<commit's>#rename<i>``, is recorded).
+        Renames at or before the newest commit the store already holds in the namespace
+        are passed over (a run before moved them, or the store learned that part of the
+        history without them: from ``since``, or before renames were followed); so is a
+        rename whose old path has no live edge at its time, or whose new path has
+        associations there.
     first_time, last_time : float or None
         Committer dates of the first and last eligible commit, POSIX seconds.
 
@@ -145,6 +147,10 @@ def replay(
     limit = time.time() + store.config.operations.max_clock_skew_s
     batch: list[Commit] = []  # eligible commits not written yet
     pending: set[str] = set()  # their files
+    # a rename at or before the newest commit the store holds is history it has past: an
+    # earlier run moved it, or (a run from --since, an older release) never will
+    known = store.recorded([c.event_id(ns) for c in events], ns)
+    written_up_to = max((n for n, c in enumerate(commits) if c.event_id(ns) in known), default=-1)
 
     def flush() -> None:
         nonlocal replayed, seen, clamped, written, ahead, done
@@ -171,12 +177,11 @@ def replay(
         batch.clear()
         pending.clear()
 
-    for commit in commits:
-        if commit.renamed and pending.intersection(
-            path for pair in commit.renamed for path in pair
-        ):
-            flush()  # the commits before it use the old path: written under it first
-        renamed += sum(_moved(store, commit, ns, i) for i in range(len(commit.renamed)))
+    for position, commit in enumerate(commits):
+        if commit.renamed and position > written_up_to:
+            if pending.intersection(path for pair in commit.renamed for path in pair):
+                flush()  # the commits before it use the old path: written under it first
+            renamed += sum(_moved(store, commit, ns, i) for i in range(len(commit.renamed)))
         if eligible(commit, min_files=min_files, max_files=max_files):
             batch.append(commit)
             pending.update(commit.files)
@@ -200,15 +205,19 @@ def replay(
 
 def _moved(store: SynapseStore, commit: Commit, namespace: str, index: int) -> bool:
     """Move the ``index``-th file ``commit`` renamed to its new path in ``namespace``
-    (:meth:`SynapseStore.rename`, under an event id of the commit's, so a re-run moves
-    nothing again); whether edges moved. Nothing moves where the old path learned nothing,
-    or where the new one has learned something already (a rename does not merge two
-    files' pasts)."""
+    (:meth:`SynapseStore.rename`, under an event id of the commit's, so a run after one
+    that stopped between the rename and the commit's batch moves nothing again); whether
+    edges moved. Nothing moves, and nothing is written, where the old path has no edge
+    live at the commit's time; nothing moves where the new path has associations there (a
+    rename does not merge two files' pasts)."""
     old, new = commit.renamed[index]
-    event_id = f"{commit.event_id(namespace)}#rename{index}"
+    if not store.neighbours(old, at=commit.commit_time, namespace=namespace):
+        return False
     try:
-        return store.rename(old, new, namespace, event_id=event_id) > 0
-    except InvalidValueError:  # the new path has a past there: left as it is
+        return (
+            store.rename(old, new, namespace, event_id=f"{commit.event_id(namespace)}#{index}") > 0
+        )
+    except MergeRefusedError:
         return False
 
 

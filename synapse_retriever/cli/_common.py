@@ -31,7 +31,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
-from synapse_retriever.persistence.sqlite import SIDE_FILES, in_memory
+from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory
 from synapse_retriever.persistence.transfer import database_kind, same_file, write_whole
 from synapse_retriever.store import SynapseStore
 
@@ -134,6 +134,7 @@ def open_store(path: str, *, must_exist: bool) -> SynapseStore:
     refuse_memory(path)
     if is_postgres_url(path):  # a command that only reads never creates the tables
         return SynapseStore(storage=PostgresStorage(path, create=not must_exist))
+    file_path(path)  # another scheme's URL is refused without its password
     if must_exist and not Path(path).exists():
         raise CliError(f"no synapse database at {path!r}")
     if must_exist and not Path(path).is_dir() and not Path(path).is_file():  # /dev/null, a pipe

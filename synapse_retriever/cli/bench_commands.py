@@ -75,6 +75,8 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
         summary,
         table_rows,
     )
+    from synapse_retriever.persistence.postgres import is_postgres_url
+    from synapse_retriever.persistence.sqlite import file_path
 
     check_output(args.json, args.queries, args.store, *(args.plot or []))
     if args.plot is not None:
@@ -99,6 +101,9 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
                 f"--name takes one label per --git repository: {len(args.name)} for {len(args.git)}"
             )
         if args.store is not None:
+            if is_postgres_url(args.store):
+                raise CliError("--store with --git is a new SQLite file for the learned graph")
+            file_path(args.store)  # another scheme's URL: refused without its password
             if Path(args.store).exists():
                 raise CliError(
                     f"--store {args.store!r} exists: give a new file for the learned graph"

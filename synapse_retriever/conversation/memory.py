@@ -1191,9 +1191,11 @@ class ConversationMemory:
         it ran.
 
         False, and nothing done, when no turn came since the last consolidation (this
-        process's or another's), or when another memory of this user on the same database
+        process's or another's), when another memory of this user on the same database
         (another process) is consolidating now: one consolidation per user at a time
-        (:meth:`~synapse_retriever.persistence.conversation.ConversationStorage.consolidation_turn`).
+        (:meth:`~synapse_retriever.persistence.conversation.ConversationStorage.consolidation_turn`),
+        or, on PostgreSQL, when this process's memories of the URL run 4 consolidations
+        already and none ended within ``busy_timeout_s``.
 
         Examples
         --------

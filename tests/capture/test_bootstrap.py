@@ -223,6 +223,44 @@ def test_a_rerun_leaves_a_new_file_of_the_old_name_where_it_is(tmp_path: Path) -
         assert store.edge("lib/a.py", "d.py", "shared") is None
 
 
+def test_a_store_holding_later_history_is_not_moved_by_an_earlier_rename(tmp_path: Path) -> None:
+    # a first run from --since (or by a release before renames were followed), then all of
+    # it: the rename of a.py, older than what the store holds, moved the later a.py's edges
+    repo = init(tmp_path / "repo")
+    commit(repo, "a", {"a.py": "A = 1\n", "b.py": "B = 1\n"}, at=BASE)
+    _rename(repo, "a.py", "lib/a.py", BASE + DAY)
+    commit(repo, "new a", {"a.py": "NEW = 1\n", "d.py": "D = 1\n"}, at=BASE + 2 * DAY)
+    with SynapseStore(":memory:") as store:
+        first = bootstrap(store, repo, since=BASE + 2 * DAY)
+        assert (first.replayed, first.renamed) == (1, 0)
+        second = bootstrap(store, repo)
+        assert (second.replayed, second.already_seen, second.renamed) == (1, 1, 0)
+        edge = store.edge("a.py", "d.py", "shared")
+        assert edge is not None and edge.activation_count == 1
+        assert store.edge("lib/a.py", "d.py", "shared") is None
+        assert store.edge("a.py", "b.py", "shared") is not None  # its old past stays, unmoved
+
+
+def test_a_refused_rename_is_refused_again_on_a_rerun() -> None:
+    # a rename onto a path with a past recorded nothing: a re-run, once that past had moved
+    # on, moved the current a.py (a later file) instead
+    history = [
+        Commit("1", (), 0.0, 0.0, "", ("a.py", "x.py")),
+        Commit("2", (), 0.0, 1.0, "", ("t.py", "y.py")),
+        Commit("3", (), 0.0, 2.0, "", ("y.py",), ("t.py",)),
+        Commit("4", (), 0.0, 3.0, "", ("t.py",), ("a.py",), (("a.py", "t.py"),)),
+        Commit("5", (), 0.0, 4.0, "", ("z.py",), ("t.py",), (("t.py", "z.py"),)),
+        Commit("6", (), 0.0, 5.0, "", ("a.py", "w.py")),
+    ]
+    with SynapseStore(":memory:") as store:
+        first = replay(store, history)
+        before = sorted(store.graph(at=6.0, namespaces="shared").edges(data="count"))
+        again = replay(store, history)
+        assert (first.renamed, again.renamed) == (1, 0)
+        assert sorted(store.graph(at=6.0, namespaces="shared").edges(data="count")) == before
+        assert store.edge("a.py", "w.py", "shared") is not None
+
+
 def test_a_rename_onto_a_path_with_a_past_moves_nothing() -> None:
     commits = [
         Commit("1", (), 0.0, 0.0, "", ("old.py", "x.py")),

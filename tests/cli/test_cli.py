@@ -326,6 +326,16 @@ def test_no_command_prints_a_postgresql_password(
         code, out, err = run(capsys, *command)
         assert code == 0 and "s3cret" not in out + err, (command, err)
         assert f"{parts.hostname}:{parts.port}" in out, command
+    # refused, and said without the password: URLs of other schemes, a URL where a file is
+    other = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    for command in (
+        ["stats", other],
+        ["stats", url.replace("postgresql://", "mysql://", 1)],
+        ["bench", "quality", "--git", str(tmp_path), "--store", url],
+        ["bench", "quality", "--git", str(tmp_path), "--store", other],
+    ):
+        code, out, err = run(capsys, *command)
+        assert code == 2 and "s3cret" not in out + err, (command, err)
 
 
 def test_import_never_overwrites_a_newer_edge(
@@ -485,7 +495,7 @@ def test_bench_quality_over_your_own_queries_refuses_bad_input(
     ok = ["bench", "quality", "--queries", str(queries_ok)]
     cases += [
         ([*ok, "--store", str(store), "--rows", "oracle"], "--rows apply to --git"),
-        ([*ok, "--store", str(tmp_path / "none.db")], "not a store file"),
+        ([*ok, "--store", str(tmp_path / "none.db")], "none.db': no such file"),
         ([*ok, "--store", str(queries_ok)], "not a store file"),
         (["bench", "quality", "--git", str(project), str(project), "--store", "x.db"],
          "--store takes one repository"),

@@ -404,6 +404,11 @@ class PostgresConversationStorage:
             raise StorageUnavailableError(
                 f"{self.where!r} cannot be reached: {str(exc).strip()}"
             ) from None
+        except psycopg.DataError as exc:  # a name the database's encoding cannot hold
+            raise InvalidValueError(
+                f"{self.where!r}: PostgreSQL refused a value ({str(exc).strip()}); nothing "
+                "was written"
+            ) from None
 
     def _open(self, url: str) -> int:
         """Check the schema (another application's is refused, an empty one stamped as a
@@ -444,7 +449,7 @@ class PostgresConversationStorage:
                 (SCHEMA_VERSION,),
             )
         conn.commit()
-        if not may_write(conn, WRITES, "context_turns"):
+        if not may_write(conn, WRITES):
             raise ReadOnlyStoreError(
                 f"{self.where!r} cannot be written by this role (read-only, or a standby "
                 "server), and a conversation memory writes every turn: connect as a role "

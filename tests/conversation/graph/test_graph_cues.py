@@ -213,7 +213,12 @@ def test_a_speaker_that_is_not_a_str_is_a_type_error() -> None:
 
 
 def test_hostile_speakers_are_stored_as_they_are() -> None:
-    hostile = ["Robert'); DROP TABLE context_turns;--", 'quo"te', "名前", "a\x00b"]
+    hostile = [
+        "Robert'); DROP TABLE context_turns;--",
+        'quo"te',
+        "名前",
+        "a\u200bb",
+    ]  # a NUL: refused
     with ConversationMemory(":memory:", background=False) as memory:
         for i, who in enumerate(hostile):
             memory.add_turn(f"turn {i} about tea", at=i, speaker=who)
