@@ -76,11 +76,9 @@ class BootstrapReport:
         (a committer's clock set wrong), skipped: stored, such a time would never decay.
     renamed : int
         Files renamed in the history whose edges (and uses) this run moved to the new path.
-        Renames at or before the newest commit the store already holds in the namespace
-        are passed over (a run before moved them, or the store learned that part of the
-        history without them: from ``since``, or before renames were followed); so is a
-        rename whose old path has no live edge at its time, or whose new path has
-        associations there.
+        A rename met by a run before (its id is recorded) moves nothing; nor does one whose
+        old path has an edge reinforced after it (a later file of that name, learned live
+        or from the later history first), or whose new path has associations there.
     first_time, last_time : float or None
         Committer dates of the first and last eligible commit, POSIX seconds.
 
@@ -147,10 +145,6 @@ def replay(
     limit = time.time() + store.config.operations.max_clock_skew_s
     batch: list[Commit] = []  # eligible commits not written yet
     pending: set[str] = set()  # their files
-    # a rename at or before the newest commit the store holds is history it has past: an
-    # earlier run moved it, or (a run from --since, an older release) never will
-    known = store.recorded([c.event_id(ns) for c in events], ns)
-    written_up_to = max((n for n, c in enumerate(commits) if c.event_id(ns) in known), default=-1)
 
     def flush() -> None:
         nonlocal replayed, seen, clamped, written, ahead, done
@@ -177,8 +171,8 @@ def replay(
         batch.clear()
         pending.clear()
 
-    for position, commit in enumerate(commits):
-        if commit.renamed and position > written_up_to:
+    for commit in commits:
+        if commit.renamed:
             if pending.intersection(path for pair in commit.renamed for path in pair):
                 flush()  # the commits before it use the old path: written under it first
             renamed += sum(_moved(store, commit, ns, i) for i in range(len(commit.renamed)))
@@ -205,18 +199,19 @@ def replay(
 
 def _moved(store: SynapseStore, commit: Commit, namespace: str, index: int) -> bool:
     """Move the ``index``-th file ``commit`` renamed to its new path in ``namespace``
-    (:meth:`SynapseStore.rename`, under an event id of the commit's, so a run after one
-    that stopped between the rename and the commit's batch moves nothing again); whether
-    edges moved. Nothing moves, and nothing is written, where the old path has no edge
-    live at the commit's time; nothing moves where the new path has associations there (a
-    rename does not merge two files' pasts)."""
+    (:meth:`SynapseStore.rename`); whether edges moved. The rename is recorded under an
+    event id of the commit's, so a run that meets it again moves nothing. Nothing moves
+    where the old path has an edge reinforced after the rename (the store knows a later
+    file of that name: from live use, or from the later history learned first), where it
+    learned nothing, or where the new path has associations there (a rename does not merge
+    two files' pasts)."""
     old, new = commit.renamed[index]
-    if not store.neighbours(old, at=commit.commit_time, namespace=namespace):
+    known = store.neighbours(old, at=commit.commit_time, namespace=namespace)
+    if any(edge.last_reinforced_at > commit.commit_time for _, edge, _ in known):
         return False
+    event_id = f"{commit.event_id(namespace)}#{index}"
     try:
-        return (
-            store.rename(old, new, namespace, event_id=f"{commit.event_id(namespace)}#{index}") > 0
-        )
+        return store.rename(old, new, namespace, event_id=event_id) > 0
     except MergeRefusedError:
         return False
 

@@ -174,6 +174,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
 
     from synapse_retriever.bench.queries import read_queries, run_queries
     from synapse_retriever.persistence.postgres import is_postgres_url
+    from synapse_retriever.persistence.sqlite import file_path
     from synapse_retriever.store import SynapseStore
 
     if args.store is None:
@@ -204,6 +205,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
             )
         with SynapseStore(args.store, config=config, read_only=True) as store:
             return run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
+    file_path(args.store)  # another scheme's URL: refused without its password
     if not Path(args.store).exists():
         raise CliError(f"--store {args.store!r}: no such file")
     if not Path(args.store).is_file():

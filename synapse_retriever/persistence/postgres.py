@@ -269,17 +269,17 @@ WRITES = {
     "meta": "UPDATE",
     "nodes": "INSERT",
     "namespaces": "INSERT",
-    "node_uses": "INSERT, UPDATE",
+    "node_uses": "INSERT, UPDATE, DELETE",
     "namespace_events": "INSERT, UPDATE",
     "recent_uses": "INSERT, DELETE",
-    "events": "INSERT",
+    "events": "INSERT, DELETE",
     "edge_log": "INSERT, DELETE",
     "use_log": "INSERT, DELETE",
     "name_log": "INSERT, DELETE",
     "versions": "INSERT, DELETE",
 }
-"""What a write may do in each table (the logs and the recent events are trimmed by
-writes): a role without one of these rights opens the store read-only."""
+"""What writes do in each table (writes trim the logs and the recent events; a sweep and
+a repair delete): a role without one of these rights opens the store read-only."""
 SHARED_PREFIX = "context_"
 """The conversation memory's tables (:mod:`.conversation.postgres`) start so: they share
 a store's schema, as they share its SQLite file."""

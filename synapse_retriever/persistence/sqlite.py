@@ -1109,7 +1109,7 @@ got a mysql:// URL
         raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
     if "\x00" in text:
         raise InvalidValueError(f"a store's path must not hold a NUL character, got {text!r}")
-    scheme = _URL.match(text)
+    scheme = _URL.search(text)
     if scheme and scheme[1].lower() != "file":  # mysql://..., postgresq://...: no file to make
         raise InvalidValueError(
             f"a store is a file path or a postgresql:// URL, got a {scheme[1]}:// URL"

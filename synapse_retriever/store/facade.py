@@ -612,13 +612,15 @@ config: pass config together with a store path instead
             The rename's id, recorded in its transaction, in ``namespaces`` (one namespace):
             a rename whose id was recorded before moves nothing, as a replayed event writes
             nothing (a history replayed again must not move a later node of the old name).
+            A rename refused as a merge records its id too: met again, it moves nothing.
 
         Raises
         ------
         InvalidValueError
             A bad id or namespace, ``old == new``, ``event_id`` without exactly one
             namespace, or ``new`` already has edges or uses in one of those namespaces (a
-            rename does not merge two nodes); nothing is written, not the ``event_id``.
+            rename does not merge two nodes: ``MergeRefusedError``, a subclass); nothing
+            is moved, and nothing written but a given ``event_id``.
 
         Notes
         -----

@@ -107,12 +107,14 @@ def rename_node(
     """Move node ``old`` to the id ``new`` in the namespaces ``only`` (None: every one), in
     one transaction of ``storage``, then in ``mirror``; the edges moved. With ``event_id``
     (``only`` then names one namespace), the id is recorded first: one recorded before
-    moves nothing. The stages and their lock order are in the module docstring."""
+    moves nothing, and a rename refused as a merge commits its id before it raises. The
+    stages and their lock order are in the module docstring."""
     mirror.refresh(storage, force=True)  # every commit so far, on every backend
+    refused: MergeRefusedError | None = None
     with storage.write() as tx:
         mirror.catch_up(tx)  # exact where writers take turns (SQLite)
         if event_id is not None and not record_rename(tx, mirror, event_id, only):
-            return 0  # renamed before
+            return 0  # renamed (or refused) before
         graph = mirror.graph  # after the catch-up: a full reload replaces it
         if old not in graph.index:
             return 0
@@ -121,15 +123,23 @@ def rename_node(
         spaces = namespaces_to_move(mirror, old_id, edges, only)
         if not spaces:
             return 0
-        # the new name's id first, known or not: its use rows are locked with the old's
-        new_id = graph.index[new] if new in graph.index else tx.node_ids([new])[0]
         # no merge: the new name may have no past in those namespaces (in any, for all)
         checked = spaces if only is not None else sorted(graph.ns_names)
-        rows, moved, blanks = lock_edges_to_move(tx, graph, edges, spaces, old_id, new_id, new)
-        locked = lock_uses(tx, mirror, old_id, new_id, spaces, checked)
-        refuse_merge(mirror, old, new, new_id, checked, edges)
-        inserted, updated = move_edges(tx, rows, moved, blanks)
-        uses = move_uses(tx, locked, old_id, new_id)
+        if event_id is not None and new in graph.index:
+            try:  # refused before anything is locked: the id alone is committed
+                refuse_merge(mirror, old, new, graph.index[new], checked, edges)
+            except MergeRefusedError as exc:
+                refused = exc
+        if refused is None:
+            # the new name's id first, known or not: its use rows are locked with the old's
+            new_id = graph.index[new] if new in graph.index else tx.node_ids([new])[0]
+            rows, moved, blanks = lock_edges_to_move(tx, graph, edges, spaces, old_id, new_id, new)
+            locked = lock_uses(tx, mirror, old_id, new_id, spaces, checked)
+            refuse_merge(mirror, old, new, new_id, checked, edges)
+            inserted, updated = move_edges(tx, rows, moved, blanks)
+            uses = move_uses(tx, locked, old_id, new_id)
+    if refused is not None:
+        raise refused  # after the commit of its id: met again, it moves nothing
 
     def apply_own(_: bool) -> None:
         mirror.graph.add_names([(new_id, new)])

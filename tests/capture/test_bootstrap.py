@@ -261,6 +261,99 @@ def test_a_refused_rename_is_refused_again_on_a_rerun() -> None:
         assert store.edge("a.py", "w.py", "shared") is not None
 
 
+def _state(store: SynapseStore) -> list[tuple[str, str, int]]:
+    graph = store.graph(at=BASE + 9000 * DAY, namespaces="shared")  # long dead: stored edges
+    return sorted((*sorted((a, b)), n) for a, b, n in graph.edges(data="count"))
+
+
+def _stored(store: SynapseStore, a: str, b: str) -> int:
+    edge = store.edge(a, b, "shared")
+    return 0 if edge is None else edge.activation_count
+
+
+def test_a_path_taken_by_a_rename_after_its_file_moved_on_is_left_on_reruns() -> None:
+    # c.py moved to d.py, then a.py to c.py: a re-run moved the new c.py's edges to d.py
+    history = [
+        Commit("1", (), 0.0, BASE, "", ("c.py",)),
+        Commit("2", (), 0.0, BASE + DAY, "", ("a.py", "b.py")),
+        Commit("3", (), 0.0, BASE + 2 * DAY, "", ("d.py",), ("c.py",), (("c.py", "d.py"),)),
+        Commit("4", (), 0.0, BASE + 3 * DAY, "", ("c.py",), ("a.py",), (("a.py", "c.py"),)),
+    ]
+    with SynapseStore(":memory:") as store:
+        runs = [replay(store, history).renamed for _ in range(3)]
+        assert runs == [1, 0, 0]
+        assert (_stored(store, "c.py", "b.py"), _stored(store, "d.py", "b.py")) == (1, 0)
+
+
+def test_a_refused_rename_at_the_end_of_a_history_is_refused_again() -> None:
+    # no eligible commit after it: a re-run, once the new path's past had moved on, moved
+    # the old path's edges (a later file's) onto it
+    history = [
+        Commit("1", (), 0.0, 0.0, "", ("a.py", "x.py")),
+        Commit("2", (), 0.0, 1.0, "", ("t.py", "y.py")),
+        Commit("3", (), 0.0, 2.0, "", ("y.py",), ("t.py",)),
+        Commit("4", (), 0.0, 3.0, "", ("t.py",), ("a.py",), (("a.py", "t.py"),)),
+        Commit("5", (), 0.0, 4.0, "", ("z.py",), ("t.py",), (("t.py", "z.py"),)),
+    ]
+    with SynapseStore(":memory:") as store:
+        assert replay(store, history).renamed == 1
+        before = _state(store)
+        assert replay(store, history).renamed == 0
+        assert _state(store) == before
+
+
+def test_a_rename_moves_edges_dead_by_then_and_the_uses_as_watch_would() -> None:
+    # a file whose edges had decayed kept its past (and its uses) on the old path
+    history = [
+        Commit("1", (), 0.0, BASE, "", ("a.py", "b.py")),
+        Commit("2", (), 0.0, BASE + DAY, "", ("a.py", "b.py")),
+        Commit(
+            "3", (), 0.0, BASE + 600 * DAY, "", ("c.py", "x.py"), ("a.py",), (("a.py", "c.py"),)
+        ),
+    ]
+    with SynapseStore(":memory:") as store, SynapseStore(":memory:") as manual:
+        assert replay(store, history).renamed == 1
+        for c in history:
+            for old, new in c.renamed:
+                manual.rename(old, new, "shared")
+            manual.reinforce(c.files, namespace="shared", at=c.commit_time)
+        assert _state(store) == _state(manual)
+        assert (_stored(store, "c.py", "b.py"), _stored(store, "a.py", "b.py")) == (2, 0)
+
+
+def test_a_name_learned_live_after_an_old_rename_keeps_its_live_edges() -> None:
+    # the store learned a.py live (watch) before the history was bootstrapped: the 2024
+    # rename of another a.py moved today's edges to b.py
+    history = [
+        Commit("1", (), 0.0, BASE, "", ("a.py", "x.py")),
+        Commit("2", (), 0.0, BASE + DAY, "", ("b.py", "z.py"), ("a.py",), (("a.py", "b.py"),)),
+    ]
+    with SynapseStore(":memory:") as store:
+        store.reinforce(["a.py", "live.py"], namespace="shared")  # now
+        assert replay(store, history).renamed == 0
+        assert _stored(store, "a.py", "live.py") == 1 and _stored(store, "b.py", "live.py") == 0
+        assert _stored(store, "a.py", "x.py") == 1  # the old file's past stays with the name
+
+
+def test_a_branch_rename_merged_after_a_run_is_followed_by_the_next_run() -> None:
+    # a rename older (by date) than the newest commit the store held was passed over
+    main = [
+        Commit("1", (), 0.0, BASE, "", ("a.py", "x.py")),
+        Commit("2", (), 0.0, BASE + DAY, "", ("a.py", "x.py")),
+        Commit("5", (), 0.0, BASE + 4 * DAY, "", ("p.py", "q.py")),
+    ]
+    branch = [
+        Commit("3", (), 0.0, BASE + 2 * DAY, "", ("b.py",), ("a.py",), (("a.py", "b.py"),)),
+        Commit("4", (), 0.0, BASE + 3 * DAY, "", ("b.py", "x.py")),
+    ]
+    merged = sorted(main + branch, key=lambda c: c.commit_time)
+    with SynapseStore(":memory:") as store, SynapseStore(":memory:") as fresh:
+        replay(store, main)
+        assert replay(store, merged).renamed == 1
+        replay(fresh, merged)
+        assert _state(store) == _state(fresh)
+
+
 def test_a_rename_onto_a_path_with_a_past_moves_nothing() -> None:
     commits = [
         Commit("1", (), 0.0, 0.0, "", ("old.py", "x.py")),

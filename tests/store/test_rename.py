@@ -25,6 +25,7 @@ from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence.protocols import TransientWriteError, WriteTransaction
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.rename import (
+    MergeRefusedError,
     lock_edges_to_move,
     lock_uses,
     move_edges,
@@ -148,7 +149,7 @@ def test_bad_renames_are_refused_and_an_unknown_node_moves_nothing(store: Synaps
     assert store.edge("keys.py", "pkg/jwt.py") is not None
 
 
-def test_a_rename_with_an_event_id_moves_once_and_a_refused_one_records_nothing(
+def test_a_rename_with_an_event_id_moves_once_and_a_refused_one_is_refused_for_good(
     store: SynapseStore, any_store_path: str
 ) -> None:
     learn(store)
@@ -157,10 +158,15 @@ def test_a_rename_with_an_event_id_moves_once_and_a_refused_one_records_nothing(
     assert store.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id="git:1#0") == 0
     assert store.edge("pkg/jwt.py", "admin.py") is not None
     assert store.edge("lib/jwt.py", "admin.py") is None
-    # refused (the new name has a past): nothing written, not the id; freed, it moves
-    with pytest.raises(InvalidValueError, match="already has associations"):
+    # refused (the new name has a past): nothing moved, the id recorded; met again, even
+    # once the new name is free, it moves nothing (a re-run sees what the first run saw)
+    before = sorted(store.graph(at=T0 + 5 * DAY).edges(keys=True, data="stored_weight"))
+    with pytest.raises(MergeRefusedError, match="already has associations"):
         store.rename("pkg/jwt.py", "keys.py", "personal", event_id="git:2#0")
-    assert store.rename("pkg/jwt.py", "fresh.py", "personal", event_id="git:2#0") == 1
+    assert sorted(store.graph(at=T0 + 5 * DAY).edges(keys=True, data="stored_weight")) == before
+    assert store.recorded(["git:2#0"]) == {"git:2#0"}
+    assert store.rename("pkg/jwt.py", "keys.py", "personal", event_id="git:2#0") == 0
+    assert store.rename("pkg/jwt.py", "fresh.py", "personal", event_id="git:5#0") == 1
     # an id recorded for a node never learned: a later node of that name is not moved
     assert store.rename("ghost.py", "spirit.py", "shared", event_id="git:3#0") == 0
     store.reinforce(["ghost.py", "login.py"], namespace="shared", at=T0 + 5 * DAY)

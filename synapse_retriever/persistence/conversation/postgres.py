@@ -404,11 +404,11 @@ class PostgresConversationStorage:
             raise StorageUnavailableError(
                 f"{self.where!r} cannot be reached: {str(exc).strip()}"
             ) from None
-        except psycopg.DataError as exc:  # a name the database's encoding cannot hold
-            raise InvalidValueError(
+        except (errors.UntranslatableCharacter, errors.CharacterNotInRepertoire) as exc:
+            raise InvalidValueError(  # a name the database's encoding cannot hold
                 f"{self.where!r}: PostgreSQL refused a value ({str(exc).strip()}); nothing "
                 "was written"
-            ) from None
+            ) from exc
 
     def _open(self, url: str) -> int:
         """Check the schema (another application's is refused, an empty one stamped as a
