@@ -245,14 +245,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     The whole export is read and checked before the store is opened or created, and a
     store this command created is removed again if the merge fails.
     """
+    from synapse_retriever.persistence.sqlite import file_path
     from synapse_retriever.persistence.transfer import read_edges, validate_edges
 
     source = Path(args.input)
     if not source.is_file():
         raise CliError(f"no export file at {args.input!r}")
     fmt = _format(args.input, args.format)
-    if not is_postgres_url(args.store) and not Path(args.store).parent.is_dir():
-        raise CliError(f"cannot create {args.store!r}: no such directory")
+    if not is_postgres_url(args.store):
+        file_path(args.store)  # another scheme's URL: refused without its password
+        if not Path(args.store).parent.is_dir():
+            raise CliError(f"cannot create {args.store!r}: no such directory")
     with console(stderr=True).status("importing", spinner="dots"):
         edges = read_edges(source, fmt=fmt)
         validate_edges(edges)  # a bad file creates nothing and changes nothing

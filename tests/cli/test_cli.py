@@ -328,11 +328,17 @@ def test_no_command_prints_a_postgresql_password(
         assert f"{parts.hostname}:{parts.port}" in out, command
     # refused, and said without the password: URLs of other schemes, a URL where a file is
     other = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    mysql = url.replace("postgresql://", "mysql://", 1)
+    exported = tmp_path / "edges.json"
+    assert run(capsys, "export", url, str(exported))[0] == 0
     for command in (
         ["stats", other],
-        ["stats", url.replace("postgresql://", "mysql://", 1)],
+        ["stats", mysql],
+        ["stats", f"jdbc:{url}"],
+        ["import", mysql, str(exported)],
         ["bench", "quality", "--git", str(tmp_path), "--store", url],
         ["bench", "quality", "--git", str(tmp_path), "--store", other],
+        ["bench", "quality", "--queries", str(queries), "--store", mysql],
     ):
         code, out, err = run(capsys, *command)
         assert code == 2 and "s3cret" not in out + err, (command, err)
