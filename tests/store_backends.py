@@ -150,3 +150,13 @@ def any_store_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         url: str = request.getfixturevalue("postgres_url")
         return url
     return ":memory:" if request.param == "memory" else str(tmp_path / "synapses.db")
+
+
+def connections_to(url: str) -> int:
+    """How many connections others hold to the database at ``url`` (this one left out)."""
+    [(count,)] = stored(
+        url,
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    return int(count)

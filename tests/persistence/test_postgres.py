@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import POSTGRES, new_schema, with_database
+from store_backends import POSTGRES, connections_to, new_schema, with_database
 
 from synapse_retriever import (
     CoActivation,
@@ -1118,21 +1118,12 @@ def test_stores_dropped_without_close_give_their_connections_and_listener_back(
     # the listener's thread kept the storage alive: 20 dropped stores held 40 connections
     import gc
 
-    def connections() -> int:
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
-
     def listeners() -> int:
         return sum(thread.name.startswith("synapse listen") for thread in threading.enumerate())
 
     SynapseStore(postgres_url).close()  # the schema, made once
     gc.collect()
-    before, listening = connections(), listeners()
+    before, listening = connections_to(postgres_url), listeners()
     for n in range(10):
         store = SynapseStore(postgres_url)
         store.reinforce(["a", f"b{n}"], at=0)
@@ -1140,9 +1131,11 @@ def test_stores_dropped_without_close_give_their_connections_and_listener_back(
     del store
     gc.collect()
     deadline = time.monotonic() + 10
-    while (connections() > before or listeners() > listening) and time.monotonic() < deadline:
+    while (
+        connections_to(postgres_url) > before or listeners() > listening
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert (connections(), listeners()) == (before, listening)
+    assert (connections_to(postgres_url), listeners()) == (before, listening)
     with SynapseStore(postgres_url) as again:  # what they wrote is there
         assert len(again.neighbours("a", at=0)) == 10
 

@@ -23,6 +23,7 @@ import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
+from store_backends import connections_to
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.errors import (
@@ -652,23 +653,15 @@ def test_changed_says_when_another_storage_wrote_its_users_rows_only(
 def test_storages_of_one_process_share_their_connections(
     postgres_url: str, open_storage: Any
 ) -> None:
-    def connections() -> int:
-        with psycopg.connect(postgres_url) as conn:
-            [(count,)] = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
-            ).fetchall()
-            return int(count)
-
-    before = connections()
+    before = connections_to(postgres_url)
     storages = [open_storage(f"user {n}") for n in range(40)]
     for storage in storages:
         storage.insert(turn("hello"), "e", b"")
         storage.load()
-    assert connections() - before <= POOL_SIZE + 1  # the pool and one listener
+    assert connections_to(postgres_url) - before <= POOL_SIZE + 1  # the pool and a listener
     for storage in storages:
         storage.close()
-    _eventually(lambda: connections() <= before)
+    _eventually(lambda: connections_to(postgres_url) <= before)
 
 
 def test_a_closed_storage_says_so_and_closes_once(open_storage: Any) -> None:
@@ -864,15 +857,6 @@ def test_many_users_consolidating_at_once_hold_a_bounded_number_of_connections(
             release.wait(30)  # a model call, held until the connections are counted
             return Condensed(text, text[:20])
 
-    def connections() -> int:
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
-
     config = ContextConfig(consolidation_interval=1000, consolidation_ages=(0, 100))
     users = 12
     memories = [
@@ -885,7 +869,7 @@ def test_many_users_consolidating_at_once_hold_a_bounded_number_of_connections(
         for memory in memories:
             for n in range(8):
                 memory.add_turn(f"Turn {n}: the deploy of service{n}.py moves to Friday.")
-        before = connections()
+        before = connections_to(postgres_url)
         ran: list[bool] = []
         threads = [
             threading.Thread(target=lambda m=m: ran.append(m.consolidate())) for m in memories
@@ -896,7 +880,7 @@ def test_many_users_consolidating_at_once_hold_a_bounded_number_of_connections(
         while len(inside) < postgres.CONSOLIDATION_CONNECTIONS and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # any consolidation beyond the bound would have its connection by now
-        during = connections()
+        during = connections_to(postgres_url)
         release.set()
         for thread in threads:
             thread.join(60)
