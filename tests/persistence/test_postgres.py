@@ -1135,7 +1135,7 @@ def test_stores_dropped_without_close_give_their_connections_and_listener_back(
         connections_to(postgres_url) > before or listeners() > listening
     ) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert (connections_to(postgres_url), listeners()) == (before, listening)
+    assert connections_to(postgres_url) <= before and listeners() <= listening  # none left
     with SynapseStore(postgres_url) as again:  # what they wrote is there
         assert len(again.neighbours("a", at=0)) == 10
 
