@@ -217,12 +217,6 @@ class LayeredStorage:
             rows[:, _B] = [nodes[int(b)] for b in rows[:, _B]]
         return rows
 
-    def recorded(self, event_ids: Sequence[str], namespace: str) -> set[str]:
-        """Which of ``event_ids`` the layer of ``namespace`` holds (where its events are
-        recorded, as a write records them)."""
-        layer = SHARED if namespace in self.shared_namespaces else LOCAL
-        return self.layers[layer].recorded(event_ids, namespace)
-
     def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove from the layers it repairs (the writable
         ones: a read-only layer is repaired by its writers), each layer counting its own."""

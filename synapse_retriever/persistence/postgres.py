@@ -1345,17 +1345,6 @@ class PostgresStorage:
                 raise
         return True
 
-    def recorded(self, event_ids: Sequence[str], namespace: str) -> set[str]:
-        """Which of ``event_ids`` are recorded (``namespace``: one backend holds them all)."""
-        with self._connection() as conn:
-            rows = snapshot(
-                conn,
-                lambda: conn.execute(
-                    "SELECT id FROM events WHERE id = ANY(%s)", (list(event_ids),)
-                ).fetchall(),
-            )
-        return {row[0] for row in rows}
-
     def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove (edges, node use times, events): where
         this role may write, ``forget_after`` in a transaction rolled back; where it may

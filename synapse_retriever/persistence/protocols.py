@@ -242,11 +242,6 @@ class Storage(Protocol):
         write that may succeed if run again raises :class:`TransientWriteError`."""
         ...
 
-    def recorded(self, event_ids: Sequence[str], namespace: str) -> set[str]:
-        """Which of ``event_ids`` are recorded, in the backend that holds ``namespace``'s
-        events (one read, nothing written)."""
-        ...
-
     def would_forget(self, limit: float) -> ForgetCounts:
         """What :meth:`WriteTransaction.forget_after` at ``limit`` would remove, counted
         alike, with nothing written: a repair's dry run. It works where the storage is

@@ -849,25 +849,6 @@ class SQLiteStorage:
             self._db.backup(copy._db)
         return copy
 
-    def recorded(self, event_ids: Sequence[str], namespace: str) -> set[str]:
-        """Which of ``event_ids`` are recorded (``namespace``: one backend holds them all).
-
-        Examples
-        --------
-        >>> storage = SQLiteStorage(":memory:")
-        >>> with storage.write() as tx:
-        ...     tx.record_events([EventRecord("git:1", 0.0, 1)])
-        [True]
-        >>> storage.recorded(["git:1", "git:2"], "shared")
-        {'git:1'}
-        """
-        found: set[str] = set()
-        with self._lock, self._typed_errors():
-            for chunk in _chunks(list(event_ids), 900):
-                query = f"SELECT id FROM events WHERE id IN ({', '.join('?' * len(chunk))})"
-                found.update(row[0] for row in self._db.execute(query, chunk))
-        return found
-
     def would_forget(self, limit: float) -> ForgetCounts:
         """What a repair at ``limit`` would remove: ``forget_after`` in a transaction rolled
         back, on a private copy of the file (:meth:`copy`) where it cannot be written.

@@ -671,29 +671,6 @@ config: pass config together with a store path instead
                 lambda: rename_node(self._storage, self._mirror, old, new, only, event)
             )
 
-    def recorded(self, event_ids: Iterable[str], namespace: str = "personal") -> set[str]:
-        """The ids among ``event_ids`` this store has recorded in ``namespace``'s backend (an
-        event or a rename written with that ``event_id``: met again, it writes nothing).
-        One read; nothing is written.
-
-        Examples
-        --------
-        >>> store = SynapseStore(":memory:")
-        >>> _ = store.reinforce(["a", "b"], at=0, event_id="chat:1")
-        >>> store.recorded(["chat:1", "chat:2"])
-        {'chat:1'}
-        """
-        if isinstance(event_ids, str):
-            raise InvalidTypeError(
-                f"event_ids must be a collection of ids, got a bare str {event_ids!r}"
-            )
-        ids = [_event_id(event_id) for event_id in event_ids]
-        ns = validate_namespace(namespace)
-        wanted = [event_id for event_id in dict.fromkeys(ids) if event_id is not None]
-        with self._lock:
-            self._check_open()
-            return self._storage.recorded(wanted, ns) if wanted else set()
-
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.
 

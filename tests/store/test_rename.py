@@ -164,7 +164,6 @@ def test_a_rename_with_an_event_id_moves_once_and_a_refused_one_is_refused_for_g
     with pytest.raises(MergeRefusedError, match="already has associations"):
         store.rename("pkg/jwt.py", "keys.py", "personal", event_id="git:2#0")
     assert sorted(store.graph(at=T0 + 5 * DAY).edges(keys=True, data="stored_weight")) == before
-    assert store.recorded(["git:2#0"]) == {"git:2#0"}
     assert store.rename("pkg/jwt.py", "keys.py", "personal", event_id="git:2#0") == 0
     assert store.rename("pkg/jwt.py", "fresh.py", "personal", event_id="git:5#0") == 1
     # an id recorded for a node never learned: a later node of that name is not moved
@@ -177,24 +176,6 @@ def test_a_rename_with_an_event_id_moves_once_and_a_refused_one_is_refused_for_g
     with SynapseStore(any_store_path) as reopened:  # recorded in the file, not the process
         assert reopened.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id="git:1#0") == 0
         assert reopened.edge("ghost.py", "login.py", "shared") is not None
-
-
-def test_recorded_names_the_event_and_rename_ids_a_store_holds(
-    store: SynapseStore, tmp_path: Path
-) -> None:
-    learn(store)
-    store.reinforce(["a.py", "b.py"], at=T0, event_id="git:1")
-    store.rename("a.py", "c.py", "personal", event_id="git:2#0")
-    assert store.recorded(["git:1", "git:2#0", "git:3", "git:1"]) == {"git:1", "git:2#0"}
-    assert store.recorded([]) == set()
-    for bad in ("git:1", ["", "x"], [5]):
-        with pytest.raises((InvalidValueError, TypeError)):
-            store.recorded(bad)  # type: ignore[arg-type]
-    with SynapseStore.layered(tmp_path / "mine.db", tmp_path / "team.db") as layered:
-        layered.reinforce(["a", "b"], namespace="shared", at=T0, event_id="team:1")
-        layered.reinforce(["a", "b"], namespace="personal", at=T0, event_id="mine:1")
-        assert layered.recorded(["team:1", "mine:1"], "shared") == {"team:1"}
-        assert layered.recorded(["team:1", "mine:1"], "personal") == {"mine:1"}
 
 
 def test_an_event_id_needs_one_namespace_and_a_usable_id(store: SynapseStore) -> None:
