@@ -29,6 +29,7 @@ from synapse_retriever.config import (
     validate_namespace,
 )
 from synapse_retriever.errors import (
+    AccessDeniedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -63,6 +64,7 @@ from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [
     "ANNOTATION_KEYS",
+    "AccessDeniedError",
     "Activation",
     "ActrRule",
     "CoActivation",

@@ -13,9 +13,11 @@ True
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
     "CorruptDatabaseError",
     "InvalidTypeError",
     "InvalidValueError",
+    "MissingExtraError",
     "NotASynapseDatabaseError",
     "ReadOnlyStoreError",
     "StorageUnavailableError",
@@ -128,6 +130,21 @@ class ReadOnlyStoreError(SynapseError, PermissionError):
     ...     except PermissionError as error:  # a ReadOnlyStoreError is a PermissionError too
     ...         print(type(error).__name__)
     ReadOnlyStoreError
+    """
+
+
+class AccessDeniedError(SynapseError, PermissionError):
+    """A PostgreSQL role that may not read a table a store or a conversation memory reads;
+    the message names the tables and the ``GRANT`` that lets it. Nothing was written.
+
+    A store reads all of its tables when it opens and as it polls; a conversation memory
+    reads its ``context_*`` tables and ``meta``. (A role that may read but not write opens
+    read-only instead: :class:`ReadOnlyStoreError`.)
+
+    Examples
+    --------
+    >>> issubclass(AccessDeniedError, PermissionError)
+    True
     """
 
 

@@ -17,6 +17,7 @@ import pytest
 PUBLIC_API: dict[str, list[str]] = {
     "synapse_retriever": [
         "ANNOTATION_KEYS",
+        "AccessDeniedError",
         "Activation",
         "ActrRule",
         "CoActivation",

@@ -49,7 +49,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -58,6 +58,7 @@ import numpy as np
 
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
+    AccessDeniedError,
     CorruptDatabaseError,
     InvalidValueError,
     MissingExtraError,
@@ -280,6 +281,9 @@ WRITES = {
 }
 """What writes do in each table (writes trim the logs and the recent events; a sweep and
 a repair delete): a role without one of these rights opens the store read-only."""
+READS = TABLES - {"snapshot"}
+"""What a store reads as it opens and as it polls (a role that may not read the optional
+snapshot opens from the rows)."""
 SHARED_PREFIX = "context_"
 """The conversation memory's tables (:mod:`.conversation.postgres`) start so: they share
 a store's schema, as they share its SQLite file."""
@@ -1167,8 +1171,21 @@ class PostgresStorage:
         except self._psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
 
+    @contextmanager
+    def _reading(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """A read on ``conn``; a table this role may not read is an
+        :class:`AccessDeniedError` that names every such table."""
+        try:
+            yield
+        except self._psycopg.errors.InsufficientPrivilege as exc:
+            conn.rollback()
+            denied = unreadable(conn, READS)
+            if not denied:  # a right on something else than a table
+                raise AccessDeniedError(f"{self.path!r}: {_primary(exc)}") from None
+            raise access_denied(conn, self.path, denied, "a store") from None
+
     def _open(self) -> None:
-        with self._connection() as conn:
+        with self._connection() as conn, self._reading(conn):
             check_schema(conn, self.path)
             [(schema,)] = conn.execute(f"SELECT {SCHEMA_OID}::text").fetchall()
             self._schema: str = schema
@@ -1247,7 +1264,7 @@ class PostgresStorage:
         errors = self._psycopg.errors
         self._changed.clear()
         try:
-            with self._connection() as conn:
+            with self._connection() as conn, self._reading(conn):
                 return snapshot(conn, lambda: _changes(conn, 0))
         except (errors.UndefinedTable, errors.UndefinedColumn) as exc:  # dropped by hand
             raise CorruptDatabaseError(
@@ -1262,7 +1279,7 @@ class PostgresStorage:
             return None  # the server did not answer a moment ago: recall goes on from memory
         self._changed.clear()
         try:
-            with self._connection(POLL_TIMEOUT_S) as conn:
+            with self._connection(POLL_TIMEOUT_S) as conn, self._reading(conn):
                 with _deadline(conn, ANSWER_TIMEOUT_S), conn.pipeline():
                     # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
                     # second at most, a server that stopped answering two: then from memory
@@ -1294,7 +1311,7 @@ class PostgresStorage:
         """The stored snapshot and what was committed after it, read in one repeatable-read
         snapshot of the database; None if there is none (or this role may not read it)."""
         self._changed.clear()
-        with self._connection() as conn:
+        with self._connection() as conn, self._reading(conn):
             return snapshot(conn, lambda: _stored_snapshot(conn))
 
     def write_snapshot(
@@ -1411,6 +1428,33 @@ def in_schema(table: str) -> str:
     """SQL for ``table``'s oid in the connection's schema, NULL if it has none there (not
     where else the ``search_path`` leads). ``table`` is one of this library's names."""
     return f"to_regclass(format('%I.%I', current_schema(), '{table}'))"
+
+
+def unreadable(conn: psycopg.Connection[Any], tables: Iterable[str]) -> list[str]:
+    """The ``tables`` (this library's names) of the connection's schema that its role may
+    not read, sorted; a table the schema does not hold is not one of them."""
+    names = sorted(tables)
+    [allowed] = conn.execute(
+        "SELECT " + ", ".join(f"has_table_privilege({in_schema(t)}, 'SELECT')" for t in names)
+    ).fetchall()
+    conn.rollback()
+    return [name for name, ok in zip(names, allowed, strict=True) if ok is False]
+
+
+def access_denied(
+    conn: psycopg.Connection[Any], where: str, tables: Sequence[str], reader: str
+) -> AccessDeniedError:
+    """The error for a role of ``conn`` that may not read ``tables``, which ``reader`` (a
+    store, a conversation memory) reads; the ``GRANT`` that lets it, named in full."""
+    [(schema, role)] = conn.execute(
+        "SELECT format('%I', current_schema()), format('%I', current_user)"
+    ).fetchall()
+    conn.rollback()
+    listed = ", ".join(f"{schema}.{table}" for table in tables)
+    return AccessDeniedError(
+        f"{where!r}: role {role} may not read {', '.join(tables)}, which {reader} reads: "
+        f"GRANT SELECT ON {listed} TO {role}"
+    )
 
 
 def may_write(

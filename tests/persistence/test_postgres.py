@@ -33,10 +33,12 @@ from psycopg import sql
 from store_backends import POSTGRES, connections_to, new_schema, with_database
 
 from synapse_retriever import (
+    AccessDeniedError,
     CoActivation,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
+    Operations,
     ReadOnlyStoreError,
     RepairReport,
     StorageUnavailableError,
@@ -685,6 +687,41 @@ def test_a_role_missing_one_right_of_a_writer_opens_read_only(
         else:
             with pytest.raises(ReadOnlyStoreError, match="read-only"):
                 reader.reinforce(["a", "c"], at=DAY)
+
+
+def test_a_role_that_may_not_read_the_tables_gets_a_typed_error_naming_them(
+    postgres_url: str, reader_url: str
+) -> None:
+    # a conversation memory's role (SELECT on meta only) opening a store got a raw
+    # InsufficientPrivilege from the load
+    with SynapseStore(postgres_url) as writer:
+        writer.reinforce(["a", "b"], at=0)
+    role = sql.Identifier(reader_url.split("//", 1)[1].split("@", 1)[0])
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    with pytest.raises(AccessDeniedError, match=r"may not read .*meta") as caught:
+        SynapseStore(reader_url)
+    assert isinstance(caught.value, PermissionError)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("GRANT SELECT ON {}.meta TO {}").format(sql.Identifier(schema), role))
+    with pytest.raises(AccessDeniedError) as caught:
+        SynapseStore(reader_url)
+    message = str(caught.value)
+    assert "may not read edge_log, edges, events, name_log" in message
+    grant = message.split(": ", 2)[-1]
+    assert grant.startswith("GRANT SELECT ON ") and "meta" not in grant
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(grant.encode())  # the GRANT the message names is enough
+    polling = SynapseConfig(operations=Operations(refresh_interval_s=0.0))
+    with SynapseStore(reader_url, config=polling) as reader:
+        hits = reader.recall([("a", 1.0), ("x", 0.5)], at=0)
+        assert reader.read_only and [h.id for h in hits] == ["a", "b"]
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("REVOKE SELECT ON {}.edge_log FROM {}").format(
+                sql.Identifier(schema), role))  # fmt: skip
+        with SynapseStore(postgres_url) as writer:
+            writer.reinforce(["a", "c"], at=0)
+        with pytest.raises(AccessDeniedError, match="may not read edge_log, which a store"):
+            reader.recall([("a", 1.0)], at=0)
 
 
 def _grant_select(postgres_url: str, reader_url: str) -> None:

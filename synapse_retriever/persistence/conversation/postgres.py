@@ -82,12 +82,14 @@ from synapse_retriever.persistence.postgres import (
     Connections,
     Listener,
     PostgresStorage,
+    access_denied,
     check_schema,
     is_postgres_url,
     may_write,
     snapshot,
     split_url,
     typed_write_errors,
+    unreadable,
     write_rows,
 )
 from synapse_retriever.persistence.protocols import retrying
@@ -449,6 +451,9 @@ class PostgresConversationStorage:
                 (SCHEMA_VERSION,),
             )
         conn.commit()
+        denied = unreadable(conn, TABLES | {"meta"})
+        if denied:
+            raise access_denied(conn, self.where, denied, "a conversation memory")
         if not may_write(conn, WRITES):
             raise ReadOnlyStoreError(
                 f"{self.where!r} cannot be written by this role (read-only, or a standby "

@@ -27,6 +27,7 @@ from store_backends import connections_to
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.errors import (
+    AccessDeniedError,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -547,6 +548,22 @@ def test_a_role_missing_a_right_a_memory_needs_is_refused_at_open(
     _grant(postgres_url, name, f"REVOKE INSERT ON {{schema}}.{table} FROM {{role}}")
     with pytest.raises(ReadOnlyStoreError, match="cannot be written by this role"):
         PostgresConversationStorage(url, user="alice")
+
+
+@pytest.mark.parametrize("table", sorted(postgres.TABLES | {"meta"}))
+def test_a_role_that_may_not_read_a_table_a_memory_reads_is_refused_at_open(
+    postgres_url: str, role: tuple[str, str], table: str
+) -> None:
+    # it opened, and its first read raised ReadOnlyStoreError: "cannot be written"
+    name, url = role
+    PostgresConversationStorage(postgres_url).close()
+    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
+           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    _grant(postgres_url, name, f"REVOKE SELECT ON {{schema}}.{table} FROM {{role}}")
+    with pytest.raises(AccessDeniedError, match=f"may not read {table}, which a") as caught:
+        PostgresConversationStorage(url, user="alice")
+    _grant(postgres_url, name, caught.value.args[0].rsplit(": ", 1)[1].replace(name, "{role}"))
+    PostgresConversationStorage(url, user="alice").close()
 
 
 def test_the_rights_the_team_memory_page_lists_are_enough(
