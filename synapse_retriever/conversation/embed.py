@@ -333,8 +333,9 @@ class HashingEmbedder:
 
     @property
     def name(self) -> str:
-        """``hashing-v1-<dim>``: vectors of another ``dim`` are another space."""
-        return f"hashing-v1-{self._dim}"
+        """``hashing-v2-<dim>``: vectors of another ``dim`` are another space (v1 read a
+        CJK run as one term: a memory's v1 vectors are recomputed when it opens)."""
+        return f"hashing-v2-{self._dim}"
 
     @property
     def dim(self) -> int:

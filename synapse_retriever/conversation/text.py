@@ -2,8 +2,10 @@
 
 The offline defaults (the hashing embedder, the extractive summarizer, TF-IDF themes)
 all read text the same way: Unicode word runs, lowercased, English stopwords dropped, a
-plural ``s`` stripped. Sentences end at ``.``, ``!`` or ``?`` followed by a space, or at
-a line break.
+plural ``s`` stripped; scripts written without spaces (Chinese, Japanese, Korean) as the
+overlapping pairs of characters of each run, as search engines index them (a CJK run is
+a phrase, not a word). Sentences end at ``.``, ``!`` or ``?`` followed by a space, at a
+CJK full stop, or at a line break.
 
 Examples
 --------
@@ -19,6 +21,8 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+
+from synapse_retriever.tokens import CJK
 
 __all__ = ["STOPWORDS", "TermStats", "sentences", "telegraphic", "terms"]
 
@@ -36,7 +40,7 @@ yours yourself yourselves
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(rf"([{CJK}]+)|[^\W{CJK}]+")  # a CJK run, or a word of other letters
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
 # A space run after . ! or ?, or a whole space run holding a line break. The break is
 # looked for only from a run's first character, so a long run is read once (linear).
@@ -54,18 +58,26 @@ def _normalize(word: str) -> str:
 
 
 def terms(text: str) -> list[str]:
-    """Content terms of ``text`` in order: lowercased words, stopwords dropped, plural ``s`` cut.
+    """Content terms of ``text`` in order: lowercased words, stopwords dropped, plural ``s``
+    cut; a run of CJK characters gives each pair of neighbours (one character alone, itself).
 
     Examples
     --------
     >>> terms("It's on host db-stg-7, as always")
     ['host', 'db', 'stg', '7', 'alway']
+    >>> terms("部署改到星期五")  # no spaces between words: the pairs, so 星期 matches 星期一
+    ['部署', '署改', '改到', '到星', '星期', '期五']
+    >>> terms("猫，deploy")
+    ['猫', 'deploy']
     """
-    return [
-        _normalize(word)
-        for word in _WORD.findall(text.lower())
-        if (word not in STOPWORDS and len(word) > 1) or word.isdigit()
-    ]
+    found: list[str] = []
+    for match in _WORD.finditer(text.lower()):
+        word = match.group()
+        if match.group(1):
+            found += [word[i : i + 2] for i in range(max(1, len(word) - 1))]
+        elif (word not in STOPWORDS and len(word) > 1) or word.isdigit():
+            found.append(_normalize(word))
+    return found
 
 
 def sentences(text: str) -> list[str]:

@@ -24,6 +24,32 @@ def test_terms_lowercase_drop_stopwords_and_a_plural_s() -> None:
     assert terms("") == []
 
 
+def test_a_cjk_run_gives_its_overlapping_character_pairs() -> None:
+    # written without spaces, a whole run was one term: no two CJK texts shared one
+    assert terms("部署改到星期五。") == ["部署", "署改", "改到", "到星", "星期", "期五"]
+    assert terms("デプロイ") == ["デプ", "プロ", "ロイ"]
+    assert terms("배포는 금요일") == ["배포", "포는", "금요", "요일"]
+    assert terms("猫 and the Deploys, 7") == ["猫", "deploy", "7"]  # one character: itself
+
+
+def test_cjk_texts_sharing_a_word_are_near_share_a_theme_and_condense_by_it() -> None:
+    a, b, c = HashingEmbedder().embed(
+        ["我们把生产部署改到星期五。", "部署在星期五完成了吗？", "今天天气很好。"]
+    )
+    # 11 and 9 pairs, each once; 部署, 星期 and 期五 shared: 3 / sqrt(11 × 9)
+    assert round(float(a @ b), 4) == round(3 / (11 * 9) ** 0.5, 4) == 0.3015
+    assert float(a @ c) == 0.0
+    window = ["生产部署失败了。", "我们重新部署吧。", "午饭吃什么？", "部署改到星期五。"]
+    assert TfidfThemes().themes(window) == ["部署"]  # the only pair in two turns or more
+    assert matching(window, ["部署"]) == [True, True, False, True]
+    stats = TermStats(["今天天气很好。", "天气不错。", "今天天气很好，我们去散步。"])
+    summarizer = ExtractiveSummarizer(term_weight=stats.idf)
+    text = "今天天气很好。数据库迁移到新的主机db-stg-7。今天天气很好！"
+    assert summarizer.condense(text, chunks_ratio=0.4, summary_ratio=0.1) == Condensed(
+        "数据库迁移到新的主机db-stg-7。", "数据库迁移到新的主机db-stg-7。"
+    )
+
+
 def test_sentences_split_on_end_marks_and_lines_and_cut_long_runs() -> None:
     assert sentences("One. Two! Three?\nFour") == ["One.", "Two!", "Three?", "Four"]
     assert sentences("v1.2 is out") == ["v1.2 is out"]  # no space after the dot

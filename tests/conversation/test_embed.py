@@ -26,7 +26,7 @@ def test_hashing_embedder_is_deterministic_unit_and_lexical() -> None:
     assert float(a @ b) == pytest.approx(1.0)  # same content terms
     assert float(a @ c) == pytest.approx(0.0)  # none shared
     assert not np.any(empty)  # stopwords only: the zero vector
-    assert embedder.name == "hashing-v1-1024" and embedder.dim == 1024
+    assert embedder.name == "hashing-v2-1024" and embedder.dim == 1024
 
 
 def test_normalized_checks_shape_and_values() -> None:
