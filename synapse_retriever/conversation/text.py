@@ -40,7 +40,8 @@ yours yourself yourselves
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
 
-_WORD = re.compile(rf"([{CJK}]+)|[^\W{CJK}]+")  # a CJK run, or a word of other letters
+_WORD = re.compile(r"\w+")
+_CJK_RUN = re.compile(rf"[{CJK}]+")
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
 # A space run after . ! or ?, or a whole space run holding a line break. The break is
 # looked for only from a run's first character, so a long run is read once (linear).
@@ -70,14 +71,20 @@ def terms(text: str) -> list[str]:
     >>> terms("猫，deploy")
     ['猫', 'deploy']
     """
-    found: list[str] = []
-    for match in _WORD.finditer(text.lower()):
-        word = match.group()
-        if match.group(1):
-            found += [word[i : i + 2] for i in range(max(1, len(word) - 1))]
-        elif (word not in STOPWORDS and len(word) > 1) or word.isdigit():
-            found.append(_normalize(word))
-    return found
+    lowered = text.lower()
+    if not lowered.isascii():  # (a flag of the str: no scan)
+        lowered = _CJK_RUN.sub(_pairs, lowered)
+    return [
+        _normalize(word)
+        for word in _WORD.findall(lowered)
+        if (word not in STOPWORDS and len(word) > 1) or word.isdigit() or word >= "\u1100"
+    ]  # (a lone character from U+1100 on: a CJK run of one, a term)
+
+
+def _pairs(run: re.Match[str]) -> str:
+    """A CJK run's overlapping pairs of characters (one character: itself), as words."""
+    text = run.group()
+    return f" {' '.join(text[i : i + 2] for i in range(max(1, len(text) - 1)))} "
 
 
 def sentences(text: str) -> list[str]:

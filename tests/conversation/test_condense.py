@@ -30,6 +30,7 @@ def test_a_cjk_run_gives_its_overlapping_character_pairs() -> None:
     assert terms("デプロイ") == ["デプ", "プロ", "ロイ"]
     assert terms("배포는 금요일") == ["배포", "포는", "금요", "요일"]
     assert terms("猫 and the Deploys, 7") == ["猫", "deploy", "7"]  # one character: itself
+    assert terms("Le café déploie вторник, à 7h") == ["le", "café", "déploie", "вторник", "7h"]
 
 
 def test_cjk_texts_sharing_a_word_are_near_share_a_theme_and_condense_by_it() -> None:
