@@ -1165,27 +1165,24 @@ class PostgresStorage:
 
     @contextmanager
     def _connection(self, timeout_s: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; an unreachable server is a :class:`StorageUnavailableError`,
+        a table this role may not read an :class:`AccessDeniedError` naming every such
+        table (a write's rights are checked when the store opens: it opens read-only)."""
         try:
             with self._pool.connection(self._timeout_s if timeout_s is None else timeout_s) as c:
-                yield c
+                try:
+                    yield c
+                except self._psycopg.errors.InsufficientPrivilege as exc:
+                    c.rollback()
+                    denied = unreadable(c, READS)
+                    if not denied:  # a right on something else than a table
+                        raise AccessDeniedError(f"{self.path!r}: {_primary(exc)}") from None
+                    raise access_denied(c, self.path, denied, "a store") from None
         except self._psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
 
-    @contextmanager
-    def _reading(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
-        """A read on ``conn``; a table this role may not read is an
-        :class:`AccessDeniedError` that names every such table."""
-        try:
-            yield
-        except self._psycopg.errors.InsufficientPrivilege as exc:
-            conn.rollback()
-            denied = unreadable(conn, READS)
-            if not denied:  # a right on something else than a table
-                raise AccessDeniedError(f"{self.path!r}: {_primary(exc)}") from None
-            raise access_denied(conn, self.path, denied, "a store") from None
-
     def _open(self) -> None:
-        with self._connection() as conn, self._reading(conn):
+        with self._connection() as conn:
             check_schema(conn, self.path)
             [(schema,)] = conn.execute(f"SELECT {SCHEMA_OID}::text").fetchall()
             self._schema: str = schema
@@ -1264,7 +1261,7 @@ class PostgresStorage:
         errors = self._psycopg.errors
         self._changed.clear()
         try:
-            with self._connection() as conn, self._reading(conn):
+            with self._connection() as conn:
                 return snapshot(conn, lambda: _changes(conn, 0))
         except (errors.UndefinedTable, errors.UndefinedColumn) as exc:  # dropped by hand
             raise CorruptDatabaseError(
@@ -1279,7 +1276,7 @@ class PostgresStorage:
             return None  # the server did not answer a moment ago: recall goes on from memory
         self._changed.clear()
         try:
-            with self._connection(POLL_TIMEOUT_S) as conn, self._reading(conn):
+            with self._connection(POLL_TIMEOUT_S) as conn:
                 with _deadline(conn, ANSWER_TIMEOUT_S), conn.pipeline():
                     # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
                     # second at most, a server that stopped answering two: then from memory
@@ -1311,7 +1308,7 @@ class PostgresStorage:
         """The stored snapshot and what was committed after it, read in one repeatable-read
         snapshot of the database; None if there is none (or this role may not read it)."""
         self._changed.clear()
-        with self._connection() as conn, self._reading(conn):
+        with self._connection() as conn:
             return snapshot(conn, lambda: _stored_snapshot(conn))
 
     def write_snapshot(

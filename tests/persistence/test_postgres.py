@@ -722,6 +722,12 @@ def test_a_role_that_may_not_read_the_tables_gets_a_typed_error_naming_them(
             writer.reinforce(["a", "c"], at=0)
         with pytest.raises(AccessDeniedError, match="may not read edge_log, which a store"):
             reader.recall([("a", 1.0)], at=0)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("GRANT SELECT ON {}.edge_log TO {}; REVOKE SELECT ON {}.events "
+                                 "FROM {}").format(sql.Identifier(schema), role,
+                                                   sql.Identifier(schema), role))  # fmt: skip
+        with pytest.raises(AccessDeniedError, match="may not read events, which a store"):
+            reader.repair(dry_run=True)  # counts what a repair would forget
 
 
 def _grant_select(postgres_url: str, reader_url: str) -> None:

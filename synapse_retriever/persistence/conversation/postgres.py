@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
+    AccessDeniedError,
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
@@ -188,6 +189,10 @@ WRITES = {
     "context_replays": "INSERT",
 }
 """What a memory writes in each table: a role without one of them opens read-only (refused)."""
+READS = TABLES | {"meta"}
+"""What a memory reads: a role without ``SELECT`` on one of them is refused when it opens."""
+MEMORY = "a conversation memory"
+"""Who reads, in an :class:`~synapse_retriever.errors.AccessDeniedError`'s message."""
 CHANNEL = "synapse_retriever_conversation"
 """The ``LISTEN``/``NOTIFY`` channel a conversation write signals on; the payload is
 ``<schema oid>.<user number>.<storage token>``."""
@@ -390,7 +395,14 @@ class PostgresConversationStorage:
         errors = psycopg.errors
         try:
             with self._database.connections.connection(self._timeout_s) as conn:
-                yield conn
+                try:
+                    yield conn
+                except errors.InsufficientPrivilege:
+                    conn.rollback()
+                    denied = unreadable(conn, READS)
+                    if denied:  # revoked since the memory opened
+                        raise access_denied(conn, self.where, denied, MEMORY) from None
+                    raise
         except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
             raise ReadOnlyStoreError(
                 f"{self.where!r} cannot be written ({str(exc).strip()}), and a conversation "
@@ -416,7 +428,15 @@ class PostgresConversationStorage:
         """Check the schema (another application's is refused, an empty one stamped as a
         synapse store), bring the conversation tables to :data:`SCHEMA_VERSION`, check
         that this role may write them; the schema's oid. Once per URL in a process."""
-        PostgresStorage(url, pool_size=1, timeout_s=self._timeout_s, listen=False).close()
+        try:
+            PostgresStorage(url, pool_size=1, timeout_s=self._timeout_s, listen=False).close()
+        except AccessDeniedError:  # meta, which a memory reads too: named with the rest
+            with self._connection() as conn:
+                check_schema(conn, self.where)
+                denied = unreadable(conn, READS)
+                if denied:
+                    raise access_denied(conn, self.where, denied, MEMORY) from None
+            raise
         with self._connection() as conn:
             return self._migrate(conn)
 
@@ -451,9 +471,9 @@ class PostgresConversationStorage:
                 (SCHEMA_VERSION,),
             )
         conn.commit()
-        denied = unreadable(conn, TABLES | {"meta"})
+        denied = unreadable(conn, READS)
         if denied:
-            raise access_denied(conn, self.where, denied, "a conversation memory")
+            raise access_denied(conn, self.where, denied, MEMORY)
         if not may_write(conn, WRITES):
             raise ReadOnlyStoreError(
                 f"{self.where!r} cannot be written by this role (read-only, or a standby "

@@ -560,10 +560,24 @@ def test_a_role_that_may_not_read_a_table_a_memory_reads_is_refused_at_open(
     _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
            "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
     _grant(postgres_url, name, f"REVOKE SELECT ON {{schema}}.{table} FROM {{role}}")
-    with pytest.raises(AccessDeniedError, match=f"may not read {table}, which a") as caught:
-        PostgresConversationStorage(url, user="alice")
+    with pytest.raises(AccessDeniedError, match=f"may not read {table}, which a conv") as caught:
+        PostgresConversationStorage(url, user="alice")  # meta: not the store's tables
     _grant(postgres_url, name, caught.value.args[0].rsplit(": ", 1)[1].replace(name, "{role}"))
     PostgresConversationStorage(url, user="alice").close()
+
+
+def test_a_read_right_revoked_after_opening_is_access_denied_not_read_only(
+    postgres_url: str, role: tuple[str, str]
+) -> None:
+    name, url = role
+    PostgresConversationStorage(postgres_url).close()
+    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
+           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    with PostgresConversationStorage(url, user="alice") as storage:
+        storage.insert(turn("written"), "e", b"")
+        _grant(postgres_url, name, "REVOKE SELECT ON {schema}.context_turns FROM {role}")
+        with pytest.raises(AccessDeniedError, match="may not read context_turns, which a conv"):
+            storage.load()
 
 
 def test_the_rights_the_team_memory_page_lists_are_enough(
