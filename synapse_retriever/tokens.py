@@ -41,12 +41,12 @@ TokenCounter = Callable[[str], int]
 """Counts the tokens of a text."""
 
 CJK = (
-    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\u1100-\u11ff\u3005-\u3007\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
     "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
-"""Kana (half-width too), CJK ideographs (and their extensions) and Hangul (syllables and
-jamo), as a regex character range: scripts written without spaces between words, counted
-and searched by character."""
+"""Kana (half-width too), CJK ideographs (and their extensions, the iteration mark 々 and the
+ideographic zero 〇) and Hangul (syllables and jamo), as a regex character range: scripts
+written without spaces between words, counted and searched by character."""
 _PIECE = re.compile(rf"[^\W{CJK}]+|[{CJK}]|[^\w\s]")  # word runs first: the most common
 
 _ENV_LOCK = threading.Lock()

@@ -81,7 +81,7 @@ class DenseHashingEmbedder:
     >>> embedder = DenseHashingEmbedder()
     >>> vectors = embedder.embed(["staging database host", "lunch"])
     >>> vectors.shape, embedder.name
-    ((2, 384), 'dense-hashing-v1-384')
+    ((2, 384), 'dense-hashing-v2-1024-384')
     >>> round(float(np.linalg.norm(vectors[0])), 3)
     1.0
     """
@@ -94,8 +94,8 @@ class DenseHashingEmbedder:
 
     @property
     def name(self) -> str:
-        """``dense-hashing-v1-<dim>``."""
-        return f"dense-hashing-v1-{self._dim}"
+        """``dense-<the hashing embedder's name>-<dim>``: a new hashing space is a new one."""
+        return f"dense-{self._hashing.name}-{self._dim}"
 
     @property
     def dim(self) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
@@ -41,7 +42,7 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
 
 _WORD = re.compile(r"\w+")
-_CJK_RUN = re.compile(rf"[{CJK}]+")
+_CJK_RUN = re.compile(rf"(?:(?=\w)[{CJK}])+")  # letters only: not ・ nor a combining mark
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
 # A space run after . ! or ?, or a whole space run holding a line break. The break is
 # looked for only from a run's first character, so a long run is read once (linear).
@@ -73,12 +74,14 @@ def terms(text: str) -> list[str]:
     """
     lowered = text.lower()
     if not lowered.isascii():  # (a flag of the str: no scan)
-        lowered = _CJK_RUN.sub(_pairs, lowered)
+        lowered = _CJK_RUN.sub(_pairs, unicodedata.normalize("NFC", lowered))
     return [
         _normalize(word)
         for word in _WORD.findall(lowered)
-        if (word not in STOPWORDS and len(word) > 1) or word.isdigit() or word >= "\u1100"
-    ]  # (a lone character from U+1100 on: a CJK run of one, a term)
+        if (word not in STOPWORDS and len(word) > 1)
+        or word.isdigit()
+        or (word >= "\u1100" and _CJK_RUN.fullmatch(word))  # a CJK run of one
+    ]
 
 
 def _pairs(run: re.Match[str]) -> str:

@@ -31,6 +31,13 @@ def test_a_cjk_run_gives_its_overlapping_character_pairs() -> None:
     assert terms("배포는 금요일") == ["배포", "포는", "금요", "요일"]
     assert terms("猫 and the Deploys, 7") == ["猫", "deploy", "7"]  # one character: itself
     assert terms("Le café déploie вторник, à 7h") == ["le", "café", "déploie", "вторник", "7h"]
+    # a lone letter of another script is no term, as before (Vietnamese, Greek, full-width)
+    assert terms("ở nhà tôi ở Hà Nội") == ["nhà", "tôi", "hà", "nội"]
+    assert terms("ὁ λόγος ａ") == ["λόγος"]
+    # ・ and a combining mark are no letters; 々 and 〇 are CJK
+    assert terms("ジョン・スミス") == ["ジョ", "ョン", "スミ", "ミス"]
+    assert terms("か\u3099き") == terms("がき") == ["がき"]
+    assert terms("様々な問題") == ["様々", "々な", "な問", "問題"]
 
 
 def test_cjk_texts_sharing_a_word_are_near_share_a_theme_and_condense_by_it() -> None:
