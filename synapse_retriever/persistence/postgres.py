@@ -865,6 +865,10 @@ class Connections:
                 conn = BoundedConnection.connect(
                     self._url,
                     cursor_factory=BoundedCursor,
+                    # no server-side prepared statements: behind a pooler in transaction
+                    # mode, one prepared on a backend is missing on the next (PgBouncer
+                    # before 1.21, or without max_prepared_statements)
+                    prepare_threshold=None,
                     **{**CONNECTION_OPTIONS, **options},
                 )
                 conn.lock_timeout_s = self._lock_timeout_s

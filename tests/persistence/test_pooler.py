@@ -5,8 +5,9 @@ pooler's other clients.
 A real PgBouncer runs on a free port in a temporary directory, in front of the test server
 (store_backends.py), with a database of its own (it passes no ``options``, so no
 ``search_path``: the stores live in ``public``). A write through it still fails within
-``busy_timeout_s`` while another connection holds a lock, and nothing the library sets stays
-on a backend for the pooler's other clients.
+``busy_timeout_s`` while another connection holds a lock, nothing the library sets stays on
+a backend for the pooler's other clients, and a store and a conversation memory write,
+reopen and recall through it, each transaction on a new backend.
 
 ``.ci/run`` installs pgbouncer where it is missing. Elsewhere the tests skip and say how to
 install it, except under CI (``CI`` set), where a missing pgbouncer fails them.
@@ -34,6 +35,7 @@ from store_backends import POSTGRES, with_database
 
 from synapse_retriever import Operations, SynapseConfig, SynapseStore, WriteConflictError
 from synapse_retriever.conversation import ConversationMemory
+from synapse_retriever.mirror import mirror as mirror_module
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.conversation.protocol import TurnRecord
 from synapse_retriever.persistence.postgres import PostgresStorage
@@ -231,6 +233,41 @@ def test_nothing_the_library_sets_stays_on_the_pooler_backends(pooler: str) -> N
         ]
     assert len({pid for pid, _ in seen}) == SERVERS  # each backend the library may have used
     assert [setting for _, setting in seen] == ["0"] * SERVERS
+
+
+def test_a_store_and_a_conversation_memory_write_reopen_and_recall_through_the_pooler(
+    fresh_backends: str, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 0)  # a snapshot, however small
+
+    def opened() -> SynapseStore:
+        storage = PostgresStorage(fresh_backends, listen=False)
+        return SynapseStore(storage=storage, config=SynapseConfig.actr(refresh_interval_s=0.0))
+
+    with opened() as store:  # from the rows
+        assert store._mirror.snapshot_version is None
+        store.reinforce(["a", "b", "c"], at=0)
+        store.reinforce(["a", "b"], at=DAY, namespace="shared")
+        expected = [h.id for h in store.recall(SEEDS, at=DAY)]
+        assert expected[0] == "a" and "b" in expected  # b from the graph
+    with opened() as store:  # from the snapshot written at the close
+        assert store._mirror.snapshot_version is not None
+        assert [h.id for h in store.recall(SEEDS, at=DAY)] == expected
+        store.reinforce(["b", "d"], at=DAY)
+    with SynapseStore(with_database(POSTGRES, database)) as direct:  # written, really
+        assert direct.edge("b", "d") is not None
+        edge = direct.edge("a", "b", namespace="shared")
+        assert edge is not None and edge.activation_count == 1
+
+    with ConversationMemory(fresh_backends, background=False, user="alice") as memory:
+        memory.add_turn("I moved the deploy to Fridays.", at=0)
+        memory.add_turn("Noted: Fridays.", role="assistant", at=60)
+    with ConversationMemory(fresh_backends, background=False, user="alice") as memory:
+        assert [t.text for t in memory.turns()] == [
+            "I moved the deploy to Fridays.",
+            "Noted: Fridays.",
+        ]
+        assert "Fridays" in memory.retrieve("deploy?")[0].text
 
 
 def test_skips_only_without_pgbouncer_and_outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
