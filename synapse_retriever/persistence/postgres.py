@@ -106,6 +106,7 @@ __all__ = [
     "Listener",
     "PostgresStorage",
     "is_postgres_url",
+    "lock_timeout",
     "snapshot",
     "split_url",
     "typed_write_errors",
@@ -795,6 +796,19 @@ def _snapshot_table(conn: psycopg.Connection[Any]) -> bool:
     return True
 
 
+def lock_timeout(seconds: float) -> str:
+    """The statement that bounds each lock wait of the transaction it runs in to ``seconds``
+    (1 ms at least: 0 would mean no bound). Transaction-local, so nothing stays on a backend
+    that a pooler hands to others; it takes no snapshot, so a ``SET TRANSACTION`` may follow.
+
+    Examples
+    --------
+    >>> lock_timeout(0.5), lock_timeout(0.0)
+    ('SET LOCAL lock_timeout = 500', 'SET LOCAL lock_timeout = 1')
+    """
+    return f"SET LOCAL lock_timeout = {max(1, round(seconds * 1000))}"
+
+
 class Connections:
     """At most ``size`` connections to one database, kept open between uses.
 
@@ -803,8 +817,10 @@ class Connections:
     stalled network) is closed and replaced at once by a new one, whose opening is bounded
     by ``connect_timeout`` (:data:`CONNECTION_OPTIONS`). A call after killed connections
     thus waits one connect, never a backoff (psycopg_pool's 1, 2, 4, ... s between checks
-    kept one write waiting its whole 30 s timeout while the server was up). A new
-    connection waits ``lock_timeout_s`` at most for each lock (``lock_timeout``).
+    kept one write waiting its whole 30 s timeout while the server was up). Each
+    transaction on them waits ``lock_timeout_s`` at most for each lock (``SET LOCAL
+    lock_timeout`` as it begins: :mod:`._bounded`), so a pooler in transaction mode, which
+    runs each transaction on any of its server backends, changes nothing.
     """
 
     def __init__(self, url: str, where: str, size: int, lock_timeout_s: float) -> None:
@@ -812,7 +828,7 @@ class Connections:
 
         self._psycopg = psycopg
         self._url, self.where, self._size = url, where, size
-        self._lock_timeout_ms = max(1, round(lock_timeout_s * 1000))
+        self._lock_timeout_s = lock_timeout_s
         self._idle: list[psycopg.Connection[Any]] = []
         self._guard = threading.Lock()
         self._slots = threading.BoundedSemaphore(size)
@@ -837,20 +853,28 @@ class Connections:
             self._slots.release()
 
     def connect(self, **options: Any) -> psycopg.Connection[Any]:
-        """A new connection (:data:`CONNECTION_OPTIONS` and ``options``), its lock waits
-        bounded; :class:`StorageUnavailableError` if it cannot be opened. A connection the
-        server terminates while it is being set up (an administrator's or a pooler's kill,
-        SQLSTATE 57P01, at most :data:`_OPEN_ATTEMPTS` times in a row) is replaced at once:
-        the server answered, so the next one may live."""
+        """A new connection (:data:`CONNECTION_OPTIONS` and ``options``), the lock waits of
+        its transactions bounded; :class:`StorageUnavailableError` if it cannot be opened. A
+        connection the server terminates while it is being set up (an administrator's or a
+        pooler's kill, SQLSTATE 57P01, at most :data:`_OPEN_ATTEMPTS` times in a row) is
+        replaced at once: the server answered, so the next one may live."""
+        from synapse_retriever.persistence._bounded import BoundedConnection, BoundedCursor
+
         for attempt in range(1, _OPEN_ATTEMPTS + 1):
             try:
-                conn = self._psycopg.connect(self._url, **{**CONNECTION_OPTIONS, **options})
+                conn = BoundedConnection.connect(
+                    self._url,
+                    cursor_factory=BoundedCursor,
+                    # no server-side prepared statements: behind a pooler in transaction
+                    # mode, one prepared on a backend is missing on the next (PgBouncer
+                    # before 1.21, or without max_prepared_statements)
+                    prepare_threshold=None,
+                    **{**CONNECTION_OPTIONS, **options},
+                )
+                conn.lock_timeout_s = self._lock_timeout_s
                 # each transaction begins READ COMMITTED, what the writes' locking is argued
                 # for, whatever the server's default (and on any backend a pooler gives it)
                 conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED
-                conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
-                if not conn.autocommit:
-                    conn.commit()
                 return conn
             except self._psycopg.OperationalError as exc:
                 killed = getattr(exc, "sqlstate", None) == _ADMIN_SHUTDOWN
@@ -1280,8 +1304,7 @@ class PostgresStorage:
                 with _deadline(conn, ANSWER_TIMEOUT_S), conn.pipeline():
                     # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
                     # second at most, a server that stopped answering two: then from memory
-                    conn.execute("SELECT set_config('lock_timeout', %s, true)",
-                                 (f"{POLL_TIMEOUT_S * 1000:.0f}",))  # fmt: skip
+                    conn.execute(lock_timeout(POLL_TIMEOUT_S))
                     found = conn.execute("SELECT value FROM meta WHERE key = 'version'")
                 version = found.fetchone()
                 conn.rollback()
@@ -1497,9 +1520,7 @@ def snapshot(
     with conn.pipeline():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         if lock_timeout_s is not None:
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, true)", (f"{lock_timeout_s * 1000:.0f}",)
-            )
+            conn.execute(lock_timeout(lock_timeout_s))
     try:
         result = read()
     finally:

@@ -1,0 +1,61 @@
+"""Connections whose every transaction bounds its own lock waits.
+
+A ``SET lock_timeout`` for the session lands, behind a connection pooler in transaction mode
+(PgBouncer's ``pool_mode = transaction``), on whichever server backend ran it: it stays there
+for the pooler's other clients, while this library's later transactions run on backends that
+never got it and wait on a lock without bound. So each transaction sets its own bound,
+transaction-local (``SET LOCAL``): :class:`BoundedCursor` sends it as a transaction begins,
+whatever code begins it, in the round trip of psycopg's ``BEGIN``.
+
+Imported by :class:`~synapse_retriever.persistence.postgres.Connections`, once psycopg (the
+``postgres`` extra) is known to be installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import psycopg
+from psycopg.pq import PipelineStatus, TransactionStatus
+
+from synapse_retriever.persistence.postgres import lock_timeout
+
+__all__ = ["BoundedConnection", "BoundedCursor"]
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A connection whose transactions wait :attr:`lock_timeout_s` at most for each lock
+    (with :class:`BoundedCursor` as its ``cursor_factory``)."""
+
+    lock_timeout_s: float
+    """Set by whoever opens it, before its first transaction."""
+
+
+class BoundedCursor(psycopg.Cursor[Any]):
+    """A cursor whose statement, when it begins a transaction, is preceded by
+    :func:`~synapse_retriever.persistence.postgres.lock_timeout` (psycopg sends ``BEGIN``
+    before the first statement of each transaction; autocommit statements begin none).
+    Every statement of this library runs through :meth:`execute` or :meth:`executemany`
+    (none through ``copy`` or ``stream``)."""
+
+    # psycopg's own signatures, passed on whole (they differ between its versions)
+    def execute(self, *args: Any, **kwargs: Any) -> Self:
+        self._begin()
+        return super().execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> None:
+        self._begin()
+        super().executemany(*args, **kwargs)
+
+    def _begin(self) -> None:
+        conn = self.connection
+        if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+            return  # no transaction to begin, or one begun already
+        assert isinstance(conn, BoundedConnection)
+        bound = lock_timeout(conn.lock_timeout_s)
+        # a cursor of its own: this one's results are the caller's statement's
+        if conn.info.pipeline_status != PipelineStatus.OFF:
+            psycopg.Cursor(conn).execute(bound, prepare=False)  # sent with what follows
+            return
+        with conn.pipeline():  # the BEGIN and the bound in one round trip
+            psycopg.Cursor(conn).execute(bound, prepare=False)
