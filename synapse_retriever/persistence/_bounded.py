@@ -18,22 +18,22 @@ from typing import Any, Self
 import psycopg
 from psycopg.pq import PipelineStatus, TransactionStatus
 
-from synapse_retriever.persistence.postgres import lock_timeout
-
 __all__ = ["BoundedConnection", "BoundedCursor"]
 
 
 class BoundedConnection(psycopg.Connection[Any]):
-    """A connection whose transactions wait :attr:`lock_timeout_s` at most for each lock
-    (with :class:`BoundedCursor` as its ``cursor_factory``)."""
+    """A connection whose transactions run :attr:`bound` first (with :class:`BoundedCursor`
+    as its ``cursor_factory``)."""
 
-    lock_timeout_s: float
-    """Set by whoever opens it, before its first transaction."""
+    bound: str
+    """The statement that bounds a transaction's lock waits
+    (:func:`~synapse_retriever.persistence.postgres.lock_timeout`), set by whoever opens
+    the connection, before its first transaction."""
 
 
 class BoundedCursor(psycopg.Cursor[Any]):
-    """A cursor whose statement, when it begins a transaction, is preceded by
-    :func:`~synapse_retriever.persistence.postgres.lock_timeout` (psycopg sends ``BEGIN``
+    """A cursor whose statement, when it begins a transaction, is preceded by its
+    connection's :attr:`~BoundedConnection.bound` (psycopg sends ``BEGIN``
     before the first statement of each transaction; autocommit statements begin none).
     Every statement of this library runs through :meth:`execute` or :meth:`executemany`
     (none through ``copy`` or ``stream``)."""
@@ -52,7 +52,7 @@ class BoundedCursor(psycopg.Cursor[Any]):
         if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
             return  # no transaction to begin, or one begun already
         assert isinstance(conn, BoundedConnection)
-        bound = lock_timeout(conn.lock_timeout_s)
+        bound = conn.bound
         # a cursor of its own: this one's results are the caller's statement's
         if conn.info.pipeline_status != PipelineStatus.OFF:
             psycopg.Cursor(conn).execute(bound, prepare=False)  # sent with what follows

@@ -871,7 +871,7 @@ class Connections:
                     prepare_threshold=None,
                     **{**CONNECTION_OPTIONS, **options},
                 )
-                conn.lock_timeout_s = self._lock_timeout_s
+                conn.bound = lock_timeout(self._lock_timeout_s)
                 # each transaction begins READ COMMITTED, what the writes' locking is argued
                 # for, whatever the server's default (and on any backend a pooler gives it)
                 conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED

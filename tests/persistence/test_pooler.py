@@ -210,6 +210,24 @@ def test_a_conversation_write_through_the_pooler_fails_within_busy_timeout_s_on_
         storage.close()
 
 
+def test_one_consolidation_per_user_at_a_time_through_the_pooler(fresh_backends: str) -> None:
+    # a session's advisory lock, taken in autocommit, stayed on the backend the pooler
+    # handed out for that statement (here closed at once): the second turn got it too
+    first, second = (
+        PostgresConversationStorage(fresh_backends, user="alice", listen=False) for _ in range(2)
+    )
+    try:
+        with first.consolidation_turn() as mine:
+            assert mine
+            with second.consolidation_turn() as theirs:
+                assert not theirs
+        with second.consolidation_turn() as theirs:  # released at the block's end
+            assert theirs
+    finally:
+        first.close()
+        second.close()
+
+
 def _use_everything(url: str) -> None:
     """A store and a conversation memory opened, written and read through ``url``."""
     storage = PostgresStorage(url, listen=False)

@@ -21,9 +21,9 @@ a schema of another application is refused, untouched, the same way). The tables
 user), so one user's writers take turns across processes: a turn reads its user's last id
 and takes the next from the identity column while it holds the lock, and ids therefore
 grow in time order within a user. Different users never wait for each other.
-:meth:`~PostgresConversationStorage.consolidation_turn` tries a session-level lock on
-another key, on a connection held for the block: one consolidation per user at a time,
-released at the block's end or by the server when the process dies.
+:meth:`~PostgresConversationStorage.consolidation_turn` tries a transaction's lock on
+another key, on a connection whose transaction stays open for the block: one consolidation
+per user at a time, released at the block's end or by the server when the process dies.
 
 **Changes.** Each write bumps its user's ``writes`` mark and sends ``NOTIFY`` on
 :data:`CHANNEL` with the schema's and user's numbers (and the writing storage's token, so
@@ -748,9 +748,11 @@ class PostgresConversationStorage:
     @contextmanager
     def consolidation_turn(self) -> Iterator[bool]:
         """Hold this user's consolidation lock while the block runs, if no other process
-        (or storage) holds it: the block gets True, else False at once. A session-level
-        advisory lock on a connection of its own, opened for the block: released at the
-        block's end, or by the server when the process dies. At most
+        (or storage) holds it: the block gets True, else False at once. A transaction's
+        advisory lock on a connection of its own, opened for the block, its transaction left
+        open: released at the block's end, or by the server when the process dies (a lock
+        of the session would stay, behind a pooler in transaction mode, on a backend the
+        pooler hands to others, and its unlock run on another). At most
         :data:`CONSOLIDATION_CONNECTIONS` such blocks of this URL run at once in a process:
         another waits ``timeout_s`` at most for one to end, then gets False."""
         self._check_open()
@@ -767,20 +769,16 @@ class PostgresConversationStorage:
     @contextmanager
     def _consolidation_connection(self) -> Iterator[bool]:
         """:meth:`consolidation_turn`'s lock, on a connection opened for it."""
-        conn = self._database.connections.connect(autocommit=True)
+        conn = self._database.connections.connect()
         try:
             with self._connection_errors():
                 row = conn.execute(
-                    "SELECT pg_try_advisory_lock(%s)", (self._consolidation_lock,)
+                    "SELECT pg_try_advisory_xact_lock(%s)", (self._consolidation_lock,)
                 ).fetchone()
-            held = bool(row and row[0])
-            try:
-                yield held
-            finally:
-                if held and not conn.broken:
-                    with contextlib.suppress(Exception):  # closing releases it anyway
-                        conn.execute("SELECT pg_advisory_unlock(%s)", (self._consolidation_lock,))
+            yield bool(row and row[0])
         finally:
+            with contextlib.suppress(Exception):  # closing releases it anyway
+                conn.rollback()
             conn.close()
 
     @contextmanager
