@@ -171,6 +171,12 @@ class ConversationMemory:
         Links across conversations (sessions) stay within the user; for a memory shared
         by several people (a team's channel), name a shared user (``user="team:ops"``)
         and open it from each of them.
+    listen : bool
+        PostgreSQL: learn of other processes' turns from ``LISTEN``/``NOTIFY`` (no SQL
+        until one came). False reads the user's ``writes`` mark before each read instead
+        (one primary-key lookup), as a memory behind a pooler in transaction mode must:
+        there a ``LISTEN`` lands on a backend the pooler hands to others, and hears
+        nothing. An SQLite file has no listener: ignored.
 
     Attributes
     ----------
@@ -223,9 +229,11 @@ class ConversationMemory:
         background: bool = True,
         busy_timeout_s: float = Operations.busy_timeout_s,
         user: str | None = None,
+        listen: bool = True,
     ) -> None:
         stored_user = check_user(user)  # a bad name is refused before the file is touched
         check_flag("background", background)
+        check_flag("listen", listen)
         if config is not None and not isinstance(config, ContextConfig):
             raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
         resolved = (
@@ -263,7 +271,7 @@ class ConversationMemory:
         self._closed = False
         self.user: str | None = stored_user or None
         self._storage: ConversationStorage = open_conversation_storage(
-            path, user=user, busy_timeout_s=busy_timeout_s
+            path, user=user, busy_timeout_s=busy_timeout_s, listen=listen
         )
         try:
             self._load()

@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -228,6 +229,26 @@ def test_one_consolidation_per_user_at_a_time_through_the_pooler(fresh_backends:
         second.close()
 
 
+def test_a_memory_that_polls_sees_another_processs_turns_through_the_pooler(pooler: str) -> None:
+    # a LISTEN through the pooler lands on a backend it hands to others and hears nothing:
+    # listen=False reads the user's writes mark instead
+    with ConversationMemory(pooler, background=False, user="alice", listen=False) as memory:
+        memory.add_turn("I moved the deploy to Fridays.", at=0)
+        assert [t.text for t in memory.turns()] == ["I moved the deploy to Fridays."]
+        subprocess.run(
+            [sys.executable, "-c", _ANOTHER_PROCESS, pooler], check=True, timeout=60, env=os.environ
+        )
+        assert [t.text for t in memory.turns()][-1] == "Noted: Fridays."
+
+
+_ANOTHER_PROCESS = """
+import sys
+from synapse_retriever.conversation import ConversationMemory
+with ConversationMemory(sys.argv[1], background=False, user="alice", listen=False) as memory:
+    memory.add_turn("Noted: Fridays.", role="assistant", at=60)
+"""
+
+
 def _use_everything(url: str) -> None:
     """A store and a conversation memory opened, written and read through ``url``."""
     storage = PostgresStorage(url, listen=False)
@@ -235,7 +256,7 @@ def _use_everything(url: str) -> None:
         store.reinforce(["a", "b", "c"], at=0)
         hits = [h.id for h in store.recall(SEEDS, at=0)]
         assert hits[0] == "a" and hits[1] in {"b", "c"}  # a neighbour, from the graph
-    memory = ConversationMemory(url, background=False, user="alice")
+    memory = ConversationMemory(url, background=False, user="alice", listen=False)
     with memory:
         memory.add_turn("I moved the deploy to Fridays.", at=0)
         assert memory.retrieve("deploy?")
@@ -277,10 +298,10 @@ def test_a_store_and_a_conversation_memory_write_reopen_and_recall_through_the_p
         edge = direct.edge("a", "b", namespace="shared")
         assert edge is not None and edge.activation_count == 1
 
-    with ConversationMemory(fresh_backends, background=False, user="alice") as memory:
+    with ConversationMemory(fresh_backends, background=False, user="alice", listen=False) as memory:
         memory.add_turn("I moved the deploy to Fridays.", at=0)
         memory.add_turn("Noted: Fridays.", role="assistant", at=60)
-    with ConversationMemory(fresh_backends, background=False, user="alice") as memory:
+    with ConversationMemory(fresh_backends, background=False, user="alice", listen=False) as memory:
         assert [t.text for t in memory.turns()] == [
             "I moved the deploy to Fridays.",
             "Noted: Fridays.",

@@ -44,14 +44,20 @@ __all__ = [
 
 
 def open_conversation_storage(
-    where: str | os.PathLike[str], *, user: str | None, busy_timeout_s: float
+    where: str | os.PathLike[str],
+    *,
+    user: str | None,
+    busy_timeout_s: float,
+    listen: bool = True,
 ) -> ConversationStorage:
     """The storage of ``user``'s conversation memory at ``where``: an SQLite file (or
     ``":memory:"``), or a ``postgresql://`` URL (many users' memories in one database,
     :class:`~synapse_retriever.persistence.conversation.postgres.PostgresConversationStorage`;
-    ``busy_timeout_s`` bounds each wait for a lock or a connection). The one place a
-    memory's backend is chosen."""
+    ``busy_timeout_s`` bounds each wait for a lock or a connection, ``listen`` chooses
+    ``LISTEN`` or polling). The one place a memory's backend is chosen."""
     busy_timeout_s = Operations(busy_timeout_s=busy_timeout_s).busy_timeout_s  # checked
     if is_postgres_url(where):
-        return PostgresConversationStorage(str(where), user=user, timeout_s=busy_timeout_s)
+        return PostgresConversationStorage(
+            str(where), user=user, timeout_s=busy_timeout_s, listen=listen
+        )
     return SQLiteConversationStorage(where, user=user, busy_timeout_s=busy_timeout_s)
