@@ -242,6 +242,23 @@ def check_repository(repo: str | os.PathLike[str], rev: str = "HEAD") -> str:
     return out.decode().strip()
 
 
+def git_folders(repo: str | os.PathLike[str]) -> list[str]:
+    """The folders git keeps ``repo``'s history in (its git folder, and a worktree's shared
+    one), absolute; none where ``repo`` is not a repository. A command that reads the history
+    writes nothing there.
+
+    Examples
+    --------
+    >>> git_folders("/no-such-repository")
+    []
+    """
+    try:
+        found = _git(repo, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+    except GitError:
+        return []
+    return list(dict.fromkeys(os.fsdecode(line) for line in found.splitlines() if line))
+
+
 def read_commits(
     repo: str | os.PathLike[str], *, rev: str = "HEAD", since: float | None = None
 ) -> list[Commit]:

@@ -32,7 +32,12 @@ from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory
-from synapse_retriever.persistence.transfer import database_kind, same_file, write_whole
+from synapse_retriever.persistence.transfer import (
+    database_kind,
+    not_regular,
+    same_file,
+    write_whole,
+)
 from synapse_retriever.store import SynapseStore
 
 if TYPE_CHECKING:
@@ -46,6 +51,7 @@ __all__ = [
     "CliError",
     "add_store_command",
     "at_least",
+    "check_inputs",
     "check_output",
     "console",
     "in_calendar",
@@ -156,10 +162,30 @@ def add_store_command(
     return sub
 
 
+def check_inputs(*paths: str | None) -> None:
+    """Refuse, before any work, an input that is a FIFO, a device or a socket: read whole, it
+    would never end (``/dev/zero``) or wait for a writer that never comes.
+
+    Examples
+    --------
+    >>> check_inputs(None, "-", "/no-such-file")  # stdin, and what the reader says is missing
+    >>> try:
+    ...     check_inputs("/dev/zero")
+    ... except CliError as error:
+    ...     print(error)
+    cannot read '/dev/zero': it is a device, not a regular file
+    """
+    for path in paths:
+        kind = None if path is None or path == "-" else not_regular(path)
+        if kind is not None:
+            raise CliError(f"cannot read {path!r}: it is {kind}, not a regular file")
+
+
 def check_output(path: str | None, *inputs: str | None) -> None:
-    """Refuse, before any work, an output file (``-``: stdout) that could not be written, or
-    that would overwrite a file the command reads (one of ``inputs``, by any spelling or
-    link) or a database (a synapse store, or any SQLite file).
+    """Refuse, before any work, an input that is no file (:func:`check_inputs`), or an output
+    file (``-``: stdout) that could not be written, or that would overwrite a file the
+    command reads (one of ``inputs``, by any spelling or link, or a file in one that is a
+    folder), or a database (a synapse store, or any SQLite file).
 
     Examples
     --------
@@ -174,6 +200,7 @@ def check_output(path: str | None, *inputs: str | None) -> None:
     ...     print(str(error).split("', ")[-1])
     or in it, which this command reads; it was left untouched
     """
+    check_inputs(*inputs)
     if path is None or path == "-":
         return
     if Path(path).is_dir():

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from synapse_retriever.capture.gitlog import parse_since
+from synapse_retriever.capture.gitlog import git_folders, parse_since
 from synapse_retriever.cli._common import (
     CliError,
     at_least,
+    check_inputs,
     check_output,
     console,
     print_json,
@@ -78,7 +79,8 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     from synapse_retriever.persistence.postgres import is_postgres_url
     from synapse_retriever.persistence.sqlite import file_path
 
-    check_output(args.json, args.queries, args.store, *(args.plot or []))
+    histories = [folder for repo in args.git or () for folder in git_folders(repo)]
+    check_output(args.json, args.queries, args.store, *(args.plot or []), *histories)
     if args.plot is not None:
         return _plot_quality_reports(args.plot)
     if args.queries is not None:
@@ -228,6 +230,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
 
 def _quality_reports(paths: Sequence[str]) -> list[dict[str, Any]]:
     """Saved ``bench quality --json`` reports, one per repository, checked for their rows."""
+    check_inputs(*paths)
     reports: list[dict[str, Any]] = []
     for path in paths:
         try:

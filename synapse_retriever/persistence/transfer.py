@@ -89,6 +89,7 @@ __all__ = [
     "export_edges",
     "guess_format",
     "merge_edges",
+    "not_regular",
     "read_edges",
     "same_file",
     "validate_edges",
@@ -431,7 +432,7 @@ regular file; it was left untouched (export to a file; \
 synapse-retriever export writes to stdout with -)
     >>> store.close()
     """
-    kind = _not_regular(path)
+    kind = not_regular(path)
     if kind is not None:
         raise InvalidValueError(
             f"cannot write {os.fspath(path)!r}: it is {kind}, not a regular file; it was left "
@@ -484,20 +485,28 @@ def database_kind(path: str | os.PathLike[str]) -> str | None:
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
-    """Whether ``a`` and ``b`` name one existing file (by any spelling, symlink or hard link).
+    """Whether ``a`` and ``b`` name one file (by any spelling, symlink or hard link), made
+    already or not (``":memory:"`` is no file).
 
     Examples
     --------
     >>> same_file("/", "/.."), same_file("/", "/no-such-file")
     (True, False)
+    >>> same_file("/no-such-folder/new.db", "/no-such-folder/./new.db")  # both to be made
+    True
     """
+    if ":memory:" in (os.fspath(a), os.fspath(b)):
+        return False
     try:
         return os.path.samefile(a, b)
-    except (OSError, ValueError):  # either is missing (or ":memory:")
-        return False
+    except (OSError, ValueError):  # either is missing: where would it be made?
+        try:
+            return Path(a).resolve() == Path(b).resolve()
+        except (OSError, RuntimeError, ValueError):  # a link loop, a NUL
+            return False
 
 
-def _not_regular(path: str | os.PathLike[str]) -> str | None:
+def not_regular(path: str | os.PathLike[str]) -> str | None:
     """What ``path`` is, through links, if it exists and is not a regular file or a folder
     (a folder is refused where the export is written); None otherwise."""
     try:

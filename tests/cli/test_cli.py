@@ -526,6 +526,37 @@ def test_bench_quality_over_your_own_queries_refuses_bad_input(
     assert {path: path.read_bytes() for path in untouched} == untouched
 
 
+def test_bench_quality_never_writes_over_the_history_or_its_store_nor_reads_a_pipe(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --json into the repository's .git was written (git then found no repository); a new
+    # --store and --json naming one new file wrote the report over the learned store
+    head = project / ".git" / "HEAD"
+    kept = head.read_bytes()
+    new = tmp_path / "new.db"
+    link = tmp_path / "link.db"
+    link.symlink_to(new)
+    pipe = tmp_path / "fifo"
+    os.mkfifo(pipe)
+    quality = ["bench", "quality", "--git", str(project)]
+    for args, fragment in [
+        ([*quality, "--json", str(head)], f"{str(project / '.git')!r}, or in it, which this"),
+        ([*quality, "--store", str(new), "--json", str(tmp_path / "." / "new.db")], "new.db'"),
+        ([*quality, "--store", str(new), "--json", str(link)], "which this command reads"),
+        (["bench", "quality", "--queries", "/dev/zero", "--store", str(new)],
+         "cannot read '/dev/zero': it is a device, not a regular file"),
+        (["bench", "macro", str(pipe)], "it is a FIFO (a named pipe), not a regular file"),
+        (["bench", "quality", "--plot", str(tmp_path / "g.svg"), str(pipe)], "a FIFO"),
+    ]:  # fmt: skip
+        code, _, err = run(capsys, *args, *(["--quiet"] if args[1] == "quality" else []))
+        assert code == 2, args
+        _one_error_line(err, fragment)
+    assert head.read_bytes() == kept and not new.exists()
+    report = project / "report.json"  # beside the history, not in it: written
+    assert run(capsys, *quality, "--json", str(report), "--quiet", "--k", "10")[0] == 0
+    assert json.loads(report.read_text())["name"] == "project"
+
+
 def test_bench_quality_on_two_histories(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
