@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.conversation.assemble import TurnsView, plan_context
 from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.embed import (
@@ -180,6 +181,9 @@ def trim_history(
 
     Raises
     ------
+    InvalidValueError
+        A message's text or the query holds a lone surrogate (what ``errors=
+        "surrogateescape"`` leaves of bytes that are not UTF-8).
     ContextBudgetError
         Pinned messages (a system prompt) alone exceed ``max_tokens``, whatever
         ``config.overflow`` says; or, with ``config.overflow == "raise"``, pinned messages
@@ -225,6 +229,11 @@ def trim_history(
             raise InvalidTypeError(
                 f"messages[{i}].text must be a str, got {type(message.text).__name__}"
             )
+        check_unicode(f"messages[{i}].text", message.text)  # else its index raises midway
+    if query is not None:
+        if not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+        check_unicode("query", query)
     similar = as_embedder(embedder) if embedder is not None else HashingEmbedder()
     if not messages:
         return []

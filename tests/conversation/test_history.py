@@ -118,6 +118,16 @@ def test_bad_input_is_refused_clearly() -> None:
         trim_history([HistoryMessage("user", "hi")], None, "10")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match=r"embedder must have name, dim and embed\(texts\)"):
         trim_history([], None, 10, embedder=object())  # refused even with nothing to trim
+    # a lone surrogate (a tool's output decoded with surrogateescape): a raw
+    # UnicodeEncodeError from the lexical index, and only when there was a query
+    escaped = b"caf\xe9".decode("utf-8", "surrogateescape")
+    for messages, query in [([HistoryMessage("user", escaped)], None),
+                            ([HistoryMessage("user", escaped), HistoryMessage("user", "q")], "q"),
+                            ([HistoryMessage("user", "hi")], escaped)]:  # fmt: skip
+        with pytest.raises(InvalidValueError, match="must be valid Unicode"):
+            trim_history(messages, query, 10)
+    with pytest.raises(InvalidTypeError, match="query must be a str or None, got int"):
+        trim_history([HistoryMessage("user", "hi")], 7, 10)  # type: ignore[arg-type]
 
 
 ROLES = st.sampled_from(["user", "assistant"])
