@@ -13,8 +13,9 @@ the benchmark use the committer date as the event's time and replay commits sort
 by it (ties keep git's topological order): that is the order in which the
 co-activations became visible, and it is monotonic by construction.
 
-Paths and messages are read as UTF-8; bytes that are not (a file name from another
-encoding) are kept as ``\\xNN`` escapes, so every path is a valid node id.
+Paths and messages are read as UTF-8. A path that is not (a file name from another
+encoding) cannot be a node id, so it is left out of its commit's files, renames and tree,
+as one over 2,048 bytes is; a message keeps such bytes as ``\\xNN`` escapes.
 
 Examples
 --------
@@ -304,7 +305,7 @@ def read_commits(
     )
     grafted = _shallow_boundary(repo)
     commits = [
-        c for c in _parse_log(raw.decode("utf-8", "backslashreplace")) if c.sha not in grafted
+        c for c in _parse_log(raw.decode("utf-8", "surrogateescape")) if c.sha not in grafted
     ]
     if since is not None:
         commits = [c for c in commits if c.commit_time >= since]
@@ -358,11 +359,20 @@ def _parse_log(text: str) -> Iterator[Commit]:
             parents=tuple(parents.split()),
             author_time=float(author),
             commit_time=float(committer),
-            message=_clean_message(message),
+            message=_clean_message(_escaped(message)),
             files=tuple(dict.fromkeys(path for path in files if is_node_id(path))),
-            deleted=tuple(dict.fromkeys(deleted)),
+            deleted=tuple(dict.fromkeys(path for path in deleted if is_node_id(path))),
             renamed=tuple((a, b) for a, b in renamed if is_node_id(a) and is_node_id(b)),
         )
+
+
+def _escaped(text: str) -> str:
+    """``text`` read with ``surrogateescape``, its bytes that are not UTF-8 as ``\\xNN``."""
+    return (
+        text
+        if text.isascii()
+        else text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    )
 
 
 def _clean_message(message: str) -> str:
@@ -373,16 +383,17 @@ def _clean_message(message: str) -> str:
 def tree_files(repo: str | os.PathLike[str], commit: str) -> dict[str, TreeEntry]:
     """The regular files (blobs) of ``commit``'s tree: ``path -> TreeEntry``.
 
-    Submodules are left out; symbolic links are blobs and stay in.
+    Submodules are left out, and paths that cannot be node ids; symbolic links are blobs
+    and stay in.
     """
     raw = _git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit)
     files: dict[str, TreeEntry] = {}
-    for record in raw.decode("utf-8", "backslashreplace").split("\0"):
+    for record in raw.decode("utf-8", "surrogateescape").split("\0"):
         if not record:
             continue
         meta, path = record.split("\t", 1)
         _, kind, blob, size = meta.split()
-        if kind == "blob":
+        if kind == "blob" and is_node_id(path):
             files[path] = TreeEntry(blob, int(size) if size.isdigit() else 0)
     return files
 

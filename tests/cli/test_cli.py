@@ -130,16 +130,20 @@ def test_bootstrap_takes_32_files_not_33_and_any_file_name(
     repo = init(tmp_path / "repo")
     commit(repo, "add 33", {f"f{i:02d}.py": "x" for i in range(33)}, at=BASE)
     commit(repo, "touch 32", {f"f{i:02d}.py": "y" for i in range(32)}, at=BASE + DAY)
-    odd = os.fsdecode(b"bad\xffname.txt")  # not UTF-8: kept as a \xff escape
-    commit(repo, "odd name", {odd: "z", "f00.py": "w"}, at=BASE + 2 * DAY)
+    # not UTF-8: no node id can name it (watch leaves it out too); it was stored as a
+    # "bad\\xffname.txt" that named no file, beside the real ones
+    odd = os.fsdecode(b"bad\xffname.txt")
+    commit(repo, "odd name", {odd: "z", "f00.py": "w", "f01.py": "w"}, at=BASE + 2 * DAY)
     path = str(tmp_path / "s.db")
     code, out, _ = run(capsys, "bootstrap", path, "--git", str(repo), "--json")
     report = json.loads(out)
     assert code == 0
-    # 33 files: no event; 32 files: 32 × 31 / 2 = 496 pairs; the odd name and f00.py: 1
+    # 33 files: no event; 32 files: 32 × 31 / 2 = 496 pairs; then f00.py and f01.py: 1
     assert (report["eligible"], report["replayed"], report["edges_written"]) == (2, 2, 497)
     with SynapseStore(path) as s:
-        assert s.edge("bad\\xffname.txt", "f00.py", "shared") is not None
+        edge = s.edge("f00.py", "f01.py", "shared")
+        assert edge is not None and edge.activation_count == 2
+        assert not [n for n in s.graph().nodes if "bad" in n]
         assert s.edge("f00.py", "f31.py", "shared") is not None
         assert s.edge("f00.py", "f32.py", "shared") is None
 
