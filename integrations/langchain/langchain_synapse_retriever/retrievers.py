@@ -315,15 +315,15 @@ class SynapseRetriever(BaseRetriever):
         if isinstance(store, VectorStore):
             return _by_id(ids, store.get_by_ids(ids))
         if isinstance(store, BaseStore):
-            return _by_id(ids, store.mget(ids), aligned=True)
-        return _by_id(ids, [store(node) for node in ids], aligned=True)
+            return _by_id(ids, store.mget(ids), aligned=True, id_key=self.id_key)
+        return _by_id(ids, [store(node) for node in ids], aligned=True, id_key=self.id_key)
 
     async def _afetch(self, ids: list[str]) -> dict[str, Document]:
         store = self.docstore
         if isinstance(store, VectorStore):
             return _by_id(ids, await store.aget_by_ids(ids))
         if isinstance(store, BaseStore):
-            return _by_id(ids, await store.amget(ids), aligned=True)
+            return _by_id(ids, await store.amget(ids), aligned=True, id_key=self.id_key)
         return await run_in_executor(None, self._fetch, ids)
 
     def _cost(self) -> Callable[[Document], float] | None:
@@ -347,9 +347,16 @@ class SynapseRetriever(BaseRetriever):
 
 
 def _by_id(
-    ids: list[str], found: Sequence[object], *, aligned: bool = False
+    ids: list[str],
+    found: Sequence[object],
+    *,
+    aligned: bool = False,
+    id_key: str | None = None,
 ) -> dict[str, Document]:
-    """Asked ids -> Documents, matched by position (``aligned``) or else by ``Document.id``."""
+    """Asked ids -> Documents, matched by position (``aligned``) or else by ``Document.id``.
+    Matched by position, a Document that names another id (its ``id``, else
+    ``metadata[id_key]``) is another document: no candidate (injected, it could be a hit
+    already, and be in the output twice)."""
     keys = ids if aligned else [getattr(doc, "id", None) for doc in found]
     resolved: dict[str, Document] = {}
     for node, doc in zip(keys, found, strict=True):
@@ -357,5 +364,8 @@ def _by_id(
             continue
         if not isinstance(doc, Document):
             raise TypeError(f"docstore returned {doc!r} for id {node!r}, expected a Document")
+        named = doc.id or (doc.metadata.get(id_key) if id_key is not None else None)
+        if named and str(named) != node:
+            continue
         resolved[node] = doc
     return resolved

@@ -489,6 +489,24 @@ async def test_async_resolves_injected_ids_with_aget_by_ids(corpus: dict[str, Do
     assert vectors.async_calls == 1
 
 
+@pytest.mark.asyncio
+async def test_a_docstore_document_that_names_another_id_is_not_injected(
+    corpus: dict[str, Document],
+) -> None:
+    # the docstore's entry for x is b's document (keys and ids out of step): injected, it
+    # put b in the output twice
+    wrong = InMemoryStore()
+    wrong.mset([("x", corpus["b"]), ("y", corpus["y"].model_copy(update={"id": None}))])
+    for docstore in (wrong, {"x": corpus["b"]}.get):
+        retriever = make(ListRetriever(docs=[corpus[n] for n in UPSTREAM]), docstore=docstore)
+        retriever.record_usage(["a", "x"])
+        assert ids(retriever.invoke("q")) == UPSTREAM
+        assert ids(await retriever.ainvoke("q")) == UPSTREAM
+    retriever = make(ListRetriever(docs=[corpus[n] for n in UPSTREAM]), docstore=wrong)
+    retriever.record_usage(["a", "y"])  # an entry that names no id is taken as asked
+    assert [doc.page_content for doc in retriever.invoke("q")][-1] == "text of y"
+
+
 def test_a_vector_store_docstore_resolves_by_id(corpus: dict[str, Document]) -> None:
     vectors = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
     vectors.add_documents(list(corpus.values()))
