@@ -1056,6 +1056,10 @@ class ConversationMemory:
         if at is not None:  # stamped on the edges: a far-future one would never decay
             not_ahead(now, skew_s=MAX_CLOCK_SKEW_S)
         threshold = self.config.reinforcement_threshold
+        if isinstance(results, Retrieval) or not isinstance(results, Iterable):
+            raise InvalidTypeError(
+                f"results must be a sequence of Retrieval objects, got {type(results).__name__}"
+            )
         with self._lock:
             self._check_open()
             changed: dict[tuple[str, str, str], TypedEdgeRow] = {}
@@ -1141,6 +1145,7 @@ class ConversationMemory:
     def turns(self) -> list[TurnRecord]:
         """Copies of the stored turns, oldest first."""
         with self._lock:
+            self._check_open()
             self._catch_up()
             return [TurnRecord(**vars(t)) for t in self._turns]
 

@@ -78,13 +78,16 @@ def usable_scores(scores: Sequence[object]) -> bool:
     --------
     >>> usable_scores([0.9, 0.9, 0.4]), usable_scores([0.4, 0.9]), usable_scores([0.9, None])
     (True, False, False)
-    >>> usable_scores([0.9, "0.4"])  # e.g. a metadata value that is not a number
-    False
+    >>> usable_scores([0.9, "0.4"]), usable_scores([10**400, 1])  # past a float's range
+    (False, False)
     """
     values = list(scores)
     if not all(isinstance(s, Real) and not isinstance(s, bool) for s in values):
         return False
-    floats = [float(s) for s in values]  # type: ignore[arg-type]
+    try:
+        floats = [float(s) for s in values]  # type: ignore[arg-type]
+    except OverflowError:
+        return False
     return all(math.isfinite(s) for s in floats) and all(x >= y for x, y in pairwise(floats))
 
 

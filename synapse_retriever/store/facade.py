@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar, cast
 
 import numpy as np
@@ -881,12 +879,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         ids = read_ids(seeds, "seeds")  # an id no store could hold reaches nothing
         now = to_seconds(at)
         validate_namespace(active_namespace)
-        if isinstance(report_min, bool) or not isinstance(report_min, Real):
-            raise InvalidTypeError(
-                f"report_min must be a number, got {type(report_min).__name__} {report_min!r}"
-            )
-        if not math.isfinite(report_min):
-            raise InvalidValueError(f"report_min must be a finite number, got {report_min!r}")
+        report_min = finite_real(report_min, "report_min", "a number")
         shown = read_ids(report, "report")
         with self._lock:
             self._refresh()

@@ -262,6 +262,18 @@ def test_a_closed_memory_says_so() -> None:
         memory.add_turn("hi")
     with pytest.raises(SynapseError, match="closed"):
         memory.assemble("hi", 10)
+    with pytest.raises(SynapseError, match="closed"):
+        memory.turns()  # answered from what it held, as if open
+
+
+def test_used_refuses_what_is_no_sequence_of_results() -> None:
+    with ConversationMemory() as memory:
+        memory.add_turn("The deploy moved to Fridays.")
+        (result,) = memory.retrieve("deploy", k=1)
+        for bad in (None, result, 5):  # a raw TypeError, or one result's fields iterated
+            with pytest.raises(InvalidTypeError, match="results must be a sequence of Retrieval"):
+                memory.used(bad)  # type: ignore[arg-type]
+        assert memory.used([result]) >= 0
 
 
 def test_habituation_counts_near_identical_turns() -> None:

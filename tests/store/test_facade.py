@@ -592,6 +592,7 @@ def test_event_ids_make_replays_idempotent(store: SynapseStore) -> None:
         ({"report": [None]}, InvalidTypeError, "report: node id must be a str, got NoneType"),
         ({"report_min": float("nan")}, InvalidValueError, "report_min must be a finite number"),
         ({"report_min": "x"}, InvalidTypeError, "report_min must be a number, got str 'x'"),
+        ({"report_min": 10**400}, InvalidValueError, "past a float's range"),  # OverflowError
     ],
 )
 def test_what_spread_reports_is_checked(
