@@ -227,7 +227,7 @@ memory, rollback journal): no store may be named so, and no export may overwrite
 
 SQLITE_ERROR, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY = 1, 5, 6, 8
 SQLITE_IOERR, SQLITE_CORRUPT = 10, 11
-SQLITE_FULL, SQLITE_NOTADB = 13, 26
+SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_NOTADB = 13, 14, 26
 """SQLite's primary result codes this module tells apart."""
 
 _T = TypeVar("_T")
@@ -954,6 +954,11 @@ def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
     if code == SQLITE_READONLY:
         return ReadOnlyStoreError(
             f"{path!r} cannot be written ({exc}): open it read-only to read it"
+        )
+    if code == SQLITE_CANTOPEN:  # the file, or its -wal or -shm beside it (a /proc file)
+        return StorageUnavailableError(
+            f"{path!r} cannot be opened as a database ({exc}): SQLite could not open it, or "
+            "make its -wal and -shm files beside it"
         )
     if code in (SQLITE_IOERR, SQLITE_FULL):
         return StorageUnavailableError(

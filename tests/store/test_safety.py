@@ -28,6 +28,7 @@ from synapse_retriever import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     RepairReport,
+    StorageUnavailableError,
     SynapseConfig,
     SynapseStore,
 )
@@ -523,6 +524,13 @@ def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -
     with pytest.raises(NotASynapseDatabaseError, match="of another application"):
         SynapseStore(other)
     assert _digest(other) == digest and sorted(tmp_path.iterdir()) == [other]
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="Linux's /proc")
+def test_a_file_sqlite_cannot_open_as_a_database_is_a_typed_error() -> None:
+    # an empty regular file whose -wal SQLite cannot make: a raw sqlite3.OperationalError
+    with pytest.raises(StorageUnavailableError, match="cannot be opened as a database"):
+        SynapseStore("/proc/version")
 
 
 # -- paths that cannot be a store ------------------------------------------------------------
