@@ -163,8 +163,8 @@ def add_store_command(
 
 
 def check_inputs(*paths: str | None) -> None:
-    """Refuse, before any work, an input that is a FIFO, a device or a socket: read whole, it
-    would never end (``/dev/zero``) or wait for a writer that never comes.
+    """Refuse, before any work, an input that is a device or a socket: read whole, it would
+    never end (``/dev/zero``). A FIFO is read (``--queries <(...)``, a pipe).
 
     Examples
     --------
@@ -177,7 +177,7 @@ def check_inputs(*paths: str | None) -> None:
     """
     for path in paths:
         kind = None if path is None or path == "-" else not_regular(path)
-        if kind is not None:
+        if kind is not None and not kind.startswith("a FIFO"):
             raise CliError(f"cannot read {path!r}: it is {kind}, not a regular file")
 
 

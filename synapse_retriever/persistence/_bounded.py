@@ -5,7 +5,8 @@ A ``SET lock_timeout`` for the session lands, behind a connection pooler in tran
 for the pooler's other clients, while this library's later transactions run on backends that
 never got it and wait on a lock without bound. So each transaction sets its own bound,
 transaction-local (``SET LOCAL``): :class:`BoundedCursor` sends it as a transaction begins,
-whatever code begins it, in the round trip of psycopg's ``BEGIN``.
+whatever statement begins it, in the round trip of psycopg's ``BEGIN`` (not a
+``conn.transaction()`` block, which sends its own: the library uses none).
 
 Imported by :class:`~synapse_retriever.persistence.postgres.Connections`, once psycopg (the
 ``postgres`` extra) is known to be installed.

@@ -354,8 +354,8 @@ def _by_id(
     id_key: str | None = None,
 ) -> dict[str, Document]:
     """Asked ids -> Documents, matched by position (``aligned``) or else by ``Document.id``.
-    Matched by position, a Document that names another id (its ``id``, else
-    ``metadata[id_key]``) is another document: no candidate (injected, it could be a hit
+    Matched by position, a Document that names ids (its ``id``, ``metadata[id_key]``) but
+    not the one asked for is another document: no candidate (injected, it could be a hit
     already, and be in the output twice)."""
     keys = ids if aligned else [getattr(doc, "id", None) for doc in found]
     resolved: dict[str, Document] = {}
@@ -364,8 +364,8 @@ def _by_id(
             continue
         if not isinstance(doc, Document):
             raise TypeError(f"docstore returned {doc!r} for id {node!r}, expected a Document")
-        named = doc.id or (doc.metadata.get(id_key) if id_key is not None else None)
-        if named and str(named) != node:
+        named = {str(i) for i in (doc.id, doc.metadata.get(id_key) if id_key else None) if i}
+        if named and node not in named:
             continue
         resolved[node] = doc
     return resolved

@@ -772,9 +772,12 @@ class PostgresConversationStorage:
         conn = self._database.connections.connect()
         try:
             with self._connection_errors():
-                row = conn.execute(
-                    "SELECT pg_try_advisory_xact_lock(%s)", (self._consolidation_lock,)
-                ).fetchone()
+                with conn.pipeline():  # idle while a summarizer runs: not ended for it
+                    conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+                    found = conn.execute(
+                        "SELECT pg_try_advisory_xact_lock(%s)", (self._consolidation_lock,)
+                    )
+                row = found.fetchone()
             yield bool(row and row[0])
         finally:
             with contextlib.suppress(Exception):  # closing releases it anyway

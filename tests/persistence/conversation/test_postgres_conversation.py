@@ -373,6 +373,29 @@ def test_one_consolidation_per_user_across_processes_and_a_killed_one_frees_its_
         assert mine  # released at the block's end
 
 
+def test_a_consolidation_keeps_its_lock_past_a_servers_idle_transaction_timeout(
+    postgres_url: str,
+) -> None:
+    # its lock's transaction idles while a summarizer runs: a server that ends idle
+    # transactions ended it, and another process consolidated the same user at once
+    url = postgres_url.replace(
+        "options=-csearch_path%3D", "options=-cidle_in_transaction_session_timeout%3D200%20"
+        "-csearch_path%3D"
+    )  # fmt: skip
+    first, second = (PostgresConversationStorage(url, user="alice") for _ in range(2))
+    try:
+        with first.consolidation_turn() as mine:
+            assert mine
+            time.sleep(0.6)  # three times the server's bound
+            with second.consolidation_turn() as theirs:
+                assert not theirs
+        with second.consolidation_turn() as theirs:
+            assert theirs
+    finally:
+        first.close()
+        second.close()
+
+
 def _waiting_on(conn: psycopg.Connection[Any], table: str) -> bool:
     """Whether a transaction waits for a lock on ``table``."""
     found = conn.execute(

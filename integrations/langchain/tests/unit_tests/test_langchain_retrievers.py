@@ -505,6 +505,13 @@ async def test_a_docstore_document_that_names_another_id_is_not_injected(
     retriever = make(ListRetriever(docs=[corpus[n] for n in UPSTREAM]), docstore=wrong)
     retriever.record_usage(["a", "y"])  # an entry that names no id is taken as asked
     assert [doc.page_content for doc in retriever.invoke("q")][-1] == "text of y"
+    # keyed by id_key, its documents carrying a vector store's UUIDs: still x's document
+    keyed = InMemoryStore()
+    keyed.mset([("x", Document("text of x", id="5f1c-uuid", metadata={"name": "x"}))])
+    upstream = ListRetriever(docs=[corpus[n].model_copy(update={"id": None}) for n in UPSTREAM])
+    retriever = make(upstream, docstore=keyed, id_key="name")
+    retriever.record_usage(["a", "x"])
+    assert [doc.metadata["name"] for doc in retriever.invoke("q")] == ["a", "b", "c", "d", "x"]
 
 
 def test_a_vector_store_docstore_resolves_by_id(corpus: dict[str, Document]) -> None:
