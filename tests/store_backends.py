@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -24,6 +25,8 @@ import pytest
 from psycopg import sql
 
 from synapse_retriever.persistence.sqlite import SQLiteStorage
+
+_T = TypeVar("_T")
 
 POSTGRES = os.environ.get("SYNAPSE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -160,3 +163,38 @@ def connections_to(url: str) -> int:
         "WHERE datname = current_database() AND pid <> pg_backend_pid()",
     )
     return int(count)
+
+
+def ended(
+    call: Callable[[], _T], unblock: Callable[[], object], timeout_s: float
+) -> _T | Exception:
+    """``call()``'s result or the exception it raised, run in a thread that must end within
+    ``timeout_s``: one still running fails the test (``unblock()`` frees it first, the lock
+    or the network it waits on)."""
+    done: list[_T | Exception] = []
+
+    def run() -> None:
+        try:
+            done.append(call())
+        except Exception as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        unblock()
+        thread.join(timeout_s)
+        pytest.fail(f"still waiting after {timeout_s} s")
+    return done[0]
+
+
+def tool(found: str | None, what: str) -> str:
+    """``found``, the path of a tool ``.ci/run`` installs; without it the test skips, or
+    fails under CI (``CI`` set), saying it needs ``what`` (and how to install it)."""
+    if found is None:
+        message = f"needs {what} (.ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found

@@ -13,7 +13,6 @@ install it, except under CI (``CI`` set), where a missing browser fails it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_backends import tool
 
 PAGES = (
     "benchmarks/index.html",
@@ -59,12 +59,7 @@ window.addEventListener("load", () => {
 
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "needs Debian's chromium: apt-get install -y chromium (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return tool(found, "Debian's chromium: apt-get install -y chromium")
 
 
 def _probe(browser: str, page: Path, width: int) -> dict[str, Any]:

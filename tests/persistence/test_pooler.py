@@ -21,10 +21,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -32,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import POSTGRES, with_database
+from store_backends import POSTGRES, ended, tool, with_database
 
 from synapse_retriever import Operations, SynapseConfig, SynapseStore, WriteConflictError
 from synapse_retriever.conversation import ConversationMemory
@@ -55,12 +54,7 @@ SEEDS = [("a", 1.0), ("x", 0.5)]
 def _pgbouncer() -> str:
     # Debian installs it in /usr/sbin, on root's PATH but not always on others'
     found = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/local/sbin")
-    if found is None:
-        message = "needs pgbouncer: apt-get install -y pgbouncer (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return tool(found, "pgbouncer: apt-get install -y pgbouncer")
 
 
 @pytest.fixture
@@ -152,27 +146,6 @@ def fresh_backends(database: str, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def _bounded(call: Callable[[], _T], unblock: Callable[[], object]) -> _T | Exception:
-    """``call()``'s result or the exception it raised, run in a thread; one still running
-    after :data:`HANG_S` fails the test (``unblock()`` frees it first)."""
-    done: list[_T | Exception] = []
-
-    def run() -> None:
-        try:
-            done.append(call())
-        except Exception as exc:
-            done.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(HANG_S)
-    if thread.is_alive():
-        unblock()
-        thread.join(HANG_S)
-        pytest.fail(f"still waiting for a lock after {HANG_S} s (busy_timeout_s {BUSY_TIMEOUT_S})")
-    return done[0]
-
-
 def _turn(text: str, at: float = 0.0) -> TurnRecord:
     return TurnRecord(0, "s", "user", text, at, 1.0, 0, 0.0, None, None, None)
 
@@ -186,7 +159,7 @@ def test_a_store_write_through_the_pooler_fails_within_busy_timeout_s_on_a_held_
         store.reinforce(["a", "b"], at=0)
         with psycopg.connect(with_database(POSTGRES, database)) as locker:
             locker.execute("LOCK TABLE edges IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL
-            error = _bounded(lambda: store.reinforce(["a", "b"], at=DAY), locker.rollback)
+            error = ended(lambda: store.reinforce(["a", "b"], at=DAY), locker.rollback, HANG_S)
         assert isinstance(error, WriteConflictError), error
         assert "nothing was written" in str(error)
         edge = store.edge("a", "b")
@@ -204,7 +177,9 @@ def test_a_conversation_write_through_the_pooler_fails_within_busy_timeout_s_on_
         assert storage.insert(_turn("The deploy."), "e", b"") is not None
         with psycopg.connect(with_database(POSTGRES, database)) as locker:
             locker.execute("LOCK TABLE context_turns IN ACCESS EXCLUSIVE MODE")
-            error = _bounded(lambda: storage.insert(_turn("Fridays."), "e", b""), locker.rollback)
+            error = ended(
+                lambda: storage.insert(_turn("Fridays."), "e", b""), locker.rollback, HANG_S
+            )
         assert isinstance(error, WriteConflictError), error
         assert [t.text for t in storage.load().turns] == ["The deploy."]
     finally:

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import POSTGRES, connections_to, new_schema, with_database
+from store_backends import POSTGRES, connections_to, ended, new_schema, with_database
 
 from synapse_retriever import (
     AccessDeniedError,
@@ -53,6 +53,8 @@ from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
 
+HANG_S = 20.0
+"""A call still running this long after it was blocked waits without bound."""
 DAY = 86_400.0
 NODES = [f"src/module_{i}.py" for i in range(24)]
 PROCESSES, EVENTS = 8, 250  # 2,000 contended transactions over a few shared nodes
@@ -537,7 +539,7 @@ def test_another_snapshot_writer_is_not_waited_for(postgres_url: str, snapshots:
     stamp = (mirror.version, mirror.graph.max_node, mirror.graph.max_namespace)
     with psycopg.connect(postgres_url) as other:
         other.execute("LOCK TABLE snapshot IN SHARE ROW EXCLUSIVE MODE")  # writing one
-        written = _bounded(lambda: storage.write_snapshot(*stamp, parts), other.rollback)
+        written = ended(lambda: storage.write_snapshot(*stamp, parts), other.rollback, HANG_S)
     assert written is False
     assert storage.write_snapshot(*stamp, parts)  # the lock released
     store.close()
@@ -884,27 +886,6 @@ def test_concurrent_creators_of_one_store_all_open_it(
         assert len(store.neighbours("a", at=0)) == 6
 
 
-def _bounded(call: Any, unblock: Any, timeout_s: float = 20.0) -> Any:
-    """``call()``'s result or the exception it raised, run in a thread that must end within
-    ``timeout_s`` (a hang fails the test; ``unblock()`` then frees the thread first)."""
-    done: list[Any] = []
-
-    def run() -> None:
-        try:
-            done.append(call())
-        except Exception as exc:
-            done.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        unblock()
-        thread.join(timeout_s)
-        pytest.fail(f"still waiting after {timeout_s} s")
-    return done[0]
-
-
 class FreezingProxy:
     """A TCP proxy on 127.0.0.1 to the test server that can stop forwarding, as a stalled
     network does: connections stay open and nothing passes either way; new ones are
@@ -993,7 +974,9 @@ def test_a_lock_held_on_the_store_leaves_recall_working_from_memory(
         w.reinforce(["a", "c"], at=0)  # the reader has something to read
         with psycopg.connect(postgres_url) as locker:
             locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL
-            hits = _bounded(lambda: reader.recall([("a", 1.0), ("x", 0.5)], at=0), locker.rollback)
+            hits = ended(
+                lambda: reader.recall([("a", 1.0), ("x", 0.5)], at=0), locker.rollback, HANG_S
+            )
             assert [h.id for h in hits] == ["a", "b"]  # from memory: the lock is still held
         assert reader.edge("a", "c") is None  # backing off: from memory still
         storage._unreachable_until = 0.0  # the back-off over
@@ -1008,7 +991,7 @@ def test_a_write_waits_busy_timeout_s_at_most_for_a_lock_and_writes_nothing(
         store.reinforce(["a", "b"], at=0)
         with psycopg.connect(postgres_url) as locker:
             locker.execute("LOCK TABLE edges IN ACCESS EXCLUSIVE MODE")
-            error = _bounded(lambda: store.reinforce(["a", "b"], at=DAY), locker.rollback)
+            error = ended(lambda: store.reinforce(["a", "b"], at=DAY), locker.rollback, HANG_S)
         assert isinstance(error, WriteConflictError), error
         assert "busy_timeout_s (0.5 s)" in str(error) and "nothing was written" in str(error)
         edge = store.edge("a", "b")
@@ -1032,9 +1015,9 @@ def test_a_stalled_network_leaves_recall_working_and_writes_refused_then_recover
         store.reinforce(["a", "b"], at=0)
         w.reinforce(["a", "c"], at=0)  # something to read
         proxy.freeze()
-        hits = _bounded(lambda: store.recall([("a", 1.0), ("x", 0.5)], at=0), proxy.close)
+        hits = ended(lambda: store.recall([("a", 1.0), ("x", 0.5)], at=0), proxy.close, HANG_S)
         assert [h.id for h in hits] == ["a", "b"]  # from memory
-        error = _bounded(lambda: store.reinforce(["a", "d"], at=0), proxy.close)
+        error = ended(lambda: store.reinforce(["a", "d"], at=0), proxy.close, HANG_S)
         assert isinstance(error, StorageUnavailableError), error
         assert "cannot connect" in str(error)  # the connect timeout: no answer through the proxy
         proxy.thaw()

@@ -529,6 +529,13 @@ def role(postgres_url: str) -> Iterator[tuple[str, str]]:
         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
+WRITER = (
+    "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} TO {role}; "
+    "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"
+)
+"""Every right a memory's role needs (for :func:`_grant`)."""
+
+
 def _grant(postgres_url: str, role: str, what: str) -> None:
     schema = sql.Identifier(postgres_url.rsplit("search_path%3D", 1)[1])
     with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -541,8 +548,7 @@ def test_a_read_only_role_is_refused_at_open_and_a_revoked_write_is_typed(
     name, url = role
     with PostgresConversationStorage(postgres_url, user="alice") as _:
         pass
-    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
-           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    _grant(postgres_url, name, WRITER)
     _grant(postgres_url, name, "ALTER ROLE {role} SET default_transaction_read_only = on")
     with pytest.raises(ReadOnlyStoreError, match="cannot be written by this role"):
         PostgresConversationStorage(url, user="alice")
@@ -566,8 +572,7 @@ def test_a_role_missing_a_right_a_memory_needs_is_refused_at_open(
     # naming a file, or every consolidation, raised ReadOnlyStoreError
     name, url = role
     PostgresConversationStorage(postgres_url).close()
-    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
-           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    _grant(postgres_url, name, WRITER)
     _grant(postgres_url, name, f"REVOKE INSERT ON {{schema}}.{table} FROM {{role}}")
     with pytest.raises(ReadOnlyStoreError, match="cannot be written by this role"):
         PostgresConversationStorage(url, user="alice")
@@ -580,8 +585,7 @@ def test_a_role_that_may_not_read_a_table_a_memory_reads_is_refused_at_open(
     # it opened, and its first read raised ReadOnlyStoreError: "cannot be written"
     name, url = role
     PostgresConversationStorage(postgres_url).close()
-    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
-           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    _grant(postgres_url, name, WRITER)
     _grant(postgres_url, name, f"REVOKE SELECT ON {{schema}}.{table} FROM {{role}}")
     with pytest.raises(AccessDeniedError, match=f"may not read {table}, which a conv") as caught:
         PostgresConversationStorage(url, user="alice")  # meta: not the store's tables
@@ -594,8 +598,7 @@ def test_a_read_right_revoked_after_opening_is_access_denied_not_read_only(
 ) -> None:
     name, url = role
     PostgresConversationStorage(postgres_url).close()
-    _grant(postgres_url, name, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} "
-           "TO {role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")  # fmt: skip
+    _grant(postgres_url, name, WRITER)
     with PostgresConversationStorage(url, user="alice") as storage:
         storage.insert(turn("written"), "e", b"")
         _grant(postgres_url, name, "REVOKE SELECT ON {schema}.context_turns FROM {role}")
