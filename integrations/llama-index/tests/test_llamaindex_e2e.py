@@ -8,6 +8,7 @@ import faiss
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.llms import MockLLM
+from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.query_engine import CitationQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.synapse import SynapsePostprocessor, SynapseUsageHandler
@@ -91,8 +92,14 @@ async def test_it_works_inside_a_chat_engine(
     index: VectorStoreIndex, synapse: SynapsePostprocessor, mode: str
 ) -> None:
     def chat_engine() -> Any:
+        # a buffer in memory: the default Memory's aiosqlite thread could answer after the
+        # loop a sync chat ran on had closed (a warning from its thread, now and then)
         return index.as_chat_engine(
-            chat_mode=mode, llm=MockLLM(), similarity_top_k=4, node_postprocessors=[synapse]
+            chat_mode=mode,
+            llm=MockLLM(),
+            similarity_top_k=4,
+            node_postprocessors=[synapse],
+            memory=ChatMemoryBuffer.from_defaults(),
         )
 
     sync = chat_engine().chat(QUESTION).source_nodes
