@@ -134,12 +134,13 @@ class ReadOnlyStoreError(SynapseError, PermissionError):
 
 
 class AccessDeniedError(SynapseError, PermissionError):
-    """A PostgreSQL role that may not read a table a store or a conversation memory reads;
-    the message names the tables and the ``GRANT`` that lets it. Nothing was written.
+    """A database this process may not read: a PostgreSQL role that may not read a table a
+    store or a conversation memory reads (the message names the tables and the ``GRANT``
+    that lets it), or an SQLite file in a folder it may not enter. Nothing was written.
 
     A store reads all of its tables when it opens and as it polls; a conversation memory
-    reads its ``context_*`` tables and ``meta``. (A role that may read but not write opens
-    read-only instead: :class:`ReadOnlyStoreError`.)
+    reads its ``context_*`` tables and ``meta``. (A role or a process that may read but not
+    write opens read-only instead: :class:`ReadOnlyStoreError` for its writes.)
 
     Examples
     --------

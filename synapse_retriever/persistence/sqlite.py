@@ -35,6 +35,7 @@ import numpy as np
 
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
+    AccessDeniedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -552,10 +553,16 @@ class SQLiteStorage:
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
-            _refuse_directory(Path(self.path))
-            if not (self.read_only or self.path.startswith("file:")):  # a URI is SQLite's
-                _refuse_to_write(self.path)
-            self.read_only = self.read_only or _unwritable(Path(self.path))
+            try:
+                _refuse_directory(Path(self.path))
+                if not (self.read_only or self.path.startswith("file:")):  # a URI is SQLite's
+                    _refuse_to_write(self.path)
+                self.read_only = self.read_only or _unwritable(Path(self.path))
+            except PermissionError as exc:  # a folder on the way this process may not enter
+                raise AccessDeniedError(
+                    f"{self.path!r} cannot be opened: this process may not reach it "
+                    f"({exc.strerror}); nothing was written"
+                ) from None
         self._db = self._connect(busy_timeout_s)
         try:
             with self._typed_errors():

@@ -22,6 +22,7 @@ import pytest
 from files import read_only
 
 from synapse_retriever import (
+    AccessDeniedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -524,6 +525,25 @@ def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -
     with pytest.raises(NotASynapseDatabaseError, match="of another application"):
         SynapseStore(other)
     assert _digest(other) == digest and sorted(tmp_path.iterdir()) == [other]
+
+
+def test_a_store_in_a_folder_this_process_may_not_enter_is_access_denied(tmp_path: Path) -> None:
+    # a raw PermissionError from the checks before the open (not a SynapseError)
+    folder = tmp_path / "private"
+    folder.mkdir()
+    path = folder / "s.db"
+    SynapseStore(path).close()
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    folder.chmod(0o700 if root else 0o000)
+    try:
+        if root:
+            os.seteuid(65534)  # nobody, for this check only: root enters every folder
+        with pytest.raises(AccessDeniedError, match="this process may not reach it"):
+            SynapseStore(path)
+    finally:
+        if root:
+            os.seteuid(0)
+        folder.chmod(0o700)
 
 
 @pytest.mark.skipif(not Path("/proc/version").is_file(), reason="Linux's /proc")
