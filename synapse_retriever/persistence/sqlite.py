@@ -42,6 +42,7 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
+    SynapseError,
 )
 from synapse_retriever.persistence.protocols import (
     WriteTransaction,
@@ -558,6 +559,8 @@ class SQLiteStorage:
                 if not (self.read_only or self.path.startswith("file:")):  # a URI is SQLite's
                     _refuse_to_write(self.path)
                 self.read_only = self.read_only or _unwritable(Path(self.path))
+            except SynapseError:  # ReadOnlyStoreError is a PermissionError too
+                raise
             except PermissionError as exc:  # a folder on the way this process may not enter
                 raise AccessDeniedError(
                     f"{self.path!r} cannot be opened: this process may not reach it "
