@@ -886,6 +886,24 @@ def test_concurrent_creators_of_one_store_all_open_it(
         assert len(store.neighbours("a", at=0)) == 6
 
 
+def test_deadlines_share_one_thread_and_cut_a_query_that_runs_past_its_own(
+    postgres_url: str,
+) -> None:
+    # each block started a timer thread of its own: 0.1 to 0.5 ms, at every pooled
+    # connection's health check and every poll
+    with psycopg.connect(postgres_url) as first, psycopg.connect(postgres_url) as second:
+        before = threading.active_count()
+        with postgres._deadline(first, 5.0), postgres._deadline(second, 5.0):
+            during = threading.active_count()
+            first.execute("SELECT 1")
+        assert during - before <= 1  # the shared thread, if it was not running yet
+        assert not first.closed
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError), postgres._deadline(first, 0.2):
+            first.execute("SELECT pg_sleep(5)")
+        assert time.monotonic() - started < 4 and first.closed
+
+
 class FreezingProxy:
     """A TCP proxy on 127.0.0.1 to the test server that can stop forwarding, as a stalled
     network does: connections stay open and nothing passes either way; new ones are
