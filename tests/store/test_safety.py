@@ -533,17 +533,30 @@ def test_a_store_in_a_folder_this_process_may_not_enter_is_access_denied(tmp_pat
     folder.mkdir()
     path = folder / "s.db"
     SynapseStore(path).close()
-    root = hasattr(os, "geteuid") and os.geteuid() == 0
-    folder.chmod(0o700 if root else 0o000)
-    try:
-        if root:
-            os.seteuid(65534)  # nobody, for this check only: root enters every folder
-        with pytest.raises(AccessDeniedError, match="this process may not reach it"):
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        folder.chmod(0o000)
+        try:
+            with pytest.raises(AccessDeniedError, match="this process may not reach it"):
+                SynapseStore(path)
+        finally:
+            folder.chmod(0o700)
+        return
+    folder.chmod(0o700)  # root enters every folder: a forked child becomes nobody for good
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
             SynapseStore(path)
-    finally:
-        if root:
-            os.seteuid(0)
-        folder.chmod(0o700)
+        except AccessDeniedError as error:
+            code = 0 if "this process may not reach it" in str(error) else 2
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # 1: it opened; 3: another error
 
 
 @pytest.mark.skipif(not Path("/proc/version").is_file(), reason="Linux's /proc")
