@@ -983,6 +983,8 @@ class _Deadlines:
                     self._due.release()  # the action takes its block's lock: not under ours
                     try:
                         action()
+                    except Exception:  # the thread serves every other deadline: it goes on
+                        logger.exception("a deadline's action failed")
                     finally:
                         self._due.acquire()
 
@@ -1009,6 +1011,8 @@ def _deadline(conn: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
             if state["done"]:
                 return
             state["fired"] = True
+            if conn.closed:  # lost or closed within the block: no socket to shut down
+                return
             with (
                 contextlib.suppress(OSError, ValueError),
                 socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock,

@@ -904,6 +904,27 @@ def test_deadlines_share_one_thread_and_cut_a_query_that_runs_past_its_own(
         assert time.monotonic() - started < 4 and first.closed
 
 
+def test_a_deadline_whose_connection_closed_meanwhile_leaves_the_others_running(
+    postgres_url: str,
+) -> None:
+    # its action raised (the closed connection has no socket) and ended the thread that
+    # serves every deadline: another block's query then ran its whole length
+    with psycopg.connect(postgres_url) as closing, psycopg.connect(postgres_url) as slow:
+
+        def close_within() -> None:
+            with postgres._deadline(closing, 0.1):
+                closing.close()
+                time.sleep(0.3)  # its deadline comes due on a closed connection
+
+        thread = threading.Thread(target=close_within)
+        thread.start()
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError), postgres._deadline(slow, 0.5):
+            slow.execute("SELECT pg_sleep(5)")
+        thread.join()
+        assert time.monotonic() - started < 4
+
+
 class FreezingProxy:
     """A TCP proxy on 127.0.0.1 to the test server that can stop forwarding, as a stalled
     network does: connections stay open and nothing passes either way; new ones are
