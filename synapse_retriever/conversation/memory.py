@@ -411,11 +411,33 @@ class ConversationMemory:
         with self._lock:
             self._storage.close()
 
+    async def aclose(self, timeout: float | None = None) -> None:
+        """:meth:`close` for a coroutine: the wait for a consolidation under way (its
+        summarizer's or embedder's calls) in a worker thread, not on the event loop.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def chat() -> int:
+        ...     async with ConversationMemory(":memory:", background=False) as memory:
+        ...         await memory.aadd_turn("The deploy moved to Fridays.", at=0)
+        ...         return len(memory)
+        >>> asyncio.run(chat())
+        1
+        """
+        await asyncio.to_thread(self.close, timeout)
+
     def __enter__(self) -> ConversationMemory:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> ConversationMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __len__(self) -> int:
         with self._lock:

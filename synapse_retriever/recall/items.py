@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
@@ -58,6 +59,20 @@ OnError = Callable[[Exception, list[str]], object]
 """``(exception, ids) -> None``: a failed fetch is reported here and ends resolution."""
 
 _Steps = Generator[list[str], Mapping[str, Any] | None, list["Recalled[T]"]]
+_R = TypeVar("_R")
+
+
+def _advance(steps: _Steps[Any], answer: Mapping[str, Any] | None) -> tuple[bool, Any]:
+    """``steps`` sent ``answer`` (None first): ``(False, the next batch)``, or ``(True, the
+    recall)`` once it returned (a ``StopIteration`` cannot cross into an asyncio future)."""
+    try:
+        return False, steps.send(answer)
+    except StopIteration as finished:
+        return True, finished.value
+
+
+async def _ready(value: _R) -> _R:
+    return value
 
 
 def rank_scores(n: int) -> list[float]:
@@ -345,23 +360,28 @@ class ItemRecall(Generic[T]):
         >>> [r.item for r in asyncio.run(recall.aresolve(fetch))]
         ['doc a', 'doc x']
         """
+
+        # ``cost`` is a caller's token counter, of any speed: the steps that call it run
+        # in a worker thread, not on the event loop
+        def run(call: Callable[..., _R], *args: Any) -> Awaitable[_R]:
+            return asyncio.to_thread(call, *args) if cost is not None else _ready(call(*args))
+
         if fetch is None:
-            return self.finish(None, cost)
+            return await run(self.finish, None, cost)
         steps = self._steps(cost)
-        try:
-            batch = next(steps)
-            while True:
-                try:
-                    answer: Mapping[str, T | None] | None = await fetch(batch)
-                except Exception as exc:
-                    if on_error is None:
-                        raise
-                    on_error(exc, batch)
-                    answer = None
-                batch = steps.send(answer)
-        except StopIteration as done:
-            result: list[Recalled[T]] = done.value
-            return result
+        done, value = await run(_advance, steps, None)
+        while not done:
+            batch: list[str] = value
+            try:
+                answer: Mapping[str, T | None] | None = await fetch(batch)
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                on_error(exc, batch)
+                answer = None
+            done, value = await run(_advance, steps, answer)
+        result: list[Recalled[T]] = value
+        return result
 
     def _steps(self, cost: Callable[[T], float] | None) -> _Steps[T]:
         """The batching loop, shared by :meth:`resolve` and :meth:`aresolve`: yields the

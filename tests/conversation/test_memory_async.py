@@ -142,6 +142,23 @@ def test_the_loop_is_never_held_up_by_a_slow_embedder() -> None:
     assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
 
 
+def test_async_with_closes_off_the_loop_while_a_consolidation_finishes() -> None:
+    # `with` in a coroutine closed on the loop, waiting for the consolidation under way:
+    # its embedder's call held the loop (0.5 s and more for a 0.5 s embedder)
+    config = ContextConfig(consolidation_interval=1)  # one under way at every turn
+
+    async def scenario() -> None:
+        embedder = SlowEmbedder(0.2)
+        async with ConversationMemory(":memory:", embedder=embedder, config=config) as memory:
+            for i, (role, text) in enumerate(CHAT[:3]):
+                await memory.aadd_turn(text, role, at=60 * i)
+        with pytest.raises(SynapseError, match="closed"):
+            memory.turns()
+
+    stall = least_stall(scenario)
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
+
+
 def test_the_heartbeat_sees_a_slow_embedder_called_on_the_loop() -> None:
     """The measure itself: the sync calls from a coroutine hold the loop for the delay."""
 

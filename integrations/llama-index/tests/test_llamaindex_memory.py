@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -283,6 +284,26 @@ def test_an_llm_condenses_turns_in_the_background() -> None:
         assert memory.wait_for_consolidation(timeout=10)
         turn = memory.turns()[0]
     assert turn.chunks and turn.summary
+
+
+def test_the_blocks_truncation_counts_tokens_off_the_loop() -> None:
+    # atruncate and its rendering called the memory's token counter on the loop
+    def slow_count(text: str) -> int:
+        time.sleep(0.06)
+        return len(text.split())
+
+    async def scenario() -> None:
+        block = SynapseMemoryBlock(budget_tokens=60, token_counter=slow_count)
+        talk = [ChatMessage(role="user", content=f"Lunch talk {i}, coffee.") for i in range(4)]
+        await block.memory.aadd_turn(FACT)
+        for message in talk:
+            await block.memory.aadd_turn(str(message.content))
+        content = await block.aget([ChatMessage(role="user", content="When do we deploy?")])
+        assert await block.atruncate(content, 10)
+        await block.memory.aclose()
+
+    stall = least_stall(scenario)
+    assert stall <= STALL_BOUND_S, f"the loop was held up {stall * 1000:.0f} ms"
 
 
 def test_the_blocks_async_paths_never_hold_up_the_event_loop() -> None:

@@ -566,6 +566,33 @@ def test_record_usage_takes_the_time_of_use() -> None:
         synapse.record_usage(["a", "x"], at=day)  # before the edge's last reinforcement
 
 
+def test_the_async_path_calls_a_sync_fetcher_and_a_strict_counter_off_the_loop(
+    docstore: SimpleDocumentStore,
+) -> None:
+    # a sync NodeFetcher (a database behind it) and the token counter ran on the loop:
+    # 0.5 s each held it 0.5 s
+    import time
+
+    from loop_stalls import STALL_BOUND_S, least_stall
+
+    def slow_fetch(ids: list[str]) -> list[Any]:
+        time.sleep(0.2)
+        return docstore.get_nodes(ids, raise_error=False)
+
+    def slow_count(text: str) -> int:
+        time.sleep(0.02)
+        return len(text.split())
+
+    for fields in ({}, {"token_budget": "strict", "token_counter": slow_count}):
+        synapse = SynapsePostprocessor(store=":memory:", docstore=slow_fetch, **fields)
+        synapse.record_usage(["a", "z"])
+
+        async def scenario(synapse: SynapsePostprocessor = synapse) -> None:
+            assert ids_of(await synapse.apostprocess_nodes(ranked("abcd")))[-1] == "z"
+
+        assert least_stall(scenario) <= STALL_BOUND_S, fields
+
+
 def test_the_async_path_never_blocks_the_loop_while_a_write_waits(
     docstore: SimpleDocumentStore, tmp_path: Any
 ) -> None:

@@ -688,6 +688,27 @@ def test_record_usage_takes_the_time_of_use() -> None:
         retriever.record_usage(["a", "x"], at=day)  # before the edge's last reinforcement
 
 
+def test_ainvoke_counts_tokens_off_the_loop_under_a_strict_budget(
+    upstream: ListRetriever, docstore: InMemoryStore
+) -> None:
+    # the caller's token counter ran on the loop: a 0.1 s counter held it 1.2 s
+    import time
+
+    from loop_stalls import STALL_BOUND_S, least_stall
+
+    def slow_count(text: str) -> int:
+        time.sleep(0.02)
+        return len(text.split())
+
+    retriever = make(upstream, docstore=docstore, token_budget="strict", token_counter=slow_count)
+    retriever.record_usage(["a", "x"])
+
+    async def scenario() -> None:
+        assert ids(await retriever.ainvoke("q"))[-1] == "x"
+
+    assert least_stall(scenario) <= STALL_BOUND_S
+
+
 def test_ainvoke_never_blocks_the_loop_while_a_write_waits(
     upstream: ListRetriever, tmp_path: Any
 ) -> None:

@@ -246,7 +246,10 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             return self._keyed(await source.aget_nodes(ids, raise_error=False))
         if isinstance(source, BasePydanticVectorStore):
             return self._keyed(await source.aget_nodes(node_ids=ids))
-        found = source(ids) if source is not None else []
+        if source is None:
+            return {}
+        # a sync fetcher may wait on a database: in a worker thread, not on the event loop
+        found = source(ids) if _is_async(source) else await asyncio.to_thread(source, ids)
         return self._keyed(await found if inspect.isawaitable(found) else found)
 
     def _keyed(self, nodes: Iterable[BaseNode]) -> dict[str, NodeWithScore]:
@@ -306,3 +309,10 @@ def _first_node_ids(infos: Iterable[Any]) -> list[str]:
 def _close(awaitable: Awaitable[Any]) -> None:
     if inspect.iscoroutine(awaitable):
         awaitable.close()
+
+
+def _is_async(fetcher: Any) -> bool:
+    """Whether ``fetcher`` is an async function (or an object whose ``__call__`` is one):
+    awaited on the loop; any other is called in a worker thread."""
+    call = type(fetcher).__call__ if not inspect.isroutine(fetcher) else None
+    return inspect.iscoroutinefunction(fetcher) or inspect.iscoroutinefunction(call)

@@ -344,7 +344,8 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         tokens = self._tokenizer or get_tokenizer()
         size = len(tokens(content))
         limit = size - tokens_to_truncate
-        budget = self._memory.token_counter(content) * limit // max(size, 1)  # its own tokens
+        own = await asyncio.to_thread(self._memory.token_counter, content)  # any speed
+        budget = own * limit // max(size, 1)  # its own tokens
         while limit > 0 and budget > 0:
             text = await self._render(budget, query, sessions)
             rendered = len(tokens(text))
@@ -366,7 +367,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
             except ContextBudgetError:
                 return ""
             text = "\n".join(f"{t.role}: {t.text}" for t in turns)
-            if count(text) <= budget:  # always, for a counter that adds up over pieces
+            if await asyncio.to_thread(count, text) <= budget:  # a counter adding up pieces
                 return text
             label += 1
         return ""
