@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from synapse_retriever.store import SynapseStore
 
 __all__ = [
+    "MAX_ANSWER",
     "MAX_RECALL_HITS",
     "MAX_RELATED_IDS",
     "ScoredId",
@@ -85,6 +86,11 @@ MAX_RECALL_HITS = 1_000
 """``recall`` takes at most this many hits (a top-k list; the store's recall reads each
 once). A longer list is refused with JSON-RPC error -32602 naming its length, before any
 work: 100,000 hits took 10.6 s and held up every other call."""
+
+MAX_ANSWER = 1_000
+"""``related`` and ``neighbours`` answer with this many nodes at most (``limit`` 0: as many;
+``total`` says how many there are): the SDK writes an answer out on the event loop, and a
+hub's whole neighbourhood (8 MB for 60,000 nodes) held up every other call 0.4 s."""
 
 MAX_RELATED_IDS = 100
 """``related`` takes at most this many ids (the files an agent has open); more are
@@ -193,6 +199,21 @@ def _report_time(at: float | None) -> float:
     if not in_calendar(seconds):
         raise InvalidValueError(f"at must fall in the years 1 to 9999, got {at!r}")
     return seconds
+
+
+def _answered(limit: int) -> int:
+    """How many nodes a ``limit`` asks for: 0 is all, up to :data:`MAX_ANSWER`.
+
+    Examples
+    --------
+    >>> _answered(0), _answered(20)
+    (1000, 20)
+    """
+    if limit < 0 or limit > MAX_ANSWER:
+        raise InvalidValueError(
+            f"limit must be 0 (all, up to {MAX_ANSWER:,}) to {MAX_ANSWER:,}, got {limit!r}"
+        )
+    return limit or MAX_ANSWER
 
 
 def related_report(
@@ -320,7 +341,9 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
             ),
         ],
         namespace: Namespace = "personal",
-        limit: Annotated[StrictInt, Field(description="how many, 0 for all (20)")] = 20,
+        limit: Annotated[
+            StrictInt, Field(description=f"how many, 0 for all up to {MAX_ANSWER:,} (20)")
+        ] = 20,
         at: At = None,
     ) -> dict[str, Any]:
         """What the store associates with these ids, strongest first; no scores needed.
@@ -333,9 +356,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         """
 
         def read() -> dict[str, Any]:
-            if limit < 0:
-                raise InvalidValueError(f"limit must be 0 (all) or more, got {limit!r}")
-            return related_report(store, ids, _report_time(at), namespace, limit)
+            return related_report(store, ids, _report_time(at), namespace, _answered(limit))
 
         return _checked(read)
 
@@ -366,7 +387,9 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         namespace: Annotated[
             StrictStr | None, Field(description="one namespace (default: all)")
         ] = None,
-        limit: Annotated[StrictInt, Field(description="how many, 0 for all (20)")] = 20,
+        limit: Annotated[
+            StrictInt, Field(description=f"how many, 0 for all up to {MAX_ANSWER:,} (20)")
+        ] = 20,
         at: At = None,
     ) -> dict[str, Any]:
         """An id's live associations, strongest first, with their decayed weights, counts
@@ -374,9 +397,7 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         """
 
         def read() -> dict[str, Any]:
-            if limit < 0:
-                raise InvalidValueError(f"limit must be 0 (all) or more, got {limit!r}")
-            return neighbour_report(store, id, _report_time(at), namespace, limit)
+            return neighbour_report(store, id, _report_time(at), namespace, _answered(limit))
 
         return _checked(read)
 

@@ -20,8 +20,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
-from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
+from synapse_retriever import CoActivation, InvalidTypeError, InvalidValueError, SynapseStore
 from synapse_retriever.cli.mcp_server import (
+    MAX_ANSWER,
     MAX_RECALL_HITS,
     MAX_RELATED_IDS,
     related_report,
@@ -253,7 +254,7 @@ def test_every_bad_value_the_schema_admits_fails_as_in_the_api(tmp_path: Any) ->
         expected = [api_error(partial(run, store)) for _, _, run in cases]
     for tool, text, wanted in zip([c[0] for c in cases], found, expected, strict=False):
         assert without_clock(text) == without_clock(f"Error executing tool {tool}: {wanted}")
-    limit = "InvalidValueError: limit must be 0 (all) or more, got -1"
+    limit = "InvalidValueError: limit must be 0 (all, up to 1,000) to 1,000, got -1"
     assert found[-1] == f"Error executing tool neighbours: {limit}"
 
 
@@ -351,6 +352,26 @@ def test_related_tells_an_agent_without_vectors_what_goes_with_its_files(store_p
     assert answers["none"]["related"] == [] and answers["none"]["ids"] == []
 
 
+def test_a_hubs_whole_neighbourhood_is_answered_up_to_the_cap(tmp_path: Any) -> None:
+    # limit 0 answered a hub's every neighbour: 8 MB, written out on the server's loop
+    path = str(tmp_path / "synapses.db")
+    with SynapseStore(path) as store:
+        store.reinforce_many(
+            [CoActivation(["hub.py", f"src/f{i:04d}.py"], at=T0) for i in range(MAX_ANSWER + 5)]
+        )
+    answers: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        for tool, arguments in (("related", {"ids": ["hub.py"]}), ("neighbours", {"id": "hub.py"})):
+            answers[tool] = await call(client, tool, {**arguments, "limit": 0, "at": T0})
+            answers[f"{tool} over"] = await error(client, tool, {**arguments, "limit": 1001})
+
+    with_server(path, session)
+    for tool, key in (("related", "related"), ("neighbours", "neighbours")):
+        assert len(answers[tool][key]) == MAX_ANSWER and answers[tool]["total"] == MAX_ANSWER + 5
+        assert answers[f"{tool} over"].endswith("to 1,000, got 1001")
+
+
 def test_related_refuses_what_the_api_refuses_and_more_ids_than_its_cap(tmp_path: Any) -> None:
     path = str(tmp_path / "synapses.db")
     many = [f"src/f{i:03d}.py" for i in range(MAX_RELATED_IDS + 1)]
@@ -376,7 +397,8 @@ def test_related_refuses_what_the_api_refuses_and_more_ids_than_its_cap(tmp_path
             lambda: store.spread(["a"], active_namespace="Bad")
         )
     assert answers["limit"] == (
-        "Error executing tool related: InvalidValueError: limit must be 0 (all) or more, got -1"
+        "Error executing tool related: InvalidValueError: limit must be 0 (all, up to 1,000) "
+        "to 1,000, got -1"
     )
     assert "validation error" in answers["type"]
     assert answers["unknown"] == (
