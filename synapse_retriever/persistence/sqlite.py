@@ -17,6 +17,7 @@ opens; measured: a tenth of an event's time at 1M edges).
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import operator
 import os
@@ -565,6 +566,13 @@ class SQLiteStorage:
                 raise AccessDeniedError(
                     f"{self.path!r} cannot be opened: this process may not reach it "
                     f"({exc.strerror}); nothing was written"
+                ) from None
+            except OSError as exc:
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise
+                raise InvalidValueError(
+                    f"{self.path[:80]!r}... ({len(self.path)} characters) is a path too long "
+                    "for the file system (a name or the whole path); nothing was written"
                 ) from None
         self._db = self._connect(busy_timeout_s)
         try:

@@ -579,6 +579,7 @@ def test_a_file_sqlite_cannot_open_as_a_database_is_a_typed_error() -> None:
         ("", InvalidValueError, "must not be empty"),
         ("mysql://me@db/team", InvalidValueError, "file path or a postgresql:// URL, got a mysql"),
         ("postgresq://me@db/team", InvalidValueError, "got a postgresq:// URL"),
+        ("n" * 300 + ".db", InvalidValueError, "is a path too long for the file system"),
     ],
 )
 def test_a_path_that_cannot_name_a_file_is_a_typed_error(
