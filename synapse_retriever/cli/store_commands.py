@@ -9,6 +9,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -242,8 +243,8 @@ def _is_stdout(path: str) -> bool:
 def cmd_import(args: argparse.Namespace) -> int:
     """Merge edges from a JSON or GraphML export; a newer stored edge is never overwritten.
 
-    The whole export is read and checked before the store is opened or created, and a
-    store this command created is removed again if the merge fails.
+    The whole export is read and checked before the store is opened or created; a new
+    store gets its name only once it holds the whole merge (:func:`_merge_into`).
     """
     from synapse_retriever.persistence.sqlite import file_path
     from synapse_retriever.persistence.transfer import read_edges, validate_edges
@@ -272,10 +273,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
-    """Merge ``edges`` into the store at ``path`` (one transaction); a store that this call
-    creates is removed, with its ``-wal``, ``-shm`` and ``-journal`` files, if the merge fails."""
+    """Merge ``edges`` into the store at ``path`` (one transaction). A new store is built
+    beside ``path`` and linked to its name once it is whole: a failure, or the process
+    killed (``kill -9``), never leaves a store at ``path`` that holds part of the export
+    or none of it."""
     from synapse_retriever.persistence.postgres import PostgresStorage
-    from synapse_retriever.persistence.sqlite import SQLiteStorage, file_path
+    from synapse_retriever.persistence.sqlite import file_path
     from synapse_retriever.persistence.transfer import merge_edges
 
     if is_postgres_url(path):  # a server's database: one transaction, nothing to remove
@@ -286,26 +289,47 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
             shared.close()
     path = file_path(path)  # a folder's name, say, is refused before a file is made
     refuse_memory(path)
-    if path.startswith("file:"):
-        created = False  # SQLite's URI: the file it names is not this command's to remove
-    else:
-        try:
-            Path(path).touch(exist_ok=False)  # exclusive: the file is this command's own
-            created = True
-        except FileExistsError:
-            created = False
+    if path.startswith("file:") or Path(path).exists():  # a URI's file is SQLite's to find
+        return _merge_into_file(path, edges)
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
     try:
-        storage = SQLiteStorage(path)  # refuses foreign files; an empty file becomes a store
-        try:
-            storage.check()  # a damaged file is refused before anything is written
-            return merge_edges(storage, edges)
-        finally:
-            storage.close()
-    except BaseException:
-        if created:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(path + suffix).unlink(missing_ok=True)
-        raise
+        report = _merge_into_file(str(partial), edges)
+        placed = _place(partial, target)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{partial}{suffix}").unlink(missing_ok=True)
+    return report if placed else _merge_into_file(path, edges)
+
+
+def _place(whole: Path, target: Path) -> bool:
+    """Give the closed store ``whole`` the name ``target`` unless another process took that
+    name meanwhile (its store is then merged into instead); whether it was placed."""
+    try:
+        os.link(whole, target)  # never replaces what is there
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV):
+            raise
+        if target.exists():  # a file system without hard links: a rename, checked first
+            return False
+        os.rename(whole, target)
+    return True
+
+
+def _merge_into_file(path: str, edges: list[Edge]) -> MergeReport:
+    """Merge ``edges`` into the SQLite store at ``path``, created if missing; a damaged
+    file is refused before anything is written."""
+    from synapse_retriever.persistence.sqlite import SQLiteStorage
+    from synapse_retriever.persistence.transfer import merge_edges
+
+    storage = SQLiteStorage(path)  # refuses foreign files; an empty file becomes a store
+    try:
+        storage.check()
+        return merge_edges(storage, edges)
+    finally:
+        storage.close()
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ and the one-line errors (exit code 2) for bad paths and bad files."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -1126,6 +1127,85 @@ def test_an_import_failing_midway_removes_only_the_store_it_created(
     with SynapseStore(store) as s:  # one transaction: nothing of the import is left
         assert export_edges(s, at=float(NEAR)) == before
         assert s.edge("x", "y0", "shared") is None
+
+
+KILLED_IMPORT = """
+import os, signal, sys
+from synapse_retriever.cli import main
+from synapse_retriever.persistence import transfer
+
+merge = transfer.merge_edges
+
+def merged_then_killed(*args, **kwargs):
+    if sys.argv[1] == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    merge(*args, **kwargs)  # committed: the store holds every edge
+    os.kill(os.getpid(), signal.SIGKILL)
+
+transfer.merge_edges = merged_then_killed
+main(["import", *sys.argv[2:]])
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_import_killed_into_a_new_path_leaves_no_store_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], when: str
+) -> None:
+    # the store was created at its path first, then filled: a kill -9 in between left an
+    # empty store there, which opened clean, as if the import had found nothing to add
+    good = _export_file(tmp_path / "good.json", [0.5, 0.6])
+    new = tmp_path / "new" / "s.db"
+    new.parent.mkdir()
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IMPORT, when, str(new), str(good)], check=False
+    )
+    assert killed.returncode == -9
+    assert not new.exists()
+    assert not any(p.name.startswith("s.db") for p in new.parent.iterdir())
+    code, _, err = run(capsys, "import", str(new), str(good))  # sent again: whole
+    assert code == 0, err
+    with SynapseStore(new) as s:
+        assert [s.edge("x", f"y{i}", "shared") is not None for i in range(2)] == [True, True]
+
+
+def test_an_import_into_a_new_path_taken_meanwhile_merges_into_what_is_there(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = _export_file(tmp_path / "good.json", [0.5])
+    new = tmp_path / "new" / "s.db"
+    new.parent.mkdir()
+    link = os.link
+
+    def another_process_first(source: Path, target: Path) -> None:
+        shutil.copyfile(store, target)  # another import, say, placed its store first
+        link(source, target)
+
+    monkeypatch.setattr(os, "link", another_process_first)
+    code, _, err = run(capsys, "import", str(new), str(good))
+    assert code == 0, err
+    assert sorted(p.name for p in new.parent.iterdir()) == ["s.db"]  # no partial left
+    with SynapseStore(new) as merged, SynapseStore(store) as first:
+        assert merged.edge("x", "y0", "shared") is not None  # the import
+        before = export_edges(first, at=float(NEAR))
+        assert before and export_edges(merged, at=float(NEAR)) == before  # what was there
+
+
+def test_an_import_into_a_new_path_without_hard_links_renames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = _export_file(tmp_path / "good.json", [0.5])
+    new = tmp_path / "new" / "s.db"
+    new.parent.mkdir()
+
+    def no_hard_links(source: Path, target: Path) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")  # vfat, say
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    code, _, err = run(capsys, "import", str(new), str(good))
+    assert code == 0, err
+    assert sorted(p.name for p in new.parent.iterdir()) == ["s.db"]
+    with SynapseStore(new) as s:
+        assert s.edge("x", "y0", "shared") is not None
 
 
 def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
