@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS = {
     "_types": 1,
     "_arrays": 1,
+    "_numbers": 1,
     "errors": 1,
     "clock": 1,
     "config": 1,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple, overload
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever._numbers import numeric
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import Learning
 from synapse_retriever.errors import InvalidValueError
@@ -75,6 +76,7 @@ def _result(value: Array, *inputs: ArrayLike) -> float | Array:
     return value
 
 
+@numeric
 def decayed_weight(w0: ArrayLike, half_life_days: ArrayLike, age_days: ArrayLike) -> float | Array:
     """Plain exponential decay: w0 × exp(−ln2 / half_life × age); a negative age counts as 0.
 
@@ -92,6 +94,7 @@ def decayed_weight(w0: ArrayLike, half_life_days: ArrayLike, age_days: ArrayLike
     return _result(value, w0, half_life_days, age_days)
 
 
+@numeric
 def effective_weight(
     w0: ArrayLike,
     half_life_days: ArrayLike,
@@ -137,6 +140,7 @@ def effective_weight(
     return _result(value, w0, half_life_days, age_days, count)
 
 
+@numeric
 def pruned_at(
     w0: ArrayLike,
     half_life_days: ArrayLike,
@@ -172,7 +176,7 @@ def pruned_at(
     >>> pruned_at(0.3, 30.0, 0.0, count=5)  # floored at 0.20: never pruned
     inf
     """
-    w0 = np.asarray(w0, np.float64)
+    w0 = np.asarray(w0)  # not converted: a string or None is refused, not read as a number
     with np.errstate(divide="ignore"):
         life_days = np.asarray(half_life_days) * np.log2(w0 / prune_threshold)
     at = np.where(w0 >= prune_threshold, np.add(last_s, life_days * SECONDS_PER_DAY), -np.inf)
@@ -193,6 +197,7 @@ def _floored(
     return np.asarray(np.logical_and(ltp, proven))
 
 
+@numeric
 def reinforced_weight(current: ArrayLike, delta: float) -> float | Array:
     """Hebbian update: min(1, current + delta).
 
@@ -209,6 +214,7 @@ def reinforced_weight(current: ArrayLike, delta: float) -> float | Array:
     return _result(np.minimum(1.0, np.add(current, delta)), current)
 
 
+@numeric
 def learned_half_life(
     count: ArrayLike,
     gap_days: ArrayLike,

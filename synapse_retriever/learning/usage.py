@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever._arrays import unique_ids
+from synapse_retriever._numbers import numeric
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import ActrRule, Learning
@@ -62,6 +63,7 @@ FEW_ROWS = 64
 """Rows a :meth:`UseTable.apply` sets one by one rather than as columns."""
 
 
+@numeric
 def base_level(times: Iterable[float], now: float, decay: float = ActrRule.base_decay) -> float:
     """ACT-R base-level activation ln Σ (now − t_j)^(−decay), ages in days; −inf if unused.
 

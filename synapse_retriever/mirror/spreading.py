@@ -33,6 +33,7 @@ import numpy.typing as npt
 from scipy import sparse
 
 from synapse_retriever._arrays import unique_ids
+from synapse_retriever._numbers import numeric
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.config import Spreading
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
@@ -51,6 +52,7 @@ Matrix: TypeAlias = Any  # scipy.sparse.csr_matrix (scipy ships no type informat
 """A symmetric ``n × n`` matrix of merged live weights in (0, 1], one entry per neighbour."""
 
 
+@numeric
 def hub_factor(degree: int, *, hub_degree: int = Spreading.hub_degree) -> float:
     """Square-root hub normalization: sqrt(hub_degree / degree) above hub_degree, else 1.
 

@@ -51,6 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever._arrays import nth_largest, unique_ids
+from synapse_retriever._numbers import numeric
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import ActrRule
@@ -243,6 +244,7 @@ def intermediates(
     return out
 
 
+@numeric
 def source_weights(scores: Sequence[float]) -> list[float]:
     """W_j of each hit: its score relative to the first hit's, clipped at 0 (all 1 if the
     first score is not positive).

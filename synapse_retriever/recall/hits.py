@@ -19,6 +19,7 @@ from decimal import Decimal
 from numbers import Real
 from typing import Literal, NamedTuple, Protocol, SupportsFloat
 
+from synapse_retriever._numbers import numeric
 from synapse_retriever.clock import finite_real
 from synapse_retriever.config import RecallRule
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
@@ -181,6 +182,7 @@ or a container of ids, got int 5
     )
 
 
+@numeric
 def injection_slots(n: int, *, seeds: int, max_inject: int) -> int:
     """Absent nodes that ``n`` hits can take in: ``min(max_inject, n − seeds, n − 1)``, at least 0.
 
