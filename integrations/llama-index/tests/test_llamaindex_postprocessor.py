@@ -9,6 +9,7 @@ the ACT-R rule.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from typing import Any
@@ -483,6 +484,13 @@ def test_config_that_contradicts_the_store_is_refused() -> None:
 def test_what_is_not_a_scored_node_is_refused_by_type(synapse: SynapsePostprocessor) -> None:
     with pytest.raises(InvalidTypeError, match="nodes must be NodeWithScore objects, got str 'a'"):
         synapse.postprocess_nodes(["a"], query_str="q")  # type: ignore[list-item]
+    for nodes, shown in ((None, "NoneType None"), ("ab", "str 'ab'"), (iter([]), "list_iterator")):
+        with pytest.raises(
+            InvalidTypeError, match=f"nodes must be a list of NodeWithScore, got {shown}"
+        ):
+            synapse.postprocess_nodes(nodes, query_str="q")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="got NoneType None"):
+        asyncio.run(synapse.apostprocess_nodes(None, query_str="q"))  # type: ignore[arg-type]
 
 
 def test_bad_namespace_and_id_mode_are_refused() -> None:
