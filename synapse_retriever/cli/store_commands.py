@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -278,7 +279,7 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     killed (``kill -9``), never leaves a store at ``path`` that holds part of the export
     or none of it."""
     from synapse_retriever.persistence.postgres import PostgresStorage
-    from synapse_retriever.persistence.sqlite import file_path
+    from synapse_retriever.persistence.sqlite import check_location, file_path
     from synapse_retriever.persistence.transfer import merge_edges
 
     if is_postgres_url(path):  # a server's database: one transaction, nothing to remove
@@ -289,10 +290,11 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
             shared.close()
     path = file_path(path)  # a folder's name, say, is refused before a file is made
     refuse_memory(path)
+    check_location(path)  # what a store there would refuse, named by the path asked for
     if path.startswith("file:") or Path(path).exists():  # a URI's file is SQLite's to find
         return _merge_into_file(path, edges)
     target = Path(path)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
+    partial = target.with_name(f".synapse-import-{os.getpid()}-{secrets.token_hex(4)}.partial")
     try:
         report = _merge_into_file(str(partial), edges)
         placed = _place(partial, target)

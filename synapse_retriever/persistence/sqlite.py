@@ -75,6 +75,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SIDE_FILES",
     "SQLiteStorage",
+    "check_location",
     "typed_error",
     "typed_errors",
 ]
@@ -555,25 +556,7 @@ class SQLiteStorage:
         if self._in_memory and self.read_only:
             raise InvalidValueError("an in-memory store cannot be read-only: it starts empty")
         if not self._in_memory:
-            try:
-                _refuse_directory(Path(self.path))
-                if not (self.read_only or self.path.startswith("file:")):  # a URI is SQLite's
-                    _refuse_to_write(self.path)
-                self.read_only = self.read_only or _unwritable(Path(self.path))
-            except SynapseError:  # ReadOnlyStoreError is a PermissionError too
-                raise
-            except PermissionError as exc:  # a folder on the way this process may not enter
-                raise AccessDeniedError(
-                    f"{self.path!r} cannot be opened: this process may not reach it "
-                    f"({exc.strerror}); nothing was written"
-                ) from None
-            except OSError as exc:
-                if exc.errno != errno.ENAMETOOLONG:
-                    raise
-                raise InvalidValueError(
-                    f"{self.path[:80]!r}... ({len(self.path)} characters) is a path too long "
-                    "for the file system (a name or the whole path); nothing was written"
-                ) from None
+            self.read_only = check_location(self.path, read_only=self.read_only)
         self._db = self._connect(busy_timeout_s)
         try:
             with self._typed_errors():
@@ -1122,6 +1105,42 @@ got a mysql:// URL
     if folder and not text.startswith("file:"):
         raise InvalidValueError(f"a store's path must name a file, not a folder: got {text!r}")
     return text
+
+
+def check_location(path: str, *, read_only: bool = False) -> bool:
+    """Refuse what :class:`SQLiteStorage` refuses at a file ``path`` before it opens
+    anything: a directory, a device, a folder that cannot be written or entered, a name
+    SQLite gives another database's side file, a path too long for the file system (each a
+    :class:`~synapse_retriever.errors.SynapseError` naming ``path``). Returns whether a
+    store there can only be read (``read_only``, or the file or its folder cannot be
+    written).
+
+    Examples
+    --------
+    >>> check_location("/tmp/edges.db-wal")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: '/tmp/edges.db-wal' is named as SQLite names ...
+    """
+    try:
+        _refuse_directory(Path(path))
+        if not (read_only or path.startswith("file:")):  # a URI is SQLite's
+            _refuse_to_write(path)
+        return read_only or _unwritable(Path(path))
+    except SynapseError:  # ReadOnlyStoreError is a PermissionError too
+        raise
+    except PermissionError as exc:  # a folder on the way this process may not enter
+        raise AccessDeniedError(
+            f"{path!r} cannot be opened: this process may not reach it ({exc.strerror}); "
+            "nothing was written"
+        ) from None
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise InvalidValueError(
+            f"{path[:80]!r}... ({len(path)} characters) is a path too long for the file system "
+            "(a name or the whole path); nothing was written"
+        ) from None
 
 
 def _refuse_to_write(path: str) -> None:

@@ -1190,6 +1190,19 @@ def test_an_import_into_a_new_path_taken_meanwhile_merges_into_what_is_there(
         assert before and export_edges(merged, at=float(NEAR)) == before  # what was there
 
 
+def test_an_import_into_a_new_path_with_the_longest_name_is_placed_under_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _export_file(tmp_path / "good.json", [0.5])
+    new = tmp_path / ("n" * 252 + ".db")  # 255 bytes: the file system's most
+    code, _, err = run(capsys, "import", str(new), str(good))
+    assert code == 0, err  # the store built beside it has a short name of its own
+    assert new.is_file() and [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+    code, _, err = run(capsys, "import", str(tmp_path / ("n" * 256 + ".db")), str(good))
+    assert code == 2
+    _one_error_line(err, "is a path too long for the file system", f"{str(tmp_path)[:60]}")
+
+
 def test_an_import_into_a_new_path_without_hard_links_renames(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
