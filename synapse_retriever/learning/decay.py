@@ -54,6 +54,7 @@ __all__ = [
     "decayed_weight",
     "effective_weight",
     "learned_half_life",
+    "moves_none",
     "pruned_at",
     "reinforce_edges",
     "reinforced_weight",
@@ -311,6 +312,20 @@ def canonical_pairs(names: Sequence[str], node_ids: Sequence[int]) -> list[tuple
     ]
 
 
+def moves_none(times: Sequence[float], latest: float) -> bool:
+    """Whether :func:`clamped_times` keeps every one of ``times`` (events in batch order)
+    where their edges were last reinforced at ``latest`` at most: they are in order, and
+    none is before ``latest`` (the usual batch). A NaN anywhere answers False.
+
+    Examples
+    --------
+    >>> moves_none([5.0, 7.0], 5.0), moves_none([7.0, 5.0], 0.0), moves_none([5.0], 6.0)
+    (True, False, False)
+    """
+    in_order = all(x <= y for x, y in itertools.pairwise(times))  # False beside a NaN
+    return in_order and (not times or times[0] >= latest)
+
+
 def clamped_times(
     last: Mapping[tuple[int, int, int], float],
     events: Sequence[PairEvent],
@@ -346,9 +361,8 @@ def clamped_times(
 reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
     """
     times = [event.at for event in events]
-    in_order = all(x <= y for x, y in itertools.pairwise(times))  # False beside a NaN
-    if in_order and (not times or times[0] >= max(last.values(), default=BLANK_TIME)):
-        return times  # in order, none before a stored reinforcement: none moves (the usual)
+    if moves_none(times, max(last.values(), default=BLANK_TIME)):
+        return times
     latest = dict(last)
     times = []
     for event in events:

@@ -67,9 +67,11 @@ import numpy as np
 
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.learning.decay import (
+    BLANK_TIME,
     PairEvent,
     canonical_pairs,
     clamped_times,
+    moves_none,
     reinforce_edges,
 )
 from synapse_retriever.learning.usage import recorded_uses
@@ -307,7 +309,9 @@ def step_edges(
         EdgeKey, dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
     )
     stored = tx.lock_edges(keys) if keys else EMPTY_EDGES
-    if late != "raise" and pair_events:  # read under lock: exact with many writers
+    latest = float(stored[:, _LAST].max()) if len(stored) else BLANK_TIME
+    if late != "raise" and not moves_none([p.at for p in pair_events], latest):
+        # read under lock: exact with many writers
         last = dict(zip(table_keys(stored), stored[:, _LAST].tolist(), strict=True))
         within = math.inf if late == "clamp" else config.operations.max_clock_skew_s
         moved = clamped_times(last, pair_events, within_s=within)
