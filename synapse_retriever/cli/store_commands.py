@@ -9,6 +9,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import secrets
@@ -291,16 +292,19 @@ def _merge_into(path: str, edges: list[Edge]) -> MergeReport:
     path = file_path(path)  # a folder's name, say, is refused before a file is made
     refuse_memory(path)
     check_location(path)  # what a store there would refuse, named by the path asked for
-    if path.startswith("file:") or Path(path).exists():  # a URI's file is SQLite's to find
+    if path.startswith("file:") or os.path.lexists(path):  # a URI's file is SQLite's to find
         return _merge_into_file(path, edges)
     target = Path(path)
     partial = target.with_name(f".synapse-import-{os.getpid()}-{secrets.token_hex(4)}.partial")
     try:
-        report = _merge_into_file(str(partial), edges)
+        report = _merge_into_file(str(partial), edges, whole=True)
         placed = _place(partial, target)
+    except SynapseError as exc:  # named by the path asked for, not the file beside it
+        raise type(exc)(str(exc).replace(repr(str(partial)), repr(path))) from None
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(f"{partial}{suffix}").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # what is left is hidden, and safe to delete
+                Path(f"{partial}{suffix}").unlink(missing_ok=True)
     return report if placed else _merge_into_file(path, edges)
 
 
@@ -314,22 +318,26 @@ def _place(whole: Path, target: Path) -> bool:
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV):
             raise
-        if target.exists():  # a file system without hard links: a rename, checked first
+        if os.path.lexists(target):  # a file system without hard links: a rename, checked first
             return False
         os.rename(whole, target)
     return True
 
 
-def _merge_into_file(path: str, edges: list[Edge]) -> MergeReport:
+def _merge_into_file(path: str, edges: list[Edge], *, whole: bool = False) -> MergeReport:
     """Merge ``edges`` into the SQLite store at ``path``, created if missing; a damaged
-    file is refused before anything is written."""
+    file is refused before anything is written. ``whole``: its write-ahead log is copied
+    into it before it closes, so the file alone holds the store (a full disk raises)."""
     from synapse_retriever.persistence.sqlite import SQLiteStorage
     from synapse_retriever.persistence.transfer import merge_edges
 
     storage = SQLiteStorage(path)  # refuses foreign files; an empty file becomes a store
     try:
         storage.check()
-        return merge_edges(storage, edges)
+        report = merge_edges(storage, edges)
+        if whole:
+            storage.checkpoint()
+        return report
     finally:
         storage.close()
 

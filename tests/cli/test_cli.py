@@ -1190,6 +1190,30 @@ def test_an_import_into_a_new_path_taken_meanwhile_merges_into_what_is_there(
         assert before and export_edges(merged, at=float(NEAR)) == before  # what was there
 
 
+def test_an_import_into_a_new_path_on_a_full_disk_leaves_nothing_and_names_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the store built beside the path was linked once closed, but SQLite's copy of its
+    # write-ahead log into it at the close failed without a word on a full disk: the import
+    # said "8250 inserted", left a damaged store and deleted the log that held the edges
+    good = _export_file(tmp_path / "good.json", [0.5] * 8250)  # committed, then too big
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip("a small tmpfs needs root and mount here")
+    try:
+        code, out, err = run(capsys, "import", str(disk / "s.db"), str(good))
+        assert code == 2 and out == ""
+        _one_error_line(err, f"{str(disk / 's.db')!r} could not be read or written")
+        assert ".partial" not in err
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def test_an_import_into_a_new_path_with_the_longest_name_is_placed_under_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
