@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
+from numbers import Real
 from typing import ParamSpec, TypeVar
 
 import numpy as np
 
-from synapse_retriever.errors import InvalidTypeError
+from synapse_retriever.errors import InvalidTypeError, SynapseError
 
 __all__ = ["is_numeric", "numeric"]
 
@@ -47,7 +48,9 @@ numbers, got str '0.5'
     def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return function(*args, **kwargs)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as error:
+            if isinstance(error, SynapseError):  # the helper's own, naming what it wants
+                raise
             refused = _first_not_numeric(function.__name__, signature, args, kwargs)
             if refused is None:
                 raise
@@ -80,13 +83,17 @@ def is_numeric(value: object) -> bool:
 
     Examples
     --------
-    >>> [is_numeric(v) for v in (1, 0.5, True, [1, 2.5], np.zeros(3), "1", None, [1, "a"])]
-    [True, True, True, True, True, False, False, False]
+    >>> [is_numeric(v) for v in (1, 0.5, True, [1, 2.5], np.zeros(3), {1.0, 2.0})]
+    [True, True, True, True, True, True]
+    >>> [is_numeric(v) for v in ("1", None, [1, "a"], {"a"}, {"a": 1})]
+    [False, False, False, False, False]
     """
     if isinstance(value, int | float | Iterator):  # an int past 64 bits too
         return True
     if isinstance(value, str | bytes) or value is None:
         return False
+    if isinstance(value, Collection) and not isinstance(value, Sequence | np.ndarray):
+        return all(isinstance(item, Real) for item in value)  # a set, a dict's values
     try:
         kind = np.asarray(value).dtype.kind
     except (TypeError, ValueError):  # ragged

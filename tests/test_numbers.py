@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,25 @@ def test_arrays_and_plain_floats_are_answered_as_before() -> None:
     assert decayed_weight(weights, 30.0, 30.0).tolist() == [0.4, 0.2]
     assert decayed_weight(0.8, 30.0, 30.0) == 0.4
     assert reinforced_weight(np.array([0.9]), 0.3).tolist() == [1.0]
+
+
+def test_float32_weights_get_the_times_float64_weights_get() -> None:
+    for w0 in (np.float32(0.3), np.array([0.3], np.float32), np.float16(0.3)):
+        expected = pruned_at(np.asarray(w0).astype(np.float64), 30.0, 1.7e9, count=1)
+        assert np.array_equal(pruned_at(w0, 30.0, 1.7e9, count=1), expected)
+    assert pruned_at(np.array([1, 0]), 30.0, 0.0, count=1).tolist() == [
+        pytest.approx(30.0 * math.log2(100) * 86400),
+        -math.inf,
+    ]
+
+
+def test_the_argument_named_is_the_bad_one_and_a_helpers_own_error_is_kept() -> None:
+    with pytest.raises(InvalidTypeError, match=r"^base_level: now must be a number"):
+        base_level({1.0, 2.0}, "x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"^hub_degree must be an integer, got 'x'$"):
+        hub_factor(200, hub_degree="x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"^effective_weight: w0 must be a number"):
+        effective_weight("x", 30.0, 1.0, count=3)  # type: ignore[arg-type]
 
 
 def test_an_error_of_another_kind_passes_unchanged() -> None:

@@ -91,8 +91,13 @@ def decayed_weight(w0: ArrayLike, half_life_days: ArrayLike, age_days: ArrayLike
     >>> decayed_weight(0.8, 30.0, 30.0)  # one half-life: 0.8 / 2
     0.4
     """
-    value = np.multiply(w0, np.exp(-LN2 / np.asarray(half_life_days) * np.maximum(0.0, age_days)))
-    return _result(value, w0, half_life_days, age_days)
+    return _result(_decayed(w0, half_life_days, age_days), w0, half_life_days, age_days)
+
+
+def _decayed(w0: ArrayLike, half_life_days: ArrayLike, age_days: ArrayLike) -> Array:
+    """:func:`decayed_weight` as an array, for the helpers that build on it (whose own
+    names an error of their arguments gives)."""
+    return np.multiply(w0, np.exp(-LN2 / np.asarray(half_life_days) * np.maximum(0.0, age_days)))
 
 
 @numeric
@@ -134,7 +139,7 @@ def effective_weight(
     >>> effective_weight(0.3, 30.0, 147.5, count=5)
     0.2
     """
-    weight = np.asarray(decayed_weight(w0, half_life_days, age_days))
+    weight = _decayed(w0, half_life_days, age_days)
     floored = _floored(w0, count, ltp, ltp_min_count, ltp_floor)
     weight = np.where(floored, np.maximum(weight, ltp_floor), weight)
     value = np.where(weight >= prune_threshold, weight, 0.0)
@@ -177,7 +182,10 @@ def pruned_at(
     >>> pruned_at(0.3, 30.0, 0.0, count=5)  # floored at 0.20: never pruned
     inf
     """
-    w0 = np.asarray(w0)  # not converted: a string or None is refused, not read as a number
+    w0 = np.asarray(w0)
+    if w0.dtype.kind not in "biuf":  # float64 would read "0.3" as a number, and None as NaN
+        raise TypeError(f"w0 must be a number, got {w0.dtype}")
+    w0 = w0.astype(np.float64, copy=False)  # float32 weights too: the same times as in float64
     with np.errstate(divide="ignore"):
         life_days = np.asarray(half_life_days) * np.log2(w0 / prune_threshold)
     at = np.where(w0 >= prune_threshold, np.add(last_s, life_days * SECONDS_PER_DAY), -np.inf)

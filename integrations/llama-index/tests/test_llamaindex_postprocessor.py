@@ -486,7 +486,8 @@ def test_what_is_not_a_scored_node_is_refused_by_type(synapse: SynapsePostproces
         synapse.postprocess_nodes(["a"], query_str="q")  # type: ignore[list-item]
     for nodes, shown in ((None, "NoneType None"), ("ab", "str 'ab'"), (iter([]), "list_iterator")):
         with pytest.raises(
-            InvalidTypeError, match=f"nodes must be a list of NodeWithScore, got {shown}"
+            InvalidTypeError,
+            match=rf"nodes must be a list \(or tuple\) of NodeWithScore, got {shown}",
         ):
             synapse.postprocess_nodes(nodes, query_str="q")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="got NoneType None"):

@@ -214,7 +214,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     def _plan(self, nodes: Sequence[NodeWithScore]) -> ItemRecall[NodeWithScore]:
         if not isinstance(nodes, Sequence) or isinstance(nodes, str | bytes):  # None, say
             raise InvalidTypeError(
-                f"nodes must be a list of NodeWithScore, got {type(nodes).__name__} {nodes!r:.80}"
+                f"nodes must be a list (or tuple) of NodeWithScore, got {type(nodes).__name__} "
+                f"{nodes!r:.80}"
             )
         wrong = next((node for node in nodes if not isinstance(node, NodeWithScore)), None)
         if wrong is not None:  # a retriever's results, scored: what a postprocessor is given
