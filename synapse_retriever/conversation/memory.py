@@ -36,6 +36,7 @@ from typing import TypeVar
 
 import networkx as nx
 import numpy as np
+import numpy.typing as npt
 
 from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
@@ -304,25 +305,44 @@ class ConversationMemory:
         self._speakers: dict[str, None] = {}  # every speaker named, in order first seen
         self._consolidated_through = self._relations_through = 0
         self._skipped_at = 0  # turns in view when another process held the consolidation
+        self._behind = False  # another writer's turns not taken in yet (a call failed)
         self._storage.changed()  # sets the mark the catch-ups compare with
         self._take(self._storage.load())
 
     def _catch_up(self, *, force: bool = False) -> None:
         """Take in the turns other processes stored since this memory last looked, with
         their vectors and graph rows. Nothing committed elsewhere: one PRAGMA, no read."""
-        if not self._closed and (self._storage.changed() or force):
+        if not self._closed and (self._storage.changed() or force or self._behind):
+            self._behind = True  # until they are taken in: a failure is tried again next time
             self._take(self._storage.load(after=self._turns[-1].id if self._turns else 0))
+            self._behind = False
 
     def _take(self, loaded: Loaded) -> None:
-        """Append ``loaded``'s turns (ids after this memory's last) to every mirror."""
+        """Append ``loaded``'s turns (ids after this memory's last) to every mirror. What can
+        fail (the token counter, the embedder re-embedding another's vectors) runs first: a
+        failure leaves every mirror as it was, and the next call takes the turns in again."""
         turns = loaded.turns
+        tokens = [self.token_counter(t.text) for t in turns]
+        vectors = self._vectors(loaded)
         self._turns.extend(turns)
-        self._tokens.extend(self.token_counter(t.text) for t in turns)
+        self._tokens.extend(tokens)
         self._lexical.add(t.text for t in turns)
         for turn in turns:
             self._stats.add(turn.text)
             if turn.speaker is not None:
                 self._speakers[turn.speaker] = None
+        self._index.add(vectors)
+        for turn in turns:
+            self._times = _appended(self._times, self._timed, turn.at)
+            self._timed += 1
+        self._load_graph(turns, loaded.entities, loaded.edges, loaded.graph_through)
+        self._consolidated_through = max(self._consolidated_through, loaded.consolidated_through)
+        self._relations_through = max(self._relations_through, loaded.relations_through)
+
+    def _vectors(self, loaded: Loaded) -> npt.NDArray[np.float32]:
+        """The vectors of ``loaded``'s turns in this memory's embedder: as stored, or
+        recomputed (and stored again) where another embedder, or another size, wrote them."""
+        turns = loaded.turns
         dim = self.embedder.dim
         width = dim * np.dtype(np.float32).itemsize
         stale = [  # another embedder's, or this name's at another size (e.g. a new dimensions=)
@@ -347,13 +367,7 @@ class ConversationMemory:
                 self.embedder.name,
                 [(turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
             )
-        self._index.add(vectors)
-        for turn in turns:
-            self._times = _appended(self._times, self._timed, turn.at)
-            self._timed += 1
-        self._load_graph(turns, loaded.entities, loaded.edges, loaded.graph_through)
-        self._consolidated_through = max(self._consolidated_through, loaded.consolidated_through)
-        self._relations_through = max(self._relations_through, loaded.relations_through)
+        return vectors
 
     def _load_graph(
         self,

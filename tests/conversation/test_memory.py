@@ -619,6 +619,60 @@ def test_a_turn_comes_after_the_turns_another_memory_stored_in_time_and_id(
         assert [t.text for t in a.turns()] == [t.text for t in b.turns()]
 
 
+class Flaky:
+    """A token counter and an embedder of another name that fail while ``down``: a remote
+    embedding API timing out, say."""
+
+    name = "flaky"
+    dim = 64
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def count(self, text: str) -> int:
+        if self.down and "second" in text:
+            raise ValueError("counter down")
+        return len(text.split())
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if self.down and any("second" in text for text in texts):
+            raise ConnectionError("embedder down")
+        return HashingEmbedder(dim=64).embed(texts)
+
+
+@pytest.mark.parametrize("failing", ["count", "embed"])
+def test_a_failure_taking_in_another_writers_turns_leaves_the_memory_whole(
+    conversation_where: str, failing: str
+) -> None:
+    # the turns were appended first, then counted and embedded: one failure there left the
+    # turn list ahead of the rest, and every later call raised KeyError or paired one
+    # turn's id with another's text, until the memory was reopened
+    path = conversation_where
+    flaky = Flaky()
+    counter = flaky.count if failing == "count" else None
+    with (
+        ConversationMemory(path, token_counter=counter, embedder=flaky, listen=False) as a,
+        ConversationMemory(path, listen=False) as b,
+    ):
+        a.add_turn("first turn about deploy", at=0)
+        b.add_turn("second turn about deploy", at=1)  # another embedder's vector
+        flaky.down = True
+        for _ in range(2):  # and again: still the same failure, nothing half taken in
+            with pytest.raises((ValueError, ConnectionError), match="down"):
+                a.assemble("deploy", 100, at=2)
+        flaky.down = False
+        assert [t.text for t in a.assemble("deploy", 100, at=2)] == [
+            "first turn about deploy",
+            "second turn about deploy",
+        ]
+        b.add_turn("third turn about lunch", at=3)
+        a.add_turn("fourth turn about deploy", at=4)
+        texts = {t.id: t.text for t in b.turns()}
+        assert len(texts) == 4 and [t.text for t in a.turns()] == list(texts.values())
+        for found in a.retrieve("turn about", k=4, at=5):
+            assert found.text == texts[found.turn_id]
+
+
 def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
     with ConversationMemory(":memory:", background=False) as memory:
         with pytest.raises(InvalidValueError, match="in milliseconds it would be"):
