@@ -1332,13 +1332,11 @@ class ConversationMemory:
             condensed.append((turn_id, self.summarizer.condense(
                 text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
             )))  # fmt: skip
-        for turn_id, result in condensed:
-            if not isinstance(result, tuple) or not all(isinstance(s, str) for s in result):
-                raise InvalidTypeError(
-                    f"summarizer.condense must return Condensed(chunks, summary), got "
-                    f"{type(result).__name__} for turn {turn_id}"
-                )
-        themes = self.themes.themes([text for _, text, _ in window]) if window else []
+        texts = dict((turn_id, text) for _, turn_id, text in due)
+        condensed = [
+            (turn_id, self._storable(turn_id, texts[turn_id], c)) for turn_id, c in condensed
+        ]
+        themes = _themes(self.themes.themes([text for _, text, _ in window])) if window else []
         hits = matching([text for _, text, _ in window], themes)
         boosts = [
             (turn_id, min(1.0, boost + config.replay_boost))
@@ -1371,6 +1369,30 @@ class ConversationMemory:
                 by_id[turn_id].boost = boost
             self._consolidated_through = n
             return True
+
+    def _storable(self, turn_id: int, text: str, result: object) -> Condensed:
+        """A summarizer's ``result`` for a turn as :class:`Condensed`. One of another type
+        is refused (:class:`~synapse_retriever.errors.InvalidTypeError`: a plug-in's fault);
+        one that no backend can store (a lone surrogate, a NUL: a model's answer) is logged
+        and replaced by the extractive condensation of ``text``."""
+        if (
+            not isinstance(result, tuple)
+            or len(result) != 2
+            or not all(isinstance(part, str) for part in result)
+        ):
+            raise InvalidTypeError(
+                f"summarizer.condense must return Condensed(chunks, summary), got "
+                f"{type(result).__name__} {result!r:.80} for turn {turn_id}"
+            )
+        if all(_is_storable(part) for part in result):
+            return Condensed(*result)
+        log.warning(
+            "summarizer: turn %d's condensation holds a NUL or a lone surrogate; condensed "
+            "extractively instead: %.200r",
+            turn_id,
+            result,
+        )
+        return self._fallback(text)
 
     def _extract_relations(
         self,
@@ -1456,6 +1478,8 @@ def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] |
         elif isinstance(end, str):
             kind, sep, key = end.partition(":")
             if not sep or not kind or not key.strip() or kind == "turn" or len(end) > 300:
+                return None
+            if not _is_storable(end):  # a model's answer no backend can store
                 return None
             ends.append(end)
         else:
@@ -1593,6 +1617,30 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
                 f"got {speaker!r:.80}"
             )
         _check_text("speaker", speaker)
+
+
+def _themes(found: object) -> list[str]:
+    """A theme extractor's answer, checked: a list (or tuple) of str, else
+    :class:`~synapse_retriever.errors.InvalidTypeError` (a plug-in's fault); a theme that is
+    blank, spans lines (themes are stored one per line) or that no backend can store is
+    logged and left out."""
+    if not isinstance(found, list | tuple) or not all(isinstance(t, str) for t in found):
+        raise InvalidTypeError(
+            f"themes.themes must return a list of str, got {type(found).__name__} {found!r:.80}"
+        )
+    kept = [t for t in found if t.strip() and "\n" not in t and "\r" not in t and _is_storable(t)]
+    if len(kept) < len(found):
+        log.warning("theme extractor: left out %.200r", [t for t in found if t not in kept])
+    return kept
+
+
+def _is_storable(text: str) -> bool:
+    """Whether every backend can store ``text`` (:func:`_check_text` would pass it)."""
+    try:
+        _check_text("text", text)
+    except InvalidValueError:
+        return False
+    return True
 
 
 def _check_text(name: str, value: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
@@ -352,6 +353,59 @@ def test_consolidation_condenses_aging_turns_and_replays_themes() -> None:
     assert replays == [(10, ["grey", "weather", "coffee", "friday", "honestly"])]
     boosts = [0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.05, 0.05, 0.05, 0.05]
     assert [r.boost for r in records] == boosts
+
+
+@pytest.mark.parametrize("bad", ["a\ud800", "a\x00b"], ids=["surrogate", "nul"])
+def test_a_condensation_no_backend_can_store_is_condensed_extractively(
+    conversation_where: str, bad: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a summarizing model's answer with a lone surrogate stopped every consolidation
+    # (UnicodeEncodeError); one with a NUL was stored on SQLite and refused by PostgreSQL
+    class Garbled:
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            return Condensed(bad, "fine")
+
+    config = ContextConfig(consolidation_interval=3, consolidation_ages=(0, 10))
+    with (
+        caplog.at_level(logging.WARNING),
+        ConversationMemory(
+            conversation_where, config=config, summarizer=Garbled(), background=False
+        ) as memory,
+    ):
+        fill(memory, CHAT[:3])
+        turns = memory.turns()
+    assert all(t.chunks is not None and bad not in t.chunks for t in turns)
+    assert "condensed extractively instead" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("themes", "error"),
+    [
+        (None, "themes.themes must return a list of str, got NoneType None"),
+        ("deploy", "themes.themes must return a list of str, got str 'deploy'"),
+        ([1], "themes.themes must return a list of str, got list [1]"),
+    ],
+)
+def test_a_theme_extractor_of_the_wrong_type_is_named(themes: object, error: str) -> None:
+    class Wrong:
+        def themes(self, texts: Sequence[str]) -> object:
+            return themes
+
+    with ConversationMemory(themes=Wrong(), background=False) as memory:  # type: ignore[arg-type]
+        fill(memory, CHAT[:3])
+        with pytest.raises(InvalidTypeError, match=re.escape(error)):
+            memory.consolidate()
+
+
+def test_themes_that_span_lines_or_cannot_be_stored_are_left_out() -> None:
+    class Odd:
+        def themes(self, texts: Sequence[str]) -> list[str]:
+            return ["a\nb", "c", " ", "d\x00", "e\ud800", "deploy"]
+
+    with ConversationMemory(themes=Odd(), background=False) as memory:
+        fill(memory, CHAT[:3])
+        assert memory.consolidate()
+        assert memory.replays()[-1][1] == ["c", "deploy"]
 
 
 def test_a_restart_loses_nothing(conversation_where: str) -> None:

@@ -172,6 +172,28 @@ def test_a_failing_model_never_stops_a_turn_or_a_consolidation(
     memory.close()
 
 
+@pytest.mark.parametrize("bad", ["topic:\ud800x", "topic:a\x00b"], ids=["surrogate", "nul"])
+def test_a_relation_no_backend_can_store_is_skipped_and_consolidation_goes_on(
+    conversation_where: str, bad: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a lone surrogate raised UnicodeEncodeError at every consolidation, on both backends;
+    # a NUL was stored on SQLite and refused by PostgreSQL at every run: none ever stored
+    good = {"source": 1, "type": "CAUSED_BY", "target": 2}
+    model = ScriptedModel([answer([good, {"source": 1, "type": "RELATES_TO", "target": bad}])])
+    with (
+        caplog.at_level(logging.WARNING),
+        ConversationMemory(
+            conversation_where, relations=PromptRelationExtractor(model), background=False
+        ) as memory,
+    ):
+        fill(memory)
+        assert memory.consolidate()
+        edges = set(memory.graph(at=240).edges(keys=True))
+        assert ("turn:1", "turn:2", "CAUSED_BY") in edges
+        assert not [e for e in edges if "topic:" in e[1]]
+    assert "relation extractor proposed" in caplog.text
+
+
 def test_an_extractor_without_relations_is_refused() -> None:
     with pytest.raises(TypeError, match="relations must have relations"):
         ConversationMemory(":memory:", relations=object())  # type: ignore[arg-type]
