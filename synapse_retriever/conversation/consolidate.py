@@ -26,7 +26,9 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Consolidator"]
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+__all__ = ["Consolidator", "wait_timeout"]
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,9 @@ class Consolidator:
             self._cond.notify_all()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until no run is pending or under way; False if ``timeout`` passed first."""
+        """Block until no run is pending or under way; False if ``timeout`` passed first
+        (checked: :func:`wait_timeout`)."""
+        timeout = wait_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._pending or self._running:
@@ -164,3 +168,30 @@ class Consolidator:
         except Exception as exc:  # the caller's thread must never see a background failure
             self.last_error = exc
             log.exception("conversation-memory consolidation failed")
+
+
+def wait_timeout(timeout: object) -> float | None:
+    """``timeout`` in seconds as a wait takes it: None (no limit) for None, ``inf``, or more
+    than a wait can hold (``threading.TIMEOUT_MAX``, about 49 days on Linux).
+
+    Raises
+    ------
+    InvalidTypeError, InvalidValueError
+        Not a number (a string, a bool), or NaN or below 0.
+
+    Examples
+    --------
+    >>> wait_timeout(2), wait_timeout(float("inf")), wait_timeout(10**400)
+    (2.0, None, None)
+    >>> wait_timeout(-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: timeout must be None or seconds >= 0, got -1
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidTypeError(f"timeout must be None or seconds >= 0, got {timeout!r:.80}")
+    if timeout != timeout or timeout < 0:  # NaN, or a time past
+        raise InvalidValueError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+    return None if timeout >= threading.TIMEOUT_MAX else float(timeout)

@@ -49,7 +49,7 @@ from synapse_retriever.conversation.assemble import (
     plan_context,
 )
 from synapse_retriever.conversation.config import ContextConfig
-from synapse_retriever.conversation.consolidate import Consolidator
+from synapse_retriever.conversation.consolidate import Consolidator, wait_timeout
 from synapse_retriever.conversation.embed import (
     Embedder,
     HashingEmbedder,
@@ -413,6 +413,7 @@ class ConversationMemory:
         (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does."""
         if self._closed:
             return
+        timeout = wait_timeout(timeout)  # before anything closes: a bad one closes nothing
         self._release.detach()  # closed here, not again when collected
         deadline = None if timeout is None else time.monotonic() + timeout
         finished = self._consolidator.wait(timeout)

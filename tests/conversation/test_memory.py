@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import re
 import sqlite3
 import subprocess
@@ -406,6 +407,34 @@ def test_themes_that_span_lines_or_cannot_be_stored_are_left_out() -> None:
         fill(memory, CHAT[:3])
         assert memory.consolidate()
         assert memory.replays()[-1][1] == ["c", "deploy"]
+
+
+def test_a_bad_timeout_closes_nothing_and_no_limit_closes_the_database(tmp_path: Path) -> None:
+    # close(inf) raised OverflowError from the wait, after marking the memory closed: the
+    # database was never closed, and a second close() did nothing
+    for no_limit in (math.inf, 10**400, 1e300):
+        memory = ConversationMemory(tmp_path / f"{no_limit!r:.5}.db")
+        fill(memory)
+        for bad, error in (("1", InvalidTypeError), (True, InvalidTypeError),
+                           (-1, InvalidValueError), (math.nan, InvalidValueError)):  # fmt: skip
+            with pytest.raises(error, match="timeout must be None or seconds >= 0"):
+                memory.close(bad)  # type: ignore[arg-type]
+            with pytest.raises(error, match="timeout must be None or seconds >= 0"):
+                memory.wait_for_consolidation(bad)  # type: ignore[arg-type]
+        assert memory.add_turn("Still open.") > 0
+        assert memory.wait_for_consolidation(no_limit)
+        memory.close(no_limit)
+        with pytest.raises(SynapseError, match="closed"):
+            memory.turns()
+        deadline = time.monotonic() + 10  # the database too, once the worker let go
+        while time.monotonic() < deadline:
+            try:
+                memory._storage._db.execute("SELECT 1")  # type: ignore[attr-defined]
+            except sqlite3.ProgrammingError:
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the database stayed open")
 
 
 def test_a_restart_loses_nothing(conversation_where: str) -> None:
