@@ -112,6 +112,25 @@ async def test_memories_sharing_one_block_never_read_each_others_session(tmp_pat
         assert "4711" in str(seen_by_alice[0].content)
 
 
+@pytest.mark.asyncio
+async def test_a_refused_message_in_a_flush_loses_none_of_the_others() -> None:
+    # the flush was stored one message at a time and stopped at the first refused one:
+    # Memory had moved the whole flush out of its queue, so the valid ones after it were lost
+    block = SynapseMemoryBlock(budget_tokens=60)
+    flush = [ChatMessage(role="user", content=f"Lunch talk {i}, coffee.") for i in range(5)]
+    flush[1] = ChatMessage(role="user", content="a NUL \x00 here")
+    flush[3] = ChatMessage(role="user", content="elsewhere", additional_kwargs={"session_id": b"x"})
+    with pytest.raises(InvalidValueError) as refused:
+        await block.aput(flush)
+    message = str(refused.value)
+    assert message.startswith("2 of the 5 messages flushed to long-term memory were refused")
+    assert "message 1 (text must not hold a NUL" in message
+    assert "message 3 (session_id must be a str, got bytes b'x')" in message
+    assert [t.text for t in block.memory.turns()] == [
+        "Lunch talk 0, coffee.", "Lunch talk 2, coffee.", "Lunch talk 4, coffee."
+    ]  # fmt: skip
+
+
 def test_a_first_message_over_the_limit_truncates_an_empty_block() -> None:
     # Memory truncates a block that gave nothing with content=[]: a TypeError in tiktoken
     memory = Memory.from_defaults(

@@ -40,7 +40,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -309,12 +309,25 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         self._memory.close()
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        for message in messages:
+        # Memory has moved the flushed messages out of its short-term queue already: one
+        # message refused (a NUL, a lone surrogate) must not lose the others, so each valid
+        # one is stored and the refused ones are named after
+        refused: list[str] = []
+        for position, message in enumerate(messages):
             history = to_history(message)
             text = " ".join(part for part in (history.text, history.fixed_text) if part.strip())
-            if text.strip():  # a message with no text (e.g. only an image) is not stored
-                session = str(message.additional_kwargs.get("session_id") or "default")
+            if not text.strip():  # a message with no text (e.g. only an image) is not stored
+                continue
+            try:
+                session = _session(message.additional_kwargs.get("session_id"))
                 await self._memory.aadd_turn(text, role=history.role, session=session)
+            except (InvalidTypeError, InvalidValueError) as exc:
+                refused.append(f"message {position} ({exc})")
+        if refused:
+            raise InvalidValueError(
+                f"{len(refused)} of the {len(messages)} messages flushed to long-term memory "
+                f"were refused, the others were stored: {'; '.join(refused)}"
+            )
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         users = [message_text(m) for m in messages or [] if m.role.value == "user"]
@@ -377,3 +390,15 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         count = self._memory.token_counter
         roles = {turn.role for turn in self._memory.turns()}
         return max((count(f"{role}: ") for role in roles), default=0) + 1
+
+
+def _session(value: object) -> str:
+    """A message's ``session_id`` (``additional_kwargs``): a str, or "default" when absent
+    (a bytes or a dict was made into its repr, a session of its own)."""
+    if value is None or value == "":
+        return "default"
+    if not isinstance(value, str):
+        raise InvalidTypeError(
+            f"session_id must be a str, got {type(value).__name__} {value!r:.80}"
+        )
+    return value
