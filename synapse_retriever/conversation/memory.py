@@ -70,7 +70,7 @@ from synapse_retriever.conversation.graph.modes import (
     mode_weights,
 )
 from synapse_retriever.conversation.graph.relations import Relation, RelationExtractor
-from synapse_retriever.conversation.graph.walk import TemporalGraph
+from synapse_retriever.conversation.graph.walk import TemporalGraph, TypedEdge
 from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
@@ -1110,9 +1110,8 @@ class ConversationMemory:
                     raise InvalidValueError(
                         f"result for turn {result.turn_id} was not retrieved from this memory"
                     )
-                for source, kind, target in result.path:
-                    edge = self._graph.edges.get((source, target, kind))
-                    if edge is None or edge.key in changed:
+                for edge in self._path_edges(result):
+                    if edge.key in changed:
                         continue
                     count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
                     stamp = max(edge.at, now) if count > edge.count else edge.at
@@ -1131,6 +1130,35 @@ class ConversationMemory:
                     edge.at, edge.count = new.at, new.reinforcements
                     edge.traversals = new.traversals
             return len(changed)
+
+    def _path_edges(self, result: Retrieval) -> list[TypedEdge]:
+        """The stored edges of ``result.path``: (source, type, target) triples of this
+        graph, in a chain that ends at the result's turn, as :meth:`retrieve` makes them;
+        else :class:`~synapse_retriever.errors.InvalidTypeError` (not triples of str) or
+        :class:`~synapse_retriever.errors.InvalidValueError` (an edge this memory does not
+        hold, or a path elsewhere: a result made by hand would strengthen any edge)."""
+        path = result.path
+        if not isinstance(path, tuple | list) or not all(
+            isinstance(step, tuple | list) and len(step) == 3
+            and all(isinstance(part, str) for part in step)
+            for step in path
+        ):  # fmt: skip
+            raise InvalidTypeError(
+                f"result for turn {result.turn_id}: path must be (source, type, target) "
+                f"triples of str, got {path!r:.120}"
+            )
+        edges = []
+        reached = f"turn:{result.turn_id}"
+        for source, kind, target in reversed(path):  # from the turn back to where it began
+            edge = self._graph.edges.get((source, target, kind))
+            if edge is None or reached not in (source, target):
+                raise InvalidValueError(
+                    f"result for turn {result.turn_id}: its path {path!r:.120} was not "
+                    "retrieved from this memory"
+                )
+            reached = source if target == reached else target
+            edges.append(edge)
+        return edges
 
     def graph(self, at: Clock = None) -> nx.MultiDiGraph:
         """The temporal graph as a networkx ``MultiDiGraph``.

@@ -251,9 +251,23 @@ def test_used_refuses_another_memorys_results_and_follows_edges_as_they_are() ->
             other.used([foreign], at=now)
         with pytest.raises(InvalidValueError, match="turn 999"):
             other.used([dataclasses.replace(results[0], turn_id=999)], at=now)
-        # a path written backwards names no edge: nothing is reinforced
-        backwards = dataclasses.replace(results[0], path=(("turn:2", "FOLLOWED_BY", "turn:1"),))
-        assert first.used([backwards], at=now) == 0
+        # a path written backwards names no edge; one of another turn's edges strengthened
+        # that edge, unrelated to the result: refused, nothing written
+        graph = first.graph(at=now)
+        before = sorted(graph.edges(keys=True, data="count"))
+        elsewhere = next(
+            (u, k, v) for u, v, k in graph.edges(keys=True)
+            if f"turn:{results[0].turn_id}" not in (u, v)
+        )  # fmt: skip
+        for path in ((("turn:2", "FOLLOWED_BY", "turn:1"),), (elsewhere,)):
+            with pytest.raises(InvalidValueError, match="was not retrieved from this memory"):
+                first.used([results[1], dataclasses.replace(results[0], path=path)], at=now)
+        for path in ((("turn:1",),), (("turn:1", None, "turn:2"),), None):
+            with pytest.raises(InvalidTypeError, match=r"path must be \(source, type, target\)"):
+                first.used([dataclasses.replace(results[0], path=path)], at=now)
+        assert sorted(first.graph(at=now).edges(keys=True, data="count")) == before
+        lifted = next(r for r in results if r.path)
+        assert first.used([lifted], at=now) == 1  # as retrieved
 
 
 def test_sessions_may_be_any_iterable_read_once() -> None:
