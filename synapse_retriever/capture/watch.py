@@ -343,7 +343,8 @@ class WatchStoppedError(SynapseError, RuntimeError):
 
     def __init__(self, why: str, report: WatchReport) -> None:
         super().__init__(
-            f"{why}; the watch stopped after {report.events} events (its open window was written)"
+            f"{why}; the watch stopped after {report.events} "
+            f"{'event' if report.events == 1 else 'events'} (its open window was written)"
         )
         self.report = report
 

@@ -138,7 +138,14 @@ def cmd_rename(args: argparse.Namespace) -> int:
     """Move a node to a new id with its edges and uses (``SynapseStore.rename``)."""
     with open_store(args.store, must_exist=True) as store:
         moved = store.rename(args.old, args.new)
-    console().print(f"{args.old} -> {args.new}: {moved} edges moved, with its uses")
+    if not moved:  # a typo in the old path, or a rename already made
+        console().print(
+            f"{args.old} -> {args.new}: no edge moved: {args.old!r} has no stored edge (check "
+            "its spelling; a rename made before moves nothing again)"
+        )
+        return 0
+    edges = "edge" if moved == 1 else "edges"
+    console().print(f"{args.old} -> {args.new}: {moved} {edges} moved, with its uses")
     return 0
 
 
@@ -385,7 +392,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         f"upserts); {report.already_seen} were already replayed",
     ]
     if report.renamed:
-        lines.append(f"{report.renamed} files renamed in the history took their edges along")
+        files = "file" if report.renamed == 1 else "files"
+        lines.append(f"{report.renamed} {files} renamed in the history took their edges along")
     if report.clamped:
         lines.append(
             f"{report.clamped} commits were older than an edge they reinforce and were "

@@ -606,7 +606,7 @@ def test_the_watched_folder_deleted_is_said_and_the_open_window_written(
     assert process.returncode == 2
     assert err.splitlines()[-1] == (
         f"synapse-retriever: error: the watched folder {str(tree)!r} was deleted or moved; "
-        "the watch stopped after 1 events (its open window was written)"
+        "the watch stopped after 1 event (its open window was written)"
     )
     with SynapseStore(store_path) as store:
         assert store.edge("a.py", "b.py", "branch:main") is not None

@@ -91,7 +91,7 @@ def test_bootstrap_says_how_many_renamed_files_took_their_edges_along(
     commit(repo, "move", {"keys.py": "K = 2\n"}, at=BASE + DAY)
     path = str(tmp_path / "s.db")
     code, out, _ = run(capsys, "bootstrap", path, "--git", str(repo))
-    assert code == 0 and "1 files renamed in the history took their edges along" in out
+    assert code == 0 and "1 file renamed in the history took their edges along" in out
     with SynapseStore(path) as s:
         edge = s.edge("auth.py", "keys.py", "shared")
         assert edge is not None and edge.activation_count == 2
@@ -182,8 +182,11 @@ def test_rename_moves_a_node_and_refuses_a_merge(
 ) -> None:
     moved = "src/security/jwt.py"
     code, out, _ = run(capsys, "rename", str(store), JWT, moved)
-    assert (code, out.split()) == (0, [JWT, "->", f"{moved}:", "1", "edges", "moved,", "with",
+    assert (code, out.split()) == (0, [JWT, "->", f"{moved}:", "1", "edge", "moved,", "with",
                                        "its", "uses"])  # fmt: skip
+    code, out, err = run(capsys, "rename", str(store), "src/auht/jwt.py", "x.py")  # a typo
+    assert code == 0, err
+    assert "no edge moved: 'src/auht/jwt.py' has no stored edge (check its spelling" in out
     code, out, _ = run(capsys, "edges", str(store), moved, "--at", NEAR, "--json")
     assert [n["neighbour"] for n in json.loads(out)["neighbours"]] == [KEYS]
     code, _, err = run(capsys, "rename", str(store), moved, KEYS)
@@ -202,7 +205,7 @@ def test_ids_with_brackets_print_as_they_are(
     code, out, _ = run(capsys, "edges", str(path), "pages/[id].tsx", "--at", str(BASE))
     assert code == 0 and "pages/[id].tsx" in out and "lib/[bold]api.ts" in out
     code, out, _ = run(capsys, "rename", str(path), "pages/[id].tsx", "pages/[slug].tsx")
-    assert out.startswith("pages/[id].tsx -> pages/[slug].tsx: 1 edges moved")
+    assert out.startswith("pages/[id].tsx -> pages/[slug].tsx: 1 edge moved")
 
 
 def test_edges(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
