@@ -22,6 +22,9 @@ from synapse_retriever.errors import InvalidTypeError, SynapseError
 
 __all__ = ["is_numeric", "numeric"]
 
+_NAMED = "numeric_argument"
+"""The attribute :func:`numeric`'s errors carry: the argument they name."""
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -49,11 +52,11 @@ numbers, got str '0.5'
         try:
             return function(*args, **kwargs)
         except (TypeError, ValueError) as error:
-            if isinstance(error, SynapseError):  # the helper's own, naming what it wants
-                raise
+            if isinstance(error, SynapseError) and not hasattr(error, _NAMED):
+                raise  # the helper's own, naming what it wants
             refused = _first_not_numeric(function.__name__, signature, args, kwargs)
             if refused is None:
-                raise
+                raise  # a helper it called named its own argument: that error stands
             raise refused from None
 
     return checked
@@ -70,10 +73,12 @@ def _first_not_numeric(
         return None
     for argument, value in arguments.items():
         if not is_numeric(value):
-            return InvalidTypeError(
+            refused = InvalidTypeError(
                 f"{name}: {argument} must be a number or an array of numbers, "
                 f"got {type(value).__name__} {value!r:.80}"
             )
+            setattr(refused, _NAMED, argument)  # a helper calling this one names its own
+            return refused
     return None
 
 

@@ -22,6 +22,13 @@ from synapse_retriever import (
     reinforced_weight,
 )
 from synapse_retriever._numbers import is_numeric, numeric
+from synapse_retriever.conversation import (
+    habituation,
+    importance,
+    recency,
+    surprise,
+    threshold_level,
+)
 from synapse_retriever.learning.decay import pruned_at
 from synapse_retriever.learning.usage import base_level
 from synapse_retriever.recall.actr import source_weights
@@ -37,6 +44,11 @@ CALLS: list[tuple[Callable[..., Any], dict[str, Any]]] = [
     (hub_factor, {"degree": 200}),
     (injection_slots, {"n": 5, "seeds": 3, "max_inject": 2}),
     (source_weights, {"scores": [0.8, 0.4]}),
+    (recency, {"age_turns": 3, "half_life_turns": 20.0}),
+    (surprise, {"max_similarity": 0.4}),
+    (habituation, {"repeats": 2, "half_count": 1.0}),
+    (importance, {"recency": 0.5, "surprise": 0.5, "relevance": 0.5, "habituation": 0.0}),
+    (threshold_level, {"importance": 0.5}),
 ]
 CASES = [
     pytest.param(helper, good, name, bad, id=f"{helper.__name__}-{name}-{type(bad).__name__}")

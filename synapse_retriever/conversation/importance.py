@@ -36,6 +36,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever._numbers import numeric
 from synapse_retriever.learning.decay import decayed_weight
 
 __all__ = ["Weights", "habituation", "importance", "recency", "surprise"]
@@ -58,6 +59,7 @@ def _out(value: Array, *inputs: ArrayLike) -> float | Array:
     return np.asarray(value, dtype=np.float64)
 
 
+@numeric
 def recency(
     age_turns: ArrayLike,
     half_life_turns: float,
@@ -84,6 +86,7 @@ def recency(
     return _out(np.asarray(value), age_turns)
 
 
+@numeric
 def surprise(max_similarity: ArrayLike) -> float | Array:
     """Novelty against earlier turns: 1 − the highest similarity, clipped to [0, 1].
 
@@ -95,6 +98,7 @@ def surprise(max_similarity: ArrayLike) -> float | Array:
     return _out(1.0 - np.clip(max_similarity, 0.0, 1.0), max_similarity)
 
 
+@numeric
 def habituation(repeats: ArrayLike, half_count: float) -> float | Array:
     """Habituation after ``repeats`` near-identical earlier turns: 1 − 2^(−repeats / half_count).
 
@@ -109,6 +113,7 @@ def habituation(repeats: ArrayLike, half_count: float) -> float | Array:
     return _out(1.0 - np.asarray(decayed_weight(1.0, half_count, repeats)), repeats)
 
 
+@numeric
 def importance(
     recency: ArrayLike,
     surprise: ArrayLike,

@@ -47,6 +47,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from enum import StrEnum
 
+from synapse_retriever._numbers import numeric
 from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.errors import InvalidValueError
 
@@ -118,6 +119,7 @@ class ContextBudgetError(InvalidValueError):
         )
 
 
+@numeric
 def threshold_level(
     importance: float, thresholds: tuple[float, float, float] = PUBLISHED_THRESHOLDS
 ) -> Level:
