@@ -35,10 +35,50 @@ from typing import Any
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["CJK", "TokenCounter", "approximate_tokens", "checked_counter", "tiktoken_counter"]
+__all__ = [
+    "CJK",
+    "MAX_TOKENS",
+    "TokenCounter",
+    "approximate_tokens",
+    "check_tokens",
+    "checked_counter",
+    "tiktoken_counter",
+]
 
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text."""
+
+MAX_TOKENS = 2**63 - 1
+"""The largest token count a budget may name (what a 64-bit integer holds)."""
+
+
+def check_tokens(name: str, value: object) -> int:
+    """``value``, a token count ``name``: an int from 0 to :data:`MAX_TOKENS`.
+
+    Raises
+    ------
+    InvalidTypeError, InvalidValueError
+        Not an int (a float, a bool), or out of that range.
+
+    Examples
+    --------
+    >>> check_tokens("budget_tokens", 500)
+    500
+    >>> check_tokens("budget_tokens", 2**1024)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: budget_tokens must be at most 2**63 - 1, got 2**1024
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidValueError(f"{name} must be >= 0, got {value}")
+    if value > MAX_TOKENS:
+        power = value & (value - 1) == 0
+        shown = f"2**{value.bit_length() - 1}" if power else f"an int of {len(str(value))} digits"
+        raise InvalidValueError(f"{name} must be at most 2**63 - 1, got {shown}")
+    return value
+
 
 CJK = (
     "\u1100-\u11ff\u3005-\u3007\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"

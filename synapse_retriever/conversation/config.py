@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -277,8 +278,8 @@ class ContextConfig:
     def temperature(self, mode: str | None = None) -> float:
         """The temperature of ``mode`` (default: the configured mode)."""
         mode = self.mode if mode is None else mode
-        if mode not in self.temperatures:
-            raise InvalidValueError(
+        if not isinstance(mode, str) or mode not in self.temperatures:  # a list: unhashable
+            raise (InvalidValueError if isinstance(mode, str) else InvalidTypeError)(
                 f"mode must be one of {sorted(self.temperatures)}, got {mode!r}"
             )
         return float(self.temperatures[mode])
@@ -384,8 +385,8 @@ class ContextConfig:
             if not isinstance(mode, str):
                 raise InvalidTypeError(f"temperatures keys must be str, got {mode!r}")
             _check_positive(f"temperatures[{mode!r}]", value)
-        if self.mode not in temperatures:
-            raise InvalidValueError(
+        if not isinstance(self.mode, str) or self.mode not in temperatures:  # a list: unhashable
+            raise (InvalidValueError if isinstance(self.mode, str) else InvalidTypeError)(
                 f"mode must be one of {sorted(temperatures)}, got {self.mode!r}"
             )
         object.__setattr__(self, "temperatures", MappingProxyType(temperatures))
@@ -393,7 +394,10 @@ class ContextConfig:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """An int or a float, not a bool, that a float can hold (``10**400`` cannot)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, float) or abs(value) <= _FLOAT_MAX
 
 
 def _check_unit(name: str, value: object) -> None:
@@ -407,5 +411,12 @@ def _check_positive(name: str, value: object) -> None:
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _INT_MAX:
+        raise InvalidValueError(
+            f"{name} must be an integer >= {minimum} and <= 2**53, got {value!r:.80}"
+        )
+
+
+_INT_MAX = 2**53
+"""The largest count a setting may hold: every int up to it is a float exactly."""
+_FLOAT_MAX = int(sys.float_info.max)

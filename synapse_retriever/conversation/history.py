@@ -57,8 +57,8 @@ from synapse_retriever.conversation.embed import (
 from synapse_retriever.conversation.levels import Level
 from synapse_retriever.conversation.summarize import ExtractiveSummarizer
 from synapse_retriever.conversation.text import TermStats
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
-from synapse_retriever.tokens import TokenCounter, checked_counter
+from synapse_retriever.errors import InvalidTypeError
+from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter
 
 __all__ = ["HistoryMessage", "TrimmedMessage", "tool_groups", "trim_history"]
 
@@ -216,10 +216,7 @@ def trim_history(
     6 full Yes, build 812 passed.
     7 full When is the production deploy again?
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise InvalidTypeError(f"max_tokens must be an int, got {type(max_tokens).__name__}")
-    if max_tokens < 0:
-        raise InvalidValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    check_tokens("max_tokens", max_tokens)
     for i, message in enumerate(messages):
         if not isinstance(message, HistoryMessage):
             raise InvalidTypeError(

@@ -88,7 +88,7 @@ from synapse_retriever.persistence.conversation import (
 )
 from synapse_retriever.persistence.postgres import is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import file_path
-from synapse_retriever.tokens import TokenCounter, checked_counter
+from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter
 
 __all__ = ["ROLES", "ConversationMemory"]
 
@@ -697,18 +697,8 @@ class ConversationMemory:
             raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
         if query is not None:
             check_unicode("query", query)
-        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
-            raise InvalidTypeError(
-                f"budget_tokens must be an int, got {type(budget_tokens).__name__}"
-            )
-        if budget_tokens < 0:
-            raise InvalidValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
-        if isinstance(turn_overhead, bool) or not isinstance(turn_overhead, int):
-            raise InvalidTypeError(
-                f"turn_overhead must be an int, got {type(turn_overhead).__name__}"
-            )
-        if turn_overhead < 0:
-            raise InvalidValueError(f"turn_overhead must be >= 0, got {turn_overhead}")
+        check_tokens("budget_tokens", budget_tokens)
+        check_tokens("turn_overhead", turn_overhead)
         allowed = None if sessions is None else _session_set(sessions)
         now = to_seconds(at)
         with self._lock:
@@ -1698,7 +1688,8 @@ def _weights(weights: object) -> tuple[float, float]:
     if (
         len(pair) != 2
         or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in pair)
-        or not all(math.isfinite(w) and w >= 0 for w in pair)
+        or not all(math.isfinite(float(w)) if abs(w) < 1e308 else False for w in pair)
+        or not all(w >= 0 for w in pair)
         or not any(pair)
     ):
         raise InvalidValueError(

@@ -112,6 +112,8 @@ def test_bad_input_is_refused_clearly() -> None:
         trim_history([{"role": "user", "content": "hi"}], None, 10)  # type: ignore[list-item]
     with pytest.raises(InvalidTypeError, match=r"messages\[0\].text must be a str, got list"):
         trim_history([HistoryMessage("user", [{"type": "text"}])], None, 10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match="max_tokens must be at most 2"):
+        trim_history([], "q", 10**400)  # a raw OverflowError
     with pytest.raises(InvalidValueError, match="max_tokens must be >= 0"):
         trim_history([HistoryMessage("user", "hi")], None, -5)
     with pytest.raises(InvalidTypeError, match="max_tokens must be an int"):

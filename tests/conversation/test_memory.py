@@ -238,10 +238,30 @@ def test_other_bad_arguments_name_the_value() -> None:
             memory.assemble("q", True)
         with pytest.raises(InvalidValueError, match="budget_tokens must be >= 0"):
             memory.assemble("q", -1)
+        # past what a float holds: a raw OverflowError
+        with pytest.raises(InvalidValueError, match=r"must be at most 2\*\*63 - 1, got 2\*\*1024"):
+            memory.assemble("q", 2**1024)
+        with pytest.raises(InvalidValueError, match="turn_overhead must be at most 2"):
+            memory.assemble("q", 10, turn_overhead=10**400)
+        with pytest.raises(InvalidValueError, match=r"weights must be \(vector, graph\)"):
+            memory.retrieve("q", weights=(10**400, 1))
+        for setting in ({"lexical_weight": 10**400}, {"rrf_k": 10**400},
+                        {"temperatures": {"analytical": 10**400, "creative": 1.0,
+                                          "conversational": 1.0}}):  # fmt: skip
+            with pytest.raises(InvalidValueError, match="must be a"):
+                ContextConfig(**setting)  # type: ignore[arg-type]
+        assert memory.assemble("q", 2**63 - 1) is not None  # the largest budget
         with pytest.raises(InvalidTypeError, match="query must be a str or None"):
             memory.assemble(["q"], 10)  # type: ignore[arg-type]
         with pytest.raises(InvalidValueError, match="mode must be one of"):
             memory.assemble("q", 10, mode="sleepy")
+        for mode in (["analytical"], {}):  # unhashable: a raw TypeError
+            with pytest.raises(InvalidTypeError, match="mode must be a str, one of"):
+                memory.assemble("q", 10, mode=mode)  # type: ignore[arg-type]
+            with pytest.raises(InvalidTypeError, match="mode must be a str, one of"):
+                memory.retrieve("q", mode=mode)  # type: ignore[arg-type]
+            with pytest.raises(InvalidTypeError, match="mode must be one of"):
+                ContextConfig(mode=mode)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="config must be a ContextConfig"):
         ConversationMemory(config={"working_memory": 3})  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="summarizer must have condense"):

@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "MODE_ALIASES",
@@ -106,11 +106,15 @@ def canonical_mode(mode: str) -> str:
     >>> canonical_mode("balanced"), canonical_mode("analytical")
     ('conversational', 'analytical')
     """
-    name = MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else mode
+    known = sorted([*MODE_WEIGHTS, *MODE_ALIASES])
+    if not isinstance(mode, str):  # a list: unhashable, a raw TypeError below
+        raise InvalidTypeError(
+            f"mode must be a str, one of {known} or 'auto', got {type(mode).__name__} {mode!r:.80}"
+        )
+    name = MODE_ALIASES.get(mode, mode)
     if name not in MODE_WEIGHTS:
-        known = sorted([*MODE_WEIGHTS, *MODE_ALIASES])
         raise InvalidValueError(f"mode must be one of {known} or 'auto', got {mode!r}")
-    return str(name)
+    return name
 
 
 def mode_weights(mode: str) -> tuple[float, float]:

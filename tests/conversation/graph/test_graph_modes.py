@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from synapse_retriever.conversation.graph.modes import canonical_mode, detect_mode, mode_weights
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 QUERIES = [
     ("Why did we change the retry policy?", "analytical"),
@@ -71,7 +71,7 @@ def test_mode_weights_as_the_design_gives_them(mode: str, weights: tuple[float, 
 def test_an_unknown_mode_is_named_in_the_error() -> None:
     with pytest.raises(InvalidValueError, match="got 'angry'"):
         canonical_mode("angry")
-    with pytest.raises(InvalidValueError, match="got None"):
+    with pytest.raises(InvalidTypeError, match="got NoneType None"):
         canonical_mode(None)  # type: ignore[arg-type]
 
 
