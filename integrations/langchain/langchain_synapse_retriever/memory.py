@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar, overload
 
 from langchain_core.embeddings import Embeddings
@@ -41,6 +41,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 try:  # langchain >= 1 is optional: only the agent middleware needs it
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -170,7 +171,19 @@ def synapse_trim_messages(
         ai     Anytime.
         human  When is the production deploy again?
     """
-    messages = convert_to_messages(messages)  # a message stays itself
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(
+        messages, PromptValue | Iterable
+    ):  # a bare string became one message per character
+        raise InvalidTypeError(
+            "messages must be a sequence of messages or a PromptValue, got "
+            f"{type(messages).__name__} {messages!r:.80}"
+        )
+    try:
+        messages = convert_to_messages(messages)  # a message stays itself
+    except (ValueError, TypeError, AttributeError, NotImplementedError) as exc:
+        raise InvalidValueError(
+            "messages could not be read as LangChain messages: " + " ".join(str(exc).split())
+        ) from None
     if query is None:
         query = next((m.text for m in reversed(messages) if m.type == "human"), None)
     kept = trim_history(

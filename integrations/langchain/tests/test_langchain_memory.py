@@ -23,6 +23,7 @@ from pydantic import Field
 
 from synapse_retriever.bench.plain import last_n
 from synapse_retriever.conversation import ContextBudgetError, ContextConfig, ConversationMemory
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.tokens import approximate_tokens
 
 
@@ -135,6 +136,15 @@ def test_the_budget_counts_with_a_models_tokenizer() -> None:
 
 def test_bad_input() -> None:
     assert synapse_trim_messages([], max_tokens=10) == []
+    # a bare string was trimmed as one message per character; None and bad dicts raised raw
+    for messages in ("hello", None, {"role": "user", "content": "hi"}):
+        with pytest.raises(InvalidTypeError, match="messages must be a sequence of messages"):
+            synapse_trim_messages(messages, max_tokens=10)  # type: ignore[arg-type]
+    for messages, detail in (([{"x": 1}], "must contain 'role' and 'content'"),
+                             ([("god", "hi")], "Unexpected message type: 'god'")):  # fmt: skip
+        with pytest.raises(InvalidValueError, match="could not be read as LangChain messages") as e:
+            synapse_trim_messages(messages, max_tokens=10)  # type: ignore[arg-type]
+        assert detail in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ValueError, match="max_tokens must be >= 0"):
         synapse_trim_messages(history(), max_tokens=-1)
     strict = ContextConfig(overflow="raise")

@@ -25,7 +25,7 @@ from synapse_retriever.conversation import (
     ConversationMemory,
     HashingEmbedder,
 )
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.tokens import approximate_tokens
 
 FACT = "We moved the production deploy to Fridays. Lovely weather today."
@@ -289,6 +289,10 @@ def test_images_are_kept_whole_or_dropped() -> None:
 
 def test_bad_input() -> None:
     assert synapse_trim_chat_messages([], max_tokens=10) == []
+    with pytest.raises(InvalidTypeError, match="messages must be a sequence of ChatMessage"):
+        synapse_trim_chat_messages(None, max_tokens=10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match=r"messages\[0\] must be a ChatMessage, got str"):
+        synapse_trim_chat_messages(["hi"], max_tokens=10)  # type: ignore[list-item]
     with pytest.raises(ValueError, match="max_tokens must be >= 0"):
         synapse_trim_chat_messages(tool_history(), max_tokens=-1)
     with pytest.raises(ContextBudgetError):

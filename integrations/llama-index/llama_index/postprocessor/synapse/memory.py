@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -150,7 +150,18 @@ def synapse_trim_chat_messages(
         assistant Anytime.
         user      When is the production deploy again?
     """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise InvalidTypeError(
+            f"messages must be a sequence of ChatMessage, got {type(messages).__name__} "
+            f"{messages!r:.80}"
+        )
     messages = list(messages)
+    wrong = next((i for i, m in enumerate(messages) if not isinstance(m, ChatMessage)), None)
+    if wrong is not None:
+        raise InvalidTypeError(
+            f"messages[{wrong}] must be a ChatMessage, got {type(messages[wrong]).__name__} "
+            f"{messages[wrong]!r:.80}"
+        )
     if query is None:
         query = next((message_text(m) for m in reversed(messages) if m.role.value == "user"), None)
     kept = trim_history(
