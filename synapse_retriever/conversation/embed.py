@@ -46,6 +46,7 @@ except ImportError as exc:  # the store runs without it; only this index needs i
         "the conversation memory needs faiss-cpu: pip install 'synapse-retriever[conversation]'"
     ) from exc
 
+from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.conversation.text import terms
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -252,7 +253,8 @@ def embedded(embedder: Embedder, texts: Sequence[str]) -> Vectors:
 
 
 def checked_embedder(embedder: Embedder) -> Embedder:
-    """``embedder`` if its ``name`` is a non-empty str and its ``dim`` an int of at least 1.
+    """``embedder`` if its ``name`` is a non-empty str every backend can store and its
+    ``dim`` an int of at least 1.
 
     Examples
     --------
@@ -264,6 +266,9 @@ def checked_embedder(embedder: Embedder) -> Embedder:
         raise InvalidTypeError(f"embedder.name must be a non-empty str, got {name!r}")
     if not name.strip():
         raise InvalidValueError(f"embedder.name must be a non-empty str, got {name!r}")
+    check_unicode("embedder.name", name)  # stored with every turn's vector: UTF-8
+    if "\x00" in name:  # which PostgreSQL's text cannot hold: every backend refuses it
+        raise InvalidValueError(f"embedder.name must not hold a NUL character, got {name!r}")
     if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
         raise InvalidTypeError(f"embedder.dim must be an int of at least 1, got {dim!r}")
     return embedder

@@ -205,6 +205,32 @@ def test_an_embedder_with_a_blank_name_is_a_value_error(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("mini\ud800lm", "embedder.name must be valid Unicode"),
+        ("mini\x00lm", "must not hold a NUL"),
+    ],
+)
+def test_an_embedder_name_no_backend_can_store_is_refused_before_the_file_is_made(
+    tmp_path: Path, name: str, says: str
+) -> None:
+    # a lone surrogate raised a raw UnicodeEncodeError at the first turn, on both backends;
+    # a NUL was stored on SQLite and refused by PostgreSQL
+    from synapse_retriever.conversation import ConversationMemory
+
+    class Odd:
+        dim = 4
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.ones((len(texts), 4))
+
+    Odd.name = name  # type: ignore[attr-defined]
+    with pytest.raises(InvalidValueError, match=says):
+        ConversationMemory(tmp_path / "chat.db", embedder=Odd())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("rows", [0, 2])
 def test_an_embedder_that_returns_another_number_of_rows_is_a_typed_error(rows: int) -> None:
     from synapse_retriever.conversation import ConversationMemory
