@@ -28,8 +28,10 @@ import functools
 import logging
 import math
 import os
+import re
 import threading
 import time
+import unicodedata
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
@@ -1605,6 +1607,13 @@ class _Stored:
         return Condensed(turn.chunks, turn.summary)
 
 
+_INVISIBLE = re.compile(
+    "[\\s\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]*"
+)
+"""Text that shows nothing: whitespace, and the format characters that print as nothing
+(soft hyphen, zero-width spaces and joiners, direction marks, the byte order mark)."""
+
+
 def _check_turn(text: object, role: object, session: object, speaker: object = None) -> None:
     """Refuse a turn that cannot be stored as it is, before anything is."""
     if not isinstance(text, str):
@@ -1612,8 +1621,10 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
             f"text must be a str, got {type(text).__name__}; for multimodal content, "
             "pass the text parts joined"
         )
-    if not text.strip():
-        raise InvalidValueError("text must contain non-blank characters, got an empty turn")
+    if _INVISIBLE.fullmatch(text):
+        raise InvalidValueError(
+            f"text must contain non-blank characters, got an empty turn {text[:20]!r}"
+        )
     _check_text("text", text)
     for name, value in (("role", role), ("session", session)):
         if not isinstance(value, str):
@@ -1630,12 +1641,17 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
             raise InvalidTypeError(
                 f"speaker must be None or a str, got {type(speaker).__name__} {speaker!r:.80}"
             )
-        if not speaker.strip() or len(speaker) > _SPEAKER_CHARS:
+        if _INVISIBLE.fullmatch(speaker) or len(speaker) > _SPEAKER_CHARS:
             raise InvalidValueError(
                 f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
                 f"got {speaker!r:.80}"
             )
         _check_text("speaker", speaker)
+        control = next((c for c in speaker if unicodedata.category(c) == "Cc"), None)
+        if control is not None:  # a bell, a newline: as a user's name refuses them
+            raise InvalidValueError(
+                f"speaker must not hold a control character, got {control!r} in {speaker!r:.80}"
+            )
 
 
 def _themes(found: object) -> list[str]:

@@ -146,6 +146,10 @@ def test_shrink_keeps_whole_turns_when_working_memory_does_not_fit() -> None:
     [
         ("", InvalidValueError, "empty turn"),
         ("   \n", InvalidValueError, "empty turn"),
+        # shows nothing: a byte order mark, zero-width spaces and joiners, a soft hyphen
+        ("\ufeff", InvalidValueError, "empty turn"),
+        ("\u200b\u200c\u200d \u2060", InvalidValueError, "empty turn"),
+        ("\u00ad\u180e\u3000", InvalidValueError, "empty turn"),
         ([{"type": "image_url", "image_url": "x.png"}], InvalidTypeError, "multimodal"),
         (None, InvalidTypeError, "text must be a str, got NoneType"),
     ],
@@ -157,6 +161,18 @@ def test_bad_turns_are_refused_before_anything_is_stored(
         with pytest.raises(error, match=message):
             memory.add_turn(text)  # type: ignore[arg-type]
         assert len(memory) == 0
+
+
+def test_a_speaker_that_shows_nothing_or_holds_a_control_character_is_refused() -> None:
+    with ConversationMemory() as memory:
+        with pytest.raises(
+            InvalidValueError, match=r"must not hold a control character, got '\\x07'"
+        ):
+            memory.add_turn("hi", speaker="a\x07b")
+        with pytest.raises(InvalidValueError, match="speaker must be None or a name of 1 to 200"):
+            memory.add_turn("hi", speaker="\u200b")
+        assert len(memory) == 0
+        assert memory.add_turn("hi \u200b there", speaker="Ann\u00e9") == 1  # visible: kept
 
 
 @pytest.mark.parametrize(
