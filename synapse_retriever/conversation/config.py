@@ -408,6 +408,11 @@ def _check_unit(name: str, value: object) -> None:
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
         raise InvalidValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if value < sys.float_info.min:  # type: ignore[operator]
+        raise InvalidValueError(  # ln 2 / value overflows: a turn of age 0 decayed to NaN
+            f"{name} must be at least {sys.float_info.min!r} (a float's smallest normal "
+            f"number), got {value!r}"
+        )
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:

@@ -97,6 +97,9 @@ def test_the_config_is_frozen() -> None:
         ({"novelty_weight": -1.0}, "novelty_weight must be a finite number >= 0"),
         ({"novelty_weight": float("inf")}, "novelty_weight must be a finite number >= 0"),
         ({"assembly": "magic"}, "assembly must be one of"),
+        # subnormal: ln 2 / it overflows, and the newest turn's importance was NaN
+        ({"recency_half_life_turns": 5e-324}, "must be at least 2.2250738585072014e-308"),
+        ({"habituation_half_count": 1e-310}, "must be at least 2.2250738585072014e-308"),
     ],
 )
 def test_bad_values_are_refused_with_a_message_naming_them(
