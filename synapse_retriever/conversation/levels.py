@@ -50,8 +50,9 @@ from enum import StrEnum
 from synapse_retriever._numbers import numeric
 from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.tokens import check_tokens
 
-__all__ = ["ContextBudgetError", "Level", "plan_levels", "threshold_level"]
+__all__ = ["ContextBudgetError", "Level", "plan_levels", "planned_levels", "threshold_level"]
 
 PUBLISHED = ContextConfig.published()
 """The method as published, whose rule this module is: its defaults are the preset's."""
@@ -198,6 +199,34 @@ def plan_levels(
     >>> [lv.value for lv in plan][:2]
     ['chunks', 'chunks']
     """
+    _check_plan(costs, budget, working_memory, demotion, overflow)
+    return planned_levels(
+        importance,
+        costs,
+        budget,
+        working_memory=working_memory,
+        thresholds=thresholds,
+        demotion=demotion,
+        pinned=pinned,
+        groups=groups,
+        overflow=overflow,
+    )
+
+
+def planned_levels(
+    importance: Sequence[float],
+    costs: Sequence[tuple[int, int, int]],
+    budget: int,
+    *,
+    working_memory: int = PUBLISHED.working_memory,
+    thresholds: tuple[float, float, float] = PUBLISHED_THRESHOLDS,
+    demotion: str = PUBLISHED.demotion,
+    pinned: Sequence[bool] | None = None,
+    groups: Sequence[int | None] | None = None,
+    overflow: str = PUBLISHED.overflow,
+) -> list[Level]:
+    """:func:`plan_levels` for arguments the caller made itself (``assemble``'s): the
+    costs, budget and rules are not checked again, one check per turn of every call."""
     n = len(importance)
     if len(costs) != n:
         raise InvalidValueError(f"got {n} importances but {len(costs)} costs")
@@ -328,3 +357,31 @@ def _rung_for(ladder: list[tuple[Level, int]], cost: tuple[int, int, int], level
 
 def _level(ladder: list[tuple[Level, int]], rung: int) -> Level:
     return ladder[rung][0] if rung < len(ladder) else Level.DROPPED
+
+
+def _check_plan(
+    costs: Sequence[tuple[int, int, int]],
+    budget: object,
+    working_memory: object,
+    demotion: object,
+    overflow: object,
+) -> None:
+    """Refuse, by name, what :func:`plan_levels` cannot plan with (a NaN cost raised a raw
+    ``ValueError``, a pair of costs ``zip``'s, and an unknown ``demotion`` planned as
+    ``"importance"``)."""
+    check_tokens("budget", budget)
+    check_tokens("working_memory", working_memory)
+    for i, cost in enumerate(costs):
+        if not (
+            isinstance(cost, tuple | list)
+            and len(cost) == 3
+            and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cost)
+        ):
+            raise InvalidValueError(
+                f"costs[{i}] must be three token counts (FULL, CHUNKS, SUMMARY), ints >= 0, "
+                f"got {cost!r:.80}"
+            )
+    if demotion not in ("importance", "fade"):
+        raise InvalidValueError(f"demotion must be 'importance' or 'fade', got {demotion!r:.80}")
+    if overflow not in ("raise", "shrink"):
+        raise InvalidValueError(f"overflow must be 'raise' or 'shrink', got {overflow!r:.80}")

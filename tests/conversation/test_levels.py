@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever.conversation import ContextBudgetError, Level, plan_levels, threshold_level
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 F, C, S, D = Level.FULL, Level.CHUNKS, Level.SUMMARY, Level.DROPPED
 COSTS = (100, 30, 10)  # FULL, CHUNKS, SUMMARY tokens of every turn below
@@ -131,6 +132,32 @@ def test_bad_shapes_are_refused() -> None:
         plan_levels([0.1, 0.2], [COSTS], 100)
     with pytest.raises(InvalidValueError, match="one entry per turn"):
         plan_levels([0.1], [COSTS], 100, pinned=[True, False])
+
+
+@pytest.mark.parametrize(
+    ("costs", "budget", "options", "error", "says"),
+    [
+        ([(100, math.nan, 10)], 100, {}, InvalidValueError, r"costs\[0\] must be three token"),
+        ([(100, 30)], 100, {}, InvalidValueError, r"costs\[0\] must be three token counts"),
+        ([(100, 30, -1)], 100, {}, InvalidValueError, r"costs\[0\] must be three token counts"),
+        ([COSTS], math.nan, {}, InvalidTypeError, "budget must be an int, got float"),
+        ([COSTS], -1, {}, InvalidValueError, "budget must be >= 0, got -1"),
+        ([COSTS], 100, {"demotion": "x"}, InvalidValueError, "demotion must be 'importance' or"),
+        ([COSTS], 100, {"overflow": "x"}, InvalidValueError, "overflow must be 'raise' or"),
+        ([COSTS], 100, {"working_memory": -1}, InvalidValueError, "working_memory must be >= 0"),
+    ],
+)
+def test_what_cannot_be_planned_with_is_refused_by_name(
+    costs: list[tuple[int, int, int]],
+    budget: int,
+    options: dict[str, object],
+    error: type[Exception],
+    says: str,
+) -> None:
+    # a NaN cost raised a raw ValueError, a pair of costs zip's; demotion="x" planned as
+    # "importance", and budget=nan said "needs 200 tokens, more than budget_tokens=nan"
+    with pytest.raises(error, match=says):
+        plan_levels([0.5], costs, budget, **options)  # type: ignore[arg-type]
 
 
 @settings(max_examples=150, deadline=None)
