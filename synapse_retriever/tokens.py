@@ -31,7 +31,8 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from numbers import Integral
+from typing import Any, TypeGuard
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -42,6 +43,7 @@ __all__ = [
     "approximate_tokens",
     "check_tokens",
     "checked_counter",
+    "is_int",
     "tiktoken_counter",
 ]
 
@@ -50,6 +52,18 @@ TokenCounter = Callable[[str], int]
 
 MAX_TOKENS = 2**63 - 1
 """The largest token count a budget may name (what a 64-bit integer holds)."""
+
+
+def is_int(value: object) -> TypeGuard[Integral]:
+    """Whether ``value`` is an integer: an int or a NumPy integer, not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [is_int(v) for v in (3, np.int64(3), True, 3.0, "3")]
+    [True, True, False, False, False]
+    """
+    return isinstance(value, Integral) and not isinstance(value, bool)
 
 
 def check_tokens(name: str, value: object) -> int:
@@ -69,15 +83,16 @@ def check_tokens(name: str, value: object) -> int:
     ...
     synapse_retriever.errors.InvalidValueError: budget_tokens must be at most 2**63 - 1, got 2**1024
     """
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise InvalidValueError(f"{name} must be >= 0, got {value}")
-    if value > MAX_TOKENS:
-        power = value & (value - 1) == 0
-        shown = f"2**{value.bit_length() - 1}" if power else f"an int of {len(str(value))} digits"
+    count = int(value)  # a NumPy integer too
+    if count < 0:
+        raise InvalidValueError(f"{name} must be >= 0, got {count}")
+    if count > MAX_TOKENS:
+        power = count & (count - 1) == 0
+        shown = f"2**{count.bit_length() - 1}" if power else f"an int of {len(str(count))} digits"
         raise InvalidValueError(f"{name} must be at most 2**63 - 1, got {shown}")
-    return value
+    return count
 
 
 CJK = (
@@ -151,7 +166,7 @@ def checked_counter(token_counter: TokenCounter | None) -> TokenCounter:
 
     def count(text: str) -> int:
         value: Any = token_counter(text)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_int(value) or value < 0:  # a NumPy integer too
             raise InvalidValueError(
                 f"token_counter must return an integer >= 0, got {value!r} for {text[:40]!r}"
             )

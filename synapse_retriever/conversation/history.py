@@ -216,7 +216,7 @@ def trim_history(
     6 full Yes, build 812 passed.
     7 full When is the production deploy again?
     """
-    check_tokens("max_tokens", max_tokens)
+    max_tokens = check_tokens("max_tokens", max_tokens)
     for i, message in enumerate(messages):
         if not isinstance(message, HistoryMessage):
             raise InvalidTypeError(

@@ -34,6 +34,7 @@ import time
 import unicodedata
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from numbers import Real
 from typing import TypeVar
 
 import networkx as nx
@@ -90,7 +91,7 @@ from synapse_retriever.persistence.conversation import (
 )
 from synapse_retriever.persistence.postgres import is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import file_path
-from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter
+from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter, is_int
 
 __all__ = ["ROLES", "ConversationMemory"]
 
@@ -699,8 +700,8 @@ class ConversationMemory:
             raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
         if query is not None:
             check_unicode("query", query)
-        check_tokens("budget_tokens", budget_tokens)
-        check_tokens("turn_overhead", turn_overhead)
+        budget_tokens = check_tokens("budget_tokens", budget_tokens)
+        turn_overhead = check_tokens("turn_overhead", turn_overhead)
         allowed = None if sessions is None else _session_set(sessions)
         now = to_seconds(at)
         with self._lock:
@@ -853,8 +854,9 @@ class ConversationMemory:
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
         check_unicode("query", query)
-        if isinstance(k, bool) or not isinstance(k, int):
+        if not is_int(k):
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
+        k = int(k)  # a NumPy integer too
         if k < 1:
             raise InvalidValueError(f"k must be >= 1, got {k}")
         k = min(k, 2**31 - 1)  # more turns than a memory holds is all of them, in any index
@@ -1701,17 +1703,24 @@ def _session_set(sessions: object) -> frozenset[str]:
 def _weights(weights: object) -> tuple[float, float]:
     """``(vector, graph)``: two finite numbers >= 0, not both 0."""
     pair = tuple(weights) if isinstance(weights, (tuple, list)) else ()
-    if (
-        len(pair) != 2
-        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in pair)
-        or not all(math.isfinite(float(w)) if abs(w) < 1e308 else False for w in pair)
-        or not all(w >= 0 for w in pair)
-        or not any(pair)
-    ):
+    values = [_real(w) for w in pair]  # NumPy numbers too; None: not a finite number
+    if len(values) != 2 or None in values or not all(w >= 0 for w in values) or not any(values):  # type: ignore[operator]
         raise InvalidValueError(
             f"weights must be (vector, graph): two finite numbers >= 0, not both 0, got {weights!r}"
         )
-    return (float(pair[0]), float(pair[1]))
+    return (float(values[0] or 0.0), float(values[1] or 0.0))
+
+
+def _real(value: object) -> float | None:
+    """``value`` as a finite float, or None (not a real number, NaN, infinite, or past what a
+    float holds: ``10**400``)."""
+    if not isinstance(value, Real) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _weakly(

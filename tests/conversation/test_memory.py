@@ -163,6 +163,25 @@ def test_bad_turns_are_refused_before_anything_is_stored(
         assert len(memory) == 0
 
 
+def test_numpy_numbers_are_numbers() -> None:
+    # k=np.int64(2) and budget np.int64 were InvalidTypeError, weights of NumPy numbers
+    # "two finite numbers >= 0 ... got (np.float32(1.0), np.int64(1))", and a token counter
+    # returning np.int64 "must return an integer"
+    counter = lambda text: np.int64(len(text.split()))  # noqa: E731
+    with ConversationMemory(token_counter=counter) as memory:
+        memory.add_turn("The deploy moved to Fridays.", at=0)
+        memory.add_turn("Lunch?", at=1)
+        assert memory.assemble("deploy", np.int64(50), turn_overhead=np.int32(1)) == (
+            memory.assemble("deploy", 50, turn_overhead=1)
+        )
+        weights = (np.float32(1.0), np.int64(1))
+        assert memory.retrieve("deploy", k=np.int64(2), weights=weights) == memory.retrieve(
+            "deploy", k=2, weights=(1.0, 1.0)
+        )
+        with pytest.raises(InvalidTypeError, match="k must be an int, got bool"):
+            memory.retrieve("deploy", k=np.bool_(True))  # type: ignore[arg-type]
+
+
 def test_a_speaker_that_shows_nothing_or_holds_a_control_character_is_refused() -> None:
     with ConversationMemory() as memory:
         with pytest.raises(
