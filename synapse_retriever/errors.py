@@ -23,6 +23,7 @@ __all__ = [
     "StorageUnavailableError",
     "SynapseError",
     "WriteConflictError",
+    "shown",
 ]
 
 
@@ -186,3 +187,18 @@ class MissingExtraError(SynapseError, ImportError):
     >>> isinstance(error, ImportError)  # what a caller catching the import error expects
     True
     """
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``value`` as an error message shows it: its ``repr``, cut to ``limit`` characters,
+    and an int too long to print (Python refuses past 4,300 digits) by its size.
+
+    Examples
+    --------
+    >>> shown(-1), shown("x" * 100)[-5:], shown(10**5000)
+    ('-1', "xxx'…", 'an int of 16610 bits')
+    """
+    if isinstance(value, int) and value.bit_length() > 1000:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

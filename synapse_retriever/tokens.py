@@ -34,7 +34,7 @@ from collections.abc import Callable
 from numbers import Integral
 from typing import Any, TypeGuard
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "CJK",
@@ -87,11 +87,11 @@ def check_tokens(name: str, value: object) -> int:
         raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
     count = int(value)  # a NumPy integer too
     if count < 0:
-        raise InvalidValueError(f"{name} must be >= 0, got {count}")
+        raise InvalidValueError(f"{name} must be >= 0, got {shown(count)}")
     if count > MAX_TOKENS:
         power = count & (count - 1) == 0
-        shown = f"2**{count.bit_length() - 1}" if power else f"an int of {len(str(count))} digits"
-        raise InvalidValueError(f"{name} must be at most 2**63 - 1, got {shown}")
+        size = f"2**{count.bit_length() - 1}" if power else f"an int of {count.bit_length()} bits"
+        raise InvalidValueError(f"{name} must be at most 2**63 - 1, got {size}")
     return count
 
 

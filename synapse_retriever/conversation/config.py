@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from synapse_retriever.conversation.importance import Weights
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = ["MODES", "PRESETS", "ContextConfig"]
 
@@ -303,7 +303,7 @@ class ContextConfig:
             value = getattr(self, name)
             _check_unit(name, value)
             if value == 0:
-                raise InvalidValueError(f"{name} must be in (0, 1], got {value!r}")
+                raise InvalidValueError(f"{name} must be in (0, 1], got {shown(value)}")
         if not self.summary_threshold <= self.chunks_threshold <= self.full_threshold:
             raise InvalidValueError(
                 "thresholds must satisfy summary_threshold <= chunks_threshold <= "
@@ -334,26 +334,26 @@ class ContextConfig:
         _check_positive("retrieval_lexical_weight", self.retrieval_lexical_weight)
         if not _is_number(self.neighbour_share) or not 0 <= self.neighbour_share <= 1:
             raise InvalidValueError(
-                f"neighbour_share must be a number in [0, 1], got {self.neighbour_share!r}"
+                f"neighbour_share must be a number in [0, 1], got {shown(self.neighbour_share)}"
             )
         for name in ("speaker_boost", "date_boost", "date_margin_days"):
             value = getattr(self, name)
             if not _is_number(value) or not (math.isfinite(value) and value >= 0):
-                raise InvalidValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise InvalidValueError(f"{name} must be a finite number >= 0, got {shown(value)}")
         _check_positive("edge_decay_rate", self.edge_decay_rate)
         if not _is_number(self.graph_damping) or not 0.0 < self.graph_damping <= 1.0:
             raise InvalidValueError(
-                f"graph_damping must be a number in (0, 1], got {self.graph_damping!r}"
+                f"graph_damping must be a number in (0, 1], got {shown(self.graph_damping)}"
             )
         if not _is_number(self.novelty_weight) or not (
             math.isfinite(self.novelty_weight) and self.novelty_weight >= 0
         ):
             raise InvalidValueError(
-                f"novelty_weight must be a finite number >= 0, got {self.novelty_weight!r}"
+                f"novelty_weight must be a finite number >= 0, got {shown(self.novelty_weight)}"
             )
         if not _is_number(self.working_share) or not 0.0 < self.working_share <= 1.0:
             raise InvalidValueError(
-                f"working_share must be a number in (0, 1], got {self.working_share!r}"
+                f"working_share must be a number in (0, 1], got {shown(self.working_share)}"
             )
         if self.recency_half_life_days is not None:
             _check_positive("recency_half_life_days", self.recency_half_life_days)
@@ -387,7 +387,7 @@ class ContextConfig:
             _check_positive(f"temperatures[{mode!r}]", value)
         if not isinstance(self.mode, str) or self.mode not in temperatures:  # a list: unhashable
             raise (InvalidValueError if isinstance(self.mode, str) else InvalidTypeError)(
-                f"mode must be one of {sorted(temperatures)}, got {self.mode!r}"
+                f"mode must be one of {sorted(temperatures)}, got {shown(self.mode)}"
             )
         object.__setattr__(self, "temperatures", MappingProxyType(temperatures))
         object.__setattr__(self, "consolidation_ages", (int(ages[0]), int(ages[1])))
@@ -402,23 +402,23 @@ def _is_number(value: object) -> bool:
 
 def _check_unit(name: str, value: object) -> None:
     if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
-        raise InvalidValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        raise InvalidValueError(f"{name} must be a number in [0, 1], got {shown(value)}")
 
 
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
-        raise InvalidValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise InvalidValueError(f"{name} must be a finite number > 0, got {shown(value)}")
     if value < sys.float_info.min:  # type: ignore[operator]
         raise InvalidValueError(  # ln 2 / value overflows: a turn of age 0 decayed to NaN
             f"{name} must be at least {sys.float_info.min!r} (a float's smallest normal "
-            f"number), got {value!r}"
+            f"number), got {shown(value)}"
         )
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _INT_MAX:
         raise InvalidValueError(
-            f"{name} must be an integer >= {minimum} and <= 2**53, got {value!r:.80}"
+            f"{name} must be an integer >= {minimum} and <= 2**53, got {shown(value)}"
         )
 
 

@@ -25,8 +25,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from numbers import Real
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = ["Consolidator", "wait_timeout"]
 
@@ -124,6 +125,7 @@ class Consolidator:
         >>> closed.is_set(), closed.wait(5)
         (False, True)
         """
+        timeout = wait_timeout(timeout)  # checked before anything closes
         self.wait(timeout)
         with self._cond:
             self._closed = True
@@ -172,7 +174,8 @@ class Consolidator:
 
 def wait_timeout(timeout: object) -> float | None:
     """``timeout`` in seconds as a wait takes it: None (no limit) for None, ``inf``, or more
-    than a wait can hold (``threading.TIMEOUT_MAX``, about 49 days on Linux).
+    than a wait can hold (``threading.TIMEOUT_MAX``: about 292 years on Linux, 49 days on
+    Windows). A NumPy number is read as the number it is.
 
     Raises
     ------
@@ -190,8 +193,8 @@ def wait_timeout(timeout: object) -> float | None:
     """
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise InvalidTypeError(f"timeout must be None or seconds >= 0, got {timeout!r:.80}")
+    if isinstance(timeout, bool) or not isinstance(timeout, Real):
+        raise InvalidTypeError(f"timeout must be None or seconds >= 0, got {shown(timeout)}")
     if timeout != timeout or timeout < 0:  # NaN, or a time past
-        raise InvalidValueError(f"timeout must be None or seconds >= 0, got {timeout!r}")
-    return None if timeout >= threading.TIMEOUT_MAX else float(timeout)
+        raise InvalidValueError(f"timeout must be None or seconds >= 0, got {shown(timeout)}")
+    return None if timeout >= threading.TIMEOUT_MAX else float(timeout)  # type: ignore[operator]

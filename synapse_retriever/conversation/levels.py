@@ -44,13 +44,13 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence, Sized
 from enum import StrEnum
 
 from synapse_retriever._numbers import numeric
 from synapse_retriever.conversation.config import ContextConfig
-from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.tokens import check_tokens
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.tokens import check_tokens, is_int
 
 __all__ = ["ContextBudgetError", "Level", "plan_levels", "planned_levels", "threshold_level"]
 
@@ -199,6 +199,12 @@ def plan_levels(
     >>> [lv.value for lv in plan][:2]
     ['chunks', 'chunks']
     """
+    for name, values in (("importance", importance), ("costs", costs)):
+        if not isinstance(values, Iterable) or isinstance(values, str | bytes):
+            raise InvalidTypeError(
+                f"{name} must be a sequence, one per turn, got {type(values).__name__}"
+            )
+    importance, costs = list(importance), list(costs)  # a generator is read once
     _check_plan(costs, budget, working_memory, demotion, overflow)
     return planned_levels(
         importance,
@@ -372,10 +378,10 @@ def _check_plan(
     check_tokens("budget", budget)
     check_tokens("working_memory", working_memory)
     for i, cost in enumerate(costs):
-        if not (
-            isinstance(cost, tuple | list)
+        if not (  # an array row too
+            isinstance(cost, Sized)
             and len(cost) == 3
-            and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cost)
+            and all(is_int(c) and int(c) >= 0 for c in cost)
         ):
             raise InvalidValueError(
                 f"costs[{i}] must be three token counts (FULL, CHUNKS, SUMMARY), ints >= 0, "

@@ -28,7 +28,6 @@ import functools
 import logging
 import math
 import os
-import re
 import threading
 import time
 import unicodedata
@@ -78,8 +77,8 @@ from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.conversation.summarize import Condensed, ExtractiveSummarizer, Summarizer
-from synapse_retriever.conversation.text import TermStats
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.conversation.text import TermStats, blank
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError, shown
 from synapse_retriever.persistence.conversation import (
     ConversationStorage,
     EntityRow,
@@ -858,7 +857,7 @@ class ConversationMemory:
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
         k = int(k)  # a NumPy integer too
         if k < 1:
-            raise InvalidValueError(f"k must be >= 1, got {k}")
+            raise InvalidValueError(f"k must be >= 1, got {shown(k)}")
         k = min(k, 2**31 - 1)  # more turns than a memory holds is all of them, in any index
         with self._lock:
             self._check_open()
@@ -1609,13 +1608,6 @@ class _Stored:
         return Condensed(turn.chunks, turn.summary)
 
 
-_INVISIBLE = re.compile(
-    "[\\s\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]*"
-)
-"""Text that shows nothing: whitespace, and the format characters that print as nothing
-(soft hyphen, zero-width spaces and joiners, direction marks, the byte order mark)."""
-
-
 def _check_turn(text: object, role: object, session: object, speaker: object = None) -> None:
     """Refuse a turn that cannot be stored as it is, before anything is."""
     if not isinstance(text, str):
@@ -1623,7 +1615,7 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
             f"text must be a str, got {type(text).__name__}; for multimodal content, "
             "pass the text parts joined"
         )
-    if _INVISIBLE.fullmatch(text):
+    if blank(text):
         raise InvalidValueError(
             f"text must contain non-blank characters, got an empty turn {text[:20]!r}"
         )
@@ -1643,7 +1635,7 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
             raise InvalidTypeError(
                 f"speaker must be None or a str, got {type(speaker).__name__} {speaker!r:.80}"
             )
-        if _INVISIBLE.fullmatch(speaker) or len(speaker) > _SPEAKER_CHARS:
+        if blank(speaker) or len(speaker) > _SPEAKER_CHARS:
             raise InvalidValueError(
                 f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
                 f"got {speaker!r:.80}"
@@ -1657,17 +1649,24 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
 
 
 def _themes(found: object) -> list[str]:
-    """A theme extractor's answer, checked: a list (or tuple) of str, else
-    :class:`~synapse_retriever.errors.InvalidTypeError` (a plug-in's fault); a theme that is
-    blank, spans lines (themes are stored one per line) or that no backend can store is
-    logged and left out."""
-    if not isinstance(found, list | tuple) or not all(isinstance(t, str) for t in found):
+    """A theme extractor's answer, checked: an iterable of str (a list, a set, a
+    generator), else :class:`~synapse_retriever.errors.InvalidTypeError` (a plug-in's fault:
+    the consolidation stops, as for a summarizer's); a theme that is blank, spans lines
+    (themes are stored one per line) or that no backend can store is logged and left out."""
+    themes = (
+        list(found)
+        if isinstance(found, Iterable) and not isinstance(found, str | bytes | Mapping)
+        else None
+    )
+    if themes is None or not all(isinstance(t, str) for t in themes):
         raise InvalidTypeError(
             f"themes.themes must return a list of str, got {type(found).__name__} {found!r:.80}"
         )
-    kept = [t for t in found if t.strip() and "\n" not in t and "\r" not in t and _is_storable(t)]
-    if len(kept) < len(found):
-        log.warning("theme extractor: left out %.200r", [t for t in found if t not in kept])
+    kept = [
+        t for t in themes if not blank(t) and "\n" not in t and "\r" not in t and _is_storable(t)
+    ]
+    if len(kept) < len(themes):
+        log.warning("theme extractor: left out %.200r", [t for t in themes if t not in kept])
     return kept
 
 

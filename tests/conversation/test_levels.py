@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -132,6 +133,14 @@ def test_bad_shapes_are_refused() -> None:
         plan_levels([0.1, 0.2], [COSTS], 100)
     with pytest.raises(InvalidValueError, match="one entry per turn"):
         plan_levels([0.1], [COSTS], 100, pinned=[True, False])
+
+
+def test_numpy_costs_an_array_of_them_and_a_generator_are_planned_as_lists() -> None:
+    expected = plan_levels([0.5, 0.9], [COSTS, COSTS], 1_000)
+    assert plan_levels([0.5, 0.9], np.array([COSTS, COSTS]), np.int64(1_000)) == expected
+    assert plan_levels(iter([0.5, 0.9]), (c for c in [COSTS, COSTS]), 1_000) == expected
+    with pytest.raises(InvalidTypeError, match="importance must be a sequence, one per turn"):
+        plan_levels(None, [COSTS], 100)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

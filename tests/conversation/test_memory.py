@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -453,6 +454,18 @@ def test_a_theme_extractor_of_the_wrong_type_is_named(themes: object, error: str
             memory.consolidate()
 
 
+@pytest.mark.parametrize("kind", [set, iter, tuple])
+def test_a_theme_extractor_may_answer_any_iterable_of_str(kind: Any) -> None:
+    class Any_:
+        def themes(self, texts: Sequence[str]) -> object:
+            return kind(["deploy"])
+
+    with ConversationMemory(themes=Any_(), background=False) as memory:  # type: ignore[arg-type]
+        fill(memory, CHAT[:3])
+        assert memory.consolidate()
+        assert memory.replays()[-1][1] == ["deploy"]
+
+
 def test_themes_that_span_lines_or_cannot_be_stored_are_left_out() -> None:
     class Odd:
         def themes(self, texts: Sequence[str]) -> list[str]:
@@ -462,6 +475,25 @@ def test_themes_that_span_lines_or_cannot_be_stored_are_left_out() -> None:
         fill(memory, CHAT[:3])
         assert memory.consolidate()
         assert memory.replays()[-1][1] == ["c", "deploy"]
+
+
+def test_numpy_timeouts_huge_ints_and_the_consolidators_own_close() -> None:
+    from synapse_retriever.conversation import Consolidator
+
+    with ConversationMemory() as memory:
+        assert memory.wait_for_consolidation(np.int64(1)) and memory.wait_for_consolidation(
+            np.float32(0.5)
+        )
+        with pytest.raises(InvalidValueError, match="got an int of 16610 bits"):
+            memory.wait_for_consolidation(-(10**5000))  # str() of it: a raw ValueError
+        with pytest.raises(InvalidValueError, match="working_memory must be an integer"):
+            ContextConfig(working_memory=10**5000)
+        with pytest.raises(InvalidValueError, match="budget_tokens must be >= 0, got an int of"):
+            memory.assemble("q", -(10**5000))
+    worker, stopped = Consolidator(lambda: None), threading.Event()
+    worker.request()
+    worker.close(math.inf, then=stopped.set)  # thread.join(inf): a raw OverflowError
+    assert stopped.wait(5)
 
 
 def test_a_bad_timeout_closes_nothing_and_no_limit_closes_the_database(tmp_path: Path) -> None:

@@ -171,12 +171,12 @@ def synapse_trim_messages(
         ai     Anytime.
         human  When is the production deploy again?
     """
-    if isinstance(messages, str | bytes | Mapping) or not isinstance(
+    if isinstance(messages, str | bytes | Mapping | BaseMessage) or not isinstance(
         messages, PromptValue | Iterable
     ):  # a bare string became one message per character
         raise InvalidTypeError(
-            "messages must be a sequence of messages or a PromptValue, got "
-            f"{type(messages).__name__} {messages!r:.80}"
+            "messages must be a sequence of messages or a PromptValue (one message: "
+            f"[message]), got {type(messages).__name__} {messages!r:.80}"
         )
     try:
         messages = convert_to_messages(messages)  # a message stays itself

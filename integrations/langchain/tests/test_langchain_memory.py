@@ -137,7 +137,7 @@ def test_the_budget_counts_with_a_models_tokenizer() -> None:
 def test_bad_input() -> None:
     assert synapse_trim_messages([], max_tokens=10) == []
     # a bare string was trimmed as one message per character; None and bad dicts raised raw
-    for messages in ("hello", None, {"role": "user", "content": "hi"}):
+    for messages in ("hello", None, {"role": "user", "content": "hi"}, HumanMessage("hi")):
         with pytest.raises(InvalidTypeError, match="messages must be a sequence of messages"):
             synapse_trim_messages(messages, max_tokens=10)  # type: ignore[arg-type]
     for messages, detail in (([{"x": 1}], "must contain 'role' and 'content'"),

@@ -120,10 +120,11 @@ async def test_a_refused_message_in_a_flush_loses_none_of_the_others() -> None:
     flush = [ChatMessage(role="user", content=f"Lunch talk {i}, coffee.") for i in range(5)]
     flush[1] = ChatMessage(role="user", content="a NUL \x00 here")
     flush[3] = ChatMessage(role="user", content="elsewhere", additional_kwargs={"session_id": b"x"})
+    flush.append(ChatMessage(role="assistant", content="\u200b"))  # shows nothing: skipped
     with pytest.raises(InvalidValueError) as refused:
         await block.aput(flush)
     message = str(refused.value)
-    assert message.startswith("2 of the 5 messages flushed to long-term memory were refused")
+    assert message.startswith("2 of the 6 messages flushed to long-term memory were refused")
     assert "message 1 (text must not hold a NUL" in message
     assert "message 3 (session_id must be a str, got bytes b'x')" in message
     assert [t.text for t in block.memory.turns()] == [

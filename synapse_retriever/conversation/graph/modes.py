@@ -114,7 +114,7 @@ def canonical_mode(mode: str) -> str:
     name = MODE_ALIASES.get(mode, mode)
     if name not in MODE_WEIGHTS:
         raise InvalidValueError(f"mode must be one of {known} or 'auto', got {mode!r}")
-    return name
+    return str(name)  # a str subclass (an enum's member) as the plain name
 
 
 def mode_weights(mode: str) -> tuple[float, float]:

@@ -40,6 +40,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
+from synapse_retriever.conversation.text import blank
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -323,11 +324,11 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         # Memory has moved the flushed messages out of its short-term queue already: one
         # message refused (a NUL, a lone surrogate) must not lose the others, so each valid
         # one is stored and the refused ones are named after
-        refused: list[str] = []
+        refused: list[str] = []  # a failure of another kind (a lost database) stops here
         for position, message in enumerate(messages):
             history = to_history(message)
             text = " ".join(part for part in (history.text, history.fixed_text) if part.strip())
-            if not text.strip():  # a message with no text (e.g. only an image) is not stored
+            if blank(text):  # no text that shows (only an image, a zero-width space): not stored
                 continue
             try:
                 session = _session(message.additional_kwargs.get("session_id"))
