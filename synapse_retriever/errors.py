@@ -196,7 +196,7 @@ def shown(value: object, limit: int = 80) -> str:
     Examples
     --------
     >>> shown(-1), shown("x" * 100)[-5:], shown(10**5000)
-    ('-1', "xxx'…", 'an int of 16610 bits')
+    ('-1', 'xxxx…', 'an int of 16610 bits')
     """
     if isinstance(value, int) and value.bit_length() > 1000:
         return f"an int of {value.bit_length()} bits"
