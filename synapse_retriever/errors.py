@@ -189,8 +189,8 @@ class MissingExtraError(SynapseError, ImportError):
     """
 
 
-def shown(value: object, limit: int = 80) -> str:
-    """``value`` as an error message shows it: its ``repr``, cut to ``limit`` characters,
+def shown(value: object, width: int = 80) -> str:
+    """``value`` as an error message shows it: its ``repr``, cut to ``width`` characters,
     and an int too long to print (Python refuses past 4,300 digits) by its size.
 
     Examples
@@ -201,4 +201,4 @@ def shown(value: object, limit: int = 80) -> str:
     if isinstance(value, int) and value.bit_length() > 1000:
         return f"an int of {value.bit_length()} bits"
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
