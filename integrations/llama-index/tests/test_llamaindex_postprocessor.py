@@ -32,7 +32,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryResult,
 )
-from llama_index.postprocessor.synapse import SynapsePostprocessor
+from llama_index.postprocessor.synapse import SynapsePostprocessor, SynapseUsageHandler
 from pydantic import ValidationError
 
 from synapse_retriever import (
@@ -492,6 +492,24 @@ def test_what_is_not_a_scored_node_is_refused_by_type(synapse: SynapsePostproces
             synapse.postprocess_nodes(nodes, query_str="q")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="got NoneType None"):
         asyncio.run(synapse.apostprocess_nodes(None, query_str="q"))  # type: ignore[arg-type]
+
+
+def test_pickling_is_refused_and_leaves_the_postprocessor_whole() -> None:
+    # LlamaIndex's BaseComponent pickled what it could and deleted the rest (the store, the
+    # docstore) from this very object: record_usage and postprocessing then raised
+    # AttributeError, and the unpickled copy had no store either
+    import copy
+    import pickle
+
+    synapse = SynapsePostprocessor(store=":memory:", docstore=lambda ids: [])
+    with pytest.raises(TypeError, match="cannot pickle a SynapsePostprocessor: it holds an open"):
+        pickle.dumps(synapse)
+    with pytest.raises(TypeError):
+        pickle.dumps(SynapseUsageHandler(postprocessor=synapse))
+    with pytest.raises(TypeError):
+        copy.deepcopy(synapse)
+    synapse.record_usage(["a", "b"])
+    assert synapse.store.weight("a", "b") > 0 and synapse.docstore is not None
 
 
 def test_bad_namespace_and_id_mode_are_refused() -> None:

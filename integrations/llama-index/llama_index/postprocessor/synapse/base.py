@@ -148,6 +148,15 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         """The component's name in LlamaIndex serialization."""
         return "SynapsePostprocessor"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Refused: a postprocessor holds an open store. (LlamaIndex's ``BaseComponent``
+        pickles what it can and deletes the rest, the store and the docstore, from this very
+        object's ``__dict__``: the postprocessor was left without a store, without a word.)"""
+        raise TypeError(
+            f"cannot pickle a {type(self).__name__}: it holds an open store; build one in "
+            "each process from the store's path or URL"
+        )
+
     def node_id(self, node: NodeLike) -> str:
         """The graph id of a node (a str is taken as an id): ``node_id`` or ``ref_doc_id``.
 
