@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "ItemRecall",
     "Recalled",
     "annotate",
+    "log_unfetched",
     "plan_items",
     "rank_scores",
     "usable_scores",
@@ -57,6 +59,22 @@ AsyncFetch = Callable[[list[str]], Awaitable[Mapping[str, T | None]]]
 
 OnError = Callable[[Exception, list[str]], object]
 """``(exception, ids) -> None``: a failed fetch is reported here and ends resolution."""
+
+log = logging.getLogger(__name__)
+
+
+def log_unfetched(error: Exception, ids: list[str]) -> None:
+    """The adapters' ``on_error`` for :meth:`ItemRecall.resolve`: a docstore that fails (a
+    remote vector store down, an answer that is not the documents asked for) is asked no
+    more in this query; the ids it did not return displace nothing, the query goes on, and
+    the failure is logged.
+
+    Examples
+    --------
+    >>> log_unfetched(ConnectionError("vector store down"), ["a", "b"])  # a warning, no raise
+    """
+    log.warning("could not fetch %s: they displace nothing", ids, exc_info=error)
+
 
 _Steps = Generator[list[str], Mapping[str, Any] | None, list["Recalled[T]"]]
 _R = TypeVar("_R")

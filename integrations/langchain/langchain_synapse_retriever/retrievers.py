@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -35,6 +35,7 @@ from synapse_retriever import (
     validate_namespace,
 )
 from synapse_retriever.clock import Clock
+from synapse_retriever.recall.items import log_unfetched
 
 __all__ = ["SynapseRetriever", "document_id"]
 
@@ -261,7 +262,7 @@ class SynapseRetriever(BaseRetriever):
         upstream = self.base_retriever.invoke(query, self._child_config(run_manager), **kwargs)
         recall = self._plan(upstream, k)
         fetch = None if self.docstore is None else self._fetch
-        return self._annotated(recall.resolve(fetch, self._cost()))
+        return self._annotated(recall.resolve(fetch, self._cost(), log_unfetched))
 
     async def _aget_relevant_documents(
         self,
@@ -278,7 +279,7 @@ class SynapseRetriever(BaseRetriever):
         # process's (up to busy_timeout_s), and a refresh may read what others wrote
         recall = await run_in_executor(None, self._plan, upstream, k)
         fetch = None if self.docstore is None else self._afetch
-        return self._annotated(await recall.aresolve(fetch, self._cost()))
+        return self._annotated(await recall.aresolve(fetch, self._cost(), log_unfetched))
 
     def _plan(self, upstream: Sequence[Document], k: int | None) -> ItemRecall[Document]:
         limit = self.k if k is None else k
@@ -357,13 +358,23 @@ def _by_id(
     Matched by position, a Document that names ids (its ``id``, ``metadata[id_key]``) but
     not the one asked for is another document: no candidate (injected, it could be a hit
     already, and be in the output twice)."""
+    if not isinstance(found, Iterable) or isinstance(found, str | bytes | Mapping):
+        raise InvalidTypeError(
+            f"docstore returned {type(found).__name__} {found!r:.80} for {len(ids)} ids, "
+            "expected a list"
+        )
+    found = list(found)  # a generator: read once
+    if aligned and len(found) != len(ids):
+        raise InvalidValueError(f"docstore returned {len(found)} answers for {len(ids)} ids")
     keys = ids if aligned else [getattr(doc, "id", None) for doc in found]
     resolved: dict[str, Document] = {}
     for node, doc in zip(keys, found, strict=True):
         if doc is None or node is None:
             continue
         if not isinstance(doc, Document):
-            raise TypeError(f"docstore returned {doc!r} for id {node!r}, expected a Document")
+            raise InvalidTypeError(
+                f"docstore returned {doc!r:.80} for id {node!r}, expected a Document"
+            )
         named = {str(i) for i in (doc.id, doc.metadata.get(id_key) if id_key else None) if i}
         if named and node not in named:
             continue

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -529,11 +531,41 @@ def test_a_runnable_upstream_works(corpus: dict[str, Document]) -> None:
     assert ids(retriever.invoke("q")) == ["a", "b", "c", "d", "x"]
 
 
-def test_a_docstore_that_returns_no_document_is_an_error(upstream: ListRetriever) -> None:
-    retriever = make(upstream, docstore=lambda node: "not a document")
+class FailingStore(InMemoryStore):
+    """A docstore whose answers are wrong (``answer``) or that raises."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def mget(self, keys: Sequence[str]) -> list[Any]:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("docstore", "logged"),
+    [
+        (lambda node: "not a document", "docstore returned 'not a document' for id 'x'"),
+        (FailingStore(answer=RuntimeError("docstore down")), "docstore down"),
+        (FailingStore(answer=None), "docstore returned NoneType None for 1 ids"),
+        (FailingStore(answer=[None, None]), "docstore returned 2 answers for 1 ids"),
+    ],
+    ids=["not-a-document", "raises", "none", "too-many"],
+)
+def test_a_docstore_that_fails_displaces_nothing_and_is_logged(
+    upstream: ListRetriever, docstore: Any, logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the whole retrieval failed, the upstream's results with it (LlamaIndex's postprocessor
+    # logged it and went on, as the docs promise: an id that cannot be fetched displaces
+    # nothing); a None or a list of another length raised raw TypeError or zip's ValueError
+    retriever = make(upstream, docstore=docstore)
     retriever.record_usage(["a", "x"])
-    with pytest.raises(TypeError, match="docstore returned 'not a document' for id 'x'"):
-        retriever.invoke("q")
+    with caplog.at_level(logging.WARNING):
+        assert retriever.invoke("q") == upstream.invoke("q")
+    assert "could not fetch ['x']: they displace nothing" in caplog.text
+    assert logged in caplog.text
 
 
 def test_an_upstream_that_returns_no_documents_is_an_error() -> None:

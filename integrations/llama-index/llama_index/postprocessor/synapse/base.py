@@ -31,6 +31,7 @@ from synapse_retriever import (
     validate_namespace,
 )
 from synapse_retriever.clock import Clock
+from synapse_retriever.recall.items import log_unfetched
 
 __all__ = ["NodeFetcher", "SynapsePostprocessor", "SynapseRecallEvent"]
 
@@ -209,7 +210,7 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         recall, fetch = self._plan(nodes), None if self.docstore is None else self._fetch
-        return self._output(nodes, recall.resolve(fetch, self._cost(), _unfetched))
+        return self._output(nodes, recall.resolve(fetch, self._cost(), log_unfetched))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -218,7 +219,7 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         # process's (up to busy_timeout_s), and a refresh may read what others wrote
         recall = await asyncio.to_thread(self._plan, nodes)
         fetch = None if self.docstore is None else self._afetch
-        return self._output(nodes, await recall.aresolve(fetch, self._cost(), _unfetched))
+        return self._output(nodes, await recall.aresolve(fetch, self._cost(), log_unfetched))
 
     def _plan(self, nodes: Sequence[NodeWithScore]) -> ItemRecall[NodeWithScore]:
         if not isinstance(nodes, Sequence) or isinstance(nodes, str | bytes):  # None, say
@@ -294,12 +295,6 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         ]
         dispatcher.event(SynapseRecallEvent(nodes=output))
         return output
-
-
-def _unfetched(error: Exception, ids: list[str]) -> None:
-    """A docstore that fails (e.g. a remote vector store) is asked no more in this query:
-    the ids it did not return displace nothing, the query goes on."""
-    logger.warning("could not fetch %s: they displace nothing", ids, exc_info=error)
 
 
 def _annotated(node: BaseNode, hit: Hit) -> BaseNode:
