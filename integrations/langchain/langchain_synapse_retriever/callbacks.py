@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from synapse_retriever import RunCollector, SynapseStore
+from synapse_retriever import (
+    InvalidTypeError,
+    RunCollector,
+    SynapseStore,
+    validate_namespace,
+)
+from synapse_retriever.capture.coactivation import is_node_id
+from synapse_retriever.clock import finite_real
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_INPUT_KEYS", "SynapseCallbackHandler"]
 
@@ -79,10 +89,12 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         if not isinstance(store, SynapseStore):
             raise TypeError(f"store must be a SynapseStore, got {type(store).__name__}")
         self.store = store
-        self.namespace = namespace
-        self.strength = strength
-        self.tools = None if tools is None else frozenset(tools)
-        self.input_keys = tuple(input_keys)
+        # checked here: at a run's end LangChain logs a callback's error and goes on, and the
+        # handler learned nothing, saying so in a log line only
+        self.namespace = validate_namespace(namespace)
+        self.strength = finite_real(strength, "strength", "a number")
+        self.tools = None if tools is None else frozenset(_names("tools", tools))
+        self.input_keys = tuple(_names("input_keys", input_keys))
         self.extract = extract or self._ids_in_arguments
         self._runs: RunCollector[str] = RunCollector()
         self._pending: dict[UUID, list[str]] = {}  # tool runs in flight -> ids in their input
@@ -100,6 +112,13 @@ class SynapseCallbackHandler(BaseCallbackHandler):
 
     def _end(self, run_id: UUID) -> None:
         used = self._runs.end(run_id)
+        ids = [node for node in used or () if is_node_id(node)]
+        if used and len(ids) < len(used):  # one bad id lost the whole run's event
+            logger.warning(
+                "synapse: left out ids no store can hold: %.200r",
+                [node for node in used if not is_node_id(node)],
+            )
+        used = ids
         if used:  # an event id: handlers sharing a store count a run once
             event = f"langchain:{self.namespace}:{run_id}"
             self.store.reinforce(used, self.strength, self.namespace, event_id=event)
@@ -140,9 +159,13 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         self._runs.start(run_id, parent_run_id)
         name = str((serialized or {}).get("name") or kwargs.get("name") or "")
         if self.tools is None or name in self.tools:
-            self._pending[run_id] = list(
-                self.extract(name, input_str if inputs is None else inputs)
-            )
+            found = self.extract(name, input_str if inputs is None else inputs)
+            if isinstance(found, str | bytes):  # would be read as its characters
+                raise InvalidTypeError(
+                    f"extract must return the ids a tool used (a list of str), got a bare "
+                    f"{type(found).__name__} {found!r:.80}"
+                )
+            self._pending[run_id] = list(found)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool succeeded: its ids join its top-level run's event."""
@@ -153,3 +176,10 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         """A tool failed: its ids are dropped (a failed read or edit used nothing)."""
         self._pending.pop(run_id, None)  # a failed read or edit used nothing
         self._end(run_id)
+
+
+def _names(what: str, names: Collection[str]) -> list[str]:
+    """``names``, a collection of str; a bare str (read as its characters) is refused."""
+    if isinstance(names, str | bytes) or not all(isinstance(n, str) for n in names):
+        raise InvalidTypeError(f"{what} must be a collection of str, got {names!r:.80}")
+    return list(names)

@@ -21,7 +21,7 @@ from llama_index.postprocessor.synapse import (
     mark_used,
 )
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import InvalidTypeError, SynapseStore
 
 dispatcher = get_dispatcher("tests.synapse")
 
@@ -64,6 +64,26 @@ def test_mark_used_outside_any_span_is_one_event(
     mark_used(["a", "b"])
     mark_used(["c"])  # a single node: no pair to reinforce
     assert edges(synapse) == {frozenset("ab")}
+
+
+def test_mark_used_leaves_out_what_is_no_node_or_id_and_keeps_the_rest(
+    synapse: SynapsePostprocessor, handler: SynapseUsageHandler, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ["c", 3, "d"] was taken, and the span's end then failed, losing "c" and "d" too;
+    # None and 5 raised a raw TypeError, and b"ab" was read as 97, 98
+    for bad in (None, 5, b"ab", "ab"):
+        with pytest.raises(InvalidTypeError, match="nodes_or_ids must be a list"):
+            mark_used(bad)  # type: ignore[arg-type]
+
+    @dispatcher.span
+    def run() -> str:
+        mark_used(["c", 3, "d\x00", "d"])  # type: ignore[list-item]
+        return "done"
+
+    with caplog.at_level(logging.WARNING):
+        assert run() == "done"
+    assert edges(synapse) == {frozenset("cd")}
+    assert "mark_used: left out 3" in caplog.text and "left out 'd\\x00'" in caplog.text
 
 
 def test_without_a_handler_mark_used_does_nothing(synapse: SynapsePostprocessor) -> None:
@@ -154,9 +174,9 @@ def test_a_bad_mark_is_logged_and_never_breaks_the_application(
         mark_used([42])  # type: ignore[list-item]
         return "done"
 
-    with caplog.at_level(logging.ERROR):
+    with caplog.at_level(logging.WARNING):
         assert run() == "done"
-    assert "nothing was reinforced" in caplog.text
+    assert "mark_used: left out 42" in caplog.text
     assert edges(synapse) == set()
 
 

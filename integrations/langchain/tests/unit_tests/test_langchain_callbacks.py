@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import threading
 from typing import Any
@@ -17,7 +18,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import tool
 from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 
-from synapse_retriever import SynapseStore
+from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
 
 
 @tool
@@ -107,6 +108,40 @@ def test_what_one_run_read_and_edited_is_one_event(store: SynapseStore) -> None:
     assert math.isclose(weight(store, "auth/jwt.py", "config/keys.py"), 0.3, rel_tol=1e-6)
     edge = store.edge("auth/jwt.py", "config/keys.py")
     assert edge is not None and edge.activation_count == 1  # one event, not one per tool
+
+
+def test_settings_that_would_learn_nothing_are_refused_at_construction(
+    store: SynapseStore,
+) -> None:
+    # each was accepted, and a run then learned nothing: LangChain logged the handler's error
+    # at the run's end ("team", NaN), or no tool matched ("read_file" read as its letters)
+    with pytest.raises(InvalidValueError, match="namespace"):
+        SynapseCallbackHandler(store, namespace="team")
+    with pytest.raises(InvalidValueError, match="strength must be a finite number"):
+        SynapseCallbackHandler(store, strength=math.nan)
+    with pytest.raises(InvalidTypeError, match="tools must be a collection of str, got 'read"):
+        SynapseCallbackHandler(store, tools="read_file")
+    with pytest.raises(InvalidTypeError, match="input_keys must be a collection of str"):
+        SynapseCallbackHandler(store, input_keys="path")
+
+
+def test_ids_no_store_can_hold_are_left_out_not_the_whole_run(
+    store: SynapseStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # one id of 3,000 bytes refused the run's whole event; an extract returning a bare str
+    # wrote edges between its letters
+    handler = SynapseCallbackHandler(store)
+    run = agent((read_file, {"path": "a.py"}), (read_file, {"path": "x" * 3000}),
+                (read_file, {"path": "b.py"}))  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        run.invoke("read", {"callbacks": [handler]})
+    assert pairs(store) == {frozenset({"a.py", "b.py"})}
+    assert "left out ids no store can hold" in caplog.text
+    letters = SynapseCallbackHandler(store, extract=lambda name, args: args["path"])
+    agent((read_file, {"path": "c.py"}), (read_file, {"path": "d.py"})).invoke(
+        "read", {"callbacks": [letters]}
+    )
+    assert store.weight("c", ".", "personal") == 0 and pairs(store) == {frozenset({"a.py", "b.py"})}
 
 
 def test_separate_runs_are_separate_events(store: SynapseStore) -> None:

@@ -36,6 +36,7 @@ from llama_index.postprocessor.synapse.base import (
 from pydantic import InstanceOf
 
 from synapse_retriever import InvalidTypeError, RunCollector
+from synapse_retriever.capture.coactivation import is_node_id
 
 __all__ = ["SynapseUsageEvent", "SynapseUsageHandler", "mark_used"]
 
@@ -76,9 +77,24 @@ def mark_used(nodes_or_ids: Iterable[NodeLike]) -> None:
         ...     return open(path).read()
         >>> tool = FunctionTool.from_defaults(read_file)
     """
-    if isinstance(nodes_or_ids, str | BaseNode | NodeWithScore):
-        raise InvalidTypeError(f"nodes_or_ids must be a list, got {nodes_or_ids!r}")
-    dispatcher.event(SynapseUsageEvent(used=list(nodes_or_ids)))
+    if isinstance(nodes_or_ids, str | bytes | BaseNode | NodeWithScore) or not isinstance(
+        nodes_or_ids, Iterable
+    ):
+        raise InvalidTypeError(
+            f"nodes_or_ids must be a list, got {type(nodes_or_ids).__name__} {nodes_or_ids!r:.80}"
+        )
+    # an item no store can hold is left out now, logged: at the span's end it failed the
+    # span's whole event, the other marks with it (and a mark never breaks the application)
+    used = [item for item in nodes_or_ids if _markable(item)]
+    dispatcher.event(SynapseUsageEvent(used=used))
+
+
+def _markable(item: object) -> bool:
+    """Whether ``item`` is a node, or a str a store can hold as an id; else logged."""
+    if isinstance(item, BaseNode | NodeWithScore) or is_node_id(item):
+        return True
+    logger.warning("mark_used: left out %.80r, which is no node and no id a store can hold", item)
+    return False
 
 
 class SynapseUsageHandler(BaseEventHandler):
