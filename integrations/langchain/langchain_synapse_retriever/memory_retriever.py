@@ -38,7 +38,7 @@ def retrieval_document(result: Retrieval) -> Document:
     """A :class:`~synapse_retriever.conversation.graph.Retrieval` as a ``Document``.
 
     ``id`` is the turn's id; ``metadata`` holds ``turn_id``, ``session``, ``role``, ``at``,
-    ``score``, ``origin`` (``vector``, ``graph`` or ``both``), ``mode`` and ``path`` (the
+    ``score``, ``origin`` (``lexical``, ``vector``, ``both`` or ``graph``), ``mode`` and ``path`` (the
     typed edges that reached it, as ``[source, type, target]`` lists).
 
     Example:

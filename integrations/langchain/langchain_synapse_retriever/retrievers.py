@@ -36,6 +36,7 @@ from synapse_retriever import (
 )
 from synapse_retriever.clock import Clock
 from synapse_retriever.recall.items import log_unfetched
+from synapse_retriever.tokens import is_int
 
 __all__ = ["SynapseRetriever", "document_id"]
 
@@ -57,11 +58,14 @@ def document_id(document: Document, id_key: str | None = None) -> str:
         'auth/jwt.py'
         >>> document_id(Document("def verify(): ..."))
         'sha256:f2993a9f47fcc2084f222bf1'
+        >>> document_id(Document("first row", metadata={"row": 0}), "row")
+        '0'
     """
     if document.id:
         return str(document.id)
-    if id_key is not None and document.metadata.get(id_key):
-        return str(document.metadata[id_key])
+    value = None if id_key is None else document.metadata.get(id_key)
+    if value is not None and value != "":  # a row number 0 is an id: it was hashed
+        return str(value)
     return content_id(document.page_content)
 
 
@@ -283,8 +287,9 @@ class SynapseRetriever(BaseRetriever):
 
     def _plan(self, upstream: Sequence[Document], k: int | None) -> ItemRecall[Document]:
         limit = self.k if k is None else k
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        if limit is not None and not is_int(limit):
             raise InvalidTypeError(f"k must be an int or None, got {limit!r}")
+        limit = None if limit is None else int(limit)  # a NumPy integer too
         if limit is not None and limit < 1:
             raise InvalidValueError(f"k must be at least 1, got {limit}")
         if isinstance(upstream, (str, bytes, Document)) or not isinstance(upstream, Iterable):
@@ -375,7 +380,11 @@ def _by_id(
             raise InvalidTypeError(
                 f"docstore returned {doc!r:.80} for id {node!r}, expected a Document"
             )
-        named = {str(i) for i in (doc.id, doc.metadata.get(id_key) if id_key else None) if i}
+        named = {
+            str(i)
+            for i in (doc.id, doc.metadata.get(id_key) if id_key else None)
+            if i is not None and i != ""
+        }
         if named and node not in named:
             continue
         resolved[node] = doc

@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -150,6 +151,13 @@ def test_k_truncates_before_recall_and_is_never_forwarded(
 
 def test_invoke_k_overrides_the_field(upstream: ListRetriever) -> None:
     assert ids(make(upstream, k=2).invoke("q", k=4)) == ["a", "b", "c", "d"]
+    assert ids(make(upstream).invoke("q", k=np.int64(2))) == ["a", "b"]  # was InvalidTypeError
+
+
+def test_a_falsy_id_in_metadata_is_an_id() -> None:
+    # {"row": 0} fell back to the content hash, {"row": 1} gave "1"
+    assert document_id(Document("first", metadata={"row": 0}), "row") == "0"
+    assert document_id(Document("blank", metadata={"row": ""}), "row").startswith("sha256:")
 
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])
