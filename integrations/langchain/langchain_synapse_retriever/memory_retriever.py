@@ -38,8 +38,8 @@ def retrieval_document(result: Retrieval) -> Document:
     """A :class:`~synapse_retriever.conversation.graph.Retrieval` as a ``Document``.
 
     ``id`` is the turn's id; ``metadata`` holds ``turn_id``, ``session``, ``role``, ``at``,
-    ``score``, ``origin`` (``lexical``, ``vector``, ``both`` or ``graph``), ``mode`` and ``path`` (the
-    typed edges that reached it, as ``[source, type, target]`` lists).
+    ``score``, ``origin`` (``lexical``, ``vector``, ``both`` or ``graph``), ``mode`` and
+    ``path`` (the typed edges that reached it, as ``[source, type, target]`` lists).
 
     Example:
         >>> from synapse_retriever.conversation.graph import Retrieval
