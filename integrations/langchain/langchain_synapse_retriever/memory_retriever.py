@@ -15,7 +15,7 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.conversation.graph import (
@@ -24,7 +24,9 @@ from synapse_retriever.conversation.graph import (
     PromptRelationExtractor,
     Retrieval,
 )
+from synapse_retriever.conversation.graph.modes import canonical_mode
 from synapse_retriever.conversation.graph.relations import RELATIONS_PROMPT
+from synapse_retriever.errors import InvalidValueError
 
 __all__ = [
     "SynapseMemoryRetriever",
@@ -99,7 +101,7 @@ class SynapseMemoryRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     memory: ConversationMemory = Field(description="The conversation memory to search.")
-    k: int = Field(default=4, ge=1, description="The most documents returned.")
+    k: int = Field(default=4, ge=1, strict=True, description="The most documents returned.")
     mode: str = Field(
         default="auto",
         description="'auto' (detected per query), 'analytical', 'creative', "
@@ -109,9 +111,18 @@ class SynapseMemoryRetriever(BaseRetriever):
         default=None, description="Only turns of these sessions are returned."
     )
 
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, mode: str) -> str:
+        """An unknown mode is refused when the retriever is made, not at its first query."""
+        if mode != "auto":
+            canonical_mode(mode)
+        return mode
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        _known_options(kwargs)
         results = self.memory.retrieve(
             query,
             k=kwargs.get("k", self.k),
@@ -123,6 +134,7 @@ class SynapseMemoryRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        _known_options(kwargs)
         results = await self.memory.aretrieve(
             query,
             k=kwargs.get("k", self.k),
@@ -130,6 +142,16 @@ class SynapseMemoryRetriever(BaseRetriever):
             sessions=kwargs.get("sessions", self.sessions),
         )
         return [retrieval_document(result) for result in results]
+
+
+def _known_options(options: dict[str, Any]) -> None:
+    """Refuse an ``invoke`` option the retriever does not read (``similarity_top_k=2``, say,
+    was ignored without a word)."""
+    unknown = sorted(set(options) - {"k", "mode", "sessions"})
+    if unknown:
+        raise InvalidValueError(
+            f"SynapseMemoryRetriever reads k, mode and sessions, got {', '.join(unknown)}"
+        )
 
 
 def chat_model_relation_extractor(

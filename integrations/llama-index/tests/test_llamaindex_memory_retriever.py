@@ -142,3 +142,20 @@ def test_aretrieve_gives_what_retrieve_does_without_holding_up_the_loop() -> Non
     ]
     assert len(expected) == 3
     memory.close()
+
+
+def test_what_it_cannot_retrieve_with_is_refused_when_it_is_made() -> None:
+    # None failed at the first query with a raw AttributeError; similarity_top_k=0 and an
+    # unknown mode were taken, and refused at a query under another name (k)
+    import pytest
+
+    from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+
+    with pytest.raises(InvalidTypeError, match="memory must be a ConversationMemory, got NoneType"):
+        SynapseMemoryRetriever(None)  # type: ignore[arg-type]
+    with ConversationMemory() as memory:
+        with pytest.raises(InvalidValueError, match="similarity_top_k must be an int >= 1, got 0"):
+            SynapseMemoryRetriever(memory, similarity_top_k=0)
+        with pytest.raises(InvalidValueError, match="mode must be one of"):
+            SynapseMemoryRetriever(memory, mode="bogus")
+        assert SynapseMemoryRetriever(memory, similarity_top_k=2, mode=None).similarity_top_k == 2

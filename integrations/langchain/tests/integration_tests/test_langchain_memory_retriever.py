@@ -139,3 +139,23 @@ def test_ainvoke_gives_what_invoke_does_without_holding_up_the_loop() -> None:
     assert found[-2] == retriever.invoke(query) and len(found[-2]) == 3
     assert found[-1] == retriever.invoke(query, k=1, mode="analytical")
     memory.close()
+
+
+def test_what_it_cannot_retrieve_with_is_refused() -> None:
+    # mode="bogus" was taken and refused at the first query; k=True became 1, and an option
+    # it does not read (similarity_top_k) was ignored without a word
+    from pydantic import ValidationError
+
+    from synapse_retriever.errors import InvalidValueError
+
+    with ConversationMemory() as memory:
+        memory.add_turn("The deploy moved to Fridays.", at=0)
+        with pytest.raises(ValidationError, match="mode must be one of"):
+            SynapseMemoryRetriever(memory=memory, mode="bogus")
+        for k in (True, 1.0):
+            with pytest.raises(ValidationError):
+                SynapseMemoryRetriever(memory=memory, k=k)
+        retriever = SynapseMemoryRetriever(memory=memory)
+        with pytest.raises(InvalidValueError, match="reads k, mode and sessions, got similarity"):
+            retriever.invoke("deploy", similarity_top_k=2)
+        assert len(retriever.invoke("deploy", k=1)) == 1

@@ -18,7 +18,10 @@ from synapse_retriever.conversation.graph import (
     PromptRelationExtractor,
     Retrieval,
 )
+from synapse_retriever.conversation.graph.modes import canonical_mode
 from synapse_retriever.conversation.graph.relations import RELATIONS_PROMPT
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.tokens import is_int
 
 __all__ = [
     "SynapseMemoryRetriever",
@@ -98,9 +101,21 @@ class SynapseMemoryRetriever(BaseRetriever):
         sessions: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        # checked here, by the names given (the memory's own checks, at the first query,
+        # named ``k``; None for the memory failed there with a raw AttributeError)
+        if not isinstance(memory, ConversationMemory):
+            raise InvalidTypeError(
+                f"memory must be a ConversationMemory, got {type(memory).__name__} {memory!r:.80}"
+            )
+        if not is_int(similarity_top_k) or similarity_top_k < 1:
+            raise InvalidValueError(
+                f"similarity_top_k must be an int >= 1, got {similarity_top_k!r:.80}"
+            )
+        if mode is not None and mode != "auto":
+            canonical_mode(mode)  # an unknown mode is refused by name now, not at a query
         super().__init__(**kwargs)
         self.memory = memory
-        self.similarity_top_k = similarity_top_k
+        self.similarity_top_k = int(similarity_top_k)
         self.mode = mode
         self.sessions = sessions
 
