@@ -113,7 +113,7 @@ from synapse_retriever._types import FloatArray
 from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.embed import Embedder, TurnIndex, Vectors, embedded
 from synapse_retriever.conversation.importance import habituation, importance, recency
-from synapse_retriever.conversation.levels import Level, planned_levels
+from synapse_retriever.conversation.levels import Level, plan_levels
 from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.relevance import rrf_order, select_relevant
 from synapse_retriever.conversation.summarize import Condensed, focus
@@ -570,7 +570,7 @@ def decide(
     [(0, 'chunks', 30), (2, 'full', 100)]
     [(0, 'chunks', 30), (1, 'summary', 10), (2, 'full', 100)]
     """
-    levels = planned_levels(
+    levels = plan_levels(
         [turn.importance for turn in turns],
         [turn.costs for turn in turns],
         budget,
@@ -580,6 +580,7 @@ def decide(
         pinned=[turn.pinned for turn in turns],
         groups=[turn.group for turn in turns],
         overflow=config.overflow,
+        checked=False,  # made here: not checked again, turn by turn, at every call
     )
     decisions = []
     for turn, level in zip(turns, levels, strict=True):

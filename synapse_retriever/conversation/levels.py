@@ -52,7 +52,7 @@ from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.tokens import check_tokens, is_int
 
-__all__ = ["ContextBudgetError", "Level", "plan_levels", "planned_levels", "threshold_level"]
+__all__ = ["ContextBudgetError", "Level", "plan_levels", "threshold_level"]
 
 PUBLISHED = ContextConfig.published()
 """The method as published, whose rule this module is: its defaults are the preset's."""
@@ -152,6 +152,7 @@ def plan_levels(
     pinned: Sequence[bool] | None = None,
     groups: Sequence[int | None] | None = None,
     overflow: str = PUBLISHED.overflow,
+    checked: bool = True,
 ) -> list[Level]:
     """The level of each turn (oldest first) so that the total cost fits ``budget``.
 
@@ -175,6 +176,9 @@ def plan_levels(
         Turns with the same group id are kept or dropped together; ``None``: alone.
     overflow : {"raise", "shrink"}
         What to do when the turns that must stay FULL exceed the budget.
+    checked : bool
+        Check the costs, budget and rules first (False: the caller made them itself, as
+        ``assemble`` does: a check per turn of every call saved).
 
     Returns
     -------
@@ -199,40 +203,14 @@ def plan_levels(
     >>> [lv.value for lv in plan][:2]
     ['chunks', 'chunks']
     """
-    for name, values in (("importance", importance), ("costs", costs)):
-        if not isinstance(values, Iterable) or isinstance(values, str | bytes):
-            raise InvalidTypeError(
-                f"{name} must be a sequence, one per turn, got {type(values).__name__}"
-            )
-    importance, costs = list(importance), list(costs)  # a generator is read once
-    _check_plan(costs, budget, working_memory, demotion, overflow)
-    return planned_levels(
-        importance,
-        costs,
-        budget,
-        working_memory=working_memory,
-        thresholds=thresholds,
-        demotion=demotion,
-        pinned=pinned,
-        groups=groups,
-        overflow=overflow,
-    )
-
-
-def planned_levels(
-    importance: Sequence[float],
-    costs: Sequence[tuple[int, int, int]],
-    budget: int,
-    *,
-    working_memory: int = PUBLISHED.working_memory,
-    thresholds: tuple[float, float, float] = PUBLISHED_THRESHOLDS,
-    demotion: str = PUBLISHED.demotion,
-    pinned: Sequence[bool] | None = None,
-    groups: Sequence[int | None] | None = None,
-    overflow: str = PUBLISHED.overflow,
-) -> list[Level]:
-    """:func:`plan_levels` for arguments the caller made itself (``assemble``'s): the
-    costs, budget and rules are not checked again, one check per turn of every call."""
+    if checked:
+        for name, values in (("importance", importance), ("costs", costs)):
+            if not isinstance(values, Iterable) or isinstance(values, str | bytes):
+                raise InvalidTypeError(
+                    f"{name} must be a sequence, one per turn, got {type(values).__name__}"
+                )
+        importance, costs = list(importance), list(costs)  # a generator is read once
+        _check_plan(costs, budget, working_memory, demotion, overflow)
     n = len(importance)
     if len(costs) != n:
         raise InvalidValueError(f"got {n} importances but {len(costs)} costs")
