@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever import (
     InvalidTypeError,
+    InvalidValueError,
     decayed_weight,
     effective_weight,
     hub_factor,
@@ -117,3 +118,9 @@ def test_numbers_and_lists_of_them_are_numeric(value: object) -> None:
 @given(st.one_of(st.text(), st.binary(), st.none(), st.lists(st.text(min_size=1), min_size=1)))
 def test_text_bytes_and_none_are_not(value: object) -> None:
     assert not is_numeric(value)
+
+
+def test_importance_names_weights_of_another_length() -> None:
+    # the weights were unpacked: a raw "not enough values to unpack (expected 4, got 2)"
+    with pytest.raises(InvalidValueError, match=r"weights must be \(recency, surprise, relevance"):
+        importance(0.5, 0.5, 0.5, 0.0, weights=(1, 2))  # type: ignore[arg-type]

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever._numbers import numeric
+from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.decay import decayed_weight
 
 __all__ = ["Weights", "habituation", "importance", "recency", "surprise"]
@@ -140,6 +141,11 @@ def importance(
     >>> round(importance(0.0, 0.1, 0.1, 0.75, boost=0.2), 6)
     0.275
     """
+    if len(weights) != 4:  # unpacked below: a raw "not enough values to unpack"
+        raise InvalidValueError(
+            "weights must be (recency, surprise, relevance, habituation): four numbers, "
+            f"got {weights!r:.80}"
+        )
     w_recency, w_surprise, w_relevance, w_habituation = weights
     base = (
         np.multiply(w_recency, recency)
