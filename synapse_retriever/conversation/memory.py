@@ -26,14 +26,12 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import math
 import os
 import threading
 import time
 import unicodedata
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from numbers import Real
 from typing import TypeVar
 
 import networkx as nx
@@ -42,7 +40,7 @@ import numpy.typing as npt
 
 from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
-from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, not_ahead, to_seconds
+from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, finite_real, not_ahead, to_seconds
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.conversation.assemble import (
     AssembledTurn,
@@ -1702,7 +1700,7 @@ def _session_set(sessions: object) -> frozenset[str]:
 def _weights(weights: object) -> tuple[float, float]:
     """``(vector, graph)``: two finite numbers >= 0, not both 0."""
     pair = tuple(weights) if isinstance(weights, (tuple, list)) else ()
-    values = [_real(w) for w in pair]  # NumPy numbers too; None: not a finite number
+    values = [_finite(w) for w in pair]  # NumPy numbers too; None: not a finite number
     if len(values) != 2 or None in values or not all(w >= 0 for w in values) or not any(values):  # type: ignore[operator]
         raise InvalidValueError(
             f"weights must be (vector, graph): two finite numbers >= 0, not both 0, got {weights!r}"
@@ -1710,16 +1708,12 @@ def _weights(weights: object) -> tuple[float, float]:
     return (float(values[0] or 0.0), float(values[1] or 0.0))
 
 
-def _real(value: object) -> float | None:
-    """``value`` as a finite float, or None (not a real number, NaN, infinite, or past what a
-    float holds: ``10**400``)."""
-    if not isinstance(value, Real) or isinstance(value, bool):
-        return None
+def _finite(value: object) -> float | None:
+    """``value`` as :func:`~synapse_retriever.clock.finite_real` reads it, None if it refuses."""
     try:
-        number = float(value)
-    except OverflowError:
+        return finite_real(value, "weight", "a number")
+    except SynapseError:
         return None
-    return number if math.isfinite(number) else None
 
 
 def _weakly(
