@@ -305,6 +305,46 @@ config: pass config together with a store path instead
             )
         return cls(store, config=config)
 
+    @classmethod
+    def coerce_last(cls, fields: dict[str, Any], validate: Callable[[dict[str, Any]], _T]) -> _T:
+        """``validate(fields)``, with ``fields["store"]`` coerced (:meth:`coerce`, with
+        ``fields["config"]``) only once every other field has passed.
+
+        How adapters open a store given as a path: one built with a bad field opens no
+        store and creates no file, and a store opened here is closed again when
+        ``validate`` fails anyway. ``validate`` runs twice for a path: first with a closed
+        in-memory store in its place.
+
+        Examples
+        --------
+        >>> def validate(fields):
+        ...     if fields["k"] < 1:
+        ...         raise ValueError(f"k must be at least 1, got {fields['k']}")
+        ...     return fields["store"]
+        >>> SynapseStore.coerce_last({"store": ":memory:", "k": 3}, validate)
+        SynapseStore(':memory:')
+        >>> SynapseStore.coerce_last({"store": "never-created.db", "k": 0}, validate)
+        Traceback (most recent call last):
+        ...
+        ValueError: k must be at least 1, got 0
+        >>> os.path.exists("never-created.db")
+        False
+        """
+        given = fields.get("store")
+        if given is None:  # missing: validate says so
+            return validate(fields)
+        if isinstance(given, SynapseStore):
+            return validate({**fields, "store": cls.coerce(given, fields.get("config"))})
+        stand_in = cls(":memory:")
+        stand_in.close()
+        validate({**fields, "store": stand_in})  # every other field's error: nothing opened
+        store = cls.coerce(given, fields.get("config"))
+        try:
+            return validate({**fields, "store": store})
+        except BaseException:
+            store.close()
+            raise
+
     # -- lifecycle ---------------------------------------------------------------------
 
     @property

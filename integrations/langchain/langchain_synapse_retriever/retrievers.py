@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_validator
 
 from synapse_retriever import (
     Hit,
@@ -161,19 +161,21 @@ class SynapseRetriever(BaseRetriever):
         description="Tokens in a page_content, for token_budget='strict'.",
     )
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _open_store(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "store" not in data:
-            return data
-        given = data["store"]
+    def _open_store(
+        cls, data: Any, handler: ModelWrapValidatorHandler[SynapseRetriever]
+    ) -> SynapseRetriever:
+        # a store given as a path is opened only once every other field is valid
+        if not isinstance(data, dict):
+            return handler(data)
+        given = data.get("store")
         try:
-            store = SynapseStore.coerce(given, data.get("config"))
+            return SynapseStore.coerce_last(data, handler)
         except (SynapseError, OSError) as exc:
             if isinstance(given, SynapseStore):
                 raise ValueError(str(exc)) from exc
             raise ValueError(f"cannot open the synapse store at {str(given)!r}: {exc}") from exc
-        return {**data, "store": store}
 
     @field_validator("active_namespace")
     @classmethod

@@ -466,6 +466,17 @@ def test_strict_token_budget_lets_a_cheaper_injection_in(synapse: SynapsePostpro
     assert synapse.postprocess_nodes(hits) is hits
 
 
+@pytest.mark.parametrize(
+    "bad", [{"id_mode": "doc"}, {"active_namespace": "team"}, {"token_budget": "loose"}]
+)
+def test_a_bad_field_opens_no_store_at_the_path(tmp_path: Any, bad: dict[str, Any]) -> None:
+    path = tmp_path / "synapses.db"
+    with pytest.raises(ValidationError, match=next(iter(bad))):
+        SynapsePostprocessor(store=path, **bad)
+    assert list(tmp_path.iterdir()) == []  # no file created, nothing left open
+    assert SynapsePostprocessor(store=path).store.path == str(path)
+
+
 def test_store_as_a_path_with_a_config(tmp_path: Any) -> None:
     path = tmp_path / "synapses.db"
     synapse = SynapsePostprocessor(store=path, config=SynapseConfig.actr(max_inject=1))

@@ -627,6 +627,17 @@ def test_a_store_path_that_cannot_be_opened_fails_at_construction(tmp_path: Any)
     assert bad.read_text() == "not a database"
 
 
+@pytest.mark.parametrize(
+    "bad", [{"k": 0}, {"active_namespace": "team"}, {"token_budget": "loose"}, {"config": "x"}]
+)
+def test_a_bad_field_opens_no_store_at_the_path(tmp_path: Any, bad: dict[str, Any]) -> None:
+    path = tmp_path / "synapses.db"
+    with pytest.raises(ValidationError, match=next(iter(bad))):
+        make(ListRetriever(docs=[]), store=path, **bad)
+    assert list(tmp_path.iterdir()) == []  # no file created, nothing left open
+    assert make(ListRetriever(docs=[]), store=path).store.path == str(path)
+
+
 def test_a_store_path_is_opened_and_persists(tmp_path: Any, upstream: ListRetriever) -> None:
     path = tmp_path / "synapses.db"
     first = make(upstream, store=path, config=SynapseConfig.actr(max_inject=1))

@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
-from pydantic import InstanceOf
+from pydantic import InstanceOf, ModelWrapValidatorHandler, field_validator
 
 from synapse_retriever import (
     Hit,
@@ -132,17 +132,20 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         default=None, exclude=True, description="Tokens in a text; default Settings.tokenizer."
     )
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _open_store(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "store" in data:
-            data = {**data, "store": SynapseStore.coerce(data["store"], data.get("config"))}
-        return data
+    def _open_store(
+        cls, data: Any, handler: ModelWrapValidatorHandler[SynapsePostprocessor]
+    ) -> SynapsePostprocessor:
+        # a store given as a path is opened only once every other field is valid
+        if not isinstance(data, dict):
+            return handler(data)
+        return SynapseStore.coerce_last(data, handler)
 
-    @model_validator(mode="after")
-    def _check(self) -> SynapsePostprocessor:
-        validate_namespace(self.active_namespace)
-        return self
+    @field_validator("active_namespace")
+    @classmethod
+    def _check_namespace(cls, namespace: str) -> str:
+        return validate_namespace(namespace)
 
     @classmethod
     def class_name(cls) -> str:
