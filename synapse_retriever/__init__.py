@@ -30,6 +30,7 @@ from synapse_retriever.config import (
 )
 from synapse_retriever.errors import (
     AccessDeniedError,
+    ClosedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -67,6 +68,7 @@ __all__ = [
     "AccessDeniedError",
     "Activation",
     "ActrRule",
+    "ClosedError",
     "CoActivation",
     "CorruptDatabaseError",
     "DecayReport",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "AccessDeniedError",
+    "ClosedError",
     "CorruptDatabaseError",
     "InvalidTypeError",
     "InvalidValueError",
@@ -147,6 +148,23 @@ class AccessDeniedError(SynapseError, PermissionError):
     --------
     >>> issubclass(AccessDeniedError, PermissionError)
     True
+    """
+
+
+class ClosedError(SynapseError, ValueError):
+    """A call on a store or conversation memory after its ``close()``; a ``ValueError``,
+    as Python's own closed files raise.
+
+    Examples
+    --------
+    >>> from synapse_retriever import SynapseStore
+    >>> store = SynapseStore(":memory:")
+    >>> store.close()
+    >>> try:
+    ...     store.weight("a", "b")
+    ... except ValueError as error:
+    ...     print(type(error).__name__, error)
+    ClosedError SynapseStore(':memory:') is closed
     """
 
 

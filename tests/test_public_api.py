@@ -20,6 +20,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "AccessDeniedError",
         "Activation",
         "ActrRule",
+        "ClosedError",
         "CoActivation",
         "CorruptDatabaseError",
         "DecayReport",

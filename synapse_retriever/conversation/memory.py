@@ -76,7 +76,13 @@ from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.conversation.summarize import Condensed, ExtractiveSummarizer, Summarizer
 from synapse_retriever.conversation.text import TermStats, blank
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError, shown
+from synapse_retriever.errors import (
+    ClosedError,
+    InvalidTypeError,
+    InvalidValueError,
+    SynapseError,
+    shown,
+)
 from synapse_retriever.persistence.conversation import (
     ConversationStorage,
     EntityRow,
@@ -410,7 +416,8 @@ class ConversationMemory:
         the memory closes at once, and a consolidation under way stops at its next turn and
         stores nothing: it releases this user's consolidation lease, and the database closes
         after it. A process that exits before then leaves the lease until it expires
-        (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does."""
+        (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does. Any later call but
+        ``close`` raises :class:`~synapse_retriever.errors.ClosedError`."""
         if self._closed:
             return
         timeout = wait_timeout(timeout)  # before anything closes: a bad one closes nothing
@@ -456,6 +463,7 @@ class ConversationMemory:
 
     def __len__(self) -> int:
         with self._lock:
+            self._check_open()
             self._catch_up()
             return len(self._turns)
 
@@ -465,7 +473,7 @@ class ConversationMemory:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SynapseError("this ConversationMemory is closed")
+            raise ClosedError("this ConversationMemory is closed")
 
     # -- writing -----------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from synapse_retriever.config import (
     validate_namespace,
 )
 from synapse_retriever.errors import (
+    ClosedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -361,7 +362,7 @@ config: pass config together with a store path instead
         return self._storage.read_only
 
     def close(self) -> None:
-        """Close the database; further calls raise :class:`SynapseError`.
+        """Close the database; further calls raise :class:`~synapse_retriever.errors.ClosedError`.
 
         ``with SynapseStore(path) as store:`` closes it on leaving the block. A store of
         100,000 edges or more first writes a snapshot of its in-memory graph into the
@@ -376,7 +377,7 @@ config: pass config together with a store path instead
         >>> store.weight("a", "b")
         Traceback (most recent call last):
         ...
-        synapse_retriever.errors.SynapseError: SynapseStore(':memory:') is closed
+        synapse_retriever.errors.ClosedError: SynapseStore(':memory:') is closed
         """
         with self._lock:
             if not self._closed:
@@ -1159,7 +1160,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SynapseError(f"{self!r} is closed")
+            raise ClosedError(f"{self!r} is closed")
 
     def _refresh(self) -> None:
         """Apply other processes' writes, checking at most once per refresh interval."""

@@ -35,6 +35,7 @@ from synapse_retriever.conversation import (
 from synapse_retriever.conversation.assemble import working_span
 from synapse_retriever.conversation.config import PRESETS
 from synapse_retriever.errors import (
+    ClosedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -316,12 +317,14 @@ def test_a_closed_memory_says_so() -> None:
     memory = ConversationMemory()
     memory.close()
     memory.close()  # idempotent
-    with pytest.raises(SynapseError, match="closed"):
+    with pytest.raises(ClosedError, match="closed"):
         memory.add_turn("hi")
-    with pytest.raises(SynapseError, match="closed"):
+    with pytest.raises(ValueError, match="closed"):  # as Python's closed files raise
         memory.assemble("hi", 10)
-    with pytest.raises(SynapseError, match="closed"):
+    with pytest.raises(ClosedError, match="closed"):
         memory.turns()  # answered from what it held, as if open
+    with pytest.raises(ClosedError, match="closed"):
+        len(memory)
 
 
 def test_used_refuses_what_is_no_sequence_of_results() -> None:

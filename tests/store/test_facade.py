@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from synapse_retriever import (
+    ClosedError,
     CoActivation,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
     SynapseConfig,
-    SynapseError,
     SynapseStore,
 )
 from synapse_retriever.persistence.sqlite import SCHEMA_VERSION
@@ -260,9 +260,9 @@ def test_persistence_and_reopen(store_path: str) -> None:
 def test_a_closed_store_says_so(store: SynapseStore) -> None:
     store.close()
     store.close()  # idempotent
-    with pytest.raises(SynapseError, match="closed"):
+    with pytest.raises(ClosedError, match="closed"):
         store.reinforce(["a", "b"])
-    with pytest.raises(SynapseError, match="closed"):
+    with pytest.raises(ValueError, match="closed"):  # as Python's closed files raise
         store.recall([("a", 1.0)])
 
 
