@@ -16,9 +16,16 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_validator
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from synapse_retriever import (
+    ANNOTATION_KEYS,
     Hit,
     InvalidTypeError,
     InvalidValueError,
@@ -181,6 +188,17 @@ class SynapseRetriever(BaseRetriever):
     @classmethod
     def _check_namespace(cls, namespace: str) -> str:
         return validate_namespace(namespace)
+
+    @field_validator("id_key", "score_key")
+    @classmethod
+    def _check_key(cls, key: str | None, info: ValidationInfo) -> str | None:
+        # an annotated copy's metadata holds the annotations and the score: an id read from
+        # them would record "injected" or a score as the document's id
+        if key in ANNOTATION_KEYS:
+            raise ValueError(f"{info.field_name} may not be {key!r}: the copies' annotation key")
+        if key is not None and info.field_name == "score_key" and key == info.data.get("id_key"):
+            raise ValueError(f"score_key may not be id_key {key!r}: a copy's score would be its id")
+        return key
 
     def record_usage(
         self,

@@ -638,6 +638,20 @@ def test_a_bad_field_opens_no_store_at_the_path(tmp_path: Any, bad: dict[str, An
     assert make(ListRetriever(docs=[]), store=path).store.path == str(path)
 
 
+@pytest.mark.parametrize(
+    ("keys", "refused"),
+    [
+        ({"score_key": "synapse_energy"}, "score_key may not be 'synapse_energy'"),
+        ({"id_key": "synapse_origin"}, "id_key may not be 'synapse_origin'"),
+        ({"id_key": "source", "score_key": "source"}, "score_key may not be id_key 'source'"),
+    ],
+)
+def test_keys_that_a_copy_would_overwrite_are_refused(keys: dict[str, str], refused: str) -> None:
+    with pytest.raises(ValidationError, match=refused):
+        make(ListRetriever(docs=[]), **keys)
+    make(ListRetriever(docs=[]), id_key="source", score_key="similarity")  # distinct: taken
+
+
 def test_a_store_path_is_opened_and_persists(tmp_path: Any, upstream: ListRetriever) -> None:
     path = tmp_path / "synapses.db"
     first = make(upstream, store=path, config=SynapseConfig.actr(max_inject=1))
