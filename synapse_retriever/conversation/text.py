@@ -54,12 +54,14 @@ _MAX_SENTENCE_WORDS = 40
 
 
 _INVISIBLE = re.compile(
-    "[\\s\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u2800"
-    "\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]*"
+    "[\\s\u2800\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*"
 )
-"""Characters that show nothing: whitespace, and the format and filler characters that
-print as nothing (soft hyphen, zero-width spaces and joiners, direction marks, variation
-selectors alone, the byte order mark, Hangul and Braille blanks, tag characters)."""
+"""Characters that show nothing: whitespace, the Braille blank, and Unicode's
+Default_Ignorable_Code_Point set (Unicode 15.1, DerivedCoreProperties.txt: soft hyphen,
+zero-width spaces and joiners, direction marks, variation selectors alone, the byte order
+mark, Hangul fillers, tag characters...)."""
 
 
 def blank(text: str) -> bool:
