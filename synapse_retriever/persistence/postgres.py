@@ -47,6 +47,7 @@ import heapq
 import itertools
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -139,6 +140,10 @@ LISTEN_WAKE_S = 0.05
 store (or the last conversation memory of a URL) waits that long at most."""
 UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
+PROBE_S = 2.0
+"""How long a new listener waits to hear its own probe ``NOTIFY``, sent from another
+connection; one that never comes means a ``LISTEN`` hears nothing there (a pooler in
+transaction mode), and readers poll instead."""
 CONNECTION_OPTIONS: dict[str, int | str] = {
     "connect_timeout": 5,  # libpq waits without bound (the kernel's 130 s) otherwise
     "client_encoding": "utf8",  # text as str, whatever the database's encoding (SQL_ASCII: bytes)
@@ -1128,6 +1133,12 @@ class Listener:
     connection, backing off up to 5 s (readers poll meanwhile: :attr:`listening` is
     False). The store hears every commit on :data:`CHANNEL`; a conversation memory hears
     its user's (:mod:`.conversation.postgres`).
+
+    Each time it starts listening it first sends a probe ``NOTIFY`` from another
+    connection: one not heard within :data:`PROBE_S` means the ``LISTEN`` went to a server
+    backend that does not pass notifications on (a pooler in transaction mode hands it to
+    other clients between transactions). It then stops for good, says so in the log, and
+    readers poll once per refresh interval, as with ``listen=False``.
     """
 
     def __init__(
@@ -1150,6 +1161,14 @@ class Listener:
             try:
                 with self._connections.connect(autocommit=True) as conn:
                     conn.execute(f"LISTEN {self._channel}")
+                    if not self._hears_itself(conn):
+                        if not self._stopping.is_set():
+                            logger.warning(
+                                "%r: a LISTEN hears nothing here (a pooler in transaction "
+                                "mode?): polling once per refresh interval instead",
+                                self._connections.where,
+                            )
+                        return  # not listening: readers poll
                     self.listening, delay = True, 0.05
                     self._heard(None)  # what committed while no one listened
                     while not self._stopping.is_set():
@@ -1166,6 +1185,20 @@ class Listener:
                 self._stopping.wait(delay)
                 delay = min(2 * delay, 5.0)
         self.listening = False
+
+    def _hears_itself(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether ``conn``, listening, hears a probe ``NOTIFY`` sent from another
+        connection within :data:`PROBE_S` (what else it hears meanwhile is passed on)."""
+        probe = f"probe {secrets.token_hex(8)}"
+        with self._connections.connect(autocommit=True) as other:
+            other.execute("SELECT pg_notify(%s, %s)", (self._channel, probe))
+        deadline = time.monotonic() + PROBE_S
+        while not self._stopping.is_set() and (left := deadline - time.monotonic()) > 0:
+            for notify in conn.notifies(timeout=min(left, LISTEN_WAKE_S)):
+                if notify.payload == probe:
+                    return True
+                self._heard(notify.payload)
+        return False
 
     def close(self) -> None:
         """Stop listening (within :data:`LISTEN_WAKE_S`)."""

@@ -38,7 +38,7 @@ from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.mirror import mirror as mirror_module
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.conversation.protocol import TurnRecord
-from synapse_retriever.persistence.postgres import PostgresStorage
+from synapse_retriever.persistence.postgres import PROBE_S, Listener, PostgresStorage
 
 _T = TypeVar("_T")
 DAY = 86_400.0
@@ -210,6 +210,41 @@ def test_a_memory_that_polls_sees_another_processs_turns_through_the_pooler(pool
     with ConversationMemory(pooler, background=False, user="alice", listen=False) as memory:
         memory.add_turn("I moved the deploy to Fridays.", at=0)
         assert [t.text for t in memory.turns()] == ["I moved the deploy to Fridays."]
+        subprocess.run(
+            [sys.executable, "-c", _ANOTHER_PROCESS, pooler], check=True, timeout=60, env=os.environ
+        )
+        assert [t.text for t in memory.turns()][-1] == "Noted: Fridays."
+
+
+def _decided(listener: Listener | None) -> None:
+    """Wait until ``listener`` has heard its probe or given up."""
+    assert listener is not None
+    deadline = time.monotonic() + PROBE_S + 10
+    while not listener.listening and listener._thread.is_alive():
+        assert time.monotonic() < deadline, "the listener neither listens nor gave up"
+        time.sleep(0.02)
+
+
+def test_a_store_that_listens_through_the_pooler_polls_and_sees_another_writer(
+    pooler: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # its LISTEN went to a backend the pooler hands to others: it heard nothing, and recall
+    # kept what the store held when it opened, however long the wait
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    with SynapseStore(pooler, config=config) as reader, SynapseStore(pooler) as writer:
+        _decided(reader._storage._listener)  # type: ignore[attr-defined]
+        assert not reader._storage.listening  # type: ignore[attr-defined]
+        assert "a LISTEN hears nothing here" in caplog.text
+        writer.reinforce(["a", "b"], at=0)
+        assert reader.weight("a", "b", at=0) == pytest.approx(0.3)
+
+
+def test_a_memory_that_listens_through_the_pooler_polls_and_sees_another_processs_turns(
+    pooler: str,
+) -> None:
+    with ConversationMemory(pooler, background=False, user="alice") as memory:
+        memory.add_turn("I moved the deploy to Fridays.", at=0)
+        _decided(memory._storage._database.listener)  # type: ignore[attr-defined]
         subprocess.run(
             [sys.executable, "-c", _ANOTHER_PROCESS, pooler], check=True, timeout=60, env=os.environ
         )
