@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -74,8 +74,11 @@ __all__ = [
     "LOG_VERSIONS",
     "SCHEMA_VERSION",
     "SIDE_FILES",
+    "OpenedFile",
     "SQLiteStorage",
+    "begin_write",
     "check_location",
+    "opened_file",
     "typed_error",
     "typed_errors",
 ]
@@ -567,6 +570,7 @@ class SQLiteStorage:
         self._data_version = self._pragma("data_version")
         self._seen = 0
         """The latest version this connection read or wrote."""
+        self._file = opened_file(self._db, self.path)
 
     def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
         """A connection: read-write, or read-only (``immutable`` beside a WAL file that
@@ -808,12 +812,7 @@ class SQLiteStorage:
             )
         with self._lock, self._typed_errors():
             db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")  # waits busy_timeout_s at most for the lock
-            except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
-                    raise lock_timeout_error(self.path, self._busy_timeout_s, str(exc)) from None
-                raise
+            begin_write(db, self.path, self._busy_timeout_s, self._file)
             tx: _SQLiteTransaction | None = None
             try:
                 version = db.execute(
@@ -1008,6 +1007,78 @@ def typed_errors(path: str) -> Iterator[None]:
         if typed is exc:
             raise
         raise typed from None
+
+
+class OpenedFile(NamedTuple):
+    """The file a connection opened: its name as SQLite resolved it, device and inode."""
+
+    name: str
+    device: int
+    inode: int
+
+
+def opened_file(db: sqlite3.Connection, path: str) -> OpenedFile | None:
+    """The file ``db`` opened at ``path`` as its main database; None for one in memory.
+
+    Examples
+    --------
+    >>> import os, sqlite3, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.db")
+    >>> opened_file(sqlite3.connect(path), path).name == os.path.realpath(path)
+    True
+    >>> opened_file(sqlite3.connect(":memory:"), ":memory:") is None
+    True
+    """
+    if in_memory(path):
+        return None
+    name = db.execute("PRAGMA database_list").fetchone()[2]
+    found = os.stat(name)
+    return OpenedFile(name, found.st_dev, found.st_ino)
+
+
+def begin_write(
+    db: sqlite3.Connection, path: str, busy_timeout_s: float, opened: OpenedFile | None
+) -> None:
+    """``BEGIN IMMEDIATE`` on ``db``: the write lock, waited for ``busy_timeout_s`` at most
+    (then :class:`WriteConflictError`); then, under it, the file ``opened`` must still be the
+    one its name names. Deleted, or replaced (a backup moved over it), a write would go to
+    a file no one opens again, or put its log over the new file's pages: it is rolled back,
+    a :class:`StorageUnavailableError`.
+
+    Examples
+    --------
+    >>> import os, sqlite3, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.db")
+    >>> db = sqlite3.connect(path, isolation_level=None)
+    >>> opened = opened_file(db, path)
+    >>> begin_write(db, path, 1.0, opened)
+    >>> _ = db.execute("COMMIT")
+    >>> os.remove(path)
+    >>> try:
+    ...     begin_write(db, path, 1.0, opened)
+    ... except StorageUnavailableError as error:
+    ...     print(str(error).partition(" ")[2])
+    was deleted or replaced while it was open: nothing was written; open it again
+    """
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
+            raise lock_timeout_error(path, busy_timeout_s, str(exc)) from None
+        raise
+    if opened is None:
+        return
+    try:
+        found = os.stat(opened.name)
+        same = (found.st_dev, found.st_ino) == (opened.device, opened.inode)
+    except OSError:  # gone, or its folder
+        same = False
+    if not same:
+        db.execute("ROLLBACK")
+        raise StorageUnavailableError(
+            f"{path!r} was deleted or replaced while it was open: nothing was written; "
+            "open it again"
+        )
 
 
 def _retry_busy(statement: Callable[[], object], timeout_s: float) -> None:

@@ -515,6 +515,32 @@ def test_a_full_disk_is_a_typed_error_and_writes_nothing(tmp_path: Path) -> None
         assert store.edge("a", "b").activation_count == 1
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_store_whose_file_was_deleted_or_replaced_refuses_writes(
+    tmp_path: Path, how: str
+) -> None:
+    # a write went to the unlinked file, or over a backup moved into its place (its WAL
+    # applied to the backup's pages): lost at the close, or the backup destroyed
+    path, backup = tmp_path / "synapses.db", tmp_path / "backup.db"
+    with SynapseStore(backup) as other:
+        other.reinforce(["x", "y"], at=0, namespace="shared")
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)
+        for side in ("", "-wal", "-shm"):
+            Path(f"{path}{side}").unlink(missing_ok=True)
+        if how == "replaced":
+            backup.rename(path)
+        with pytest.raises(StorageUnavailableError, match="was deleted or replaced while it was"):
+            store.reinforce(["a", "c"], at=0)
+        assert store.edge("a", "c") is None  # nothing written, in memory either
+    if how == "replaced":
+        with SynapseStore(path) as restored:  # the backup, whole
+            assert restored.edge("x", "y", namespace="shared") is not None
+            assert restored.edge("a", "b") is None
+    else:
+        assert not path.exists()
+
+
 def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -> None:
     with pytest.raises(NotASynapseDatabaseError, match="is not a regular file"):
         SynapseStore("/dev/null")

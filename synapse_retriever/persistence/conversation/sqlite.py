@@ -47,13 +47,12 @@ from synapse_retriever.persistence.conversation.protocol import (
     TypedEdgeRow,
     check_user,
 )
-from synapse_retriever.persistence.protocols import lock_timeout_error
 from synapse_retriever.persistence.sqlite import (
     APPLICATION_ID,
-    SQLITE_BUSY,
-    SQLITE_LOCKED,
     SQLiteStorage,
+    begin_write,
     file_path,
+    opened_file,
     typed_error,
     typed_errors,
 )
@@ -255,6 +254,7 @@ class SQLiteConversationStorage:
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         try:
+            self._file = opened_file(self._db, self.path)
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             if not in_memory:
                 # per connection: the documented power-loss guarantee (WAL, no fsync per
@@ -304,12 +304,7 @@ class SQLiteConversationStorage:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock, typed_errors(self.path):
-            try:
-                self._db.execute("BEGIN IMMEDIATE")  # waits busy_timeout_s at most
-            except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
-                    raise lock_timeout_error(self.path, self._busy_timeout_s, str(exc)) from None
-                raise
+            begin_write(self._db, self.path, self._busy_timeout_s, self._file)
             try:
                 yield self._db
                 self._db.execute("COMMIT")

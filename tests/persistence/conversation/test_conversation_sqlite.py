@@ -439,6 +439,17 @@ def test_a_held_write_lock_is_a_write_conflict_not_a_driver_error(tmp_path: Path
         storage.close()
 
 
+def test_a_file_deleted_while_open_refuses_turns_instead_of_losing_them(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    with opened(path, "alice") as storage:
+        fill(storage, ["The deploy moved to Fridays."])
+        for side in ("", "-wal", "-shm"):
+            Path(f"{path}{side}").unlink(missing_ok=True)
+        with pytest.raises(StorageUnavailableError, match="was deleted or replaced while it was"):
+            fill(storage, ["Noted."])
+    assert not path.exists()
+
+
 def test_open_conversation_storage_opens_sqlite_for_a_path_and_the_server_for_a_url(
     tmp_path: Path,
 ) -> None:
