@@ -1,6 +1,7 @@
 """A heartbeat that measures how long the event loop is kept from running, a slow
-embedder to keep it busy, and a store whose write waits for another process's lock, for the
-async tests of the memory, the store's adapters and theirs.
+embedder to keep it busy, an SQLite file whose write lock another connection holds, and a store
+whose write waits for that lock, for the async tests of the memory, the store's adapters
+and theirs.
 
 Not a test module: imported by ``tests/conversation/test_memory_async.py`` and the
 integrations' tests.
@@ -25,6 +26,14 @@ STALL_BOUND_S = 0.050
 
 TICK_S = 0.005
 """The heartbeat's period."""
+
+
+def _holding_write_lock(path: str) -> sqlite3.Connection:
+    """A connection of its own holding the write lock of the SQLite file at ``path``
+    (``BEGIN IMMEDIATE``), as another process's would; ``rollback()`` releases it."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
 
 
 class SlowEmbedder(HashingEmbedder):
@@ -99,8 +108,7 @@ async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterat
     file's write lock, which another connection holds, as another process would: the store's
     own lock is held all that time, so a call that needs it on the loop's thread stalls the
     loop for as long."""
-    holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN IMMEDIATE")
+    holder = _holding_write_lock(store.path)
     writer = threading.Thread(target=store.reinforce, args=(["writer-a", "writer-b"],))
     writer.start()
     for _ in range(2000):  # until the write holds the store's lock (waiting for SQLite's)
@@ -117,4 +125,21 @@ async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterat
     finally:
         await asyncio.to_thread(release.join)
         await asyncio.to_thread(writer.join)
+        holder.close()
+
+
+@contextlib.asynccontextmanager
+async def file_write_locked(path: str, hold_s: float = 0.5) -> AsyncIterator[None]:
+    """While the block runs, another connection holds the write lock of the SQLite file at
+    ``path`` for ``hold_s`` from the block's start, as another process would: a write
+    through a store waits for it in SQLite (up to ``busy_timeout_s``) in whichever thread
+    makes it, so a write made on the loop's thread stalls the loop for as long. The lock
+    is released by the time the block has been left."""
+    holder = _holding_write_lock(path)
+    release = threading.Timer(hold_s, holder.rollback)
+    release.start()
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(release.join)
         holder.close()

@@ -240,6 +240,30 @@ class SynapseRetriever(BaseRetriever):
         ids = usage_ids(used, lambda doc: document_id(doc, self.id_key), Document)
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
 
+    async def arecord_usage(
+        self,
+        used: Iterable[Document | str],
+        strength: float = 1.0,
+        namespace: str | None = None,
+        at: Clock = None,
+    ) -> int:
+        """:meth:`record_usage` on the async path: the same edges, count and errors.
+
+        It runs in a worker thread, so the event loop is never held up, even while the write
+        waits for another process's lock on the file (up to ``busy_timeout_s``). Cancelling
+        the await does not stop a write its thread has begun.
+
+        Example:
+            >>> import asyncio
+            >>> from langchain_core.runnables import RunnableLambda
+            >>> retriever = SynapseRetriever(
+            ...     base_retriever=RunnableLambda(lambda query: []), store=":memory:"
+            ... )
+            >>> asyncio.run(retriever.arecord_usage(["auth/jwt.py", "config/keys.py"]))
+            1
+        """
+        return await run_in_executor(None, self.record_usage, used, strength, namespace, at)
+
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:

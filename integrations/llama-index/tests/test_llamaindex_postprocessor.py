@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -549,6 +550,50 @@ def test_record_usage_refuses_a_bare_string_or_node(synapse: SynapsePostprocesso
         synapse.record_usage(make_node("a"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="expected an id or a BaseNode/NodeWithScore, got int 1"):
         synapse.record_usage([1, 2])  # type: ignore[list-item]
+
+
+def test_arecord_usage_refuses_what_record_usage_refuses(synapse: SynapsePostprocessor) -> None:
+    synapse.record_usage(["a", "b"])
+    refused: list[tuple[Any, dict[str, Any]]] = [
+        ("ab", {}),  # not the ids 'a' and 'b'
+        (make_node("a"), {}),
+        ([1, 2], {}),
+        (["a", "b"], {"strength": float("nan")}),
+        (["a", "b"], {"namespace": "team"}),
+        (["a", "b"], {"at": datetime(2025, 1, 1)}),  # naive: in which time zone?
+    ]
+    for used, kwargs in refused:
+        with pytest.raises((TypeError, ValueError)) as sync:
+            synapse.record_usage(used, **kwargs)
+        with pytest.raises((TypeError, ValueError)) as awaited:
+            asyncio.run(synapse.arecord_usage(used, **kwargs))
+        assert (type(awaited.value), str(awaited.value)) == (type(sync.value), str(sync.value))
+    edge = synapse.store.edge("a", "b")
+    assert edge is not None and edge.activation_count == 1  # nothing refused was written
+
+
+def test_arecord_usage_never_blocks_the_loop_while_another_process_holds_the_lock(
+    tmp_path: Any,
+) -> None:
+    # record_usage from a coroutine waited for the file's write lock on the loop's thread:
+    # another process holding it 3 s held the loop 3 s (up to busy_timeout_s, 30 s)
+    from loop_stalls import STALL_BOUND_S, file_write_locked, least_stall
+
+    runs: list[tuple[bool, int, int]] = []  # waited for the lock, edges written, activations
+
+    async def scenario() -> None:
+        with SynapseStore(tmp_path / f"s{len(runs)}.db") as store:
+            synapse = SynapsePostprocessor(store=store)
+            async with file_write_locked(store.path, hold_s=0.5):
+                write = asyncio.ensure_future(synapse.arecord_usage([make_node("a"), "x"]))
+                await asyncio.sleep(0.1)
+                waited = not write.done()
+                written = await write
+            edge = store.edge("a", "x")
+            runs.append((waited, written, 0 if edge is None else edge.activation_count))
+
+    assert least_stall(scenario) <= STALL_BOUND_S
+    assert runs[-1] == (True, 1, 1)  # it waited for the lock, then wrote the edge once
 
 
 EDGES = st.lists(st.lists(st.sampled_from(IDS), min_size=2, max_size=4), max_size=6)

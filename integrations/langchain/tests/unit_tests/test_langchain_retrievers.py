@@ -17,6 +17,7 @@ import copy
 import logging
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -695,6 +696,51 @@ def test_record_usage_refuses_bad_input(upstream: ListRetriever) -> None:
         retriever.record_usage(["a", "b"], strength=float("nan"))
     with pytest.raises(ValueError, match="namespace"):
         retriever.record_usage(["a", "b"], namespace="team")
+
+
+def test_arecord_usage_refuses_what_record_usage_refuses(upstream: ListRetriever) -> None:
+    retriever = make(upstream)
+    retriever.record_usage(["a", "b"])
+    refused: list[tuple[Any, dict[str, Any]]] = [
+        ("ab", {}),  # not the ids 'a' and 'b'
+        (upstream.docs[0], {}),
+        (["a", 3], {}),
+        (["a", "b"], {"strength": float("nan")}),
+        (["a", "b"], {"namespace": "team"}),
+        (["a", "b"], {"at": datetime(2025, 1, 1)}),  # naive: in which time zone?
+    ]
+    for used, kwargs in refused:
+        with pytest.raises((TypeError, ValueError)) as sync:
+            retriever.record_usage(used, **kwargs)
+        with pytest.raises((TypeError, ValueError)) as awaited:
+            asyncio.run(retriever.arecord_usage(used, **kwargs))
+        assert (type(awaited.value), str(awaited.value)) == (type(sync.value), str(sync.value))
+    edge = retriever.store.edge("a", "b")
+    assert edge is not None and edge.activation_count == 1  # nothing refused was written
+
+
+def test_arecord_usage_never_blocks_the_loop_while_another_process_holds_the_lock(
+    upstream: ListRetriever, tmp_path: Any
+) -> None:
+    # record_usage from a coroutine waited for the file's write lock on the loop's thread:
+    # another process holding it 3 s held the loop 3 s (up to busy_timeout_s, 30 s)
+    from loop_stalls import STALL_BOUND_S, file_write_locked, least_stall
+
+    runs: list[tuple[bool, int, int]] = []  # waited for the lock, edges written, activations
+
+    async def scenario() -> None:
+        with SynapseStore(tmp_path / f"s{len(runs)}.db") as store:
+            retriever = make(upstream, store=store)
+            async with file_write_locked(store.path, hold_s=0.5):
+                write = asyncio.ensure_future(retriever.arecord_usage(["a", "x"]))
+                await asyncio.sleep(0.1)
+                waited = not write.done()
+                written = await write
+            edge = store.edge("a", "x")
+            runs.append((waited, written, 0 if edge is None else edge.activation_count))
+
+    assert least_stall(scenario) <= STALL_BOUND_S
+    assert runs[-1] == (True, 1, 1)  # it waited for the lock, then wrote the edge once
 
 
 # -- tracing -----------------------------------------------------------------------------------

@@ -209,6 +209,26 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         ids = usage_ids(nodes_or_ids, self.node_id, (BaseNode, NodeWithScore))
         return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
 
+    async def arecord_usage(
+        self,
+        nodes_or_ids: Iterable[NodeLike],
+        strength: float = 1.0,
+        namespace: str | None = None,
+        at: Clock = None,
+    ) -> int:
+        """:meth:`record_usage`, awaited without holding the loop: the same edges, count and
+        errors. It runs in a worker thread, so a write waiting for another process's lock on
+        the file (up to ``busy_timeout_s``) waits there. Cancelling the await does not stop a
+        write its thread has begun.
+
+        Example:
+            >>> import asyncio
+            >>> synapse = SynapsePostprocessor(store=":memory:")
+            >>> asyncio.run(synapse.arecord_usage(["auth/jwt.py", "config/keys.py"]))
+            1
+        """
+        return await asyncio.to_thread(self.record_usage, nodes_or_ids, strength, namespace, at)
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
