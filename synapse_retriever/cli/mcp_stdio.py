@@ -7,7 +7,8 @@ JSON-RPC error, then the server reads on:
 
 - ``-32700`` (parse error), id ``null``: the line is not JSON;
 - ``-32602`` (invalid params), the request's id: a string in its ``params`` holds a lone
-  surrogate (``"a\\udce9"`` is valid JSON, but no UTF-8 text); the message names it;
+  surrogate (``"a\\udce9"`` is valid JSON, but no UTF-8 text), or bytes that are not
+  UTF-8 (Latin-1's ``caf\\xe9``), which are read as lone surrogates; the message names it;
 - ``-32600`` (invalid request): anything else the SDK could not read, or a lone surrogate
   outside ``params``.
 
@@ -29,6 +30,9 @@ Examples
 from __future__ import annotations
 
 import json
+import sys
+from contextlib import suppress
+from io import TextIOWrapper
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -121,11 +125,16 @@ def unreadable_reply(line: str) -> JSONRPCError | None:
     return _error(request, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message")
 
 
+_UNPARSED = ("json_invalid", "string_unicode")
+"""Pydantic's errors for a line it could not parse: not JSON (or a lone surrogate escaped
+in it, ``"\\udce9"``), or a line holding a lone surrogate itself (a byte not UTF-8)."""
+
+
 def _reply_to(failure: Exception) -> JSONRPCError | None:
     """The answer to what the SDK's transport yielded instead of a message."""
     if isinstance(failure, ValidationError):
         for error in failure.errors():
-            if error["type"] == "json_invalid" and isinstance(error["input"], str):
+            if error["type"] in _UNPARSED and isinstance(error["input"], str):
                 return unreadable_reply(error["input"])  # the line, as received
         for error in failure.errors():  # JSON, but not a message: a field missing at its top
             if error["type"] == "missing" and len(error["loc"]) == 2:
@@ -183,9 +192,28 @@ class _AnsweringUnreadable:
         await self.aclose()
 
 
+class _UnownedText(TextIOWrapper):
+    """A text layer over stdin that leaves stdin open when it closes (or is collected)."""
+
+    def close(self) -> None:
+        with suppress(ValueError):  # detached already
+            self.detach()
+
+
+def _stdin_text() -> anyio.AsyncFile[str]:
+    """stdin as UTF-8 text, each byte that is not UTF-8 read as a lone surrogate
+    (``errors="surrogateescape"``), which the checks refuse by name. The SDK's own reader
+    puts U+FFFD in its place: ``caf\\xe9.py`` and ``caf\\xe8.py`` became one id, and a
+    tool wrote it. Given a stdin, the SDK leaves fd 0 as it is (its own reader points fd 0
+    at the null device); nothing else in the server reads it."""
+    text = _UnownedText(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+    return anyio.wrap_file(text)
+
+
 async def serve_stdio(server: MCPServer) -> None:
     """Serve ``server`` over stdin and stdout until the client hangs up, answering every
-    request (``MCPServer.run_stdio_async`` with unreadable lines answered).
+    request (``MCPServer.run_stdio_async`` with unreadable lines answered, and bytes that
+    are not UTF-8 refused instead of replaced).
 
     Examples
     --------
@@ -193,7 +221,7 @@ async def serve_stdio(server: MCPServer) -> None:
     'serve_stdio'
     """
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, too
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_server(_stdin_text()) as (read_stream, write_stream):
         await lowlevel.run(
             _AnsweringUnreadable(read_stream, write_stream),
             write_stream,

@@ -10,7 +10,8 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -413,13 +414,29 @@ def test_related_refuses_what_the_api_refuses_and_more_ids_than_its_cap(tmp_path
     assert answers["cap"]["related"] == [] and len(answers["cap"]["ids"]) == MAX_RELATED_IDS
 
 
-def exchange(server: subprocess.Popen[bytes], message: str, wait_s: float = 10.0) -> Any:
+def exchange(server: subprocess.Popen[bytes], message: str | bytes, wait_s: float = 10.0) -> Any:
     """Send one line to a raw stdio server: its reply, or None after ``wait_s`` of silence."""
     assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(message.encode() + b"\n")
+    server.stdin.write((message if isinstance(message, bytes) else message.encode()) + b"\n")
     server.stdin.flush()
     ready, _, _ = select.select([server.stdout], [], [], wait_s)
     return json.loads(server.stdout.readline()) if ready else None
+
+
+@contextmanager
+def raw_server(path: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``synapse-retriever mcp path`` as a subprocess written to line by line, initialized."""
+    command = [sys.executable, "-m", "synapse_retriever.cli", "mcp", path]
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
+    start = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as server:
+        try:
+            assert exchange(server, json.dumps(start), wait_s=60.0) is not None
+            assert server.stdin is not None  # a notification: no reply to wait for
+            server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+            yield server
+        finally:
+            server.kill()
 
 
 def test_a_line_the_server_cannot_read_gets_a_json_rpc_error_and_it_reads_on(
@@ -443,19 +460,58 @@ def test_a_line_the_server_cannot_read_gets_a_json_rpc_error_and_it_reads_on(
         ),
         ('{"id": 5, "hello": "world"}', 5, INVALID_REQUEST, "Invalid request"),
     ]
-    command = [sys.executable, "-m", "synapse_retriever.cli", "mcp", str(tmp_path / "synapses.db")]
-    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
-    start = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as server:
-        try:
-            assert exchange(server, json.dumps(start), wait_s=60.0) is not None
-            for number, (line, request, code, start_of_message) in enumerate(lines):
-                reply = exchange(server, line)
-                assert reply is not None, f"no reply to {line}"
-                assert (reply["id"], reply["error"]["code"]) == (request, code), line
-                assert reply["error"]["message"].startswith(start_of_message), reply
-                ping = {"jsonrpc": "2.0", "id": 100 + number, "method": "ping"}
-                pong = exchange(server, json.dumps(ping))  # it reads on
-                assert pong == {"jsonrpc": "2.0", "id": 100 + number, "result": {}}
-        finally:
-            server.kill()
+    with raw_server(str(tmp_path / "synapses.db")) as server:
+        for number, (line, request, code, start_of_message) in enumerate(lines):
+            reply = exchange(server, line)
+            assert reply is not None, f"no reply to {line}"
+            assert (reply["id"], reply["error"]["code"]) == (request, code), line
+            assert reply["error"]["message"].startswith(start_of_message), reply
+            ping = {"jsonrpc": "2.0", "id": 100 + number, "method": "ping"}
+            pong = exchange(server, json.dumps(ping))  # it reads on
+            assert pong == {"jsonrpc": "2.0", "id": 100 + number, "result": {}}
+
+
+def test_bytes_that_are_not_utf8_are_refused_by_name_never_replaced(tmp_path: Any) -> None:
+    # the SDK read them as U+FFFD: caf\xe9.py and caf\xe8.py (Latin-1) became one id, written
+    path = str(tmp_path / "synapses.db")
+    record = b'{"jsonrpc": "2.0", "id": %b, "method": "tools/call", "params": %b}'
+    usage = b'{"name": "record_usage", "arguments": {"ids": ["%b", "b.py"]}}'
+    lines: list[tuple[bytes, object, int, str]] = [
+        (
+            record % (b"3", usage % b"caf\xe9.py"),
+            3,
+            INVALID_PARAMS,
+            "Invalid params: params.arguments.ids[0] must be valid Unicode, got 'caf\\udce9.py'",
+        ),
+        (
+            record % (b'"r4"', usage % b"caf\xe8.py"),
+            "r4",
+            INVALID_PARAMS,
+            "Invalid params: params.arguments.ids[0] must be valid Unicode, got 'caf\\udce8.py'",
+        ),
+        (  # in the id itself: an id that cannot be echoed is answered with null
+            record % (b'"r\xe9"', usage % b"ok.py"),
+            None,
+            INVALID_REQUEST,
+            "Invalid request: message.id must be valid Unicode, got 'r\\udce9'",
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 6, "method": "pi\xffng"}',
+            6,
+            INVALID_REQUEST,
+            "Invalid request: message.method must be valid Unicode, got 'pi\\udcffng'",
+        ),
+        (b'{"jsonrpc": "2.0", "id": 7, \xe9}', None, PARSE_ERROR, "Parse error: not JSON"),
+    ]
+    with raw_server(path) as server:
+        for number, (line, request, code, start_of_message) in enumerate(lines):
+            reply = exchange(server, line)
+            assert reply is not None, f"no reply to {line!r}"
+            assert (reply["id"], reply["error"]["code"]) == (request, code), (line, reply)
+            assert reply["error"]["message"].startswith(start_of_message), reply
+            ping = {"jsonrpc": "2.0", "id": 100 + number, "method": "ping"}
+            assert exchange(server, json.dumps(ping))["id"] == 100 + number  # it reads on
+        utf8 = exchange(server, record % (b"8", usage % "café.py".encode()))
+        assert utf8["result"]["structuredContent"] == {"edges": 1, "dropped": []}
+    with SynapseStore(path) as store:  # only the UTF-8 call wrote
+        assert sorted(store.graph().nodes) == ["b.py", "café.py"]
