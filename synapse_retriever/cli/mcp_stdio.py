@@ -9,6 +9,9 @@ JSON-RPC error, then the server reads on:
 - ``-32602`` (invalid params), the request's id: a string in its ``params`` holds a lone
   surrogate (``"a\\udce9"`` is valid JSON, but no UTF-8 text), or bytes that are not
   UTF-8 (Latin-1's ``caf\\xe9``), which are read as lone surrogates; the message names it;
+- ``-32600`` (invalid request), id ``null``: a request whose id is neither an integer
+  nor a string (``1.5``, ``true``, ``null``, ``{}``; MCP allows only those two), which the
+  SDK reads as a notification and drops; it is not executed;
 - ``-32600`` (invalid request): anything else the SDK could not read, or a lone surrogate
   outside ``params``.
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import deque
 from contextlib import suppress
 from io import TextIOWrapper
 from types import TracebackType
@@ -39,7 +43,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+)
 from pydantic import ValidationError
 
 from synapse_retriever.capture.coactivation import check_unicode
@@ -86,6 +97,18 @@ def _request_id(message: object) -> tuple[bool, int | str | None]:
     return True, None
 
 
+def _wrong_id(message: object) -> str | None:
+    """The id of ``message`` as JSON if it is neither an integer nor a string (the SDK
+    reads such a request as a notification), else ``None``."""
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    found = message["id"]
+    if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
+        return None
+    shown = json.dumps(found)
+    return shown if len(shown) <= 60 else f"{shown[:57]}..."
+
+
 def _error(request: int | str | None, code: int, message: str) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=request, error=ErrorData(code=code, message=message))
 
@@ -100,6 +123,9 @@ def unreadable_reply(line: str) -> JSONRPCError | None:
     -32700
     >>> unreadable_reply('{"jsonrpc": "2.0", "method": "x", "params": {"a": "\\\\ud800"}}') is None
     True
+    >>> error = unreadable_reply('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}')
+    >>> error.id, error.error.code, error.error.message
+    (None, -32600, 'Invalid request: id must be an integer or a string, got 1.5')
     """
     try:
         message = json.loads(line.rstrip("\r\n"), parse_constant=_refuse_constant)
@@ -111,6 +137,13 @@ def unreadable_reply(line: str) -> JSONRPCError | None:
     answered, request = _request_id(message)
     if not answered:
         return None
+    wrong = _wrong_id(message)
+    if wrong is not None:
+        return _error(
+            None,
+            INVALID_REQUEST,
+            f"Invalid request: id must be an integer or a string, got {wrong}",
+        )
     params = message.get("params") if isinstance(message, dict) else None
     try:
         try:
@@ -144,13 +177,21 @@ def _reply_to(failure: Exception) -> JSONRPCError | None:
 
 class _AnsweringUnreadable:
     """The transport's read stream, with each item it could not read answered on
-    ``replies`` instead of handed on (where it is dropped with a debug log)."""
+    ``replies`` instead of handed on (where it is dropped with a debug log), and so is a
+    request whose id is neither an integer nor a string, which it read as a notification.
+
+    ``lines`` holds the lines the transport has read and this stream not yet handed on,
+    oldest first: the transport yields one item per line, in order."""
 
     def __init__(
-        self, items: ReadStream[SessionMessage | Exception], replies: WriteStream[SessionMessage]
+        self,
+        items: ReadStream[SessionMessage | Exception],
+        replies: WriteStream[SessionMessage],
+        lines: deque[str],
     ) -> None:
         self._items = items
         self._replies = replies
+        self._lines = lines
 
     @property
     def last_context(self) -> Any:
@@ -161,9 +202,15 @@ class _AnsweringUnreadable:
         """The next message the transport could read, having answered those it could not."""
         while True:
             item = await self._items.receive()
-            if not isinstance(item, Exception):
+            line = self._lines.popleft() if self._lines else None  # the line it was read from
+            if isinstance(item, Exception):
+                reply = _reply_to(item)
+            elif isinstance(item.message, JSONRPCNotification) and line is not None:
+                reply = unreadable_reply(line)  # a request whose id the SDK refused, or None
+                if reply is None:
+                    return item  # a notification indeed: it has no id
+            else:
                 return item
-            reply = _reply_to(item)
             if reply is not None:
                 await self._replies.send(SessionMessage(reply))
 
@@ -200,14 +247,26 @@ class _UnownedText(TextIOWrapper):
             self.detach()
 
 
-def _stdin_text() -> anyio.AsyncFile[str]:
+class _StdinLines(anyio.AsyncFile[str]):
     """stdin as UTF-8 text, each byte that is not UTF-8 read as a lone surrogate
-    (``errors="surrogateescape"``), which the checks refuse by name. The SDK's own reader
-    puts U+FFFD in its place: ``caf\\xe9.py`` and ``caf\\xe8.py`` became one id, and a
-    tool wrote it. Given a stdin, the SDK leaves fd 0 as it is (its own reader points fd 0
-    at the null device); nothing else in the server reads it."""
-    text = _UnownedText(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
-    return anyio.wrap_file(text)
+    (``errors="surrogateescape"``), which the checks refuse by name; each line the
+    transport reads is also appended to ``lines``.
+
+    The SDK's own reader puts U+FFFD in place of such a byte: ``caf\\xe9.py`` and
+    ``caf\\xe8.py`` became one id, and a tool wrote it. Given a stdin, the SDK leaves fd 0
+    as it is (its own reader points fd 0 at the null device); nothing else in the server
+    reads it."""
+
+    def __init__(self, lines: deque[str]) -> None:
+        super().__init__(_UnownedText(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+        self._lines = lines
+
+    async def readline(self) -> str:
+        """The next line (the transport reads line by line), kept in ``lines``."""
+        line = await super().readline()
+        if line:
+            self._lines.append(line)
+        return line
 
 
 async def serve_stdio(server: MCPServer) -> None:
@@ -221,9 +280,10 @@ async def serve_stdio(server: MCPServer) -> None:
     'serve_stdio'
     """
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, too
-    async with stdio_server(_stdin_text()) as (read_stream, write_stream):
+    lines: deque[str] = deque()
+    async with stdio_server(_StdinLines(lines)) as (read_stream, write_stream):
         await lowlevel.run(
-            _AnsweringUnreadable(read_stream, write_stream),
+            _AnsweringUnreadable(read_stream, write_stream, lines),
             write_stream,
             lowlevel.create_initialization_options(),
         )

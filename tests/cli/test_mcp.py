@@ -515,3 +515,33 @@ def test_bytes_that_are_not_utf8_are_refused_by_name_never_replaced(tmp_path: An
         assert utf8["result"]["structuredContent"] == {"edges": 1, "dropped": []}
     with SynapseStore(path) as store:  # only the UTF-8 call wrote
         assert sorted(store.graph().nodes) == ["b.py", "café.py"]
+
+
+def test_a_request_whose_id_is_not_an_integer_or_a_string_gets_an_answer_and_never_runs(
+    tmp_path: Any,
+) -> None:
+    # the SDK read each as a notification: no answer, and a client waiting on it hung
+    path = str(tmp_path / "synapses.db")
+    usage = {"name": "record_usage", "arguments": {"ids": ["a.py", "b.py"]}}
+    wrong: list[object] = [1.5, 1.0, True, None, {}, [7]]
+    requests = [{"jsonrpc": "2.0", "id": found, "method": "ping"} for found in wrong]
+    requests.append({"jsonrpc": "2.0", "id": 2.5, "method": "tools/call", "params": usage})
+    with raw_server(path) as server:
+        assert server.stdin is not None
+        for number, request in enumerate(requests):
+            reply = exchange(server, json.dumps(request))
+            why = f"id must be an integer or a string, got {json.dumps(request['id'])}"
+            assert reply == {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": INVALID_REQUEST, "message": f"Invalid request: {why}"},
+            }, request
+            ping = {"jsonrpc": "2.0", "id": 100 + number, "method": "ping"}
+            assert exchange(server, json.dumps(ping))["id"] == 100 + number  # it reads on
+        # a notification (no id) is still never answered: the next reply is the ping's
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}\n')
+        assert (
+            exchange(server, '{"jsonrpc": "2.0", "id": "last", "method": "ping"}')["id"] == "last"
+        )
+    with SynapseStore(path) as store:  # the tools/call with id 2.5 never ran
+        assert store.graph().number_of_edges() == 0
