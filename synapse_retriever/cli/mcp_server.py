@@ -8,7 +8,8 @@ opened for the server's life:
 - ``related``: ids in (the files an agent has open, at most :data:`MAX_RELATED_IDS`), no
   scores needed; what the store associates with them out, strongest first, each with
   its energy, the path it comes through and its edges to the given ids;
-- ``record_usage``: ids the agent used together, as one co-activation event;
+- ``record_usage``: ids the agent used together (at most :data:`MAX_USAGE_IDS`), as one
+  co-activation event;
 - ``neighbours``: a node's strongest live associations (``synapse-retriever edges --json``);
 - ``stats``: nodes, edges per namespace, histograms (``synapse-retriever stats --json``).
 
@@ -16,8 +17,9 @@ Arguments are checked twice: the SDK refuses a JSON value of the wrong type agai
 each tool's input schema; every value the schema admits reaches the same validation
 as the Python API and fails with its error, named by type (``InvalidValueError: ...``).
 A request the server cannot read, ``recall`` with more than :data:`MAX_RECALL_HITS`
-hits or ``related`` with more than :data:`MAX_RELATED_IDS` ids gets a JSON-RPC error
-(-32700, -32600 or -32602; see :mod:`.mcp_stdio`), never silence.
+hits, ``related`` with more than :data:`MAX_RELATED_IDS` ids or ``record_usage`` with more
+than :data:`MAX_USAGE_IDS` gets a JSON-RPC error (-32700, -32600 or -32602; see
+:mod:`.mcp_stdio`), never silence.
 
 Examples
 --------
@@ -65,6 +67,7 @@ __all__ = [
     "MAX_ANSWER",
     "MAX_RECALL_HITS",
     "MAX_RELATED_IDS",
+    "MAX_USAGE_IDS",
     "ScoredId",
     "build_server",
     "related_report",
@@ -96,9 +99,17 @@ MAX_RELATED_IDS = 100
 """``related`` takes at most this many ids (the files an agent has open); more are
 refused with JSON-RPC error -32602 naming their count, before any work."""
 
+MAX_USAGE_IDS = 100
+"""``record_usage`` takes at most this many ids; more are refused with JSON-RPC error
+-32602 naming their count, before any work. The store reinforces the first
+``max_coactivation`` distinct ones (32 by default) and the answer names the others in
+``dropped``: uncapped, 300,000 ids took 1.8 s and came back as an 8.4 MB answer; capped,
+``dropped`` holds at most 98 ids (68 by default)."""
+
 _CAPS = {
     "recall": ("hits", MAX_RECALL_HITS, "your best"),
     "related": ("ids", MAX_RELATED_IDS, "the ones that matter most,"),
+    "record_usage": ("ids", MAX_USAGE_IDS, "the ones that matter most,"),
 }
 """Each capped tool's list argument, its cap, and what to pass instead of a longer list."""
 
@@ -143,9 +154,10 @@ def _refusing_unknown_arguments(known: dict[str, set[str]]) -> Any:
 
 
 async def _refusing_long_lists(ctx: Any, call_next: Any) -> Any:
-    """Middleware: ``recall`` with more than :data:`MAX_RECALL_HITS` hits, or ``related``
-    with more than :data:`MAX_RELATED_IDS` ids, is refused (-32602, naming the count)
-    before its list is read."""
+    """Middleware: ``recall`` with more than :data:`MAX_RECALL_HITS` hits, ``related`` with
+    more than :data:`MAX_RELATED_IDS` ids, or ``record_usage`` with more than
+    :data:`MAX_USAGE_IDS` ids, is refused (-32602, naming the count) before its list is
+    read."""
     params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, dict) else {}
     tool, arguments = params.get("name"), params.get("arguments")
     argument, cap, instead = _CAPS.get(tool, ("", 0, "")) if isinstance(tool, str) else ("", 0, "")
@@ -362,7 +374,13 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False))
     def record_usage(
-        ids: Annotated[list[StrictStr], Field(description="ids used together for one task")],
+        ids: Annotated[
+            list[StrictStr],
+            Field(
+                description=f"ids used together for one task: at most {MAX_USAGE_IDS:,}",
+                max_length=MAX_USAGE_IDS,
+            ),
+        ],
         strength: Annotated[
             StrictFloat, Field(description="how strongly (1.0; 0 records nothing)")
         ] = 1.0,
@@ -375,7 +393,8 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
         """Record that these ids were used together for one task: every pair of them is
         reinforced (one event, one transaction). Record only what was used, not all that
         was retrieved. At most ``max_coactivation`` distinct ids count (the first ones);
-        the others come back as ``dropped``.
+        the others come back as ``dropped``. At most 100 ids (MAX_USAGE_IDS); more are
+        refused.
         """
         edges = _checked(lambda: store.reinforce(ids, strength, namespace, at, event_id=event_id))
         distinct = list(dict.fromkeys(ids))

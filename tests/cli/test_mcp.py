@@ -26,6 +26,7 @@ from synapse_retriever.cli.mcp_server import (
     MAX_ANSWER,
     MAX_RECALL_HITS,
     MAX_RELATED_IDS,
+    MAX_USAGE_IDS,
     related_report,
     why,
 )
@@ -288,6 +289,41 @@ def test_recall_refuses_more_hits_than_its_cap_naming_the_count(tmp_path: Any) -
     # the cap is stated where an agent reads it: the tool's description and its schema
     assert "At most 1,000 hits" in answers["description"]
     assert answers["schema"]["maxItems"] == MAX_RECALL_HITS
+
+
+def test_record_usage_refuses_more_ids_than_its_cap_and_its_answer_stays_small(
+    tmp_path: Any,
+) -> None:
+    # uncapped, 300,000 ids were read and 299,968 came back in dropped: an 8.4 MB answer
+    path = str(tmp_path / "synapses.db")
+    many = [f"src/module_{i:03d}.py" for i in range(MAX_USAGE_IDS + 1)]
+    answers: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        tool = {tool.name: tool for tool in (await client.list_tools()).tools}["record_usage"]
+        answers["description"] = tool.description
+        answers["schema"] = tool.input_schema["properties"]["ids"]
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("record_usage", {"ids": many, "at": T0})
+        answers["refused"] = refused.value
+        answers["written"] = (await call(client, "stats", {}))["edges"]
+        answers["cap"] = await call(client, "record_usage", {"ids": many[:-1], "at": T0})
+
+    with_server(path, session)
+    assert answers["refused"].code == INVALID_PARAMS  # -32602, a JSON-RPC error
+    assert answers["refused"].message == (
+        "Invalid params: record_usage takes at most 100 ids, got 101; "
+        "pass the ones that matter most, 100"
+    )
+    assert answers["written"] == 0  # refused before any work
+    with SynapseStore(path) as store:
+        kept = store.config.learning.max_coactivation
+    # the cap itself is served: the first 32 ids are reinforced, the other 68 dropped
+    assert answers["cap"] == {"edges": kept * (kept - 1) // 2, "dropped": many[kept:-1]}
+    assert len(answers["cap"]["dropped"]) == MAX_USAGE_IDS - kept
+    # the cap is stated where an agent reads it: the tool's description and its schema
+    assert "At most 100 ids" in answers["description"]
+    assert answers["schema"]["maxItems"] == MAX_USAGE_IDS
 
 
 def test_related_tells_an_agent_without_vectors_what_goes_with_its_files(store_path: str) -> None:
