@@ -32,15 +32,15 @@ from scipy import sparse
 from synapse_retriever._arrays import group_sums, nth_largest
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
-from synapse_retriever.config import SynapseConfig
-from synapse_retriever.learning.decay import effective_weight, pruned_at
+from synapse_retriever.config import Learning, SynapseConfig
+from synapse_retriever.learning.decay import ArrayLike, effective_weight, pruned_at
 from synapse_retriever.mirror.spreading import Spread, hub_factors, spread
 from synapse_retriever.persistence.rows import EDGE_COLUMNS, rows_array
 
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["Edge", "MemoryGraph"]
+__all__ = ["Edge", "EdgeColumns", "MemoryGraph"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +81,85 @@ class Edge:
         """
         learning = config.learning
         return float(
-            effective_weight(
-                self.weight,
-                self.half_life_days,
-                (now - self.last_reinforced_at) / SECONDS_PER_DAY,
+            _weights(
+                learning,
+                now,
+                w0=self.weight,
+                half_life_days=self.half_life_days,
+                last_reinforced_at=self.last_reinforced_at,
                 count=self.activation_count,
                 ltp=learning.is_ltp_namespace(self.namespace),
-                ltp_min_count=learning.ltp_min_count,
-                ltp_floor=learning.ltp_floor,
-                prune_threshold=learning.prune_threshold,
             )
+        )
+
+
+def _weights(
+    learning: Learning,
+    now: float,
+    *,
+    w0: ArrayLike,
+    half_life_days: ArrayLike,
+    last_reinforced_at: ArrayLike,
+    count: ArrayLike,
+    ltp: bool | npt.NDArray[np.bool_],
+) -> FloatArray:
+    """Effective weights at ``now`` of edges stored as given: :func:`effective_weight`
+    with the configuration's LTP floor and prune threshold."""
+    return np.asarray(
+        effective_weight(
+            w0,
+            half_life_days,
+            (now - last_reinforced_at) / SECONDS_PER_DAY,
+            count=count,
+            ltp=ltp,
+            ltp_min_count=learning.ltp_min_count,
+            ltp_floor=learning.ltp_floor,
+            prune_threshold=learning.prune_threshold,
+        )
+    )
+
+
+class EdgeColumns(NamedTuple):
+    """Stored edges as columns, one entry per edge: copies, which later writes leave as
+    they are (see :meth:`MemoryGraph.columns`).
+
+    Examples
+    --------
+    >>> g = MemoryGraph(SynapseConfig())
+    >>> g.add_names(nodes=[(1, "a"), (2, "b")], namespaces=[(1, "personal")])
+    >>> g.apply([(1, 1, 1, 2, 0.8, 1, 30.0, 0.0, 0.0)])
+    >>> edges = g.columns()
+    >>> edges.a.tolist(), edges.b.tolist(), edges.weight.tolist()
+    ([1], [2], [0.8])
+    >>> edges.weights_at(30 * 86400.0, g.config.learning).round(12).tolist()  # one half-life
+    [0.4]
+    """
+
+    namespace: npt.NDArray[np.int32]
+    """Namespace id."""
+    a: npt.NDArray[np.int32]
+    """Node id of one end."""
+    b: npt.NDArray[np.int32]
+    """Node id of the other end."""
+    weight: FloatArray
+    """Stored weight (w0), at the last reinforcement."""
+    activation_count: npt.NDArray[np.int32]
+    half_life_days: FloatArray
+    last_reinforced_at: FloatArray
+    """POSIX seconds."""
+    ltp: npt.NDArray[np.bool_]
+    """Whether the namespace allows the LTP floor."""
+
+    def weights_at(self, now: float, learning: Learning) -> FloatArray:
+        """Effective weights at ``now`` (POSIX seconds): decay, LTP floor, pruning to 0.0."""
+        return _weights(
+            learning,
+            now,
+            w0=self.weight,
+            half_life_days=self.half_life_days,
+            last_reinforced_at=self.last_reinforced_at,
+            count=self.activation_count,
+            ltp=self.ltp,
         )
 
 
@@ -623,18 +692,14 @@ class MemoryGraph:
 
     def weights(self, edges: IntArray, now: float) -> FloatArray:
         """Effective weights of edge ids at ``now``: decay, LTP floor, pruning to 0."""
-        learning = self.config.learning
-        return np.asarray(
-            effective_weight(
-                self._w0[edges],
-                self._hl[edges],
-                (now - self._last[edges]) / SECONDS_PER_DAY,
-                count=self._count[edges],
-                ltp=self._ltp_ns[self._ns[edges]],
-                ltp_min_count=learning.ltp_min_count,
-                ltp_floor=learning.ltp_floor,
-                prune_threshold=learning.prune_threshold,
-            )
+        return _weights(
+            self.config.learning,
+            now,
+            w0=self._w0[edges],
+            half_life_days=self._hl[edges],
+            last_reinforced_at=self._last[edges],
+            count=self._count[edges],
+            ltp=self._ltp_ns[self._ns[edges]],
         )
 
     def live(
@@ -1069,6 +1134,22 @@ class MemoryGraph:
         if namespace is not None:
             ids = ids[self._ns[ids] == self.ns_index.get(namespace, -1)]
         return ids
+
+    def columns(self, namespace: str | None = None) -> EdgeColumns:
+        """The stored (not deleted) edges, optionally of one namespace, as copies of their
+        columns: what a report reads after the store's lock is released."""
+        ids = self.live_ids(namespace)
+        ns = self._ns[ids]
+        return EdgeColumns(
+            namespace=ns,
+            a=self._a[ids],
+            b=self._b[ids],
+            weight=self._w0[ids],
+            activation_count=self._count[ids],
+            half_life_days=self._hl[ids],
+            last_reinforced_at=self._last[ids],
+            ltp=self._ltp_ns[ns],
+        )
 
     def edges(self, ids: IntArray) -> Iterator[Edge]:
         """Stored edges by id."""

@@ -1,5 +1,6 @@
 """What a store holds, as ``SynapseStore.stats()`` and ``synapse-retriever stats --json`` report it:
-nodes, live edges per namespace, and weight and half-life histograms.
+nodes, live edges per namespace, and weight and half-life histograms, computed from the
+mirror's columns.
 
 Examples
 --------
@@ -9,18 +10,22 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import math
-import statistics
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
 
 from synapse_retriever.clock import iso
 
 if TYPE_CHECKING:
-    import networkx as nx
+    from synapse_retriever._types import FloatArray
+    from synapse_retriever.config import Learning
+    from synapse_retriever.mirror.graph import EdgeColumns
 
-__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "graph_stats", "histogram"]
+__all__ = ["HALF_LIFE_BINS", "WEIGHT_BINS", "graph_stats", "histogram", "median"]
 
 WEIGHT_BINS = [i / 10 for i in range(11)]
 """Edges of the weight histogram: ten bins of 0.1 (1.0 falls in the last)."""
@@ -29,10 +34,16 @@ HALF_LIFE_BINS = [0.0, 7.0, 14.0, 30.0, 60.0, 90.0, 120.0, math.inf]
 """Edges of the half-life histogram, in days (30 and 60 are the personal and shared defaults)."""
 
 
-def histogram(values: Sequence[float], edges: Sequence[float]) -> list[int]:
-    """Counts of ``values`` in the bins ``[edges[i], edges[i+1])``; the last bin is closed.
+def histogram(values: Sequence[float] | FloatArray, edges: Sequence[float]) -> list[int]:
+    """Counts of ``values`` in the bins ``[edges[i], edges[i+1])`` (``edges`` ascending);
+    the last bin is closed.
 
-    Values outside ``[edges[0], edges[-1]]`` are not counted.
+    Values outside ``[edges[0], edges[-1]]`` (and NaN) are not counted.
+
+    Notes
+    -----
+    A value ``v`` falls in the bin ``i`` of the last edge ``edges[i] <= v``, found by a
+    binary search; ``v == edges[-1]`` falls in the last bin.
 
     Examples
     --------
@@ -41,61 +52,100 @@ def histogram(values: Sequence[float], edges: Sequence[float]) -> list[int]:
     >>> histogram([3.0, 30.0, 30.0, 200.0], [0.0, 7.0, 30.0, math.inf])
     [1, 0, 3]
     """
-    counts = [0] * (len(edges) - 1)
-    last = len(counts) - 1
-    for value in values:
-        for i in range(len(counts)):
-            low, high = edges[i], edges[i + 1]
-            if low <= value < high or (i == last and value == high):
-                counts[i] += 1
-                break
-    return counts
+    found = np.asarray(values, np.float64)
+    bins = len(edges) - 1
+    index = np.searchsorted(np.asarray(edges, np.float64), found, side="right") - 1
+    index[found == edges[-1]] = bins - 1
+    counts = np.bincount(index[(index >= 0) & (index < bins)], minlength=bins)
+    return [int(count) for count in counts]
 
 
-def graph_stats(graph: nx.Graph[str] | nx.MultiGraph[str], at: float, name: str) -> dict[str, Any]:
-    """The report of a live graph (as :meth:`SynapseStore.graph` builds it) at ``at``.
-
-    Keys: ``store`` (``name``), ``at`` (ISO 8601), ``nodes``, ``edges``, ``namespaces``
-    (per namespace: nodes, edges, mean weight, median half-life in days), and the
-    ``weight_histogram`` and ``half_life_histogram_days`` (bins of :data:`WEIGHT_BINS`
-    and :data:`HALF_LIFE_BINS`, each ``{"bin": label, "edges": count}``).
+def median(values: FloatArray) -> float:
+    """The middle of ``values`` (not empty) once sorted, or the mean of the two middle
+    ones: :func:`statistics.median`, to the bit, in linear time.
 
     Examples
     --------
-    >>> import networkx as nx
-    >>> graph = nx.MultiGraph()
-    >>> _ = graph.add_edge("a", "b", key="shared", namespace="shared", weight=0.3,
-    ...                    half_life_days=60.0)
-    >>> report = graph_stats(graph, 0, "s.db")
-    >>> report["nodes"], report["edges"], report["namespaces"]["shared"]["mean_weight"]
-    (2, 1, 0.3)
+    >>> median(np.array([60.0, 7.0, 30.0])), median(np.array([60.0, 7.0, 30.0, 14.0]))
+    (30.0, 22.0)
     """
-    edges = list(graph.edges(data=True))
-    per_ns: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
-    nodes: defaultdict[str, set[str]] = defaultdict(set)
-    for a, b, attrs in edges:
-        per_ns[attrs["namespace"]].append(attrs)
-        nodes[attrs["namespace"]].update((a, b))
-    namespaces = {
-        ns: {
-            "nodes": len(nodes[ns]),
-            "edges": len(rows),
-            "mean_weight": statistics.fmean(row["weight"] for row in rows),
-            "median_half_life_days": statistics.median(row["half_life_days"] for row in rows),
+    n = values.size
+    low, high = np.partition(values, [(n - 1) // 2, n // 2])[[(n - 1) // 2, n // 2]].tolist()
+    return float(low) if n % 2 else (low + high) / 2
+
+
+def graph_stats(
+    edges: EdgeColumns,
+    at: float,
+    name: str,
+    *,
+    namespaces: Mapping[int, str],
+    learning: Learning,
+) -> dict[str, Any]:
+    """The report of the stored ``edges`` (as :meth:`MemoryGraph.columns
+    <synapse_retriever.mirror.graph.MemoryGraph.columns>` copies them) live at ``at``.
+
+    Keys: ``store`` (``name``), ``at`` (ISO 8601), ``nodes``, ``edges``, ``namespaces``
+    (per namespace, by name: nodes, edges, mean weight, median half-life in days), and the
+    ``weight_histogram`` and ``half_life_histogram_days`` (bins of :data:`WEIGHT_BINS`
+    and :data:`HALF_LIFE_BINS`, each ``{"bin": label, "edges": count}``).
+
+    Notes
+    -----
+    An edge is live when its effective weight at ``at`` is positive (decayed, floored by
+    LTP, pruned below the threshold); weights in the report are those. A node counts once
+    however many live edges it has. The mean weight is the correctly rounded sum
+    (:func:`math.fsum`) over the count, as :func:`statistics.fmean` computes it.
+
+    Examples
+    --------
+    >>> from synapse_retriever.config import SynapseConfig
+    >>> from synapse_retriever.mirror.graph import MemoryGraph
+    >>> g = MemoryGraph(SynapseConfig())
+    >>> g.add_names([(1, "a"), (2, "b"), (3, "c")], [(1, "shared"), (2, "personal")])
+    >>> g.apply([(1, 1, 1, 2, 0.3, 1, 60.0, 0.0, 0.0), (2, 2, 2, 3, 0.6, 2, 30.0, 0.0, 0.0)])
+    >>> report = graph_stats(g.columns(), 0, "s.db", namespaces=g.ns_names,
+    ...                      learning=g.config.learning)
+    >>> report["nodes"], report["edges"], report["namespaces"]["shared"]
+    (3, 2, {'nodes': 2, 'edges': 1, 'mean_weight': 0.3, 'median_half_life_days': 60.0})
+    """
+    weights = edges.weights_at(at, learning)
+    live = weights > 0
+    ns, a, b = edges.namespace[live], edges.a[live], edges.b[live]
+    weights, half_lives = weights[live], edges.half_life_days[live]
+    if np.any(ns[1:] < ns[:-1]):  # each namespace's edges side by side, in slices
+        order = np.argsort(ns, kind="stable")
+        ns, a, b = ns[order], a[order], b[order]
+        weights, half_lives = weights[order], half_lives[order]
+    starts = np.flatnonzero(np.diff(ns)) + 1  # where each namespace after the first begins
+    bounds = [0, *starts.tolist(), ns.size] if ns.size else []
+    ids = int(max(a.max(), b.max())) + 1 if ns.size else 0  # node ids are below
+    per_ns = {}
+    for start, stop in itertools.pairwise(bounds):
+        rows = slice(start, stop)
+        per_ns[namespaces[int(ns[start])]] = {
+            "nodes": _distinct(a[rows], b[rows], ids),
+            "edges": stop - start,
+            "mean_weight": math.fsum(weights[rows].tolist()) / (stop - start),
+            "median_half_life_days": median(half_lives[rows]),
         }
-        for ns, rows in sorted(per_ns.items())
-    }
     return {
         "store": name,
         "at": iso(at),
-        "nodes": graph.number_of_nodes(),
-        "edges": graph.number_of_edges(),
-        "namespaces": namespaces,
-        "weight_histogram": _bins([e[2]["weight"] for e in edges], WEIGHT_BINS, digits=1),
-        "half_life_histogram_days": _bins(
-            [e[2]["half_life_days"] for e in edges], HALF_LIFE_BINS, digits=0
-        ),
+        "nodes": _distinct(a, b, ids),
+        "edges": int(ns.size),
+        "namespaces": dict(sorted(per_ns.items())),
+        "weight_histogram": _bins(weights, WEIGHT_BINS, digits=1),
+        "half_life_histogram_days": _bins(half_lives, HALF_LIFE_BINS, digits=0),
     }
+
+
+def _distinct(a: npt.NDArray[np.int32], b: npt.NDArray[np.int32], ids: int) -> int:
+    """Distinct node ids, all below ``ids``, in ``a`` and ``b``: marked, then counted."""
+    seen = np.zeros(ids, np.bool_)
+    seen[a] = True
+    seen[b] = True
+    return int(np.count_nonzero(seen))
 
 
 def _bin_label(low: float, high: float, *, digits: int) -> str:
@@ -104,7 +154,7 @@ def _bin_label(low: float, high: float, *, digits: int) -> str:
     return f"{low:.{digits}f} – {high:.{digits}f}"
 
 
-def _bins(values: Sequence[float], edges: Sequence[float], *, digits: int) -> list[dict[str, Any]]:
+def _bins(values: FloatArray, edges: Sequence[float], *, digits: int) -> list[dict[str, Any]]:
     counts = histogram(values, edges)
     return [
         {"bin": _bin_label(edges[i], edges[i + 1], digits=digits), "edges": count}

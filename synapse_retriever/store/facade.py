@@ -1122,6 +1122,10 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         """Nodes, live edges per namespace, and weight and half-life histograms at ``at``:
         what ``synapse-retriever stats --json`` prints (the same code).
 
+        The report counts the edges :meth:`graph` would hold, from copies of the in-memory
+        graph's columns: the store's lock is held only to copy them (about 25 ms at a
+        million edges), never while the report is made.
+
         Parameters
         ----------
         at : datetime, float or None
@@ -1153,8 +1157,13 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         now = to_seconds(at)
         if namespace is not None:
             validate_namespace(namespace)
-        graph = self.graph(at=now, namespaces=namespace)
-        return graph_stats(graph, now, self.path if name is None else name)
+        with self._lock:  # only to copy the columns: the report is made after
+            self._refresh()
+            graph = self._mirror.graph
+            edges, namespaces = graph.columns(namespace), dict(graph.ns_names)
+            learning = graph.config.learning
+        name = self.path if name is None else name
+        return graph_stats(edges, now, name, namespaces=namespaces, learning=learning)
 
     # -- keeping the in-memory graph current -------------------------------------------
 
