@@ -1123,8 +1123,8 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
         what ``synapse-retriever stats --json`` prints (the same code).
 
         The report counts the edges :meth:`graph` would hold, from copies of the in-memory
-        graph's columns: the store's lock is held only to copy them (about 25 ms at a
-        million edges), never while the report is made.
+        graph's columns: the store's lock is held only to copy them (16 to 27 ms measured
+        at a million edges), never while the report is made.
 
         Parameters
         ----------
