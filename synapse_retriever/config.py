@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
+from synapse_retriever._text import blank
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -151,7 +152,7 @@ def validate_namespace(namespace: object) -> str:
         return namespace
     if namespace.startswith("branch:"):
         name = namespace[len("branch:") :]
-        if name.strip() and _printable(name):
+        if not blank(name) and _printable(name):  # something shows: not a zero-width space
             return check_size("namespace", namespace)
         raise InvalidValueError(
             f"branch namespace needs a printable, non-blank name, got {namespace!r}"

@@ -14,6 +14,7 @@ LAYERS = {
     "_types": 1,
     "_arrays": 1,
     "_numbers": 1,
+    "_text": 1,
     "errors": 1,
     "clock": 1,
     "config": 1,

@@ -38,6 +38,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
+from synapse_retriever._text import blank
 from synapse_retriever._types import FloatArray
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S, Clock, finite_real, not_ahead, to_seconds
@@ -75,7 +76,7 @@ from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.conversation.summarize import Condensed, ExtractiveSummarizer, Summarizer
-from synapse_retriever.conversation.text import TermStats, blank
+from synapse_retriever.conversation.text import TermStats
 from synapse_retriever.errors import (
     ClosedError,
     InvalidTypeError,

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from synapse_retriever.tokens import CJK
 
-__all__ = ["STOPWORDS", "TermStats", "blank", "sentences", "telegraphic", "terms"]
+__all__ = ["STOPWORDS", "TermStats", "sentences", "telegraphic", "terms"]
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are as at be because been before
@@ -51,29 +51,6 @@ _SENTENCE_END = re.compile(  # a CJK full stop ends one too, after its closing q
     r"|(?<!\s)[^\S\n]*\n\s*"
 )
 _MAX_SENTENCE_WORDS = 40
-
-
-_INVISIBLE = re.compile(
-    "[\\s\u2800\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*"
-)
-"""Characters that show nothing: whitespace, the Braille blank, and Unicode's
-Default_Ignorable_Code_Point set (Unicode 15.1, DerivedCoreProperties.txt: soft hyphen,
-zero-width spaces and joiners, direction marks, variation selectors alone, the byte order
-mark, Hangul fillers, tag characters...)."""
-
-
-def blank(text: str) -> bool:
-    """Whether ``text`` shows nothing: a turn of it is refused as empty, and a framework's
-    message of it is not stored.
-
-    Examples
-    --------
-    >>> blank("  \\n"), blank("\\u200b\\ufeff"), blank("a\\u200b"), blank("\\U0001f44d\\ufe0f")
-    (True, True, False, False)
-    """
-    return _INVISIBLE.fullmatch(text) is not None
 
 
 def _normalize(word: str) -> str:

@@ -300,6 +300,8 @@ def test_bad_ids_are_refused_by_name(nodes: object, error: type, message: str) -
         ({"namespace": "team"}, InvalidValueError, "got 'team'"),
         ({"namespace": "branch:"}, InvalidValueError, "branch namespace"),
         ({"namespace": "branch:a\nb"}, InvalidValueError, "branch namespace"),
+        ({"namespace": "branch:\u200b"}, InvalidValueError, "branch namespace"),  # shows nothing
+        ({"namespace": "branch:\ufeff\u2060 "}, InvalidValueError, "branch namespace"),
         ({"at": datetime(2026, 1, 1)}, InvalidValueError, "naive"),
         ({"at": float("nan")}, InvalidValueError, "finite"),
         ({"at": "yesterday"}, InvalidTypeError, "at must be"),

@@ -29,6 +29,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
+from synapse_retriever._text import blank
 from synapse_retriever.conversation import (
     ContextBudgetError,
     ContextConfig,
@@ -40,7 +41,6 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
-from synapse_retriever.conversation.text import blank
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [

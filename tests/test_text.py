@@ -1,10 +1,10 @@
-"""`blank`: what a turn of nothing is (conversation/text.py)."""
+"""`blank`: what shows nothing when printed (_text.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from synapse_retriever.conversation.text import blank
+from synapse_retriever._text import blank
 
 # Default_Ignorable_Code_Point, Unicode 15.1 (DerivedCoreProperties.txt), range by range
 _DEFAULT_IGNORABLE = [
