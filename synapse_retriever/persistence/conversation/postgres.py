@@ -305,6 +305,16 @@ class _Database:
         self.tell(channel_key, token)
 
 
+def _row_security(conn: psycopg.Connection[Any]) -> bool:
+    """Whether row-level security is on for the memories' users table, here."""
+    row = conn.execute(
+        f"SELECT relrowsecurity FROM pg_class WHERE relname = 'context_users' "
+        f"AND relnamespace = {SCHEMA_OID}"
+    ).fetchone()
+    conn.rollback()
+    return bool(row and row[0])
+
+
 _OPEN: dict[tuple[int, str, float], _Database] = {}
 """The databases storages of this process use, by (process id, URL, timeout)."""
 _OPEN_GUARD = threading.Lock()
@@ -402,6 +412,12 @@ class PostgresConversationStorage:
                     denied = unreadable(conn, READS)
                     if denied:  # revoked since the memory opened
                         raise access_denied(conn, self.where, denied, MEMORY) from None
+                    if _row_security(conn):  # a policy refused this user's rows to this role
+                        raise AccessDeniedError(
+                            f"{self.where!r}: this role may not open the memory of user "
+                            f"{self.user!r}: row-level security keeps it to that user's own "
+                            "role; connect as it"
+                        ) from None
                     raise
         except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
             raise ReadOnlyStoreError(

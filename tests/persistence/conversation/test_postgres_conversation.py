@@ -625,6 +625,57 @@ def test_the_rights_the_team_memory_page_lists_are_enough(
         assert storage.load().turns[0].summary == "s" and storage.themes() == [(1, ["t"])]
 
 
+def _sql_blocks(page: str) -> list[str]:
+    text = (ROOT / "docs" / "how-to" / page).read_text(encoding="utf-8")
+    return [part.split("```", 1)[0] for part in text.split("```sql\n")[1:]]
+
+
+def test_row_level_security_from_the_page_keeps_users_apart_in_the_database(
+    postgres_url: str,
+) -> None:
+    # with the rights alone, any login opened any user's memory: the page's policies make
+    # the database refuse it, and the library still works for each login's own user
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    tag = random.randrange(1 << 30)
+    group, alice, bob = (f"chat_{who}_{tag}" for who in ("assistant", "alice", "bob"))
+    admin = psycopg.connect(postgres_url, autocommit=True)
+    try:
+        with PostgresConversationStorage(postgres_url, user=alice) as storage:
+            storage.insert(turn("My locker code is 4711."), "e", b"")
+        admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(group)))
+        for person in (alice, bob):
+            admin.execute(
+                sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                    sql.Identifier(person), sql.Identifier(group)
+                )
+            )
+        for block in _sql_blocks("team-memory.md")[:2]:  # the rights, then the policies
+            admin.execute(block.replace("synapse", schema).replace("assistant", group).encode())
+        as_alice, as_bob = (postgres_url.replace("postgres@", f"{p}@", 1) for p in (alice, bob))
+        with PostgresConversationStorage(as_alice, user=alice) as storage:
+            turn_id = storage.insert(turn("And my bike lock is 1234."), "e", b"")
+            with storage.consolidation_turn() as mine:
+                assert mine and storage.consolidate([(turn_id, "c", "s")], [], ["t"], 2)
+            assert len(storage.load().turns) == 2
+        with PostgresConversationStorage(as_bob, user=bob) as storage:
+            assert storage.insert(turn("Bob's own turn."), "e", b"") is not None
+            assert [t.text for t in storage.load().turns] == ["Bob's own turn."]
+        with pytest.raises(AccessDeniedError, match=f"user {alice!r}"):
+            PostgresConversationStorage(as_bob, user=alice)
+        with psycopg.connect(as_bob) as raw:
+            seen = raw.execute("SELECT text FROM context_turns ORDER BY id").fetchall()
+        assert seen == [("Bob's own turn.",)]
+    finally:
+        admin.execute(
+            sql.SQL("DROP OWNED BY {}, {}, {}").format(
+                sql.Identifier(group), sql.Identifier(alice), sql.Identifier(bob)
+            )
+        )
+        for name in (alice, bob, group):
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+        admin.close()
+
+
 def test_a_newer_conversation_schema_is_refused(postgres_url: str) -> None:
     PostgresConversationStorage(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
