@@ -61,7 +61,7 @@ from synapse_retriever.conversation.embed import (
     embedded,
 )
 from synapse_retriever.conversation.graph.cues import cue_factor, date_window, named
-from synapse_retriever.conversation.graph.edges import LINK_TYPES, reinforced, turn_links
+from synapse_retriever.conversation.graph.edges import LINK_TYPES, traversed, turn_links
 from synapse_retriever.conversation.graph.entities import Entity, extract_entities
 from synapse_retriever.conversation.graph.hybrid import Retrieval, ranked, spread
 from synapse_retriever.conversation.graph.modes import (
@@ -1099,7 +1099,7 @@ class ConversationMemory:
             )
         with self._lock:
             self._check_open()
-            changed: dict[tuple[str, str, str], TypedEdgeRow] = {}
+            keys: dict[tuple[str, str, str], None] = {}  # in order, once each
             for result in results:
                 if not isinstance(result, Retrieval):
                     raise InvalidTypeError(
@@ -1110,26 +1110,17 @@ class ConversationMemory:
                     raise InvalidValueError(
                         f"result for turn {result.turn_id} was not retrieved from this memory"
                     )
-                for edge in self._path_edges(result):
-                    if edge.key in changed:
-                        continue
-                    count, traversals = reinforced(edge.count, edge.traversals, threshold=threshold)
-                    stamp = max(edge.at, now) if count > edge.count else edge.at
-                    changed[edge.key] = TypedEdgeRow(
-                        source=edge.source,
-                        target=edge.target,
-                        type=edge.type,
-                        at=stamp,
-                        reinforcements=count,
-                        traversals=traversals,
-                    )
-            if changed:
-                self._storage.update_edges(list(changed.values()))
-                for new in changed.values():
-                    edge = self._graph.edges[(new.source, new.target, new.type)]
-                    edge.at, edge.count = new.at, new.reinforcements
-                    edge.traversals = new.traversals
-            return len(changed)
+                keys.update(dict.fromkeys(edge.key for edge in self._path_edges(result)))
+            # stepped from the stored rows under the write lock: another process's
+            # traversals of the same edges since this memory read them count too
+            stored = self._storage.traverse_edges(
+                list(keys), functools.partial(traversed, at=now, threshold=threshold)
+            )
+            for new in stored:
+                edge = self._graph.edges[(new.source, new.target, new.type)]
+                edge.at, edge.count = new.at, new.reinforcements
+                edge.traversals = new.traversals
+            return len(stored)
 
     def _path_edges(self, result: Retrieval) -> list[TypedEdge]:
         """The stored edges of ``result.path``: (source, type, target) triples of this

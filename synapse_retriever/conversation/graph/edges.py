@@ -117,6 +117,23 @@ def reinforced(
     return count, traversals + 1
 
 
+def traversed(edge: TypedEdgeRow, at: float, threshold: int) -> TypedEdgeRow:
+    """``edge`` after one more used traversal at ``at`` (:func:`reinforced`): its clock
+    restarts at ``at`` when its count gains one (never earlier than it was).
+
+    Examples
+    --------
+    >>> edge = TypedEdgeRow("turn:1", "file:app.py", "MENTIONS", 10.0, 2, 1)
+    >>> tuple(traversed(edge, 60.0, threshold=2))
+    ('turn:1', 'file:app.py', 'MENTIONS', 60.0, 3, 0)
+    >>> tuple(traversed(edge, 60.0, threshold=3))
+    ('turn:1', 'file:app.py', 'MENTIONS', 10.0, 2, 2)
+    """
+    count, traversals = reinforced(edge.reinforcements, edge.traversals, threshold=threshold)
+    stamp = max(edge.at, at) if count > edge.reinforcements else edge.at
+    return edge._replace(at=stamp, reinforcements=count, traversals=traversals)
+
+
 def turn_links(
     turn_id: int, previous: int | None, entities: Sequence[Entity], at: float
 ) -> tuple[list[EntityRow], list[TypedEdgeRow]]:

@@ -71,6 +71,7 @@ from synapse_retriever.errors import (
     StorageUnavailableError,
 )
 from synapse_retriever.persistence.conversation.protocol import (
+    EdgeKey,
     EntityRow,
     Links,
     Loaded,
@@ -692,12 +693,23 @@ class PostgresConversationStorage:
             (self._user, key, value),
         )
 
-    def update_edges(self, edges: Sequence[TypedEdgeRow]) -> None:
-        """Store edges' new ``at``, ``count`` and ``traversals`` (after a reinforcement)."""
-        if not edges:
-            return
+    def traverse_edges(
+        self, keys: Sequence[EdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
+    ) -> list[TypedEdgeRow]:
+        """In one transaction under this user's write lock: this user's edges ``keys``
+        name, read, stepped and stored (see the protocol)."""
+        if not keys:
+            return []
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[None, bool]:
+        def body(conn: psycopg.Connection[Any]) -> tuple[list[TypedEdgeRow], bool]:
+            found = conn.execute(
+                "SELECT e.source, e.target, e.type, e.at, e.count, e.traversals "
+                "FROM context_edges e JOIN unnest(%s::text[], %s::text[], %s::text[]) "
+                "AS k (source, target, type) ON e.source = k.source AND e.target = k.target "
+                "AND e.type = k.type WHERE e.user_id = %s",
+                (*_columns(keys, 3), self._user),
+            ).fetchall()
+            stepped = [step(TypedEdgeRow(*row)) for row in found]
             write_rows(
                 conn,
                 "UPDATE context_edges e SET at = u.at, count = u.count, "
@@ -705,12 +717,12 @@ class PostgresConversationStorage:
                 "%s::float8[], %s::bigint[], %s::bigint[]) AS u (source, target, type, at, "
                 "count, traversals) WHERE e.user_id = %s AND e.source = u.source "
                 "AND e.target = u.target AND e.type = u.type",
-                (*_columns(edges, 6), self._user),
-                len(edges),
+                (*_columns(stepped, 6), self._user),
+                len(stepped),
             )
-            return None, True
+            return stepped, bool(stepped)
 
-        self._write(body)
+        return self._write(body)
 
     def consolidate(
         self,

@@ -29,6 +29,7 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 __all__ = [
     "MAX_USER_LENGTH",
     "ConversationStorage",
+    "EdgeKey",
     "EntityRow",
     "Links",
     "Loaded",
@@ -135,6 +136,9 @@ class TypedEdgeRow(NamedTuple):
     traversals: int = 0
 
 
+EdgeKey = tuple[str, str, str]
+"""A typed edge's key: ``(source, target, type)``."""
+
 Links = Callable[[int], tuple[Sequence[EntityRow], Sequence[TypedEdgeRow]]]
 """Given a new turn's id, the entity nodes and edges to store with it."""
 
@@ -211,8 +215,13 @@ class ConversationStorage(Protocol):
         mark ``key`` that they cover the turns up to id ``through``; one transaction."""
         ...
 
-    def update_edges(self, edges: Sequence[TypedEdgeRow]) -> None:
-        """Store edges' new ``at``, ``count`` and ``traversals`` (after a reinforcement)."""
+    def traverse_edges(
+        self, keys: Sequence[EdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
+    ) -> list[TypedEdgeRow]:
+        """In one transaction under this user's write lock: read the edges ``keys`` name
+        (``(source, target, type)``; those not stored are skipped), store ``step`` of each
+        (its ``at``, ``count`` and ``traversals``) and return what was stored. Read under
+        the lock, so two processes' traversals of one edge both count."""
         ...
 
     def consolidate(

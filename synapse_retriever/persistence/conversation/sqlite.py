@@ -34,12 +34,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from synapse_retriever.config import Operations
 from synapse_retriever.errors import NotASynapseDatabaseError, ReadOnlyStoreError
 from synapse_retriever.persistence.conversation.protocol import (
+    EdgeKey,
     EntityRow,
     Links,
     Loaded,
@@ -502,18 +503,30 @@ reinforcements=0, traversals=0)], 2)
         )
         self._mark(db, key, through)
 
-    def update_edges(self, edges: Sequence[TypedEdgeRow]) -> None:
-        """Store this user's edges' new ``at``, ``count`` and ``traversals`` (after a
-        reinforcement)."""
+    def traverse_edges(
+        self, keys: Sequence[EdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
+    ) -> list[TypedEdgeRow]:
+        """In one ``BEGIN IMMEDIATE`` transaction: this user's edges ``keys`` name, read,
+        stepped and stored (see the protocol)."""
         with self._write() as db:
+            stored = [
+                db.execute(
+                    "SELECT source, target, type, at, count, traversals FROM context_edges "
+                    "WHERE user = ? AND source = ? AND target = ? AND type = ?",
+                    (self.user, *key),
+                ).fetchone()
+                for key in keys
+            ]
+            stepped = [step(TypedEdgeRow(*row)) for row in stored if row is not None]
             db.executemany(
                 "UPDATE context_edges SET at = ?, count = ?, traversals = ? "
                 "WHERE user = ? AND source = ? AND target = ? AND type = ?",
                 [
                     (e.at, e.reinforcements, e.traversals, self.user, e.source, e.target, e.type)
-                    for e in edges
+                    for e in stepped
                 ],
             )
+        return stepped
 
     def consolidate(
         self,

@@ -153,6 +153,23 @@ def test_used_results_strengthen_their_edges_and_survive_a_restart(
     assert before["strength"] < after["strength"]
 
 
+def test_two_memories_using_one_edge_each_count(conversation_where: str) -> None:
+    # each memory stepped the edge from its own copy and wrote the result: the second's
+    # write erased the first's traversal (two processes serving one user lost one in two)
+    path = conversation_where
+    memory, now = build(path, config=ContextConfig(reinforcement_threshold=1))
+    config = ContextConfig(reinforcement_threshold=1)
+    with memory, ConversationMemory(path, config=config, background=False) as other:
+        edge = ("turn:1", "turn:2", "FOLLOWED_BY")
+        mine = memory.retrieve(QUESTION, k=5, mode="analytical", at=now)
+        theirs = other.retrieve(QUESTION, k=5, mode="analytical", at=now)
+        assert memory.used(mine, at=now) > 0
+        assert other.used(theirs, at=now) > 0  # its copy of the edge: count 0
+        assert other.graph(at=now).edges[edge]["count"] == 2  # what it stored and holds
+    with ConversationMemory(path) as reopened:
+        assert reopened.graph(at=now).edges[edge]["count"] == 2
+
+
 def test_used_refuses_what_retrieve_did_not_return() -> None:
     memory, now = build()
     with memory, pytest.raises(InvalidTypeError, match="Retrieval objects, got str"):

@@ -80,7 +80,12 @@ def test_two_users_in_one_file_see_only_their_own_rows(tmp_path: Path) -> None:
         # rows named by another user's ids are not written, whatever the arguments
         assert bob.consolidate([(1, "hacked", "hacked")], [(2, 0.9)], [], through=3)
         bob.replace_embeddings("other", [(1, b"\x00" * 4)])
-        bob.update_edges([TypedEdgeRow("turn:1", "turn:2", "FOLLOWED_BY", 99.0, 7, 1)])
+        assert (
+            bob.traverse_edges(
+                [("turn:1", "turn:2", "FOLLOWED_BY")], lambda e: e._replace(reinforcements=7)
+            )
+            == []
+        )
         bob.add_graph([EntityRow("name:eve", "name", "Eve")], [], through=5)
         seen_by_alice, seen_by_bob = alice.load(), bob.load()
         alice_themes, bob_themes = alice.themes(), bob.themes()

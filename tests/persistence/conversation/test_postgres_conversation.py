@@ -117,10 +117,15 @@ def test_load_after_brings_the_graph_rows_that_touch_the_new_turns_only(
 def test_edges_reinforced_and_vectors_replaced_are_stored(open_storage: Any) -> None:
     storage = open_storage("alice")
     turn_id = storage.insert(turn("The deploy."), "old", b"\x01", lambda i: mentions(i, "deploy"))
-    storage.update_edges([TypedEdgeRow(f"turn:{turn_id}", "topic:deploy", "MENTIONS", 5, 2, 1)])
+    key = (f"turn:{turn_id}", "topic:deploy", "MENTIONS")
+    stepped = storage.traverse_edges(
+        [key, ("turn:0", "x", "y")],
+        lambda e: e._replace(at=5, reinforcements=e.reinforcements + 2, traversals=1),
+    )
+    assert stepped == [TypedEdgeRow(*key, 5, 2, 1)]  # the edge not stored: skipped
     storage.replace_embeddings("new", [(turn_id, b"\x02\x03")])
     loaded = storage.load()
-    assert loaded.edges == [TypedEdgeRow(f"turn:{turn_id}", "topic:deploy", "MENTIONS", 5, 2, 1)]
+    assert loaded.edges == [TypedEdgeRow(*key, 5, 2, 1)]
     assert (loaded.embedders, loaded.embeddings) == (["new"], [b"\x02\x03"])
 
 
@@ -193,7 +198,12 @@ def test_no_call_on_one_users_memory_reads_or_writes_anothers(open_storage: Any)
     # bob's calls name alice's turn and edge: nothing of hers changes
     assert bob.consolidate([(mine, "bob's chunks", "bob's summary")], [(mine, 1.0)], ["b"], 1)
     bob.replace_embeddings("bob", [(mine, b"overwritten")])
-    bob.update_edges([TypedEdgeRow(f"turn:{mine}", "topic:plan", "MENTIONS", 99, 9, 9)])
+    assert (
+        bob.traverse_edges(
+            [(f"turn:{mine}", "topic:plan", "MENTIONS")], lambda e: e._replace(reinforcements=9)
+        )
+        == []
+    )
     hers = alice.load()
     assert [(t.id, t.text, t.chunks, t.boost) for t in hers.turns] == [
         (mine, "Alice's secret plan.", "c", 0.0)
@@ -620,7 +630,9 @@ def test_the_rights_the_team_memory_page_lists_are_enough(
         turn_id = storage.insert(turn("The deploy."), "e", b"", lambda i: mentions(i, "deploy"))
         with storage.consolidation_turn() as mine:
             assert mine and storage.consolidate([(turn_id, "c", "s")], [(turn_id, 0.5)], ["t"], 1)
-        storage.update_edges([TypedEdgeRow(f"turn:{turn_id}", "topic:deploy", "MENTIONS", 1, 1)])
+        assert storage.traverse_edges(
+            [(f"turn:{turn_id}", "topic:deploy", "MENTIONS")], lambda e: e._replace(traversals=1)
+        )
         storage.replace_embeddings("other", [(turn_id, b"v")])
         assert storage.load().turns[0].summary == "s" and storage.themes() == [(1, ["t"])]
 
