@@ -94,6 +94,7 @@ from synapse_retriever.persistence.conversation import (
     open_conversation_storage,
 )
 from synapse_retriever.persistence.postgres import is_postgres_url, split_url
+from synapse_retriever.persistence.protocols import releasing_while_busy
 from synapse_retriever.persistence.sqlite import file_path
 from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter, is_int
 
@@ -598,14 +599,17 @@ class ConversationMemory:
         )
 
     def _store_turn(self, prepared: _PreparedTurn) -> tuple[int, bool]:
-        """Store a prepared turn in one transaction and in every mirror, under the lock;
-        returns its id and whether a consolidation is due."""
+        """Store a prepared turn in one transaction and in every mirror, under the lock
+        (released while the insert waits for another process's write lock: reads go on,
+        and the turn is prepared again from what is stored); returns its id and whether a
+        consolidation is due."""
         text, role, session, seconds = (
             prepared.text, prepared.role, prepared.session, prepared.seconds
         )  # fmt: skip
         vector, tokens, entities = prepared.vector, prepared.tokens, prepared.entities
         speaker = prepared.speaker
-        with self._lock:
+
+        def attempt() -> tuple[int, bool]:
             self._check_open()
             record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker)
             stored: list[tuple[list[EntityRow], list[TypedEdgeRow]]] = []
@@ -655,7 +659,10 @@ class ConversationMemory:
             self._timed += 1
             self._stats.add(text)
             due = self._due()
-        return record.id, due
+            return record.id, due
+
+        # the lock is released while the insert waits for another process's write lock
+        return releasing_while_busy(self._lock, attempt)
 
     # -- reading -----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ that takes the write lock first and reads the rows it updates inside it.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -31,8 +32,11 @@ __all__ = [
     "SnapshotStorage",
     "Storage",
     "TransientWriteError",
+    "WriteLockBusy",
     "WriteTransaction",
+    "lock_held_elsewhere",
     "lock_timeout_error",
+    "releasing_while_busy",
     "retrying",
     "rolled_back_forget",
 ]
@@ -84,6 +88,69 @@ def retrying(attempt: Callable[[], _T], retries: int, what: str) -> _T:
                 ) from exc
             time.sleep(random.uniform(0.0, 0.01 * 2**retry))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class WriteLockBusy(Exception):
+    """Raised by a backend (SQLite) whose write lock another connection holds, before anything
+    began and with none of its own locks held, inside :func:`releasing_while_busy`: the
+    caller releases its lock, ``wait(deadline)`` returns once the write lock is free (or
+    raises :func:`lock_timeout_error` at ``deadline``, :func:`time.monotonic` seconds), and
+    the write runs again from the start. It never reaches a caller."""
+
+    def __init__(self, wait: Callable[[float], None], timeout_s: float) -> None:
+        super().__init__("the write lock is held by another connection")
+        self.wait = wait
+        self.timeout_s = timeout_s
+        """The backend's ``busy_timeout_s``: how long the write may wait, overall."""
+
+
+_releasing = threading.local()
+"""``depth``: how many :func:`releasing_while_busy` calls this thread is inside."""
+
+
+def lock_held_elsewhere(
+    wait: Callable[[float], None], timeout_s: float, deadline: float | None
+) -> float:
+    """What a backend does, holding none of its locks, when another connection holds the
+    write lock it asked for without waiting: inside :func:`releasing_while_busy`, raise
+    :class:`WriteLockBusy` (its caller waits without its own lock); else
+    ``wait(deadline)`` here, ``deadline`` set to ``timeout_s`` from now the first time.
+    Returns the deadline, for the backend's next attempt."""
+    if deadline is None:
+        deadline = time.monotonic() + timeout_s
+    if getattr(_releasing, "depth", 0):
+        raise WriteLockBusy(wait, timeout_s)
+    wait(deadline)
+    return deadline
+
+
+def releasing_while_busy(lock: AbstractContextManager[object], attempt: Callable[[], _T]) -> _T:
+    """``attempt()`` under ``lock``; when a write of it finds the backend's write lock held
+    by another connection (another process's SQLite write), ``lock`` is released while the
+    write waits for it, so that readers that take ``lock`` go on, and ``attempt`` runs again
+    whole once it is free: it must read what it writes from under ``lock``. The wait lasts
+    the backend's ``busy_timeout_s`` at most, overall (then :func:`lock_timeout_error`,
+    nothing written). An uncontended write costs nothing more.
+
+    Examples
+    --------
+    >>> import threading
+    >>> releasing_while_busy(threading.Lock(), lambda: "written")
+    'written'
+    """
+    deadline: float | None = None
+    while True:
+        with lock:
+            _releasing.depth = getattr(_releasing, "depth", 0) + 1
+            try:
+                return attempt()
+            except WriteLockBusy as busy:
+                pending = busy
+            finally:
+                _releasing.depth -= 1
+        if deadline is None:
+            deadline = time.monotonic() + pending.timeout_s
+        pending.wait(deadline)
 
 
 class _RolledBack(Exception):

@@ -47,6 +47,7 @@ from synapse_retriever.errors import (
 )
 from synapse_retriever.persistence.protocols import (
     WriteTransaction,
+    lock_held_elsewhere,
     lock_timeout_error,
     rolled_back_forget,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "opened_file",
     "typed_error",
     "typed_errors",
+    "write_locked",
 ]
 
 APPLICATION_ID = 0x53594E41  # "SYNA"
@@ -810,9 +812,8 @@ class SQLiteStorage:
                 f"{self.path!r} is open read-only (its file or folder cannot be written, or "
                 "read_only=True): writes are refused"
             )
-        with self._lock, self._typed_errors():
-            db = self._db
-            begin_write(db, self.path, self._busy_timeout_s, self._file)
+        db = self._db
+        with write_locked(self._lock, db, self.path, self._busy_timeout_s, self._file):
             tx: _SQLiteTransaction | None = None
             try:
                 version = db.execute(
@@ -1036,14 +1037,20 @@ def opened_file(db: sqlite3.Connection, path: str) -> OpenedFile | None:
     return OpenedFile(name, found.st_dev, found.st_ino)
 
 
+BUSY_DELAYS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.025, 0.025, 0.05, 0.05, 0.1)
+"""The pauses between two looks at a write lock another connection holds, the last one
+repeated: SQLite's own busy handler's."""
+
+
 def begin_write(
     db: sqlite3.Connection, path: str, busy_timeout_s: float, opened: OpenedFile | None
-) -> None:
-    """``BEGIN IMMEDIATE`` on ``db``: the write lock, waited for ``busy_timeout_s`` at most
-    (then :class:`WriteConflictError`); then, under it, the file ``opened`` must still be the
-    one its name names. Deleted, or replaced (a backup moved over it), a write would go to
-    a file no one opens again, or put its log over the new file's pages: it is rolled back,
-    a :class:`StorageUnavailableError`.
+) -> bool:
+    """``BEGIN IMMEDIATE`` on ``db``, without waiting: the write lock, or False (nothing
+    begun) while another connection holds it; then, under it, the file ``opened`` must
+    still be the one its name names. Deleted, or replaced (a backup moved over it), a write
+    would go to a file no one opens again, or put its log over the new file's pages: it is
+    rolled back, a :class:`StorageUnavailableError`. ``busy_timeout_s`` is ``db``'s busy
+    timeout, set back at once (its reads keep it).
 
     Examples
     --------
@@ -1052,6 +1059,7 @@ def begin_write(
     >>> db = sqlite3.connect(path, isolation_level=None)
     >>> opened = opened_file(db, path)
     >>> begin_write(db, path, 1.0, opened)
+    True
     >>> _ = db.execute("COMMIT")
     >>> os.remove(path)
     >>> try:
@@ -1060,14 +1068,17 @@ def begin_write(
     ...     print(str(error).partition(" ")[2])
     was deleted or replaced while it was open: nothing was written; open it again
     """
+    db.execute("PRAGMA busy_timeout = 0")  # waited for outside the caller's locks
     try:
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
-            raise lock_timeout_error(path, busy_timeout_s, str(exc)) from None
+            return False
         raise
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     if opened is None:
-        return
+        return True
     try:
         found = os.stat(opened.name)
         same = (found.st_dev, found.st_ino) == (opened.device, opened.inode)
@@ -1079,6 +1090,53 @@ def begin_write(
             f"{path!r} was deleted or replaced while it was open: nothing was written; "
             "open it again"
         )
+    return True
+
+
+@contextmanager
+def write_locked(
+    lock: threading.RLock,
+    db: sqlite3.Connection,
+    path: str,
+    busy_timeout_s: float,
+    opened: OpenedFile | None,
+) -> Iterator[None]:
+    """Hold ``lock`` (the storage's, which guards ``db``) with a write transaction begun on
+    ``db`` (:func:`begin_write`), SQLite's errors typed. While another connection holds the
+    write lock, neither is held: the wait (``busy_timeout_s`` at most, then
+    :func:`~synapse_retriever.persistence.protocols.lock_timeout_error`, nothing begun)
+    runs outside ``lock``, and outside the caller's own lock where it asked for that
+    (:func:`~synapse_retriever.persistence.protocols.releasing_while_busy`), so that
+    reads go on meanwhile.
+
+    Examples
+    --------
+    >>> import os, sqlite3, tempfile, threading
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.db")
+    >>> db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    >>> with write_locked(threading.RLock(), db, path, 1.0, None):
+    ...     db.in_transaction
+    True
+    >>> _ = db.execute("ROLLBACK")
+    """
+
+    def wait(deadline: float) -> None:
+        for delay in itertools.chain(BUSY_DELAYS_S, itertools.repeat(BUSY_DELAYS_S[-1])):
+            time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+            with lock, typed_errors(path):
+                if begin_write(db, path, busy_timeout_s, None):
+                    db.execute("ROLLBACK")  # free: the write runs again from its start
+                    return
+            if time.monotonic() >= deadline:
+                raise lock_timeout_error(path, busy_timeout_s, "database is locked")
+
+    deadline: float | None = None
+    while True:
+        with lock, typed_errors(path):
+            if begin_write(db, path, busy_timeout_s, opened):
+                yield
+                return
+        deadline = lock_held_elsewhere(wait, busy_timeout_s, deadline)
 
 
 def _retry_busy(statement: Callable[[], object], timeout_s: float) -> None:

@@ -61,7 +61,7 @@ from synapse_retriever.mirror.stats import graph_stats
 from synapse_retriever.persistence import Storage
 from synapse_retriever.persistence.layered import LayeredStorage, shared_namespace_set
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
-from synapse_retriever.persistence.protocols import retrying
+from synapse_retriever.persistence.protocols import releasing_while_busy, retrying
 from synapse_retriever.persistence.rows import ForgetCounts
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.recall import actr, published
@@ -619,16 +619,26 @@ config: pass config together with a store path instead
     def _write(self, events: list[Event], late: Late) -> list[Reinforced]:
         """Write ``events`` in one transaction, run again while the backend reports a
         conflict with another writer or a connection lost before the commit."""
-        with self._lock:
+
+        def attempt() -> list[Reinforced]:
             self._check_open()
             return self._retrying(
                 lambda: write_events(self._storage, self._mirror, self.config, events, late)
             )
 
+        return self._locked_write(attempt)
+
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
         """``attempt()`` under :func:`~synapse_retriever.persistence.protocols.retrying`,
         at most ``config.operations.write_retries`` times again."""
         return retrying(attempt, self.config.operations.write_retries, repr(self))
+
+    def _locked_write(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()`` (a write, reading what it writes from under the lock) under the
+        store's lock, released while the write waits for another process's write lock:
+        reads go on meanwhile, and ``attempt`` runs again whole once the lock is free
+        (:func:`~synapse_retriever.persistence.protocols.releasing_while_busy`)."""
+        return releasing_while_busy(self._lock, attempt)
 
     def rename(
         self,
@@ -701,7 +711,8 @@ config: pass config together with a store path instead
                 f"rename(event_id={event!r}) records the rename in one namespace: name it "
                 f"(namespaces={namespaces!r})"
             )
-        with self._lock:
+
+        def attempt() -> int:
             self._check_open()
             self._mirror.refresh(self._storage, force=True)  # a node learned a moment ago
             if event is None and old not in self._mirror.graph.index:  # nothing to move: no
@@ -709,6 +720,8 @@ config: pass config together with a store path instead
             return self._retrying(
                 lambda: rename_node(self._storage, self._mirror, old, new, only, event)
             )
+
+        return self._locked_write(attempt)
 
     def decay(self, at: Clock = None, *, dry_run: bool = False, force: bool = False) -> DecayReport:
         """Delete the edges that have decayed below the prune threshold at ``at``.
@@ -742,7 +755,8 @@ config: pass config together with a store path instead
         now = to_seconds(at)
         check_flag("dry_run", dry_run)
         check_flag("force", force)
-        with self._lock:
+
+        def attempt() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]:
             self._check_open()
             if dry_run or (now > time.time() and not force):
                 self._refresh()
@@ -760,7 +774,9 @@ config: pass config together with a store path instead
             else:
                 ids, pruned = self._retrying(lambda: self._sweep(now))
                 graph = self._mirror.graph
-            namespaces = [graph.ns_names[int(ns)] for ns in graph.namespaces_of(pruned)]
+            return ids, pruned, [graph.ns_names[int(ns)] for ns in graph.namespaces_of(pruned)]
+
+        ids, pruned, namespaces = self._locked_write(attempt)
         by_namespace = Counter(namespaces)
         return DecayReport(
             now,
@@ -823,14 +839,16 @@ config: pass config together with a store path instead
         check_flag("dry_run", dry_run)
         limit = time.time() + self.config.operations.max_clock_skew_s
         storage = self._storage
-        with self._lock:
+
+        def attempt() -> RepairReport:
             self._check_open()
             if dry_run:  # the storage counts, writing nothing, read-only or not
-                counts = self._retrying(lambda: storage.would_forget(limit))
-                return RepairReport(*counts, dry_run=True)
+                return RepairReport(*self._retrying(lambda: storage.would_forget(limit)), True)
             counts = self._retrying(lambda: _forget_after(storage, limit))
             self._mirror.load(storage)  # everything again, as every process does
-        return RepairReport(*counts, dry_run=False)
+            return RepairReport(*counts, dry_run=False)
+
+        return self._locked_write(attempt)
 
     # -- reading -----------------------------------------------------------------------
 

@@ -51,11 +51,11 @@ from synapse_retriever.persistence.conversation.protocol import (
 from synapse_retriever.persistence.sqlite import (
     APPLICATION_ID,
     SQLiteStorage,
-    begin_write,
     file_path,
     opened_file,
     typed_error,
     typed_errors,
+    write_locked,
 )
 
 __all__ = [
@@ -304,8 +304,7 @@ class SQLiteConversationStorage:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, typed_errors(self.path):
-            begin_write(self._db, self.path, self._busy_timeout_s, self._file)
+        with write_locked(self._lock, self._db, self.path, self._busy_timeout_s, self._file):
             try:
                 yield self._db
                 self._db.execute("COMMIT")
