@@ -1034,3 +1034,76 @@ def test_memories_dropped_without_close_give_their_threads_files_and_connections
     assert _files_open() <= files
     with ConversationMemory(conversation_where, user="u3") as again:  # written, whole
         assert [turn.text for turn in again.turns()] == ["Turn 3: the deploy moved to Friday."]
+
+
+def _timed(call: Any) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def test_reads_go_on_while_a_turn_waits_for_another_process_lock(tmp_path: Path) -> None:
+    # add_turn held the memory's lock across the insert's busy wait: retrieve, assemble and
+    # turns waited as long as another process held the write lock
+    path = tmp_path / "chat.db"
+    memory = ConversationMemory(path, background=False, busy_timeout_s=5.0)
+    for i in range(20):
+        memory.add_turn(f"The deploy moved to Friday, note {i}.", at=1_700_000_000 + i)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 2 s
+    adding = threading.Thread(target=memory.add_turn, args=("a turn waiting for the lock",))
+    adding.start()
+    try:
+        time.sleep(0.3)
+        assert adding.is_alive()
+        waited = max(
+            _timed(lambda: memory.retrieve("deploy", k=5)),
+            _timed(lambda: memory.assemble("deploy", 500)),
+            _timed(memory.turns),
+        )
+        assert waited < 0.5
+        assert adding.is_alive()
+        time.sleep(1.7)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    adding.join(10)
+    assert not adding.is_alive()
+    assert [t.text for t in memory.turns()].count("a turn waiting for the lock") == 1
+    memory.close()
+    again = ConversationMemory(path, background=False)
+    assert [t.text for t in again.turns()].count("a turn waiting for the lock") == 1
+    again.close()
+
+
+def test_a_turn_never_given_the_lock_fails_within_busy_timeout_s(tmp_path: Path) -> None:
+    from synapse_retriever import WriteConflictError
+
+    path = tmp_path / "chat.db"
+    memory = ConversationMemory(path, background=False, busy_timeout_s=1.0)
+    memory.add_turn("The deploy moved to Friday.", at=1_700_000_000)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    failed: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            memory.add_turn("never stored")
+        except WriteConflictError as exc:
+            failed.append(exc)
+
+    start = time.perf_counter()
+    adding = threading.Thread(target=add)
+    adding.start()
+    try:
+        time.sleep(0.2)
+        assert _timed(lambda: memory.retrieve("deploy", k=5)) < 0.5
+        adding.join(10)
+        elapsed = time.perf_counter() - start
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert len(failed) == 1 and "nothing was written" in str(failed[0])
+    assert 0.9 < elapsed < 3.0
+    assert [t.text for t in memory.turns()] == ["The deploy moved to Friday."]
+    memory.close()

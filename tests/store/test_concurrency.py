@@ -9,6 +9,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -289,3 +291,100 @@ def test_a_write_waits_busy_timeout_s_at_most_for_the_lock_and_writes_nothing(
     with SynapseStore(path) as again:
         edge = again.edge("a", "b")
         assert edge is not None and edge.activation_count == 2
+
+
+def _timed(call: Any) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def test_reads_go_on_while_a_write_waits_for_another_process_lock(tmp_path: Path) -> None:
+    # the waiting write held the store's lock (and the storage's) for the whole busy wait:
+    # every read of the store in other threads waited as long as the foreign lock was held
+    path = tmp_path / "s.db"
+    config = SynapseConfig.actr(busy_timeout_s=5.0, refresh_interval_s=0.0)
+    with SynapseStore(path, config=config) as store:
+        store.reinforce(["a", "b"], at=0)
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 2 s
+        writing = threading.Thread(target=store.reinforce, args=(["c", "d"],), kwargs={"at": 0})
+        writing.start()
+        try:
+            time.sleep(0.3)  # the write waits for the lock meanwhile
+            assert writing.is_alive()
+            waited = max(
+                _timed(lambda: store.recall([("a", 0.9)], at=0)),
+                _timed(lambda: store.edge("a", "b")),
+                _timed(lambda: store.neighbours("a", at=0)),
+                _timed(lambda: store.stats(at=0)),
+            )
+            assert waited < 0.5
+            assert writing.is_alive()
+            time.sleep(1.7)
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        writing.join(10)
+        assert not writing.is_alive()
+        edge = store.edge("c", "d")
+        assert edge is not None and edge.activation_count == 1  # written once
+    with SynapseStore(path) as again:
+        edge = again.edge("c", "d")
+        assert edge is not None and edge.activation_count == 1
+
+
+def test_a_write_waiting_for_the_lock_reads_what_was_written_meanwhile(tmp_path: Path) -> None:
+    # the write starts again from the top once the lock is free: no lost update
+    path = tmp_path / "s.db"
+    config = SynapseConfig.actr(busy_timeout_s=30.0)
+    with SynapseStore(path, config=config) as store, SynapseStore(path, config=config) as other:
+        store.reinforce(["a", "b"], at=0)
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")
+        writing = threading.Thread(target=store.reinforce, args=(["a", "b"],), kwargs={"at": 1})
+        writing.start()
+        time.sleep(0.3)
+        locker.execute("ROLLBACK")
+        locker.close()
+        other.reinforce(["a", "b"], at=1)  # may come before or after the waiting write
+        writing.join(10)
+        assert not writing.is_alive()
+    with SynapseStore(path) as again:
+        edge = again.edge("a", "b")
+        assert edge is not None and edge.activation_count == 3
+
+
+def test_a_write_never_given_the_lock_fails_within_busy_timeout_s_reads_meanwhile(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with SynapseStore(path, config=SynapseConfig.actr(busy_timeout_s=1.0)) as store:
+        store.reinforce(["a", "b"], at=0)
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")
+        failed: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                store.reinforce(["c", "d"], at=0)
+            except WriteConflictError as exc:
+                failed.append(exc)
+
+        start = time.perf_counter()
+        writing = threading.Thread(target=write)
+        writing.start()
+        try:
+            time.sleep(0.2)
+            assert _timed(lambda: store.edge("a", "b")) < 0.5
+            writing.join(10)
+            elapsed = time.perf_counter() - start
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        assert len(failed) == 1 and "busy_timeout_s (1 s)" in str(failed[0])
+        assert "nothing was written" in str(failed[0])
+        assert 0.9 < elapsed < 3.0
+        assert store.edge("c", "d") is None
+    with SynapseStore(path) as again:
+        assert again.edge("c", "d") is None
