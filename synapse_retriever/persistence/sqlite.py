@@ -1050,7 +1050,8 @@ def begin_write(
     still be the one its name names. Deleted, or replaced (a backup moved over it), a write
     would go to a file no one opens again, or put its log over the new file's pages: it is
     rolled back, a :class:`StorageUnavailableError`. ``busy_timeout_s`` is ``db``'s busy
-    timeout, set back at once (its reads keep it).
+    timeout, set back at once (its reads keep it); a database in memory keeps it throughout
+    (only one in a shared cache has other connections, and they lock it without waiting).
 
     Examples
     --------
@@ -1068,7 +1069,9 @@ def begin_write(
     ...     print(str(error).partition(" ")[2])
     was deleted or replaced while it was open: nothing was written; open it again
     """
-    db.execute("PRAGMA busy_timeout = 0")  # waited for outside the caller's locks
+    private = in_memory(path)  # no other connection waits on its lock: as it is
+    if not private:
+        db.execute("PRAGMA busy_timeout = 0")  # waited for outside the caller's locks
     try:
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
@@ -1076,7 +1079,8 @@ def begin_write(
             return False
         raise
     finally:
-        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        if not private:
+            db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     if opened is None:
         return True
     try:
