@@ -46,6 +46,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import os
 import secrets
 import socket
@@ -104,6 +105,7 @@ __all__ = [
     "CREATOR_LOCK",
     "SCHEMA_VERSION",
     "SNAPSHOT_TABLE",
+    "AnswerBudget",
     "Commit",
     "Connections",
     "Listener",
@@ -133,8 +135,10 @@ transactions whose token is a multiple of this."""
 POLL_TIMEOUT_S = 1.0
 """How long a read waits for a connection or a lock before recall goes on from memory."""
 ANSWER_TIMEOUT_S = 2.0
-"""How long a connection check, or a read's look at the version, may go unanswered (a
-stalled network, a frozen server) before the connection is given up."""
+"""How long a connection check may go unanswered (a stalled network, a frozen server)
+before the connection is given up; and how long a read gives the server to answer, all
+told, once a connection is free: the check, a new connection if one is needed, and its
+look at the version (:class:`AnswerBudget`)."""
 LISTEN_WAKE_S = 0.05
 """How often a listener waiting for notifications looks whether it should stop: closing a
 store (or the last conversation memory of a URL) waits that long at most."""
@@ -816,6 +820,33 @@ def lock_timeout(seconds: float) -> str:
     return f"SET LOCAL lock_timeout = {max(1, round(seconds * 1000))}"
 
 
+class AnswerBudget:
+    """The time a read gives the server to answer, all told, from :meth:`start` on (the
+    moment a connection slot is free): the check of a pooled connection, the opening of a
+    new one, and its first statements share it, so their waits do not add up.
+
+    Examples
+    --------
+    >>> budget = AnswerBudget(2.0)
+    >>> budget.left()  # not started: the whole of it
+    2.0
+    >>> budget.start()
+    >>> 1.9 < budget.left() <= 2.0
+    True
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._ends: float | None = None
+
+    def start(self) -> None:
+        self._ends = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        """The seconds left (0 or less once spent)."""
+        return self.seconds if self._ends is None else self._ends - time.monotonic()
+
+
 class Connections:
     """At most ``size`` connections to one database, kept open between uses.
 
@@ -828,6 +859,10 @@ class Connections:
     transaction on them waits ``lock_timeout_s`` at most for each lock (``SET LOCAL
     lock_timeout`` as it begins: :mod:`._bounded`), so a pooler in transaction mode, which
     runs each transaction on any of its server backends, changes nothing.
+
+    A read passes an :class:`AnswerBudget`: the check and a new connection then share it
+    (a check that went unanswered leaves none: no new connection is tried, the read goes
+    on from memory), where a write may wait a check and then a whole ``connect_timeout``.
     """
 
     def __init__(self, url: str, where: str, size: int, lock_timeout_s: float) -> None:
@@ -842,16 +877,21 @@ class Connections:
         self._closed = False
 
     @contextmanager
-    def connection(self, timeout_s: float) -> Iterator[psycopg.Connection[Any]]:
+    def connection(
+        self, timeout_s: float, budget: AnswerBudget | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
         """A live connection, given back on leaving the block; ``timeout_s`` bounds the
-        wait for a free one (:class:`StorageUnavailableError` then)."""
+        wait for a free one, ``budget`` (started once one is free) what getting it live
+        takes after that (:class:`StorageUnavailableError` past either)."""
         if not self._slots.acquire(timeout=timeout_s):
             raise StorageUnavailableError(
                 f"{self.where!r}: none of its {self._size} connections was free within "
                 f"{timeout_s:g} s"
             )
         try:
-            conn = self._take()
+            if budget is not None:
+                budget.start()
+            conn = self._take(budget)
             try:
                 yield conn
             finally:
@@ -891,13 +931,27 @@ class Connections:
                     ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _take(self) -> psycopg.Connection[Any]:
+    def _take(self, budget: AnswerBudget | None = None) -> psycopg.Connection[Any]:
+        """An idle connection that answers its check, else a new one; within ``budget``
+        where one is given (a new connection's ``connect_timeout`` then what is left of
+        it, rounded up to a whole second, 2 at least: libpq's and psycopg's unit and
+        floor)."""
         while True:
+            left = ANSWER_TIMEOUT_S if budget is None else budget.left()
+            if left <= 0:
+                assert budget is not None
+                raise StorageUnavailableError(
+                    f"{self.where!r} cannot be reached: it did not answer within "
+                    f"{budget.seconds:g} s"
+                )
             with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return self.connect()
-            if _answers(conn):
+                if budget is None:
+                    return self.connect()
+                bound = int(CONNECTION_OPTIONS["connect_timeout"])
+                return self.connect(connect_timeout=min(bound, max(2, math.ceil(left))))
+            if _answers(conn, min(ANSWER_TIMEOUT_S, left)):
                 return conn
             conn.close()
 
@@ -922,12 +976,12 @@ class Connections:
             conn.close()
 
 
-def _answers(conn: psycopg.Connection[Any]) -> bool:
-    """Whether ``conn`` answers an empty query within :data:`ANSWER_TIMEOUT_S`."""
+def _answers(conn: psycopg.Connection[Any], seconds: float) -> bool:
+    """Whether ``conn`` answers an empty query within ``seconds``."""
     if conn.closed or conn.broken:
         return False
     try:
-        with _deadline(conn, ANSWER_TIMEOUT_S):
+        with _deadline(conn, seconds):
             conn.autocommit = True  # no transaction for the check
             try:
                 conn.execute("")
@@ -1282,12 +1336,16 @@ class PostgresStorage:
         self._release.atexit = False
 
     @contextmanager
-    def _connection(self, timeout_s: float | None = None) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection; an unreachable server is a :class:`StorageUnavailableError`,
-        a table this role may not read an :class:`AccessDeniedError` naming every such
-        table (a write's rights are checked when the store opens: it opens read-only)."""
+    def _connection(
+        self, timeout_s: float | None = None, budget: AnswerBudget | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (:meth:`Connections.connection`); an unreachable server is a
+        :class:`StorageUnavailableError`, a table this role may not read an
+        :class:`AccessDeniedError` naming every such table (a write's rights are checked
+        when the store opens: it opens read-only)."""
+        wait_s = self._timeout_s if timeout_s is None else timeout_s
         try:
-            with self._pool.connection(self._timeout_s if timeout_s is None else timeout_s) as c:
+            with self._pool.connection(wait_s, budget) as c:
                 try:
                     yield c
                 except self._psycopg.errors.InsufficientPrivilege as exc:
@@ -1393,9 +1451,12 @@ class PostgresStorage:
         if time.monotonic() < self._unreachable_until:
             return None  # the server did not answer a moment ago: recall goes on from memory
         self._changed.clear()
+        # a second at most for a free connection; then two, all told, for the server to
+        # answer: the check of a pooled connection, a new one if needed, the version read
+        budget = AnswerBudget(ANSWER_TIMEOUT_S)
         try:
-            with self._connection(POLL_TIMEOUT_S) as conn:
-                with _deadline(conn, ANSWER_TIMEOUT_S), conn.pipeline():
+            with self._connection(POLL_TIMEOUT_S, budget) as conn:
+                with _deadline(conn, budget.left()), conn.pipeline():
                     # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
                     # second at most, a server that stopped answering two: then from memory
                     conn.execute(lock_timeout(POLL_TIMEOUT_S))

@@ -1066,6 +1066,30 @@ def test_a_stalled_network_leaves_recall_working_and_writes_refused_then_recover
         assert edge is not None and edge.activation_count == 1
 
 
+def test_a_stalled_network_delays_a_recall_two_seconds_at_most_all_told(
+    postgres_url: str, proxy: FreezingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the shipped waits (a check of ANSWER_TIMEOUT_S = 2 s, connect_timeout = 5 s): a recall
+    # waited the check, then a whole connect (7 s); each after the back-off a connect (5 s)
+    monkeypatch.setattr(postgres, "UNREACHABLE_BACKOFF_S", 0.0)  # ask again at every read
+    bound = postgres.ANSWER_TIMEOUT_S + 1.0  # the documented 2 s, and 1 s for a busy machine
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    storage = PostgresStorage(proxy.url, listen=False)  # every read polls
+    with SynapseStore(storage=storage, config=config) as store, SynapseStore(postgres_url) as w:
+        store.reinforce(["a", "b"], at=0)  # a pooled connection, through the proxy
+        w.reinforce(["a", "c"], at=0)  # something to read
+        proxy.freeze()
+        for what in ("the pooled connection's check", "a new connection"):
+            started = time.monotonic()
+            hits = ended(lambda: store.recall([("a", 1.0), ("x", 0.5)], at=0), proxy.close, HANG_S)
+            waited = time.monotonic() - started
+            assert not isinstance(hits, Exception), hits
+            assert [h.id for h in hits] == ["a", "b"]  # from memory
+            assert waited <= bound, f"{what}: the recall waited {waited:.1f} s"
+        proxy.thaw()
+        assert store.edge("a", "c") is not None  # read again at once
+
+
 def test_a_write_after_killed_connections_reconnects_at_once(postgres_url: str) -> None:
     name = f"killed_{random.randrange(1 << 30)}"
     url = f"{postgres_url}&application_name={name}"
