@@ -114,6 +114,7 @@ __all__ = [
     "lock_timeout",
     "snapshot",
     "split_url",
+    "statement_cancelled",
     "typed_write_errors",
     "write_rows",
 ]
@@ -882,7 +883,9 @@ class Connections:
     ) -> Iterator[psycopg.Connection[Any]]:
         """A live connection, given back on leaving the block; ``timeout_s`` bounds the
         wait for a free one, ``budget`` (started once one is free) what getting it live
-        takes after that (:class:`StorageUnavailableError` past either)."""
+        takes after that (:class:`StorageUnavailableError` past either). A statement the
+        server cancels in the block (its ``statement_timeout``) raises
+        :func:`statement_cancelled`'s error, which names the setting's value."""
         if not self._slots.acquire(timeout=timeout_s):
             raise StorageUnavailableError(
                 f"{self.where!r}: none of its {self._size} connections was free within "
@@ -894,6 +897,9 @@ class Connections:
             conn = self._take(budget)
             try:
                 yield conn
+            except self._psycopg.errors.QueryCanceled as exc:  # the server's statement_timeout
+                setting = _statement_timeout(conn)
+                raise statement_cancelled(self.where, _primary(exc), setting) from None
             finally:
                 self._give(conn)
         finally:
@@ -974,6 +980,50 @@ class Connections:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+def _statement_timeout(conn: psycopg.Connection[Any]) -> str | None:
+    """``conn``'s ``statement_timeout`` (``SHOW``, after rolling its transaction back);
+    None if it cannot be asked (the connection is lost)."""
+    try:
+        conn.rollback()
+        [(setting,)] = conn.execute("SHOW statement_timeout").fetchall()
+        conn.rollback()
+    except Exception:
+        return None
+    return str(setting)
+
+
+def statement_cancelled(where: str, detail: str, setting: str | None) -> StorageUnavailableError:
+    """The error of a statement the server cancelled (SQLSTATE 57014): one that ran longer
+    than the ``statement_timeout`` of the role, database or connection (``setting``, its
+    value, None if unknown), which this library respects (an administrator set it on
+    purpose), or one a cancel request ended (``pg_cancel_backend``). Its transaction was
+    rolled back. Not a lock conflict, and not retried: the same statement would run as long.
+
+    Examples
+    --------
+    >>> print(statement_cancelled("db/team", "canceling statement due to statement timeout",
+    ...                           "20ms"))
+    'db/team': the server cancelled a statement that ran longer than its statement_timeout \
+(20ms, set for this role, database or connection): canceling statement due to statement \
+timeout; nothing was written. Raise it for the role this library connects as (ALTER ROLE ... \
+SET statement_timeout = '5min') or in the URL (?options=-cstatement_timeout%3D300000), or \
+write smaller batches
+    """
+    if setting == "0":  # no timeout: someone cancelled it
+        return StorageUnavailableError(
+            f"{where!r}: the server cancelled a statement ({detail.strip()}; statement_timeout "
+            "is off: a cancel request, pg_cancel_backend); nothing was written"
+        )
+    shown = "its value: SHOW statement_timeout" if setting is None else setting
+    return StorageUnavailableError(
+        f"{where!r}: the server cancelled a statement that ran longer than its "
+        f"statement_timeout ({shown}, set for this role, database or connection): "
+        f"{detail.strip()}; nothing was written. Raise it for the role this library connects "
+        "as (ALTER ROLE ... SET statement_timeout = '5min') or in the URL "
+        "(?options=-cstatement_timeout%3D300000), or write smaller batches"
+    )
 
 
 def _answers(conn: psycopg.Connection[Any], seconds: float) -> bool:
@@ -1110,7 +1160,8 @@ def typed_write_errors(
     connection lost before the commit are :class:`TransientWriteError` (retried by
     :func:`~synapse_retriever.persistence.protocols.retrying`); a role or server that may
     not write is :class:`ReadOnlyStoreError`; a lock waited on longer than ``timeout_s``
-    (``lock_timeout``) is :func:`lock_timeout_error`; a connection lost while committing
+    (``lock_timeout``) is :func:`lock_timeout_error`; a statement the server cancelled (its
+    ``statement_timeout``) is :func:`statement_cancelled`; a connection lost while committing
     (``commit.committing`` set) is :class:`StorageUnavailableError` (whether it was
     committed is unknown: ``unknown_commit`` says what then); a value too large for
     PostgreSQL, or one it refuses, is :class:`InvalidValueError`; whatever else the server
@@ -1142,8 +1193,10 @@ nothing was written
             f"{where!r}: a value is too large for PostgreSQL "
             f"({exc.diag.message_primary or str(exc).strip()}); nothing was written"
         ) from None
-    except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # waited timeout_s
+    except errors.LockNotAvailable as exc:  # waited timeout_s (lock_timeout)
         raise lock_timeout_error(where, timeout_s, exc.diag.message_primary or str(exc)) from None
+    except errors.QueryCanceled as exc:  # statement_timeout, or a cancel request
+        raise statement_cancelled(where, _primary(exc), None) from None
     except errors.UniqueViolation as exc:  # a pair locked blank, deleted by a sweep, re-created
         raise TransientWriteError(str(exc).strip(), conflict=True) from exc
     except psycopg.OperationalError as exc:

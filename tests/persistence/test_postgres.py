@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -1088,6 +1089,44 @@ def test_a_stalled_network_delays_a_recall_two_seconds_at_most_all_told(
             assert waited <= bound, f"{what}: the recall waited {waited:.1f} s"
         proxy.thaw()
         assert store.edge("a", "c") is not None  # read again at once
+
+
+def with_statement_timeout(url: str, ms: int) -> str:
+    """``url`` whose sessions run with ``statement_timeout = ms`` (as a DBA's ``ALTER ROLE
+    ... SET statement_timeout`` gives them)."""
+    return url.replace("options=", f"options=-cstatement_timeout%3D{ms}%20", 1)
+
+
+STATEMENT_TIMEOUT = r"statement_timeout \(200ms, set for .*nothing was written"
+"""How an error names a statement cut by a ``statement_timeout`` of 200 ms."""
+
+
+def test_a_statement_cut_by_the_servers_statement_timeout_is_named_so(postgres_url: str) -> None:
+    # a write cut after 200 ms was "a lock was held ... longer than busy_timeout_s (5 s)",
+    # and an open "cannot be reached": the server answered, and 5 s never went by
+    timed = with_statement_timeout(postgres_url, 200)
+    config = SynapseConfig.actr(busy_timeout_s=5.0)
+    with SynapseStore(postgres_url) as first:
+        first.reinforce(["a", "b"], at=0)
+    with SynapseStore(timed, config=config) as store:
+        with psycopg.connect(postgres_url) as locker:
+            locker.execute("LOCK TABLE edges IN SHARE MODE")  # a write waits past 200 ms
+            started = time.monotonic()
+            error = ended(lambda: store.reinforce(["a", "b"], at=DAY), locker.rollback, HANG_S)
+            assert time.monotonic() - started < 5  # not busy_timeout_s
+        assert type(error) is StorageUnavailableError, error  # not retried: it would run as long
+        assert re.search(STATEMENT_TIMEOUT, str(error)), error
+        assert "ALTER ROLE" in str(error)  # what to do
+        edge = store.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1
+    with psycopg.connect(postgres_url) as locker:
+        locker.execute("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")  # the open's read waits
+        error = ended(lambda: SynapseStore(timed, config=config), locker.rollback, HANG_S)
+    assert type(error) is StorageUnavailableError, error
+    assert re.search(STATEMENT_TIMEOUT, str(error)) and "cannot be reached" not in str(error)
+    with SynapseStore(postgres_url) as again:
+        edge = again.edge("a", "b")
+        assert edge is not None and edge.activation_count == 1  # nothing written
 
 
 def test_a_write_after_killed_connections_reconnects_at_once(postgres_url: str) -> None:

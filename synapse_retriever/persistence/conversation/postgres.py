@@ -426,7 +426,7 @@ class PostgresConversationStorage:
                 "memory writes every turn: grant the role INSERT and UPDATE on the context_* "
                 "tables (and USAGE on their sequences)"
             ) from None
-        except (errors.LockNotAvailable, errors.QueryCanceled) as exc:
+        except errors.LockNotAvailable as exc:  # (a statement_timeout: the pool's error)
             raise StorageUnavailableError(
                 f"{self.where!r}: a lock was held longer than {self._timeout_s:g} s "
                 f"({str(exc).strip()})"

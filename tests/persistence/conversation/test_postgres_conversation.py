@@ -514,6 +514,26 @@ def test_a_lock_held_longer_than_timeout_s_is_a_typed_error_and_nothing_is_writt
     assert alice.insert(turn("The deploy."), "e", b"") is not None
 
 
+def test_a_statement_cut_by_the_servers_statement_timeout_is_named_so(postgres_url: str) -> None:
+    # a write cut after 200 ms was "a lock was held ... longer than busy_timeout_s (5 s)", and
+    # an open "a lock was held longer than 5 s": the setting named neither time
+    PostgresConversationStorage(postgres_url).close()
+    timed = postgres_url.replace("options=", "options=-cstatement_timeout%3D200%20", 1)
+    named = r"statement_timeout \(200ms, set for .*nothing was written"
+    with PostgresConversationStorage(timed, user="alice", timeout_s=5.0) as alice:
+        with psycopg.connect(postgres_url) as locker:
+            locker.execute("LOCK TABLE context_turns IN SHARE MODE")  # a write waits past it
+            started = time.monotonic()
+            with pytest.raises(StorageUnavailableError, match=named):
+                alice.insert(turn("The deploy."), "e", b"")
+            assert time.monotonic() - started < 5
+        assert alice.load().turns == []
+    with psycopg.connect(postgres_url) as locker:
+        locker.execute("LOCK TABLE context_users IN ACCESS EXCLUSIVE MODE")  # the open waits
+        with pytest.raises(StorageUnavailableError, match=named):
+            PostgresConversationStorage(timed, user="bob", timeout_s=5.0)
+
+
 def test_an_unreachable_server_is_a_typed_error_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(StorageUnavailableError, match="cannot connect"):
