@@ -48,6 +48,7 @@ import itertools
 import logging
 import math
 import os
+import re
 import secrets
 import socket
 import threading
@@ -309,6 +310,66 @@ SCHEMA_OID = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
 """The oid of the connection's schema: by its name as stored (``current_schema()::regnamespace``
 reads the name again as an identifier, ``Ops`` as ``ops``, and refuses ``team.v2``)."""
 _SNAPSHOT_CLASS = f"FROM pg_class WHERE relname = 'snapshot' AND relnamespace = {SCHEMA_OID}"
+_CREATES = re.compile(r"CREATE (TABLE|SEQUENCE|INDEX)(?: IF NOT EXISTS)? (\w+)")
+_KINDS = {"TABLE": "r", "SEQUENCE": "S", "INDEX": "i"}
+_KIND_NAMES = {
+    "r": "table",
+    "p": "partitioned table",
+    "v": "view",
+    "m": "materialized view",
+    "f": "foreign table",
+    "S": "sequence",
+    "i": "index",
+    "I": "partitioned index",
+    "c": "composite type",
+}
+
+
+def created_objects(*scripts: str) -> dict[str, str]:
+    """The objects ``scripts`` create by name, each with its ``pg_class.relkind`` (``r`` a
+    table, ``S`` a sequence, ``i`` an index): the names another application's objects must
+    not hold (PostgreSQL picks free names for the rest, an identity's sequence, a key's index).
+
+    Examples
+    --------
+    >>> created_objects("CREATE TABLE a (id int); CREATE INDEX a_by_id ON a (id);",
+    ...                 "CREATE SEQUENCE t; CREATE TABLE IF NOT EXISTS b (x int)")
+    {'a': 'r', 'a_by_id': 'i', 't': 'S', 'b': 'r'}
+    """
+    return {name: _KINDS[what] for what, name in _CREATES.findall("\n".join(scripts))}
+
+
+def name_clashes(conn: psycopg.Connection[Any], objects: dict[str, str]) -> list[str]:
+    """What ``conn``'s schema holds under one of the names of ``objects`` (as
+    :func:`created_objects` gives them) that is not that object: a relation of another kind
+    (a sequence or a view named as a table, a composite type), or a type (an enum, a
+    domain) named as a table or a sequence, whose own type it would clash with; and, where
+    none of their tables is there yet (they were never created), whatever holds one of
+    the names (a sequence ``transactions`` of another application). Shown as ``"sequence
+    transactions"``, sorted; empty where nothing clashes."""
+    relations = conn.execute(
+        f"SELECT relname, relkind FROM pg_class WHERE relnamespace = {SCHEMA_OID} "
+        "AND relname = ANY(%s::text[])",
+        (list(objects),),
+    ).fetchall()
+    made = any(kind == objects[name] == "r" for name, kind in relations)
+    found = [
+        f"{_KIND_NAMES.get(kind, 'relation')} {name}"
+        for name, kind in relations
+        if kind != objects[name] or not made
+    ]
+    typed = [name for name, kind in objects.items() if kind != "i"]  # an index has no type
+    types = conn.execute(  # a relation's own type is the relation's (above)
+        f"SELECT typname FROM pg_type WHERE typnamespace = {SCHEMA_OID} AND typrelid = 0 "
+        "AND typname = ANY(%s::text[])",
+        (typed,),
+    ).fetchall()
+    found += [f"type {name}" for (name,) in types]
+    return sorted(found)
+
+
+OBJECTS = created_objects(*SCHEMA, SNAPSHOT_TABLE)
+"""The objects a store creates by name (:func:`created_objects`)."""
 
 
 def is_postgres_url(path: object) -> bool:
@@ -1322,8 +1383,9 @@ class PostgresStorage:
     url : str
         ``postgresql://user@host:port/database`` (any libpq connection URL; the tables
         live in the connection's current schema). An empty schema becomes a new store; a
-        schema holding other tables is refused (:class:`NotASynapseDatabaseError`) and
-        left untouched.
+        schema holding other tables, or a sequence or type named as one of the store's
+        (:func:`name_clashes`), is refused (:class:`NotASynapseDatabaseError`) and left
+        untouched.
     read_only : bool
         Never write. Also chosen on its own when the role may not write the tables (a
         read-only role) or the server is a standby; every write then raises
@@ -1430,18 +1492,20 @@ class PostgresStorage:
                 # one creator at a time: the others wait here, then find the tables
                 conn.execute(f"SELECT pg_advisory_xact_lock({CREATOR_LOCK})")
                 if self._found(conn) is None:
-                    for script in SCHEMA:
-                        conn.execute(
-                            script.format(
-                                application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION
-                            ).encode()
-                        )
+                    with refused_if_taken(conn, self.path, "a store's"):
+                        for script in SCHEMA:
+                            conn.execute(
+                                script.format(
+                                    application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION
+                                ).encode()
+                            )
             conn.commit()
             self.read_only = self.read_only or _cannot_write(conn)
             conn.rollback()
 
     def _found(self, conn: psycopg.Connection[Any]) -> int | None:
-        """The schema version of the store in ``conn``'s schema; None for an empty schema;
+        """The schema version of the store in ``conn``'s schema; None for an empty schema
+        (one whose objects, if any, are named unlike the store's);
         :class:`NotASynapseDatabaseError` for one that holds something else."""
         kinds = dict(  # tables, views and the like: what a name could clash with
             conn.execute(
@@ -1449,18 +1513,25 @@ class PostgresStorage:
                 "AND relkind IN ('r', 'p', 'v', 'm', 'f')"
             ).fetchall()
         )
-        if not kinds:
+        clashes = name_clashes(conn, OBJECTS)  # a sequence, a type, ... named as ours
+        if not kinds and not clashes:
             return None
         foreign = {
             name
             for name, kind in kinds.items()
             if (name not in TABLES and not name.startswith(SHARED_PREFIX)) or kind != "r"
         }
-        if "meta" not in kinds or foreign:
+        if kinds and ("meta" not in kinds or foreign):
             shown = ", ".join(sorted(foreign)[:5] or sorted(kinds)[:5])
             raise NotASynapseDatabaseError(
                 f"{self.path!r} holds tables or views of another application ({shown}); it "
                 "was left untouched: give a database or schema of its own"
+            )
+        if clashes:
+            raise NotASynapseDatabaseError(
+                f"{self.path!r} holds objects of another application named as a store's "
+                f"({', '.join(clashes[:5])}); it was left untouched: give a database or "
+                "schema of its own"
             )
         try:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -1628,6 +1699,23 @@ class PostgresStorage:
 
     def close(self) -> None:
         self._release()
+
+
+@contextmanager
+def refused_if_taken(conn: psycopg.Connection[Any], where: str, whose: str) -> Iterator[None]:
+    """Create ``whose`` objects in the block: one whose name another application took
+    meanwhile (after :func:`name_clashes` looked) rolls it all back and raises
+    :class:`NotASynapseDatabaseError` naming it, not PostgreSQL's ``DuplicateTable``."""
+    import psycopg
+
+    try:
+        yield
+    except (psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject) as exc:
+        conn.rollback()
+        raise NotASynapseDatabaseError(
+            f"{where!r} holds an object of another application named as {whose} "
+            f"({_primary(exc)}); it was left untouched: give a database or schema of its own"
+        ) from None
 
 
 def _release(listener: Listener | None, pool: Connections) -> None:

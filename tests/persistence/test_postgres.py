@@ -51,6 +51,7 @@ from synapse_retriever.cli import main
 from synapse_retriever.mirror import mirror as mirror_module
 from synapse_retriever.mirror.snapshot import encode
 from synapse_retriever.persistence import postgres
+from synapse_retriever.persistence.conversation import postgres as conversation_postgres
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
 
@@ -464,6 +465,73 @@ def test_views_and_a_foreign_meta_are_another_applications_and_left_untouched(
     with pytest.raises(NotASynapseDatabaseError, match=r"another application|does not know"):
         opener(postgres_url)
     assert _relations(postgres_url) == before
+
+
+def _objects(url: str) -> list[tuple[str, str]]:
+    """Every relation (with its kind) and every type (``T``) of ``url``'s schema."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT relname, relkind::text FROM pg_class WHERE relnamespace = "
+            "current_schema()::regnamespace UNION ALL SELECT typname, 'T' FROM pg_type "
+            "WHERE typnamespace = current_schema()::regnamespace ORDER BY 1, 2"
+        )
+        return [(name, kind) for name, kind in rows]
+
+
+@pytest.mark.parametrize(
+    ("opener", "objects", "named"),
+    [
+        *[
+            (opener, objects, named)
+            for opener in (SynapseStore, PostgresConversationStorage)
+            for objects, named in [
+                ("CREATE SEQUENCE transactions", "sequence transactions"),
+                ("CREATE TYPE nodes AS (x int)", "composite type nodes"),
+                ("CREATE TYPE edges AS ENUM ('a')", "type edges"),
+                ("CREATE DOMAIN meta AS int", "type meta"),
+                ("CREATE SEQUENCE versions_by_tx", "sequence versions_by_tx"),
+            ]
+        ],
+        (PostgresConversationStorage, "CREATE TYPE context_users AS (x int)", "context_users"),
+        (PostgresConversationStorage, "CREATE DOMAIN context_marks AS int", "type context_marks"),
+    ],
+)
+def test_a_sequence_or_type_named_as_ours_is_another_applications_and_left_untouched(
+    postgres_url: str, opener: Callable[[str], object], objects: str, named: str
+) -> None:
+    # no table, so the schema was taken for empty: a raw DuplicateTable or DuplicateObject,
+    # and a memory made the store's 12 tables there before its own failed
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(objects)
+    before = _objects(postgres_url)
+    with pytest.raises(NotASynapseDatabaseError, match=rf"another application.*{named}\)"):
+        opener(postgres_url)
+    assert _objects(postgres_url) == before
+
+
+def test_a_name_taken_between_the_look_and_the_create_is_refused_typed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another application creating its sequence, or its type, after the schema was looked at
+    monkeypatch.setattr(postgres, "name_clashes", lambda conn, objects: [], raising=False)
+    monkeypatch.setattr(
+        conversation_postgres, "name_clashes", lambda conn, objects: [], raising=False
+    )
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE transactions")
+    before = _objects(postgres_url)
+    with pytest.raises(NotASynapseDatabaseError, match=r"another application.*transactions"):
+        SynapseStore(postgres_url)
+    assert _objects(postgres_url) == before
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP SEQUENCE transactions")
+    SynapseStore(postgres_url).close()  # a store: the memory's tables are made after it
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TYPE context_edges AS ENUM ('a')")
+    before = _objects(postgres_url)
+    with pytest.raises(NotASynapseDatabaseError, match=r"another application.*context_edges"):
+        PostgresConversationStorage(postgres_url)
+    assert _objects(postgres_url) == before
 
 
 def test_a_memory_refuses_a_store_schema_with_an_unknown_context_table_creating_nothing(

@@ -86,8 +86,11 @@ from synapse_retriever.persistence.postgres import (
     PostgresStorage,
     access_denied,
     check_schema,
+    created_objects,
     is_postgres_url,
     may_write,
+    name_clashes,
+    refused_if_taken,
     snapshot,
     split_url,
     typed_write_errors,
@@ -181,6 +184,9 @@ TABLES = frozenset(
     }
 )
 """The tables :data:`MIGRATIONS` create."""
+OBJECTS = created_objects(*MIGRATIONS)
+"""What :data:`MIGRATIONS` create by name: another application's sequence, type or view of
+one of these names is refused before anything is created, a store's tables included."""
 WRITES = {
     "context_users": "INSERT",
     "context_turns": "INSERT, UPDATE",
@@ -445,6 +451,8 @@ class PostgresConversationStorage:
         """Check the schema (another application's is refused, an empty one stamped as a
         synapse store), bring the conversation tables to :data:`SCHEMA_VERSION`, check
         that this role may write them; the schema's oid. Once per URL in a process."""
+        with self._connection() as conn:  # before the store's tables are made
+            self._refuse_clashes(conn)
         try:
             PostgresStorage(url, pool_size=1, timeout_s=self._timeout_s, listen=False).close()
         except AccessDeniedError:  # meta, which a memory reads too: named with the rest
@@ -480,8 +488,10 @@ class PostgresConversationStorage:
         if version < SCHEMA_VERSION:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("migrate", schema, 0),))
             version = self._version(conn)  # another process may have migrated meanwhile
-            for migration in MIGRATIONS[version:]:
-                conn.execute(migration.encode())
+            self._refuse_clashes(conn)
+            with refused_if_taken(conn, self.where, "a conversation memory's"):
+                for migration in MIGRATIONS[version:]:
+                    conn.execute(migration.encode())
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('conversation_schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -498,6 +508,18 @@ class PostgresConversationStorage:
                 "that may insert and update the context_* tables"
             )
         return int(schema)
+
+    def _refuse_clashes(self, conn: psycopg.Connection[Any]) -> None:
+        """:class:`NotASynapseDatabaseError` where ``conn``'s schema holds another
+        application's object named as one of :data:`OBJECTS` (a sequence, a type, a view)."""
+        clashes = name_clashes(conn, OBJECTS)
+        if clashes:
+            conn.rollback()
+            raise NotASynapseDatabaseError(
+                f"{self.where!r} holds objects of another application named as a conversation "
+                f"memory's ({', '.join(clashes[:5])}); it was left untouched: give a database "
+                "or schema of its own"
+            )
 
     def _version(self, conn: psycopg.Connection[Any]) -> int:
         row = conn.execute(
