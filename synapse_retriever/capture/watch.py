@@ -82,6 +82,7 @@ TICK_S = 0.5
 
 __all__ = [
     "BUILD_FOLDERS",
+    "GIT_SETTLE_S",
     "QUIET_S",
     "TICK_S",
     "ActivityWindow",
@@ -91,6 +92,7 @@ __all__ = [
     "WatchSettings",
     "WatchStoppedError",
     "branch_namespace",
+    "git_folder",
     "ignored",
     "require_watchdog",
     "watch",
@@ -117,6 +119,10 @@ BUILD_FOLDERS = frozenset(
     }
 )
 """Folders whose files are never events: version control, environments, caches, build output."""
+
+GIT_SETTLE_S = 0.2
+"""How long a watch whose git folder is outside its tree waits for that folder's events
+before it takes a batch of saves: watchdog reads the two folders in two threads."""
 
 BINARY_PROBE = 8192
 """Bytes read from a file to tell a binary (it holds a NUL byte) from text."""
@@ -365,10 +371,27 @@ class WatchReport:
 
 GIT_LOCK = ".git/index.lock"
 """Held by git while it rewrites the working tree (checkout, pull, merge, rebase, stash,
-reset): saves seen while it exists are git's, not a person's."""
+reset): saves seen while it exists are git's, not a person's. A touch names a file of git's
+own folder ``.git/<name>`` wherever that folder is (:meth:`TreeWatcher.as_touch`)."""
 
 GIT_HEAD = ".git/HEAD"
 """Rewritten when another branch is checked out: the open window closes in the old one."""
+
+
+def git_folder(root: str | os.PathLike[str]) -> Path | None:
+    """The git folder of the checkout ``root`` is in (``git rev-parse --absolute-git-dir``):
+    ``<top>/.git`` for ``root`` anywhere in a plain checkout, ``.git/worktrees/<name>`` in a
+    linked worktree, ``.git/modules/<name>`` in a submodule; None outside git.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> git_folder(tempfile.mkdtemp()) is None
+    True
+    """
+    found = _git(root, ["rev-parse", "--absolute-git-dir"])
+    path = found.strip() if found is not None else ""
+    return Path(path).resolve() if path and Path(path).is_dir() else None
 
 
 class Touch(NamedTuple):
@@ -403,6 +426,23 @@ def _final_paths(batch: Sequence[Touch]) -> dict[str, str]:
         if kind == "moved" and old:
             final[old] = final.get(new, new)
     return final
+
+
+def _git_order(touch: Touch) -> int:
+    """Where ``touch`` goes in a batch whose git folder's events came from another thread
+    than the tree's, in an order of their own: git's index lock taken (0), the rest (1),
+    its lock written or let go (2), ``HEAD`` rewritten (3), as git does a checkout.
+
+    Examples
+    --------
+    >>> batch = [Touch("moved", ".git/HEAD.lock", ".git/HEAD"), Touch("created", "", "a.py"),
+    ...          Touch("created", "", ".git/index.lock")]
+    >>> [touch.new for touch in sorted(batch, key=_git_order)]
+    ['.git/index.lock', 'a.py', '.git/HEAD']
+    """
+    if GIT_LOCK in (touch.old, touch.new):
+        return 0 if touch.kind == "created" and touch.new == GIT_LOCK else 2
+    return 3 if touch.new == GIT_HEAD else 1
 
 
 def _drained(touches: queue.Queue[Touch], first: Touch | None = None) -> list[Touch]:
@@ -535,6 +575,12 @@ class TreeWatcher:
         self.report = WatchReport()
         self.namespace = settings.namespace or branch_namespace(self.base)
         """Where the open window will be written: the branch its saves were made on."""
+        self.git_dir = git_folder(self.base)
+        """The tree's git folder (:func:`git_folder`); None outside git."""
+        self.git_outside = self.git_dir is not None and not self.git_dir.is_relative_to(self.base)
+        """Whether the git folder is outside the tree (a sub-folder watched, a worktree, a
+        submodule): :meth:`run` then watches it too, and a batch taken while its index lock
+        is there is git's (its events come from another thread, maybe after the saves)."""
         self.git_busy = False
         self.moves: dict[str, str] = {}  # path now -> the path it had when the window opened
         self.moved_at = -float("inf")
@@ -550,15 +596,29 @@ class TreeWatcher:
             return ""
         return found if found != "." and is_node_id(found) else ""
 
+    def named(self, path: str | bytes) -> str:
+        """:meth:`relative`, but ``.git/<name>`` for a file of the tree's git folder
+        (:attr:`git_dir`), inside the tree or not."""
+        if self.git_dir is not None:
+            try:
+                inside = Path(os.path.normpath(os.fsdecode(path))).relative_to(self.git_dir)
+            except ValueError:
+                pass
+            else:
+                return f".git/{inside.as_posix()}" if inside.parts else ""
+        return self.relative(path)
+
     def as_touch(self, event: FileSystemEvent) -> Touch | None:
         """What a watchdog event means to the watch; None for one it never looks at: a
         folder's, a deletion, a path outside the tree or whose name is not UTF-8, and
-        anything in ``.git/`` but git's index lock (taken, let go) and ``HEAD`` rewritten.
-        Called in watchdog's thread: it reads the event and nothing else."""
+        anything in git's folder but its index lock (taken, let go) and ``HEAD`` rewritten,
+        named ``.git/index.lock`` and ``.git/HEAD`` wherever the folder is (above a
+        sub-folder watched, in a worktree's main checkout). Called in watchdog's thread: it
+        reads the event and nothing else."""
         if event.is_directory:
             return None
-        new = self.relative(getattr(event, "dest_path", "") or event.src_path)
-        old = self.relative(event.src_path) if event.event_type == "moved" else ""
+        new = self.named(getattr(event, "dest_path", "") or event.src_path)
+        old = self.named(event.src_path) if event.event_type == "moved" else ""
         touch = Touch(event.event_type, old, new)
         if new.startswith(".git/") or old.startswith(".git/"):
             rewritten = new == GIT_HEAD and event.event_type != "deleted"
@@ -577,6 +637,9 @@ class TreeWatcher:
         Each file is judged where it ends after the batch's moves, and not yet by whether
         it is there: one saved, then moved before the batch is read, is followed by its move
         (the window drops what is gone when it closes)."""
+        if self.git_outside and self.git_dir is not None:  # its events come from another
+            self.git_busy |= (self.git_dir / "index.lock").exists()  # thread: maybe late
+            batch = sorted(batch, key=_git_order)
         final = _final_paths(batch)
         saved = {final.get(new, new) for _, _, new in batch if not new.startswith(".git/")}
         left = self.left_out(sorted(saved), gone=False) if saved else set()
@@ -646,7 +709,8 @@ class TreeWatcher:
     def idle(self) -> None:
         """A tick passed without touches: git's lock counts as let go if its file is gone
         (its removal was missed), and the window closes if it is due."""
-        if self.git_busy and not (self.base / GIT_LOCK).exists():
+        lock = (self.git_dir or self.base / ".git") / "index.lock"
+        if self.git_busy and not lock.exists():
             self.git_busy = False
         self.close_if_due()
 
@@ -741,6 +805,8 @@ class TreeWatcher:
             FileDeletedEvent,
         ]
         observer.schedule(Handler(), os.fspath(self.base), recursive=True, event_filter=saves)
+        if self.git_outside and self.git_dir is not None:  # its lock and HEAD, not its objects
+            observer.schedule(Handler(), os.fspath(self.git_dir), event_filter=saves)
         observer.start()  # the folders' watches are added before it returns
         if ready is not None:
             ready.set()
@@ -760,6 +826,8 @@ class TreeWatcher:
                     self.idle()
                     continue
                 self.close_if_due()
+                if self.git_outside:  # git's folder is read by another thread: its events,
+                    stop.wait(GIT_SETTLE_S)  # a little late, join the batch they belong to
                 self.take(_drained(touches, first))
         except KeyboardInterrupt:
             pass
@@ -802,11 +870,12 @@ def watch(
     returns the edges it wrote (``SynapseStore.reinforce``, one transaction). Saves are
     sifted as they arrive (:func:`ignored`), so a file that is never learned neither keeps
     a window open nor takes a place under ``limit``. Saves made by git itself (while it
-    holds ``.git/index.lock``) are left out, and checking out another branch closes the
-    open window in the namespace its saves were made in. A write that raises (a store
-    locked for longer than its timeout, a server away) is reported to ``on_error`` and
-    its files stay in the window for the next attempt; the open window is written before
-    returning, however the watch ends. ``ready`` is set once every folder is watched.
+    holds its index lock, in the tree's git folder wherever it is: ``root`` may be a
+    sub-folder of a checkout) are left out, and checking out another branch closes the open
+    window in the namespace its saves were made in. A write that raises (a store locked for
+    longer than its timeout, a server away) is reported to ``on_error`` and its files stay
+    in the window for the next attempt; the open window is written before returning,
+    however the watch ends. ``ready`` is set once every folder is watched.
 
     A file moved within the tree (by hand, by an editor or by ``git mv``) is passed to
     ``rename(old, new, namespace)`` when the window closes, before its files are written

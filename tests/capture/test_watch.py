@@ -372,6 +372,65 @@ def test_a_checkout_is_git_writing_and_closes_the_window_in_its_branch(tree: Pat
     assert all("README.md" not in files for files, _ in running.written)
 
 
+@pytest.mark.parametrize("where", ["sub-folder", "worktree"])
+def test_a_checkout_is_git_writing_wherever_the_git_folder_is(
+    tree: Path, tmp_path: Path, where: str
+) -> None:
+    # the index lock and HEAD were looked for in PATH/.git only: watching repo/sub (or a
+    # linked worktree, whose git folder is repo/.git/worktrees/<name>), a checkout's files
+    # were learned as a person's saves, in the old branch's namespace
+    git(tree, "checkout", "-qb", "feature")
+    for name in ("sub/a.py", "sub/b.py", "sub/c.py"):
+        _save(tree, name, "on the branch\n")
+    git(tree, "add", ".")
+    git(tree, "commit", "-qm", "feature")
+    git(tree, "checkout", "-q", "main")
+    if where == "worktree":
+        checkout = tmp_path / "wt"
+        git(tree, "worktree", "add", "-q", "-b", "other", str(checkout), "main")
+        root, branch = checkout, "branch:other"
+    else:
+        checkout = tree
+        (tree / "sub").mkdir()
+        root, branch = tree / "sub", "branch:main"
+    running = Watcher(root, quiet_s=3600)  # only the checkout can close the first window
+    try:
+        _save(root, "m1.md")
+        _save(root, "m2.md")
+        threading.Event().wait(0.3)  # the saves reach the watcher before the checkout
+        git(checkout, "checkout", "-q", "feature")  # writes a.py, b.py and c.py in sub/
+        files, namespace = running.next_event()
+        assert (sorted(files), namespace) == (["m1.md", "m2.md"], branch)
+        _save(root, "x.py")
+    finally:
+        report = running.finish()
+    assert running.written[-1] == (["x.py"], "branch:feature")
+    assert report.by_git >= 3 and report.events == 2  # git's own writes were never saves
+
+
+def test_git_files_above_a_sub_folder_are_named_as_in_the_root(tree: Path) -> None:
+    sub = tree / "sub"
+    sub.mkdir()
+    watcher = TreeWatcher(sub, lambda files, namespace: 0, WatchSettings(namespace="personal"))
+    git_dir = tree.resolve() / ".git"
+    assert (watcher.git_dir, watcher.git_outside) == (git_dir, True)
+    events = {
+        FileCreatedEvent(str(git_dir / "index.lock")): LOCK_TAKEN,
+        FileMovedEvent(str(git_dir / "index.lock"), str(git_dir / "index")): LOCK_LET_GO,
+        FileModifiedEvent(str(git_dir / "HEAD")): HEAD,
+        FileModifiedEvent(str(git_dir / "objects/ab/cdef")): None,
+        FileModifiedEvent(str(tree / "README.md")): None,  # outside the watched folder
+        FileModifiedEvent(str(sub / "a.py")): Touch("modified", "", "a.py"),
+    }
+    assert {event: watcher.as_touch(event) for event in events} == events
+    (git_dir / "index.lock").write_text("")  # its creation not seen yet: a batch is git's
+    watcher.take([Touch("modified", "", "a.py")])
+    assert watcher.git_busy and watcher.report.by_git == 1
+    (git_dir / "index.lock").unlink()
+    watcher.idle()
+    assert not watcher.git_busy
+
+
 def test_a_failed_write_keeps_its_files_for_the_next_attempt(tree: Path) -> None:
     running = Watcher(tree, quiet_s=0.3)
     running.fail = 1  # the store is locked once, for longer than its timeout
