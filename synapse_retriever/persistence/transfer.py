@@ -571,8 +571,9 @@ def write_edges(
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export
     leaves no half-written file; a symbolic link is written through (its target is
-    replaced, the link stays). A path that is a database or not a regular file (a FIFO,
-    a device: :func:`check_export_path`) is refused, and so is a GraphML export of an id
+    replaced, the link stays). A file replaced keeps its permissions and group. A path
+    that is a database or not a regular file (a FIFO, a device:
+    :func:`check_export_path`) is refused, and so is a GraphML export of an id
     or namespace holding a character that XML 1.0 cannot carry (a NUL, another C0 control
     but tab, LF and CR, U+FFFE, U+FFFF): JSON carries any id.
 
@@ -614,18 +615,70 @@ def write_edges(
     target = Path(os.path.realpath(path))  # through links: the link stays, its target changes
     edges = export_edges(store, at=now, namespaces=namespaces)
     document = _document(edges, fmt, now, store, name=os.fspath(path))
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")  # one per process
+    temporary: Path | None = None
     try:
-        temporary.write_bytes(document)
+        temporary, handle = _new_beside(target)
+        with open(handle, "wb") as file:
+            file.write(document)
         os.replace(temporary, target)
     except OSError as exc:  # named by the file asked for, not the temporary beside it
-        _remove_quietly(temporary)
+        if temporary is not None:
+            _remove_quietly(temporary)
         # OSError(errno, ...) is the errno's own class: PermissionError for EACCES, ...
         raise OSError(exc.errno, f"cannot write {os.fspath(path)!r}: {exc.strerror}") from None
     except BaseException:
-        _remove_quietly(temporary)
+        if temporary is not None:
+            _remove_quietly(temporary)
         raise
     return len(edges)
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+"""A file made for this process alone: never one already there, nor a link planted there."""
+
+
+def _new_beside(target: Path) -> tuple[Path, int]:
+    """A new hidden file beside ``target`` (``.NAME.PID.RANDOM.partial``) and a handle open
+    to write it, made exclusively (a link planted under its name is never followed), with
+    the permissions and group of ``target`` if it is there (an export kept private with
+    ``chmod 600`` stays so), else a new file's (``0o666`` less the umask). Where the group
+    cannot be kept, the group's permissions are dropped rather than given to another.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "edges.json"
+    >>> _ = target.write_text("{}"); target.chmod(0o600)
+    >>> temporary, handle = _new_beside(target); os.close(handle)
+    >>> oct(stat.S_IMODE(temporary.stat().st_mode)), temporary.name.endswith(".partial")
+    ('0o600', True)
+    """
+    try:
+        kept: os.stat_result | None = target.stat()
+    except FileNotFoundError:
+        kept = None
+    for _ in range(100):
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.partial")
+        try:  # private until its permissions are set: nothing can be read from it meanwhile
+            handle = os.open(temporary, _NEW_FILE, 0o600 if kept is not None else 0o666)
+        except FileExistsError:
+            continue
+        if kept is None:
+            return temporary, handle
+        try:
+            mode = stat.S_IMODE(kept.st_mode)
+            if os.fstat(handle).st_gid != kept.st_gid:
+                try:
+                    os.fchown(handle, -1, kept.st_gid)
+                except OSError:  # not a group of this user's: it reads nothing it did not
+                    mode &= ~0o070
+            os.fchmod(handle, mode)
+        except BaseException:
+            os.close(handle)
+            _remove_quietly(temporary)
+            raise
+        return temporary, handle
+    raise FileExistsError(errno.EEXIST, f"no new file name beside {os.fspath(target)!r}")
 
 
 def _remove_quietly(path: Path) -> None:

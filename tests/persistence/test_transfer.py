@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -367,6 +368,51 @@ def test_an_export_through_a_symlink_writes_its_target_and_keeps_the_link(
         "edges.json",
         "new-target.json",
     ]  # no partial file left beside them
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o664], ids=oct)
+def test_an_export_over_a_file_keeps_its_permissions_through_a_link_too(
+    tmp_path: Path, mode: int
+) -> None:
+    # a new file with default permissions was renamed over it: a chmod 600 export of every
+    # path a team touched became -rw-r--r--, world-readable
+    old_umask = os.umask(0o022)
+    try:
+        (tmp_path / "private.json").write_text("{}\n")
+        (tmp_path / "private.json").chmod(mode)
+        (tmp_path / "link.json").symlink_to(tmp_path / "private.json")
+        with _learned() as store:
+            write_edges(store, tmp_path / "private.json", at=3 * DAY)
+            assert stat.S_IMODE((tmp_path / "private.json").stat().st_mode) == mode
+            write_edges(store, tmp_path / "link.json", at=3 * DAY)
+            write_edges(store, tmp_path / "new.json", at=3 * DAY)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "private.json").stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o644  # a new file's
+    assert len(read_edges(tmp_path / "private.json")) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "new.json", "private.json"]
+
+
+def test_an_export_never_writes_through_a_link_planted_as_its_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the temporary file's name was known (".edges.json.PID.partial") and opened following
+    # links: whoever could write the folder had the export written over any file of ours
+    (tmp_path / "victim.txt").write_text("mine\n")
+    planted = [tmp_path / f".edges.json.{os.getpid()}{end}.partial" for end in ("", ".00000000")]
+    for link in planted:  # the name it had, and the first it now draws
+        link.symlink_to(tmp_path / "victim.txt")
+    names = iter([b"\0" * 4, b"\1" * 4])
+    monkeypatch.setattr(os, "urandom", lambda size: next(names))
+    with _learned() as store:
+        assert write_edges(store, tmp_path / "edges.json", at=3 * DAY) == 5
+    assert (tmp_path / "victim.txt").read_text() == "mine\n"
+    assert all(link.is_symlink() for link in planted)
+    assert len(read_edges(tmp_path / "edges.json")) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*(link.name for link in planted), "edges.json", "victim.txt"]
+    )
 
 
 def _fifo(path: Path) -> Path:
