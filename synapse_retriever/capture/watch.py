@@ -207,7 +207,9 @@ class ActivityWindow:
 
 def branch_namespace(root: str | os.PathLike[str]) -> str:
     """``branch:<name>`` of the branch checked out in the git tree at ``root``; ``personal``
-    for a detached head or a folder outside git.
+    for a detached head, a folder outside git, or a branch whose name cannot be a namespace
+    (:func:`~synapse_retriever.config.validate_namespace`: not UTF-8, as git allows, or
+    not printable).
 
     Examples
     --------
@@ -218,7 +220,10 @@ def branch_namespace(root: str | os.PathLike[str]) -> str:
     found = _git(root, ["symbolic-ref", "-q", "HEAD"])  # a branch yet unborn too
     ref = found.strip() if found is not None else ""  # --short says "heads/x" beside a tag x
     name = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ""
-    return f"branch:{name}" if name else "personal"
+    try:
+        return validate_namespace(f"branch:{name}") if name else "personal"
+    except SynapseError:  # "caf\udce9": a Latin-1 name, read as it is, cannot be stored
+        return "personal"
 
 
 def ignored(
@@ -317,14 +322,17 @@ def _identity(folder: Path) -> tuple[int, int] | None:
 
 
 def _git(root: str | os.PathLike[str], args: list[str], stdin: str | None = None) -> str | None:
-    """What ``git args`` prints in ``root``, or None where git fails (not a repository)."""
+    """What ``git args`` prints in ``root``, or None where git fails (not a repository).
+    Bytes that are not UTF-8 (a branch or a folder named in Latin-1) are read as lone
+    surrogates, as Python reads such a file name, never as an error."""
     try:
         done = subprocess.run(
             ["git", "-C", os.fspath(root), *args],
             env=git_environment(),
             input=stdin,
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
             timeout=30,
             check=False,
         )

@@ -146,6 +146,19 @@ def test_a_branch_without_commits_is_a_branch(tmp_path: Path) -> None:
     assert branch_namespace(init(tmp_path / "new")) == "branch:main"  # was "personal"
 
 
+def test_a_branch_whose_name_cannot_be_a_namespace_is_personal(tree: Path, tmp_path: Path) -> None:
+    # git allows any byte >= 0x80 in a ref name: a Latin-1 "café" crashed the watch with a
+    # UnicodeDecodeError before it started (and left an empty store file)
+    git(tree, "checkout", "-qb", "caf\udce9")  # the bytes caf\xe9
+    assert branch_namespace(tree) == "personal"
+    git(tree, "checkout", "-qb", "caf\u00e9")  # in UTF-8: a namespace of its own
+    assert branch_namespace(tree) == "branch:caf\u00e9"
+    latin1 = tree / "sub\udce9"  # a folder named in Latin-1 too: its git folder is found
+    latin1.mkdir()
+    watcher = TreeWatcher(latin1, lambda files, namespace: 0)
+    assert (watcher.namespace, watcher.git_dir) == ("branch:caf\u00e9", tree.resolve() / ".git")
+
+
 def test_a_file_whose_path_cannot_be_a_node_id_is_left_out(tree: Path) -> None:
     # one path over 2,048 bytes failed every later window of the watch
     deep = "/".join(["d" * 200] * 11) + "/long.py"
