@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from synapse_retriever import __version__
 from synapse_retriever.cli import bench_commands, mcp_command, store_commands, watch_command
-from synapse_retriever.cli._common import EXIT_USAGE, CliError
+from synapse_retriever.cli._common import EXIT_USAGE, CliError, printable
 from synapse_retriever.cli.store_commands import HALF_LIFE_BINS, WEIGHT_BINS, histogram
 from synapse_retriever.errors import SynapseError
 from synapse_retriever.persistence.transfer import OutputCutError
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (CliError, SynapseError, OSError, sqlite3.Error) as exc:
         message = str(exc) if not isinstance(exc, sqlite3.Error) else f"database error: {exc}"
-        sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+        sys.stderr.write(f"{PROG}: error: {printable(' '.join(message.split()))}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")

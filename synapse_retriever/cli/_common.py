@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,6 +60,7 @@ __all__ = [
     "open_store",
     "parse_time",
     "print_json",
+    "printable",
     "progress_display",
 ]
 
@@ -91,6 +93,25 @@ def console(stderr: bool = False) -> Console:
     if not out.is_terminal:
         out.width = 200  # no terminal: do not wrap tables at 80 columns
     return out
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""What text printed for a terminal never holds raw: C0 and C1 controls and DEL (ESC starts
+the escape sequences that retitle a window, write the clipboard, clear the screen), the bidi
+overrides (which reorder what is shown), and lone surrogates (a name that is not UTF-8)."""
+
+
+def printable(text: object) -> str:
+    """``text`` as a command prints it for people: every character of :data:`_UNPRINTABLE`
+    escaped as ``repr`` writes it, the rest as it is. A node id comes from a git history or
+    a watched tree, which an outsider may have named; ``--json`` prints it exactly.
+
+    Examples
+    --------
+    >>> print(printable("x\\x1b]0;PWNED\\x07.py"), printable("src/caf\u00e9.py\\ttab"))
+    x\\x1b]0;PWNED\\x07.py src/caf\u00e9.py\\ttab
+    """
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], str(text))
 
 
 def parse_time(text: str | None) -> float:

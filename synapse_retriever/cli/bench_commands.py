@@ -20,6 +20,7 @@ from synapse_retriever.cli._common import (
     check_output,
     console,
     print_json,
+    printable,
     progress_display,
     shown,
 )
@@ -143,26 +144,27 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
         commits = report["commits"]
         if args.queries is not None:
             out.print(
-                f"{report['name']}: {commits['queries']} queries from {args.queries}; "
+                f"{printable(report['name'])}: {commits['queries']} queries from "
+                f"{printable(args.queries)}; "
                 "numbers are percent"
             )
         else:
             out.print(
-                f"{report['name']} @ {report['head'][:12]}: {commits['teach']} teaching "
+                f"{printable(report['name'])} @ {report['head'][:12]}: {commits['teach']} teaching "
                 f"commits up to {commits['split_at']}, {commits['queries']} test queries "
                 f"({commits['test_without_query']} test commits only added files), "
                 f"baseline {report['settings']['retriever']}; numbers are percent"
             )
         for variant in report["variants"]:
             header, cells = table_rows(report, variant)
-            table = Table(*header, title=variant, title_justify="left")
+            table = Table(*header, title=printable(variant), title_justify="left")
             for line in cells:
                 table.add_row(*line)
             out.print(table)
         for sentence in summary(report):
             out.print(sentence)
     if args.json is not None:
-        console(stderr=True).print(f"report written to {args.json}")
+        console(stderr=True).print(f"report written to {printable(args.json)}")
     return 0
 
 
@@ -280,7 +282,7 @@ def _plot_quality_reports(paths: Sequence[str]) -> int:
         raise CliError(
             f"the reports do not share the variants, k and rows of the first: {exc}"
         ) from None
-    console().print(f"wrote {paths[0]}")
+    console().print(f"wrote {printable(paths[0])}")
     return 0
 
 
@@ -646,7 +648,7 @@ def _plot_memory_reports(paths: Sequence[str]) -> int:
             raise CliError(f"{path!r} is not a bench memory --json report")
         reports.append(report)
     plot_reports(reports, paths[0])
-    console().print(f"wrote {paths[0]}")
+    console().print(f"wrote {printable(paths[0])}")
     return 0
 
 

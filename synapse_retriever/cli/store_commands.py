@@ -30,6 +30,7 @@ from synapse_retriever.cli._common import (
     open_store,
     parse_time,
     print_json,
+    printable,
     progress_display,
     refuse_memory,
     shown,
@@ -62,7 +63,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     out = console()
     out.print(
-        f"{report['store']} at {report['at']}: {report['nodes']} nodes, "
+        f"{printable(report['store'])} at {report['at']}: {report['nodes']} nodes, "
         f"{report['edges']} live edges"
     )
     if not namespaces:
@@ -71,7 +72,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     table = Table("namespace", "nodes", "edges", "mean weight", "median half-life (days)")
     for ns, row in namespaces.items():
         table.add_row(
-            ns,
+            printable(ns),
             str(row["nodes"]),
             str(row["edges"]),
             f"{row['mean_weight']:.3f}",
@@ -105,7 +106,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
     shown, total = report["neighbours"], report["total"]
     out = console()
     if not total:
-        out.print(f"{args.node!r} has no live edges at {iso(now)}")
+        out.print(f"{printable(repr(args.node))} has no live edges at {iso(now)}")
         return 0
     table = Table(
         "neighbour",
@@ -115,13 +116,13 @@ def cmd_edges(args: argparse.Namespace) -> int:
         "count",
         "half-life (days)",
         "last reinforced",
-        title=f"{args.node} at {iso(now)}: {total} live edge{'s' if total != 1 else ''}",
+        title=f"{printable(args.node)} at {iso(now)}: {total} live edge{'s' if total != 1 else ''}",
         title_justify="left",
     )
     for r in shown:
         table.add_row(
-            r["neighbour"],
-            r["namespace"],
+            printable(r["neighbour"]),
+            printable(r["namespace"]),
             f"{r['weight']:.3f}",
             f"{r['stored_weight']:.3f}",
             str(r["count"]),
@@ -138,14 +139,15 @@ def cmd_rename(args: argparse.Namespace) -> int:
     """Move a node to a new id with its edges and uses (``SynapseStore.rename``)."""
     with open_store(args.store, must_exist=True) as store:
         moved = store.rename(args.old, args.new)
+    old, new = printable(args.old), printable(args.new)
     if not moved:  # a typo in the old path, or a rename already made
         console().print(
-            f"{args.old} -> {args.new}: no edge moved: {args.old!r} has no stored edge (check "
-            "its spelling; a rename made before moves nothing again)"
+            f"{old} -> {new}: no edge moved: {printable(repr(args.old))} has no stored edge "
+            "(check its spelling; a rename made before moves nothing again)"
         )
         return 0
     edges = "edge" if moved == 1 else "edges"
-    console().print(f"{args.old} -> {args.new}: {moved} {edges} moved, with its uses")
+    console().print(f"{old} -> {new}: {moved} {edges} moved, with its uses")
     return 0
 
 
@@ -168,7 +170,7 @@ def cmd_decay(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    detail = ", ".join(f"{ns} {n}" for ns, n in report.pruned_by_namespace.items())
+    detail = ", ".join(f"{printable(ns)} {n}" for ns, n in report.pruned_by_namespace.items())
     if report.dry_run:
         console().print(
             f"would prune {report.pruned} of {report.remaining} edges"
@@ -237,7 +239,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if streamed:  # stdout holds the export alone
         console(stderr=True).print(f"exported {count} live edges to stdout")
     else:
-        console().print(f"exported {count} live edges to {args.output}")
+        console().print(f"exported {count} live edges to {printable(args.output)}")
     return 0
 
 
@@ -274,7 +276,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print_json({"inserted": report.inserted, "replaced": report.replaced, "kept": report.kept})
         return 0
     console().print(
-        f"{len(edges)} edges read from {args.input}: {report.inserted} inserted, "
+        f"{len(edges)} edges read from {printable(args.input)}: {report.inserted} inserted, "
         f"{report.replaced} replaced by newer ones, {report.kept} kept "
         "(the store's edge was as new or newer)"
     )
@@ -388,7 +390,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     span = f" ({data['first']} to {data['last']})" if data["first"] else ""
     lines = [
         f"{report.commits} non-merge commits read, {report.eligible} touch 2 to 32 files{span}",
-        f"replayed {report.replayed} into {args.namespace!r} ({report.edges_written} edge "
+        f"replayed {report.replayed} into {printable(repr(args.namespace))} "
+        f"({report.edges_written} edge "
         f"upserts); {report.already_seen} were already replayed",
     ]
     if report.renamed:

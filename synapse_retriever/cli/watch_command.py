@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from synapse_retriever.capture.watch import QUIET_S
-from synapse_retriever.cli._common import STORE_HELP, CliError, console, open_store, shown
+from synapse_retriever.cli._common import (
+    STORE_HELP,
+    CliError,
+    console,
+    open_store,
+    printable,
+    shown,
+)
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.postgres import is_postgres_url
 
@@ -67,11 +74,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
             if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
-                status.print(f"not moved: {exc}")
+                status.print(f"not moved: {printable(exc)}")
             else:
                 status.print(
-                    f"could not write to the store ({exc}); what was saved or moved waits "
-                    "for the next window"
+                    f"could not write to the store ({printable(exc)}); what was saved or "
+                    "moved waits for the next window"
                 )
 
         def started() -> None:
@@ -79,7 +86,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if not args.quiet:
                 where = namespace or branch_namespace(root)
                 status.print(
-                    f"watching {args.path} into {shown(args.store)} ({where}); Ctrl-C stops"
+                    f"watching {printable(args.path)} into {printable(shown(args.store))} "
+                    f"({printable(where)}); Ctrl-C stops"
                 )
 
         stop, ready = threading.Event(), threading.Event()  # a signal: close, write, exit
@@ -102,7 +110,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    console().print(f"watched {args.path}: {report.events} events, {report.edges} edges learned")
+    console().print(
+        f"watched {printable(args.path)}: {report.events} events, {report.edges} edges learned"
+    )
     return 0
 
 

@@ -208,6 +208,37 @@ def test_ids_with_brackets_print_as_they_are(
     assert out.startswith("pages/[id].tsx -> pages/[slug].tsx: 1 edge moved")
 
 
+def test_ids_with_control_characters_never_reach_the_terminal_raw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a file named "x<ESC>]0;title<BEL>.py" in a git history (valid UTF-8, so a node id):
+    # `edges` and `rename` wrote its escape sequences to the terminal as they were
+    title, clear, csi = "x\x1b]0;PWNED\x07.py", "y\x1b[2J\x1b[H.py", "z\x9b31m\u202e.py"
+    path = tmp_path / "synapses.db"
+    with SynapseStore(path) as opened:
+        opened.reinforce(["main.py", title, clear, csi], at=BASE)
+        opened.reinforce([title, "w.py"], at=BASE)
+    printed = []
+    for args in (
+        ["edges", str(path), "main.py", "--at", str(BASE)],
+        ["edges", str(path), clear, "--at", str(BASE)],
+        ["edges", str(path), "\x1b[2Jnowhere.py"],
+        ["rename", str(path), title, "t\x1b[31m.py"],
+        ["rename", str(path), "\x1b[2Jgone.py", "u.py"],
+        ["rename", str(path), "w.py", clear],  # refused: one error line
+    ):
+        code, out, err = run(capsys, *args)
+        assert code in (0, 2) and (err == "") == (code == 0), err
+        printed.append(out + err)
+    text = "".join(printed)
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", text), ascii(text)
+    assert "x\\x1b]0;PWNED\\x07.py" in printed[0] and "z\\x9b31m\\u202e.py" in printed[0]
+    assert printed[1].startswith("y\\x1b[2J\\x1b[H.py at ")
+    assert printed[3].startswith("x\\x1b]0;PWNED\\x07.py -> t\\x1b[31m.py: 4 edges moved")
+    code, out, _ = run(capsys, "edges", str(path), "main.py", "--at", str(BASE), "--json")
+    assert clear in [n["neighbour"] for n in json.loads(out)["neighbours"]]  # JSON: exact
+
+
 def test_edges(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "edges", str(store), JWT, "--at", NEAR, "--json")
     assert code == 0
