@@ -51,7 +51,7 @@ from synapse_retriever.bench.quality import score_table
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import to_seconds
 from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.store import SynapseStore
 
 __all__ = ["QueryLine", "parse_query", "read_queries", "run_queries"]
@@ -72,6 +72,20 @@ def _ids(value: object, what: str, number: int) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
         raise InvalidValueError(f"line {number}: {what} must be a list of ids, got {value!r}")
     return value
+
+
+def _finite(score: float) -> bool:
+    """Whether ``score`` is a finite number a float can hold (an int of 400 digits is not).
+
+    Examples
+    --------
+    >>> _finite(0.5), _finite(float("nan")), _finite(10**400)
+    (True, False, False)
+    """
+    try:
+        return math.isfinite(score)
+    except OverflowError:
+        return False
 
 
 def parse_query(text: str, number: int) -> QueryLine:
@@ -95,6 +109,8 @@ def parse_query(text: str, number: int) -> QueryLine:
         data = json.loads(text)
     except ValueError as exc:
         raise InvalidValueError(f"line {number}: not JSON ({exc})") from None
+    except RecursionError:
+        raise InvalidValueError(f"line {number}: not JSON (nested too deep)") from None
     if not isinstance(data, dict):
         raise InvalidValueError(f"line {number}: expected a JSON object, got {text.strip()!r}")
     raw = data.get("hits")
@@ -111,19 +127,19 @@ def parse_query(text: str, number: int) -> QueryLine:
             and hit[0]
             and isinstance(hit[1], (int, float))
             and not isinstance(hit[1], bool)
-            and math.isfinite(hit[1])
+            and _finite(hit[1])
         ):
             hits.append((hit[0], float(hit[1])))
         else:
             raise InvalidValueError(
-                f"line {number}: a hit must be an id or [id, finite score], got {hit!r}"
+                f"line {number}: a hit must be an id or [id, finite score], got {shown(hit)}"
             )
     relevant = _ids(data.get("relevant"), "relevant", number)
     used = _ids(data.get("used", []), "used", number)
     at = data.get("at")
     try:
         when = None if at is None else parse_since(at) if isinstance(at, str) else to_seconds(at)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidValueError(f"line {number}: at: {exc}") from None
     label = data.get("query", "")
     return QueryLine(tuple(hits), frozenset(relevant), when, tuple(used), str(label))
@@ -135,11 +151,17 @@ def read_queries(path: str | os.PathLike[str]) -> list[QueryLine]:
     Raises
     ------
     InvalidValueError
-        A bad line, named by its number; or no query at all.
+        A bad line, named by its number; a file that is not UTF-8; or no query at all.
     """
+    try:
+        whole = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidValueError(
+            f"{os.fspath(path)!r} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#x})"
+        ) from None
     lines = [
         parse_query(text, number)
-        for number, text in enumerate(Path(path).read_text().splitlines(), start=1)
+        for number, text in enumerate(whole.splitlines(), start=1)
         if text.strip()
     ]
     if not lines:

@@ -230,15 +230,23 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _read_report(path: str, what: str) -> Any:
+    """The JSON document of the saved report at ``path``; a file that cannot be read, is not
+    UTF-8 JSON, is nested past the stack or holds an int too long to read is a
+    :class:`CliError` saying it is not ``what``."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError: a ValueError
+        reason = "nested too deep" if isinstance(exc, RecursionError) else exc
+        raise CliError(f"{path!r} is not {what}: {reason}") from None
+
+
 def _quality_reports(paths: Sequence[str]) -> list[dict[str, Any]]:
     """Saved ``bench quality --json`` reports, one per repository, checked for their rows."""
     check_inputs(*paths)
     reports: list[dict[str, Any]] = []
     for path in paths:
-        try:
-            report = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise CliError(f"{path!r} is not a bench quality report: {exc}") from None
+        report = _read_report(path, "a bench quality report")
         if not (
             isinstance(report, dict)
             and isinstance(report.get("name"), str)
@@ -640,14 +648,17 @@ def _plot_memory_reports(paths: Sequence[str]) -> int:
     check_output(paths[0], *paths[1:])
     reports = []
     for path in paths[1:]:
-        try:
-            report = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise CliError(f"{path!r} is not a bench memory --json report: {exc}") from None
+        report = _read_report(path, "a bench memory --json report")
         if not isinstance(report, dict) or not {"rows", "budgets", "tables"} <= report.keys():
             raise CliError(f"{path!r} is not a bench memory --json report")
         reports.append(report)
-    plot_reports(reports, paths[0])
+    try:  # the figure is saved last: a report of another shape fails before
+        plot_reports(reports, paths[0])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+        raise CliError(
+            f"the reports are not bench memory --json reports of rows, budgets and tables "
+            f"(read as {type(exc).__name__}: {exc}); {paths[0]!r} was not written"
+        ) from None
     console().print(f"wrote {printable(paths[0])}")
     return 0
 

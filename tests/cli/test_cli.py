@@ -731,6 +731,52 @@ def test_bench_quality_plots_the_gain_over_each_baseline_from_saved_reports(
         _one_error_line(err, fragment)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "command", "fragment"),
+    [
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "macro", "nested too deep"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "quality-plot", "nested too deep"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "memory-plot", "nested too deep"),
+        ("deep.jsonl", b"[" * 100_000 + b"]" * 100_000, "queries", "line 1: not JSON (nested"),
+        ("shape.json", b'{"rows": ["a"], "budgets": [1], "tables": {"x": 5}}', "memory-plot",
+         "are not bench memory --json reports"),
+        ("shape.json", b'{"rows": "ab", "budgets": [1], "tables": {"all": {"queries": 1}}}',
+         "memory-plot", "are not bench memory --json reports"),
+        ("big.jsonl", b'{"hits": [["a.py", 1' + b"0" * 400 + b']], "relevant": ["b.py"]}\n',
+         "queries", "line 1: a hit must be an id or [id, finite score]"),
+        ("latin1.jsonl", b'{"hits": ["caf\xe9.py"], "relevant": ["b.py"]}\n', "queries",
+         "latin1.jsonl' is not UTF-8 text (byte 14: 0xe9)"),
+        ("latin1.json", b'{"name": "caf\xe9"}', "macro", "is not a bench quality report"),
+    ],
+    ids=["macro-deep", "plot-deep", "memory-plot-deep", "queries-deep", "memory-no-all",
+         "memory-rows-a-string", "queries-int-of-401-digits", "queries-latin1", "macro-latin1"],
+)  # fmt: skip
+def test_bench_report_and_queries_readers_give_one_line_for_a_hostile_file(
+    name: str,
+    content: bytes,
+    command: str,
+    fragment: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # RecursionError, KeyError, TypeError, OverflowError and UnicodeDecodeError tracebacks
+    path = tmp_path / name
+    path.write_bytes(content)
+    SynapseStore(tmp_path / "s.db").close()
+    picture = tmp_path / "out.svg"
+    args = {
+        "macro": ["bench", "macro", str(path)],
+        "quality-plot": ["bench", "quality", "--plot", str(picture), str(path)],
+        "memory-plot": ["bench", "memory", "--plot", str(picture), str(path)],
+        "queries": ["bench", "quality", "--queries", str(path), "--store", str(tmp_path / "s.db"),
+                    "--quiet"],
+    }[command]  # fmt: skip
+    code, out, err = run(capsys, *args)
+    assert (code, out) == (2, "")
+    _one_error_line(err, fragment)
+    assert len(err) < 400 and not picture.exists()
+
+
 def _one_error_line(err: str, *fragments: str) -> None:
     assert err.count("\n") == 1 and err.startswith("synapse-retriever: error: "), err
     for fragment in fragments:
