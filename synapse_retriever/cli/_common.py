@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -232,9 +233,9 @@ def check_output(path: str | None, *inputs: str | None) -> None:
         if source is None or source == "-":
             continue
         read = [source, *(source + suffix for suffix in SIDE_FILES)]  # a store's side files too
-        inside = Path(source).is_dir() and Path(path).resolve().is_relative_to(
-            Path(source).resolve()
-        )  # a folder the command reads every file of
+        inside = Path(source).is_dir() and Path(os.path.realpath(path)).is_relative_to(
+            os.path.realpath(source)
+        )  # a folder the command reads every file of (realpath: a loop of links is no error)
         if inside or any(same_file(path, name) for name in read):
             raise CliError(
                 f"cannot write {path!r}: it is {source!r}, or in it, which this command reads; "

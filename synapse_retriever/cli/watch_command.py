@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import threading
 from pathlib import Path
@@ -52,9 +53,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     keep_out: set[str] = set()
     if not is_postgres_url(args.store):
         try:  # the store's own files, when it lives in the tree
-            own = Path(args.store).resolve().relative_to(root.resolve()).as_posix()
-            keep_out = {own + suffix for suffix in ("", "-wal", "-shm", "-journal")}
-        except ValueError:
+            # realpath: a loop of links is no error here (Path.resolve raised RuntimeError
+            # before Python 3.13) but is refused in one line by open_store below
+            own = Path(os.path.realpath(args.store)).relative_to(os.path.realpath(root))
+            keep_out = {own.as_posix() + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+        except ValueError:  # outside the tree
             pass
     with open_store(args.store, must_exist=False) as store:
         if store.read_only:

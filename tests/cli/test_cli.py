@@ -777,6 +777,19 @@ def test_bench_report_and_queries_readers_give_one_line_for_a_hostile_file(
     assert len(err) < 400 and not picture.exists()
 
 
+def test_an_output_that_is_a_loop_of_links_is_checked_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    # a folder the command reads and an output that is a loop: Path.resolve() raised
+    # RuntimeError (Python 3.11) from check_output
+    from synapse_retriever.cli._common import check_output
+
+    (tmp_path / "conversations").mkdir()
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    check_output(str(tmp_path / "l1"), str(tmp_path / "conversations"))
+
+
 def _one_error_line(err: str, *fragments: str) -> None:
     assert err.count("\n") == 1 and err.startswith("synapse-retriever: error: "), err
     for fragment in fragments:

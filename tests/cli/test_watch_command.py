@@ -24,3 +24,20 @@ def test_synapse_watch_refuses_a_missing_folder(
         "synapse-retriever: error: --quiet-s must be a number of seconds > 0, got inf",
     ]
     assert not Path(store).exists()  # refused before the store is opened
+
+
+def test_synapse_watch_refuses_a_store_that_is_a_loop_of_links_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Path.resolve() raised RuntimeError on the loop (Python 3.11): a traceback, exit 1
+    (tmp_path / "tree").mkdir()
+    for store in (tmp_path / "loop1.db", tmp_path / "tree" / "loop1.db"):  # beside it, in it
+        store.symlink_to(store.with_name("loop2.db"))
+        store.with_name("loop2.db").symlink_to(store)
+        assert main(["watch", str(tmp_path / "tree"), str(store)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            err == f"synapse-retriever: error: cannot open {str(store)!r}: unable to open "
+            "database file\n"
+        ), err
+        assert store.is_symlink() and store.with_name("loop2.db").is_symlink()
