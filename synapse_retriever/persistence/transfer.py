@@ -827,7 +827,9 @@ def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     name = os.fspath(path)
     try:
         with open(path, "rb") as handle:  # a handle: networkx would unzip a path ending in .gz
-            graph = nx.read_graphml(handle, node_type=str, edge_key_type=str, force_multigraph=True)
+            graph = nx.read_graphml(
+                handle, node_type=_node_id, edge_key_type=str, force_multigraph=True
+            )
     except (nx.NetworkXError, SyntaxError, ValueError, KeyError) as exc:  # ParseError: SyntaxError
         raise InvalidValueError(f"{name!r} is not a GraphML edge export ({exc})") from None
     if graph.graph.get("format") != FORMAT_NAME:
@@ -836,6 +838,30 @@ def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     _check_version(name, graph.graph.get("version"))
     rows = []
-    for a, b, attrs in graph.edges(data=True):
+    for a, b, key, attrs in graph.edges(keys=True, data=True):
+        if _MISSING in (a, b):  # networkx reads it as None, which str() made the id "None"
+            other = b if a == _MISSING else a
+            end = "no end at all" if other == _MISSING else f"only one end, {other!r}"
+            raise InvalidValueError(
+                f"{name!r}: edge {key!r} has no source or target attribute ({end}); "
+                "nothing was imported"
+            )
         rows.append({"a": a, "b": b, **attrs})
     return rows
+
+
+_MISSING = "\0missing"
+"""A node id GraphML lacked (an ``<edge>`` without ``source``): a NUL, which XML 1.0 cannot
+carry, so no id a file holds is ever read as this one."""
+
+
+def _node_id(value: object) -> str:
+    """A node id as networkx's GraphML reader gives it (None where the attribute is missing),
+    as a string: :data:`_MISSING` for None.
+
+    Examples
+    --------
+    >>> _node_id("a.py"), _node_id(None) == _MISSING
+    ('a.py', True)
+    """
+    return _MISSING if value is None else str(value)

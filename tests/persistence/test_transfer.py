@@ -22,6 +22,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import Edge, SynapseConfig, SynapseStore
+from synapse_retriever.cli import main
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.persistence.transfer import (
@@ -279,6 +280,37 @@ def test_read_edges_refuses_foreign_graphml(tmp_path: Path) -> None:
     (tmp_path / "broken.graphml").write_text("<graphml><unclosed>")
     with pytest.raises(InvalidValueError, match="not a GraphML edge export"):
         read_edges(tmp_path / "broken.graphml")
+
+
+@pytest.mark.parametrize(
+    ("edited", "end"),
+    [('<edge target="b.py" id="shared">', "only one end, 'b.py'"),
+     ('<edge source="a.py" id="shared">', "only one end, 'a.py'"),
+     ('<edge id="shared">', "no end at all")],
+    ids=["no-source", "no-target", "neither"],
+)  # fmt: skip
+def test_a_graphml_edge_without_its_source_or_target_is_refused_by_name(
+    tmp_path: Path, edited: str, end: str
+) -> None:
+    # networkx read the missing attribute as None, and str() made it a node named "None":
+    # the import wrote an edge between "None" and b.py
+    with SynapseStore(":memory:") as store:
+        store.reinforce(["a.py", "b.py"], namespace="shared", at=0.0)
+        store.reinforce(["a.py", "c.py"], namespace="personal", at=0.0)
+        write_edges(store, tmp_path / "good.graphml", at=0.0)
+    text = (tmp_path / "good.graphml").read_text()
+    whole = '<edge source="a.py" target="b.py" id="shared">'
+    assert whole in text
+    path = tmp_path / "hand-edited.graphml"
+    path.write_text(text.replace(whole, edited))
+    with pytest.raises(InvalidValueError) as refused:
+        read_edges(path)
+    assert str(refused.value) == (
+        f"{str(path)!r}: edge 'shared' has no source or target attribute ({end}); "
+        "nothing was imported"
+    )
+    assert main(["import", str(tmp_path / "new.db"), str(path)]) == 2
+    assert not (tmp_path / "new.db").exists()
 
 
 def test_imported_nodes_get_uses_so_the_default_rule_can_recall_them(tmp_path: Path) -> None:
