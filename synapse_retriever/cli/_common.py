@@ -33,7 +33,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
-from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory
+from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory, uri_file
 from synapse_retriever.persistence.transfer import (
     database_kind,
     not_regular,
@@ -163,14 +163,15 @@ def open_store(path: str, *, must_exist: bool) -> SynapseStore:
     if is_postgres_url(path):  # a command that only reads never creates the tables
         return SynapseStore(storage=PostgresStorage(path, create=not must_exist))
     file_path(path)  # another scheme's URL is refused without its password
-    if must_exist and not Path(path).exists():
+    local = Path(uri_file(path))  # a file: URI names a file as SQLite reads it
+    if must_exist and not local.exists():
         raise CliError(f"no synapse database at {path!r}")
-    if must_exist and not Path(path).is_dir() and not Path(path).is_file():  # /dev/null, a pipe
+    if must_exist and not local.is_dir() and not local.is_file():  # /dev/null, a pipe
         raise CliError(f"{path!r} is not a regular file, not a synapse database")
-    if must_exist and Path(path).is_file() and Path(path).stat().st_size == 0:
+    if must_exist and local.is_file() and local.stat().st_size == 0:
         raise CliError(f"{path!r} is empty, not a synapse database; it was left untouched")
-    if not must_exist and not Path(path).parent.is_dir():
-        raise CliError(f"cannot create {path!r}: no directory {str(Path(path).parent)!r}")
+    if not must_exist and not local.parent.is_dir():
+        raise CliError(f"cannot create {path!r}: no directory {str(local.parent)!r}")
     return SynapseStore(path)
 
 

@@ -26,7 +26,7 @@ from synapse_retriever.cli._common import (
 )
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, SynapseError
 
 if TYPE_CHECKING:
     from synapse_retriever.cli._common import Commands
@@ -178,7 +178,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
 
     from synapse_retriever.bench.queries import read_queries, run_queries
     from synapse_retriever.persistence.postgres import is_postgres_url
-    from synapse_retriever.persistence.sqlite import file_path
+    from synapse_retriever.persistence.sqlite import file_path, uri_file
     from synapse_retriever.store import SynapseStore
 
     if args.store is None:
@@ -210,13 +210,14 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
         with SynapseStore(args.store, config=config, read_only=True) as store:
             return run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
     file_path(args.store)  # another scheme's URL: refused without its password
-    if not Path(args.store).exists():
+    local = uri_file(args.store)  # a file: URI names a file as SQLite reads it
+    if not Path(local).exists():
         raise CliError(f"--store {args.store!r}: no such file")
-    if not Path(args.store).is_file():
+    if not Path(local).is_file():
         raise CliError(f"--store {args.store!r} is not a store file")
     with tempfile.TemporaryDirectory() as folder:
         copy = str(Path(folder) / "copy.db")
-        source, target = sqlite3.connect(args.store), sqlite3.connect(copy)
+        source, target = sqlite3.connect(local), sqlite3.connect(copy)
         try:
             source.backup(target)
         except sqlite3.DatabaseError as exc:
@@ -224,7 +225,11 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             source.close()
             target.close()
-        with SynapseStore(copy, config=config) as store:
+        try:
+            opened = SynapseStore(copy, config=config)
+        except SynapseError as exc:  # named by the file given, not the copy it is read from
+            raise CliError(str(exc).replace(repr(copy), repr(args.store))) from None
+        with opened as store:
             report = run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
     report["store"] = shown(args.store)
     return report

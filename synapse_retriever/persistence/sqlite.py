@@ -27,6 +27,7 @@ import stat
 import struct
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -1216,6 +1217,23 @@ def in_memory(path: str) -> bool:
         return False
     query = path.partition("?")[2].partition("#")[0]
     return any(part.lower() == "mode=memory" for part in query.split("&"))
+
+
+def uri_file(path: str) -> str:
+    """The file SQLite opens for ``path``: for a ``file:`` URI, its path (after an empty or
+    ``localhost`` authority, before the query, percent-escapes decoded), else ``path``.
+
+    Examples
+    --------
+    >>> uri_file("file:s.db"), uri_file("file:///srv/my%20store.db?mode=rw"), uri_file("a.db")
+    ('s.db', '/srv/my store.db', 'a.db')
+    """
+    if not path.startswith("file:"):
+        return path
+    rest = path[len("file:") :].partition("?")[0].partition("#")[0]
+    if rest.startswith("//"):  # an authority: "" or "localhost" (SQLite refuses another)
+        rest = "/" + rest[2:].partition("/")[2]
+    return urllib.parse.unquote(rest)
 
 
 _URL = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*)://")  # from a run's start

@@ -808,6 +808,45 @@ def test_read_commands_refuse_a_missing_store(
     assert not Path(missing).exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["stats"], ["edges", JWT], ["export", "OUT"], ["decay", "--dry-run"], ["repair"],
+     ["rename", JWT, "src/security/jwt.py"]],
+    ids=lambda command: command[0],
+)  # fmt: skip
+def test_read_commands_open_a_store_named_by_a_file_uri(
+    command: list[str], store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bootstrap and import wrote to "file:synapses.db"; these said "no synapse database at
+    # 'file:...'" (the URI was looked for as a file of that name)
+    args = [str(tmp_path / "out.json") if arg == "OUT" else arg for arg in command[1:]]
+    for uri in (f"file:{store}", f"file://{store}?mode=rw", f"file://localhost{store}"):
+        code, out, err = run(capsys, command[0], uri, *args)
+        assert (code, err) == (0, "") and out, (uri, err)
+        if command[0] == "rename":
+            args.reverse()  # and back, for the next spelling
+    code, _, err = run(capsys, "stats", f"file:{tmp_path / 'none.db'}")
+    assert code == 2
+    _one_error_line(err, f"no synapse database at 'file:{tmp_path / 'none.db'}'")
+
+
+def test_bench_queries_name_the_store_given_not_the_copy_they_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    db.close()
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"hits": ["a", "b"], "relevant": ["b"]}\n')
+    for given in (str(foreign), f"file:{foreign}"):
+        code, _, err = run(capsys, "bench", "quality", "--queries", str(queries), "--store", given,
+                           "--quiet")  # fmt: skip
+        assert code == 2
+        _one_error_line(err, repr(given))
+        assert "copy.db" not in err
+
+
 STORE_COMMANDS = ["stats", "edges", "decay", "export", "import", "bootstrap"]
 
 
