@@ -567,13 +567,13 @@ class SQLiteStorage:
         try:
             with self._typed_errors():
                 self._open(busy_timeout_s)
+            self._file = opened_file(self._db, self.path)
         except BaseException:
             self._db.close()
             raise
         self._data_version = self._pragma("data_version")
         self._seen = 0
         """The latest version this connection read or wrote."""
-        self._file = opened_file(self._db, self.path)
 
     def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
         """A connection: read-write, or read-only (``immutable`` beside a WAL file that
@@ -1020,7 +1020,8 @@ class OpenedFile(NamedTuple):
 
 
 def opened_file(db: sqlite3.Connection, path: str) -> OpenedFile | None:
-    """The file ``db`` opened at ``path`` as its main database; None for one in memory.
+    """The file ``db`` opened at ``path`` as its main database; None for one in memory
+    (also a URI of another file system, ``vfs=memdb``: no file of that name to compare).
 
     Examples
     --------
@@ -1034,7 +1035,12 @@ def opened_file(db: sqlite3.Connection, path: str) -> OpenedFile | None:
     if in_memory(path):
         return None
     name = db.execute("PRAGMA database_list").fetchone()[2]
-    found = os.stat(name)
+    try:
+        found = os.stat(name)
+    except OSError:
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
     return OpenedFile(name, found.st_dev, found.st_ino)
 
 
@@ -1068,7 +1074,7 @@ def begin_write(
     ...     begin_write(db, path, 1.0, opened)
     ... except StorageUnavailableError as error:
     ...     print(str(error).partition(" ")[2])
-    was deleted or replaced while it was open: nothing was written; open it again
+    was deleted, moved or replaced while it was open: nothing was written; open it again
     """
     private = in_memory(path)  # no other connection waits on its lock: as it is
     if not private:
@@ -1092,7 +1098,7 @@ def begin_write(
     if not same:
         db.execute("ROLLBACK")
         raise StorageUnavailableError(
-            f"{path!r} was deleted or replaced while it was open: nothing was written; "
+            f"{path!r} was deleted, moved or replaced while it was open: nothing was written; "
             "open it again"
         )
     return True

@@ -530,7 +530,7 @@ def test_a_store_whose_file_was_deleted_or_replaced_refuses_writes(
             Path(f"{path}{side}").unlink(missing_ok=True)
         if how == "replaced":
             backup.rename(path)
-        with pytest.raises(StorageUnavailableError, match="was deleted or replaced while it was"):
+        with pytest.raises(StorageUnavailableError, match="was deleted, moved or replaced while"):
             store.reinforce(["a", "c"], at=0)
         assert store.edge("a", "c") is None  # nothing written, in memory either
     if how == "replaced":
@@ -668,4 +668,12 @@ def test_an_sqlite_uri_is_sqlites_to_read(tmp_path: Path) -> None:
     with SynapseStore(f"file:{path}") as store:  # an absolute file: URI, as SQLite reads it
         store.reinforce(["a", "b"])
     with SynapseStore(path) as store:
+        assert store.edge("a", "b") is not None
+
+
+def test_a_uri_of_another_sqlite_file_system_is_opened_and_written() -> None:
+    # SQLite names "/shared1" for it, a file that is not on disk: the check of the file a
+    # write goes to stat()ed it, and the store no longer opened
+    with SynapseStore("file:/synapse-test-shared?vfs=memdb") as store:
+        assert store.reinforce(["a", "b"], at=0) == 1
         assert store.edge("a", "b") is not None

@@ -450,7 +450,7 @@ def test_a_file_deleted_while_open_refuses_turns_instead_of_losing_them(tmp_path
         fill(storage, ["The deploy moved to Fridays."])
         for side in ("", "-wal", "-shm"):
             Path(f"{path}{side}").unlink(missing_ok=True)
-        with pytest.raises(StorageUnavailableError, match="was deleted or replaced while it was"):
+        with pytest.raises(StorageUnavailableError, match="was deleted, moved or replaced while"):
             fill(storage, ["Noted."])
     assert not path.exists()
 
