@@ -148,8 +148,11 @@ UNREACHABLE_BACKOFF_S = 5.0
 """How long reads leave a server that did not answer alone before asking again."""
 PROBE_S = 2.0
 """How long a new listener waits to hear its own probe ``NOTIFY``, sent from another
-connection; one that never comes means a ``LISTEN`` hears nothing there (a pooler in
-transaction mode), and readers poll instead."""
+connection."""
+PROBE_MISSES = 3
+"""Probes in a row not heard within :data:`PROBE_S` (each on a new connection, backing off
+as after a lost one) that mean a ``LISTEN`` hears nothing there (a pooler in transaction
+mode): the listener stops, and readers poll instead."""
 CONNECTION_OPTIONS: dict[str, int | str] = {
     "connect_timeout": 5,  # libpq waits without bound (the kernel's 130 s) otherwise
     "client_encoding": "utf8",  # text as str, whatever the database's encoding (SQL_ASCII: bytes)
@@ -1303,10 +1306,11 @@ class Listener:
     its user's (:mod:`.conversation.postgres`).
 
     Each time it starts listening it first sends a probe ``NOTIFY`` from another
-    connection: one not heard within :data:`PROBE_S` means the ``LISTEN`` went to a server
-    backend that does not pass notifications on (a pooler in transaction mode hands it to
-    other clients between transactions). It then stops for good, says so in the log, and
-    readers poll once per refresh interval, as with ``listen=False``.
+    connection. One not heard within :data:`PROBE_S` is taken as a lost connection;
+    :data:`PROBE_MISSES` in a row mean the ``LISTEN`` goes to a server backend that does not
+    pass notifications on (a pooler in transaction mode hands it to other clients between
+    transactions). It then stops for good, says so in the log, and readers poll once per
+    refresh interval, as with ``listen=False``.
     """
 
     def __init__(
@@ -1324,20 +1328,25 @@ class Listener:
         self._thread.start()
 
     def _listen(self) -> None:
-        delay = 0.05
+        delay, missed = 0.05, 0
         while not self._stopping.is_set():
             try:
                 with self._connections.connect(autocommit=True) as conn:
                     conn.execute(f"LISTEN {self._channel}")
                     if not self._hears_itself(conn):
+                        missed += 1
+                        if missed < PROBE_MISSES:  # a busy server, maybe: as a lost connection
+                            raise StorageUnavailableError("the probe NOTIFY was not heard")
                         if not self._stopping.is_set():
                             logger.warning(
-                                "%r: a LISTEN hears nothing here (a pooler in transaction "
-                                "mode?): polling once per refresh interval instead",
+                                "%r: a LISTEN hears nothing here (%d probes in a row; a "
+                                "pooler in transaction mode?): polling once per refresh "
+                                "interval instead",
                                 self._connections.where,
+                                missed,
                             )
                         return  # not listening: readers poll
-                    self.listening, delay = True, 0.05
+                    self.listening, delay, missed = True, 0.05, 0
                     self._heard(None)  # what committed while no one listened
                     while not self._stopping.is_set():
                         for notify in conn.notifies(timeout=LISTEN_WAKE_S):

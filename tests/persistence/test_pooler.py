@@ -36,9 +36,10 @@ from store_backends import POSTGRES, ended, tool, with_database
 from synapse_retriever import Operations, SynapseConfig, SynapseStore, WriteConflictError
 from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.mirror import mirror as mirror_module
+from synapse_retriever.persistence import postgres as postgres_module
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.conversation.protocol import TurnRecord
-from synapse_retriever.persistence.postgres import PROBE_S, Listener, PostgresStorage
+from synapse_retriever.persistence.postgres import PROBE_MISSES, Listener, PostgresStorage
 
 _T = TypeVar("_T")
 DAY = 86_400.0
@@ -216,10 +217,16 @@ def test_a_memory_that_polls_sees_another_processs_turns_through_the_pooler(pool
         assert [t.text for t in memory.turns()][-1] == "Noted: Fridays."
 
 
+@pytest.fixture(autouse=True)
+def _short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probes of half a second: a listener gives up on the pooler in 2 s, not 6."""
+    monkeypatch.setattr(postgres_module, "PROBE_S", 0.5)
+
+
 def _decided(listener: Listener | None) -> None:
     """Wait until ``listener`` has heard its probe or given up."""
     assert listener is not None
-    deadline = time.monotonic() + PROBE_S + 10
+    deadline = time.monotonic() + PROBE_MISSES * (postgres_module.PROBE_S + 5) + 10
     while not listener.listening and listener._thread.is_alive():
         assert time.monotonic() < deadline, "the listener neither listens nor gave up"
         time.sleep(0.02)

@@ -334,6 +334,27 @@ def test_another_writers_commit_reaches_a_reader_by_notification(postgres_url: s
         assert edge is not None and edge.activation_count == 1
 
 
+def test_a_probe_not_heard_once_is_tried_again_and_the_store_listens(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one probe missed (a server busy for 2 s) stopped the listener for the process's life
+    hears = postgres.Listener._hears_itself
+    missed: list[bool] = []
+
+    def first_missed(listener: postgres.Listener, conn: Any) -> bool:
+        if not missed:
+            missed.append(True)
+            return False
+        return hears(listener, conn)
+
+    monkeypatch.setattr(postgres.Listener, "_hears_itself", first_missed)
+    with SynapseStore(postgres_url) as store:
+        storage = store._storage
+        assert isinstance(storage, PostgresStorage)
+        _wait(lambda: storage.listening)
+    assert missed == [True]
+
+
 def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
     config = SynapseConfig.actr(refresh_interval_s=0.0)
     storage = PostgresStorage(postgres_url, listen=False)
