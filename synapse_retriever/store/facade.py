@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar, cast
 
@@ -307,44 +307,32 @@ config: pass config together with a store path instead
         return cls(store, config=config)
 
     @classmethod
-    def coerce_last(cls, fields: dict[str, Any], validate: Callable[[dict[str, Any]], _T]) -> _T:
-        """``validate(fields)``, with ``fields["store"]`` coerced (:meth:`coerce`, with
-        ``fields["config"]``) only once every other field has passed.
-
-        How adapters open a store given as a path: one built with a bad field opens no
-        store and creates no file, and a store opened here is closed again when
-        ``validate`` fails anyway. ``validate`` runs twice for a path: first with a closed
-        in-memory store in its place.
+    def coerce_checked(
+        cls,
+        store: SynapseStore | str | os.PathLike[str],
+        checked: Mapping[str, Any],
+        before: Iterable[str],
+    ) -> SynapseStore:
+        """:meth:`coerce` ``store`` with ``checked["config"]``, once every field named in
+        ``before`` is in ``checked`` (the fields that passed their checks): how an adapter's
+        ``store`` field, checked after the others, opens a path. One of them refused, a path
+        is not opened (no file is made): :class:`InvalidValueError` naming them.
 
         Examples
         --------
-        >>> def validate(fields):
-        ...     if fields["k"] < 1:
-        ...         raise ValueError(f"k must be at least 1, got {fields['k']}")
-        ...     return fields["store"]
-        >>> SynapseStore.coerce_last({"store": ":memory:", "k": 3}, validate)
+        >>> SynapseStore.coerce_checked(":memory:", {"k": 3, "config": None}, ["k"])
         SynapseStore(':memory:')
-        >>> SynapseStore.coerce_last({"store": "never-created.db", "k": 0}, validate)
+        >>> SynapseStore.coerce_checked("never-created.db", {"config": None}, ["k"])
         Traceback (most recent call last):
         ...
-        ValueError: k must be at least 1, got 0
+        synapse_retriever.errors.InvalidValueError: not opened, as k was refused
         >>> os.path.exists("never-created.db")
         False
         """
-        given = fields.get("store")
-        if given is None:  # missing: validate says so
-            return validate(fields)
-        if isinstance(given, SynapseStore):
-            return validate({**fields, "store": cls.coerce(given, fields.get("config"))})
-        stand_in = cls(":memory:")
-        stand_in.close()
-        validate({**fields, "store": stand_in})  # every other field's error: nothing opened
-        store = cls.coerce(given, fields.get("config"))
-        try:
-            return validate({**fields, "store": store})
-        except BaseException:
-            store.close()
-            raise
+        refused = [name for name in before if name not in checked]
+        if refused and not isinstance(store, SynapseStore):
+            raise InvalidValueError(f"not opened, as {', '.join(refused)} was refused")
+        return cls.coerce(store, checked.get("config"))
 
     # -- lifecycle ---------------------------------------------------------------------
 

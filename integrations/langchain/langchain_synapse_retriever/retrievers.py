@@ -16,13 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import (
-    Field,
-    ModelWrapValidatorHandler,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator
 
 from synapse_retriever import (
     ANNOTATION_KEYS,
@@ -120,10 +114,6 @@ class SynapseRetriever(BaseRetriever):
     base_retriever: RetrieverLike = Field(
         description="The upstream: any retriever or runnable that maps a query to Documents."
     )
-    store: SynapseStore = Field(
-        description="The association graph, or a path to its SQLite file (opened at "
-        "construction; close it with retriever.store.close())."
-    )
     docstore: Docstore | None = Field(
         default=None,
         description=(
@@ -167,18 +157,17 @@ class SynapseRetriever(BaseRetriever):
         default=approximate_tokens,
         description="Tokens in a page_content, for token_budget='strict'.",
     )
+    store: SynapseStore = Field(  # last: a path is opened once every other field passed
+        description="The association graph, or a path to its SQLite file (opened at "
+        "construction; close it with retriever.store.close())."
+    )
 
-    @model_validator(mode="wrap")
+    @field_validator("store", mode="before")
     @classmethod
-    def _open_store(
-        cls, data: Any, handler: ModelWrapValidatorHandler[SynapseRetriever]
-    ) -> SynapseRetriever:
-        # a store given as a path is opened only once every other field is valid
-        if not isinstance(data, dict):
-            return handler(data)
-        given = data.get("store")
+    def _open_store(cls, given: Any, info: ValidationInfo) -> SynapseStore:
+        names = list(cls.model_fields)
         try:
-            return SynapseStore.coerce_last(data, handler)
+            return SynapseStore.coerce_checked(given, info.data, names[: names.index("store")])
         except (SynapseError, OSError) as exc:
             if isinstance(given, SynapseStore):
                 raise ValueError(str(exc)) from exc

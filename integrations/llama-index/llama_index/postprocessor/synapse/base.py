@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from llama_index.core.bridge.pydantic import Field, model_validator
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
-from pydantic import InstanceOf, ModelWrapValidatorHandler, field_validator
+from pydantic import InstanceOf, ValidationInfo, field_validator
 
 from synapse_retriever import (
     Hit,
@@ -114,7 +114,6 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         In an engine: ``index.as_query_engine(node_postprocessors=[synapse])``.
     """
 
-    store: InstanceOf[SynapseStore] = Field(exclude=True, description="The association graph.")
     docstore: (
         InstanceOf[BaseDocumentStore] | InstanceOf[BasePydanticVectorStore] | NodeFetcher | None
     ) = Field(default=None, exclude=True, description="Source of injected nodes.")
@@ -131,16 +130,15 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     token_counter: Callable[[str], int] | None = Field(
         default=None, exclude=True, description="Tokens in a text; default Settings.tokenizer."
     )
+    store: InstanceOf[SynapseStore] = Field(  # last: a path is opened once the rest passed
+        exclude=True, description="The association graph."
+    )
 
-    @model_validator(mode="wrap")
+    @field_validator("store", mode="before")
     @classmethod
-    def _open_store(
-        cls, data: Any, handler: ModelWrapValidatorHandler[SynapsePostprocessor]
-    ) -> SynapsePostprocessor:
-        # a store given as a path is opened only once every other field is valid
-        if not isinstance(data, dict):
-            return handler(data)
-        return SynapseStore.coerce_last(data, handler)
+    def _open_store(cls, given: Any, info: ValidationInfo) -> SynapseStore:
+        names = list(cls.model_fields)
+        return SynapseStore.coerce_checked(given, info.data, names[: names.index("store")])
 
     @field_validator("active_namespace")
     @classmethod
