@@ -2,7 +2,8 @@
 
 A conversation turn of zero-width characters is refused as empty, a framework's message
 of them is not stored, and a branch namespace named by them is refused: each would be an
-entry a reader sees as nothing, or as another one.
+entry a reader sees as nothing. (A name with such characters beside visible ones is
+taken: ``branch:main\u200b`` is a branch of its own, as git takes it.)
 """
 
 from __future__ import annotations

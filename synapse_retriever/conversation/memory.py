@@ -89,6 +89,7 @@ from synapse_retriever.persistence.conversation import (
     EntityRow,
     Loaded,
     TurnRecord,
+    TypedEdgeKey,
     TypedEdgeRow,
     check_user,
     open_conversation_storage,
@@ -418,8 +419,10 @@ class ConversationMemory:
         the memory closes at once, and a consolidation under way stops at its next turn and
         stores nothing: it releases this user's consolidation lease, and the database closes
         after it. A process that exits before then leaves the lease until it expires
-        (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does. Any later call but
-        ``close`` raises :class:`~synapse_retriever.errors.ClosedError`."""
+        (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does. Later calls that read
+        or write turns (``add_turn``, ``retrieve``, ``assemble``, ``turns``, ``len``...) raise
+        :class:`~synapse_retriever.errors.ClosedError`; ``close`` again does nothing, and
+        ``consolidate`` returns False (nothing to run)."""
         if self._closed:
             return
         timeout = wait_timeout(timeout)  # before anything closes: a bad one closes nothing
@@ -1052,7 +1055,7 @@ class ConversationMemory:
         fused: Mapping[int, float],
         scores: Mapping[int, float],
         neighbours: Callable[[int], Iterable[int]],
-    ) -> tuple[tuple[str, str, str], ...]:
+    ) -> tuple[TypedEdgeKey, ...]:
         """The edge between ``turn_id`` and the neighbour that raised it most (by fused
         score, then final score), as stored."""
         best = max(
@@ -1106,7 +1109,7 @@ class ConversationMemory:
             )
         with self._lock:
             self._check_open()
-            keys: dict[tuple[str, str, str], None] = {}  # in order, once each
+            keys: dict[TypedEdgeKey, None] = {}  # in order, once each
             for result in results:
                 if not isinstance(result, Retrieval):
                     raise InvalidTypeError(

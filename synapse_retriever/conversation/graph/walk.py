@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.graph.edges import edge_strength
 from synapse_retriever.mirror.spreading import hub_factor
+from synapse_retriever.persistence.conversation.protocol import TypedEdgeKey
 
 __all__ = ["GraphHit", "TemporalGraph", "TypedEdge", "graph_search", "specificity", "turn_node"]
 
@@ -74,7 +75,7 @@ class TypedEdge:
     traversals: int = 0
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> TypedEdgeKey:
         """``(source, target, type)``: one edge per key."""
         return (self.source, self.target, self.type)
 
@@ -107,7 +108,7 @@ class TemporalGraph:
     """
 
     def __init__(self) -> None:
-        self.edges: dict[tuple[str, str, str], TypedEdge] = {}
+        self.edges: dict[TypedEdgeKey, TypedEdge] = {}
         self._neighbours: dict[str, list[TypedEdge]] = defaultdict(list)
         self._turns = 0
 

@@ -22,6 +22,7 @@ from synapse_retriever.persistence.conversation.protocol import (
     Links,
     Loaded,
     TurnRecord,
+    TypedEdgeKey,
     TypedEdgeRow,
     check_user,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "PostgresConversationStorage",
     "SQLiteConversationStorage",
     "TurnRecord",
+    "TypedEdgeKey",
     "TypedEdgeRow",
     "check_user",
     "open_conversation_storage",

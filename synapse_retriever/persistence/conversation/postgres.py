@@ -71,11 +71,11 @@ from synapse_retriever.errors import (
     StorageUnavailableError,
 )
 from synapse_retriever.persistence.conversation.protocol import (
-    EdgeKey,
     EntityRow,
     Links,
     Loaded,
     TurnRecord,
+    TypedEdgeKey,
     TypedEdgeRow,
     check_user,
 )
@@ -716,7 +716,7 @@ class PostgresConversationStorage:
         )
 
     def traverse_edges(
-        self, keys: Sequence[EdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
+        self, keys: Sequence[TypedEdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
     ) -> list[TypedEdgeRow]:
         """In one transaction under this user's write lock: this user's edges ``keys``
         name, read, stepped and stored (see the protocol)."""

@@ -29,11 +29,11 @@ from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 __all__ = [
     "MAX_USER_LENGTH",
     "ConversationStorage",
-    "EdgeKey",
     "EntityRow",
     "Links",
     "Loaded",
     "TurnRecord",
+    "TypedEdgeKey",
     "TypedEdgeRow",
     "check_user",
 ]
@@ -136,7 +136,7 @@ class TypedEdgeRow(NamedTuple):
     traversals: int = 0
 
 
-EdgeKey = tuple[str, str, str]
+TypedEdgeKey = tuple[str, str, str]
 """A typed edge's key: ``(source, target, type)``."""
 
 Links = Callable[[int], tuple[Sequence[EntityRow], Sequence[TypedEdgeRow]]]
@@ -216,7 +216,7 @@ class ConversationStorage(Protocol):
         ...
 
     def traverse_edges(
-        self, keys: Sequence[EdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
+        self, keys: Sequence[TypedEdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
     ) -> list[TypedEdgeRow]:
         """In one transaction under this user's write lock: read the edges ``keys`` name
         (``(source, target, type)``; those not stored are skipped), store ``step`` of each

@@ -40,11 +40,11 @@ from contextlib import contextmanager
 from synapse_retriever.config import Operations
 from synapse_retriever.errors import NotASynapseDatabaseError, ReadOnlyStoreError
 from synapse_retriever.persistence.conversation.protocol import (
-    EdgeKey,
     EntityRow,
     Links,
     Loaded,
     TurnRecord,
+    TypedEdgeKey,
     TypedEdgeRow,
     check_user,
 )
@@ -503,7 +503,7 @@ reinforcements=0, traversals=0)], 2)
         self._mark(db, key, through)
 
     def traverse_edges(
-        self, keys: Sequence[EdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
+        self, keys: Sequence[TypedEdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
     ) -> list[TypedEdgeRow]:
         """In one ``BEGIN IMMEDIATE`` transaction: this user's edges ``keys`` name, read,
         stepped and stored (see the protocol)."""
