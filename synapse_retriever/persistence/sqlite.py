@@ -778,15 +778,8 @@ class SQLiteStorage:
             return False
         with self._lock, self._typed_errors():
             db = self._db
-            db.execute("PRAGMA busy_timeout = 0")  # another writer holds the lock: not now
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
-                    return False
-                raise
-            finally:
-                db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            if not begin_write(db, self.path, self._busy_timeout_s, self._file):
+                return False  # another writer holds the lock: not now
             try:
                 current = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
                 if current != version:  # written meanwhile: the mirror is not that version
