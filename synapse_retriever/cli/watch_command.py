@@ -22,6 +22,7 @@ from synapse_retriever.cli._common import (
 )
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.postgres import is_postgres_url
+from synapse_retriever.persistence.sqlite import uri_file
 
 if TYPE_CHECKING:
     from synapse_retriever.cli._common import Commands
@@ -63,6 +64,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         if store.read_only:
             raise CliError(f"cannot learn into {shown(args.store)!r}: it is read-only here")
         status = console(stderr=True)
+        opened = _file_identity(args.store)
+        gone = threading.Event()  # the store's file deleted, moved or replaced: stop
 
         def write(files: list[str], ns: str) -> int:
             return store.reinforce(files, namespace=ns)
@@ -76,6 +79,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 )
 
         def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
+            if opened is not None and _file_identity(args.store) != opened:
+                gone.set()  # no later window can be written either
+                stop.set()
+                return
             if isinstance(exc, InvalidValueError):  # a rename onto a node with its own past
                 status.print(f"not moved: {printable(exc)}")
             else:
@@ -110,13 +117,34 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 rename=lambda old, new, ns: store.rename(old, new, namespaces=ns),
                 ready=ready,
             )
+        except Exception:
+            if not gone.is_set():
+                raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if gone.is_set():
+            raise CliError(
+                f"the store {shown(args.store)!r} was deleted, moved or replaced while it was "
+                "watched: the watch stopped, and what was saved since its last write was not "
+                "learned; start it again to learn into the file now at that path"
+            )
     console().print(
         f"watched {printable(args.path)}: {report.events} events, {report.edges} edges learned"
     )
     return 0
+
+
+def _file_identity(store: str) -> tuple[int, int] | None:
+    """The device and inode of the file an SQLite store at ``store`` is; None for a
+    PostgreSQL URL, or no file."""
+    if is_postgres_url(store):
+        return None
+    try:
+        found = os.stat(uri_file(store))
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def register(commands: Commands) -> None:

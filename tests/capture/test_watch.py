@@ -663,6 +663,36 @@ def test_a_fifo_is_never_opened_and_a_sigterm_still_writes_the_open_window(
         assert store.edge("a.py", "b.py", "branch:main") is not None
 
 
+def test_synapse_watch_stops_when_its_store_is_replaced_and_leaves_the_backup_whole(
+    tree: Path, tmp_path: Path
+) -> None:
+    # it went on writing, its log over the backup's pages, saying "1 events" each window
+    store_path, backup = tmp_path / "synapses.db", tmp_path / "backup.db"
+    with SynapseStore(backup) as kept:
+        kept.reinforce(["x", "y"], namespace="shared", at=0)
+    command = [sys.executable, "-m", "synapse_retriever.cli", "watch", str(tree), str(store_path),
+               "--quiet-s", "0.3"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline().startswith("watching "), "the watch never started"
+        for side in ("", "-wal", "-shm"):
+            Path(f"{store_path}{side}").unlink(missing_ok=True)
+        backup.rename(store_path)
+        _save(tree, "src/jwt.py")
+        _save(tree, "src/keys.py")
+        _, err = process.communicate(timeout=30)  # it stops by itself
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 2, err
+    assert "was deleted, moved or replaced while it was watched" in err
+    with SynapseStore(store_path) as restored:
+        assert restored.edge("x", "y", namespace="shared") is not None
+        assert restored.edge("src/jwt.py", "src/keys.py", "branch:main") is None
+
+
 def test_the_watched_folder_deleted_is_said_and_the_open_window_written(
     tree: Path, tmp_path: Path
 ) -> None:
