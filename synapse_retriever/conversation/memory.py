@@ -1107,7 +1107,9 @@ class ConversationMemory:
             raise InvalidTypeError(
                 f"results must be a sequence of Retrieval objects, got {type(results).__name__}"
             )
-        with self._lock:
+        results = list(results)
+
+        def attempt() -> int:
             self._check_open()
             keys: dict[TypedEdgeKey, None] = {}  # in order, once each
             for result in results:
@@ -1131,6 +1133,9 @@ class ConversationMemory:
                 edge.at, edge.count = new.at, new.reinforcements
                 edge.traversals = new.traversals
             return len(stored)
+
+        # the lock is released while the write waits for another process's write lock
+        return releasing_while_busy(self._lock, attempt)
 
     def _path_edges(self, result: Retrieval) -> list[TypedEdge]:
         """The stored edges of ``result.path``: (source, type, target) triples of this
@@ -1373,7 +1378,8 @@ class ConversationMemory:
             for (turn_id, _, boost), hit in zip(window, hits, strict=True)
             if hit and config.replay_boost > 0
         ]
-        with self._lock:
+
+        def store() -> bool:
             if self._closed:
                 return False
             nodes, edges = linked
@@ -1399,6 +1405,9 @@ class ConversationMemory:
                 by_id[turn_id].boost = boost
             self._consolidated_through = n
             return True
+
+        # the lock is released while the write waits for another process's write lock
+        return releasing_while_busy(self._lock, store)
 
     def _storable(self, turn_id: int, text: str, result: object) -> Condensed:
         """A summarizer's ``result`` for a turn as :class:`Condensed`. One of another type

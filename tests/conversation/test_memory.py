@@ -1076,6 +1076,64 @@ def test_reads_go_on_while_a_turn_waits_for_another_process_lock(tmp_path: Path)
     again.close()
 
 
+@pytest.mark.parametrize("write", ["used", "consolidation", "its lease"])
+def test_reads_go_on_while_a_used_or_a_consolidation_waits_for_another_process_lock(
+    tmp_path: Path, write: str
+) -> None:
+    # each held a lock reads take (the memory's, or its storage's for the lease) across its
+    # write's busy wait, as add_turn did
+    path = tmp_path / "chat.db"
+    config = ContextConfig(
+        reinforcement_threshold=1, consolidation_ages=(0, 50), consolidation_interval=1000
+    )  # nothing consolidated before the test's own run
+    memory = ConversationMemory(path, config=config, background=False, busy_timeout_s=5.0)
+    for i in range(20):
+        memory.add_turn(f"The deploy of app.py moved to Friday, note {i}.", at=1_700_000_000 + i)
+    results = memory.retrieve("deploy app.py", k=5)
+    done: list[object] = []
+    leased, locked = threading.Event(), threading.Event()
+
+    def used() -> None:
+        done.append(memory.used(results))
+
+    def consolidation() -> None:
+        with memory._storage.consolidation_turn() as mine:  # the lease, taken before the lock
+            assert mine
+            leased.set()
+            locked.wait(10)
+            done.append(memory._consolidate_held(force=True))
+
+    def lease() -> None:
+        done.append(memory.consolidate())  # the lease waited for too
+
+    if write == "consolidation":
+        holding = threading.Thread(target=consolidation)
+        holding.start()
+        assert leased.wait(10)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 2 s
+    locked.set()
+    writing = {
+        "used": lambda: threading.Thread(target=used),
+        "its lease": lambda: threading.Thread(target=lease),
+    }.get(write, lambda: holding)()
+    if write != "consolidation":
+        writing.start()
+    try:
+        time.sleep(0.3)
+        assert writing.is_alive()
+        waited = max(_timed(lambda: memory.retrieve("deploy", k=5)), _timed(memory.turns))
+        assert waited < 0.5
+        time.sleep(1.7)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    writing.join(10)
+    assert not writing.is_alive() and len(done) == 1
+    assert done[0] if write != "used" else done[0] > 0  # type: ignore[operator]
+    memory.close()
+
+
 def test_a_turn_never_given_the_lock_fails_within_busy_timeout_s(tmp_path: Path) -> None:
     from synapse_retriever import WriteConflictError
 

@@ -242,6 +242,9 @@ class SQLiteConversationStorage:
         self._data_version = -1  # what changed() last read
         self._owner = f"{os.getpid()}-{uuid.uuid4().hex}"  # this object's lease token
         self._leases = 0  # consolidation_turn blocks of this object holding the lease
+        # guards _leases, held while the lease's write waits for another process's write
+        # lock: not self._lock, which reads take
+        self._lease_lock = threading.RLock()
         in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         if not in_memory:
             core = SQLiteStorage(self.path, busy_timeout_s=busy_timeout_s)  # refuse or stamp
@@ -586,7 +589,7 @@ reinforcements=0, traversals=0)], 2)
         >>> one.close(), two.close()
         (None, None)
         """
-        with self._lock:
+        with self._lease_lock:
             if self._leases:  # held by this object already (another of its threads)
                 self._leases += 1
                 held = True
@@ -597,7 +600,7 @@ reinforcements=0, traversals=0)], 2)
             yield held
         finally:
             if held:
-                with self._lock:
+                with self._lease_lock:
                     self._leases -= 1
                     if not self._leases:
                         self._release_lease()
