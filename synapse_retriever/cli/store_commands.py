@@ -252,7 +252,8 @@ def _is_stdout(path: str) -> bool:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Merge edges from a JSON or GraphML export; a newer stored edge is never overwritten.
+    """Merge edges from a JSON or GraphML export, a file or (``-``) stdin; a newer stored
+    edge is never overwritten.
 
     The whole export is read and checked before the store is opened or created; a new
     store gets its name only once it holds the whole merge (:func:`_merge_into`).
@@ -260,8 +261,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     from synapse_retriever.persistence.sqlite import file_path
     from synapse_retriever.persistence.transfer import read_edges, validate_edges
 
-    source = Path(args.input)
-    if not source.is_file():
+    streamed = args.input == "-"
+    if streamed:
+        if sys.stdin is None or sys.stdin.isatty():  # a terminal: it would wait for typing
+            raise CliError("import - reads an export from stdin: pipe one in (export STORE -)")
+    elif not (Path(args.input).is_file() or Path(args.input).is_fifo()):  # a pipe: /dev/stdin
         raise CliError(f"no export file at {args.input!r}")
     fmt = _format(args.input, args.format)
     if not is_postgres_url(args.store):
@@ -269,14 +273,15 @@ def cmd_import(args: argparse.Namespace) -> int:
         if not Path(args.store).parent.is_dir():
             raise CliError(f"cannot create {args.store!r}: no such directory")
     with console(stderr=True).status("importing", spinner="dots"):
-        edges = read_edges(source, fmt=fmt)
+        edges = read_edges(sys.stdin.buffer if streamed else args.input, fmt=fmt)
         validate_edges(edges)  # a bad file creates nothing and changes nothing
         report = _merge_into(args.store, edges)
     if args.json:
         print_json({"inserted": report.inserted, "replaced": report.replaced, "kept": report.kept})
         return 0
     console().print(
-        f"{len(edges)} edges read from {printable(args.input)}: {report.inserted} inserted, "
+        f"{len(edges)} edges read from {'stdin' if streamed else printable(args.input)}: "
+        f"{report.inserted} inserted, "
         f"{report.replaced} replaced by newer ones, {report.kept} kept "
         "(the store's edge was as new or newer)"
     )
@@ -495,7 +500,9 @@ def register(commands: Commands) -> None:
         "Merge an export: new edges are added, an incoming edge replaces a stored one only "
         "if it was reinforced later; a newer stored edge is never overwritten.",
     )
-    imp.add_argument("input", metavar="FILE", help="a JSON or GraphML export")
+    imp.add_argument(
+        "input", metavar="FILE", help="a JSON or GraphML export, or - for stdin (with --format)"
+    )
     imp.add_argument(
         "--format",
         choices=["json", "graphml"],

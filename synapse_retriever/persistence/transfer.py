@@ -750,11 +750,16 @@ def _document(
     return written.getvalue()
 
 
-def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> list[Edge]:
+def read_edges(
+    path: str | os.PathLike[str] | IO[bytes], *, fmt: Format | None = None
+) -> list[Edge]:
     """Edges from a file written by :func:`write_edges` (JSON or GraphML).
 
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The edges are read, not checked: :func:`validate_edges` checks them.
+
+    ``path`` may also be a binary stream (``sys.stdin.buffer``), read to its end before
+    anything is parsed; ``fmt`` is then required, and errors name the stream (``stdin``).
 
     Raises
     ------
@@ -763,9 +768,26 @@ def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> li
         edge that lacks an attribute.
     OSError
         The file cannot be read.
+
+    Examples
+    --------
+    >>> read_edges(io.BytesIO(b"{}"), fmt="json")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: the stream is not a synapse edge export \
+(no format 'synapse-retriever/edges')
     """
-    fmt = _format(path, fmt)
-    rows = _json_rows(path) if fmt == "json" else _graphml_rows(path)
+    if isinstance(path, (str, os.PathLike)):
+        fmt = _format(path, fmt)
+        name = repr(os.fspath(path))
+        data = Path(path).read_bytes()
+    else:  # a stream: all of it, then parsed as a file's bytes are
+        if fmt is None:
+            raise InvalidValueError("read_edges from a stream needs fmt='json' or 'graphml'")
+        fmt = _format("stream", fmt)
+        name = str(getattr(path, "name", "the stream")).strip("<>")
+        data = path.read()
+    rows = _json_rows(data, name) if fmt == "json" else _graphml_rows(data, name)
     edges: list[Edge] = []
     for position, row in enumerate(rows):
         try:
@@ -782,34 +804,28 @@ def read_edges(path: str | os.PathLike[str], *, fmt: Format | None = None) -> li
                 )
             )
         except KeyError as missing:
-            raise InvalidValueError(
-                f"{os.fspath(path)!r}: edge {position} has no {missing}"
-            ) from None
+            raise InvalidValueError(f"{name}: edge {position} has no {missing}") from None
         except TypeError:
-            raise InvalidValueError(
-                f"{os.fspath(path)!r}: edge {position} is not an object"
-            ) from None
+            raise InvalidValueError(f"{name}: edge {position} is not an object") from None
     return edges
 
 
-def _json_rows(path: str | os.PathLike[str]) -> Sequence[Any]:
-    name = os.fspath(path)
+def _json_rows(data: bytes, name: str) -> Sequence[Any]:
+    """The edge rows of a JSON export's bytes; ``name`` (quoted if a path) says whose."""
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        document = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise InvalidValueError(f"{name!r} is not a JSON edge export (not UTF-8 text)") from None
+        raise InvalidValueError(f"{name} is not a JSON edge export (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        raise InvalidValueError(f"{name!r} is not a JSON edge export ({exc})") from None
+        raise InvalidValueError(f"{name} is not a JSON edge export ({exc})") from None
     except (RecursionError, ValueError) as exc:  # nested past the stack; an int of 5,000 digits
-        raise InvalidValueError(f"{name!r} is not a JSON edge export ({exc})") from None
+        raise InvalidValueError(f"{name} is not a JSON edge export ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
-        raise InvalidValueError(
-            f"{name!r} is not a synapse edge export (no format {FORMAT_NAME!r})"
-        )
+        raise InvalidValueError(f"{name} is not a synapse edge export (no format {FORMAT_NAME!r})")
     _check_version(name, document.get("version"))
     rows = document.get("edges")
     if not isinstance(rows, list):
-        raise InvalidValueError(f"{name!r} has no list of edges")
+        raise InvalidValueError(f"{name} has no list of edges")
     return rows
 
 
@@ -817,25 +833,22 @@ def _check_version(name: str, version: object) -> None:
     """Refuse an export of another format version than this library writes (any format)."""
     if type(version) is not int or version != FORMAT_VERSION:
         raise InvalidValueError(
-            f"{name!r} has export version {version!r}; this library reads version {FORMAT_VERSION}"
+            f"{name} has export version {version!r}; this library reads version {FORMAT_VERSION}"
         )
 
 
-def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def _graphml_rows(data: bytes, name: str) -> list[dict[str, Any]]:
+    """The edge rows of a GraphML export's bytes; ``name`` (quoted if a path) says whose."""
     import networkx as nx
 
-    name = os.fspath(path)
-    try:
-        with open(path, "rb") as handle:  # a handle: networkx would unzip a path ending in .gz
-            graph = nx.read_graphml(
-                handle, node_type=_node_id, edge_key_type=str, force_multigraph=True
-            )
-    except (nx.NetworkXError, SyntaxError, ValueError, KeyError) as exc:  # ParseError: SyntaxError
-        raise InvalidValueError(f"{name!r} is not a GraphML edge export ({exc})") from None
-    if graph.graph.get("format") != FORMAT_NAME:
-        raise InvalidValueError(
-            f"{name!r} is not a synapse edge export (no format {FORMAT_NAME!r})"
+    try:  # a handle: networkx would unzip a path ending in .gz
+        graph = nx.read_graphml(
+            io.BytesIO(data), node_type=_node_id, edge_key_type=str, force_multigraph=True
         )
+    except (nx.NetworkXError, SyntaxError, ValueError, KeyError) as exc:  # ParseError: SyntaxError
+        raise InvalidValueError(f"{name} is not a GraphML edge export ({exc})") from None
+    if graph.graph.get("format") != FORMAT_NAME:
+        raise InvalidValueError(f"{name} is not a synapse edge export (no format {FORMAT_NAME!r})")
     _check_version(name, graph.graph.get("version"))
     rows = []
     for a, b, key, attrs in graph.edges(keys=True, data=True):
@@ -843,7 +856,7 @@ def _graphml_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             other = b if a == _MISSING else a
             end = "no end at all" if other == _MISSING else f"only one end, {other!r}"
             raise InvalidValueError(
-                f"{name!r}: edge {key!r} has no source or target attribute ({end}); "
+                f"{name}: edge {key!r} has no source or target attribute ({end}); "
                 "nothing was imported"
             )
         rows.append({"a": a, "b": b, **attrs})

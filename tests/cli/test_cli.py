@@ -980,6 +980,95 @@ def test_export_to_dev_stdout_writes_stdout_and_a_fifo_is_refused_unopened(
     assert (tmp_path / "pipe.json").is_fifo()
 
 
+CLI = [sys.executable, "-m", "synapse_retriever.cli"]
+
+
+def _piped(first: list[str], second: list[str]) -> tuple[int, str, int, str, str]:
+    """``synapse-retriever FIRST | synapse-retriever SECOND`` through a real pipe, 60 s at
+    most: the first one's exit code and stderr, the second one's exit code, stdout, stderr."""
+    with subprocess.Popen([*CLI, *first], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as one:
+        assert one.stdout is not None
+        with subprocess.Popen(
+            [*CLI, *second], stdin=one.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as two:
+            one.stdout.close()  # the second command holds the pipe alone
+            try:
+                out, err = two.communicate(timeout=60)
+                _, first_err = one.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                one.kill()
+                two.kill()
+                pytest.fail(f"{' '.join(first)} | {' '.join(second)} hung")
+    return one.returncode, first_err.decode(), two.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+@pytest.mark.parametrize("source", ["-", "/dev/stdin"])
+def test_import_reads_an_export_piped_from_export(
+    store: Path, tmp_path: Path, fmt: str, source: str
+) -> None:
+    if source == "/dev/stdin" and not Path("/dev/stdin").exists():
+        pytest.skip("no /dev/stdin on this system")
+    copy = tmp_path / "copy.db"
+    export = ["export", str(store), "-", "--format", fmt, "--at", NEAR]
+    code, err, imported, said, why = _piped(export, ["import", str(copy), source, "--format", fmt])
+    assert code == 0 and err.startswith("exported 3 live edges to stdout"), err
+    assert imported == 0, why
+    assert said.startswith(f"3 edges read from {'stdin' if source == '-' else source}: 3 inserted")
+    with SynapseStore(store) as original, SynapseStore(copy) as merged:
+        assert export_edges(merged, at=float(NEAR)) == export_edges(original, at=float(NEAR))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "synapses.db"]
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "fragment"),
+    [
+        (b"", ["--format", "json"], "stdin is not a JSON edge export"),
+        (b"{", ["--format", "json"], "stdin is not a JSON edge export"),
+        (b"\xff\xfe", ["--format", "json"], "stdin is not a JSON edge export (not UTF-8 text)"),
+        (b"[]", ["--format", "json"], "stdin is not a synapse edge export"),
+        (b"<graphml", ["--format", "graphml"], "stdin is not a GraphML edge export"),
+        (
+            b'{"format": "synapse-retriever/edges", "version": 1, "edges": [{"a": "x"}]}',
+            ["--format", "json"],
+            "stdin: edge 0 has no 'b'",
+        ),
+        (
+            b'{"format": "synapse-retriever/edges", "version": 1, "edges": [{"a": "x", "b": "y", '
+            b'"namespace": "shared", "stored_weight": 7, "count": 1, "half_life_days": 30, '
+            b'"created_at": 0, "last_reinforced_at": 0}]}',
+            ["--format", "json"],
+            "stored_weight",
+        ),
+        (b"{}", [], "cannot tell the format of '-'"),
+    ],
+)
+def test_import_refuses_a_bad_stdin_in_one_line_and_creates_nothing(
+    tmp_path: Path, content: bytes, options: list[str], fragment: str
+) -> None:
+    command = [*CLI, "import", str(tmp_path / "new.db"), "-", *options]
+    done = subprocess.run(command, input=content, capture_output=True, timeout=60, check=False)
+    code, out, err = done.returncode, done.stdout.decode(), done.stderr.decode()
+    assert code == 2 and out == ""
+    _one_error_line(err, fragment)
+    assert list(tmp_path.iterdir()) == []  # no store, no hidden partial one
+
+
+def test_import_from_a_terminal_stdin_is_refused_rather_than_waiting(tmp_path: Path) -> None:
+    if not hasattr(os, "openpty"):
+        pytest.skip("no terminals on this system")
+    terminal, other = os.openpty()
+    try:
+        command = [*CLI, "import", str(tmp_path / "new.db"), "-", "--format", "json"]
+        done = subprocess.run(command, stdin=other, capture_output=True, timeout=60, check=False)
+    finally:
+        os.close(terminal)
+        os.close(other)
+    assert done.returncode == 2
+    _one_error_line(done.stderr.decode(), "reads an export from stdin: pipe one in")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_time_out_of_range_changes_nothing(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
