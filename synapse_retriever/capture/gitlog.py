@@ -62,6 +62,9 @@ MIN_FILES = 2
 MAX_FILES = 32
 """A commit touching more files (a reformat, a vendoring, a mass rename) is no event."""
 
+_GITLINK = "160000"
+"""The mode git gives a submodule (a gitlink: a commit of another repository, no file)."""
+
 _RECORD = "\x1e"
 _FIELD = "\x1f"
 _FORMAT = f"{_RECORD}%H{_FIELD}%P{_FIELD}%at{_FIELD}%ct{_FIELD}%B{_FIELD}"
@@ -89,7 +92,8 @@ class Commit:
     files : tuple of str
         Paths that exist after the commit and that it touched: added, modified,
         type-changed, and the new side of renames and copies. Deleted paths are left
-        out (there is nothing left to recall), and so are paths that cannot be node ids
+        out (there is nothing left to recall), and so are submodules (mode 160000) and
+        paths that cannot be node ids
         (:func:`~synapse_retriever.capture.coactivation.is_node_id`); the order is git's.
     deleted : tuple of str
         Paths the commit deleted (or renamed away from).
@@ -285,7 +289,9 @@ def read_commits(
     Renames are detected (``-M``), so a renamed file counts once, under its new path. In
     a shallow clone the commits at its boundary are left out: their parents are not there,
     so git shows each as adding every file of its tree. A path that cannot be a node id
-    (over 2,048 bytes, or not UTF-8) is left out of ``files``.
+    (over 2,048 bytes, or not UTF-8) is left out of ``files``, and so is a submodule (a
+    gitlink, mode 160000): it is another repository's history, whose files ``watch``
+    sees under their own paths (``sm/s.py``), not a file of this one.
     """
     check_repository(repo, rev)
     raw = _git(
@@ -295,7 +301,7 @@ def read_commits(
         "--topo-order",
         "--reverse",
         "-M",
-        "--name-status",
+        "--raw",
         "-z",
         "--no-color",
         "--no-show-signature",
@@ -339,21 +345,31 @@ def _parse_log(text: str) -> Iterator[Commit]:
         deleted: list[str] = []
         renamed: list[tuple[str, str]] = []
         while i < len(tokens):
-            status = tokens[i].lstrip("\n")
-            if not status or status.startswith(_RECORD):
+            raw = tokens[i].lstrip("\n")  # ":OLD_MODE NEW_MODE OLD_BLOB NEW_BLOB STATUS"
+            if not raw or raw.startswith(_RECORD):
                 break
+            old_mode, new_mode, _, _, status = raw[1:].split(maxsplit=4)
+            was_file, is_file = old_mode != _GITLINK, new_mode != _GITLINK
             kind = status[0]
             if kind in "RC":
                 old, new = tokens[i + 1], tokens[i + 2]
                 i += 3
-                if kind == "R":
+                if kind == "R" and was_file:
                     deleted.append(old)
-                    renamed.append((old, new))
-                files.append(new)
+                    if is_file:
+                        renamed.append((old, new))
+                if is_file:
+                    files.append(new)
             else:
                 path = tokens[i + 1]
                 i += 2
-                (deleted if kind == "D" else files).append(path)
+                if kind == "D":
+                    if was_file:
+                        deleted.append(path)
+                elif is_file:
+                    files.append(path)
+                elif was_file and kind == "T":  # a file replaced by a submodule: it is gone
+                    deleted.append(path)
         yield Commit(
             sha=sha,
             parents=tuple(parents.split()),

@@ -15,6 +15,7 @@ from synapse_retriever import SynapseStore
 from synapse_retriever.capture.bootstrap import BATCH, bootstrap, replay
 from synapse_retriever.capture.gitlog import Commit, read_commits
 from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.persistence.transfer import export_edges
 
 
 @pytest.fixture(scope="module")
@@ -399,3 +400,21 @@ def test_a_replay_with_renames_equals_each_commit_written_then_moved_in_turn(
                     assert store.edge(a, b, "shared") == manual.edge(a, b, "shared"), (a, b)
     finally:
         bootstrap_module.BATCH = saved
+
+
+def test_bootstrap_learns_a_submodule_s_files_as_watch_does_not_its_gitlink(
+    tmp_path: Path,
+) -> None:
+    library = init(tmp_path / "library")
+    commit(library, "library", {"s.py": "lib\n"}, at=BASE)
+    repo = init(tmp_path / "repo")
+    commit(repo, "start", {"a.py": "a\n", "b.py": "b\n"}, at=BASE)
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "sm")
+    commit(repo, "add the submodule", {"a.py": "a 2\n", "b.py": "b 2\n"}, at=BASE + DAY)
+    commit(repo / "sm", "library moves on", {"s.py": "lib 2\n"}, at=BASE + DAY)
+    commit(repo, "bump the submodule", {"b.py": "b 3\n"}, at=BASE + 2 * DAY)
+    with SynapseStore(":memory:") as store:
+        report = bootstrap(store, repo)
+        nodes = {end for e in export_edges(store, at=BASE + 2 * DAY) for end in (e.a, e.b)}
+    assert (report.commits, report.eligible) == (3, 2)  # the bump alone touches one file
+    assert nodes == {".gitmodules", "a.py", "b.py"}  # never "sm"

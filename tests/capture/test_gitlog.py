@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,36 @@ def test_parse_since() -> None:
     assert parse_since("2023-11-14T23:13:20+01:00") == BASE
     with pytest.raises(InvalidValueError, match="ISO 8601"):
         parse_since("yesterday")
+
+
+def test_a_submodule_is_no_file_of_the_history(tmp_path: Path) -> None:
+    """A gitlink (mode 160000) is another repository's commit: ``watch`` sees its files
+    (``sm/s.py``), so the history must not name it as one file ``sm``."""
+    library = init(tmp_path / "library")
+    pinned = commit(library, "library", {"s.py": "lib\n"}, at=BASE)
+    repo = init(tmp_path / "repo")
+    commit(repo, "start", {"a.py": "a\n", "b.py": "b\n"}, at=BASE)
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "sm")
+    commit(repo, "add the submodule", {"a.py": "a 2\n"}, at=BASE + DAY)
+    commit(repo / "sm", "library moves on", {"s.py": "lib 2\n"}, at=BASE + DAY)
+    commit(repo, "bump the submodule", {"b.py": "b 2\n"}, at=BASE + 2 * DAY)
+    git(repo, "rm", "-q", "--cached", "sm")  # a gitlink replaced by a file: a file of ours
+    shutil.rmtree(repo / "sm")
+    commit(repo, "sm is a file now", {"sm": "a file\n", "a.py": "a 3\n"}, at=BASE + 3 * DAY)
+    git(repo, "rm", "-q", "--cached", "sm")  # the file replaced by a gitlink: the file is gone
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{pinned},sm")
+    (repo / "b.py").write_text("b 3\n")
+    git(repo, "add", "b.py")
+    git(repo, "commit", "-qm", "sm is a submodule again", at=BASE + 4 * DAY)
+    git(repo, "rm", "-q", "--cached", "sm")  # the gitlink removed: no file deleted
+    (repo / "a.py").write_text("a 4\n")
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-qm", "no submodule", at=BASE + 5 * DAY)
+    kinds = git(repo, "log", "--format=", "--raw", "--no-abbrev").split()
+    assert "160000" in kinds and {"A", "M", "T", "D"} <= set(kinds)  # each way a gitlink shows
+    _, added, bumped, to_file, to_link, removed = read_commits(repo)
+    assert sorted(added.files) == [".gitmodules", "a.py"] and added.deleted == ()
+    assert bumped.files == ("b.py",) and bumped.deleted == ()
+    assert sorted(to_file.files) == ["a.py", "sm"] and to_file.deleted == ()
+    assert to_link.files == ("b.py",) and to_link.deleted == ("sm",)
+    assert removed.files == ("a.py",) and removed.deleted == ()
