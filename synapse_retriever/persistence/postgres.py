@@ -46,7 +46,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import math
 import os
 import re
 import secrets
@@ -887,8 +886,9 @@ def lock_timeout(seconds: float) -> str:
 
 class AnswerBudget:
     """The time a read gives the server to answer, all told, from :meth:`start` on (the
-    moment a connection slot is free): the check of a pooled connection, the opening of a
-    new one, and its first statements share it, so their waits do not add up.
+    moment a connection slot is free, and again once a new connection is open): the check
+    of a pooled connection and the read's first statements share it, so their waits do not
+    add up.
 
     Examples
     --------
@@ -925,9 +925,11 @@ class Connections:
     lock_timeout`` as it begins: :mod:`._bounded`), so a pooler in transaction mode, which
     runs each transaction on any of its server backends, changes nothing.
 
-    A read passes an :class:`AnswerBudget`: the check and a new connection then share it
-    (a check that went unanswered leaves none: no new connection is tried, the read goes
-    on from memory), where a write may wait a check and then a whole ``connect_timeout``.
+    A read passes an :class:`AnswerBudget`: the check of a pooled connection and the read's
+    first statements share it (a check that went unanswered leaves none: no new connection
+    is tried, the read goes on from memory); a new connection, when no pooled one is left,
+    gets its whole ``connect_timeout`` and starts the budget again. A write may wait a
+    check and then a whole ``connect_timeout``.
     """
 
     def __init__(self, url: str, where: str, size: int, lock_timeout_s: float) -> None:
@@ -1002,10 +1004,10 @@ class Connections:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _take(self, budget: AnswerBudget | None = None) -> psycopg.Connection[Any]:
-        """An idle connection that answers its check, else a new one; within ``budget``
-        where one is given (a new connection's ``connect_timeout`` then what is left of
-        it, rounded up to a whole second, 2 at least: libpq's and psycopg's unit and
-        floor)."""
+        """An idle connection that answers its check, else a new one; the checks within
+        ``budget`` where one is given. A new connection gets its whole ``connect_timeout``
+        (a healthy server may take seconds to accept one: TLS, a login over LDAP, a busy
+        pooler), and once it is open the budget starts again: the server answered."""
         while True:
             left = ANSWER_TIMEOUT_S if budget is None else budget.left()
             if left <= 0:
@@ -1017,10 +1019,10 @@ class Connections:
             with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                if budget is None:
-                    return self.connect()
-                bound = int(CONNECTION_OPTIONS["connect_timeout"])
-                return self.connect(connect_timeout=min(bound, max(2, math.ceil(left))))
+                conn = self.connect()
+                if budget is not None:
+                    budget.start()
+                return conn
             if _answers(conn, min(ANSWER_TIMEOUT_S, left)):
                 return conn
             conn.close()
@@ -1585,7 +1587,8 @@ class PostgresStorage:
             return None  # the server did not answer a moment ago: recall goes on from memory
         self._changed.clear()
         # a second at most for a free connection; then two, all told, for the server to
-        # answer: the check of a pooled connection, a new one if needed, the version read
+        # answer the check of a pooled connection and the version read (a new connection,
+        # if one is needed, gets its connect_timeout, and the two seconds start after it)
         budget = AnswerBudget(ANSWER_TIMEOUT_S)
         try:
             with self._connection(POLL_TIMEOUT_S, budget) as conn:

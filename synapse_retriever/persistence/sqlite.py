@@ -38,6 +38,7 @@ import numpy as np
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
     AccessDeniedError,
+    ClosedError,
     CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
@@ -1127,7 +1128,7 @@ def write_locked(
     def wait(deadline: float) -> None:
         for delay in itertools.chain(BUSY_DELAYS_S, itertools.repeat(BUSY_DELAYS_S[-1])):
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
-            with lock, typed_errors(path):
+            with lock, typed_errors(path), _closed_meanwhile(path):
                 if begin_write(db, path, busy_timeout_s, None):
                     db.execute("ROLLBACK")  # free: the write runs again from its start
                     return
@@ -1136,11 +1137,25 @@ def write_locked(
 
     deadline: float | None = None
     while True:
-        with lock, typed_errors(path):
+        with lock, typed_errors(path), _closed_meanwhile(path):
             if begin_write(db, path, busy_timeout_s, opened):
                 yield
                 return
         deadline = lock_held_elsewhere(wait, busy_timeout_s, deadline)
+
+
+@contextmanager
+def _closed_meanwhile(path: str) -> Iterator[None]:
+    """A connection closed while a write waited for the lock (the store's or memory's
+    ``close()`` does not wait for it): :class:`ClosedError`, nothing written."""
+    try:
+        yield
+    except sqlite3.ProgrammingError as exc:
+        if "closed" not in str(exc):
+            raise
+        raise ClosedError(
+            f"{path!r} was closed while a write waited for its lock: nothing was written"
+        ) from None
 
 
 def _retry_busy(statement: Callable[[], object], timeout_s: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from synapse_retriever import SynapseConfig, SynapseStore, WriteConflictError
+from synapse_retriever import ClosedError, SynapseConfig, SynapseStore, WriteConflictError
 
 ROUNDS = 60
 DAY = 86_400.0
@@ -297,6 +297,38 @@ def _timed(call: Any) -> float:
     start = time.perf_counter()
     call()
     return time.perf_counter() - start
+
+
+def test_a_store_closed_while_its_write_waits_for_the_lock_says_so_typed(tmp_path: Path) -> None:
+    # close() no longer waits behind the write, and the write's next look at the lock met a
+    # closed connection: a raw sqlite3.ProgrammingError
+    path = tmp_path / "s.db"
+    store = SynapseStore(path, config=SynapseConfig.actr(busy_timeout_s=5.0))
+    store.reinforce(["a", "b"], at=0)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            store.reinforce(["a", "c"], at=0)
+        except BaseException as exc:
+            failed.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        time.sleep(0.3)
+        assert writer.is_alive()
+        store.close()
+        writer.join(5)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert not writer.is_alive() and len(failed) == 1
+    assert isinstance(failed[0], ClosedError), repr(failed[0])
+    with SynapseStore(path) as again:
+        assert again.edge("a", "c") is None
 
 
 def test_reads_go_on_while_a_write_waits_for_another_process_lock(tmp_path: Path) -> None:
