@@ -509,7 +509,9 @@ reinforcements=0, traversals=0)], 2)
         self, keys: Sequence[TypedEdgeKey], step: Callable[[TypedEdgeRow], TypedEdgeRow]
     ) -> list[TypedEdgeRow]:
         """In one ``BEGIN IMMEDIATE`` transaction: this user's edges ``keys`` name, read,
-        stepped and stored (see the protocol)."""
+        stepped and stored (see the protocol); no keys, no transaction."""
+        if not keys:
+            return []
         with self._write() as db:
             stored = [
                 db.execute(

@@ -170,6 +170,24 @@ def test_two_memories_using_one_edge_each_count(conversation_where: str) -> None
         assert reopened.graph(at=now).edges[edge]["count"] == 2
 
 
+def test_results_that_reached_no_edge_write_nothing_and_wait_for_no_lock(tmp_path: Path) -> None:
+    # used() took SQLite's write lock for nothing to write: it waited for another process's
+    # write, then raised WriteConflictError
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False, busy_timeout_s=1.0) as memory:
+        memory.add_turn("Lunch at noon?", at=0)
+        memory.add_turn("Coffee later.", at=10)
+        results = [r for r in memory.retrieve("coffee", at=20) if not r.path]
+        assert results  # a hit by its own words, reached by no edge
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # another process writing
+        try:
+            assert memory.used(results, at=30) == 0
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+
+
 def test_used_refuses_what_retrieve_did_not_return() -> None:
     memory, now = build()
     with memory, pytest.raises(InvalidTypeError, match="Retrieval objects, got str"):
