@@ -322,7 +322,7 @@ def test_record_usage_refuses_more_ids_than_its_cap_and_its_answer_stays_small(
     assert answers["cap"] == {"edges": kept * (kept - 1) // 2, "dropped": many[kept:-1]}
     assert len(answers["cap"]["dropped"]) == MAX_USAGE_IDS - kept
     # the cap is stated where an agent reads it: the tool's description and its schema
-    assert "At most 100 ids" in answers["description"]
+    assert f"At most {MAX_USAGE_IDS} ids" in answers["description"]  # the text keeps up
     assert answers["schema"]["maxItems"] == MAX_USAGE_IDS
 
 
