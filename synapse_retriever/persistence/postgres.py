@@ -1468,7 +1468,10 @@ class PostgresStorage:
         """A pooled connection (:meth:`Connections.connection`); an unreachable server is a
         :class:`StorageUnavailableError`, a table this role may not read an
         :class:`AccessDeniedError` naming every such table (a write's rights are checked
-        when the store opens: it opens read-only)."""
+        when the store opens: it opens read-only). ``timeout_s`` (``busy_timeout_s`` by
+        default) bounds the wait for a free connection and for each lock a read meets; a
+        lock held longer (``LOCK TABLE``, ``VACUUM FULL``, a schema change) is a
+        :class:`StorageUnavailableError` that says so."""
         wait_s = self._timeout_s if timeout_s is None else timeout_s
         try:
             with self._pool.connection(wait_s, budget) as c:
@@ -1480,6 +1483,11 @@ class PostgresStorage:
                     if not denied:  # a right on something else than a table
                         raise AccessDeniedError(f"{self.path!r}: {_primary(exc)}") from None
                     raise access_denied(c, self.path, denied, "a store") from None
+        except self._psycopg.errors.LockNotAvailable as exc:  # the server answered: no outage
+            raise StorageUnavailableError(
+                f"{self.path!r}: a lock held by another transaction (LOCK TABLE, VACUUM FULL, "
+                f"a schema change) was not released within {wait_s:g} s ({_primary(exc)})"
+            ) from None
         except self._psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
 

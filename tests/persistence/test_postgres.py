@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import multiprocessing
 import os
 import random
@@ -1140,6 +1141,30 @@ def test_a_write_waits_busy_timeout_s_at_most_for_a_lock_and_writes_nothing(
     with SynapseStore(postgres_url) as again:
         edge = again.edge("a", "b")
         assert edge is not None and edge.activation_count == 2
+
+
+def test_a_lock_held_past_busy_timeout_s_while_opening_is_named_not_an_outage(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # it was "cannot be reached: canceling statement due to lock timeout": the server answered
+    config = SynapseConfig.actr(busy_timeout_s=0.5, refresh_interval_s=0.0)
+    SynapseStore(postgres_url).close()
+    with psycopg.connect(postgres_url) as locker:
+        locker.execute("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL
+        error = ended(lambda: SynapseStore(postgres_url, config=config), locker.rollback, HANG_S)
+    assert type(error) is StorageUnavailableError, error
+    assert "not released within 0.5 s" in str(error) and "cannot be reached" not in str(error)
+    storage = PostgresStorage(postgres_url, listen=False)  # every read polls
+    with (
+        SynapseStore(storage=storage, config=config) as reader,
+        psycopg.connect(postgres_url) as locker,
+        caplog.at_level(logging.WARNING),
+    ):
+        locker.execute("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")
+        ended(lambda: reader.edge("a", "b"), locker.rollback, HANG_S)
+    warned = " ".join(record.getMessage() for record in caplog.records)
+    assert f"not released within {postgres.POLL_TIMEOUT_S:g} s" in warned, warned
+    assert "cannot be reached" not in warned
 
 
 def test_a_stalled_network_leaves_recall_working_and_writes_refused_then_recovers(
