@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar, cast
 
@@ -305,34 +305,6 @@ config: pass config together with a store path instead
                 f"store must be a SynapseStore or a path, got {type(store).__name__}"
             )
         return cls(store, config=config)
-
-    @classmethod
-    def coerce_checked(
-        cls,
-        store: SynapseStore | str | os.PathLike[str],
-        checked: Mapping[str, Any],
-        before: Iterable[str],
-    ) -> SynapseStore:
-        """:meth:`coerce` ``store`` with ``checked["config"]``, once every field named in
-        ``before`` is in ``checked`` (the fields that passed their checks): how an adapter's
-        ``store`` field, checked after the others, opens a path. One of them refused, a path
-        is not opened (no file is made): :class:`InvalidValueError` naming them.
-
-        Examples
-        --------
-        >>> SynapseStore.coerce_checked(":memory:", {"k": 3, "config": None}, ["k"])
-        SynapseStore(':memory:')
-        >>> SynapseStore.coerce_checked("never-created.db", {"config": None}, ["k"])
-        Traceback (most recent call last):
-        ...
-        synapse_retriever.errors.InvalidValueError: not opened, as k was refused
-        >>> os.path.exists("never-created.db")
-        False
-        """
-        refused = [name for name in before if name not in checked]
-        if refused and not isinstance(store, SynapseStore):
-            raise InvalidValueError(f"not opened, as {', '.join(refused)} was refused")
-        return cls.coerce(store, checked.get("config"))
 
     # -- lifecycle ---------------------------------------------------------------------
 

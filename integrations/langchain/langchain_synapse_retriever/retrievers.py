@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -16,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from synapse_retriever import (
     ANNOTATION_KEYS,
@@ -157,21 +158,26 @@ class SynapseRetriever(BaseRetriever):
         default=approximate_tokens,
         description="Tokens in a page_content, for token_budget='strict'.",
     )
-    store: SynapseStore = Field(  # last: a path is opened once every other field passed
+    store: SynapseStore = Field(
         description="The association graph, or a path to its SQLite file (opened at "
-        "construction; close it with retriever.store.close())."
+        "construction, once every field passed; close it with retriever.store.close())."
     )
 
-    @field_validator("store", mode="before")
+    @field_validator("store", mode="plain")
     @classmethod
-    def _open_store(cls, given: Any, info: ValidationInfo) -> SynapseStore:
-        names = list(cls.model_fields)
+    def _keep_store(cls, given: Any) -> Any:
+        return given  # a path is opened by _open_store, once every field (a subclass's too) passed
+
+    @model_validator(mode="after")
+    def _open_store(self) -> Self:
+        given: Any = self.store
         try:
-            return SynapseStore.coerce_checked(given, info.data, names[: names.index("store")])
+            self.store = SynapseStore.coerce(given, self.config)
         except (SynapseError, OSError) as exc:
-            if isinstance(given, SynapseStore):
+            if isinstance(given, SynapseStore) or not isinstance(given, (str, os.PathLike)):
                 raise ValueError(str(exc)) from exc
             raise ValueError(f"cannot open the synapse store at {str(given)!r}: {exc}") from exc
+        return self
 
     @field_validator("active_namespace")
     @classmethod

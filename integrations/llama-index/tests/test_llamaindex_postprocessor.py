@@ -478,6 +478,21 @@ def test_a_bad_field_opens_no_store_at_the_path(tmp_path: Any, bad: dict[str, An
     assert SynapsePostprocessor(store=path).store.path == str(path)
 
 
+class _WithOwnField(SynapsePostprocessor):
+    folders: int = Field(default=1, ge=1)  # declared after store: validated after it
+
+
+def test_a_subclass_field_refused_opens_no_store_at_the_path(tmp_path: Any) -> None:
+    # the store, validated before the subclass's fields, was opened: a file made, left open
+    path = tmp_path / "synapses.db"
+    with pytest.raises(ValidationError, match="folders"):
+        _WithOwnField(store=path, folders=0)
+    assert list(tmp_path.iterdir()) == []
+    synapse = _WithOwnField(store=path, folders=2)
+    assert synapse.store.path == str(path) and synapse.folders == 2
+    synapse.store.close()
+
+
 def test_store_as_a_path_with_a_config(tmp_path: Any) -> None:
     path = tmp_path / "synapses.db"
     synapse = SynapsePostprocessor(store=path, config=SynapseConfig.actr(max_inject=1))

@@ -639,6 +639,21 @@ def test_a_bad_field_opens_no_store_at_the_path(tmp_path: Any, bad: dict[str, An
     assert make(ListRetriever(docs=[]), store=path).store.path == str(path)
 
 
+class _WithOwnField(SynapseRetriever):
+    folders: int = Field(default=1, ge=1)  # declared after store: validated after it
+
+
+def test_a_subclass_field_refused_opens_no_store_at_the_path(tmp_path: Any) -> None:
+    # the store, validated before the subclass's fields, was opened: a file made, left open
+    path = tmp_path / "synapses.db"
+    with pytest.raises(ValidationError, match="folders"):
+        _WithOwnField(base_retriever=ListRetriever(docs=[]), store=path, folders=0)
+    assert list(tmp_path.iterdir()) == []
+    retriever = _WithOwnField(base_retriever=ListRetriever(docs=[]), store=path, folders=2)
+    assert retriever.store.path == str(path) and retriever.folders == 2
+    retriever.store.close()
+
+
 @pytest.mark.parametrize(
     ("keys", "refused"),
     [

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
-from pydantic import InstanceOf, ValidationInfo, field_validator
+from pydantic import InstanceOf, field_validator, model_validator
 
 from synapse_retriever import (
     Hit,
@@ -130,15 +130,18 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     token_counter: Callable[[str], int] | None = Field(
         default=None, exclude=True, description="Tokens in a text; default Settings.tokenizer."
     )
-    store: InstanceOf[SynapseStore] = Field(  # last: a path is opened once the rest passed
-        exclude=True, description="The association graph."
-    )
+    store: SynapseStore = Field(exclude=True, description="The association graph.")
 
-    @field_validator("store", mode="before")
+    @field_validator("store", mode="plain")
     @classmethod
-    def _open_store(cls, given: Any, info: ValidationInfo) -> SynapseStore:
-        names = list(cls.model_fields)
-        return SynapseStore.coerce_checked(given, info.data, names[: names.index("store")])
+    def _keep_store(cls, given: Any) -> Any:
+        return given  # a path is opened by _open_store, once every field (a subclass's too) passed
+
+    @model_validator(mode="after")
+    def _open_store(self) -> Self:
+        given: Any = self.store
+        self.store = SynapseStore.coerce(given, self.config)
+        return self
 
     @field_validator("active_namespace")
     @classmethod
