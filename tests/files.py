@@ -1,4 +1,4 @@
-"""Shared test helper: files that cannot be written, for root too."""
+"""Shared test helpers: files that cannot be written (for root too), or looked at."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +36,16 @@ def read_only(*paths: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+def failing_stat(monkeypatch: pytest.MonkeyPatch, path: Path, errno_: int) -> None:
+    """``os.stat`` of ``path`` fails with ``errno_``, as a network file system's may for a
+    moment (no such file system here: the error is injected, the rest is real)."""
+    real = os.stat
+
+    def stat(name: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if os.path.realpath(name) == os.path.realpath(path):
+            raise OSError(errno_, os.strerror(errno_), str(name))
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)

@@ -79,7 +79,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 )
 
         def failed(exc: Exception) -> None:  # always said: nothing is lost, but it waits
-            if opened is not None and _file_identity(args.store) != opened:
+            if opened is not None and _replaced(args.store, opened):
                 gone.set()  # no later window can be written either
                 stop.set()
                 return
@@ -145,6 +145,19 @@ def _file_identity(store: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_dev, found.st_ino
+
+
+def _replaced(store: str, opened: tuple[int, int]) -> bool:
+    """Whether the path ``store`` no longer names the file ``opened`` (device, inode): gone,
+    or another file; a look that fails otherwise (a network file system's EIO or ESTALE)
+    says neither, and the watch goes on."""
+    try:
+        found = os.stat(uri_file(store))
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) != opened
 
 
 def register(commands: Commands) -> None:

@@ -1087,8 +1087,14 @@ def begin_write(
     try:
         found = os.stat(opened.name)
         same = (found.st_dev, found.st_ino) == (opened.device, opened.inode)
-    except OSError:  # gone, or its folder
+    except (FileNotFoundError, NotADirectoryError):  # gone, or its folder
         same = False
+    except OSError as exc:  # a network file system's moment (EIO, ESTALE): not known gone
+        db.execute("ROLLBACK")
+        raise StorageUnavailableError(
+            f"{path!r} could not be looked at ({exc.strerror or exc}): nothing was written; "
+            "try again"
+        ) from None
     if not same:
         db.execute("ROLLBACK")
         raise StorageUnavailableError(

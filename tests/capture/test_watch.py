@@ -7,6 +7,7 @@ events the watcher reports (never on a sleep longer than a second).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from files import failing_stat
 from git_history import git, init
 from watchdog.events import (
     DirModifiedEvent,
@@ -43,6 +45,7 @@ from synapse_retriever.capture.watch import (
     ignored,
     watch,
 )
+from synapse_retriever.cli.watch_command import _replaced
 
 
 def test_a_quiet_spell_closes_the_window() -> None:
@@ -1028,3 +1031,21 @@ def test_the_settings_are_checked_when_a_watcher_is_built(tmp_path: Path) -> Non
         TreeWatcher(tmp_path, lambda files, ns: 0, WatchSettings(namespace="Bad", quiet_s=0))
     with pytest.raises(InvalidValueError, match="quiet_s"):
         TreeWatcher(tmp_path, lambda files, ns: 0, WatchSettings(quiet_s=0))
+
+
+def test_the_watch_stops_for_its_store_gone_or_replaced_not_for_a_failed_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a look that failed for a moment (EIO, ESTALE on a network file system) stopped it
+    path, other = tmp_path / "synapses.db", tmp_path / "other.db"
+    path.write_bytes(b"")
+    other.write_bytes(b"")
+    opened = (path.stat().st_dev, path.stat().st_ino)
+    assert not _replaced(str(path), opened)
+    with monkeypatch.context() as patched:
+        failing_stat(patched, path, errno.ESTALE)
+        assert not _replaced(str(path), opened)
+    other.replace(path)
+    assert _replaced(str(path), opened)
+    path.unlink()
+    assert _replaced(str(path), opened)

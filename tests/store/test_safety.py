@@ -4,6 +4,7 @@ creating one store, times ahead of the clock, read-only and damaged files."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import multiprocessing as mp
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from files import read_only
+from files import failing_stat, read_only
 
 from synapse_retriever import (
     AccessDeniedError,
@@ -539,6 +540,24 @@ def test_a_store_whose_file_was_deleted_or_replaced_refuses_writes(
             assert restored.edge("a", "b") is None
     else:
         assert not path.exists()
+
+
+def test_a_look_at_the_store_file_that_fails_for_a_moment_is_not_a_replaced_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an EIO or ESTALE from a network file system was "deleted, moved or replaced"
+    path = tmp_path / "synapses.db"
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)
+        with monkeypatch.context() as patched:
+            failing_stat(patched, path, errno.EIO)
+            with pytest.raises(StorageUnavailableError, match="could not be looked at") as error:
+                store.reinforce(["a", "c"], at=0)
+            assert "replaced" not in str(error.value)
+        assert store.edge("a", "c") is None  # nothing written
+        assert store.reinforce(["a", "c"], at=0) == 1  # the moment over: written
+    with SynapseStore(path) as again:
+        assert again.edge("a", "c") is not None
 
 
 def test_a_device_or_a_foreign_empty_file_is_refused_untouched(tmp_path: Path) -> None:
