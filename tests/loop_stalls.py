@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -19,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from synapse_retriever import SynapseStore
 from synapse_retriever.conversation import HashingEmbedder
 from synapse_retriever.conversation.embed import Vectors
+from synapse_retriever.persistence import sqlite
 
 STALL_BOUND_S = 0.050
 """The longest the loop may be kept from a heartbeat (issue 28: "never blocked more than
@@ -102,22 +104,33 @@ def least_stall(scenario: Callable[[], Awaitable[object]], attempts: int = 3) ->
     return best
 
 
+def _waiting_for_the_lock(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is in the wait of a write for a write lock another connection
+    holds (:func:`~synapse_retriever.persistence.sqlite.write_locked`'s ``wait``), read
+    from its stack: that wait holds none of the store's locks, so nothing else shows it."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == "wait" and frame.f_code.co_filename == sqlite.__file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.asynccontextmanager
 async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterator[None]:
     """While the block runs, a write through ``store`` (in a thread) waits ``hold_s`` for the
-    file's write lock, which another connection holds, as another process would: the store's
-    own lock is held all that time, so a call that needs it on the loop's thread stalls the
-    loop for as long."""
+    file's write lock, which another connection holds, as another process would; then it
+    lands. The write waits outside the store's locks: a call that waited for the write
+    instead (on the loop's thread) would stall the loop for as long."""
     holder = _holding_write_lock(store.path)
     writer = threading.Thread(target=store.reinforce, args=(["writer-a", "writer-b"],))
     writer.start()
-    for _ in range(2000):  # until the write holds the store's lock (waiting for SQLite's)
-        if not store._lock.acquire(blocking=False):
+    for _ in range(2000):  # until the write waits for SQLite's lock
+        if _waiting_for_the_lock(writer):
             break
-        store._lock.release()
         await asyncio.sleep(0.001)
     else:
-        raise AssertionError("the write never took the store's lock")
+        raise AssertionError("the write never waited for the lock")
     release = threading.Timer(hold_s, holder.rollback)
     release.start()
     try:
@@ -126,6 +139,7 @@ async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterat
         await asyncio.to_thread(release.join)
         await asyncio.to_thread(writer.join)
         holder.close()
+    assert store.edge("writer-a", "writer-b") is not None  # it waited, then landed
 
 
 @contextlib.asynccontextmanager
