@@ -1057,19 +1057,19 @@ class ConversationMemory:
         neighbours: Callable[[int], Iterable[int]],
     ) -> tuple[TypedEdgeKey, ...]:
         """The edge between ``turn_id`` and the neighbour that raised it most (by fused
-        score, then final score), as stored."""
+        score, then final score), as stored; of several edges joining the two, FOLLOWED_BY,
+        else the first by type: the same edge whatever order the edges were loaded in."""
         best = max(
             neighbours(turn_id),
             key=lambda t: (fused.get(t, 0.0), scores.get(t, 0.0), -t),
             default=None,
         )
-        if best is None:
-            return ()
         node, other = f"turn:{turn_id}", f"turn:{best}"
-        for edge in self._graph.neighbours(node):
-            if other in (edge.source, edge.target):
-                return ((edge.source, edge.type, edge.target),)
-        return ()
+        joining = [e for e in self._graph.neighbours(node) if other in (e.source, e.target)]
+        if best is None or not joining:
+            return ()
+        edge = min(joining, key=lambda e: (e.type != "FOLLOWED_BY", e.type, e.source))
+        return ((edge.source, edge.type, edge.target),)
 
     def _mode(self, query: str | None, mode: str | None) -> str | None:
         """``mode`` resolved: ``"auto"`` asks the detector, an alias becomes its mode."""

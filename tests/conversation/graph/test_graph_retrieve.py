@@ -10,6 +10,7 @@ import pytest
 from store_backends import stored
 
 from synapse_retriever.conversation import ContextConfig, ConversationMemory
+from synapse_retriever.conversation.graph import Relation
 from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
@@ -151,6 +152,29 @@ def test_used_results_strengthen_their_edges_and_survive_a_restart(
     # made at 600 s, strengthened at `now`: decay 1 at `now`; 0.5 + 0.5 × 1/10 = 0.55
     assert after["strength"] == pytest.approx(0.55)
     assert before["strength"] < after["strength"]
+
+
+class _ReportCausedTheTraceback:
+    """A relation extractor that links the report (turn 1) to the traceback (turn 2),
+    which FOLLOWED_BY already joins."""
+
+    def relations(self, turns: object) -> list[Relation]:
+        return [Relation(REPORT, "CAUSED_BY", 2)]
+
+
+def test_a_reopened_memory_names_the_same_edge_in_a_path(conversation_where: str) -> None:
+    # two edges join turns 1 and 2 (FOLLOWED_BY, and CAUSED_BY from an extractor): a live
+    # memory named the one it held first, a reopened one the first the database returned
+    # (by key: CAUSED_BY), so the answer changed at a restart and used() reinforced the
+    # other edge
+    memory, now = build(conversation_where, relations=_ReportCausedTheTraceback())
+    with memory:
+        memory.consolidate()
+        before = memory.retrieve(QUESTION, k=5, mode="analytical", at=now)
+    with ConversationMemory(conversation_where, background=False) as reopened:
+        after = reopened.retrieve(QUESTION, k=5, mode="analytical", at=now)
+    assert {r.turn_id: r.path for r in after} == {r.turn_id: r.path for r in before}
+    assert (("turn:1", "FOLLOWED_BY", "turn:2"),) in [r.path for r in after]
 
 
 def test_two_memories_using_one_edge_each_count(conversation_where: str) -> None:
