@@ -27,11 +27,11 @@ with their defaults.
    temperature 1.3 ``analytical``, 0.8 ``creative``, 1.0 ``conversational``;
    ``boost`` is the replay's reinforcement.
 2. **Working memory** (:func:`working_span`): the newest unpinned turn, then older ones, up
-   to ``working_memory`` = 5 turns in all, while together they fit ``working_share`` = 0.1 of
-   the budget (1.0: the last 5 whatever their size, as published). Where the newest turn is
-   in a group (a tool's result), working memory reaches back to the group's first turn: a
-   tool call and all its results are the newest step, whole. Working memory and pinned
-   turns are FULL.
+   to ``working_memory`` = 5 turns in all, while together (fixed tokens included) they fit
+   ``working_share`` = 0.1 of the budget (1.0: the last 5 whatever their size, as
+   published). Where the newest turn is in a group (a tool's result), working memory
+   reaches back to the group's first turn: a tool call and all its results are the newest
+   step, whole. Working memory and pinned turns are FULL.
 3. **Relevance first** (``assembly="relevance"`` with a query; :mod:`~.relevance`): the
    other ungrouped turns, ranked by BM25, the embedder and novelty fused by reciprocal
    rank, fill up to ``relevance_share`` of the room working memory and pinned turns leave,
@@ -358,7 +358,8 @@ def plan_context(
     unpinned = [i for i in range(n) if not view.pinned[i]]
     working_memory = config.working_memory
     if config.working_share < 1.0 and working_memory:
-        newest = [view.full_tokens[i] for i in unpinned[-working_memory:]]
+        # what each costs whole: its text and its fixed tokens (turn_overhead, a tool call)
+        newest = [view.full_tokens[i] + view.fixed_tokens[i] for i in unpinned[-working_memory:]]
         working_memory = working_span(newest, working_memory, config.working_share * budget)
     if working_memory and unpinned and view.groups[unpinned[-1]] is not None:
         # the newest turn's group is the newest step (a tool call and all its results):

@@ -702,6 +702,22 @@ def test_a_per_turn_overhead_counts_toward_the_budget() -> None:
     assert sum(t.tokens for t in labelled) < sum(t.tokens for t in plain)
 
 
+def test_working_memory_counts_the_per_turn_overhead_in_its_share() -> None:
+    # working memory took the newest turns while their texts fit a tenth of the budget,
+    # leaving out what each costs besides (turn_overhead, a tool call's arguments): five
+    # 2-token turns at 15 tokens of overhead each held 85 of 100 tokens, and the fact
+    # asked about, which needed 25, was dropped
+    fact = "We moved the production deploy to Fridays."
+    with ConversationMemory(background=False) as memory:
+        memory.add_turn(fact, at=0)
+        for i, text in enumerate(["Ok.", "Sure.", "Fine.", "Yes.", "Right."], start=1):
+            memory.add_turn(text, role="assistant" if i % 2 else "user", at=60 * i)
+        context = memory.assemble("When is the production deploy?", 100, at=600, turn_overhead=15)
+    assert sum(t.tokens + 15 for t in context) <= 100
+    assert (context[0].turn_id, context[0].level, context[0].text) == (1, "full", fact)
+    assert (context[-1].turn_id, context[-1].level) == (6, "full")  # the newest turn, always
+
+
 def test_turns_added_while_other_threads_assemble_never_break_a_context() -> None:
     errors: list[BaseException] = []
     with ConversationMemory() as memory:
