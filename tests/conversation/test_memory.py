@@ -105,13 +105,13 @@ def test_every_decision_uses_the_callers_token_counter() -> None:
     assert sum(len(t.text) for t in context) <= 400
 
 
-def test_the_default_keeps_the_old_deploy_turn_whole_and_working_memory_in_a_fifth() -> None:
+def test_the_default_keeps_the_old_deploy_turn_whole_and_working_memory_in_a_tenth() -> None:
     with ConversationMemory(background=False) as memory:
         fill(memory)
         context = memory.assemble("when is the deploy?", 60, at=600)
     assert sum(t.tokens for t in context) <= 60
-    # working memory: the newest turn (7 tokens), then older ones within 12 tokens (a
-    # fifth of 60): the one before (12 tokens) would make 19, so the newest alone
+    # working memory: the newest turn (7 tokens, always kept), then older ones within 6
+    # tokens (a tenth of 60): the one before (12 tokens) would make 19, so the newest alone
     assert (context[-1].turn_id, context[-1].level) == (8, "full")
     assert (context[0].turn_id, context[0].level) == (1, "full")  # first by relevance
     assert context[0].text == CHAT[0][1]
