@@ -167,7 +167,11 @@ class LayeredStorage:
         return self._merged(found, full=False)
 
     def _merged(self, found: Sequence[Changes | None], *, full: bool) -> Changes:
-        """Layers' changes in view ids, as one; the view's version moves on."""
+        """Layers' changes in view ids, as one; the view's version moves on.
+
+        A layer's rows of a namespace the other layer keeps (the ``shared`` edges a local
+        file held before team mode, a teammate's ``personal`` ones in the team's database)
+        are left out: each namespace is read from the layer its writes go to."""
         merged = Changes(version=0, full=full)
         rows: list[np.ndarray] = []
         uses: list[UseRow] = []
@@ -181,12 +185,16 @@ class LayeredStorage:
             merged.namespaces += [
                 (self.spaces.to_view[layer][i], name) for i, name in changes.namespaces
             ]
-            rows.append(self._rows_to_view(layer, np.asarray(changes.rows, np.float64)))
+            spaces = self.spaces.to_view[layer]
+            kept = {i for i, view in spaces.items() if self.layer_of(view) == layer}
+            table = np.asarray(changes.rows, np.float64).reshape(-1, len(EDGE_COLUMNS))
+            mine = np.isin(table[:, _NAMESPACE], list(kept))
+            rows.append(self._rows_to_view(layer, table[mine]))
             merged.removed += [2 * i + layer for i in changes.removed]
             columns = changes.uses
             uses += [
                 UseRow(
-                    namespace=self.spaces.to_view[layer][int(columns.namespace[k])],
+                    namespace=spaces[int(columns.namespace[k])],
                     node=self.nodes.to_view[layer][int(columns.node[k])],
                     uses=int(columns.uses[k]),
                     together=int(columns.together[k]),
@@ -194,13 +202,14 @@ class LayeredStorage:
                     recent=tuple(t for t in columns.recent[k].tolist() if t > -np.inf),
                 )
                 for k in range(len(columns))
+                if int(columns.namespace[k]) in kept
             ]
-            merged.events += [(self.spaces.to_view[layer][ns], n) for ns, n in changes.events]
+            merged.events += [(spaces[ns], n) for ns, n in changes.events if ns in kept]
             merged.recent += [
-                RecentEvent(self.spaces.to_view[layer][ns], at,
-                            tuple(self.nodes.to_view[layer][n] for n in members))
+                RecentEvent(spaces[ns], at, tuple(self.nodes.to_view[layer][n] for n in members))
                 for ns, at, members in changes.recent
-            ]  # fmt: skip
+                if ns in kept
+            ]
         merged.rows = np.concatenate(rows) if rows else np.zeros((0, len(EDGE_COLUMNS)))
         merged.uses = UseColumns.of(uses)
         self.version += 1

@@ -331,3 +331,51 @@ def test_a_shared_write_whose_connection_is_killed_runs_again(
         killer.join()
     assert store.edge("a", "b", "shared").activation_count == 2  # run again, once
     store.close()
+
+
+def test_a_namespace_a_layer_does_not_keep_is_left_out_of_the_view(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    # the laptop's file kept the 'shared' edges a bootstrap wrote before team mode (an
+    # export moves them, it does not delete them), and a teammate's plain store wrote its
+    # default 'personal' namespace into the team's database: both were read into the view
+    # beside the layers that keep those namespaces, each pair twice (stats counted 4 edges,
+    # the graph 3), a write met only one of the two, and a rename kept failing
+    local = tmp_path / "me.db"
+    with SynapseStore(local) as before:
+        before.reinforce(["a", "b"], namespace="shared", at=0)
+        before.reinforce(["a", "c"], namespace="shared", at=0)
+        before.reinforce(["a", "x"], at=0)
+    with SynapseStore(postgres_url) as teammate:
+        teammate.reinforce(["a", "b"], namespace="shared", at=0)
+        teammate.reinforce(["a", "b"], namespace="shared", at=DAY)
+        teammate.reinforce(["a", "p"], at=0)  # personal: the teammate's own
+    with SynapseStore.layered(local=local, shared=postgres_url) as store:
+        neighbours = store.neighbours("a", at=DAY)
+        assert sorted((o, e.namespace, e.activation_count) for o, e, _ in neighbours) == [
+            ("b", "shared", 2),  # the team's, once
+            ("x", "personal", 1),
+        ]
+        assert store.stats(at=DAY)["edges"] == 2
+        store.reinforce(["a", "c"], namespace="shared", at=2 * DAY)
+        store.reinforce(["a", "p"], at=2 * DAY)
+        assert store.rename("a", "z") == 4
+        seen = _state(store, 2 * DAY)
+        assert sorted(
+            (*sorted((u, v)), k) for u, v, k in store.graph(at=2 * DAY).edges(keys=True)
+        ) == [
+            ("b", "z", "shared"),
+            ("c", "z", "shared"),
+            ("p", "z", "personal"),
+            ("x", "z", "personal"),
+        ]
+    with SynapseStore.layered(local=local, shared=postgres_url) as fresh:
+        assert _state(fresh, 2 * DAY) == seen
+    # the rows of the namespaces each layer does not keep are left as they were
+    assert [e for e in _edges_in_sqlite(local) if e[0] == "shared"] == [
+        ("shared", "a", "b"),
+        ("shared", "a", "c"),
+    ]
+    assert [e for e in _edges_in_postgres(postgres_url) if e[0] == "personal"] == [
+        ("personal", "a", "p")
+    ]
