@@ -67,7 +67,12 @@ from synapse_retriever.clock import (
     not_before_year_one,
     to_seconds,
 )
-from synapse_retriever.config import HALF_LIFE_DAYS, Operations, validate_namespace
+from synapse_retriever.config import (
+    HALF_LIFE_DAYS,
+    Operations,
+    namespace_list,
+    validate_namespace,
+)
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.learning.usage import uses_from_edges
@@ -117,14 +122,14 @@ class MergeReport:
 
 
 def export_edges(
-    store: SynapseStore, at: Clock = None, namespaces: Iterable[str] | None = None
+    store: SynapseStore, at: Clock = None, namespaces: str | Iterable[str] | None = None
 ) -> list[Edge]:
     """The stored state of every edge still live at ``at``, sorted by (namespace, a, b);
-    only those of ``namespaces``, given.
+    only those of ``namespaces`` (one, or several), given.
 
     Edges that decayed below the prune threshold are left out: a sweep would delete them.
     """
-    graph = store.graph(at=at, namespaces=None if namespaces is None else list(namespaces))
+    graph = store.graph(at=at, namespaces=namespace_list(namespaces))  # a MultiGraph, keyed
     edges: list[Edge] = []
     for a, b, namespace in graph.edges(keys=True):
         edge = store.edge(a, b, namespace)
@@ -561,12 +566,12 @@ def write_edges(
     *,
     fmt: Format | None = None,
     at: Clock = None,
-    namespaces: Iterable[str] | None = None,
+    namespaces: str | Iterable[str] | None = None,
 ) -> int:
     """Write the live edges of ``store`` to ``path`` as JSON or GraphML; returns their count.
 
-    ``namespaces`` limits the export to those namespaces (to move the team's ``shared``
-    graph from one backend to another, say).
+    ``namespaces`` limits the export to that namespace, or those (to move the team's
+    ``shared`` graph from one backend to another, say).
 
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export

@@ -60,6 +60,23 @@ def test_export_leaves_out_pruned_edges_and_sorts() -> None:
     ]
 
 
+def test_one_namespace_may_be_named_alone_and_a_non_namespace_is_refused_typed(
+    tmp_path: Path,
+) -> None:
+    # a bare str was read as its characters (refused naming 's', not 'shared'), and a
+    # value that is no iterable raised a raw TypeError
+    from synapse_retriever.errors import InvalidTypeError
+
+    with _learned() as store:
+        assert write_edges(store, tmp_path / "shared.json", at=3 * DAY, namespaces="shared") == 3
+        assert [e.namespace for e in export_edges(store, at=3 * DAY, namespaces="personal")] == [
+            "personal"
+        ]
+        with pytest.raises(InvalidTypeError, match=r"namespaces must be a str.* got int 5"):
+            export_edges(store, namespaces=5)  # type: ignore[arg-type]
+    assert {e.namespace for e in read_edges(tmp_path / "shared.json")} == {"shared"}
+
+
 @pytest.mark.parametrize("name", ["edges.json", "edges.graphml"])
 def test_round_trip_keeps_the_stored_state_exactly(tmp_path: Path, name: str) -> None:
     with _learned() as store:
