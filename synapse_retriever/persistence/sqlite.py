@@ -82,6 +82,7 @@ __all__ = [
     "begin_write",
     "check_location",
     "opened_file",
+    "same_file",
     "typed_error",
     "typed_errors",
     "write_locked",
@@ -1102,6 +1103,28 @@ def begin_write(
             "open it again"
         )
     return True
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name one file (by any spelling, symlink or hard link), made
+    already or not (``":memory:"`` is no file).
+
+    Examples
+    --------
+    >>> same_file("/", "/.."), same_file("/", "/no-such-file")
+    (True, False)
+    >>> same_file("/no-such-folder/new.db", "/no-such-folder/./new.db")  # both to be made
+    True
+    """
+    if ":memory:" in (os.fspath(a), os.fspath(b)):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either is missing: where would it be made?
+        try:
+            return Path(a).resolve() == Path(b).resolve()
+        except (OSError, RuntimeError, ValueError):  # a link loop, a NUL
+            return False
 
 
 @contextmanager

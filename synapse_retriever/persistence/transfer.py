@@ -79,7 +79,7 @@ from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey, edge_rows, rows_array
-from synapse_retriever.persistence.sqlite import APPLICATION_ID, SIDE_FILES
+from synapse_retriever.persistence.sqlite import APPLICATION_ID, SIDE_FILES, same_file
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -487,28 +487,6 @@ def database_kind(path: str | os.PathLike[str]) -> str | None:
         return None
     synapse = int.from_bytes(header[68:72], "big") == APPLICATION_ID
     return "a synapse store" if synapse else "an SQLite database"
-
-
-def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
-    """Whether ``a`` and ``b`` name one file (by any spelling, symlink or hard link), made
-    already or not (``":memory:"`` is no file).
-
-    Examples
-    --------
-    >>> same_file("/", "/.."), same_file("/", "/no-such-file")
-    (True, False)
-    >>> same_file("/no-such-folder/new.db", "/no-such-folder/./new.db")  # both to be made
-    True
-    """
-    if ":memory:" in (os.fspath(a), os.fspath(b)):
-        return False
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):  # either is missing: where would it be made?
-        try:
-            return Path(a).resolve() == Path(b).resolve()
-        except (OSError, RuntimeError, ValueError):  # a link loop, a NUL
-            return False
 
 
 def not_regular(path: str | os.PathLike[str]) -> str | None:

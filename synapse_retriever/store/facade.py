@@ -63,7 +63,7 @@ from synapse_retriever.persistence.layered import LayeredStorage, shared_namespa
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import releasing_while_busy, retrying
 from synapse_retriever.persistence.rows import ForgetCounts
-from synapse_retriever.persistence.sqlite import SQLiteStorage
+from synapse_retriever.persistence.sqlite import SQLiteStorage, same_file
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import (
     Hit,
@@ -248,6 +248,12 @@ class SynapseStore:
         Recall merges all of them with the usual weights, from memory; each write goes to
         its namespace's backend (see :mod:`~synapse_retriever.persistence.layered`).
 
+        Raises
+        ------
+        InvalidValueError
+            ``local`` and ``shared`` name one database (a file by any spelling or link, or
+            one URL); nothing is opened or made.
+
         Examples
         --------
         >>> store = SynapseStore.layered(local=":memory:", shared=":memory:")
@@ -259,6 +265,11 @@ class SynapseStore:
         """
         config = config or SynapseConfig()
         namespaces = shared_namespace_set(shared_namespaces)  # checked before a file is made
+        if same_file(local, shared):  # one database's two writes would wait for each other
+            raise InvalidValueError(
+                f"local and shared name one database ({os.fspath(shared)!r}): a layered store "
+                "keeps its layers in two (a local file and the team's database)"
+            )
         # the shared one first: a server that does not answer leaves no new local file behind
         second = _open_storage(shared, read_only_shared, config)
         first: Storage | None = None

@@ -379,3 +379,27 @@ def test_a_namespace_a_layer_does_not_keep_is_left_out_of_the_view(
     assert [e for e in _edges_in_postgres(postgres_url) if e[0] == "personal"] == [
         ("personal", "a", "p")
     ]
+
+
+def test_layers_that_name_one_database_are_refused_before_anything_is_made(
+    tmp_path: Path,
+) -> None:
+    # two connections to one file: a batch over both layers began the shared one's write,
+    # found the lock held (by its own local part), rolled back, found it free, and again,
+    # for ever (busy_timeout_s never ran out: each wait found the lock free)
+    from synapse_retriever import InvalidValueError
+
+    path = tmp_path / "me.db"
+    for shared in (path, tmp_path / "." / "me.db", str(path)):
+        with pytest.raises(InvalidValueError, match="one database"):
+            SynapseStore.layered(local=path, shared=shared)
+    assert not path.exists()  # refused before a file is made
+    SynapseStore(path).close()
+    (tmp_path / "link.db").hardlink_to(path)
+    with pytest.raises(InvalidValueError, match="one database"):
+        SynapseStore.layered(local=path, shared=tmp_path / "link.db")
+    with SynapseStore.layered(local=":memory:", shared=":memory:") as store:  # two databases
+        store.reinforce_many(
+            [CoActivation(["a", "b"]), CoActivation(["a", "b"], namespace="shared")]
+        )
+        assert store.edge("a", "b", "shared") is not None
