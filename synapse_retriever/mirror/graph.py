@@ -1189,6 +1189,7 @@ class MemoryGraph:
                     "count": edge.activation_count,
                     "half_life_days": edge.half_life_days,
                     "namespace": ns,
+                    "created_at": edge.created_at,
                     "last_reinforced_at": edge.last_reinforced_at,
                 }
                 if single:

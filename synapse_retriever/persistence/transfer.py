@@ -128,13 +128,25 @@ def export_edges(
     only those of ``namespaces`` (one, or several), given.
 
     Edges that decayed below the prune threshold are left out: a sweep would delete them.
+    The edges are one state of the store, read at once (other processes' writes committed
+    meanwhile are not in it).
     """
     graph = store.graph(at=at, namespaces=namespace_list(namespaces))  # a MultiGraph, keyed
     edges: list[Edge] = []
-    for a, b, namespace in graph.edges(keys=True):
-        edge = store.edge(a, b, namespace)
-        if edge is not None:
-            edges.append(edge)
+    for u, v, namespace, data in graph.edges(keys=True, data=True):
+        a, b = sorted((u, v))
+        edges.append(
+            Edge(
+                a=a,
+                b=b,
+                namespace=namespace,
+                weight=data["stored_weight"],
+                activation_count=data["count"],
+                half_life_days=data["half_life_days"],
+                created_at=data["created_at"],
+                last_reinforced_at=data["last_reinforced_at"],
+            )
+        )
     return sorted(edges, key=lambda e: (e.namespace, e.a, e.b))
 
 

@@ -1078,7 +1078,7 @@ activation_count=1, half_life_days=30.0, created_at=0.0, last_reinforced_at=0.0)
 
         One namespace (a str) gives an ``nx.Graph``; several, or None for all, an
         ``nx.MultiGraph`` keyed by namespace. Edge attributes: ``weight`` (decayed),
-        ``stored_weight``, ``count``, ``half_life_days``, ``namespace``,
+        ``stored_weight``, ``count``, ``half_life_days``, ``namespace``, ``created_at``,
         ``last_reinforced_at``. Pruned edges are left out. ``at`` decays what is stored now
         to that time; it is no view of the past: an edge learned or reinforced after ``at``
         is read at its stored weight (a store keeps each edge's latest state only).
