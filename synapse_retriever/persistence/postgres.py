@@ -1491,6 +1491,20 @@ class PostgresStorage:
         except self._psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"{self.path!r} cannot be reached: {exc}") from None
 
+    def database(self) -> tuple[str, str, str] | None:
+        """Where this store lives, whatever the URL's spelling (a host's other name, a
+        pooler): the server's system identifier, the database and the schema's oid; None
+        where the server does not tell this role (a managed server may not)."""
+        try:
+            with self._connection() as conn:
+                [(server, database)] = conn.execute(
+                    "SELECT (SELECT system_identifier FROM pg_control_system())::text, "
+                    "current_database()"
+                ).fetchall()
+        except (self._psycopg.Error, StorageUnavailableError, AccessDeniedError):
+            return None
+        return str(server), str(database), self._schema
+
     def _open(self) -> None:
         with self._connection() as conn:
             check_schema(conn, self.path)

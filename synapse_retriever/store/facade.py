@@ -251,8 +251,9 @@ class SynapseStore:
         Raises
         ------
         InvalidValueError
-            ``local`` and ``shared`` name one database (a file by any spelling or link, or
-            one URL); nothing is opened or made.
+            ``local`` and ``shared`` name one database: a file by any spelling, ``file:``
+            URI or link (nothing is opened or made), or one PostgreSQL schema under any URL
+            (found once both are open; both are closed again).
 
         Examples
         --------
@@ -275,6 +276,11 @@ class SynapseStore:
         first: Storage | None = None
         try:
             first = _open_storage(local, False, config)
+            if _one_database(first, second):  # one server's database under two URLs
+                raise InvalidValueError(
+                    f"local and shared name one database ({os.fspath(shared)!r}): a layered "
+                    "store keeps its layers in two (a local file and the team's database)"
+                )
             return cls(
                 config=config, storage=LayeredStorage(first, second, shared_namespaces=namespaces)
             )
@@ -1173,6 +1179,15 @@ def _open_storage(path: str | os.PathLike[str], read_only: bool, config: Synapse
             str(path), read_only=read_only, timeout_s=config.operations.busy_timeout_s
         )
     return SQLiteStorage(path, busy_timeout_s=config.operations.busy_timeout_s, read_only=read_only)
+
+
+def _one_database(a: Storage, b: Storage) -> bool:
+    """Whether two opened PostgreSQL storages are one schema of one database on one server
+    (the URLs may differ: ``localhost`` and ``127.0.0.1``, ``postgres://``, a pooler)."""
+    if not (isinstance(a, PostgresStorage) and isinstance(b, PostgresStorage)):
+        return False
+    where = a.database()
+    return where is not None and where == b.database()
 
 
 def _late(late: object) -> Late:

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from store_backends import new_schema
 
 from synapse_retriever import CoActivation, ReadOnlyStoreError, SynapseConfig, SynapseStore
 from synapse_retriever.persistence.layered import LayeredStorage
@@ -130,6 +131,30 @@ def test_teammates_share_the_shared_namespace_only(tmp_path: Path, postgres_url:
         assert edge is not None and edge.activation_count == 2
         hits = [h.id for h in bob.recall([("jwt.py", 1.0), ("x", 0.5)], at=DAY)]
         assert hits == ["jwt.py", "keys.py"]
+
+
+def test_one_postgresql_schema_under_two_urls_is_refused_as_layers(
+    postgres_url: str, postgres_database: str
+) -> None:
+    # localhost and 127.0.0.1, postgres:// and postgresql://: one schema, whose two writes
+    # locked each other out until busy_timeout_s, then WriteConflictError after every retry
+    from synapse_retriever import InvalidValueError
+
+    assert "127.0.0.1" in postgres_url
+    for other in (
+        postgres_url.replace("127.0.0.1", "localhost", 1),
+        postgres_url.replace("postgresql://", "postgres://", 1),
+    ):
+        with pytest.raises(InvalidValueError, match="one database"):
+            SynapseStore.layered(local=postgres_url, shared=other)
+    with (
+        new_schema(postgres_database) as elsewhere,  # another schema: another store
+        SynapseStore.layered(local=postgres_url, shared=elsewhere) as store,
+    ):
+        store.reinforce_many(
+            [CoActivation(["a", "b"]), CoActivation(["a", "b"], namespace="shared")]
+        )
+        assert store.edge("a", "b", "shared") is not None
 
 
 def test_a_read_only_shared_layer_refuses_shared_writes_only(
@@ -398,6 +423,9 @@ def test_layers_that_name_one_database_are_refused_before_anything_is_made(
     (tmp_path / "link.db").hardlink_to(path)
     with pytest.raises(InvalidValueError, match="one database"):
         SynapseStore.layered(local=path, shared=tmp_path / "link.db")
+    for spelling in (f"file:{path}", f"file://{path}?mode=rwc"):  # a URI of the same file
+        with pytest.raises(InvalidValueError, match="one database"):
+            SynapseStore.layered(local=path, shared=spelling)
     with SynapseStore.layered(local=":memory:", shared=":memory:") as store:  # two databases
         store.reinforce_many(
             [CoActivation(["a", "b"]), CoActivation(["a", "b"], namespace="shared")]
