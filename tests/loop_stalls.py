@@ -1,6 +1,6 @@
 """A heartbeat that measures how long the event loop is kept from running, a slow
 embedder to keep it busy, an SQLite file whose write lock another connection holds, and a store
-whose write waits for that lock, for the async tests of the memory, the store's adapters
+whose lock another thread holds, for the async tests of the memory, the store's adapters
 and theirs.
 
 Not a test module: imported by ``tests/conversation/test_memory_async.py`` and the
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -20,7 +19,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from synapse_retriever import SynapseStore
 from synapse_retriever.conversation import HashingEmbedder
 from synapse_retriever.conversation.embed import Vectors
-from synapse_retriever.persistence import sqlite
 
 STALL_BOUND_S = 0.050
 """The longest the loop may be kept from a heartbeat (issue 28: "never blocked more than
@@ -104,42 +102,26 @@ def least_stall(scenario: Callable[[], Awaitable[object]], attempts: int = 3) ->
     return best
 
 
-def _waiting_for_the_lock(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is in the wait of a write for a write lock another connection
-    holds (:func:`~synapse_retriever.persistence.sqlite.write_locked`'s ``wait``), read
-    from its stack: that wait holds none of the store's locks, so nothing else shows it."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        if frame.f_code.co_name == "wait" and frame.f_code.co_filename == sqlite.__file__:
-            return True
-        frame = frame.f_back
-    return False
-
-
 @contextlib.asynccontextmanager
-async def write_waiting(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterator[None]:
-    """While the block runs, a write through ``store`` (in a thread) waits ``hold_s`` for the
-    file's write lock, which another connection holds, as another process would; then it
-    lands. The write waits outside the store's locks: a call that waited for the write
-    instead (on the loop's thread) would stall the loop for as long."""
-    holder = _holding_write_lock(store.path)
-    writer = threading.Thread(target=store.reinforce, args=(["writer-a", "writer-b"],))
-    writer.start()
-    for _ in range(2000):  # until the write waits for SQLite's lock
-        if _waiting_for_the_lock(writer):
-            break
-        await asyncio.sleep(0.001)
-    else:
-        raise AssertionError("the write never waited for the lock")
-    release = threading.Timer(hold_s, holder.rollback)
-    release.start()
+async def store_busy(store: SynapseStore, hold_s: float = 0.5) -> AsyncIterator[None]:
+    """While the block runs, another thread holds ``store``'s lock for ``hold_s`` from the
+    block's start, as a long write does (a big batch; on PostgreSQL a write waiting for a
+    row another process locked): a call that needs the lock on the loop's thread stalls the
+    loop for as long."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        with store._lock:
+            taken.set()
+            time.sleep(hold_s)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    await asyncio.to_thread(taken.wait)
     try:
         yield
     finally:
-        await asyncio.to_thread(release.join)
-        await asyncio.to_thread(writer.join)
-        holder.close()
-    assert store.edge("writer-a", "writer-b") is not None  # it waited, then landed
+        await asyncio.to_thread(holder.join)
 
 
 @contextlib.asynccontextmanager

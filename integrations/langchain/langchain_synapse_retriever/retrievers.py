@@ -318,8 +318,9 @@ class SynapseRetriever(BaseRetriever):
         upstream = await self.base_retriever.ainvoke(
             query, self._child_config(run_manager), **kwargs
         )
-        # in a worker thread: the store's lock may be held by a write waiting for another
-        # process's (up to busy_timeout_s), and a refresh may read what others wrote
+        # in a worker thread: the store's lock may be held by a long write (on PostgreSQL
+        # one waiting for a row another process locked), and a refresh may read what others
+        # wrote
         recall = await run_in_executor(None, self._plan, upstream, k)
         fetch = None if self.docstore is None else self._afetch
         return self._annotated(await recall.aresolve(fetch, self._cost(), log_unfetched))

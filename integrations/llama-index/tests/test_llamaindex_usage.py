@@ -322,16 +322,16 @@ async def test_what_an_agents_tools_read_in_one_run_is_one_event(
 
 
 def test_a_span_ending_on_the_loop_never_waits_there_for_a_write(tmp_path: Any) -> None:
-    # another process holds the file's write lock: the usage write waited for it on the
-    # loop's thread, holding the loop up to busy_timeout_s (0.54 s here with a 0.5 s hold)
-    from loop_stalls import STALL_BOUND_S, least_stall, write_waiting
+    # a long write holds the store: the usage write waited for it on the loop's thread,
+    # holding the loop as long (0.54 s here with a 0.5 s hold)
+    from loop_stalls import STALL_BOUND_S, least_stall, store_busy
 
     store = SynapseStore(tmp_path / "s.db")
     synapse = SynapsePostprocessor(store=store)
     handler = SynapseUsageHandler(postprocessor=synapse).attach()
 
     async def scenario() -> None:
-        async with write_waiting(store):
+        async with store_busy(store):
             mark_used(["auth/jwt.py", "config/keys.py"])  # on the loop's thread
         await handler.aflush()
 

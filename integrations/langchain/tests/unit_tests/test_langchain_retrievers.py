@@ -838,16 +838,16 @@ def test_ainvoke_counts_tokens_off_the_loop_under_a_strict_budget(
 def test_ainvoke_never_blocks_the_loop_while_a_write_waits(
     upstream: ListRetriever, tmp_path: Any
 ) -> None:
-    # another process holds the file's write lock; this process's write waits for it,
-    # holding the store: recall waits too, in a worker thread, not on the loop
-    from loop_stalls import STALL_BOUND_S, least_stall, write_waiting
+    # a long write holds the store (a big batch; on PostgreSQL a write waiting for a row
+    # another process locked): recall waits for it too, in a worker thread, not on the loop
+    from loop_stalls import STALL_BOUND_S, least_stall, store_busy
 
     store = SynapseStore(tmp_path / "s.db")
     store.reinforce(["a", "x"], at=0)
     retriever = make(upstream, store=store)
 
     async def scenario() -> None:
-        async with write_waiting(store):
+        async with store_busy(store):
             assert ids(await retriever.ainvoke("q"))[0] == "a"
 
     assert least_stall(scenario) <= STALL_BOUND_S

@@ -239,8 +239,9 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        # in a worker thread: the store's lock may be held by a write waiting for another
-        # process's (up to busy_timeout_s), and a refresh may read what others wrote
+        # in a worker thread: the store's lock may be held by a long write (on PostgreSQL
+        # one waiting for a row another process locked), and a refresh may read what others
+        # wrote
         recall = await asyncio.to_thread(self._plan, nodes)
         fetch = None if self.docstore is None else self._afetch
         return self._output(nodes, await recall.aresolve(fetch, self._cost(), log_unfetched))
