@@ -165,18 +165,22 @@ class SynapseRetriever(BaseRetriever):
 
     @field_validator("store", mode="plain")
     @classmethod
-    def _keep_store(cls, given: Any) -> Any:
-        return given  # a path is opened by _open_store, once every field (a subclass's too) passed
+    def _check_store(cls, given: Any, info: ValidationInfo) -> Any:
+        # a path is opened by _open_store, once every field (a subclass's too) passed
+        if not isinstance(given, (SynapseStore, str, os.PathLike)):
+            raise ValueError(f"store must be a SynapseStore or a path, got {type(given).__name__}")
+        if isinstance(given, SynapseStore):  # a config that is not its own is refused
+            return SynapseStore.coerce(given, info.data.get("config"))
+        return given
 
     @model_validator(mode="after")
     def _open_store(self) -> Self:
         given: Any = self.store
-        try:
-            self.store = SynapseStore.coerce(given, self.config)
-        except (SynapseError, OSError) as exc:
-            if isinstance(given, SynapseStore) or not isinstance(given, (str, os.PathLike)):
-                raise ValueError(str(exc)) from exc
-            raise ValueError(f"cannot open the synapse store at {str(given)!r}: {exc}") from exc
+        if not isinstance(given, SynapseStore):
+            try:
+                self.store = SynapseStore.coerce(given, self.config)
+            except (SynapseError, OSError) as exc:
+                raise ValueError(f"cannot open the synapse store at {str(given)!r}: {exc}") from exc
         return self
 
     @field_validator("active_namespace")

@@ -502,10 +502,11 @@ def test_store_as_a_path_with_a_config(tmp_path: Any) -> None:
 
 
 def test_config_that_contradicts_the_store_is_refused() -> None:
-    with pytest.raises(ValidationError, match="config differs"):
+    with pytest.raises(ValidationError, match="config differs") as refused:
         SynapsePostprocessor(
             store=SynapseStore(":memory:"), config=SynapseConfig.actr(max_inject=1)
         )
+    assert refused.value.errors()[0]["loc"] == ("store",)  # the field named
 
 
 def test_what_is_not_a_scored_node_is_refused_by_type(synapse: SynapsePostprocessor) -> None:

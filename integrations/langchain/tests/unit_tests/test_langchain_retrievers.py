@@ -681,8 +681,9 @@ def test_a_store_path_is_opened_and_persists(tmp_path: Any, upstream: ListRetrie
 def test_config_must_match_a_given_store(upstream: ListRetriever) -> None:
     store = SynapseStore(":memory:")
     assert make(upstream, store=store, config=SynapseConfig()).store is store
-    with pytest.raises(ValidationError, match="config differs"):
+    with pytest.raises(ValidationError, match="config differs") as refused:
         make(upstream, store=store, config=SynapseConfig.actr(max_inject=1))
+    assert refused.value.errors()[0]["loc"] == ("store",)  # the field named
 
 
 def test_record_usage_defaults_to_the_active_namespace(upstream: ListRetriever) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Self
 
@@ -16,7 +17,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
-from pydantic import InstanceOf, field_validator, model_validator
+from pydantic import InstanceOf, ValidationInfo, field_validator, model_validator
 
 from synapse_retriever import (
     Hit,
@@ -134,13 +135,19 @@ class SynapsePostprocessor(BaseNodePostprocessor):
 
     @field_validator("store", mode="plain")
     @classmethod
-    def _keep_store(cls, given: Any) -> Any:
-        return given  # a path is opened by _open_store, once every field (a subclass's too) passed
+    def _check_store(cls, given: Any, info: ValidationInfo) -> Any:
+        # a path is opened by _open_store, once every field (a subclass's too) passed
+        if not isinstance(given, (SynapseStore, str, os.PathLike)):
+            raise ValueError(f"store must be a SynapseStore or a path, got {type(given).__name__}")
+        if isinstance(given, SynapseStore):  # a config that is not its own is refused
+            return SynapseStore.coerce(given, info.data.get("config"))
+        return given
 
     @model_validator(mode="after")
     def _open_store(self) -> Self:
         given: Any = self.store
-        self.store = SynapseStore.coerce(given, self.config)
+        if not isinstance(given, SynapseStore):
+            self.store = SynapseStore.coerce(given, self.config)
         return self
 
     @field_validator("active_namespace")
