@@ -25,6 +25,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
@@ -51,6 +52,8 @@ from synapse_retriever.persistence.rows import (
 )
 
 __all__ = ["LOCAL", "SHARED", "LayeredStorage"]
+
+logger = logging.getLogger(__name__)
 
 LOCAL, SHARED = 0, 1
 """The layers, as the last bit of an edge's id."""
@@ -166,6 +169,26 @@ class LayeredStorage:
             )  # fmt: skip
         return self._merged(found, full=False)
 
+    def _left_out(self, layer: int, namespaces: np.ndarray) -> None:
+        """Warn that ``layer`` holds edges of ``namespaces`` (its ids) that the view reads
+        from the other layer, and leaves out."""
+        ids, counts = np.unique(namespaces.astype(np.int64), return_counts=True)
+        spaces = self.spaces.to_view[layer]
+        held = ", ".join(
+            f"{self.spaces.names[spaces[int(i)]]!r} ({int(n):,} edge{'s' if n != 1 else ''})"
+            for i, n in zip(ids, counts, strict=True)
+        )
+        where, other = ("local", "shared") if layer == LOCAL else ("shared", "local")
+        logger.warning(
+            "%s (the %s layer) holds %s, which this layered store reads from the %s layer: "
+            "left out of the view, and left as they are; to keep them, move them there "
+            "(synapse-retriever export --namespace NAME, then import)",
+            self.layers[layer].path,
+            where,
+            held,
+            other,
+        )
+
     def _merged(self, found: Sequence[Changes | None], *, full: bool) -> Changes:
         """Layers' changes in view ids, as one; the view's version moves on.
 
@@ -189,6 +212,8 @@ class LayeredStorage:
             kept = {i for i, view in spaces.items() if self.layer_of(view) == layer}
             table = np.asarray(changes.rows, np.float64).reshape(-1, len(EDGE_COLUMNS))
             mine = np.isin(table[:, _NAMESPACE], list(kept))
+            if full and not mine.all():  # said once per load: moving them is the user's call
+                self._left_out(layer, table[~mine, _NAMESPACE])
             rows.append(self._rows_to_view(layer, table[mine]))
             merged.removed += [2 * i + layer for i in changes.removed]
             columns = changes.uses

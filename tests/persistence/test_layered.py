@@ -6,6 +6,7 @@ namespace only to its own backend, and see teammates' shared writes (and only th
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -359,7 +360,7 @@ def test_a_shared_write_whose_connection_is_killed_runs_again(
 
 
 def test_a_namespace_a_layer_does_not_keep_is_left_out_of_the_view(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # the laptop's file kept the 'shared' edges a bootstrap wrote before team mode (an
     # export moves them, it does not delete them), and a teammate's plain store wrote its
@@ -375,7 +376,14 @@ def test_a_namespace_a_layer_does_not_keep_is_left_out_of_the_view(
         teammate.reinforce(["a", "b"], namespace="shared", at=0)
         teammate.reinforce(["a", "b"], namespace="shared", at=DAY)
         teammate.reinforce(["a", "p"], at=0)  # personal: the teammate's own
-    with SynapseStore.layered(local=local, shared=postgres_url) as store:
+    with (
+        caplog.at_level(logging.WARNING, logger="synapse_retriever.persistence.layered"),
+        SynapseStore.layered(local=local, shared=postgres_url) as store,
+    ):
+        said = [record.getMessage() for record in caplog.records]
+        assert len(said) == 2, said  # what is left out is said, once per layer
+        assert "(the local layer) holds 'shared' (2 edges)" in said[0]
+        assert "(the shared layer) holds 'personal' (1 edge)," in said[1]
         neighbours = store.neighbours("a", at=DAY)
         assert sorted((o, e.namespace, e.activation_count) for o, e, _ in neighbours) == [
             ("b", "shared", 2),  # the team's, once
