@@ -1,6 +1,6 @@
 """The built site in a real browser: each benchmark page shows a plot and never scrolls sideways.
 
-Debian's ``chromium`` opens each benchmark page of the site that tests/docs_site.py builds, at a
+Debian's ``chromium`` opens each benchmark page of the site that tests/head_start.py builds, at a
 desktop's width and at 500 px (the narrowest window headless Chromium opens), and a probe script
 run on the page's ``load`` event reports what a reader sees: every image loaded (``complete``
 and a natural width), the page body no wider than the window (``scrollWidth <= clientWidth``),

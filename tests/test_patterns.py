@@ -86,23 +86,42 @@ def test_every_pattern_is_one_this_test_runs() -> None:
 
 def test_every_pattern_is_linear_on_long_runs_of_each_character_class() -> None:
     compiled, literal, _ = pattern_sites()
-    sites = json.dumps({"compiled": compiled, "literal": sorted(set(literal))})
-    started: queue.Queue[str] = queue.Queue()
-    with subprocess.Popen(
-        [sys.executable, __file__, sites], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdout is not None
-        threading.Thread(target=_forward, args=(child.stdout, started), daemon=True).start()
-        names: list[str] = []
-        try:
-            while (name := started.get(timeout=PATTERN_TIMEOUT_S)) != "":
-                names.append(name)
-        except queue.Empty:
-            raise AssertionError(f"{names[-1:]} still runs after {PATTERN_TIMEOUT_S} s") from None
-        finally:
+    literal = sorted(set(literal))
+    # two children, each half of the patterns: the test waits, so both cores run them
+    halves = [{"compiled": compiled[i::2], "literal": literal[i::2]} for i in range(2)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, json.dumps(half)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for half in halves
+    ]
+    try:
+        names = [name for child in children for name in _started(child)]
+    finally:
+        for child in children:
             child.kill()
-    assert child.returncode == 0
-    assert len(names) == len(compiled) + len(set(literal))
+            child.wait()
+    assert [child.returncode for child in children] == [0, 0]
+    assert len(names) == len(compiled) + len(literal)
+
+
+def _started(child: subprocess.Popen[str]) -> list[str]:
+    """The patterns ``child`` named as it started each, until its end; a pattern still
+    running :data:`PATTERN_TIMEOUT_S` after the last was read fails the test."""
+    started: queue.Queue[str] = queue.Queue()
+    assert child.stdout is not None
+    threading.Thread(target=_forward, args=(child.stdout, started), daemon=True).start()
+    names: list[str] = []
+    try:
+        while (name := started.get(timeout=PATTERN_TIMEOUT_S)) != "":
+            names.append(name)
+    except queue.Empty:
+        raise AssertionError(f"{names[-1:]} still runs after {PATTERN_TIMEOUT_S} s") from None
+    child.wait()
+    return names
 
 
 def _forward(lines: IO[str], into: queue.Queue[str]) -> None:

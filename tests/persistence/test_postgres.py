@@ -60,7 +60,7 @@ HANG_S = 20.0
 """A call still running this long after it was blocked waits without bound."""
 DAY = 86_400.0
 NODES = [f"src/module_{i}.py" for i in range(24)]
-PROCESSES, EVENTS = 8, 250  # 2,000 contended transactions over a few shared nodes
+PROCESSES, EVENTS = 8, 125  # 1,000 contended transactions over a few shared nodes
 
 
 def _events(seed: int, count: int) -> list[list[str]]:
