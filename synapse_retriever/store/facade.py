@@ -323,6 +323,32 @@ config: pass config together with a store path instead
             )
         return cls(store, config=config)
 
+    @classmethod
+    def check_field(
+        cls, store: object, config: SynapseConfig | None = None
+    ) -> SynapseStore | str | os.PathLike[str]:
+        """What an adapter's ``store`` field may hold, checked without opening a path (the
+        adapter opens it with :meth:`coerce` once every other field passed): a store, whose
+        config must be ``config`` where one is given, or a path; anything else is an
+        :class:`InvalidValueError` (a ``ValueError``: pydantic reports it on the field).
+
+        Examples
+        --------
+        >>> SynapseStore.check_field("never-created.db"), os.path.exists("never-created.db")
+        ('never-created.db', False)
+        >>> SynapseStore.check_field(3)
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: store must be a SynapseStore or a path, got int
+        """
+        if isinstance(store, SynapseStore):
+            return cls.coerce(store, config)
+        if not isinstance(store, (str, os.PathLike)):
+            raise InvalidValueError(
+                f"store must be a SynapseStore or a path, got {type(store).__name__}"
+            )
+        return store
+
     # -- lifecycle ---------------------------------------------------------------------
 
     @property

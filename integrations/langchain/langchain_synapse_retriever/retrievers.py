@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, Self
@@ -167,11 +166,7 @@ class SynapseRetriever(BaseRetriever):
     @classmethod
     def _check_store(cls, given: Any, info: ValidationInfo) -> Any:
         # a path is opened by _open_store, once every field (a subclass's too) passed
-        if not isinstance(given, (SynapseStore, str, os.PathLike)):
-            raise ValueError(f"store must be a SynapseStore or a path, got {type(given).__name__}")
-        if isinstance(given, SynapseStore):  # a config that is not its own is refused
-            return SynapseStore.coerce(given, info.data.get("config"))
-        return given
+        return SynapseStore.check_field(given, info.data.get("config"))
 
     @model_validator(mode="after")
     def _open_store(self) -> Self:

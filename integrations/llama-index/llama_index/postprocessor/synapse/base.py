@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Self
 
@@ -137,11 +136,7 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     @classmethod
     def _check_store(cls, given: Any, info: ValidationInfo) -> Any:
         # a path is opened by _open_store, once every field (a subclass's too) passed
-        if not isinstance(given, (SynapseStore, str, os.PathLike)):
-            raise ValueError(f"store must be a SynapseStore or a path, got {type(given).__name__}")
-        if isinstance(given, SynapseStore):  # a config that is not its own is refused
-            return SynapseStore.coerce(given, info.data.get("config"))
-        return given
+        return SynapseStore.check_field(given, info.data.get("config"))
 
     @model_validator(mode="after")
     def _open_store(self) -> Self:
