@@ -1,4 +1,4 @@
-"""A pytest plugin (``-p head_start`` in pyproject.toml): the suite's two long subprocesses,
+"""A pytest plugin (``-p head_start`` in pyproject.toml): the suite's long subprocesses,
 run one after the other from the end of collection where a collected test needs them, so that
 they run on the other core beside the tests before those (about a minute and a half saved on
 two cores; one at a time, so the tests beside them keep a core of their own):
@@ -7,7 +7,9 @@ two cores; one at a time, so the tests beside them keep a core of their own):
   for the modules that read it (tests/test_docs.py, tests/test_docs_browser.py): the ``site``
   fixture;
 - ``mypy --strict`` on the three distributions (tests/test_code_quality.py): the ``mypy``
-  fixture.
+  fixture;
+- every regular expression over adversarial runs of text (tests/test_patterns.py): the
+  ``patterns`` fixture.
 
 A plugin rather than a conftest.py: ``--doctest-modules`` imports every conftest.py under one
 module name, and integrations/llama-index/tests has one already.
@@ -58,7 +60,7 @@ class _Jobs:
         for name, command, env in self.queued:
             if not self.stopped:
                 self.running = subprocess.Popen(
-                    [sys.executable, "-m", *command],
+                    command,
                     cwd=ROOT,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -102,9 +104,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # the notebooks' kernels draw inline: no MPLBACKEND (Agg) inherited from a test run
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
         command = ["mkdocs", "build", "--strict", "--site-dir", str(out)]
-        _jobs.add("site", command, {**env, "NO_MKDOCS_2_WARNING": "1"})
+        _jobs.add("site", [sys.executable, "-m", *command], {**env, "NO_MKDOCS_2_WARNING": "1"})
     if "mypy" in wanted:
-        _jobs.add("mypy", ["mypy", "--strict", *(arg for p in TYPED for arg in ("-p", p))])
+        typed = (arg for package in TYPED for arg in ("-p", package))
+        _jobs.add("mypy", [sys.executable, "-m", "mypy", "--strict", *typed])
+    if "patterns" in wanted:
+        _jobs.add("patterns", [sys.executable, str(ROOT / "tests" / "test_patterns.py")])
     _jobs.start()
 
 
@@ -128,3 +133,9 @@ def site() -> Path:
 def mypy() -> tuple[int, str]:
     """``mypy --strict`` on the three distributions: its exit code and output."""
     return _jobs.result("mypy")
+
+
+@pytest.fixture(scope="session")
+def patterns() -> tuple[int, str]:
+    """tests/test_patterns.py run as a script: its exit code and output."""
+    return _jobs.result("patterns")

@@ -5,23 +5,19 @@ backtracks over it from every position (``\\s*\\n+\\s*`` did) takes seconds ther
 minutes at 200,000 characters. Each pattern in the core and the two integrations is run on
 200,000-character runs of every character class, and of pairs of them, each ending in a
 digit where a name would make a match (so a match fails late). The runs happen in a child
-process that names each pattern as it starts it; a pattern still running after a minute
-fails the test: a hang guard, not a speed assertion (a linear pattern takes a few seconds
-on all the runs, a quadratic one minutes on a single run).
+process, this file run beside the tests before this one (tests/head_start.py), which times
+each pattern: one that took longer than a minute fails the test, and one that never ends
+fails it at the job's timeout: a hang guard, not a speed assertion (a linear pattern takes
+a few seconds on all the runs, a quadratic one minutes on a single run).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
-import json
-import queue
 import re
-import subprocess
-import sys
-import threading
+import time
 from pathlib import Path
-from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
@@ -84,67 +80,42 @@ def test_every_pattern_is_one_this_test_runs() -> None:
     assert r"\S+" in literal
 
 
-def test_every_pattern_is_linear_on_long_runs_of_each_character_class() -> None:
+def test_every_pattern_is_linear_on_long_runs_of_each_character_class(
+    patterns: tuple[int, str],
+) -> None:
+    code, output = patterns  # this file run beside the tests before this one (head_start.py)
     compiled, literal, _ = pattern_sites()
-    literal = sorted(set(literal))
-    # two children, each half of the patterns: the test waits, so both cores run them
-    halves = [{"compiled": compiled[i::2], "literal": literal[i::2]} for i in range(2)]
-    children = [
-        subprocess.Popen(
-            [sys.executable, __file__, json.dumps(half)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for half in halves
-    ]
-    try:
-        names = [name for child in children for name in _started(child)]
-    finally:
-        for child in children:
-            child.kill()
-            child.wait()
-    assert [child.returncode for child in children] == [0, 0]
-    assert len(names) == len(compiled) + len(literal)
+    lines = [line.split("\t") for line in output.splitlines() if "\t" in line]
+    started = [label for kind, label in lines if kind == "start"]
+    seconds = {label: float(took) for kind, label, took in (
+        (kind, *rest.rsplit(" ", 1)) for kind, rest in lines if kind == "done"
+    )}  # fmt: skip
+    assert code == 0, output
+    slow = {label: took for label, took in seconds.items() if took > PATTERN_TIMEOUT_S}
+    assert not slow, f"patterns that ran longer than {PATTERN_TIMEOUT_S} s: {slow}"
+    assert list(seconds) == started and len(started) == len(compiled) + len(set(literal))
 
 
-def _started(child: subprocess.Popen[str]) -> list[str]:
-    """The patterns ``child`` named as it started each, until its end; a pattern still
-    running :data:`PATTERN_TIMEOUT_S` after the last was read fails the test."""
-    started: queue.Queue[str] = queue.Queue()
-    assert child.stdout is not None
-    threading.Thread(target=_forward, args=(child.stdout, started), daemon=True).start()
-    names: list[str] = []
-    try:
-        while (name := started.get(timeout=PATTERN_TIMEOUT_S)) != "":
-            names.append(name)
-    except queue.Empty:
-        raise AssertionError(f"{names[-1:]} still runs after {PATTERN_TIMEOUT_S} s") from None
-    child.wait()
-    return names
-
-
-def _forward(lines: IO[str], into: queue.Queue[str]) -> None:
-    for line in lines:
-        into.put(line.strip())
-    into.put("")
-
-
-def run_each_pattern(sites: dict[str, list[Any]]) -> None:
-    """The child: each pattern over every adversarial text, naming it before it starts."""
+def run_each_pattern() -> None:
+    """The child (tests/head_start.py runs this file): each pattern over every adversarial
+    text, with a line as it starts (``start<TAB>label``) and one with its seconds as it ends
+    (``done<TAB>label seconds``)."""
+    compiled, literal, _ = pattern_sites()
     patterns: list[tuple[str, re.Pattern[str]]] = []
-    for module, name in sites["compiled"]:
+    for module, name in compiled:
         pattern = getattr(importlib.import_module(module), name)
         patterns.append((f"{module}.{name}", pattern))
-    for text in sites["literal"]:
+    for text in sorted(set(literal)):
         patterns.append((repr(text), re.compile(text)))
     texts = [unit * (LENGTH // len(unit)) + "1" for unit in UNITS]  # a digit: no name
     for label, pattern in patterns:
-        print(label, flush=True)
+        print(f"start\t{label}", flush=True)
+        began = time.perf_counter()
         for text in texts:
             for _ in pattern.finditer(text):
                 pass
+        print(f"done\t{label} {time.perf_counter() - began:.3f}", flush=True)
 
 
 if __name__ == "__main__":
-    run_each_pattern(json.loads(sys.argv[1]))
+    run_each_pattern()
