@@ -143,6 +143,7 @@ class LayeredStorage:
         self.shared_namespaces = chosen
         self.nodes, self.spaces = _Names(), _Names()
         self.cursors = [0, 0]  # the layer version each layer's part of the view reflects
+        self._warned: set[str] = set()  # namespaces whose local rows a warning named
         self.version = 0
 
     def layer_of(self, namespace: int) -> int:
@@ -169,24 +170,27 @@ class LayeredStorage:
             )  # fmt: skip
         return self._merged(found, full=False)
 
-    def _left_out(self, layer: int, namespaces: np.ndarray) -> None:
-        """Warn that ``layer`` holds edges of ``namespaces`` (its ids) that the view reads
-        from the other layer, and leaves out."""
+    def _left_out(self, namespaces: np.ndarray) -> None:
+        """Warn, once per namespace for this storage's life, that the local layer holds
+        edges of ``namespaces`` (its ids), which the view reads from the shared layer and
+        leaves out (a teammate's own namespaces in the shared layer are not the user's:
+        left out without a word)."""
         ids, counts = np.unique(namespaces.astype(np.int64), return_counts=True)
-        spaces = self.spaces.to_view[layer]
-        held = ", ".join(
-            f"{self.spaces.names[spaces[int(i)]]!r} ({int(n):,} edge{'s' if n != 1 else ''})"
-            for i, n in zip(ids, counts, strict=True)
-        )
-        where, other = ("local", "shared") if layer == LOCAL else ("shared", "local")
+        spaces = self.spaces.to_view[LOCAL]
+        named = {
+            self.spaces.names[spaces[int(i)]]: int(n) for i, n in zip(ids, counts, strict=True)
+        }
+        new = {name: n for name, n in named.items() if name not in self._warned}
+        if not new:
+            return
+        self._warned.update(new)
+        held = ", ".join(f"{name!r} ({n:,} edge{'s' if n != 1 else ''})" for name, n in new.items())
         logger.warning(
-            "%s (the %s layer) holds %s, which this layered store reads from the %s layer: "
-            "left out of the view, and left as they are; to keep them, move them there "
+            "%s (the local layer) holds %s, which this layered store reads from the shared "
+            "layer: left out of the view, and left as they are; to keep them, copy them there "
             "(synapse-retriever export --namespace NAME, then import)",
-            self.layers[layer].path,
-            where,
+            self.layers[LOCAL].path,
             held,
-            other,
         )
 
     def _merged(self, found: Sequence[Changes | None], *, full: bool) -> Changes:
@@ -212,8 +216,8 @@ class LayeredStorage:
             kept = {i for i, view in spaces.items() if self.layer_of(view) == layer}
             table = np.asarray(changes.rows, np.float64).reshape(-1, len(EDGE_COLUMNS))
             mine = np.isin(table[:, _NAMESPACE], list(kept))
-            if full and not mine.all():  # said once per load: moving them is the user's call
-                self._left_out(layer, table[~mine, _NAMESPACE])
+            if layer == LOCAL and not mine.all():  # copies the user may want to move
+                self._left_out(table[~mine, _NAMESPACE])
             rows.append(self._rows_to_view(layer, table[mine]))
             merged.removed += [2 * i + layer for i in changes.removed]
             columns = changes.uses

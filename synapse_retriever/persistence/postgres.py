@@ -1493,13 +1493,14 @@ class PostgresStorage:
 
     def database(self) -> tuple[str, str, str] | None:
         """Where this store lives, whatever the URL's spelling (a host's other name, a
-        pooler): the server's system identifier, the database and the schema's oid; None
-        where the server does not tell this role (a managed server may not)."""
+        pooler): the server (its system identifier, which a physical copy shares, and its
+        start time, which it does not), the database and the schema; None where the server
+        does not tell this role (a managed server may not)."""
         try:
             with self._connection() as conn:
                 [(server, database)] = conn.execute(
-                    "SELECT (SELECT system_identifier FROM pg_control_system())::text, "
-                    "current_database()"
+                    "SELECT (SELECT system_identifier FROM pg_control_system())::text || ' ' || "
+                    "pg_postmaster_start_time()::text, current_database()"
                 ).fetchall()
         except (self._psycopg.Error, StorageUnavailableError, AccessDeniedError):
             return None

@@ -82,6 +82,7 @@ __all__ = [
     "begin_write",
     "check_location",
     "opened_file",
+    "same_database",
     "same_file",
     "typed_error",
     "typed_errors",
@@ -1105,25 +1106,38 @@ def begin_write(
     return True
 
 
-def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
-    """Whether ``a`` and ``b`` name one database SQLite opens: one file (by any spelling,
+def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether SQLite opens ``a`` and ``b`` as one database: one file (by any spelling,
     ``file:`` URI, symlink or hard link), made already or not, or one database in memory
     shared by name (``cache=shared``; ``":memory:"`` is private to each connection).
 
     Examples
     --------
-    >>> same_file("/", "/.."), same_file("/", "/no-such-file")
-    (True, False)
-    >>> same_file("/no-such-folder/new.db", "file:///no-such-folder/./new.db?mode=rwc")
+    >>> same_database("/no-such-folder/new.db", "file:///no-such-folder/./new.db?mode=rwc")
     True
-    >>> same_file(":memory:", ":memory:"), same_file("file:m?mode=memory&cache=shared",
-    ...                                               "file:m?mode=memory&cache=shared")
+    >>> same_database(":memory:", ":memory:"), same_database("file:m?mode=memory&cache=shared",
+    ...                                                       "file:m?mode=memory&cache=shared")
     (False, True)
     """
     a, b = os.fspath(a), os.fspath(b)
     if in_memory(a) or in_memory(b):
         return a == b and "cache=shared" in a.partition("?")[2]
-    a, b = uri_file(a), uri_file(b)
+    return same_file(uri_file(a), uri_file(b))
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name one file, as Python opens them (by any spelling, symlink
+    or hard link), made already or not (``":memory:"`` is no file).
+
+    Examples
+    --------
+    >>> same_file("/", "/.."), same_file("/", "/no-such-file")
+    (True, False)
+    >>> same_file("/no-such-folder/new.db", "/no-such-folder/./new.db")  # both to be made
+    True
+    """
+    if ":memory:" in (os.fspath(a), os.fspath(b)):
+        return False
     try:
         return os.path.samefile(a, b)
     except (OSError, ValueError):  # either is missing: where would it be made?

@@ -63,7 +63,7 @@ from synapse_retriever.persistence.layered import LayeredStorage, shared_namespa
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
 from synapse_retriever.persistence.protocols import releasing_while_busy, retrying
 from synapse_retriever.persistence.rows import ForgetCounts
-from synapse_retriever.persistence.sqlite import SQLiteStorage, same_file
+from synapse_retriever.persistence.sqlite import SQLiteStorage, same_database
 from synapse_retriever.recall import actr, published
 from synapse_retriever.recall.hits import (
     Hit,
@@ -266,7 +266,7 @@ class SynapseStore:
         """
         config = config or SynapseConfig()
         namespaces = shared_namespace_set(shared_namespaces)  # checked before a file is made
-        if same_file(local, shared):  # one database's two writes would wait for each other
+        if same_database(local, shared):  # one database's two writes would wait for each other
             raise InvalidValueError(
                 f"local and shared name one database ({os.fspath(shared)!r}): a layered store "
                 "keeps its layers in two (a local file and the team's database)"
