@@ -39,7 +39,8 @@ BUILD_TIMEOUT_S = 400
 
 
 class _Jobs:
-    """Commands run in turn in a thread of their own; each one's exit code and output."""
+    """Commands run in turn in a thread of their own; each one's exit code and output (a
+    command that cannot start: -1 and why)."""
 
     def __init__(self) -> None:
         self.queued: list[tuple[str, list[str], dict[str, str] | None]] = []
@@ -47,6 +48,7 @@ class _Jobs:
         self.results: dict[str, tuple[int, str]] = {}
         self.running: subprocess.Popen[str] | None = None
         self.stopped = False
+        self.guard = threading.Lock()  # stop() and a job's start: never a job left running
 
     def add(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
         self.queued.append((name, command, env))
@@ -58,28 +60,36 @@ class _Jobs:
 
     def _run(self) -> None:
         for name, command, env in self.queued:
-            if not self.stopped:
-                self.running = subprocess.Popen(
-                    command,
-                    cwd=ROOT,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    env=env,
-                )
-                output, _ = self.running.communicate()
-                self.results[name] = (self.running.returncode, output)
-            self.done[name].set()
+            try:
+                with self.guard:
+                    if self.stopped:
+                        continue
+                    self.running = job = subprocess.Popen(
+                        command,
+                        cwd=ROOT,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        env=env,
+                    )
+                output, _ = job.communicate()
+                self.results[name] = (job.returncode, output)
+            except Exception as exc:  # cannot start: the test that needs it says so at once
+                self.results[name] = (-1, f"{command[:3]} could not run: {exc!r}")
+            finally:
+                self.done[name].set()
 
     def result(self, name: str) -> tuple[int, str]:
-        """Job ``name``'s exit code and output, waited for."""
-        assert self.done[name].wait(BUILD_TIMEOUT_S), f"{name} still runs"
-        return self.results[name]
+        """Job ``name``'s exit code and output, waited for (the jobs before it too)."""
+        timeout_s = BUILD_TIMEOUT_S * len(self.queued)
+        assert self.done[name].wait(timeout_s), f"{name} still runs after {timeout_s} s"
+        return self.results.get(name, (-1, f"{name} was stopped before it ran"))
 
     def stop(self) -> None:
-        self.stopped = True
-        if self.running is not None and self.running.poll() is None:
-            self.running.kill()
+        with self.guard:
+            self.stopped = True
+            if self.running is not None and self.running.poll() is None:
+                self.running.kill()
 
 
 _jobs = _Jobs()
@@ -96,7 +106,11 @@ def _importable(modules: tuple[str, ...]) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the jobs the collected tests need (by their fixtures)."""
+    """Start the jobs the collected tests need (by their fixtures), afresh for each session
+    (``pytest.main`` run twice in one process gets its own)."""
+    global _jobs
+    _jobs = _Jobs()
+    _site_dir.clear()
     wanted = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     if "site" in wanted and _importable(SITE_MODULES):
         out = Path(tempfile.mkdtemp(prefix="synapse-site-"))
