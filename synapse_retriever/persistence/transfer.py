@@ -79,7 +79,13 @@ from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey, edge_rows, rows_array
-from synapse_retriever.persistence.sqlite import APPLICATION_ID, SIDE_FILES, same_file
+from synapse_retriever.persistence.sqlite import (
+    APPLICATION_ID,
+    SIDE_FILES,
+    in_memory,
+    same_file,
+    uri_file,
+)
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -417,7 +423,8 @@ def check_export_path(
     path: str | os.PathLike[str], *, store_path: str | os.PathLike[str] | None = None
 ) -> None:
     """Refuse an export path that would overwrite a database: the store's own file (by any
-    spelling, symlink or hard link, and its ``-wal``, ``-shm`` and ``-journal`` files),
+    spelling, ``file:`` URI, symlink or hard link, and its ``-wal``, ``-shm`` and
+    ``-journal`` files),
     another synapse store, or any SQLite file (its 16-byte header ``SQLite format 3\\0``);
     and one that is not a regular file, through links (a FIFO, a device such as
     ``/dev/stdout``, a socket), which is never opened.
@@ -456,11 +463,12 @@ synapse-retriever export writes to stdout with -)
             "untouched (export to a file; synapse-retriever export writes to stdout with -)"
         )
     what = None
-    if store_path is not None:
+    if store_path is not None and not in_memory(os.fspath(store_path)):
+        store_file = uri_file(os.fspath(store_path))  # a file: URI's file, as SQLite opens it
         for suffix, name in [("", "the store being exported")] + [
             (s, f"the store's {s} file") for s in SIDE_FILES
         ]:
-            if same_file(path, os.fspath(store_path) + suffix):
+            if same_file(path, store_file + suffix):
                 what = name
                 break
     if what is None:

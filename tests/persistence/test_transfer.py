@@ -431,6 +431,30 @@ def test_write_edges_refuses_the_store_and_any_sqlite_file(
         assert len(export_edges(store, at=3 * DAY)) == 5
 
 
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
+def test_write_edges_refuses_the_files_of_a_store_named_by_a_file_uri(
+    tmp_path: Path, suffix: str
+) -> None:
+    # the store named "file:...?mode=rwc" was compared as a path of that literal name: an
+    # export over its -wal file was written (its -wal and -shm are not SQLite headers)
+    with _learned(f"file:{tmp_path / 's.db'}?mode=rwc") as store:
+        target = tmp_path / f"s.db{suffix}"
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        assert before.keys() >= {"s.db", "s.db-wal", "s.db-shm"}
+        with pytest.raises(InvalidValueError, match="the store") as refused:
+            write_edges(store, target, fmt="json", at=3 * DAY)
+        assert os.fspath(target) in str(refused.value)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_an_export_next_to_a_store_in_memory_named_like_a_file_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # "file:m?mode=memory" holds no file "m" here
+    with _learned("file:m?mode=memory&cache=shared") as store:
+        assert write_edges(store, tmp_path / "m", fmt="json", at=3 * DAY) == 5
+
+
 def test_an_export_through_a_symlink_writes_its_target_and_keeps_the_link(
     tmp_path: Path,
 ) -> None:
