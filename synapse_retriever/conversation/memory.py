@@ -110,7 +110,7 @@ _ASSEMBLY_DEPTH = 1000
 """How many turns each channel ranks for an assembly (a budget of whole turns rarely
 holds more; the gradient plans the rest)."""
 
-_SPEAKER_CHARS = 200
+_NAME_CHARS = 200
 """The longest speaker name ``add_turn`` takes."""
 
 ROLES = (
@@ -503,7 +503,7 @@ class ConversationMemory:
         at : datetime, float or None
             When it was said; None means now (or the previous turn's time, if later).
         session : str
-            A non-empty label for the conversation it belongs to.
+            A non-empty label for the conversation it belongs to, up to 200 characters.
         speaker : str, optional
             Who said it, by name (``"Caroline"``; LangChain's ``message.name``): a
             question that names a speaker finds what they said first
@@ -516,7 +516,8 @@ class ConversationMemory:
             text parts), or ``speaker`` is neither None nor a str.
         InvalidValueError
             ``text`` is empty or blank; ``role`` or ``session`` is empty; ``role`` is not
-            one of :data:`ROLES`; ``speaker`` is blank or longer than 200 characters;
+            one of :data:`ROLES`; ``session`` is longer than 200 characters, or ``speaker``
+            blank or longer;
             ``text``, ``role``, ``session`` or ``speaker`` holds a lone surrogate
             (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
             not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
@@ -1640,21 +1641,27 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
     for name, value in (("role", role), ("session", session)):
         if not isinstance(value, str):
             raise InvalidTypeError(
-                f"{name} must be a non-empty str, got {type(value).__name__} {value!r}"
+                f"{name} must be a non-empty str, got {type(value).__name__} {value!r:.80}"
             )
         if not value.strip():
             raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
         _check_text(name, value)
     if role not in ROLES:
-        raise InvalidValueError(f"role must be one of {ROLES}, got {role!r}")
+        raise InvalidValueError(f"role must be one of {ROLES}, got {role!r:.80}")
+    assert isinstance(session, str)  # checked above
+    if len(session) > _NAME_CHARS:  # stored with every turn, named in every result
+        raise InvalidValueError(
+            f"session must be a name of at most {_NAME_CHARS} characters, got "
+            f"{len(session)}: {session!r:.80}"
+        )
     if speaker is not None:
         if not isinstance(speaker, str):
             raise InvalidTypeError(
                 f"speaker must be None or a str, got {type(speaker).__name__} {speaker!r:.80}"
             )
-        if blank(speaker) or len(speaker) > _SPEAKER_CHARS:
+        if blank(speaker) or len(speaker) > _NAME_CHARS:
             raise InvalidValueError(
-                f"speaker must be None or a name of 1 to {_SPEAKER_CHARS} characters, "
+                f"speaker must be None or a name of 1 to {_NAME_CHARS} characters, "
                 f"got {speaker!r:.80}"
             )
         _check_text("speaker", speaker)

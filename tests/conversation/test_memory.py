@@ -196,6 +196,20 @@ def test_a_speaker_that_shows_nothing_or_holds_a_control_character_is_refused() 
         assert memory.add_turn("hi \u200b there", speaker="Ann\u00e9") == 1  # visible: kept
 
 
+def test_a_session_name_over_200_characters_is_refused_and_named_in_short() -> None:
+    # a session is stored with every turn and named in every result: a 1 MB name was kept
+    with ConversationMemory() as memory:
+        assert memory.add_turn("hi", session="s" * 200) == 1
+        with pytest.raises(InvalidValueError, match="at most 200 characters, got 201") as refused:
+            memory.add_turn("hi", session="s" * 201)
+        with pytest.raises(InvalidValueError, match="got 1000000") as huge:
+            memory.add_turn("hi", session="x" * 1_000_000)
+        with pytest.raises(InvalidValueError, match="role must be one of") as role:
+            memory.add_turn("hi", role="r" * 1_000_000)
+        assert max(len(str(e.value)) for e in (refused, huge, role)) < 300
+        assert [t.session for t in memory.turns()] == ["s" * 200]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
