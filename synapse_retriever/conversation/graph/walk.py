@@ -207,7 +207,9 @@ def graph_search(
     Returns
     -------
     list of GraphHit
-        Turns reached by at least one edge; ties go to the newer turn.
+        Turns reached by at least one edge; ties go to the newer turn. Where ``fan_out``
+        cuts between tied edges, the newer turn is followed (then by node, then by type), so
+        the walk does not depend on the order the edges were added or loaded in.
     """
     types = frozenset(allowed) if allowed is not None else None
     best: dict[str, tuple[float, list[TypedEdge]]] = {}
@@ -218,10 +220,8 @@ def graph_search(
         reached: dict[str, tuple[float, str, list[TypedEdge]]] = {}
         for activation, start, node, path in frontier:
             edges = [e for e in graph.neighbours(node) if types is None or e.type in types]
-            strengths = [(e.strength(now, decay_rate), e) for e in edges]
             out = activation * damping * hub_factor(len(edges), hub_degree=hub_degree)
-            for strength, edge in heapq.nlargest(fan_out, strengths, key=lambda pair: pair[0]):
-                other = edge.target if edge.source == node else edge.source
+            for strength, edge, other in _strongest(edges, node, fan_out, now, decay_rate):
                 if other == start or any(other in (e.source, e.target) for e in path):
                     continue  # no cycles
                 value = out * strength
@@ -238,3 +238,28 @@ def graph_search(
     ]
     hits.sort(key=lambda hit: (-hit.score, -hit.turn_id))
     return hits
+
+
+def _strongest(
+    edges: list[TypedEdge], node: str, fan_out: int, now: float, decay_rate: float
+) -> list[tuple[float, TypedEdge, str]]:
+    """The ``fan_out`` strongest of ``node``'s ``edges``, as (strength, edge, other end),
+    strongest first; ties go to the newer turn, then by node and type, whatever order the
+    edges were added or loaded in.
+
+    >>> graph = TemporalGraph()
+    >>> for other in ("turn:9", "turn:10", "code:x"):
+    ...     _ = graph.add_edge("turn:1", other, "RELATES_TO", at=0.0)
+    >>> [other for _, _, other in _strongest(graph.neighbours("turn:1"), "turn:1", 2, 0.0, 0.05)]
+    ['turn:10', 'turn:9']
+    """
+    ends = [
+        (e.strength(now, decay_rate), e, e.target if e.source == node else e.source) for e in edges
+    ]
+    return heapq.nlargest(fan_out, ends, key=lambda end: (end[0], *_tie_order(end[2]), end[1].type))
+
+
+def _tie_order(node: str) -> tuple[int, str]:
+    """A turn by its id (a newer turn ranks higher), any other node below every turn, by
+    name."""
+    return (int(node[5:]), "") if node.startswith("turn:") else (0, node)

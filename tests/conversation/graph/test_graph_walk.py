@@ -75,6 +75,35 @@ def test_paths_never_loop_and_seeds_are_not_their_own_result() -> None:
         assert visited[-1] == f"turn:{hit.turn_id}"
 
 
+_TIED = [  # every edge made at 0: equal strengths, two of them joining turns 2 and 3
+    ("turn:1", "code:e", "MENTIONS"),
+    ("turn:2", "code:e", "MENTIONS"),
+    ("turn:3", "code:e", "MENTIONS"),
+    ("turn:2", "turn:3", "FOLLOWED_BY"),
+    ("turn:2", "turn:3", "CAUSED_BY"),
+    ("turn:1", "turn:4", "FOLLOWED_BY"),
+    ("turn:3", "turn:5", "FOLLOWED_BY"),
+]
+
+
+@given(st.permutations(_TIED))
+def test_tied_edges_are_followed_in_one_order_however_the_graph_was_loaded(
+    edges: list[tuple[str, str, str]],
+) -> None:
+    # the fan-out kept the tied edges met first: a graph loaded in another order (a reopened
+    # memory) reached other turns, by other paths
+    graph = TemporalGraph()
+    for source, target, type_ in edges:
+        graph.add_edge(source, target, type_, at=0.0)
+    hits = graph_search(graph, {"code:e": 1.0}, now=0.0, depth=2, fan_out=2)
+    walked = [(h.turn_id, [(e.source, e.target, e.type) for e in h.path]) for h in hits]
+    assert walked == [  # the two newest turns at hop 1, then each one's newest neighbour
+        (3, [("turn:3", "code:e", "MENTIONS")]),
+        (2, [("turn:2", "code:e", "MENTIONS")]),
+        (5, [("turn:3", "code:e", "MENTIONS"), ("turn:3", "turn:5", "FOLLOWED_BY")]),
+    ]
+
+
 def test_allowed_edge_types_restrict_the_walk() -> None:
     hits = graph_search(chain(), {"code:e": 1.0}, now=0.0, depth=3, allowed=["MENTIONS"])
     assert scores(hits) == pytest.approx({1: 0.25})
