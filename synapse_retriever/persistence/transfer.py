@@ -767,8 +767,11 @@ def read_edges(
     Raises
     ------
     InvalidValueError
-        An unknown format or suffix, a file that is not an export of this library, or an
-        edge that lacks an attribute.
+        An unknown format or suffix, a file that is not an export of this library, an
+        edge that lacks an attribute, or a GraphML edge whose id (its namespace) repeats one
+        between the same two nodes (a GraphML reader keeps one of them, its attributes
+        merged with the other's; a JSON file's duplicates are folded by
+        :func:`validate_edges`).
     OSError
         The file cannot be read.
 
@@ -853,6 +856,7 @@ def _graphml_rows(data: bytes, name: str) -> list[dict[str, Any]]:
     if graph.graph.get("format") != FORMAT_NAME:
         raise InvalidValueError(f"{name} is not a synapse edge export (no format {FORMAT_NAME!r})")
     _check_version(name, graph.graph.get("version"))
+    _refuse_merged_edges(data, graph, name)
     rows = []
     for a, b, key, attrs in graph.edges(keys=True, data=True):
         if _MISSING in (a, b):  # networkx reads it as None, which str() made the id "None"
@@ -864,6 +868,32 @@ def _graphml_rows(data: bytes, name: str) -> list[dict[str, Any]]:
             )
         rows.append({"a": a, "b": b, **attrs})
     return rows
+
+
+def _refuse_merged_edges(data: bytes, graph: Any, name: str) -> None:
+    """Refuse a GraphML document of which networkx read fewer edges than it holds: two
+    ``<edge>`` elements of one id between the same two nodes were merged into one, the later
+    one's attributes over the earlier's (our exports never write one; a hand edit can)."""
+    import xml.etree.ElementTree as ElementTree
+
+    tag = "{http://graphml.graphdrawing.org/xmlns}edge"
+    elements = [e for _, e in ElementTree.iterparse(io.BytesIO(data)) if e.tag == tag]
+    if len(elements) == graph.number_of_edges():
+        return
+    seen: set[tuple[str, ...]] = set()
+    for element in elements:
+        ends = [element.get("source") or "", element.get("target") or ""]
+        key = (*(ends if graph.is_directed() else sorted(ends)), element.get("id") or "")
+        if key in seen:
+            raise InvalidValueError(
+                f"{name}: edge {key[-1]!r} between {ends[0]!r} and {ends[1]!r} appears "
+                "twice (an edge's id is its namespace); nothing was imported"
+            )
+        seen.add(key)
+    raise InvalidValueError(
+        f"{name}: {len(elements)} edges, of which {graph.number_of_edges()} could be read "
+        "apart (two of them share an id or key); nothing was imported"
+    )
 
 
 _MISSING = "\0missing"

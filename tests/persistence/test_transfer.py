@@ -362,6 +362,35 @@ def test_a_graphml_edge_without_its_source_or_target_is_refused_by_name(
     assert not (tmp_path / "new.db").exists()
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["same-way", "reversed"])
+def test_a_graphml_edge_repeated_by_id_is_refused_not_merged(tmp_path: Path, reverse: bool) -> None:
+    # networkx keeps one edge per id between two nodes, the later one's attributes merged
+    # over the earlier's: a hand-edited file's older copy of an edge was imported silently
+    with SynapseStore(":memory:") as store:
+        store.reinforce(["a.py", "b.py"], namespace="shared", at=0.0)
+        store.reinforce(["a.py", "c.py"], namespace="personal", at=0.0)
+        write_edges(store, tmp_path / "good.graphml", at=0.0)
+    text = (tmp_path / "good.graphml").read_text()
+    start = text.index('<edge source="a.py" target="b.py" id="shared">')
+    edge = text[start : text.index("</edge>", start) + len("</edge>")]
+    copy = edge.replace('<data key="d6">1</data>', '<data key="d6">2</data>')  # count
+    if reverse:
+        copy = copy.replace('source="a.py" target="b.py"', 'source="b.py" target="a.py"')
+    assert copy != edge
+    path = tmp_path / "hand-edited.graphml"
+    path.write_text(text.replace(edge, edge + copy))
+    with pytest.raises(InvalidValueError) as refused:
+        read_edges(path)
+    ends = "'b.py' and 'a.py'" if reverse else "'a.py' and 'b.py'"
+    assert str(refused.value) == (
+        f"{str(path)!r}: edge 'shared' between {ends} appears twice (an edge's id is its "
+        "namespace); nothing was imported"
+    )
+    assert main(["import", str(tmp_path / "new.db"), str(path)]) == 2
+    assert not (tmp_path / "new.db").exists()
+    assert len(read_edges(tmp_path / "good.graphml")) == 2  # one of each id: read as before
+
+
 def test_imported_nodes_get_uses_so_the_default_rule_can_recall_them(tmp_path: Path) -> None:
     day = 86400.0
     with SynapseStore(":memory:") as source:
