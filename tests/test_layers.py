@@ -4,6 +4,7 @@ says). The import graph is the one tests/test_import_cycles.py builds."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from test_import_cycles import PACKAGE, discover, import_graph
@@ -83,3 +84,17 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
     assert [(e.source, e.target) for e in edges if layer(e.target) > layer(e.source)] == [
         (f"{PACKAGE}.learning.decay", f"{PACKAGE}.store")
     ]
+
+
+def test_the_adapters_import_only_public_names() -> None:
+    """The adapters are other distributions, which accept any 0.1 release of the core: a name
+    or module with a leading underscore may change in any of them."""
+    adapters = ROOT.parent / "integrations"
+    private = [
+        f"{path.relative_to(adapters)}:{number}: {line.strip()}"
+        for path in sorted(adapters.rglob("*.py"))
+        if "tests" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(rf"\b{PACKAGE}(\.\w+)*\._|from {PACKAGE}\S* import .*\b_\w", line)
+    ]
+    assert private == []

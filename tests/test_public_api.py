@@ -93,6 +93,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "TurnIndex",
         "TurnRecord",
         "as_embedder",
+        "blank",
         "checked_counter",
         "focus",
         "habituation",

@@ -13,6 +13,7 @@ Examples
 [(1, 'user', 'full')]
 """
 
+from synapse_retriever._text import blank
 from synapse_retriever.conversation.assemble import AssembledTurn
 from synapse_retriever.conversation.config import MODES, PRESETS, ContextConfig
 from synapse_retriever.conversation.consolidate import Consolidator
@@ -70,6 +71,7 @@ __all__ = [
     "TurnIndex",
     "TurnRecord",
     "as_embedder",
+    "blank",
     "checked_counter",
     "focus",
     "habituation",

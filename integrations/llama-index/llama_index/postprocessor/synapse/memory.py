@@ -29,7 +29,6 @@ from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
-from synapse_retriever._text import blank
 from synapse_retriever.conversation import (
     ContextBudgetError,
     ContextConfig,
@@ -38,6 +37,7 @@ from synapse_retriever.conversation import (
     HistoryMessage,
     Level,
     PromptSummarizer,
+    blank,
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
