@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime
 from numbers import Real
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "MAX_CLOCK_SKEW_S",
@@ -118,13 +118,15 @@ def finite_real(value: object, what: str, expected: str, *, unit: str = "") -> f
 a float's range
     """
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise InvalidTypeError(f"{what} must be {expected}, got {type(value).__name__} {value!r}")
+        raise InvalidTypeError(
+            f"{what} must be {expected}, got {type(value).__name__} {shown(value)}"
+        )
     try:
-        number, shown = float(value), repr(value)
+        number, text = float(value), repr(value)
     except OverflowError:  # an int or a Fraction past a float's range
-        number, shown = math.inf, f"{type(value).__name__} past a float's range"
+        number, text = math.inf, f"{type(value).__name__} past a float's range"
     if not math.isfinite(number):
-        raise InvalidValueError(f"{what} must be a finite number{unit}, got {shown}")
+        raise InvalidValueError(f"{what} must be a finite number{unit}, got {text}")
     return number
 
 

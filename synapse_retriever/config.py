@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from synapse_retriever._text import blank
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "BASE_NAMESPACES",
@@ -129,7 +129,7 @@ def check_flag(name: str, value: object) -> bool:
     synapse_retriever.errors.InvalidTypeError: dry_run must be a bool, got str 'no'
     """
     if not isinstance(value, bool):
-        raise InvalidTypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+        raise InvalidTypeError(f"{name} must be a bool, got {type(value).__name__} {shown(value)}")
     return value
 
 
@@ -155,10 +155,11 @@ def validate_namespace(namespace: object) -> str:
         if not blank(name) and _printable(name):  # something shows: not a zero-width space
             return check_size("namespace", namespace)
         raise InvalidValueError(
-            f"branch namespace needs a printable, non-blank name, got {namespace!r}"
+            f"branch namespace needs a printable, non-blank name, got {shown(namespace)}"
         )
     raise InvalidValueError(
-        f"namespace must be 'personal', 'shared', 'ephemeral' or 'branch:<name>', got {namespace!r}"
+        "namespace must be 'personal', 'shared', 'ephemeral' or 'branch:<name>', "
+        f"got {shown(namespace)}"
     )
 
 
@@ -479,16 +480,16 @@ association gate: got min_association=0.5 with require_association=False
             )
         if self.association_hops not in (1, 2) or isinstance(self.association_hops, bool):
             raise InvalidValueError(
-                f"association_hops must be 1 or 2, got {self.association_hops!r}"
+                f"association_hops must be 1 or 2, got {shown(self.association_hops)}"
             )
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):
             raise InvalidValueError(
-                f"base_decay must be a number in (0, 1), got {self.base_decay!r}"
+                f"base_decay must be a number in (0, 1), got {shown(self.base_decay)}"
             )
         if not (_is_number(self.unused_base) and math.isfinite(self.unused_base)):
             raise InvalidValueError(
-                f"unused_base must be a finite number, got {self.unused_base!r}"
+                f"unused_base must be a finite number, got {shown(self.unused_base)}"
             )
         for name, minimum in (("seeds", 1), ("max_inject", 0), ("association_fan", 0)):
             _check_integer(name, getattr(self, name), minimum)
@@ -735,7 +736,7 @@ not of this configuration's 'actr' rule
         if name in PRESETS:
             factory = {"actr": cls.actr, "published": cls.published, "recency": cls.recency}
             return factory[name](**overrides)
-        raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {name!r}")
+        raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {shown(name)}")
 
     def replace(self, **changes: object) -> SynapseConfig:
         """A copy with fields changed by name, each validated as on construction.
@@ -874,28 +875,28 @@ def _check_type(name: str, value: object, kind: type | tuple[type, ...], expecte
 
 def _check_integer(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
 
 
 def _check_unit(name: str, value: object) -> None:
     if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
-        raise InvalidValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        raise InvalidValueError(f"{name} must be a number in [0, 1], got {shown(value)}")
 
 
 def _check_non_negative(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value >= 0):  # type: ignore[arg-type, operator]
-        raise InvalidValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise InvalidValueError(f"{name} must be a finite number >= 0, got {shown(value)}")
 
 
 def _check_half_life(name: str, days: float) -> None:
     low, high = HALF_LIFE_DAYS
     if not low <= days <= high:
-        raise InvalidValueError(f"{name} must be in [{low:g}, {high:g}] days, got {days!r}")
+        raise InvalidValueError(f"{name} must be in [{low:g}, {high:g}] days, got {shown(days)}")
 
 
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
-        raise InvalidValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise InvalidValueError(f"{name} must be a finite number > 0, got {shown(value)}")
 
 
 def _is_number(value: object) -> bool:

@@ -168,7 +168,7 @@ def checked_counter(token_counter: TokenCounter | None) -> TokenCounter:
         value: Any = token_counter(text)
         if not is_int(value) or value < 0:  # a NumPy integer too
             raise InvalidValueError(
-                f"token_counter must return an integer >= 0, got {value!r} for {text[:40]!r}"
+                f"token_counter must return an integer >= 0, got {shown(value)} for {text[:40]!r}"
             )
         return int(value)
 

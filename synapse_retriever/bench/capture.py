@@ -62,7 +62,7 @@ from synapse_retriever.bench.perf import zipf_events
 from synapse_retriever.capture.coactivation import CoActivation
 from synapse_retriever.capture.watch import branch_namespace, ignored, watch
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.store import SynapseStore
 
 __all__ = ["make_tree", "mcp_recall_latency", "run_capture", "watch_costs"]
@@ -105,7 +105,7 @@ def make_tree(root: str | os.PathLike[str], files: int = 10_000) -> list[str]:
     relative to ``root``, in order.
     """
     if isinstance(files, bool) or not isinstance(files, int) or files < 2:
-        raise InvalidValueError(f"files must be an integer >= 2, got {files!r}")
+        raise InvalidValueError(f"files must be an integer >= 2, got {shown(files)}")
     base = Path(root)
     paths = []
     for number in range(files):

@@ -61,7 +61,7 @@ from synapse_retriever.bench.plots import save_figure
 from synapse_retriever.capture.coactivation import CoActivation
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.errors import InvalidValueError, StorageUnavailableError
+from synapse_retriever.errors import InvalidValueError, StorageUnavailableError, shown
 from synapse_retriever.learning.decay import effective_weight, learned_half_life
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.mirror import return_freed_memory
@@ -712,7 +712,7 @@ def _throwaway_database(server: str) -> Iterator[str]:
     from psycopg import sql
 
     if not is_postgres_url(server):
-        raise InvalidValueError(f"--postgres must be a postgresql:// URL, got {server!r}")
+        raise InvalidValueError(f"--postgres must be a postgresql:// URL, got {shown(server)}")
     name = f"synapse_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
         with psycopg.connect(server, autocommit=True, connect_timeout=10) as admin:

@@ -70,7 +70,7 @@ class QueryLine:
 
 def _ids(value: object, what: str, number: int) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
-        raise InvalidValueError(f"line {number}: {what} must be a list of ids, got {value!r}")
+        raise InvalidValueError(f"line {number}: {what} must be a list of ids, got {shown(value)}")
     return value
 
 
@@ -115,7 +115,7 @@ def parse_query(text: str, number: int) -> QueryLine:
         raise InvalidValueError(f"line {number}: expected a JSON object, got {text.strip()!r}")
     raw = data.get("hits")
     if not isinstance(raw, list) or not raw:
-        raise InvalidValueError(f"line {number}: hits must be a non-empty list, got {raw!r}")
+        raise InvalidValueError(f"line {number}: hits must be a non-empty list, got {shown(raw)}")
     hits: list[tuple[str, float]] = []
     for rank, hit in enumerate(raw):
         if isinstance(hit, str) and hit:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from synapse_retriever.config import check_size
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "CoActivation",
@@ -62,12 +62,12 @@ def validate_node_id(node: object) -> str:
     synapse_retriever.errors.InvalidValueError: node id must be a non-empty string, got ''
     """
     if not isinstance(node, str):
-        raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {node!r}")
+        raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {shown(node)}")
     if not node:
-        raise InvalidValueError(f"node id must be a non-empty string, got {node!r}")
+        raise InvalidValueError(f"node id must be a non-empty string, got {shown(node)}")
     check_size("node id", node)
     if "\x00" in node:  # PostgreSQL's text cannot hold it: refused on every backend alike
-        raise InvalidValueError(f"node id must not hold a NUL character, got {node!r}")
+        raise InvalidValueError(f"node id must not hold a NUL character, got {shown(node)}")
     return check_unicode("node id", node)
 
 
@@ -139,7 +139,7 @@ def coactivation_set(nodes: Iterable[str], *, limit: int | None = None) -> list[
     """
     if isinstance(nodes, (str, bytes)):
         raise InvalidTypeError(
-            f"nodes must be a list of ids, got a bare {type(nodes).__name__} {nodes!r}"
+            f"nodes must be a list of ids, got a bare {type(nodes).__name__} {shown(nodes)}"
         )
     try:
         items = list(nodes)

@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import IO
 
 from synapse_retriever.capture.coactivation import is_node_id
-from synapse_retriever.errors import InvalidValueError, SynapseError
+from synapse_retriever.errors import InvalidValueError, SynapseError, shown
 
 __all__ = [
     "MAX_FILES",
@@ -170,7 +170,7 @@ or 2024-03-01T12:00:00+02:00, got 'last tuesday'
     except ValueError:
         raise InvalidValueError(
             "expected an ISO 8601 date such as 2024-03-01 or 2024-03-01T12:00:00+02:00, "
-            f"got {text!r}"
+            f"got {shown(text)}"
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

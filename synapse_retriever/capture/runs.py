@@ -29,7 +29,7 @@ import threading
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
-from synapse_retriever.errors import InvalidTypeError
+from synapse_retriever.errors import InvalidTypeError, shown
 
 __all__ = ["RunCollector"]
 
@@ -104,7 +104,8 @@ class RunCollector(Generic[T]):
         """
         if isinstance(items, (str, bytes)):  # would be read as its characters
             raise InvalidTypeError(
-                f"items must be an iterable of items, got a bare {type(items).__name__} {items!r}"
+                "items must be an iterable of items, got a bare "
+                f"{type(items).__name__} {shown(items)}"
             )
         batch = list(items)
         if run is None:

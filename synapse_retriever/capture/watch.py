@@ -69,6 +69,7 @@ from synapse_retriever.errors import (
     InvalidValueError,
     MissingExtraError,
     SynapseError,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -141,11 +142,11 @@ class ActivityWindow:
 
     def __init__(self, quiet_s: float = QUIET_S, limit: int = Learning.max_coactivation) -> None:
         if isinstance(quiet_s, bool) or not isinstance(quiet_s, (int, float)):
-            raise InvalidTypeError(f"quiet_s must be a number of seconds, got {quiet_s!r}")
+            raise InvalidTypeError(f"quiet_s must be a number of seconds, got {shown(quiet_s)}")
         if not 0 < quiet_s < math.inf:
-            raise InvalidValueError(f"quiet_s must be a finite number > 0, got {quiet_s!r}")
+            raise InvalidValueError(f"quiet_s must be a finite number > 0, got {shown(quiet_s)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
-            raise InvalidValueError(f"limit must be an integer >= 2, got {limit!r}")
+            raise InvalidValueError(f"limit must be an integer >= 2, got {shown(limit)}")
         self.quiet_s = float(quiet_s)
         self.limit = limit
         self._touched: dict[str, float] = {}  # path -> its latest touch, in order of it

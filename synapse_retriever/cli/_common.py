@@ -32,6 +32,7 @@ from rich.progress import (
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
+from synapse_retriever.errors import shown
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory, uri_file
 from synapse_retriever.persistence.transfer import (
@@ -99,7 +100,7 @@ def console(stderr: bool = False) -> Console:
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 """What text printed for a terminal never holds raw: C0 and C1 controls and DEL (ESC starts
 the escape sequences that retitle a window, write the clipboard, clear the screen), the bidi
-overrides (which reorder what is shown), and lone surrogates (a name that is not UTF-8)."""
+overrides (which reorder what is store_label), and lone surrogates (a name that is not UTF-8)."""
 
 
 def printable(text: object) -> str:
@@ -139,13 +140,13 @@ def in_calendar(seconds: float) -> bool:
     return True
 
 
-def shown(store: str) -> str:
+def store_label(store: str) -> str:
     """``store`` as output names it: a PostgreSQL URL without its user and password (as
     :attr:`SynapseStore.path <synapse_retriever.store.SynapseStore.path>` shows it).
 
     Examples
     --------
-    >>> shown("postgresql://me:secret@db:5432/team"), shown("synapses.db")
+    >>> store_label("postgresql://me:secret@db:5432/team"), store_label("synapses.db")
     ('db:5432/team', 'synapses.db')
     """
     return split_url(store)[1] if is_postgres_url(store) else store
@@ -254,7 +255,7 @@ def at_least(low: int) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected an integer, got {shown(text)}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
         return value

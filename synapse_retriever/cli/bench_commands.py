@@ -22,11 +22,11 @@ from synapse_retriever.cli._common import (
     print_json,
     printable,
     progress_display,
-    shown,
+    store_label,
 )
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.errors import InvalidValueError, SynapseError
+from synapse_retriever.errors import InvalidValueError, SynapseError, shown
 
 if TYPE_CHECKING:
     from synapse_retriever.cli._common import Commands
@@ -42,7 +42,7 @@ def _config(overrides: Sequence[str], preset: str | None = None) -> SynapseConfi
     for item in overrides:
         name, sep, text = item.partition("=")
         name = name.strip()
-        expects = f"--set expects NAME=VALUE with a SynapseConfig field, got {item!r}"
+        expects = f"--set expects NAME=VALUE with a SynapseConfig field, got {shown(item)}"
         if not sep:
             raise CliError(expects)
         try:
@@ -62,7 +62,7 @@ def _config(overrides: Sequence[str], preset: str | None = None) -> SynapseConfi
                 raise CliError(f"--set cannot set {name!r} (not a number)")
         except ValueError:
             raise CliError(
-                f"--set {name}: expected {type(current).__name__}, got {text!r}"
+                f"--set {name}: expected {type(current).__name__}, got {shown(text)}"
             ) from None
     return default.replace(**values)
 
@@ -200,7 +200,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
     config = _config(args.set or [], args.preset)
     namespace = args.namespace or "personal"
     learns = any(query.used for query in queries)
-    label = args.name[0] if args.name else shown(args.store)
+    label = args.name[0] if args.name else store_label(args.store)
     if is_postgres_url(args.store):
         if learns:
             raise CliError(
@@ -231,7 +231,7 @@ def _bench_queries(args: argparse.Namespace) -> dict[str, Any]:
             raise CliError(str(exc).replace(repr(copy), repr(args.store))) from None
         with opened as store:
             report = run_queries(store, queries, ks=args.k, namespace=namespace, name=label)
-    report["store"] = shown(args.store)
+    report["store"] = store_label(args.store)
     return report
 
 

@@ -37,7 +37,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from synapse_retriever.errors import MissingExtraError
+from synapse_retriever.errors import MissingExtraError, shown
 
 try:
     import anyio
@@ -53,7 +53,7 @@ except ImportError:  # pragma: no cover - the extra is in the dev requirements
 
 from synapse_retriever import __version__
 from synapse_retriever.capture.coactivation import is_node_id
-from synapse_retriever.cli._common import in_calendar, shown
+from synapse_retriever.cli._common import in_calendar, store_label
 from synapse_retriever.cli.mcp_stdio import serve_stdio
 from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.clock import iso, to_seconds
@@ -209,7 +209,7 @@ def _report_time(at: float | None) -> float:
     """``at`` for a report that prints it as a date: within the years 1 to 9999."""
     seconds = to_seconds(at)
     if not in_calendar(seconds):
-        raise InvalidValueError(f"at must fall in the years 1 to 9999, got {at!r}")
+        raise InvalidValueError(f"at must fall in the years 1 to 9999, got {shown(at)}")
     return seconds
 
 
@@ -223,7 +223,7 @@ def _answered(limit: int) -> int:
     """
     if limit < 0 or limit > MAX_ANSWER:
         raise InvalidValueError(
-            f"limit must be 0 (all, up to {MAX_ANSWER:,}) to {MAX_ANSWER:,}, got {limit!r}"
+            f"limit must be 0 (all, up to {MAX_ANSWER:,}) to {MAX_ANSWER:,}, got {shown(limit)}"
         )
     return limit or MAX_ANSWER
 
@@ -263,8 +263,8 @@ def related_report(
     given = read_ids(ids, "ids")  # an id no store could hold adds nothing, as one unknown
     activation = store.spread(given, at, namespace)
     found = sorted(activation.energy.items(), key=lambda item: (-item[1], item[0]))
-    shown = found[:limit] if limit else found
-    wanted = {node for node, _ in shown}
+    store_label = found[:limit] if limit else found
+    wanted = {node for node, _ in store_label}
     edges: dict[str, list[dict[str, Any]]] = {node: [] for node in wanted}
     for seed in filter(is_node_id, given):
         for other, edge, weight in store.neighbours(seed, at=at):
@@ -288,7 +288,7 @@ def related_report(
             "why": f"{route(activation.paths[node])} (energy {energy:.3f})",
             "edges": edges[node],
         }
-        for node, energy in shown
+        for node, energy in store_label
     ]
     return {"ids": given, "namespace": namespace, "at": iso(at), "related": related,
             "total": len(found)}  # fmt: skip
@@ -437,4 +437,4 @@ def build_server(store: SynapseStore, *, store_name: str = "store") -> MCPServer
 
 def serve(store: SynapseStore, path: str) -> None:
     """Serve ``store`` (opened from ``path``) over stdio until the client hangs up."""
-    anyio.run(serve_stdio, build_server(store, store_name=shown(path)))  # no password for it
+    anyio.run(serve_stdio, build_server(store, store_name=store_label(path)))  # no password for it

@@ -33,7 +33,7 @@ from synapse_retriever.cli._common import (
     printable,
     progress_display,
     refuse_memory,
-    shown,
+    store_label,
 )
 from synapse_retriever.cli.reports import neighbour_report, stats_report
 from synapse_retriever.errors import SynapseError
@@ -56,7 +56,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         console(stderr=True).status("reading the graph", spinner="dots"),
         open_store(args.store, must_exist=True) as store,
     ):
-        report = stats_report(store, now, args.namespace, name=shown(args.store))
+        report = stats_report(store, now, args.namespace, name=store_label(args.store))
     namespaces = report["namespaces"]
     if args.json:
         print_json(report)
@@ -103,7 +103,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
         return 0
-    shown, total = report["neighbours"], report["total"]
+    store_label, total = report["neighbours"], report["total"]
     out = console()
     if not total:
         out.print(f"{printable(repr(args.node))} has no live edges at {iso(now)}")
@@ -119,7 +119,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
         title=f"{printable(args.node)} at {iso(now)}: {total} live edge{'s' if total != 1 else ''}",
         title_justify="left",
     )
-    for r in shown:
+    for r in store_label:
         table.add_row(
             printable(r["neighbour"]),
             printable(r["namespace"]),
@@ -130,8 +130,8 @@ def cmd_edges(args: argparse.Namespace) -> int:
             r["last_reinforced_at"],
         )
     out.print(table)
-    if len(shown) < total:
-        out.print(f"... {total - len(shown)} more (--limit 0 shows all)")
+    if len(store_label) < total:
+        out.print(f"... {total - len(store_label)} more (--limit 0 shows all)")
     return 0
 
 

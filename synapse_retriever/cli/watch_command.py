@@ -18,7 +18,7 @@ from synapse_retriever.cli._common import (
     console,
     open_store,
     printable,
-    shown,
+    store_label,
 )
 from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.persistence.postgres import is_postgres_url
@@ -62,7 +62,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             pass
     with open_store(args.store, must_exist=False) as store:
         if store.read_only:
-            raise CliError(f"cannot learn into {shown(args.store)!r}: it is read-only here")
+            raise CliError(f"cannot learn into {store_label(args.store)!r}: it is read-only here")
         status = console(stderr=True)
         opened = _file_identity(args.store)
         gone = threading.Event()  # the store's file deleted, moved or replaced: stop
@@ -96,7 +96,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if not args.quiet:
                 where = namespace or branch_namespace(root)
                 status.print(
-                    f"watching {printable(args.path)} into {printable(shown(args.store))} "
+                    f"watching {printable(args.path)} into {printable(store_label(args.store))} "
                     f"({printable(where)}); Ctrl-C stops"
                 )
 
@@ -125,9 +125,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 signal.signal(sig, handler)
         if gone.is_set():
             raise CliError(
-                f"the store {shown(args.store)!r} was deleted, moved or replaced while it was "
-                "watched: the watch stopped, and what was saved since its last write was not "
-                "learned; start it again to learn into the file now at that path"
+                f"the store {store_label(args.store)!r} was deleted, moved or replaced while it "
+                "was watched: the watch stopped, and what was saved since its last write was "
+                "not learned; start it again to learn into the file now at that path"
             )
     console().print(
         f"watched {printable(args.path)}: {report.events} events, {report.edges} edges learned"

@@ -259,7 +259,7 @@ class ContextConfig:
             return cls(**changes)
         if name == "gradient":
             return cls.gradient(**changes)
-        raise InvalidValueError(f"preset must be one of {PRESETS}, got {name!r}")
+        raise InvalidValueError(f"preset must be one of {PRESETS}, got {shown(name)}")
 
     def replace(self, **changes: Any) -> ContextConfig:
         """A copy with ``changes`` applied (validated)."""
@@ -280,7 +280,7 @@ class ContextConfig:
         mode = self.mode if mode is None else mode
         if not isinstance(mode, str) or mode not in self.temperatures:  # a list: unhashable
             raise (InvalidValueError if isinstance(mode, str) else InvalidTypeError)(
-                f"mode must be one of {sorted(self.temperatures)}, got {mode!r}"
+                f"mode must be one of {sorted(self.temperatures)}, got {shown(mode)}"
             )
         return float(self.temperatures[mode])
 
@@ -371,11 +371,13 @@ class ContextConfig:
         usable = isinstance(given, Iterable) and not isinstance(given, (str, bytes))
         ages = tuple(given) if usable else ()
         if len(ages) != 2:
-            raise InvalidValueError(f"consolidation_ages must be (low, high), got {ages!r}")
+            raise InvalidValueError(f"consolidation_ages must be (low, high), got {shown(ages)}")
         for i, age in enumerate(ages):
             _check_int(f"consolidation_ages[{i}]", age, 0)
         if ages[0] > ages[1]:
-            raise InvalidValueError(f"consolidation_ages must satisfy low <= high, got {ages!r}")
+            raise InvalidValueError(
+                f"consolidation_ages must satisfy low <= high, got {shown(ages)}"
+            )
         if not isinstance(self.temperatures, Mapping):
             raise InvalidTypeError(
                 f"temperatures must be a mapping, got {type(self.temperatures).__name__}"
@@ -383,7 +385,7 @@ class ContextConfig:
         temperatures = dict(self.temperatures)
         for mode, value in temperatures.items():
             if not isinstance(mode, str):
-                raise InvalidTypeError(f"temperatures keys must be str, got {mode!r}")
+                raise InvalidTypeError(f"temperatures keys must be str, got {shown(mode)}")
             _check_positive(f"temperatures[{mode!r}]", value)
         if not isinstance(self.mode, str) or self.mode not in temperatures:  # a list: unhashable
             raise (InvalidValueError if isinstance(self.mode, str) else InvalidTypeError)(

@@ -37,7 +37,7 @@ from typing import Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from synapse_retriever.errors import MissingExtraError
+from synapse_retriever.errors import MissingExtraError, shown
 
 try:
     import faiss
@@ -263,14 +263,14 @@ def checked_embedder(embedder: Embedder) -> Embedder:
     """
     name, dim = embedder.name, embedder.dim
     if not isinstance(name, str):
-        raise InvalidTypeError(f"embedder.name must be a non-empty str, got {name!r}")
+        raise InvalidTypeError(f"embedder.name must be a non-empty str, got {shown(name)}")
     if not name.strip():
-        raise InvalidValueError(f"embedder.name must be a non-empty str, got {name!r}")
+        raise InvalidValueError(f"embedder.name must be a non-empty str, got {shown(name)}")
     check_unicode("embedder.name", name)  # stored with every turn's vector: UTF-8
     if "\x00" in name:  # which PostgreSQL's text cannot hold: every backend refuses it
-        raise InvalidValueError(f"embedder.name must not hold a NUL character, got {name!r}")
+        raise InvalidValueError(f"embedder.name must not hold a NUL character, got {shown(name)}")
     if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
-        raise InvalidTypeError(f"embedder.dim must be an int of at least 1, got {dim!r}")
+        raise InvalidTypeError(f"embedder.dim must be an int of at least 1, got {shown(dim)}")
     return embedder
 
 
@@ -333,7 +333,7 @@ class HashingEmbedder:
 
     def __init__(self, dim: int = 1024) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
-            raise InvalidValueError(f"dim must be an integer >= 8, got {dim!r}")
+            raise InvalidValueError(f"dim must be an integer >= 8, got {shown(dim)}")
         self._dim = dim
 
     @property
@@ -458,7 +458,9 @@ class TurnIndex:
     def __init__(self, dim: int, *, exact_below: int | None = None) -> None:
         exact_below = EXACT_BELOW if exact_below is None else exact_below
         if isinstance(exact_below, bool) or not isinstance(exact_below, int) or exact_below < 1:
-            raise InvalidValueError(f"exact_below must be an integer >= 1, got {exact_below!r}")
+            raise InvalidValueError(
+                f"exact_below must be an integer >= 1, got {shown(exact_below)}"
+            )
         self.dim = dim
         self.exact_below = exact_below
         self._index = faiss.IndexFlatIP(dim)

@@ -1644,7 +1644,7 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
                 f"{name} must be a non-empty str, got {type(value).__name__} {value!r:.80}"
             )
         if not value.strip():
-            raise InvalidValueError(f"{name} must be a non-empty str, got {value!r}")
+            raise InvalidValueError(f"{name} must be a non-empty str, got {shown(value)}")
         _check_text(name, value)
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {role!r:.80}")
@@ -1716,10 +1716,10 @@ def _check_text(name: str, value: str) -> None:
 
 def _session_set(sessions: object) -> frozenset[str]:
     if isinstance(sessions, (str, bytes)) or not isinstance(sessions, Iterable):
-        raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r}")
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {shown(sessions)}")
     names = list(sessions)  # a generator is read once
     if not all(isinstance(s, str) for s in names):
-        raise InvalidTypeError(f"sessions must be a sequence of str, got {names!r}")
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {shown(names)}")
     return frozenset(names)
 
 
@@ -1729,7 +1729,8 @@ def _weights(weights: object) -> tuple[float, float]:
     values = [_finite(w) for w in pair]  # NumPy numbers too; None: not a finite number
     if len(values) != 2 or None in values or not all(w >= 0 for w in values) or not any(values):  # type: ignore[operator]
         raise InvalidValueError(
-            f"weights must be (vector, graph): two finite numbers >= 0, not both 0, got {weights!r}"
+            "weights must be (vector, graph): two finite numbers >= 0, not both 0, "
+            f"got {shown(weights)}"
         )
     return (float(values[0] or 0.0), float(values[1] or 0.0))
 

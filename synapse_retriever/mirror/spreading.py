@@ -36,7 +36,7 @@ from synapse_retriever._arrays import unique_ids
 from synapse_retriever._numbers import numeric
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.config import Spreading
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "Activation",
@@ -71,9 +71,9 @@ def hub_factor(degree: int, *, hub_degree: int = Spreading.hub_degree) -> float:
     1.0
     """
     if isinstance(hub_degree, bool) or not isinstance(hub_degree, Integral):
-        raise InvalidTypeError(f"hub_degree must be an integer, got {hub_degree!r}")
+        raise InvalidTypeError(f"hub_degree must be an integer, got {shown(hub_degree)}")
     if hub_degree < 1:
-        raise InvalidValueError(f"hub_degree must be an integer >= 1, got {hub_degree!r}")
+        raise InvalidValueError(f"hub_degree must be an integer >= 1, got {shown(hub_degree)}")
     return math.sqrt(hub_degree / degree) if degree > hub_degree else 1.0
 
 
@@ -269,7 +269,8 @@ def spread_activation(
     """
     if isinstance(seeds, (str, bytes)):
         raise InvalidTypeError(
-            f"seeds must be an iterable of node ids, got a bare {type(seeds).__name__} {seeds!r}"
+            "seeds must be an iterable of node ids, got a bare "
+            f"{type(seeds).__name__} {shown(seeds)}"
         )
     seeds = list(seeds)  # a generator is read once
     names = sorted({*graph, *(m for row in graph.values() for m in row), *seeds})

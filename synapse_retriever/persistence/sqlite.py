@@ -46,6 +46,7 @@ from synapse_retriever.errors import (
     ReadOnlyStoreError,
     StorageUnavailableError,
     SynapseError,
+    shown,
 )
 from synapse_retriever.persistence.protocols import (
     WriteTransaction,
@@ -1327,12 +1328,12 @@ got a mysql:// URL
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
     if not isinstance(text, str):
         raise InvalidTypeError(
-            f"a store's path must be a str or a path, got {type(path).__name__} {path!r}"
+            f"a store's path must be a str or a path, got {type(path).__name__} {shown(path)}"
         )
     if not text:
         raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
     if "\x00" in text:
-        raise InvalidValueError(f"a store's path must not hold a NUL character, got {text!r}")
+        raise InvalidValueError(f"a store's path must not hold a NUL character, got {shown(text)}")
     scheme = _URL.search(text)
     if scheme and scheme[1].lower() != "file":  # mysql://..., postgresq://...: no file to make
         raise InvalidValueError(
@@ -1340,7 +1341,7 @@ got a mysql:// URL
         )
     folder = text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
     if folder and not text.startswith("file:"):
-        raise InvalidValueError(f"a store's path must name a file, not a folder: got {text!r}")
+        raise InvalidValueError(f"a store's path must name a file, not a folder: got {shown(text)}")
     return text
 
 

@@ -73,7 +73,7 @@ from synapse_retriever.config import (
     namespace_list,
     validate_namespace,
 )
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
@@ -338,7 +338,8 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
     count = edge.activation_count
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
         raise InvalidValueError(
-            f"{where} ({a!r}-{b!r}): count must be an integer in [1, {MAX_COUNT}], got {count!r}"
+            f"{where} ({a!r}-{b!r}): count must be an integer in [1, {MAX_COUNT}], "
+            f"got {shown(count)}"
         )
     half_life = _number(edge.half_life_days, f"{where} ({a!r}-{b!r}): half_life_days")
     low, high = HALF_LIFE_DAYS
@@ -370,7 +371,7 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
 
 def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidValueError(f"{what} must be a number, got {value!r}")
+        raise InvalidValueError(f"{what} must be a number, got {shown(value)}")
     return finite_real(value, what, "a number")  # an int past a float's range too
 
 
@@ -416,7 +417,7 @@ def _format(path: str | os.PathLike[str], fmt: object) -> Format:
         return guess_format(path)
     if fmt == "json" or fmt == "graphml":
         return fmt
-    raise InvalidValueError(f"format must be 'json' or 'graphml', got {fmt!r}")
+    raise InvalidValueError(f"format must be 'json' or 'graphml', got {shown(fmt)}")
 
 
 def check_export_path(

@@ -55,7 +55,7 @@ from synapse_retriever._numbers import numeric
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import ActrRule
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.recall.hits import (
     Hit,
     Resolvable,
@@ -480,7 +480,7 @@ class RankedNames(Sequence[str]):
     def __init__(self, nodes: IntArray, values: FloatArray, names: Sequence[str]) -> None:
         """``nodes`` and their ``values`` (not NaN), in any order."""
         if np.isnan(values).any():
-            raise InvalidValueError(f"values must not be NaN, got {values!r}")
+            raise InvalidValueError(f"values must not be NaN, got {shown(values)}")
         self._size = int(nodes.size)
         self._nodes, self._values, self._names = nodes, values, names
         self._done: list[str] = []

@@ -22,7 +22,7 @@ from typing import Literal, NamedTuple, Protocol, SupportsFloat
 from synapse_retriever._numbers import numeric
 from synapse_retriever.clock import finite_real
 from synapse_retriever.config import RecallRule
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -331,7 +331,7 @@ def _hit_id(node: object) -> str:
     if not isinstance(node, str):
         raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {node!r:.80}")
     if not node:
-        raise InvalidValueError(f"node id must be a non-empty string, got {node!r}")
+        raise InvalidValueError(f"node id must be a non-empty string, got {shown(node)}")
     return str(node)
 
 
@@ -340,7 +340,7 @@ def _pair(hit: object, position: int) -> tuple[object, object]:
     record, a longer tuple)."""
     if isinstance(hit, Mapping):  # its keys would read as the id and the score
         raise InvalidTypeError(
-            f"hit {position} must be an (id, score) pair, got a {type(hit).__name__} {hit!r}: "
+            f"hit {position} must be an (id, score) pair, got a {type(hit).__name__} {shown(hit)}: "
             "pass its id and score as a pair"
         )
     if not isinstance(hit, (str, bytes)):
@@ -348,7 +348,7 @@ def _pair(hit: object, position: int) -> tuple[object, object]:
             items: tuple[object, ...] = tuple(hit)  # type: ignore[arg-type]
             if len(items) >= 2:
                 return items[0], items[1]
-    raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {hit!r}")
+    raise InvalidTypeError(f"hit {position} must be an (id, score) pair, got {shown(hit)}")
 
 
 def _real_score(score: object, position: int, node: str) -> float:

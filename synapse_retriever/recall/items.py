@@ -33,7 +33,7 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from synapse_retriever.clock import Clock
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 from synapse_retriever.recall.hits import ANNOTATION_KEYS, Hit, Plan, checked_cost
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def usage_ids(
     kinds = kind if isinstance(kind, tuple) else (kind,)
     names = "/".join(k.__name__ for k in kinds)
     if isinstance(used, (str, bytes, *kinds)):
-        raise InvalidTypeError(f"must be a list of ids or {names} objects, got {used!r}")
+        raise InvalidTypeError(f"must be a list of ids or {names} objects, got {shown(used)}")
     ids: list[str] = []
     for item in used:
         if isinstance(item, str):
@@ -176,7 +176,7 @@ def usage_ids(
             ids.append(id_of(item))
         else:
             raise InvalidTypeError(
-                f"expected an id or a {names}, got {type(item).__name__} {item!r}"
+                f"expected an id or a {names}, got {type(item).__name__} {shown(item)}"
             )
     return ids
 

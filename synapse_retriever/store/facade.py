@@ -53,6 +53,7 @@ from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
     SynapseError,
+    shown,
 )
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.mirror.mirror import Mirror
@@ -1219,7 +1220,7 @@ def _one_database(a: Storage, b: Storage) -> bool:
 def _late(late: object) -> Late:
     if late == "skew" or late == "raise" or late == "clamp":
         return late
-    raise InvalidValueError(f"late must be 'skew', 'raise' or 'clamp', got {late!r}")
+    raise InvalidValueError(f"late must be 'skew', 'raise' or 'clamp', got {shown(late)}")
 
 
 def _event_id(event_id: object) -> str | None:
@@ -1232,7 +1233,7 @@ def _event_id(event_id: object) -> str | None:
         if "\x00" not in event_id:
             return check_unicode("event_id", event_id)
     raise InvalidValueError(
-        f"event_id must be a non-empty str without NUL, or None, got {event_id!r}"
+        f"event_id must be a non-empty str without NUL, or None, got {shown(event_id)}"
     )
 
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
 from synapse_retriever.conversation.embed import model_rows, text_list
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = ["LangChainEmbedder", "default_name", "from_framework"]
 
@@ -83,9 +83,9 @@ class LangChainEmbedder:
                 f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+            raise InvalidValueError(f"batch_size must be an integer >= 1, got {shown(batch_size)}")
         if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise InvalidValueError(f"name must be a non-empty str, got {name!r}")
+            raise InvalidValueError(f"name must be a non-empty str, got {shown(name)}")
         self.embeddings = embeddings
         self.batch_size = batch_size
         self._name = name or default_name(embeddings)

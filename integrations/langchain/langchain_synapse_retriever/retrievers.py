@@ -36,6 +36,7 @@ from synapse_retriever import (
     validate_namespace,
 )
 from synapse_retriever.clock import Clock
+from synapse_retriever.errors import shown
 from synapse_retriever.recall.items import log_unfetched
 from synapse_retriever.tokens import is_int
 
@@ -327,7 +328,7 @@ class SynapseRetriever(BaseRetriever):
     def _plan(self, upstream: Sequence[Document], k: int | None) -> ItemRecall[Document]:
         limit = self.k if k is None else k
         if limit is not None and not is_int(limit):
-            raise InvalidTypeError(f"k must be an int or None, got {limit!r}")
+            raise InvalidTypeError(f"k must be an int or None, got {shown(limit)}")
         limit = None if limit is None else int(limit)  # a NumPy integer too
         if limit is not None and limit < 1:
             raise InvalidValueError(f"k must be at least 1, got {limit}")

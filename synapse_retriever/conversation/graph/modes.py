@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "MODE_ALIASES",
@@ -113,7 +113,7 @@ def canonical_mode(mode: str) -> str:
         )
     name = MODE_ALIASES.get(mode, mode)
     if name not in MODE_WEIGHTS:
-        raise InvalidValueError(f"mode must be one of {known} or 'auto', got {mode!r}")
+        raise InvalidValueError(f"mode must be one of {known} or 'auto', got {shown(mode)}")
     return str(name)  # a str subclass (an enum's member) as the plain name
 
 

@@ -31,6 +31,7 @@ from synapse_retriever import (
     validate_namespace,
 )
 from synapse_retriever.clock import Clock
+from synapse_retriever.errors import shown
 from synapse_retriever.recall.items import log_unfetched
 
 __all__ = ["NodeFetcher", "SynapsePostprocessor", "SynapseRecallEvent"]
@@ -180,7 +181,7 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             return node
         base = node.node if isinstance(node, NodeWithScore) else node
         if not isinstance(base, BaseNode):
-            raise InvalidTypeError(f"expected a node, NodeWithScore or id, got {node!r}")
+            raise InvalidTypeError(f"expected a node, NodeWithScore or id, got {shown(node)}")
         if self.id_mode == "ref_doc_id" and base.ref_doc_id:
             return base.ref_doc_id
         return base.node_id

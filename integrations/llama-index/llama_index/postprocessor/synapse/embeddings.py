@@ -17,7 +17,7 @@ import numpy.typing as npt
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from synapse_retriever.conversation.embed import model_rows, text_list
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = ["LlamaIndexEmbedder", "default_name", "from_framework"]
 
@@ -79,7 +79,7 @@ class LlamaIndexEmbedder:
                 f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}"
             )
         if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise InvalidValueError(f"name must be a non-empty str, got {name!r}")
+            raise InvalidValueError(f"name must be a non-empty str, got {shown(name)}")
         self.embed_model = embed_model
         self._name = name or default_name(embed_model)
         self._dim: int | None = None

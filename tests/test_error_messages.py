@@ -1,0 +1,74 @@
+"""An error names the bad value in a line, however large the value: its ``repr`` cut to 80
+characters (:func:`synapse_retriever.errors.shown`), an int past Python's 4,300 digits by its
+size. A megabyte passed where an id or a list was expected used to be printed whole, and a
+huge int made the message itself fail ("Exceeds the limit ... for integer string
+conversion") in place of the error that names the field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langchain_core.retrievers import BaseRetriever
+from langchain_synapse_retriever import SynapseRetriever
+from llama_index.postprocessor.synapse import SynapsePostprocessor
+
+from synapse_retriever import Learning, SynapseConfig, SynapseStore
+from synapse_retriever.conversation import ConversationMemory, HashingEmbedder
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+
+BIG = "x" * 1_000_000
+HUGE = -(10**5000)  # repr() refuses it
+
+
+class _Nothing(BaseRetriever):
+    def _get_relevant_documents(self, query: str, **kwargs: Any) -> list[Any]:
+        return []
+
+
+@pytest.fixture
+def store() -> Iterator[SynapseStore]:
+    with SynapseStore(":memory:") as opened:
+        opened.reinforce(["a", "b"], at=0.0)
+        yield opened
+
+
+CALLS: dict[str, tuple[type[SynapseError], Callable[[SynapseStore], object]]] = {
+    "a namespace": (InvalidValueError, lambda s: s.reinforce(["a", "b"], namespace=BIG)),
+    "a hit that is no pair": (InvalidTypeError, lambda s: s.recall([BIG])),
+    "a bare str of nodes": (InvalidTypeError, lambda s: s.reinforce(BIG)),
+    "a bare str of seeds": (InvalidTypeError, lambda s: s.spread(BIG)),
+    "an int config field": (
+        InvalidValueError,
+        lambda s: SynapseConfig(learning=Learning(max_coactivation=HUGE)),
+    ),
+    "the sessions of a retrieval": (
+        InvalidTypeError,
+        lambda s: ConversationMemory(embedder=HashingEmbedder()).retrieve("q", sessions=BIG),
+    ),
+    "the weights of a retrieval": (
+        InvalidValueError,
+        lambda s: ConversationMemory(embedder=HashingEmbedder()).retrieve(
+            "q", weights=[1.0] * 100_000
+        ),
+    ),
+    "a LangChain retriever's k": (
+        InvalidTypeError,
+        lambda s: SynapseRetriever(base_retriever=_Nothing(), store=s).invoke("q", k=BIG),
+    ),
+    "a LlamaIndex node": (
+        InvalidTypeError,
+        lambda s: SynapsePostprocessor(store=s).record_usage([["x"] * 100_000]),
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(CALLS))
+def test_a_huge_bad_value_is_named_in_a_line(store: SynapseStore, what: str) -> None:
+    error, call = CALLS[what]
+    with pytest.raises(error) as refused:
+        call(store)
+    message = str(refused.value)
+    assert len(message) < 300, message[:300]
+    assert any(s in message for s in ("'xxxxxxxxxx", "1.0, 1.0", "'x', 'x'", "16610 bits"))
