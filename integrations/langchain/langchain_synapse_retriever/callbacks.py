@@ -179,7 +179,11 @@ class SynapseCallbackHandler(BaseCallbackHandler):
 
 
 def _names(what: str, names: Collection[str]) -> list[str]:
-    """``names``, a collection of str; a bare str (read as its characters) is refused."""
-    if isinstance(names, str | bytes) or not all(isinstance(n, str) for n in names):
+    """``names``, a collection of str, read once (a generator too: checking it first would
+    use it up, and leave no name); a bare str (read as its characters) is refused."""
+    if isinstance(names, str | bytes):
         raise InvalidTypeError(f"{what} must be a collection of str, got {names!r:.80}")
-    return list(names)
+    listed = list(names)
+    if not all(isinstance(n, str) for n in listed):
+        raise InvalidTypeError(f"{what} must be a collection of str, got {listed!r:.80}")
+    return listed

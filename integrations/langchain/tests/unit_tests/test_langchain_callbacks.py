@@ -228,6 +228,24 @@ def test_namespace_strength_and_tool_filter(store: SynapseStore) -> None:
     assert weight(store, "a.py", "b.py", "personal") == 0.0
 
 
+def test_tools_and_input_keys_given_as_generators_are_read_once(store: SynapseStore) -> None:
+    # the check read the generators to their end, and the handler kept none of them: it
+    # listened to no tool (tools) or found no id (input_keys), and learned nothing, silently
+    tools = [read_file, edit_file]
+    handler = SynapseCallbackHandler(
+        store, tools=(t.name for t in tools), input_keys=(key for key in ("path", "file_path"))
+    )
+    assert handler.tools == {"read_file", "edit_file"}
+    assert handler.input_keys == ("path", "file_path")
+    run = agent((read_file, {"path": "a.py"}), (edit_file, {"file_path": "b.py", "text": ""}))
+    run.invoke("task", {"callbacks": [handler]})
+    assert pairs(store) == {frozenset({"a.py", "b.py"})}
+    with pytest.raises(
+        InvalidTypeError, match=r"tools must be a collection of str, got \['a', 1\]"
+    ):
+        SynapseCallbackHandler(store, tools=(name for name in ["a", 1]))  # type: ignore[misc]
+
+
 def test_a_custom_extractor_sees_the_tool_name_and_input(store: SynapseStore) -> None:
     seen: list[tuple[str, Any]] = []
 
