@@ -159,3 +159,27 @@ def test_what_it_cannot_retrieve_with_is_refused_when_it_is_made() -> None:
         with pytest.raises(InvalidValueError, match="mode must be one of"):
             SynapseMemoryRetriever(memory, mode="bogus")
         assert SynapseMemoryRetriever(memory, similarity_top_k=2, mode=None).similarity_top_k == 2
+
+
+def test_sessions_are_read_once_when_it_is_made() -> None:
+    # a generator was kept as given: the first query used it up, and every later one
+    # returned nothing; a list was kept as given and changed with the caller's; a bare str
+    # was taken, and refused at the first query
+    import pytest
+
+    from synapse_retriever.errors import InvalidTypeError
+
+    memory = filled()
+    retriever = SynapseMemoryRetriever(memory, similarity_top_k=3, sessions=(s for s in ["week"]))
+    for _ in range(2):
+        assert [n.node.metadata["session"] for n in retriever.retrieve("lunch on Friday")] == [
+            "week"
+        ]
+    chosen = ["week"]
+    retriever = SynapseMemoryRetriever(memory, similarity_top_k=3, sessions=chosen)
+    chosen.append("incident")
+    assert retriever.sessions == ["week"]
+    for bad in ("week", ["week", 3]):
+        with pytest.raises(InvalidTypeError, match="sessions must be a sequence of str"):
+            SynapseMemoryRetriever(memory, sessions=bad)  # type: ignore[arg-type]
+    memory.close()

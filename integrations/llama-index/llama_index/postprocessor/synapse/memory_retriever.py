@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -80,7 +81,8 @@ class SynapseMemoryRetriever(BaseRetriever):
         similarity_top_k: The most nodes returned.
         mode: ``"auto"`` (detected per query), ``"analytical"``, ``"creative"``,
             ``"conversational"`` or an alias.
-        sessions: Only turns of these sessions are returned.
+        sessions: Only turns of these sessions are returned (any iterable of str, copied
+            when the retriever is made).
 
     Example:
         >>> from synapse_retriever.conversation import ConversationMemory
@@ -117,7 +119,7 @@ class SynapseMemoryRetriever(BaseRetriever):
         self.memory = memory
         self.similarity_top_k = int(similarity_top_k)
         self.mode = mode
-        self.sessions = sessions
+        self.sessions = None if sessions is None else _sessions(sessions)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         results = self.memory.retrieve(
@@ -136,6 +138,18 @@ class SynapseMemoryRetriever(BaseRetriever):
             sessions=self.sessions,
         )
         return [retrieval_node(result) for result in results]
+
+
+def _sessions(sessions: object) -> list[str]:
+    """``sessions`` as a list of its own, read once: a generator kept as given was used up
+    by the first query, and every later one returned nothing; a list kept as given changed
+    with the caller's. A bare str (read as its characters) is refused by name."""
+    if isinstance(sessions, str | bytes) or not isinstance(sessions, Iterable):
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r:.80}")
+    names = list(sessions)
+    if not all(isinstance(name, str) for name in names):
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {names!r:.80}")
+    return names
 
 
 class _Link(BaseModel):
