@@ -32,7 +32,7 @@ import time
 import unicodedata
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import NoReturn, SupportsIndex, TypeVar
 
 import networkx as nx
 import numpy as np
@@ -475,6 +475,16 @@ class ConversationMemory:
     def __repr__(self) -> str:
         user = "" if self.user is None else f", user={self.user!r}"
         return f"ConversationMemory({self.path!r}{user}, turns={len(self._turns)})"
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        """Refused: a memory holds an open database connection, its lock, its index and a
+        consolidation thread, which neither a pickle nor a copy can carry (a copy shared the
+        storage, which the original's finalizer closed under it). Open the memory again from
+        its path or URL (and ``user``)."""
+        raise InvalidTypeError(
+            f"cannot pickle or copy a ConversationMemory of {self.path!r}: it holds an open "
+            "database; open the memory again from its path or URL in each process"
+        )
 
     def _check_open(self) -> None:
         if self._closed:

@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, SupportsFloat, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -401,6 +401,23 @@ config: pass config together with a store path instead
 
     def __repr__(self) -> str:
         return f"SynapseStore({self.path!r})"
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        """Refused: a store holds an open database connection, its lock and its in-memory
+        graph, which neither a pickle nor a copy can carry (a copy shared the connection,
+        and closing either closed both). Open the store again from its path or URL.
+
+        >>> import copy
+        >>> copy.deepcopy(SynapseStore(":memory:"))
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidTypeError: cannot pickle or copy SynapseStore(':memory:'): \
+it holds an open database; open the store again from its path or URL in each process
+        """
+        raise InvalidTypeError(
+            f"cannot pickle or copy {self!r}: it holds an open database; open the store again "
+            "from its path or URL in each process"
+        )
 
     # -- learning ----------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import math
+import pickle
 import re
 import sqlite3
 import subprocess
@@ -12,7 +14,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,17 @@ def test_a_speaker_that_shows_nothing_or_holds_a_control_character_is_refused() 
             memory.add_turn("hi", speaker="\u200b")
         assert len(memory) == 0
         assert memory.add_turn("hi \u200b there", speaker="Ann\u00e9") == 1  # visible: kept
+
+
+@pytest.mark.parametrize("copied", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_memory_is_neither_pickled_nor_copied(copied: Callable[[object], object]) -> None:
+    # a copy shared the storage, which the original's finalizer closed under it (a raw
+    # sqlite3.ProgrammingError); a pickle failed on "cannot pickle 'mappingproxy' object"
+    with ConversationMemory() as memory:
+        memory.add_turn("deploys move to Fridays", at=0)
+        with pytest.raises(InvalidTypeError, match="cannot pickle or copy a ConversationMemory"):
+            copied(memory)
+        assert [t.text for t in memory.turns()] == ["deploys move to Fridays"]
 
 
 def test_a_session_name_over_200_characters_is_refused_and_named_in_short() -> None:

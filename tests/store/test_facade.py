@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
+import pickle
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -264,6 +266,18 @@ def test_a_closed_store_says_so(store: SynapseStore) -> None:
         store.reinforce(["a", "b"])
     with pytest.raises(ValueError, match="closed"):  # as Python's closed files raise
         store.recall([("a", 1.0)])
+
+
+@pytest.mark.parametrize("copied", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_store_is_neither_pickled_nor_copied_and_stays_whole(
+    store: SynapseStore, copied: Callable[[object], object]
+) -> None:
+    # a copy shared the store's connection and lock (closing either closed both); a pickle
+    # or a deep copy failed on "cannot pickle 'mappingproxy' object", naming nothing of ours
+    store.reinforce(["a", "b"], at=0)
+    with pytest.raises(InvalidTypeError, match=r"cannot pickle or copy SynapseStore\(.+open da"):
+        copied(store)
+    assert store.edge("a", "b") is not None
 
 
 # -- bad input -----------------------------------------------------------------------
