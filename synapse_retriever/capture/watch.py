@@ -757,7 +757,9 @@ class TreeWatcher:
         chain of moves once, from its first path to its last; not a move undone, nor one
         whose old path is back (an editor's backup by renaming, then a new file), nor one
         whose file is gone or left out now. A rename onto a node with a past of its own
-        goes to ``on_error``; one that fails otherwise waits for the next window."""
+        goes to ``on_error``, in the ``last`` window too (it is refused for good: the
+        window's files are written all the same); one that fails otherwise waits for the
+        next window (raised in the ``last``)."""
         settled = [(old, new) for new, old in self.moves.items() if old != new]
         self.moves.clear()
         if self.rename is None or not settled:
@@ -768,8 +770,8 @@ class TreeWatcher:
                 continue
             try:
                 self.report.renamed += self.rename(old, new, self.namespace) > 0
-            except InvalidValueError as exc:  # the new path has a past of its own: said
-                if self.on_error is None or last:
+            except InvalidValueError as exc:  # the new path has a past of its own: said,
+                if self.on_error is None:  # and the window is written, even the last one
                     raise
                 self.on_error(exc)
             except Exception as exc:  # the store is away: the move waits for the next window

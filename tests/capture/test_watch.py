@@ -1024,6 +1024,20 @@ def test_a_rename_refused_is_said_and_one_that_fails_waits_for_the_next_window(
                          ("rename", "personal", "b.py", "d.py")]  # fmt: skip
 
 
+def test_a_rename_refused_in_the_last_window_is_said_and_the_window_still_written(
+    steps: Steps,
+) -> None:
+    for name in ("a.py", "b.py"):
+        _save(steps.root, name)
+    steps.move("a.py", "c.py")  # onto a node with a past of its own, then Ctrl-C
+    steps.save("b.py")
+    steps.take(moved("a.py", "c.py"))
+    steps.refuse = [InvalidValueError("'c.py' already has associations")]
+    steps.watcher.flush(last=True)  # refused for good: said, not raised before the write
+    assert [str(e) for e in steps.errors] == ["'c.py' already has associations"]
+    assert steps.log == [("write", "personal", "c.py", "b.py")]
+
+
 def test_the_settings_are_checked_when_a_watcher_is_built(tmp_path: Path) -> None:
     with pytest.raises(InvalidValueError, match="root must be a folder"):
         TreeWatcher(tmp_path / "nowhere", lambda files, ns: 0, WatchSettings(namespace="Bad"))
