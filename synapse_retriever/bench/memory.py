@@ -53,6 +53,7 @@ from synapse_retriever.conversation.config import ContextConfig
 from synapse_retriever.conversation.embed import HashingEmbedder, embedded
 from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.memory import ConversationMemory
+from synapse_retriever.errors import InvalidValueError
 from synapse_retriever.tokens import approximate_tokens
 
 __all__ = [
@@ -403,14 +404,30 @@ def generate_conversation(
     ``min_gap`` turns later (default: a quarter of the conversation). Every other turn
     is an assistant reply of 4 to 9 small-talk sentences; each fact's topic comes back
     in ``distractors`` user turns, before or after the fact, without its answer, and
-    the replies to those also discuss the topic.
+    the replies to those also discuss the topic. The turns are split into ``sessions``
+    of equal length, a day apart.
+
+    Raises
+    ------
+    InvalidValueError
+        ``facts`` is more than the 16 known, or than the user turns of the first half;
+        ``sessions`` is not 1 to ``turns``; ``distractors`` is negative.
     """
     if facts > len(_FACTS):
-        raise ValueError(f"at most {len(_FACTS)} facts, got {facts}")
+        raise InvalidValueError(f"at most {len(_FACTS)} facts, got {facts}")
+    user_slots = list(range(0, turns // 2, 2))
+    if facts > len(user_slots):
+        raise InvalidValueError(
+            f"{turns} turns hold at most {len(user_slots)} facts (one per user turn of the "
+            f"first half), got {facts}"
+        )
+    if not 1 <= sessions <= turns:
+        raise InvalidValueError(f"sessions must be 1 to {turns} (the turns), got {sessions}")
+    if distractors < 0:
+        raise InvalidValueError(f"distractors must be 0 or more, got {distractors}")
     rng = random.Random(seed)
     gap = min_gap if min_gap is not None else turns // 4
     chosen = rng.sample(_FACTS, facts)
-    user_slots = list(range(0, turns // 2, 2))
     fact_slots = sorted(rng.sample(user_slots, facts))
     plan: dict[int, tuple[int, str]] = {}
     texts: dict[int, str] = {}

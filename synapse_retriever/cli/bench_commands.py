@@ -941,7 +941,11 @@ def register(commands: Commands) -> None:
     )
     assembly.set_defaults(handler=cmd_bench_assembly)
     assembly.add_argument(
-        "--turns", type=at_least(1), nargs="+", default=[1000, 10_000], help="(1000 10000)"
+        "--turns",
+        type=at_least(2),  # a user turn and its reply: the least a fact is planted in
+        nargs="+",
+        default=[1000, 10_000],
+        help="(1000 10000)",
     )
     assembly.add_argument(
         "--budgets", type=at_least(1), nargs="+", default=[1000, 4000], help="tokens (1000 4000)"
@@ -1068,9 +1072,9 @@ def register(commands: Commands) -> None:
     memory.add_argument(
         "--facts", type=at_least(1), default=16, help="planted facts, at most 16 (16)"
     )
-    memory.add_argument("--sessions", type=int, default=8, help="sessions (8)")
+    memory.add_argument("--sessions", type=at_least(1), default=8, help="sessions, a day apart (8)")
     memory.add_argument(
-        "--distractors", type=int, default=20, help="turns on each fact's topic (20)"
+        "--distractors", type=at_least(0), default=20, help="turns on each fact's topic (20)"
     )
     memory.add_argument(
         "--seeds", type=int, nargs="+", default=[1, 2, 3], help="one conversation each (1 2 3)"

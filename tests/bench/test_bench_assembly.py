@@ -30,3 +30,11 @@ def test_the_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture
     assert json.loads(out.read_text())["rows"][0]["turns"] == 30
     assert main([*argv, "--quiet"]) == 0
     assert "| 30 | 400 | 2 |" in capsys.readouterr().out
+
+
+def test_the_cli_refuses_a_conversation_too_short_to_plant_a_fact(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stopped:  # was a ValueError's traceback (random.sample)
+        main(["bench", "assembly", "--turns", "1", "--budgets", "400", "--queries", "2"])
+    assert stopped.value.code == 2 and "must be at least 2, got 1" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from synapse_retriever.bench.plain import last_n, vector_top_k
 from synapse_retriever.cli import main
 from synapse_retriever.conversation import ContextConfig
 from synapse_retriever.conversation.text import telegraphic
+from synapse_retriever.errors import InvalidValueError
 
 
 def test_the_generated_conversation_plants_facts_and_asks_them_later() -> None:
@@ -33,6 +34,15 @@ def test_the_generated_conversation_plants_facts_and_asks_them_later() -> None:
         assert not any(question.answer in t.text for t in later)
     again = generate_conversation(turns=80, facts=4, sessions=2, distractors=3, seed=3)
     assert again == conversation  # deterministic
+
+
+def test_a_conversation_that_cannot_be_generated_is_refused_by_name() -> None:
+    with pytest.raises(InvalidValueError, match="sessions must be 1 to 80"):
+        generate_conversation(turns=80, sessions=0)
+    with pytest.raises(InvalidValueError, match="distractors must be 0 or more, got -1"):
+        generate_conversation(turns=80, facts=4, distractors=-1)
+    with pytest.raises(InvalidValueError, match="20 turns hold at most 5 facts"):
+        generate_conversation(turns=20, facts=6)
 
 
 def test_answers_survive_telegraphic_summaries() -> None:
@@ -93,6 +103,8 @@ def test_synapse_bench_memory_prints_a_table_json_and_markdown(
     ("extra", "message"),
     [
         (["--facts", "40"], "at most 16 facts"),
+        (["--turns", "12", "--facts", "4"], "12 turns hold at most 3 facts"),
+        (["--sessions", "61"], "sessions must be 1 to 60 (the turns), got 61"),
         (["--budgets", "0"], "budgets must be positive"),
         (["--json", "/no/such/dir/r.json"], "no such directory"),
     ],
@@ -104,7 +116,16 @@ def test_synapse_bench_memory_refuses_bad_arguments(
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("extra", "low"), [(["--turns", "9"], 10), (["--facts", "0"], 1)])
+@pytest.mark.parametrize(
+    ("extra", "low"),
+    [
+        (["--turns", "9"], 10),
+        (["--facts", "0"], 1),
+        (["--sessions", "0"], 1),  # was a ZeroDivisionError's traceback
+        (["--sessions", "-3"], 1),  # was a run at negative times, in session 's-3'
+        (["--distractors", "-1"], 0),
+    ],
+)
 def test_synapse_bench_memory_refuses_too_small_runs(
     extra: list[str], low: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
