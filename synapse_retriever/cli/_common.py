@@ -56,6 +56,7 @@ __all__ = [
     "at_least",
     "check_inputs",
     "check_output",
+    "check_plot",
     "console",
     "in_calendar",
     "iso",
@@ -246,6 +247,35 @@ def check_output(path: str | None, *inputs: str | None) -> None:
     what = database_kind(path)
     if what is not None:
         raise CliError(f"cannot write {path!r}: it is {what}; it was left untouched")
+
+
+def check_plot(path: str | None, *inputs: str | None, report: str | None = None) -> None:
+    """Refuse, before any work, a plot's image ``path`` that :func:`check_output` refuses
+    (over one of ``inputs``, or a database), that is ``-`` (an image is a file: a plot has no
+    stdout to go to, and was written to a file named ``-``), or that names the file the
+    ``--json`` ``report`` is written to (the report, written last, would replace the image).
+
+    Examples
+    --------
+    >>> check_plot("latency.svg", report="perf.json")
+    >>> for plot, report in (("-", None), ("perf.json", "./perf.json")):
+    ...     try:
+    ...         check_plot(plot, report=report)
+    ...     except CliError as error:
+    ...         print(error)
+    cannot write the plot to '-': an image is a file; give its path (.svg, .png or .pdf)
+    --plot 'perf.json' and --json './perf.json' name one file: the report would replace the plot
+    """
+    check_output(path, *inputs)
+    if path == "-":
+        raise CliError(
+            "cannot write the plot to '-': an image is a file; give its path (.svg, .png or .pdf)"
+        )
+    if path is not None and report is not None and report != "-" and same_file(path, report):
+        raise CliError(
+            f"--plot {path!r} and --json {report!r} name one file: the report would replace "
+            "the plot"
+        )
 
 
 def at_least(low: int) -> Callable[[str], int]:

@@ -18,6 +18,7 @@ from synapse_retriever.cli._common import (
     at_least,
     check_inputs,
     check_output,
+    check_plot,
     console,
     print_json,
     printable,
@@ -281,7 +282,7 @@ def _plot_quality_reports(paths: Sequence[str]) -> int:
 
     if len(paths) < 2:
         raise CliError("--plot takes the image's path, then one or more --json reports")
-    check_output(paths[0], *paths[1:])
+    check_plot(paths[0], *paths[1:])
     reports = _quality_reports(paths[1:])
     if "synapse" not in _quality_rows(reports, paths[1]):
         raise CliError(f"{paths[1]!r} has no synapse row to plot")
@@ -352,7 +353,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     from synapse_retriever.bench.perf import POSTGRES_MAX_EDGES, plot_latency, run_perf
 
     check_output(args.json)
-    check_output(args.plot)
+    check_plot(args.plot, report=args.json)
     options = vars(args)  # the options of add_perf_options, where the parser has them
     err = console(stderr=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as folder, err.status("graphs") as status:
@@ -483,7 +484,7 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
     )
 
     check_output(args.json)
-    check_output(args.plot)
+    check_plot(args.plot, report=args.json)
     err = console(stderr=True)
     with err.status("conversations") as status:
         report = run_retrieval_speed(
@@ -650,7 +651,7 @@ def _plot_memory_reports(paths: Sequence[str]) -> int:
 
     if len(paths) < 2:
         raise CliError("--plot takes the image's path, then one or more --json reports")
-    check_output(paths[0], *paths[1:])
+    check_plot(paths[0], *paths[1:])
     reports = []
     for path in paths[1:]:
         report = _read_report(path, "a bench memory --json report")

@@ -222,6 +222,22 @@ def test_bench_perf_refuses_an_output_that_is_a_directory(
     assert "is a directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["perf", "retrieve"])
+def test_a_plot_is_never_written_to_dash_nor_over_the_report(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "perf.svg"
+    both = ["--json", str(report), "--plot", str(tmp_path / "." / "perf.svg")]
+    assert main(["bench", command, *both]) == 2  # before any work: the image was lost
+    assert "name one file: the report would replace the plot" in capsys.readouterr().err
+    assert main(["bench", command, "--plot", "-"]) == 2  # a file named '-' was written
+    assert "cannot write the plot to '-': an image is a file" in capsys.readouterr().err
+    for saved in ("quality", "memory"):  # from saved reports: the image is a file too
+        assert main(["bench", saved, "--plot", "-", str(report)]) == 2
+        assert "an image is a file" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_sqlite_floor_writes_the_events_edges_through_the_stores_triggers(
     tmp_path: Path,
 ) -> None:
