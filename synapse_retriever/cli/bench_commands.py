@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -352,6 +353,10 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
 
     from synapse_retriever.bench.perf import POSTGRES_MAX_EDGES, plot_latency, run_perf
 
+    if not 0 <= args.naive_budget < math.inf:  # NaN timed every query, as no budget at all
+        raise CliError(
+            f"--naive-budget must be a finite number of seconds >= 0, got {args.naive_budget}"
+        )
     check_output(args.json)
     check_plot(args.plot, report=args.json)
     options = vars(args)  # the options of add_perf_options, where the parser has them
@@ -919,7 +924,10 @@ def register(commands: Commands) -> None:
         "--events", type=at_least(1), default=200, help="10-node events per size (200)"
     )
     perf.add_argument(
-        "--naive-budget", type=float, default=10.0, help="seconds for the naive spread (10)"
+        "--naive-budget",
+        type=float,
+        default=10.0,
+        help="seconds for the naive spread, after its first query (10)",
     )
     perf.add_argument("--dir", help="folder for the temporary databases (system temp)")
     perf.add_argument("--json", metavar="FILE", help="write the results ('-': stdout)")

@@ -215,6 +215,16 @@ def test_bench_perf_refuses_empty_runs(argv: list[str], capsys: pytest.CaptureFi
     assert "must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("budget", ["nan", "inf", "-1"])
+def test_bench_perf_refuses_a_naive_budget_that_is_no_time(
+    budget: str, capsys: pytest.CaptureFixture[str]
+) -> None:  # NaN timed every query (no budget at all), -1 one; neither was said
+    assert main(["bench", "perf", "--sizes", "1500", "--naive-budget", budget]) == 2
+    assert f"--naive-budget must be a finite number of seconds >= 0, got {float(budget)}" in (
+        capsys.readouterr().err
+    )
+
+
 def test_bench_perf_refuses_an_output_that_is_a_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
