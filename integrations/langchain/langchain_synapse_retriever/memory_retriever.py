@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
+from langchain_core.runnables.config import set_config_context
 from pydantic import ConfigDict, Field, field_validator
 
 from synapse_retriever.conversation import ConversationMemory
@@ -76,6 +78,10 @@ class SynapseMemoryRetriever(BaseRetriever):
     Each ``Document`` carries the turn's ``origin``, ``mode`` and ``path`` in its metadata.
     ``ainvoke`` goes through
     :meth:`~synapse_retriever.conversation.ConversationMemory.aretrieve`, off the event loop.
+    ``invoke`` takes ``k``, ``mode`` and ``sessions`` per call (``k=None``: the retriever's);
+    a chat model the memory's mode detector asks
+    (:func:`~langchain_synapse_retriever.chat_model_mode_detector`) is traced as a child of
+    the retrieval's run.
 
     Example:
         .. code-block:: python
@@ -123,25 +129,38 @@ class SynapseMemoryRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         _known_options(kwargs)
-        results = self.memory.retrieve(
-            query,
-            k=kwargs.get("k", self.k),
-            mode=kwargs.get("mode", self.mode),
-            sessions=kwargs.get("sessions", self.sessions),
-        )
+        # a chat model the memory's mode detector invokes is traced as this run's child
+        with set_config_context({"callbacks": run_manager.get_child()}) as context:
+            results = context.run(
+                self.memory.retrieve,
+                query,
+                k=_per_call_k(kwargs, self.k),
+                mode=kwargs.get("mode", self.mode),
+                sessions=kwargs.get("sessions", self.sessions),
+            )
         return [retrieval_document(result) for result in results]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         _known_options(kwargs)
-        results = await self.memory.aretrieve(
+        retrieval = self.memory.aretrieve(
             query,
-            k=kwargs.get("k", self.k),
+            k=_per_call_k(kwargs, self.k),
             mode=kwargs.get("mode", self.mode),
             sessions=kwargs.get("sessions", self.sessions),
         )
+        # its worker thread runs in a copy of this context: the model call is a child run
+        with set_config_context({"callbacks": run_manager.get_child()}) as context:
+            results = await asyncio.create_task(retrieval, context=context)
         return [retrieval_document(result) for result in results]
+
+
+def _per_call_k(options: dict[str, Any], default: int) -> Any:
+    """An ``invoke`` call's ``k``; None or absent: the retriever's (as
+    :class:`~langchain_synapse_retriever.SynapseRetriever` reads it)."""
+    k = options.get("k")
+    return default if k is None else k
 
 
 def _known_options(options: dict[str, Any]) -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from langchain_synapse_retriever import SynapseMemoryRetriever, chat_model_relation_extractor
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
@@ -122,6 +126,46 @@ def test_a_model_that_answers_the_mode_is_asked() -> None:
     results = memory.retrieve("tell me about checkout", k=2)
     memory.close()
     assert {r.mode for r in results} == {"analytical"}
+
+
+class _Runs(BaseCallbackHandler):
+    """Which run started under which: (kind, run id, parent run id)."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, UUID, UUID | None]] = []
+
+    def on_retriever_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        self.started.append(("retriever", run_id, kwargs.get("parent_run_id")))
+
+    def on_chat_model_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        self.started.append(("chat model", run_id, kwargs.get("parent_run_id")))
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+def test_the_mode_detectors_model_call_is_traced_under_the_retrievers_run(call: str) -> None:
+    # the model was invoked with no config: a top-level run of its own, beside the retrieval
+    from langchain_synapse_retriever import chat_model_mode_detector
+
+    detector = chat_model_mode_detector(FakeListChatModel(responses=["analytical"] * 2))
+    with filled(mode_detector=detector) as memory:
+        retriever = SynapseMemoryRetriever(memory=memory, k=2)
+        runs = _Runs()
+        config: RunnableConfig = {"callbacks": [runs]}
+        if call == "invoke":
+            docs = retriever.invoke("tell me about checkout", config=config)
+        else:
+            docs = asyncio.run(retriever.ainvoke("tell me about checkout", config=config))
+    assert {d.metadata["mode"] for d in docs} == {"analytical"}
+    (kind, retrieval, parent), (model_kind, _, model_parent) = runs.started
+    assert (kind, parent, model_kind, model_parent) == ("retriever", None, "chat model", retrieval)
+
+
+def test_k_none_per_call_is_the_retrievers_k() -> None:
+    # refused with "k must be an int", where SynapseRetriever reads None as its own k
+    with filled() as memory:
+        retriever = SynapseMemoryRetriever(memory=memory, k=2)
+        assert retriever.invoke("checkout", k=None) == retriever.invoke("checkout")
+        assert len(retriever.invoke("checkout", k=None)) == 2
 
 
 def test_ainvoke_gives_what_invoke_does_without_holding_up_the_loop() -> None:
