@@ -341,6 +341,7 @@ def test_a_reading_command_on_an_empty_database_creates_nothing(
     code, out, err = run(capsys, "stats", postgres_url)
     assert code == 2 and out == ""
     _one_error_line(err, "holds no synapse store", "left untouched")
+    assert "create=False" not in err  # the API's words, said to a command line's user
     with psycopg.connect(postgres_url) as conn:
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()")
         assert tables.fetchone() == (0,)
