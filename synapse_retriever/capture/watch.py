@@ -731,39 +731,44 @@ class TreeWatcher:
         """Close the window: settle its moves, then write its files (those still regular
         files; all of them if the folder went away) as one event in :attr:`namespace`.
         A write that raises keeps the files in the window, in the order they were saved,
-        and goes to ``on_error`` (raised if there is none, or if this is the ``last``)."""
-        self.settle_moves(last=last)  # first: the window's files then land on the moved nodes
+        and goes to ``on_error`` (raised if there is none, or if this is the ``last``). In
+        the ``last`` window a move that could not be settled (the store away for a moment)
+        is raised after the files were written, not before: there is no next window."""
+        unsettled = self.settle_moves(last=last)  # first: the files then land on moved nodes
         here = not self.folder_gone()
         files = [p for p in self.window.close() if not here or _regular_file(self.base / p)]
-        if not files:
-            return
-        try:
-            edges = self.write(files, self.namespace)
-        except Exception as exc:  # kept for the next attempt, in the order they were saved
-            self.report.failed += 1
-            for path in reversed(files):
-                self.window.touch(path, self.clock())
-            if last or self.on_error is None:
-                raise
-            self.on_error(exc)
-            return
-        self.report.edges += edges
-        self.report.events += 1
-        if self.on_event is not None:
-            self.on_event(self.report)
+        if files:
+            try:
+                edges = self.write(files, self.namespace)
+            except Exception as exc:  # kept for the next attempt, in the order they were saved
+                self.report.failed += 1
+                for path in reversed(files):
+                    self.window.touch(path, self.clock())
+                if last or self.on_error is None:
+                    raise exc from unsettled
+                self.on_error(exc)
+                return
+            self.report.edges += edges
+            self.report.events += 1
+            if self.on_event is not None:
+                self.on_event(self.report)
+        if unsettled is not None:
+            raise unsettled
 
-    def settle_moves(self, *, last: bool) -> None:
+    def settle_moves(self, *, last: bool) -> Exception | None:
         """Rename the nodes of the files that moved in this window, in its namespace: a
         chain of moves once, from its first path to its last; not a move undone, nor one
         whose old path is back (an editor's backup by renaming, then a new file), nor one
         whose file is gone or left out now. A rename onto a node with a past of its own
         goes to ``on_error``, in the ``last`` window too (it is refused for good: the
         window's files are written all the same); one that fails otherwise waits for the
-        next window (raised in the ``last``)."""
+        next window, or in the ``last`` is returned (the first such failure) for
+        :meth:`flush` to raise once the files are written."""
         settled = [(old, new) for new, old in self.moves.items() if old != new]
         self.moves.clear()
+        unsettled: Exception | None = None
         if self.rename is None or not settled:
-            return
+            return None
         out = self.left_out([new for _, new in settled])
         for old, new in settled:
             if new in out or (self.base / old).exists():
@@ -776,9 +781,13 @@ class TreeWatcher:
                 self.on_error(exc)
             except Exception as exc:  # the store is away: the move waits for the next window
                 self.moves.setdefault(new, old)
-                if self.on_error is None or last:
+                if last:  # there is none: the window's files are written first
+                    unsettled = unsettled or exc
+                elif self.on_error is None:
                     raise
-                self.on_error(exc)
+                else:
+                    self.on_error(exc)
+        return unsettled
 
     def run(self, stop: threading.Event, ready: threading.Event | None = None) -> WatchReport:
         """Watch the tree with watchdog until ``stop`` is set (or Ctrl-C): its events

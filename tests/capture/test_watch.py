@@ -1038,6 +1038,23 @@ def test_a_rename_refused_in_the_last_window_is_said_and_the_window_still_writte
     assert steps.log == [("write", "personal", "c.py", "b.py")]
 
 
+def test_a_rename_that_fails_in_the_last_window_is_raised_after_the_window_is_written(
+    steps: Steps,
+) -> None:
+    # the store away for a moment at Ctrl-C: the rename's error was raised before the
+    # window's files were tried, and the watch ended without them
+    for name in ("a.py", "b.py"):
+        _save(steps.root, name)
+    steps.move("a.py", "c.py")
+    steps.save("b.py")
+    steps.take(moved("a.py", "c.py"))
+    steps.refuse = [sqlite3.OperationalError("database is locked")]
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        steps.watcher.flush(last=True)  # no next window: said to the caller, after the write
+    assert steps.log == [("write", "personal", "c.py", "b.py")]
+    assert steps.watcher.moves == {"c.py": "a.py"} and steps.errors == []
+
+
 def test_the_settings_are_checked_when_a_watcher_is_built(tmp_path: Path) -> None:
     with pytest.raises(InvalidValueError, match="root must be a folder"):
         TreeWatcher(tmp_path / "nowhere", lambda files, ns: 0, WatchSettings(namespace="Bad"))
