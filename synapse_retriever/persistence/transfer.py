@@ -299,7 +299,7 @@ def _approximate_missing_uses(tx: WriteTransaction, rows: Sequence[EdgeRow]) -> 
     by_namespace: dict[int, list[EdgeRow]] = {}
     for row in rows:
         by_namespace.setdefault(row.namespace, []).append(row)
-    for ns, edges in by_namespace.items():
+    for ns, edges in sorted(by_namespace.items()):  # the use rows in (namespace, node) order
         nodes = sorted({n for row in edges for n in (row.a, row.b)})
         held = tx.uses_of([UseKey(ns, n) for n in nodes])  # a blank row (no use) is not a use
         missing = set(nodes) - {row.node for row in held if row.uses > 0}

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
@@ -389,6 +390,33 @@ def test_a_graphml_edge_repeated_by_id_is_refused_not_merged(tmp_path: Path, rev
     assert main(["import", str(tmp_path / "new.db"), str(path)]) == 2
     assert not (tmp_path / "new.db").exists()
     assert len(read_edges(tmp_path / "good.graphml")) == 2  # one of each id: read as before
+
+
+def test_an_import_locks_use_rows_in_namespace_order_as_every_writer_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the use rows were taken namespace by namespace in the file's order: two imports of
+    # one team's namespaces in other orders could each hold a row the other waits for
+    # (PostgreSQL reports the deadlock; the import retries)
+    from synapse_retriever.persistence import sqlite as backend
+
+    storage = SQLiteStorage(tmp_path / "s.db")
+    merge_edges(
+        storage, [Edge("a", "b", ns, 0.3, 1, 30.0, 0.0, 0.0) for ns in ("shared", "personal")]
+    )
+    asked: list[list[int]] = []
+    uses_of = backend._SQLiteTransaction.uses_of
+
+    def spy(self: Any, keys: Any) -> Any:
+        asked.append(sorted({key.namespace for key in keys}))
+        return uses_of(self, keys)
+
+    monkeypatch.setattr(backend._SQLiteTransaction, "uses_of", spy)
+    merge_edges(
+        storage, [Edge("c", "d", ns, 0.3, 1, 30.0, 0.0, 0.0) for ns in ("shared", "personal")]
+    )
+    storage.close()
+    assert asked == [[1], [2]]  # personal, then shared: the order the names were made in
 
 
 def test_imported_nodes_get_uses_so_the_default_rule_can_recall_them(tmp_path: Path) -> None:
