@@ -421,9 +421,9 @@ class ConversationMemory:
         after it. A process that exits before then leaves the lease until it expires
         (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does. Later calls that read
         or write turns (``add_turn``, ``retrieve``, ``assemble``, ``turns``, ``len``...) raise
-        :class:`~synapse_retriever.errors.ClosedError`; ``close`` again does nothing, and
-        ``consolidate`` returns False (nothing to run)."""
-        if self._closed:
+        :class:`~synapse_retriever.errors.ClosedError`; ``close`` again (or while another
+        thread's runs) does nothing, and ``consolidate`` returns False (nothing to run)."""
+        if not self._release.alive:  # closed, or closing in another thread (an aclose)
             return
         timeout = wait_timeout(timeout)  # before anything closes: a bad one closes nothing
         self._release.detach()  # closed here, not again when collected
@@ -442,6 +442,11 @@ class ConversationMemory:
         """:meth:`close` for a coroutine: the wait for a consolidation under way (its
         summarizer's or embedder's calls) in a worker thread, not on the event loop.
 
+        A cancelled await (``asyncio.wait_for``, ``asyncio.timeout``) closes the memory at
+        once, as :meth:`close` does past its ``timeout``: a consolidation under way stops at
+        its next turn, storing nothing, and the cancellation is raised once the memory is
+        closed (never a memory that answers calls now and is closed a moment later).
+
         Examples
         --------
         >>> import asyncio
@@ -452,7 +457,24 @@ class ConversationMemory:
         >>> asyncio.run(chat())
         1
         """
-        await asyncio.to_thread(self.close, timeout)
+        timeout = wait_timeout(timeout)  # a bad one closes nothing, cancelled or not
+        closing = asyncio.ensure_future(asyncio.to_thread(self.close, timeout))
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await _finished_if_cancelled(self._closed_at_once(closing))
+            raise
+
+    async def _closed_at_once(self, closing: asyncio.Future[None]) -> None:
+        """Close at once the memory ``closing`` (a :meth:`close` in a worker thread) closes:
+        no call from now on, so the consolidation it waits for stops at its next turn."""
+        await asyncio.to_thread(self._stop_calls)
+        await asyncio.wait([closing])
+        closing.exception()  # retrieved: the caller gets the cancellation, not the error
+
+    def _stop_calls(self) -> None:
+        with self._lock:
+            self._closed = True  # no call from now on; a run still under way stores nothing
 
     def __enter__(self) -> ConversationMemory:
         return self

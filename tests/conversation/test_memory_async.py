@@ -4,14 +4,22 @@ errors, and nothing half-written when an await is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall, longest_stall
 from store_backends import holding_writes
 
-from synapse_retriever.conversation import ContextConfig, ConversationMemory, HashingEmbedder
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.conversation import (
+    ContextConfig,
+    ConversationMemory,
+    ExtractiveSummarizer,
+    HashingEmbedder,
+)
+from synapse_retriever.conversation.summarize import Condensed
+from synapse_retriever.errors import ClosedError, InvalidTypeError, InvalidValueError, SynapseError
 
 CHAT = [
     ("user", "Login fails: verify_token() rejects valid tokens since Monday."),
@@ -23,6 +31,29 @@ CHAT = [
     ("user", "We moved the production deploy to Fridays."),
 ]
 QUERIES = ["why did verify_token fail?", "when is the deploy?", "lunch?"]
+
+
+class SlowSummarizer(ExtractiveSummarizer):
+    """The extractive summarizer, ``delay_s`` slower per turn (a model called remotely):
+    ``started`` is set at each call's start, ``calls`` counts the calls finished."""
+
+    def __init__(self, delay_s: float = 0.3) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.started = threading.Event()
+        self.calls = 0
+
+    def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        self.started.set()
+        time.sleep(self.delay_s)
+        self.calls += 1
+        return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
+
+
+# every turn but the newest condensed at each turn: a consolidation of several calls
+CONDENSING = ContextConfig(
+    consolidation_interval=1, consolidation_ages=(1, 50), consolidation_threshold=0.0
+)
 
 
 def turns_of(path: str | Path) -> list[tuple[int, str, str]]:
@@ -256,3 +287,32 @@ def test_reads_cancelled_midway_leave_the_memory_as_it_was(conversation_where: s
             ]
 
     asyncio.run(cancelled())
+
+
+def test_a_cancelled_aclose_leaves_the_memory_closed_when_the_cancellation_is_raised(
+    tmp_path: Path,
+) -> None:
+    # the close went on in its worker thread, waiting for the consolidation: the memory
+    # answered calls after the cancelled await, and was closed under them a moment later
+    path = tmp_path / "chat.db"
+    summarizer = SlowSummarizer(0.3)
+
+    async def cancelled() -> None:
+        memory = ConversationMemory(path, summarizer=summarizer, config=CONDENSING)
+        for i, (role, text) in enumerate(CHAT):
+            await memory.aadd_turn(text, role, at=60 * i)
+        await asyncio.to_thread(summarizer.started.wait, 10)  # a consolidation under way
+        task = asyncio.ensure_future(memory.aclose())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(ClosedError):
+            memory.turns()  # closed when the cancellation is raised, not some time after
+        calls = summarizer.calls
+        await memory.aclose()  # closed already: nothing to do
+        await asyncio.sleep(0.5)
+        assert summarizer.calls == calls  # the consolidation stopped at its next turn
+
+    asyncio.run(cancelled())
+    assert [text for _, _, text in turns_of(path)] == [text for _, text in CHAT]
