@@ -71,6 +71,7 @@ class Consolidator:
         self._cond = threading.Condition()
         self._pending = False
         self._running = False
+        self._inline = 0  # runs under way in callers' threads (background=False)
         self._closed = False
         self._stopped = False  # the worker thread has left its loop
         self._then: Callable[[], object] | None = None  # close's cleanup, for the worker
@@ -78,9 +79,25 @@ class Consolidator:
         self._name = name
 
     def request(self) -> None:
-        """Ask for one run; returns at once when running in the background."""
+        """Ask for one run; returns at once when running in the background. Without a
+        background thread the run is the caller's, and :meth:`wait` and :meth:`close` wait
+        for it as for the worker's; after :meth:`close` nothing runs."""
         if not self.background:
-            self._run_once()
+            with self._cond:
+                if self._closed:
+                    return
+                self._inline += 1
+            try:
+                self._run_once()
+            finally:
+                with self._cond:
+                    self._inline -= 1
+                    self._cond.notify_all()
+                    then = None
+                    if not self._inline:  # close gave up waiting: its cleanup comes now
+                        then, self._then = self._then, None
+                if then is not None:
+                    _cleaned_up(then)
             return
         with self._cond:
             if self._closed:
@@ -97,7 +114,7 @@ class Consolidator:
         timeout = wait_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self._pending or self._running:
+            while self._pending or self._running or self._inline:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -108,12 +125,13 @@ class Consolidator:
     def busy(self) -> bool:
         """Whether a run is pending or under way."""
         with self._cond:
-            return self._pending or self._running
+            return self._pending or self._running or bool(self._inline)
 
     def close(self, timeout: float | None = None, then: Callable[[], object] | None = None) -> None:
         """Finish what was requested, then stop the worker, then call ``then`` (the caller's
         cleanup: closing what the job uses). Past ``timeout`` the run under way goes on, and
-        ``then`` is called on the worker's thread when it ends, never under it.
+        ``then`` is called on the worker's thread when it ends, never under it (without a
+        background thread, on the thread of the caller whose run it is).
 
         Examples
         --------
@@ -134,8 +152,8 @@ class Consolidator:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         with self._cond:
-            if thread is not None and not self._stopped and then is not None:
-                self._then = then  # the worker calls it as it stops
+            if then is not None and (self._inline or (thread is not None and not self._stopped)):
+                self._then = then  # the worker (or the caller's run) calls it as it stops
                 return
         if then is not None:
             then()
@@ -158,10 +176,7 @@ class Consolidator:
                     self._running = False
                     self._cond.notify_all()
         if then is not None:
-            try:
-                then()
-            except Exception:  # the caller's thread must never see a background failure
-                log.exception("closing after consolidation failed")
+            _cleaned_up(then)
 
     def _run_once(self) -> None:
         try:
@@ -170,6 +185,16 @@ class Consolidator:
         except Exception as exc:  # the caller's thread must never see a background failure
             self.last_error = exc
             log.exception("conversation-memory consolidation failed")
+
+
+def _cleaned_up(then: Callable[[], object]) -> None:
+    """Call close's cleanup after the run it waited for; a failure is logged: the thread
+    that ran the job (the worker, or a caller's whose turn started the run) must never see
+    it."""
+    try:
+        then()
+    except Exception:
+        log.exception("closing after consolidation failed")
 
 
 def wait_timeout(timeout: object) -> float | None:

@@ -316,3 +316,34 @@ def test_a_cancelled_aclose_leaves_the_memory_closed_when_the_cancellation_is_ra
 
     asyncio.run(cancelled())
     assert [text for _, _, text in turns_of(path)] == [text for _, text in CHAT]
+
+
+def test_a_turn_cancelled_while_it_consolidates_inline_is_waited_for_by_aclose(
+    tmp_path: Path,
+) -> None:
+    # background=False: the turn's consolidation ran on in its worker thread after the
+    # cancelled await, unseen by close(), which closed the database under it: the run could
+    # not release its lease, and the user's consolidation stayed locked out for 600 s
+    path = tmp_path / "chat.db"
+    summarizer = SlowSummarizer(0.0)
+
+    async def cancelled() -> None:
+        memory = ConversationMemory(
+            path, summarizer=summarizer, config=CONDENSING, background=False
+        )
+        for i, (role, text) in enumerate(CHAT[:-1]):
+            await memory.aadd_turn(text, role, at=60 * i)
+        summarizer.delay_s = 0.3
+        summarizer.started.clear()
+        task = asyncio.ensure_future(memory.aadd_turn(CHAT[-1][1], at=600))
+        await asyncio.to_thread(summarizer.started.wait, 10)  # its consolidation runs
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await memory.aclose()  # waits for the run, then closes the database
+
+    asyncio.run(cancelled())
+    with ConversationMemory(path, summarizer=SlowSummarizer(0.0), background=False) as again:
+        assert [t.text for t in again.turns()][-1] == CHAT[-1][1]  # the turn stored whole
+        again.add_turn("A turn after the restart.", at=660)
+        assert again.consolidate()  # the lease was released: this user consolidates again
