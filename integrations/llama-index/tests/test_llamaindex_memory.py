@@ -389,3 +389,21 @@ def test_a_truncated_block_shrinks_in_memorys_tokens_not_its_own(text: str, toke
     content = memory.get(input="When is the production deploy?")[0].content or ""
     assert "<synapse_memory>" in content
     assert len(memory.tokenizer_fn(content)) <= 600
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_flush_is_stored_whole_before_the_cancellation_is_raised() -> None:
+    # Memory moves a flush out of its queue, then awaits the block (in a wait_for, a task
+    # group): cancelled after the first message, the block stopped there and the messages
+    # after it were in neither memory
+    embedder = SlowEmbedder(0.1)
+    block = SynapseMemoryBlock(ConversationMemory(":memory:", embedder=embedder))
+    flush = [ChatMessage(role="user", content=f"Lunch talk {i}, coffee.") for i in range(4)]
+    task = asyncio.ensure_future(block.aput(flush))
+    await asyncio.to_thread(embedder.started.wait, 10)
+    await asyncio.sleep(0.15)  # the first message is stored, the second being embedded
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [t.text for t in block.memory.turns()] == [m.content for m in flush]  # at once
+    block.close()

@@ -16,6 +16,7 @@ The decisions are the core's; this module only maps messages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections import OrderedDict
@@ -321,9 +322,23 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         self._memory.close()
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        # Memory has moved the flushed messages out of its short-term queue already: one
-        # message refused (a NUL, a lone surrogate) must not lose the others, so each valid
-        # one is stored and the refused ones are named after
+        # Memory has moved the flushed messages out of its short-term queue already: a flush
+        # cut short by a cancellation (a timeout) would lose the messages after the cut, so
+        # it is stored whole, and the cancellation raised when it is (however many come)
+        flush = asyncio.ensure_future(self._flush(messages))
+        try:
+            await asyncio.shield(flush)
+        except asyncio.CancelledError:
+            while not flush.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([flush])
+            if not flush.cancelled():
+                flush.exception()  # retrieved: the caller gets the cancellation, not the error
+            raise
+
+    async def _flush(self, messages: list[ChatMessage]) -> None:
+        # one message refused (a NUL, a lone surrogate) must not lose the others either, so
+        # each valid one is stored and the refused ones are named after
         refused: list[str] = []  # a failure of another kind (a lost database) stops here
         for position, message in enumerate(messages):
             history = to_history(message)
