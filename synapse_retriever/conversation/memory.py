@@ -608,10 +608,21 @@ class ConversationMemory:
         [1, 2]
         """
         prepared = await asyncio.to_thread(self._prepare_turn, text, role, at, session, speaker)
-        turn_id, due = await _finished_if_cancelled(asyncio.to_thread(self._store_turn, prepared))
-        if due:
+        stored = asyncio.to_thread(self._store_and_request, prepared)
+        turn_id, due = await _finished_if_cancelled(stored)
+        if due:  # without a background thread: the caller's to run, off the loop
             await asyncio.to_thread(self._consolidator.request)
         return turn_id
+
+    def _store_and_request(self, prepared: _PreparedTurn) -> tuple[int, bool]:
+        """:meth:`_store_turn`, and a background consolidation it makes due requested with
+        the write (a request returns at once): a cancelled :meth:`aadd_turn` put it off to
+        the next turn. Whether one is still due (none in the background: the caller runs it)."""
+        turn_id, due = self._store_turn(prepared)
+        if due and self._consolidator.background:
+            self._consolidator.request()
+            due = False
+        return turn_id, due
 
     def _prepare_turn(
         self, text: str, role: str, at: Clock, session: str, speaker: str | None

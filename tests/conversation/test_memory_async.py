@@ -262,6 +262,28 @@ def test_a_turn_cancelled_while_written_is_stored_whole_before_the_await_ends(
     ]
 
 
+def test_a_turn_cancelled_while_written_still_requests_the_consolidation_it_makes_due(
+    conversation_where: str,
+) -> None:
+    # the request came after the write's await, which a cancellation ends: the consolidation
+    # the turn made due waited for the next turn, or the next open
+    path = conversation_where
+    config = ContextConfig(consolidation_interval=1)
+
+    async def cancelled() -> bool:
+        with ConversationMemory(path, config=config, embedder=HashingEmbedder()) as memory:
+            with holding_writes(path):  # another process holds the write lock
+                task = asyncio.ensure_future(memory.aadd_turn("Lunch at noon?", at=60))
+                await asyncio.sleep(0.5)  # the write has begun: it waits for the lock
+                task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert memory.wait_for_consolidation(30)
+            return memory.consolidate()  # False: the turn was consolidated already
+
+    assert asyncio.run(cancelled()) is False
+
+
 def test_reads_cancelled_midway_leave_the_memory_as_it_was(conversation_where: str) -> None:
     path = conversation_where
     embedder = SlowEmbedder(0.3)
