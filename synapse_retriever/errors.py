@@ -209,14 +209,18 @@ class MissingExtraError(SynapseError, ImportError):
 
 def shown(value: object, width: int = 80) -> str:
     """``value`` as an error message shows it: its ``repr``, cut to ``width`` characters,
-    and an int too long to print (Python refuses past 4,300 digits) by its size.
+    and an int too long to print (Python refuses past 4,300 digits) by its size; a value
+    whose ``repr`` fails (a tuple holding such an int) by its type.
 
     Examples
     --------
-    >>> shown(-1), shown("x" * 100)[-5:], shown(10**5000)
-    ('-1', 'xxxx…', 'an int of 16610 bits')
+    >>> shown(-1), shown("x" * 100)[-5:], shown(10**5000), shown((10**5000, 1.0))
+    ('-1', 'xxxx…', 'an int of 16610 bits', 'a tuple that cannot be printed')
     """
     if isinstance(value, int) and value.bit_length() > 1000:
         return f"an int of {value.bit_length()} bits"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # an int past 4,300 digits inside it, a repr that raises
+        return f"a {type(value).__name__} that cannot be printed"
     return text if len(text) <= width else text[: width - 1] + "…"

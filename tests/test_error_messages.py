@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from langchain_core.retrievers import BaseRetriever
-from langchain_synapse_retriever import SynapseRetriever
+from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
+from llama_index.postprocessor.synapse import SynapseMemoryRetriever as LlamaIndexMemoryRetriever
 from llama_index.postprocessor.synapse import SynapsePostprocessor
 
 from synapse_retriever import Learning, SynapseConfig, SynapseStore
@@ -72,3 +73,46 @@ def test_a_huge_bad_value_is_named_in_a_line(store: SynapseStore, what: str) -> 
     message = str(refused.value)
     assert len(message) < 300, message[:300]
     assert any(s in message for s in ("'xxxxxxxxxx", "1.0, 1.0", "'x', 'x'", "16610 bits"))
+
+
+def _memory() -> ConversationMemory:
+    return ConversationMemory(embedder=HashingEmbedder())
+
+
+HOLDING_HUGE: dict[str, tuple[type[SynapseError], Callable[[], object]]] = {
+    "the weights of a retrieval": (
+        InvalidValueError,
+        lambda: _memory().retrieve("q", weights=(HUGE, 1.0)),
+    ),
+    "the sessions of a retrieval": (
+        InvalidTypeError,
+        lambda: _memory().retrieve("q", sessions=[HUGE]),
+    ),
+    "a turn's session": (InvalidTypeError, lambda: _memory().add_turn("hi", session=HUGE)),  # type: ignore[arg-type]
+    "a turn's role": (InvalidTypeError, lambda: _memory().add_turn("hi", role=HUGE)),  # type: ignore[arg-type]
+    "a turn's speaker": (InvalidTypeError, lambda: _memory().add_turn("hi", speaker=HUGE)),  # type: ignore[arg-type]
+    "a LangChain handler's tools": (
+        InvalidTypeError,
+        lambda: SynapseCallbackHandler(SynapseStore(":memory:"), tools=[HUGE]),  # type: ignore[list-item]
+    ),
+    "a LlamaIndex memory retriever's sessions": (
+        InvalidTypeError,
+        lambda: LlamaIndexMemoryRetriever(_memory(), sessions=[HUGE]),  # type: ignore[list-item]
+    ),
+    "a LlamaIndex memory retriever's similarity_top_k": (
+        InvalidValueError,
+        lambda: LlamaIndexMemoryRetriever(_memory(), similarity_top_k=HUGE),
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(HOLDING_HUGE))
+def test_a_bad_value_holding_a_huge_int_is_named_not_a_failed_message(what: str) -> None:
+    # repr() of a tuple or a list holding an int past 4,300 digits raises ValueError ("Exceeds
+    # the limit ... for integer string conversion"), which replaced the error naming the field
+    error, call = HOLDING_HUGE[what]
+    with pytest.raises(error) as refused:
+        call()
+    message = str(refused.value)
+    assert len(message) < 300, message[:300]
+    assert "cannot be printed" in message or "16610 bits" in message, message

@@ -1684,23 +1684,23 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
     for name, value in (("role", role), ("session", session)):
         if not isinstance(value, str):
             raise InvalidTypeError(
-                f"{name} must be a non-empty str, got {type(value).__name__} {value!r:.80}"
+                f"{name} must be a non-empty str, got {type(value).__name__} {shown(value)}"
             )
         if not value.strip():
             raise InvalidValueError(f"{name} must be a non-empty str, got {shown(value)}")
         _check_text(name, value)
     if role not in ROLES:
-        raise InvalidValueError(f"role must be one of {ROLES}, got {role!r:.80}")
+        raise InvalidValueError(f"role must be one of {ROLES}, got {shown(role)}")
     assert isinstance(session, str)  # checked above
     if len(session) > _NAME_CHARS:  # stored with every turn, named in every result
         raise InvalidValueError(
             f"session must be a name of at most {_NAME_CHARS} characters, got "
-            f"{len(session)}: {session!r:.80}"
+            f"{len(session)}: {shown(session)}"
         )
     if speaker is not None:
         if not isinstance(speaker, str):
             raise InvalidTypeError(
-                f"speaker must be None or a str, got {type(speaker).__name__} {speaker!r:.80}"
+                f"speaker must be None or a str, got {type(speaker).__name__} {shown(speaker)}"
             )
         if blank(speaker) or len(speaker) > _NAME_CHARS:
             raise InvalidValueError(

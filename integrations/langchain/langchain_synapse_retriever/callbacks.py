@@ -17,6 +17,7 @@ from synapse_retriever import (
 )
 from synapse_retriever.capture.coactivation import is_node_id
 from synapse_retriever.clock import finite_real
+from synapse_retriever.errors import shown
 
 logger = logging.getLogger(__name__)
 
@@ -185,5 +186,5 @@ def _names(what: str, names: Collection[str]) -> list[str]:
         raise InvalidTypeError(f"{what} must be a collection of str, got {names!r:.80}")
     listed = list(names)
     if not all(isinstance(n, str) for n in listed):
-        raise InvalidTypeError(f"{what} must be a collection of str, got {listed!r:.80}")
+        raise InvalidTypeError(f"{what} must be a collection of str, got {shown(listed)}")
     return listed

@@ -21,7 +21,7 @@ from synapse_retriever.conversation.graph import (
 )
 from synapse_retriever.conversation.graph.modes import canonical_mode
 from synapse_retriever.conversation.graph.relations import RELATIONS_PROMPT
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 from synapse_retriever.tokens import is_int
 
 __all__ = [
@@ -111,7 +111,7 @@ class SynapseMemoryRetriever(BaseRetriever):
             )
         if not is_int(similarity_top_k) or similarity_top_k < 1:
             raise InvalidValueError(
-                f"similarity_top_k must be an int >= 1, got {similarity_top_k!r:.80}"
+                f"similarity_top_k must be an int >= 1, got {shown(similarity_top_k)}"
             )
         if mode is not None and mode != "auto":
             canonical_mode(mode)  # an unknown mode is refused by name now, not at a query
@@ -148,7 +148,7 @@ def _sessions(sessions: object) -> list[str]:
         raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r:.80}")
     names = list(sessions)
     if not all(isinstance(name, str) for name in names):
-        raise InvalidTypeError(f"sessions must be a sequence of str, got {names!r:.80}")
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {shown(names)}")
     return names
 
 
