@@ -733,7 +733,8 @@ class TreeWatcher:
         A write that raises keeps the files in the window, in the order they were saved,
         and goes to ``on_error`` (raised if there is none, or if this is the ``last``). In
         the ``last`` window a move that could not be settled (the store away for a moment)
-        is raised after the files were written, not before: there is no next window."""
+        is raised after the files were written, not before: there is no next window (if
+        the write fails too, its error is raised, with its own cause, the move's in a note)."""
         unsettled = self.settle_moves(last=last)  # first: the files then land on moved nodes
         here = not self.folder_gone()
         files = [p for p in self.window.close() if not here or _regular_file(self.base / p)]
@@ -745,7 +746,9 @@ class TreeWatcher:
                 for path in reversed(files):
                     self.window.touch(path, self.clock())
                 if last or self.on_error is None:
-                    raise exc from unsettled
+                    if unsettled is not None:  # the write's own cause stays its cause
+                        exc.add_note(f"a move could not be learned either: {unsettled!r}")
+                    raise
                 self.on_error(exc)
                 return
             self.report.edges += edges

@@ -46,6 +46,7 @@ from synapse_retriever.capture.watch import (
     watch,
 )
 from synapse_retriever.cli.watch_command import _replaced
+from synapse_retriever.errors import StorageUnavailableError
 
 
 def test_a_quiet_spell_closes_the_window() -> None:
@@ -1053,6 +1054,30 @@ def test_a_rename_that_fails_in_the_last_window_is_raised_after_the_window_is_wr
         steps.watcher.flush(last=True)  # no next window: said to the caller, after the write
     assert steps.log == [("write", "personal", "c.py", "b.py")]
     assert steps.watcher.moves == {"c.py": "a.py"} and steps.errors == []
+
+
+def test_a_write_that_fails_in_the_last_window_is_raised_with_its_own_cause(
+    steps: Steps,
+) -> None:
+    # it was raised "from" the move that failed before it, or from None: the store's own
+    # error behind it (a locked or broken file) was dropped from the traceback
+    for name in ("a.py", "b.py"):
+        _save(steps.root, name)
+    steps.save("a.py", "b.py")
+    causes = [sqlite3.OperationalError("disk I/O error") for _ in range(2)]
+    steps.fail = [StorageUnavailableError("the store is away") for _ in causes]
+    for failed, cause in zip(steps.fail, causes, strict=True):
+        failed.__cause__ = cause
+    with pytest.raises(StorageUnavailableError) as raised:
+        steps.watcher.flush(last=True)
+    assert raised.value.__cause__ is causes[0]
+    steps.move("a.py", "c.py")  # and a move that fails first: said in a note, not the cause
+    steps.take(moved("a.py", "c.py"))
+    steps.refuse = [sqlite3.OperationalError("database is locked")]
+    with pytest.raises(StorageUnavailableError) as raised:
+        steps.watcher.flush(last=True)
+    assert raised.value.__cause__ is causes[1]
+    assert any("database is locked" in note for note in raised.value.__notes__)
 
 
 def test_the_settings_are_checked_when_a_watcher_is_built(tmp_path: Path) -> None:
