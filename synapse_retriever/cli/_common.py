@@ -101,7 +101,7 @@ def console(stderr: bool = False) -> Console:
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 """What text printed for a terminal never holds raw: C0 and C1 controls and DEL (ESC starts
 the escape sequences that retitle a window, write the clipboard, clear the screen), the bidi
-overrides (which reorder what is store_label), and lone surrogates (a name that is not UTF-8)."""
+overrides (which reorder what is shown), and lone surrogates (a name that is not UTF-8)."""
 
 
 def printable(text: object) -> str:

@@ -263,8 +263,8 @@ def related_report(
     given = read_ids(ids, "ids")  # an id no store could hold adds nothing, as one unknown
     activation = store.spread(given, at, namespace)
     found = sorted(activation.energy.items(), key=lambda item: (-item[1], item[0]))
-    store_label = found[:limit] if limit else found
-    wanted = {node for node, _ in store_label}
+    listed = found[:limit] if limit else found
+    wanted = {node for node, _ in listed}
     edges: dict[str, list[dict[str, Any]]] = {node: [] for node in wanted}
     for seed in filter(is_node_id, given):
         for other, edge, weight in store.neighbours(seed, at=at):
@@ -288,7 +288,7 @@ def related_report(
             "why": f"{route(activation.paths[node])} (energy {energy:.3f})",
             "edges": edges[node],
         }
-        for node, energy in store_label
+        for node, energy in listed
     ]
     return {"ids": given, "namespace": namespace, "at": iso(at), "related": related,
             "total": len(found)}  # fmt: skip

@@ -105,8 +105,8 @@ def _wrong_id(message: object) -> str | None:
     found = message["id"]
     if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
         return None
-    store_label = json.dumps(found)
-    return store_label if len(store_label) <= 60 else f"{store_label[:57]}..."
+    text = json.dumps(found)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _error(request: int | str | None, code: int, message: str) -> JSONRPCError:

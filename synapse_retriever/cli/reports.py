@@ -50,5 +50,5 @@ def neighbour_report(
         }
         for other, edge, weight in found
     ]
-    store_label = rows[:limit] if limit else rows
-    return {"node": node, "at": iso(at), "neighbours": store_label, "total": len(rows)}
+    listed = rows[:limit] if limit else rows
+    return {"node": node, "at": iso(at), "neighbours": listed, "total": len(rows)}

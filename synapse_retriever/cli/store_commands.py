@@ -103,7 +103,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
         return 0
-    store_label, total = report["neighbours"], report["total"]
+    listed, total = report["neighbours"], report["total"]
     out = console()
     if not total:
         out.print(f"{printable(repr(args.node))} has no live edges at {iso(now)}")
@@ -119,7 +119,7 @@ def cmd_edges(args: argparse.Namespace) -> int:
         title=f"{printable(args.node)} at {iso(now)}: {total} live edge{'s' if total != 1 else ''}",
         title_justify="left",
     )
-    for r in store_label:
+    for r in listed:
         table.add_row(
             printable(r["neighbour"]),
             printable(r["namespace"]),
@@ -130,8 +130,8 @@ def cmd_edges(args: argparse.Namespace) -> int:
             r["last_reinforced_at"],
         )
     out.print(table)
-    if len(store_label) < total:
-        out.print(f"... {total - len(store_label)} more (--limit 0 shows all)")
+    if len(listed) < total:
+        out.print(f"... {total - len(listed)} more (--limit 0 shows all)")
     return 0
 
 
