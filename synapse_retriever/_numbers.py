@@ -18,7 +18,7 @@ from typing import ParamSpec, TypeVar
 
 import numpy as np
 
-from synapse_retriever.errors import InvalidTypeError, SynapseError
+from synapse_retriever.errors import InvalidTypeError, SynapseError, shown
 
 __all__ = ["is_numeric", "numeric"]
 
@@ -75,7 +75,7 @@ def _first_not_numeric(
         if not is_numeric(value):
             refused = InvalidTypeError(
                 f"{name}: {argument} must be a number or an array of numbers, "
-                f"got {type(value).__name__} {value!r:.80}"
+                f"got {type(value).__name__} {shown(value)}"
             )
             setattr(refused, _NAMED, argument)  # a helper calling this one names its own
             return refused

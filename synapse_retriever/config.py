@@ -184,7 +184,7 @@ None, got int 5
     if isinstance(namespaces, (bytes, bytearray)) or not isinstance(namespaces, Iterable):
         raise InvalidTypeError(
             f"{what} must be a str, an iterable of str or None, got "
-            f"{type(namespaces).__name__} {namespaces!r:.80}"
+            f"{type(namespaces).__name__} {shown(namespaces)}"
         )
     return [validate_namespace(ns) for ns in namespaces]
 
@@ -854,7 +854,7 @@ def _pair(name: str, value: object, what: str) -> tuple[Any, Any]:
     if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
         pair = tuple(value)
     if len(pair) != 2:
-        raise InvalidValueError(f"{name} must be a pair {what}, got {value!r:.80}")
+        raise InvalidValueError(f"{name} must be a pair {what}, got {shown(value)}")
     return pair[0], pair[1]
 
 
@@ -863,7 +863,7 @@ def _mapping(name: str, value: object) -> dict[str, float]:
     if not isinstance(value, Mapping):
         raise InvalidTypeError(
             f"{name} must be a mapping of namespace -> number, got {type(value).__name__} "
-            f"{value!r:.80}"
+            f"{shown(value)}"
         )
     return dict(value)
 

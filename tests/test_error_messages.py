@@ -103,6 +103,11 @@ HOLDING_HUGE: dict[str, tuple[type[SynapseError], Callable[[], object]]] = {
         InvalidValueError,
         lambda: LlamaIndexMemoryRetriever(_memory(), similarity_top_k=HUGE),
     ),
+    "a hit's id": (InvalidTypeError, lambda: SynapseStore(":memory:").recall([(HUGE, 1.0)])),
+    "a config pair": (
+        InvalidValueError,
+        lambda: SynapseConfig(learning=Learning(half_life_bounds=(HUGE, 1.0, 2.0))),  # type: ignore[arg-type]
+    ),
 }
 
 

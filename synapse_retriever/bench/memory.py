@@ -410,11 +410,11 @@ def generate_conversation(
     Raises
     ------
     InvalidValueError
-        ``facts`` is more than the 16 known, or than the user turns of the first half;
+        ``facts`` is not 1 to the 16 known, or more than the user turns of the first half;
         ``sessions`` is not 1 to ``turns``; ``distractors`` is negative.
     """
-    if facts > len(_FACTS):
-        raise InvalidValueError(f"at most {len(_FACTS)} facts, got {facts}")
+    if not 1 <= facts <= len(_FACTS):
+        raise InvalidValueError(f"facts must be 1 to {len(_FACTS)}, got {facts}")
     user_slots = list(range(0, turns // 2, 2))
     if facts > len(user_slots):
         raise InvalidValueError(

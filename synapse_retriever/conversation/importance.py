@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever._numbers import numeric
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.learning.decay import decayed_weight
 
 __all__ = ["Weights", "habituation", "importance", "recency", "surprise"]
@@ -144,7 +144,7 @@ def importance(
     if len(weights) != 4:  # unpacked below: a raw "not enough values to unpack"
         raise InvalidValueError(
             "weights must be (recency, surprise, relevance, habituation): four numbers, "
-            f"got {weights!r:.80}"
+            f"got {shown(weights)}"
         )
     w_recency, w_surprise, w_relevance, w_habituation = weights
     base = (

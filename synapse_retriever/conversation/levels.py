@@ -49,7 +49,7 @@ from enum import StrEnum
 
 from synapse_retriever._numbers import numeric
 from synapse_retriever.conversation.config import ContextConfig
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 from synapse_retriever.tokens import check_tokens, is_int
 
 __all__ = ["ContextBudgetError", "Level", "plan_levels", "threshold_level"]
@@ -363,9 +363,9 @@ def _check_plan(
         ):
             raise InvalidValueError(
                 f"costs[{i}] must be three token counts (FULL, CHUNKS, SUMMARY), ints >= 0, "
-                f"got {cost!r:.80}"
+                f"got {shown(cost)}"
             )
     if demotion not in ("importance", "fade"):
-        raise InvalidValueError(f"demotion must be 'importance' or 'fade', got {demotion!r:.80}")
+        raise InvalidValueError(f"demotion must be 'importance' or 'fade', got {shown(demotion)}")
     if overflow not in ("raise", "shrink"):
-        raise InvalidValueError(f"overflow must be 'raise' or 'shrink', got {overflow!r:.80}")
+        raise InvalidValueError(f"overflow must be 'raise' or 'shrink', got {shown(overflow)}")

@@ -1195,7 +1195,7 @@ class ConversationMemory:
         ):  # fmt: skip
             raise InvalidTypeError(
                 f"result for turn {result.turn_id}: path must be (source, type, target) "
-                f"triples of str, got {path!r:.120}"
+                f"triples of str, got {shown(path, 120)}"
             )
         edges = []
         reached = f"turn:{result.turn_id}"
@@ -1203,7 +1203,7 @@ class ConversationMemory:
             edge = self._graph.edges.get((source, target, kind))
             if edge is None or reached not in (source, target):
                 raise InvalidValueError(
-                    f"result for turn {result.turn_id}: its path {path!r:.120} was not "
+                    f"result for turn {result.turn_id}: its path {shown(path, 120)} was not "
                     "retrieved from this memory"
                 )
             reached = source if target == reached else target
@@ -1465,7 +1465,7 @@ class ConversationMemory:
         ):
             raise InvalidTypeError(
                 f"summarizer.condense must return Condensed(chunks, summary), got "
-                f"{type(result).__name__} {result!r:.80} for turn {turn_id}"
+                f"{type(result).__name__} {shown(result)} for turn {turn_id}"
             )
         if all(_is_storable(part) for part in result):
             return Condensed(*result)
@@ -1705,13 +1705,13 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
         if blank(speaker) or len(speaker) > _NAME_CHARS:
             raise InvalidValueError(
                 f"speaker must be None or a name of 1 to {_NAME_CHARS} characters, "
-                f"got {speaker!r:.80}"
+                f"got {shown(speaker)}"
             )
         _check_text("speaker", speaker)
         control = next((c for c in speaker if unicodedata.category(c) == "Cc"), None)
         if control is not None:  # a bell, a newline: as a user's name refuses them
             raise InvalidValueError(
-                f"speaker must not hold a control character, got {control!r} in {speaker!r:.80}"
+                f"speaker must not hold a control character, got {control!r} in {shown(speaker)}"
             )
 
 
@@ -1727,7 +1727,7 @@ def _themes(found: object) -> list[str]:
     )
     if themes is None or not all(isinstance(t, str) for t in themes):
         raise InvalidTypeError(
-            f"themes.themes must return a list of str, got {type(found).__name__} {found!r:.80}"
+            f"themes.themes must return a list of str, got {type(found).__name__} {shown(found)}"
         )
     kept = [
         t for t in themes if not blank(t) and "\n" not in t and "\r" not in t and _is_storable(t)

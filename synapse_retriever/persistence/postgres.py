@@ -1515,8 +1515,8 @@ class PostgresStorage:
             if found is None:
                 if not self._create:
                     raise NotASynapseDatabaseError(
-                        f"{self.path!r} holds no synapse store; it was left untouched (opened "
-                        "to read a store, not to create one)"
+                        f"{self.path!r} holds no synapse store, and none was created there; "
+                        "it was left untouched"
                     )
                 if self.read_only or _cannot_write(conn):
                     raise NotASynapseDatabaseError(

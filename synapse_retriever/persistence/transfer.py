@@ -847,17 +847,24 @@ def _check_version(name: str, version: object) -> None:
 def _graphml_rows(data: bytes, name: str) -> list[dict[str, Any]]:
     """The edge rows of a GraphML export's bytes; ``name`` (quoted if a path) says whose."""
     import networkx as nx
+    from networkx.readwrite.graphml import GraphMLReader
 
-    try:  # a handle: networkx would unzip a path ending in .gz
-        graph = nx.read_graphml(
-            io.BytesIO(data), node_type=_node_id, edge_key_type=str, force_multigraph=True
+    # read_graphml's reader, kept for the tree it parsed (the edges it merged are counted
+    # there); a root without GraphML's namespace is read as read_graphml reads it
+    reader = GraphMLReader(node_type=_node_id, edge_key_type=str, force_multigraph=True)
+    try:
+        graphs = list(reader(string=data)) or list(
+            reader(string=data.replace(b"<graphml>", _GRAPHML_ROOT))
         )
     except (nx.NetworkXError, SyntaxError, ValueError, KeyError) as exc:  # ParseError: SyntaxError
         raise InvalidValueError(f"{name} is not a GraphML edge export ({exc})") from None
+    if not graphs:
+        raise InvalidValueError(f"{name} is not a GraphML edge export (no graph in it)")
+    graph = graphs[0]  # the first, as read_graphml reads it
     if graph.graph.get("format") != FORMAT_NAME:
         raise InvalidValueError(f"{name} is not a synapse edge export (no format {FORMAT_NAME!r})")
     _check_version(name, graph.graph.get("version"))
-    _refuse_merged_edges(data, graph, name)
+    _refuse_merged_edges(reader.xml.find(f"{{{_GRAPHML}}}graph"), graph, name)
     rows = []
     for a, b, key, attrs in graph.edges(keys=True, data=True):
         if _MISSING in (a, b):  # networkx reads it as None, which str() made the id "None"
@@ -871,14 +878,16 @@ def _graphml_rows(data: bytes, name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _refuse_merged_edges(data: bytes, graph: Any, name: str) -> None:
-    """Refuse a GraphML document of which networkx read fewer edges than it holds: two
-    ``<edge>`` elements of one id between the same two nodes were merged into one, the later
-    one's attributes over the earlier's (our exports never write one; a hand edit can)."""
-    import xml.etree.ElementTree as ElementTree
+_GRAPHML = "http://graphml.graphdrawing.org/xmlns"
+_GRAPHML_ROOT = f'<graphml xmlns="{_GRAPHML}">'.encode()
 
-    tag = "{http://graphml.graphdrawing.org/xmlns}edge"
-    elements = [e for _, e in ElementTree.iterparse(io.BytesIO(data)) if e.tag == tag]
+
+def _refuse_merged_edges(element: Any, graph: Any, name: str) -> None:
+    """Refuse a GraphML ``<graph>`` ``element`` of which networkx read fewer edges into
+    ``graph`` than it holds (nested graphs' too): two ``<edge>`` elements of one id between
+    the same two nodes were merged into one, the later one's attributes over the earlier's
+    (our exports never write one; a hand edit can)."""
+    elements = list(element.iter(f"{{{_GRAPHML}}}edge"))
     if len(elements) == graph.number_of_edges():
         return
     seen: set[tuple[str, ...]] = set()

@@ -140,10 +140,10 @@ def checked_cost(cost: object) -> Callable[[str], float]:
     """
 
     if not callable(cost):
-        raise InvalidTypeError(f"cost must be a callable id -> number, got {cost!r:.80}")
+        raise InvalidTypeError(f"cost must be a callable id -> number, got {shown(cost)}")
 
     def checked(node: str) -> float:
-        what = f"cost of {node!r:.200}"
+        what = f"cost of {shown(node, 200)}"
         value = finite_real(cost(node), what, "a number (e.g. tokens)")
         if value < 0.0:
             raise InvalidValueError(f"{what} must not be negative, got {value}")
@@ -178,7 +178,7 @@ or a container of ids, got int 5
         return resolvable
     raise InvalidTypeError(
         "resolvable must be None, a callable id -> bool or a container of ids, got "
-        f"{type(resolvable).__name__} {resolvable!r:.80}"
+        f"{type(resolvable).__name__} {shown(resolvable)}"
     )
 
 
@@ -316,8 +316,8 @@ def read_ids(nodes: object, what: str = "nodes") -> list[str]:
     synapse_retriever.errors.InvalidTypeError: nodes must be a list of ids, got a bare str 'ab'
     """
     if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable):
-        shown = f"a bare {type(nodes).__name__}" if isinstance(nodes, (str, bytes)) else "a"
-        raise InvalidTypeError(f"{what} must be a list of ids, got {shown} {nodes!r:.80}")
+        kind = f"a bare {type(nodes).__name__}" if isinstance(nodes, (str, bytes)) else "a"
+        raise InvalidTypeError(f"{what} must be a list of ids, got {kind} {shown(nodes)}")
     try:
         return list(dict.fromkeys(_hit_id(node) for node in nodes))
     except (InvalidTypeError, InvalidValueError) as exc:
@@ -329,7 +329,7 @@ def _hit_id(node: object) -> str:
     could not hold (a NUL, a lone surrogate, past ``MAX_NAME_BYTES``) is no error here:
     it is in no graph, so recall treats it as a node it knows nothing of."""
     if not isinstance(node, str):
-        raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {node!r:.80}")
+        raise InvalidTypeError(f"node id must be a str, got {type(node).__name__} {shown(node)}")
     if not node:
         raise InvalidValueError(f"node id must be a non-empty string, got {shown(node)}")
     return str(node)

@@ -43,6 +43,8 @@ def test_a_conversation_that_cannot_be_generated_is_refused_by_name() -> None:
         generate_conversation(turns=80, facts=4, distractors=-1)
     with pytest.raises(InvalidValueError, match="20 turns hold at most 5 facts"):
         generate_conversation(turns=20, facts=6)
+    with pytest.raises(InvalidValueError, match="facts must be 1 to 16, got -1"):
+        generate_conversation(turns=80, facts=-1)  # random's own error, naming no argument
 
 
 def test_answers_survive_telegraphic_summaries() -> None:
@@ -102,7 +104,7 @@ def test_synapse_bench_memory_prints_a_table_json_and_markdown(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--facts", "40"], "at most 16 facts"),
+        (["--facts", "40"], "facts must be 1 to 16, got 40"),
         (["--turns", "12", "--facts", "4"], "12 turns hold at most 3 facts"),
         (["--sessions", "61"], "sessions must be 1 to 60 (the turns), got 61"),
         (["--budgets", "0"], "budgets must be positive"),

@@ -392,6 +392,21 @@ def test_a_graphml_edge_repeated_by_id_is_refused_not_merged(tmp_path: Path, rev
     assert len(read_edges(tmp_path / "good.graphml")) == 2  # one of each id: read as before
 
 
+def test_a_graphml_file_with_a_second_graph_reads_the_first_as_before(tmp_path: Path) -> None:
+    # every <edge> of the document was counted against the first graph's: a second graph
+    # (which networkx does not read) was refused as "two of them share an id or key"
+    with SynapseStore(":memory:") as store:
+        store.reinforce(["a.py", "b.py"], namespace="shared", at=0.0)
+        write_edges(store, tmp_path / "good.graphml", at=0.0)
+        expected = export_edges(store, at=0.0)
+    text = (tmp_path / "good.graphml").read_text()
+    graph = text[text.index("  <graph ") : text.index("</graph>") + len("</graph>")]
+    other = graph.replace('"a.py"', '"c.py"')
+    path = tmp_path / "two.graphml"
+    path.write_text(text.replace(graph, graph + "\n" + other))
+    assert read_edges(path) == expected
+
+
 def test_an_import_locks_use_rows_in_namespace_order_as_every_writer_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

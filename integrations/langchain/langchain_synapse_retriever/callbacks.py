@@ -164,7 +164,7 @@ class SynapseCallbackHandler(BaseCallbackHandler):
             if isinstance(found, str | bytes):  # would be read as its characters
                 raise InvalidTypeError(
                     f"extract must return the ids a tool used (a list of str), got a bare "
-                    f"{type(found).__name__} {found!r:.80}"
+                    f"{type(found).__name__} {shown(found)}"
                 )
             self._pending[run_id] = list(found)
 
@@ -183,7 +183,7 @@ def _names(what: str, names: Collection[str]) -> list[str]:
     """``names``, a collection of str, read once (a generator too: checking it first would
     use it up, and leave no name); a bare str (read as its characters) is refused."""
     if isinstance(names, str | bytes):
-        raise InvalidTypeError(f"{what} must be a collection of str, got {names!r:.80}")
+        raise InvalidTypeError(f"{what} must be a collection of str, got {shown(names)}")
     listed = list(names)
     if not all(isinstance(n, str) for n in listed):
         raise InvalidTypeError(f"{what} must be a collection of str, got {shown(listed)}")

@@ -41,7 +41,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 try:  # langchain >= 1 is optional: only the agent middleware needs it
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -176,7 +176,7 @@ def synapse_trim_messages(
     ):  # a bare string became one message per character
         raise InvalidTypeError(
             "messages must be a sequence of messages or a PromptValue (one message: "
-            f"[message]), got {type(messages).__name__} {messages!r:.80}"
+            f"[message]), got {type(messages).__name__} {shown(messages)}"
         )
     try:
         messages = convert_to_messages(messages)  # a message stays itself

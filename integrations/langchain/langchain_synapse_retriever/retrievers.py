@@ -335,14 +335,14 @@ class SynapseRetriever(BaseRetriever):
         if isinstance(upstream, (str, bytes, Document)) or not isinstance(upstream, Iterable):
             raise InvalidTypeError(
                 f"base_retriever must return a list of Documents, got {type(upstream).__name__} "
-                f"{upstream!r:.200}"
+                f"{shown(upstream, 200)}"
             )
         docs = list(upstream)[:limit]
         wrong = [doc for doc in docs if not isinstance(doc, Document)]
         if wrong:
             raise InvalidTypeError(
                 f"base_retriever must return Documents, got {type(wrong[0]).__name__} "
-                f"{wrong[0]!r:.200}"
+                f"{shown(wrong[0], 200)}"
             )
         key = self.score_key
         return plan_items(
@@ -405,7 +405,7 @@ def _by_id(
     already, and be in the output twice)."""
     if not isinstance(found, Iterable) or isinstance(found, str | bytes | Mapping):
         raise InvalidTypeError(
-            f"docstore returned {type(found).__name__} {found!r:.80} for {len(ids)} ids, "
+            f"docstore returned {type(found).__name__} {shown(found)} for {len(ids)} ids, "
             "expected a list"
         )
     found = list(found)  # a generator: read once
@@ -418,7 +418,7 @@ def _by_id(
             continue
         if not isinstance(doc, Document):
             raise InvalidTypeError(
-                f"docstore returned {doc!r:.80} for id {node!r}, expected a Document"
+                f"docstore returned {shown(doc)} for id {node!r}, expected a Document"
             )
         named = {
             str(i)

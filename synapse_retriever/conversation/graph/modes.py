@@ -109,7 +109,7 @@ def canonical_mode(mode: str) -> str:
     known = sorted([*MODE_WEIGHTS, *MODE_ALIASES])
     if not isinstance(mode, str):  # a list: unhashable, a raw TypeError below
         raise InvalidTypeError(
-            f"mode must be a str, one of {known} or 'auto', got {type(mode).__name__} {mode!r:.80}"
+            f"mode must be a str, one of {known} or 'auto', got {type(mode).__name__} {shown(mode)}"
         )
     name = MODE_ALIASES.get(mode, mode)
     if name not in MODE_WEIGHTS:

@@ -208,8 +208,9 @@ def graph_search(
     -------
     list of GraphHit
         Turns reached by at least one edge; ties go to the newer turn. Where ``fan_out``
-        cuts between tied edges, the newer turn is followed (then by node, then by type), so
-        the walk does not depend on the order the edges were added or loaded in.
+        cuts between tied edges, the newer turn is followed (then the greater node name, then
+        the greater edge type), so the walk does not depend on the order the edges were added
+        or loaded in.
     """
     types = frozenset(allowed) if allowed is not None else None
     best: dict[str, tuple[float, list[TypedEdge]]] = {}
@@ -244,8 +245,8 @@ def _strongest(
     edges: list[TypedEdge], node: str, fan_out: int, now: float, decay_rate: float
 ) -> list[tuple[float, TypedEdge, str]]:
     """The ``fan_out`` strongest of ``node``'s ``edges``, as (strength, edge, other end),
-    strongest first; ties go to the newer turn, then by node and type, whatever order the
-    edges were added or loaded in.
+    strongest first; ties go to the newer turn, then to the greater node name and edge type,
+    whatever order the edges were added or loaded in.
 
     >>> graph = TemporalGraph()
     >>> for other in ("turn:9", "turn:10", "code:x"):

@@ -69,6 +69,7 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
+    shown,
 )
 from synapse_retriever.persistence.conversation.protocol import (
     EntityRow,
@@ -616,7 +617,7 @@ class PostgresConversationStorage:
             if isinstance(value, str) and "\x00" in value:
                 raise InvalidValueError(
                     f"{name} holds a NUL character (U+0000), which PostgreSQL cannot store, got "
-                    f"{value!r:.80}; nothing was written"
+                    f"{shown(value)}; nothing was written"
                 )
         # read holding the write lock, in the statement that inserts: no other writer of
         # this user can come between the check and the insert

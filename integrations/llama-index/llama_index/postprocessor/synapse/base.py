@@ -253,12 +253,12 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         if not isinstance(nodes, Sequence) or isinstance(nodes, str | bytes):  # None, say
             raise InvalidTypeError(
                 f"nodes must be a list (or tuple) of NodeWithScore, got {type(nodes).__name__} "
-                f"{nodes!r:.80}"
+                f"{shown(nodes)}"
             )
         wrong = next((node for node in nodes if not isinstance(node, NodeWithScore)), None)
         if wrong is not None:  # a retriever's results, scored: what a postprocessor is given
             raise InvalidTypeError(
-                f"nodes must be NodeWithScore objects, got {type(wrong).__name__} {wrong!r:.80}"
+                f"nodes must be NodeWithScore objects, got {type(wrong).__name__} {shown(wrong)}"
             )
         ids = [self.node_id(node) for node in nodes]
         scores = [node.score for node in nodes]

@@ -42,7 +42,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -155,14 +155,14 @@ def synapse_trim_chat_messages(
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
         raise InvalidTypeError(
             f"messages must be a sequence of ChatMessage, got {type(messages).__name__} "
-            f"{messages!r:.80}"
+            f"{shown(messages)}"
         )
     messages = list(messages)
     wrong = next((i for i, m in enumerate(messages) if not isinstance(m, ChatMessage)), None)
     if wrong is not None:
         raise InvalidTypeError(
             f"messages[{wrong}] must be a ChatMessage, got {type(messages[wrong]).__name__} "
-            f"{messages[wrong]!r:.80}"
+            f"{shown(messages[wrong])}"
         )
     if query is None:
         query = next((message_text(m) for m in reversed(messages) if m.role.value == "user"), None)
@@ -426,6 +426,6 @@ def _session(value: object) -> str:
         return "default"
     if not isinstance(value, str):
         raise InvalidTypeError(
-            f"session_id must be a str, got {type(value).__name__} {value!r:.80}"
+            f"session_id must be a str, got {type(value).__name__} {shown(value)}"
         )
     return value

@@ -107,7 +107,7 @@ class SynapseMemoryRetriever(BaseRetriever):
         # named ``k``; None for the memory failed there with a raw AttributeError)
         if not isinstance(memory, ConversationMemory):
             raise InvalidTypeError(
-                f"memory must be a ConversationMemory, got {type(memory).__name__} {memory!r:.80}"
+                f"memory must be a ConversationMemory, got {type(memory).__name__} {shown(memory)}"
             )
         if not is_int(similarity_top_k) or similarity_top_k < 1:
             raise InvalidValueError(
@@ -145,7 +145,7 @@ def _sessions(sessions: object) -> list[str]:
     by the first query, and every later one returned nothing; a list kept as given changed
     with the caller's. A bare str (read as its characters) is refused by name."""
     if isinstance(sessions, str | bytes) or not isinstance(sessions, Iterable):
-        raise InvalidTypeError(f"sessions must be a sequence of str, got {sessions!r:.80}")
+        raise InvalidTypeError(f"sessions must be a sequence of str, got {shown(sessions)}")
     names = list(sessions)
     if not all(isinstance(name, str) for name in names):
         raise InvalidTypeError(f"sessions must be a sequence of str, got {shown(names)}")

@@ -37,6 +37,7 @@ from pydantic import InstanceOf
 
 from synapse_retriever import InvalidTypeError, RunCollector
 from synapse_retriever.capture.coactivation import is_node_id
+from synapse_retriever.errors import shown
 
 __all__ = ["SynapseUsageEvent", "SynapseUsageHandler", "mark_used"]
 
@@ -81,7 +82,7 @@ def mark_used(nodes_or_ids: Iterable[NodeLike]) -> None:
         nodes_or_ids, Iterable
     ):
         raise InvalidTypeError(
-            f"nodes_or_ids must be a list, got {type(nodes_or_ids).__name__} {nodes_or_ids!r:.80}"
+            f"nodes_or_ids must be a list, got {type(nodes_or_ids).__name__} {shown(nodes_or_ids)}"
         )
     # an item no store can hold is left out now, logged: at the span's end it failed the
     # span's whole event, the other marks with it (and a mark never breaks the application)
