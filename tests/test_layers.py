@@ -87,8 +87,9 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
 
 
 def test_the_adapters_import_only_public_names() -> None:
-    """The adapters are other distributions, which accept any 0.1 release of the core: a name
-    or module with a leading underscore may change in any of them. Read from each file's
+    """The adapters are other distributions, which accept any later 0.x release of the core
+    (see the next test): a name or module with a leading underscore may change in any of
+    them. Read from each file's
     syntax tree, so a name in a parenthesised import, one a line, is seen too."""
     adapters = ROOT.parent / "integrations"
     private = [
@@ -130,3 +131,27 @@ import os._private
         (6, f"{PACKAGE}._text.blank"),
         (7, f"{PACKAGE}._numbers"),
     ]
+
+
+def test_the_adapters_require_the_core_version_they_are_released_with() -> None:
+    """An adapter imports the names of the core it is released with: a lower bound below
+    that version would let pip pair it with an older core that lacks some (a new public name,
+    ``synapse_retriever.conversation.blank``, say), and the import would fail."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    core = Version(
+        tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]["version"]
+    )
+    for project in sorted((ROOT.parent / "integrations").glob("*/pyproject.toml")):
+        wanted = [
+            Requirement(text)
+            for text in tomllib.loads(project.read_text())["project"]["dependencies"]
+            if Requirement(text).name == "synapse-retriever"
+        ]
+        assert len(wanted) == 1, project
+        lows = [Version(s.version) for s in wanted[0].specifier if s.operator == ">="]
+        assert lows == [core], f"{project}: {wanted[0]} (the core is {core})"
+        assert core in wanted[0].specifier, f"{project}: {wanted[0]} excludes the core {core}"
