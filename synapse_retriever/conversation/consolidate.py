@@ -77,6 +77,7 @@ class Consolidator:
         self._then: Callable[[], object] | None = None  # close's cleanup, for the worker
         self._thread: threading.Thread | None = None
         self._name = name
+        self._local = threading.local()  # .runs: the runs under way in this thread
 
     def request(self) -> None:
         """Ask for one run; returns at once when running in the background. Without a
@@ -108,18 +109,29 @@ class Consolidator:
                 self._thread.start()
             self._cond.notify_all()
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def wait(
+        self, timeout: float | None = None, *, until: Callable[[], bool] | None = None
+    ) -> bool:
         """Block until no run is pending or under way; False if ``timeout`` passed first
-        (checked: :func:`wait_timeout`)."""
+        (checked: :func:`wait_timeout`), or ``until()`` turned true first (checked again at
+        each :meth:`wake`). Called from the job itself (a summarizer closing the memory), False
+        at once: the wait would be for the run it is part of, and never end."""
         timeout = wait_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._pending or self._running or self._inline:
+                if getattr(self._local, "runs", 0) or (until is not None and until()):
+                    return False
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 self._cond.wait(left)
         return True
+
+    def wake(self) -> None:
+        """Have the waits under way (:meth:`wait`) check their ``until`` again."""
+        with self._cond:
+            self._cond.notify_all()
 
     @property
     def busy(self) -> bool:
@@ -179,12 +191,15 @@ class Consolidator:
             _cleaned_up(then)
 
     def _run_once(self) -> None:
+        self._local.runs = getattr(self._local, "runs", 0) + 1
         try:
             self._job()
             self.runs += 1
         except Exception as exc:  # the caller's thread must never see a background failure
             self.last_error = exc
             log.exception("conversation-memory consolidation failed")
+        finally:
+            self._local.runs -= 1
 
 
 def _cleaned_up(then: Callable[[], object]) -> None:

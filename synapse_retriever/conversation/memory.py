@@ -422,13 +422,17 @@ class ConversationMemory:
         (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does. Later calls that read
         or write turns (``add_turn``, ``retrieve``, ``assemble``, ``turns``, ``len``...) raise
         :class:`~synapse_retriever.errors.ClosedError`; ``close`` again (or while another
-        thread's runs) does nothing, and ``consolidate`` returns False (nothing to run)."""
+        thread's runs) does nothing, and ``consolidate`` returns False (nothing to run).
+        Called from the consolidation itself (a summarizer's call), it closes at once, as
+        past its timeout: the run cannot be waited for from inside it."""
         if not self._release.alive:  # closed, or closing in another thread (an aclose)
             return
         timeout = wait_timeout(timeout)  # before anything closes: a bad one closes nothing
-        self._release.detach()  # closed here, not again when collected
+        if self._release.detach() is None:  # another thread's close got there first
+            return
         deadline = None if timeout is None else time.monotonic() + timeout
-        finished = self._consolidator.wait(timeout)
+        # a cancelled aclose (_stop_calls) ends the wait at once, as a timeout does
+        finished = self._consolidator.wait(timeout, until=lambda: self._closed)
         with self._lock:
             self._closed = True  # no call from now on; a run still under way stores nothing
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -475,6 +479,7 @@ class ConversationMemory:
     def _stop_calls(self) -> None:
         with self._lock:
             self._closed = True  # no call from now on; a run still under way stores nothing
+        self._consolidator.wake()  # close's wait for the run ends now, as past its timeout
 
     def __enter__(self) -> ConversationMemory:
         return self

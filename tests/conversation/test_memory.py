@@ -32,6 +32,7 @@ from synapse_retriever.conversation import (
     ContextBudgetError,
     ContextConfig,
     ConversationMemory,
+    ExtractiveSummarizer,
     HashingEmbedder,
 )
 from synapse_retriever.conversation.assemble import working_span
@@ -524,6 +525,46 @@ def test_numpy_timeouts_huge_ints_and_the_consolidators_own_close() -> None:
     worker.request()
     worker.close(math.inf, then=stopped.set)  # thread.join(inf): a raw OverflowError
     assert stopped.wait(5)
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_a_memory_closed_from_its_own_consolidation_closes_and_lets_the_lease_go(
+    tmp_path: Path, background: bool
+) -> None:
+    # close() called from a summarizer's call waited for the run it was part of, for ever:
+    # the worker thread hung (background), or the caller's add_turn (background=False)
+    class Closing(ExtractiveSummarizer):
+        memory: ConversationMemory | None = None
+
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            if self.memory is not None:
+                memory, self.memory = self.memory, None
+                memory.close()
+            return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
+
+    path = tmp_path / "chat.db"
+    summarizer = Closing()
+    config = ContextConfig(
+        consolidation_interval=1, consolidation_ages=(1, 50), consolidation_threshold=0.0
+    )
+    memory = ConversationMemory(path, summarizer=summarizer, config=config, background=background)
+    memory.add_turn("The deploy moved to Fridays.", at=0)
+    summarizer.memory = memory
+    added = threading.Event()
+
+    def add() -> None:
+        memory.add_turn("Lunch at noon?", at=60)  # its consolidation condenses the first turn
+        added.set()
+
+    threading.Thread(target=add, daemon=True).start()
+    assert added.wait(10)
+    assert memory.wait_for_consolidation(10)
+    assert summarizer.memory is None  # closed from the summarizer
+    with pytest.raises(ClosedError):
+        memory.turns()
+    with ConversationMemory(path, background=False) as again:
+        again.add_turn("After the restart.", at=120)
+        assert again.consolidate()  # the run let its lease go before the database closed
 
 
 def test_a_bad_timeout_closes_nothing_and_no_limit_closes_the_database(tmp_path: Path) -> None:

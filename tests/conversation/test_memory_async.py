@@ -333,11 +333,46 @@ def test_a_cancelled_aclose_leaves_the_memory_closed_when_the_cancellation_is_ra
             memory.turns()  # closed when the cancellation is raised, not some time after
         calls = summarizer.calls
         await memory.aclose()  # closed already: nothing to do
-        await asyncio.sleep(0.5)
-        assert summarizer.calls == calls  # the consolidation stopped at its next turn
+        assert await asyncio.to_thread(memory.wait_for_consolidation, 10)
+        # the consolidation stopped at its next turn: the call under way ended, no other began
+        assert summarizer.calls <= calls + 1
 
     asyncio.run(cancelled())
     assert [text for _, _, text in turns_of(path)] == [text for _, text in CHAT]
+
+
+def test_a_cancelled_aclose_ends_while_the_summarizers_call_goes_on(tmp_path: Path) -> None:
+    # the cancellation waited for the close, which waited for the summarizer's call under
+    # way: a timeout around aclose lasted as long as the slowest call to a remote model
+    release = threading.Event()
+
+    class Stuck(SlowSummarizer):
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            self.started.set()
+            release.wait(15)
+            return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
+
+    summarizer = Stuck(0.0)
+
+    async def cancelled() -> float:
+        memory = ConversationMemory(tmp_path / "chat.db", summarizer=summarizer, config=CONDENSING)
+        for i, (role, text) in enumerate(CHAT[:3]):
+            await memory.aadd_turn(text, role, at=60 * i)
+        await asyncio.to_thread(summarizer.started.wait, 10)  # a call that does not return
+        began = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(memory.aclose(), 0.1)
+        took = time.monotonic() - began
+        with pytest.raises(ClosedError):
+            memory.turns()
+        release.set()  # the call returns, and the consolidation stops, storing nothing
+        assert await asyncio.to_thread(memory.wait_for_consolidation, 10)
+        return took
+
+    try:
+        assert asyncio.run(cancelled()) < 10  # not the 15 s the call lasts
+    finally:
+        release.set()
 
 
 def test_a_turn_cancelled_while_it_consolidates_inline_is_waited_for_by_aclose(
