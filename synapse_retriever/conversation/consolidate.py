@@ -120,13 +120,17 @@ class Consolidator:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._pending or self._running or self._inline:
-                if getattr(self._local, "runs", 0) or (until is not None and until()):
+                if self.running_here() or (until is not None and until()):
                     return False
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 self._cond.wait(left)
         return True
+
+    def running_here(self) -> bool:
+        """Whether the calling thread is running the job (a summarizer's call, say)."""
+        return bool(getattr(self._local, "runs", 0))
 
     def wake(self) -> None:
         """Have the waits under way (:meth:`wait`) check their ``until`` again."""

@@ -294,6 +294,7 @@ class ConversationMemory:
             _weakly(self, ConversationMemory._consolidate), background=background
         )
         self._release = weakref.finalize(self, _release, self._consolidator, self._storage)
+        self._closed_fully = threading.Event()  # set when a close returns
         self._release.atexit = False
         if self._due():
             self._consolidator.request()  # a consolidation due before the last close
@@ -421,22 +422,29 @@ class ConversationMemory:
         after it. A process that exits before then leaves the lease until it expires
         (``CONSOLIDATION_LEASE_S``, 600 s), as a killed process does. Later calls that read
         or write turns (``add_turn``, ``retrieve``, ``assemble``, ``turns``, ``len``...) raise
-        :class:`~synapse_retriever.errors.ClosedError`; ``close`` again (or while another
-        thread's runs) does nothing, and ``consolidate`` returns False (nothing to run).
-        Called from the consolidation itself (a summarizer's call), it closes at once, as
-        past its timeout: the run cannot be waited for from inside it."""
-        if not self._release.alive:  # closed, or closing in another thread (an aclose)
+        :class:`~synapse_retriever.errors.ClosedError`; ``close`` again does nothing, and
+        ``consolidate`` returns False (nothing to run). A ``close`` while another thread's
+        runs waits for that one within its own ``timeout``, then closes at once: when it
+        returns, the memory is closed. Called from the consolidation itself (a summarizer's
+        call), it closes at once, as past its timeout: the run cannot be waited for from
+        inside it."""
+        if self._closed_fully.is_set():
             return
         timeout = wait_timeout(timeout)  # before anything closes: a bad one closes nothing
         if self._release.detach() is None:  # another thread's close got there first
+            if self._consolidator.running_here() or not self._closed_fully.wait(timeout):
+                self._stop_calls()  # closed when this close returns, as past a timeout
             return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        # a cancelled aclose (_stop_calls) ends the wait at once, as a timeout does
-        finished = self._consolidator.wait(timeout, until=lambda: self._closed)
-        with self._lock:
-            self._closed = True  # no call from now on; a run still under way stores nothing
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self._consolidator.close(left if finished else 0.0, then=self._close_storage)
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            # a cancelled aclose (_stop_calls) ends the wait at once, as a timeout does
+            finished = self._consolidator.wait(timeout, until=lambda: self._closed)
+            with self._lock:
+                self._closed = True  # no call from now on; a run still under way stores nothing
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._consolidator.close(left if finished else 0.0, then=self._close_storage)
+        finally:
+            self._closed_fully.set()
 
     def _close_storage(self) -> None:
         with self._lock:

@@ -278,6 +278,7 @@ def test_a_turn_cancelled_while_written_still_requests_the_consolidation_it_make
                 task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
+            assert len(memory) == 1  # cancelled in its write, not before: stored
             assert memory.wait_for_consolidation(30)
             return memory.consolidate()  # False: the turn was consolidated already
 
@@ -373,6 +374,41 @@ def test_a_cancelled_aclose_ends_while_the_summarizers_call_goes_on(tmp_path: Pa
         assert asyncio.run(cancelled()) < 10  # not the 15 s the call lasts
     finally:
         release.set()
+
+
+@pytest.mark.parametrize("timeout", [None, 0.1])
+def test_a_close_while_another_threads_close_runs_returns_with_the_memory_closed(
+    tmp_path: Path, timeout: float | None
+) -> None:
+    # the second close returned at once while the first waited for the consolidation, and
+    # the memory took a turn after it (id 3): closed, as its own close had said, only later
+    release = threading.Event()
+
+    class Stuck(SlowSummarizer):
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            self.started.set()
+            release.wait(15)
+            return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
+
+    summarizer = Stuck(0.0)
+    memory = ConversationMemory(tmp_path / "chat.db", summarizer=summarizer, config=CONDENSING)
+    try:
+        for i, (role, text) in enumerate(CHAT[:3]):
+            memory.add_turn(text, role, at=60 * i)
+        assert summarizer.started.wait(10)  # a consolidation under way, in a call
+        first = threading.Thread(target=memory.close)  # waits for the consolidation
+        first.start()
+        while memory._release.alive:  # the first close has begun
+            time.sleep(0.01)
+        if timeout is None:
+            threading.Timer(0.3, release.set).start()  # the call returns: both closes end
+        memory.close(timeout)
+        with pytest.raises(ClosedError):
+            memory.add_turn("After the close.", at=600)
+    finally:
+        release.set()
+    first.join(10)
+    assert not first.is_alive()
 
 
 def test_a_turn_cancelled_while_it_consolidates_inline_is_waited_for_by_aclose(
