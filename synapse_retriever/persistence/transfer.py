@@ -902,7 +902,8 @@ def _refuse_merged_edges(element: Any, graph: Any, name: str) -> None:
         seen.add(key)
     raise InvalidValueError(
         f"{name}: {len(elements)} edges, of which {graph.number_of_edges()} could be read "
-        "apart (two of them share an id or key); nothing was imported"
+        "(an edge in a nested graph is not read, nor two apart that share a key); nothing "
+        "was imported"
     )
 
 
