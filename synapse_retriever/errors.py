@@ -89,7 +89,9 @@ class NotASynapseDatabaseError(SynapseError, ValueError):
 
 
 class CorruptDatabaseError(NotASynapseDatabaseError):
-    """A synapse database whose file is damaged (SQLite reports it malformed).
+    """A synapse database whose file is damaged (SQLite reports it malformed), or whose
+    PostgreSQL schema misses a table or column of a store's or a memory's (dropped by hand,
+    before it opened or while it was open).
 
     Raised when the damage is found: at open (loading reads every table), by a later
     read or write (whose transaction is then rolled back, so nothing is written), or by

@@ -112,6 +112,7 @@ __all__ = [
     "PostgresStorage",
     "is_postgres_url",
     "lock_timeout",
+    "schema_missing",
     "snapshot",
     "split_url",
     "statement_cancelled",
@@ -951,7 +952,9 @@ class Connections:
         wait for a free one, ``budget`` (started once one is free) what getting it live
         takes after that (:class:`StorageUnavailableError` past either). A statement the
         server cancels in the block (its ``statement_timeout``) raises
-        :func:`statement_cancelled`'s error, which names the setting's value."""
+        :func:`statement_cancelled`'s error, which names the setting's value; one that meets
+        a table or column missing from the schema (dropped while it was open, or by hand),
+        :func:`schema_missing`'s."""
         if not self._slots.acquire(timeout=timeout_s):
             raise StorageUnavailableError(
                 f"{self.where!r}: none of its {self._size} connections was free within "
@@ -966,6 +969,11 @@ class Connections:
             except self._psycopg.errors.QueryCanceled as exc:  # the server's statement_timeout
                 setting = _statement_timeout(conn)
                 raise statement_cancelled(self.where, _primary(exc), setting) from None
+            except (
+                self._psycopg.errors.UndefinedTable,
+                self._psycopg.errors.UndefinedColumn,
+            ) as exc:
+                raise schema_missing(self.where, _primary(exc)) from None
             finally:
                 self._give(conn)
         finally:
@@ -1286,6 +1294,24 @@ nothing was written
         ) from exc
 
 
+def schema_missing(where: str, detail: str) -> CorruptDatabaseError:
+    """The error of a statement that met a table or column of the store's schema missing
+    (SQLSTATE 42P01, 42703): dropped by hand, before the store opened or while it was open
+    (a schema dropped under it), where SQLite reports a table dropped from its file as
+    damage too. Its transaction was rolled back; not retried: the schema stays as it is.
+
+    Examples
+    --------
+    >>> print(schema_missing("db/team", 'relation "meta" does not exist'))
+    'db/team' misses part of a synapse store's schema (relation "meta" does not exist); \
+nothing was written: restore a backup, or re-create the store from an export
+    """
+    return CorruptDatabaseError(
+        f"{where!r} misses part of a synapse store's schema ({detail.strip()}); nothing was "
+        "written: restore a backup, or re-create the store from an export"
+    )
+
+
 def _primary(exc: Exception) -> str:
     """The server's one-line message of ``exc`` (psycopg's text without the server's)."""
     diag = getattr(exc, "diag", None)
@@ -1592,16 +1618,9 @@ class PostgresStorage:
         return self._listener is not None and self._listener.listening
 
     def load(self) -> Changes:
-        errors = self._psycopg.errors
         self._changed.clear()
-        try:
-            with self._connection() as conn:
-                return snapshot(conn, lambda: _changes(conn, 0))
-        except (errors.UndefinedTable, errors.UndefinedColumn) as exc:  # dropped by hand
-            raise CorruptDatabaseError(
-                f"{self.path!r} misses part of a synapse store's schema ({_primary(exc)}); "
-                "nothing was written: restore a backup, or re-create the store from an export"
-            ) from None
+        with self._connection() as conn:  # a table dropped by hand: schema_missing's error
+            return snapshot(conn, lambda: _changes(conn, 0))
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
         if self.listening and not self._changed.is_set():

@@ -381,6 +381,35 @@ def test_a_schema_missing_a_table_is_refused_as_damaged(postgres_url: str, table
         SynapseStore(postgres_url)
 
 
+def test_a_schema_dropped_under_an_open_store_is_damage_not_a_raw_error(
+    postgres_url: str,
+) -> None:
+    # a recall then raised psycopg's UndefinedTable, and a write said the server refused it
+    from synapse_retriever import CorruptDatabaseError
+
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    storage = PostgresStorage(postgres_url, listen=False)  # each read looks for changes
+    with SynapseStore(storage=storage, config=config) as store:
+        store.reinforce(["a", "b"], at=0)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            [(schema,)] = conn.execute("SELECT current_schema()").fetchall()
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        missing = "misses part of a synapse store's schema"
+        with pytest.raises(CorruptDatabaseError, match=f'{missing} \\(relation "meta"'):
+            store.recall([("a", 0.9), ("c", 0.5)], at=DAY)
+        with pytest.raises(CorruptDatabaseError, match=missing):
+            store.reinforce(["a", "c"], at=DAY)
+        assert "c" not in store._mirror.graph.index  # nothing learned, in memory either
+    with psycopg.connect(postgres_url) as conn:
+        made = conn.execute(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s",
+            (schema,),
+        ).fetchall()
+    assert made == [(0,)]  # nothing made again in the emptied schema
+
+
 @pytest.mark.parametrize("flag", ["read_only", "listen", "create"])
 def test_a_flag_given_as_a_word_is_refused_before_a_connection(
     postgres_url: str, flag: str

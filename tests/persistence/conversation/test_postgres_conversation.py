@@ -28,6 +28,7 @@ from store_backends import connections_to
 from synapse_retriever import SynapseStore
 from synapse_retriever.errors import (
     AccessDeniedError,
+    CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -714,6 +715,21 @@ def test_a_newer_conversation_schema_is_refused(postgres_url: str) -> None:
         conn.execute("UPDATE meta SET value = 99 WHERE key = 'conversation_schema_version'")
     with pytest.raises(NotASynapseDatabaseError, match="schema version 99, newer than"):
         PostgresConversationStorage(postgres_url)
+
+
+def test_a_table_dropped_under_an_open_memory_is_damage_not_a_raw_error(
+    open_storage: Any, postgres_url: str
+) -> None:
+    # each read and write raised psycopg's UndefinedTable
+    storage = open_storage("alice", listen=False)
+    storage.insert(turn("The deploy."), "e", b"")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE context_turns CASCADE")
+    missing = 'misses part of a synapse store\'s schema \\(relation "context_turns"'
+    with pytest.raises(CorruptDatabaseError, match=missing):
+        storage.load()
+    with pytest.raises(CorruptDatabaseError, match=missing):
+        storage.insert(turn("The rollback."), "e", b"")
 
 
 def test_an_unknown_context_table_is_refused(postgres_url: str) -> None:
