@@ -1015,7 +1015,8 @@ class MemoryGraph:
         """The graph :meth:`arrays` described (its arrays copied: the graph owns its own).
 
         Raises ``ValueError`` where the parts do not fit together (lengths, ids out of
-        range); a snapshot that fails is rebuilt from storage, never trusted."""
+        range), before anything is allocated by a size the arrays do not hold; a snapshot
+        that fails is rebuilt from storage, never trusted."""
         graph = cls(config)
         size, built = int(values["size"]), int(values["built"])
         names = bytes(arrays["names"]).decode().split("\0")
@@ -1025,11 +1026,15 @@ class MemoryGraph:
         graph.index = {name: i for i, name in enumerate(names) if name}
         graph.add_names(namespaces=[(int(i), str(name)) for i, name in values["namespaces"]])
         n = len(names)
-        graph._grow(max(size, 1024))
+        columns = {name: arrays[f"edge.{name}"] for name in _COLUMNS}
         for name, (dtype, _) in _COLUMNS.items():
-            column = arrays[f"edge.{name}"]
+            column = columns[name]
             if column.dtype != np.dtype(dtype) or column.size != size:
-                raise ValueError(f"edge column {name}: {column.size} of {column.dtype}")
+                raise ValueError(
+                    f"edge column {name}: {column.size} of {column.dtype}, not {size} edges"
+                )
+        graph._grow(max(size, 1024))  # after the check: a size the columns do not hold
+        for name, column in columns.items():  # would be allocated (a damaged header)
             graph._cols[name][:size] = column
         graph.size = size
         indptr = arrays["adjacency.indptr"].astype(np.int32)

@@ -10,7 +10,9 @@ so that a snapshot is never trusted when it should not be:
   keeps another use history or window (the arrays have another shape);
 - **truncated or damaged**: a part missing, of another length than its header says, or
   whose CRC-32 differs; arrays that do not fit together (ids out of range, an adjacency
-  that does not add up);
+  that does not add up); a header (which has no checksum of its own) whose edge count or
+  namespace ids its parts and stamp do not hold, found before anything is allocated by
+  them (a digit gone wrong there once asked for 17 TiB at open);
 - **stale**: written at a version the change logs no longer reach back to, or at one
   after the store's own.
 
@@ -47,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever.config import SynapseConfig
+from synapse_retriever.errors import shown
 from synapse_retriever.learning.usage import UseTable
 from synapse_retriever.mirror.graph import MemoryGraph
 
@@ -131,6 +134,12 @@ def decode(parts: dict[str, bytes], config: SynapseConfig, *, schema: int) -> De
             raise SnapshotError(
                 f"snapshot of use history {kept['history']}, window {kept['window']}: this "
                 f"configuration keeps {learning.use_history}, {learning.recent_events}"
+            )
+        spaces = [int(ns) for ns, _ in header["graph"]["namespaces"]]
+        if any(not 0 < ns <= int(header["max_namespace"]) for ns in spaces):
+            raise SnapshotError(  # the header alone has no checksum: no array sized by it
+                f"snapshot: namespace ids {shown(spaces)} do not fit its header's largest, "
+                f"{shown(header['max_namespace'])}"
             )
         arrays = {name: _array(name, spec, parts) for name, spec in header["arrays"].items()}
         graph = MemoryGraph.from_arrays(

@@ -204,11 +204,13 @@ def snapshotted(store_path: str) -> str:
     return store_path
 
 
-def header_edit(key: str, value: object) -> Callable[[str], object]:
+def header_changed(edit: Callable[[dict[str, Any]], object]) -> Callable[[str], object]:
+    """A damage: ``edit`` applied to the snapshot's header, in place (it has no checksum)."""
+
     def change(where: str) -> None:
         [(raw,)] = stored(where, "SELECT data FROM snapshot WHERE part = ?", (HEADER,))
         header = json.loads(raw)
-        header[key] = value
+        edit(header)
         stored(
             where,
             "UPDATE snapshot SET data = ? WHERE part = ?",
@@ -216,6 +218,10 @@ def header_edit(key: str, value: object) -> Callable[[str], object]:
         )
 
     return change
+
+
+def header_edit(key: str, value: object) -> Callable[[str], object]:
+    return header_changed(lambda header: header.__setitem__(key, value))
 
 
 def first_bytes_flipped(where: str) -> None:
@@ -251,6 +257,14 @@ BAD: dict[str, Callable[[str], object]] = {
     ),
     "a stamp that differs from its rows'": lambda where: stored(
         where, "UPDATE snapshot SET max_node = max_node + 1"
+    ),
+    # each was a MemoryError at open (17 TiB asked for), the store not opened at all; a
+    # size of 10**8 took 11 s and 6 GB to be found out
+    "a header that says more edges than its parts hold": header_changed(
+        lambda header: header["graph"].__setitem__("size", 10**12)
+    ),
+    "a header whose namespace id is past its largest": header_changed(
+        lambda header: header["graph"]["namespaces"][0].__setitem__(0, 10**12)
     ),
 }
 
