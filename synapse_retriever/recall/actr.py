@@ -62,6 +62,7 @@ from synapse_retriever.recall.hits import (
     checked_cost,
     checked_resolvable,
     injection_slots,
+    position_costs,
     resolves,
 )
 
@@ -279,6 +280,7 @@ def swap(
     resolvable: Resolvable | None = None,
     cost: Callable[[str], float] | None = None,
     paths: Mapping[str, tuple[str, ...]] | None = None,
+    hit_costs: Sequence[float] | None = None,
 ) -> list[Hit]:
     """Swap weak hits for stronger absent nodes, one for one, never growing the list.
 
@@ -299,7 +301,7 @@ def swap(
     max_inject : int
         At most this many swaps. These four default to
         :class:`~synapse_retriever.config.ActrRule`'s values.
-    resolvable, cost
+    resolvable, cost, hit_costs
         As in :func:`~synapse_retriever.recall.published.inject`.
 
     Notes
@@ -317,6 +319,7 @@ def swap(
     """
     rows = [(node, score) for node, score in hits]
     cost = checked_cost(cost) if cost is not None else None
+    costs = position_costs(rows, cost, hit_costs)  # by position: copies of an id may differ
     resolvable = checked_resolvable(resolvable)
     limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)
     present = {node for node, _ in rows}
@@ -325,7 +328,7 @@ def swap(
         key=lambda i: (activation.get(rows[i][0], unused_base) + keep_bonus, -i),
     )
     accepted: list[tuple[str, int]] = []
-    budget = sum(cost(node) for node, _ in rows) if cost is not None else 0.0
+    budget = sum(costs) if costs is not None else 0.0
     total = budget
     for node in candidates:
         if len(accepted) >= limit or len(accepted) >= len(victims):
@@ -336,8 +339,8 @@ def swap(
         strength = activation.get(node, unused_base)
         if not strength > activation.get(rows[victim][0], unused_base) + keep_bonus:
             break
-        if cost is not None:
-            after = total - cost(rows[victim][0]) + cost(node)
+        if cost is not None and costs is not None:
+            after = total - costs[victim] + cost(node)
             if after > budget:
                 continue
             total = after
@@ -400,6 +403,8 @@ class ActrPlan:
         self,
         resolvable: Resolvable | None = None,
         cost: Callable[[str], float] | None = None,
+        *,
+        hit_costs: Sequence[float] | None = None,
     ) -> list[Hit]:
         """Run :func:`swap` on the planned hits; same length as the input."""
         return swap(
@@ -413,6 +418,7 @@ class ActrPlan:
             resolvable=resolvable,
             cost=cost,
             paths=self.paths,
+            hit_costs=hit_costs,
         )
 
 

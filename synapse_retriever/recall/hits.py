@@ -33,6 +33,7 @@ __all__ = [
     "checked_cost",
     "checked_resolvable",
     "injection_slots",
+    "position_costs",
     "read_ids",
     "resolves",
     "validated_hits",
@@ -152,6 +153,59 @@ def checked_cost(cost: object) -> Callable[[str], float]:
     return checked
 
 
+def position_costs(
+    hits: Sequence[tuple[str, float]],
+    cost: Callable[[str], float] | None,
+    given: Sequence[float] | None = None,
+) -> list[float] | None:
+    """The cost of each hit, by position: ``given`` (checked), else ``cost`` (a
+    :func:`checked_cost`) of its id; None without ``cost`` (no budget to keep).
+
+    An injection is weighed against its victim's own cost: where one id stands for several
+    hits of different cost (an adapter's chunks of one document), a cost by id would count
+    the victim at another copy's cost, and an injection could raise the total.
+
+    Raises
+    ------
+    InvalidValueError
+        ``given`` without ``cost`` (the candidates' costs), or not one cost per hit; or a
+        cost that is NaN, infinite or negative, named by its position.
+    InvalidTypeError
+        A cost that is not a number.
+
+    Examples
+    --------
+    >>> hits, tokens = [("a", 0.9), ("d", 0.5), ("d", 0.4)], checked_cost({"a": 5, "d": 100}.get)
+    >>> position_costs(hits, tokens)  # by id: both copies of d cost 100
+    [5.0, 100.0, 100.0]
+    >>> position_costs(hits, tokens, [5, 1, 100])  # by position
+    [5.0, 1.0, 100.0]
+    >>> position_costs(hits, len, [5, 1])
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: hit_costs must give one cost per hit: 2 for 3 hits
+    """
+    if cost is None:
+        if given is not None:
+            raise InvalidValueError("hit_costs needs cost, the cost of a candidate id")
+        return None
+    if given is None:
+        return [cost(node) for node, _ in hits]
+    costs = list(given)
+    if len(costs) != len(hits):
+        raise InvalidValueError(
+            f"hit_costs must give one cost per hit: {len(costs)} for {len(hits)} hits"
+        )
+    checked = []
+    for position, value in enumerate(costs):
+        what = f"hit_costs[{position}]"
+        number = finite_real(value, what, "a number (e.g. tokens)")
+        if number < 0.0:
+            raise InvalidValueError(f"{what} must not be negative, got {number}")
+        checked.append(number)
+    return checked
+
+
 def checked_resolvable(resolvable: object) -> Resolvable | None:
     """``resolvable`` itself if it is None, a predicate or a container of ids.
 
@@ -234,8 +288,12 @@ class Plan(Protocol):
         self,
         resolvable: Resolvable | None = None,
         cost: Callable[[str], float] | None = None,
+        *,
+        hit_costs: Sequence[float] | None = None,
     ) -> list[Hit]:
-        """The hits with what the rule folds in; never longer than the input."""
+        """The hits with what the rule folds in; never longer than the input. With
+        ``cost``, ``hit_costs`` gives each hit's own cost, by position (see
+        :func:`position_costs`)."""
         ...
 
 

@@ -294,7 +294,7 @@ class ItemRecall(Generic[T]):
         ['doc a', 'doc b']
         """
         found = {node: item for node, item in (resolved or {}).items() if item is not None}
-        return self._finish(found, self._cost_of(found, cost))
+        return self._finish(found, *self._costs(found, cost))
 
     def resolve(
         self,
@@ -405,7 +405,7 @@ class ItemRecall(Generic[T]):
         """The batching loop, shared by :meth:`resolve` and :meth:`aresolve`: yields the
         ids to fetch, receives what was found (None: stop asking), returns the recall."""
         found: dict[str, T] = {}
-        cost_of = self._cost_of(found, cost)
+        cost_of, hit_costs = self._costs(found, cost)
         pending = self.candidates
         step = self.batch_size
         while pending:
@@ -415,18 +415,20 @@ class ItemRecall(Generic[T]):
                 break
             found.update((node, answer[node]) for node in batch if answer.get(node) is not None)
             if found:
-                result = self._finish(found, cost_of)
+                result = self._finish(found, cost_of, hit_costs)
                 injected = sum(r.hit.origin == "injected" for r in result)
                 if injected == self.plan.slots or not pending:
                     return result
-        return self._finish(found, cost_of)
+        return self._finish(found, cost_of, hit_costs)
 
-    def _cost_of(
+    def _costs(
         self, found: Mapping[str, T], cost: Callable[[T], float] | None
-    ) -> Callable[[str], float] | None:
-        """``cost`` by id, each object counted once (``found`` may grow between calls)."""
+    ) -> tuple[Callable[[str], float] | None, list[float] | None]:
+        """``cost`` by id, each object counted once (``found`` may grow between calls), and,
+        where a slot is open, of each input object by position: objects that share an id
+        (chunks of one document) keep their own costs, so a victim is weighed at its own."""
         if cost is None:
-            return None
+            return None, None
         by_id = dict(zip(self.ids, self.items, strict=True))
         costs: dict[str, float] = {}
         checked = checked_cost(lambda node: cost(by_id[node] if node in by_id else found[node]))
@@ -436,12 +438,20 @@ class ItemRecall(Generic[T]):
                 costs[node] = checked(node)
             return costs[node]
 
-        return cost_of
+        def own(item: T) -> Callable[[str], float]:
+            return checked_cost(lambda _: cost(item))  # an error names the item's id
+
+        if not self.plan.slots:  # nothing can be displaced: no object is weighed
+            return cost_of, None
+        return cost_of, [own(item)(node) for node, item in zip(self.ids, self.items, strict=True)]
 
     def _finish(
-        self, found: Mapping[str, T], cost_of: Callable[[str], float] | None
+        self,
+        found: Mapping[str, T],
+        cost_of: Callable[[str], float] | None,
+        hit_costs: list[float] | None = None,
     ) -> list[Recalled[T]]:
-        hits = self.plan.inject(resolvable=found.keys(), cost=cost_of)
+        hits = self.plan.inject(resolvable=found.keys(), cost=cost_of, hit_costs=hit_costs)
         waiting: dict[str, deque[int]] = {}
         for position, node in enumerate(self.ids):
             waiting.setdefault(node, deque()).append(position)

@@ -43,6 +43,7 @@ from synapse_retriever.recall.hits import (
     checked_cost,
     checked_resolvable,
     injection_slots,
+    position_costs,
     resolves,
     validated_hits,
 )
@@ -95,6 +96,7 @@ def inject(
     max_inject: int = PublishedRule.max_inject,
     resolvable: Resolvable | None = None,
     cost: Callable[[str], float] | None = None,
+    hit_costs: Sequence[float] | None = None,
 ) -> list[Hit]:
     """Fold activation energies into a ranked hit list without growing it.
 
@@ -116,6 +118,10 @@ def inject(
     cost : callable, optional
         Cost of an id (e.g. its tokens); a candidate is skipped if the output's total
         cost would exceed the input's.
+    hit_costs : sequence of float, optional
+        With ``cost``: each hit's own cost, by position, where copies of one id differ
+        (see :func:`~synapse_retriever.recall.hits.position_costs`); ``cost`` of its id
+        by default.
 
     Returns
     -------
@@ -158,6 +164,7 @@ def inject(
         max_inject=max_inject,
         resolvable=resolvable,
         cost=cost,
+        hit_costs=hit_costs,
     )
 
 
@@ -171,6 +178,7 @@ def _injected(
     max_inject: int,
     resolvable: Resolvable | None,
     cost: Callable[[str], float] | None,
+    hit_costs: Sequence[float] | None,
 ) -> list[Hit]:
     """:func:`inject` on hits already validated (a plan's)."""
     energy = activation.energy
@@ -197,15 +205,16 @@ def _injected(
     limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)
     accepted: list[str] = []
     if limit > 0:
-        budget = sum(cost(node) for _, node, _ in rows) if cost is not None else 0.0
+        costs = position_costs(hits, cost, hit_costs)  # copies of an id may differ
+        budget = sum(costs) if costs is not None else 0.0
         total = budget
         for node in candidates(hits, energy, threshold=threshold):
             if len(accepted) == limit:
                 break
             if resolvable is not None and not resolves(resolvable, node):
                 continue
-            if cost is not None:
-                after = total - cost(ranked[pool[len(accepted)]].id) + cost(node)
+            if cost is not None and costs is not None:
+                after = total - costs[order[pool[len(accepted)]]] + cost(node)
                 if after > budget:
                     continue
                 total = after
@@ -272,6 +281,8 @@ class RecallPlan:
         self,
         resolvable: Resolvable | None = None,
         cost: Callable[[str], float] | None = None,
+        *,
+        hit_costs: Sequence[float] | None = None,
     ) -> list[Hit]:
         """Run :func:`inject` on the planned hits; same length as the input.
 
@@ -290,6 +301,7 @@ class RecallPlan:
             max_inject=self.rule.max_inject,
             resolvable=resolvable,
             cost=cost,
+            hit_costs=hit_costs,
         )
 
 

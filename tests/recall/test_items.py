@@ -107,6 +107,41 @@ def test_a_strict_cost_keeps_a_longer_document_out(store: SynapseStore) -> None:
     assert [r.item for r in recall.finish({"keys": "k"}, cost=len)] == ["jwt", "aaaa", "bbbb", "k"]
 
 
+def test_a_strict_cost_weighs_each_victim_at_its_own_cost_where_copies_share_an_id(
+    store: SynapseStore,
+) -> None:
+    # two chunks of one document "d", 1 and 9 long, are the two weakest slots. keys (9 long)
+    # takes the last one's (9 for 9) and faq (3) may not take the 1-long chunk's (3 > 1).
+    # Weighed by id, both chunks cost 9 and faq came in: 3 + 4 + 4 + 1 + 9 = 21 tokens became
+    # 3 + 4 + 4 + 3 + 9 = 23.
+    items = ["jwt", "aaaa", "bbbb", "d", "d" * 9]
+    ids = ["jwt", "a", "b", "d", "d"]
+    recall = plan_items(store, items, ids=ids, scores=[None] * 5, at=0)
+    out = recall.finish({"keys": "k" * 9, "faq": "fff"}, cost=len)
+    assert [r.item for r in out] == ["jwt", "aaaa", "bbbb", "d", "k" * 9]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 9), min_size=5, max_size=5),
+    found=st.lists(st.integers(0, 9), min_size=2, max_size=2),
+    ids=st.lists(st.sampled_from(["a", "b", "d"]), min_size=4, max_size=4),
+    config=st.sampled_from([PUBLISHED, SynapseConfig.actr()]),
+)
+def test_a_strict_cost_never_raises_the_total_whatever_ids_the_objects_share(
+    lengths: list[int], found: list[int], ids: list[str], config: SynapseConfig
+) -> None:
+    store = SynapseStore(":memory:", config=config)
+    for node in ("keys", "faq"):  # each used with jwt, the first hit, a day before the query
+        store.reinforce(["jwt", node], strength=2.0, at=0)
+    items = [f"{i}" * n for i, n in enumerate(lengths)]  # objects of their own, any length
+    recall = plan_items(store, items, ids=["jwt", *ids], scores=[None] * 5, at=86_400)
+    objects = {"keys": "k" * found[0], "faq": "f" * found[1]}
+    out = recall.resolve(lambda asked: {node: objects[node] for node in asked}, cost=len)
+    assert len(out) == len(items)
+    assert sum(len(r.item) for r in out) <= sum(map(len, items))
+
+
 def test_lengths_must_agree(store: SynapseStore) -> None:
     with pytest.raises(InvalidValueError, match="differ in length: 2, 1, 2"):
         plan_items(store, ["a", "b"], ids=["a"], scores=[None, None])

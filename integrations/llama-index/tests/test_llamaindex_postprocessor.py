@@ -457,6 +457,30 @@ def test_strict_token_budget_refuses_an_injection_that_costs_more() -> None:
     assert ids_of(synapse.postprocess_nodes(ranked("abcd"))) == ["a", "b", "c", "z"]
 
 
+def test_strict_token_budget_counts_each_chunk_of_a_document_at_its_own_tokens() -> None:
+    # in ref_doc_id mode the two chunks of D share an id; the 9-word one is the weakest hit.
+    # Counted by id, both cost 9 words and X (9 words) and Y (3 words) took both slots.
+    docstore = SimpleDocumentStore()
+    docstore.add_documents([make_node("x1", "x " * 9, doc="X"), make_node("y1", "y y y", doc="Y")])
+    synapse = SynapsePostprocessor(
+        store=":memory:",
+        docstore=docstore,
+        id_mode="ref_doc_id",
+        token_budget="strict",
+        token_counter=words,
+        config=PUBLISHED,
+    )
+    synapse.record_usage(["A", "X"], strength=2.0)  # E(X) 0.36: the last slot
+    synapse.record_usage(["A", "Y"])  # E(Y) 0.18: the 1-word chunk's slot, 3 words > 1
+    texts = [("a1", "a a a", "A"), ("b1", "b b b", "B"), ("c1", "c c c", "C"), ("d1", "d", "D")]
+    nodes = [make_node(n, text, doc=doc) for n, text, doc in texts]
+    nodes.append(make_node("d2", "d " * 9, doc="D"))
+    hits = [NodeWithScore(node=node, score=1.0 - i / 10) for i, node in enumerate(nodes)]
+    out = synapse.postprocess_nodes(hits)
+    assert ids_of(out) == ["a1", "b1", "c1", "d1", "x1"]
+    assert sum(words(n.node.get_content()) for n in out) == 19  # as many as the hits
+
+
 def test_strict_token_budget_lets_a_cheaper_injection_in(synapse: SynapsePostprocessor) -> None:
     synapse.token_budget = "strict"  # default counter: Settings.tokenizer, offline
     synapse.record_usage(["a", "z"])

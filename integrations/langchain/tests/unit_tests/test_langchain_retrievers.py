@@ -425,6 +425,32 @@ def test_strict_budget_uses_the_given_token_counter(
     assert "text of x" in seen and "text of e" in seen
 
 
+def test_strict_budget_counts_chunks_of_one_source_at_their_own_tokens() -> None:
+    # linked by id_key, the two chunks of d.py share an id; the 9-word one is the weakest
+    # hit. Counted by id, both cost 9 words: x (9 words) and y (3 words) took both slots,
+    # 3 + 3 + 3 + 1 + 9 = 19 words became 3 + 3 + 3 + 3 + 9 = 21.
+    chunks = [("a.py", "a a a"), ("b.py", "b b b"), ("c.py", "c c c"), ("d.py", "d")]
+    docs = [Document(text, metadata={"source": name}) for name, text in chunks]
+    docs.append(Document("d " * 9, metadata={"source": "d.py"}))
+    extra = {
+        "x.py": Document("x " * 9, metadata={"source": "x.py"}),
+        "y.py": Document("y y y", metadata={"source": "y.py"}),
+    }
+    retriever = make(
+        ListRetriever(docs=docs),
+        id_key="source",
+        docstore=extra.get,
+        token_budget="strict",
+        token_counter=lambda text: len(text.split()),
+        config=PUBLISHED,
+    )
+    retriever.record_usage(["a.py", "x.py"], strength=2.0)  # E(x) 0.36: the last slot
+    retriever.record_usage(["a.py", "y.py"])  # E(y) 0.18: the 1-word chunk's slot, 3 > 1
+    out = retriever.invoke("q")
+    assert [doc.page_content for doc in out] == ["a a a", "b b b", "c c c", "d", "x " * 9]
+    assert sum(len(doc.page_content.split()) for doc in out) == 19
+
+
 def test_token_budget_accepts_only_strict(upstream: ListRetriever) -> None:
     with pytest.raises(ValidationError, match="strict"):
         make(upstream, token_budget="loose")
