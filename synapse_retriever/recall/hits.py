@@ -414,24 +414,26 @@ def _real_score(score: object, position: int, node: str) -> float:
     if isinstance(score, bool) or not isinstance(score, Real):
         hint = ": pass float(score)" if isinstance(score, Decimal) else ""
         raise InvalidTypeError(
-            f"hit {position} ({node!r}) has a score that is not a real number, {score!r}; "
-            f"expected an int, a float, a Fraction or a NumPy scalar{hint}"
+            f"hit {position} ({shown(node, 200)}) has a score that is not a real number, "
+            f"{shown(score)}; expected an int, a float, a Fraction or a NumPy scalar{hint}"
         )
     try:
         return float(score)
     except OverflowError:  # an int or Fraction beyond float's range
         raise InvalidValueError(
-            f"hit {position} ({node!r}) has a score past a float's range"
+            f"hit {position} ({shown(node, 200)}) has a score past a float's range"
         ) from None
 
 
 def _misplaced_score(score: float, position: int, node: str, previous: float) -> InvalidValueError:
     """The error for a score that is not finite, or above the previous hit's."""
     if not math.isfinite(score):
-        return InvalidValueError(f"hit {position} ({node!r}) has a non-finite score {score!r}")
+        return InvalidValueError(
+            f"hit {position} ({shown(node, 200)}) has a non-finite score {shown(score)}"
+        )
     return InvalidValueError(
-        f"hits must be sorted best first (scores non-increasing): hit {position} ({node!r}) "
-        f"scores {score!r}, above hit {position - 1}'s {previous!r}; sort them best first; "
-        "for distances (e.g. FAISS L2, lower is better), pass similarities (e.g. the "
-        "negated distances)"
+        "hits must be sorted best first (scores non-increasing): hit "
+        f"{position} ({shown(node, 200)}) scores {shown(score)}, above hit {position - 1}'s "
+        f"{shown(previous)}; sort them best first; for distances (e.g. FAISS L2, lower is "
+        "better), pass similarities (e.g. the negated distances)"
     )
