@@ -122,11 +122,13 @@ a float's range
             f"{what} must be {expected}, got {type(value).__name__} {shown(value)}"
         )
     try:
-        number, text = float(value), repr(value)
+        number = float(value)
     except OverflowError:  # an int or a Fraction past a float's range
-        number, text = math.inf, f"{type(value).__name__} past a float's range"
-    if not math.isfinite(number):
-        raise InvalidValueError(f"{what} must be a finite number{unit}, got {text}")
+        raise InvalidValueError(
+            f"{what} must be a finite number{unit}, got {type(value).__name__} past a float's range"
+        ) from None
+    if not math.isfinite(number):  # printed only here: a Fraction's terms may pass 4,300 digits
+        raise InvalidValueError(f"{what} must be a finite number{unit}, got {shown(value)}")
     return number
 
 

@@ -601,6 +601,19 @@ def test_event_ids_make_replays_idempotent(store: SynapseStore) -> None:
         store.reinforce(["a", "b"], event_id="")
 
 
+def test_a_finite_fraction_of_huge_terms_is_taken_as_its_value() -> None:
+    # a number was printed before it was found finite: a Fraction of terms past 4,300 digits
+    # raised a raw ValueError (Python refuses to print them), though its value is 10.0
+    big = Fraction(10**5000 + 1, 10**4999)
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b"], strength=big, at=0)
+    assert store.spread(["a"], at=0, report_min=big).energy == {}
+    hits = store.recall([("a", 0.9), ("x", 0.5)], at=0, cost=lambda node: big)
+    assert [hit.id for hit in hits] == ["a", "b"]
+    with pytest.raises(InvalidValueError, match="must be a finite number, got Fraction past"):
+        store.reinforce(["a", "b"], strength=Fraction(10**5000, 3), at=0)
+
+
 @pytest.mark.parametrize(
     ("given", "error", "message"),
     [
