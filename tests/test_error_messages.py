@@ -38,6 +38,7 @@ def store() -> Iterator[SynapseStore]:
 CALLS: dict[str, tuple[type[SynapseError], Callable[[SynapseStore], object]]] = {
     "a namespace": (InvalidValueError, lambda s: s.reinforce(["a", "b"], namespace=BIG)),
     "a hit that is no pair": (InvalidTypeError, lambda s: s.recall([BIG])),
+    "hits that are no list": (InvalidTypeError, lambda s: s.recall(HUGE)),
     "an unsorted hit's id": (InvalidValueError, lambda s: s.recall([("y", 0.5), (BIG, 0.9)])),
     "a hit's score": (InvalidTypeError, lambda s: s.recall([("x", [0] * 100_000)])),
     "a bare str of nodes": (InvalidTypeError, lambda s: s.reinforce(BIG)),

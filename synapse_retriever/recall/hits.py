@@ -332,7 +332,7 @@ def validated_hits(
         got = (
             f"a {type(hits).__name__}: pass hits.items()"
             if isinstance(hits, Mapping)
-            else repr(hits)
+            else shown(hits)
         )
         raise InvalidTypeError(f"hits must be an iterable of (id, score) pairs, got {got}")
     rows: list[tuple[str, float]] = []
