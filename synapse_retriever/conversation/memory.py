@@ -439,8 +439,9 @@ class ConversationMemory:
             deadline = None if timeout is None else time.monotonic() + timeout
             # a cancelled aclose (_stop_calls) ends the wait at once, as a timeout does
             finished = self._consolidator.wait(timeout, until=lambda: self._closed)
-            with self._lock:
-                self._closed = True  # no call from now on; a run still under way stores nothing
+            # not under the lock, which a consolidation holds through an embedder's call: a
+            # call under way ends as it began, the storage closes under the lock after it
+            self._closed = True  # no call from now on; a run still under way stores nothing
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             self._consolidator.close(left if finished else 0.0, then=self._close_storage)
         finally:
@@ -485,8 +486,7 @@ class ConversationMemory:
         closing.exception()  # retrieved: the caller gets the cancellation, not the error
 
     def _stop_calls(self) -> None:
-        with self._lock:
-            self._closed = True  # no call from now on; a run still under way stores nothing
+        self._closed = True  # no call from now on (not under the lock: see close)
         self._consolidator.wake()  # close's wait for the run ends now, as past its timeout
 
     def __enter__(self) -> ConversationMemory:

@@ -451,7 +451,9 @@ class ItemRecall(Generic[T]):
         cost_of: Callable[[str], float] | None,
         hit_costs: list[float] | None = None,
     ) -> list[Recalled[T]]:
-        hits = self.plan.inject(resolvable=found.keys(), cost=cost_of, hit_costs=hit_costs)
+        # hit_costs only with a budget: a Plan of its own written before it need not take it
+        more = {} if hit_costs is None else {"hit_costs": hit_costs}
+        hits = self.plan.inject(resolvable=found.keys(), cost=cost_of, **more)
         waiting: dict[str, deque[int]] = {}
         for position, node in enumerate(self.ids):
             waiting.setdefault(node, deque()).append(position)

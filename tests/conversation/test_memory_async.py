@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall, longest_stall
 from store_backends import holding_writes
@@ -376,6 +379,55 @@ def test_a_cancelled_aclose_ends_while_the_summarizers_call_goes_on(tmp_path: Pa
         release.set()
 
 
+@pytest.mark.parametrize("cancelled", [False, True], ids=["close-timeout", "cancelled-aclose"])
+def test_a_close_past_its_timeout_does_not_wait_for_an_embedders_call(
+    tmp_path: Path, cancelled: bool
+) -> None:
+    # a consolidation holds the memory's lock through an embedder's call, and close took
+    # that lock to mark the memory closed: close(timeout=0.2), or a cancelled aclose, lasted
+    # as long as the call (3 s for a remote model's)
+    release = threading.Event()
+
+    class Stuck(HashingEmbedder):
+        started = threading.Event()
+        stuck = False
+
+        @property
+        def name(self) -> str:
+            return "stuck-hash"
+
+        def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+            if self.stuck and threading.current_thread().name == "synapse-consolidation":
+                self.started.set()
+                release.wait(15)
+            return super().embed(texts)
+
+    embedder = Stuck(dim=64)
+    memory = ConversationMemory(tmp_path / "chat.db", embedder=embedder, config=CONDENSING)
+    try:
+        memory.add_turn("The deploy moved to Fridays.", at=0)
+        assert memory.wait_for_consolidation(10)
+        embedder.stuck = True
+        memory.add_turn("Lunch at noon?", at=60)  # its consolidation embeds, and waits
+        assert embedder.started.wait(10)
+        began = time.monotonic()
+        if cancelled:
+
+            async def close() -> None:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(memory.aclose(), 0.1)
+
+            asyncio.run(close())
+        else:
+            memory.close(timeout=0.1)
+        took = time.monotonic() - began
+    finally:
+        release.set()  # the call returns; the run stops at its next turn, storing nothing
+    assert took < 10  # not the 15 s the embedder's call lasts
+    with pytest.raises(ClosedError):
+        memory.turns()
+
+
 @pytest.mark.parametrize("timeout", [None, 0.1])
 def test_a_close_while_another_threads_close_runs_returns_with_the_memory_closed(
     tmp_path: Path, timeout: float | None
@@ -398,8 +450,10 @@ def test_a_close_while_another_threads_close_runs_returns_with_the_memory_closed
         assert summarizer.started.wait(10)  # a consolidation under way, in a call
         first = threading.Thread(target=memory.close)  # waits for the consolidation
         first.start()
-        while memory._release.alive:  # the first close has begun
+        deadline = time.monotonic() + 10
+        while memory._release.alive and time.monotonic() < deadline:  # the first close began
             time.sleep(0.01)
+        assert not memory._release.alive
         if timeout is None:
             threading.Timer(0.3, release.set).start()  # the call returns: both closes end
         memory.close(timeout)

@@ -379,3 +379,26 @@ def test_a_cost_of_an_object_that_is_no_count_is_refused_by_name(store: SynapseS
     recall = plan_items(store, items, ids=["jwt", "a", "b", "c"], scores=[None] * 4, at=0)
     with pytest.raises(InvalidValueError, match="cost of 'a' must be a finite number, got nan"):
         recall.finish({"keys": "k"}, cost=lambda doc: float("nan") if doc == "aaaa" else len(doc))
+
+
+def test_a_plan_of_its_own_without_hit_costs_still_injects_without_a_budget() -> None:
+    # every inject was handed hit_costs=None: a Plan written to the protocol before it had the
+    # keyword raised TypeError though no budget was kept
+    from synapse_retriever import Activation, PublishedRule, RecallPlan
+    from synapse_retriever.recall.items import ItemRecall
+
+    class OldPlan:
+        def __init__(self, plan: RecallPlan) -> None:
+            self._plan = plan
+
+        def __getattr__(self, name: str) -> object:  # the rest of the protocol: the plan's
+            return getattr(self._plan, name)
+
+        def inject(self, resolvable: object = None, cost: object = None) -> list[Hit]:
+            return self._plan.inject(resolvable, cost)  # type: ignore[arg-type]
+
+    plan = RecallPlan(
+        [("a", 0.9), ("b", 0.5)], Activation({"x": 0.3}, {"x": ("a", "x")}), PublishedRule(seeds=1)
+    )
+    recall = ItemRecall(OldPlan(plan), ["doc a", "doc b"], ["a", "b"], [None, None], scored=False)  # type: ignore[arg-type]
+    assert [r.item for r in recall.resolve(lambda ids: {"x": "doc x"})] == ["doc a", "doc x"]
