@@ -53,6 +53,20 @@ class SlowSummarizer(ExtractiveSummarizer):
         return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
 
 
+class StuckSummarizer(SlowSummarizer):
+    """A summarizer whose calls wait for ``release`` (15 s at most): a remote model that does
+    not answer."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__(0.0)
+        self.release = release
+
+    def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+        self.started.set()
+        self.release.wait(15)
+        return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
+
+
 # every turn but the newest condensed at each turn: a consolidation of several calls
 CONDENSING = ContextConfig(
     consolidation_interval=1, consolidation_ages=(1, 50), consolidation_threshold=0.0
@@ -350,13 +364,7 @@ def test_a_cancelled_aclose_ends_while_the_summarizers_call_goes_on(tmp_path: Pa
     # way: a timeout around aclose lasted as long as the slowest call to a remote model
     release = threading.Event()
 
-    class Stuck(SlowSummarizer):
-        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
-            self.started.set()
-            release.wait(15)
-            return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
-
-    summarizer = Stuck(0.0)
+    summarizer = StuckSummarizer(release)
 
     async def cancelled() -> float:
         memory = ConversationMemory(tmp_path / "chat.db", summarizer=summarizer, config=CONDENSING)
@@ -436,13 +444,7 @@ def test_a_close_while_another_threads_close_runs_returns_with_the_memory_closed
     # the memory took a turn after it (id 3): closed, as its own close had said, only later
     release = threading.Event()
 
-    class Stuck(SlowSummarizer):
-        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
-            self.started.set()
-            release.wait(15)
-            return super().condense(text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio)
-
-    summarizer = Stuck(0.0)
+    summarizer = StuckSummarizer(release)
     memory = ConversationMemory(tmp_path / "chat.db", summarizer=summarizer, config=CONDENSING)
     try:
         for i, (role, text) in enumerate(CHAT[:3]):
