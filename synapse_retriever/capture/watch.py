@@ -756,6 +756,8 @@ class TreeWatcher:
             if self.on_event is not None:
                 self.on_event(self.report)
         if unsettled is not None:
+            if files:
+                unsettled.add_note(f"the last window was written: {len(files)} files")
             raise unsettled
 
     def settle_moves(self, *, last: bool) -> Exception | None:
@@ -785,7 +787,9 @@ class TreeWatcher:
             except Exception as exc:  # the store is away: the move waits for the next window
                 self.moves.setdefault(new, old)
                 if last:  # there is none: the window's files are written first
-                    unsettled = unsettled or exc
+                    if unsettled is None:
+                        exc.add_note(f"the move of {old!r} to {new!r} was not learned")
+                        unsettled = exc
                 elif self.on_error is None:
                     raise
                 else:

@@ -77,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (CliError, SynapseError, OSError, sqlite3.Error) as exc:
         message = str(exc) if not isinstance(exc, sqlite3.Error) else f"database error: {exc}"
+        notes = getattr(exc, "__notes__", [])  # what else was done or failed, in the same line
+        message += "".join(f" ({note})" for note in notes)
         sys.stderr.write(f"{PROG}: error: {printable(' '.join(message.split()))}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -1050,10 +1050,14 @@ def test_a_rename_that_fails_in_the_last_window_is_raised_after_the_window_is_wr
     steps.save("b.py")
     steps.take(moved("a.py", "c.py"))
     steps.refuse = [sqlite3.OperationalError("database is locked")]
-    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+    with pytest.raises(sqlite3.OperationalError, match="database is locked") as failed:
         steps.watcher.flush(last=True)  # no next window: said to the caller, after the write
     assert steps.log == [("write", "personal", "c.py", "b.py")]
     assert steps.watcher.moves == {"c.py": "a.py"} and steps.errors == []
+    assert failed.value.__notes__ == [  # what the command line prints after the error
+        "the move of 'a.py' to 'c.py' was not learned",
+        "the last window was written: 2 files",
+    ]
 
 
 def test_a_write_that_fails_in_the_last_window_is_raised_with_its_own_cause(

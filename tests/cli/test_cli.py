@@ -1325,6 +1325,24 @@ def test_an_import_into_memory_is_refused_and_a_uri_leaves_no_stray_file(
     assert sorted(p.name for p in work.iterdir()) == ["zz.db"]
 
 
+def test_an_errors_notes_are_printed_on_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the notes an error gathers on its way up (the last window of a watch was written, a move
+    # in it was not learned) were dropped: the line said only the store's error
+    good = _export_file(tmp_path / "good.json", [0.5, 0.6])
+
+    def locked(*args: object) -> None:
+        error = sqlite3.OperationalError("database is locked")
+        error.add_note("what was done before it")
+        raise error
+
+    monkeypatch.setattr("synapse_retriever.persistence.transfer._approximate_missing_uses", locked)
+    code, out, err = run(capsys, "import", str(tmp_path / "s.db"), str(good))
+    assert code == 2 and out == ""
+    _one_error_line(err, "database is locked (what was done before it)")
+
+
 def test_an_import_failing_midway_removes_only_the_store_it_created(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
