@@ -97,7 +97,12 @@ class Mirror:
         """The snapshot ``stored`` holds, or None if it cannot be trusted (it is then rebuilt
         from the rows, and written anew at close)."""
         try:
-            found = snapshot.decode(stored.parts, self.config, schema=storage.schema_version)
+            found = snapshot.decode(
+                stored.parts,
+                self.config,
+                schema=storage.schema_version,
+                stamp=(stored.version, stored.max_node, stored.max_namespace),
+            )
         except snapshot.SnapshotError:
             return None
         stamp = (found.version, found.max_node, found.max_namespace)

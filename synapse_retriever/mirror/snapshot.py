@@ -118,9 +118,17 @@ def encode(
     return {HEADER: json.dumps(header).encode(), **buffers}
 
 
-def decode(parts: dict[str, bytes], config: SynapseConfig, *, schema: int) -> Decoded:
+def decode(
+    parts: dict[str, bytes],
+    config: SynapseConfig,
+    *,
+    schema: int,
+    stamp: tuple[int, int, int] | None = None,
+) -> Decoded:
     """The graph and uses ``parts`` hold, checked (see the module docstring); raises
-    :class:`SnapshotError` for a snapshot that cannot be trusted."""
+    :class:`SnapshotError` for a snapshot that cannot be trusted, and one whose header does
+    not name ``stamp`` (the version, largest node id and largest namespace id stored beside
+    it), before anything sized by the header is made."""
     try:
         header = json.loads(parts[HEADER])
         if header["format"] != FORMAT or header["schema"] != schema:
@@ -128,6 +136,9 @@ def decode(parts: dict[str, bytes], config: SynapseConfig, *, schema: int) -> De
                 f"snapshot format {header['format']}, schema {header['schema']}: "
                 f"this library writes format {FORMAT}, schema {schema}"
             )
+        named = (header["version"], header["max_node"], header["max_namespace"])
+        if stamp is not None and named != stamp:
+            raise SnapshotError(f"snapshot: its header names {shown(named)}, stored {stamp}")
         kept = header["uses"]
         learning = config.learning
         if (kept["history"], kept["window"]) != (learning.use_history, learning.recent_events):

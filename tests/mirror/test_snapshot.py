@@ -266,6 +266,13 @@ BAD: dict[str, Callable[[str], object]] = {
     "a header whose namespace id is past its largest": header_changed(
         lambda header: header["graph"]["namespaces"][0].__setitem__(0, 10**12)
     ),
+    # two damaged digits: the header's largest namespace id as large as the namespace's
+    "a header whose namespace ids and largest agree, not its rows'": header_changed(
+        lambda header: (
+            header["graph"]["namespaces"][0].__setitem__(0, 10**12),
+            header.__setitem__("max_namespace", 10**12),
+        )
+    ),
 }
 
 
