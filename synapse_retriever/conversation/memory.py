@@ -439,8 +439,9 @@ class ConversationMemory:
             deadline = None if timeout is None else time.monotonic() + timeout
             # a cancelled aclose (_stop_calls) ends the wait at once, as a timeout does
             finished = self._consolidator.wait(timeout, until=lambda: self._closed)
-            # not under the lock, which a consolidation holds through an embedder's call: a
-            # call under way ends as it began, the storage closes under the lock after it
+            # not under the lock, which a catch-up holds through an embedder's call (turns
+            # another embedder stored): a call under way ends as it began, the storage
+            # closes under the lock after it
             self._closed = True  # no call from now on; a run still under way stores nothing
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             self._consolidator.close(left if finished else 0.0, then=self._close_storage)
@@ -453,7 +454,7 @@ class ConversationMemory:
 
     async def aclose(self, timeout: float | None = None) -> None:
         """:meth:`close` for a coroutine: the wait for a consolidation under way (its
-        summarizer's or embedder's calls) in a worker thread, not on the event loop.
+        summarizer's calls) in a worker thread, not on the event loop.
 
         A cancelled await (``asyncio.wait_for``, ``asyncio.timeout``) closes the memory at
         once, as :meth:`close` does past its ``timeout``: a consolidation under way stops at
@@ -1397,7 +1398,9 @@ class ConversationMemory:
             # most similar turn to the last one (relative relevance's maximum) is itself.
             first = max(0, n - 1 - high)
             view = self._view(first)
-            query = embedded(self.embedder, [self._turns[-1].text])[0]
+            # the last turn's own stored vector: no embedder call (a model's round trip,
+            # paid for) while reads wait on the lock
+            query = self._index.rows([n - 1])[0]
             scores, _ = importances(view, query, config, now=self._turns[-1].at)
             due = [
                 (i, self._turns[i].id, self._turns[i].text)

@@ -405,6 +405,29 @@ def test_consolidation_runs_off_the_calling_thread_and_never_blocks_it() -> None
     memory.close()
 
 
+def test_a_consolidation_asks_the_embedder_for_nothing() -> None:
+    # it embedded the last turn again, under the memory's lock: every read waited out a
+    # model's round trip (and paid for it) at each consolidation
+    class Counted(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__(dim=64)
+            self.texts: list[tuple[int, str]] = []
+
+        def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+            self.texts += [(threading.get_ident(), text) for text in texts]
+            return super().embed(texts)
+
+    embedder = Counted()
+    config = ContextConfig(consolidation_interval=3, consolidation_ages=(0, 20))
+    with ConversationMemory(config=config, embedder=embedder, summarizer=Recording()) as memory:
+        for i in range(9):  # three consolidations, in the background
+            memory.add_turn(f"turn number {i} about topic {i}", at=i)
+            assert memory.wait_for_consolidation(timeout=10)
+        assert all(t.chunks is not None for t in memory.turns()[:6])
+    me = threading.get_ident()
+    assert embedder.texts == [(me, f"turn number {i} about topic {i}") for i in range(9)]
+
+
 def test_a_failing_background_summarizer_is_logged_not_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
