@@ -14,11 +14,11 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
 from langchain_core.runnables.config import set_config_context
 from pydantic import ConfigDict, Field, field_validator
 
+from langchain_synapse_retriever.caller import CallerRetriever
 from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.conversation.graph import (
     MODE_PROMPT,
@@ -68,7 +68,7 @@ def retrieval_document(result: Retrieval) -> Document:
     )
 
 
-class SynapseMemoryRetriever(BaseRetriever):
+class SynapseMemoryRetriever(CallerRetriever):
     """Retrieve a conversation's turns by vector and graph recall, blended by query mode.
 
     Wraps :meth:`synapse_retriever.conversation.ConversationMemory.retrieve`: the turns most
@@ -80,8 +80,9 @@ class SynapseMemoryRetriever(BaseRetriever):
     :meth:`~synapse_retriever.conversation.ConversationMemory.aretrieve`, off the event loop.
     ``invoke`` takes ``k``, ``mode`` and ``sessions`` per call (``k=None``: the retriever's);
     a chat model the memory's mode detector asks
-    (:func:`~langchain_synapse_retriever.chat_model_mode_detector`) is traced as a child of
-    the retrieval's run.
+    (:func:`~langchain_synapse_retriever.chat_model_mode_detector`) runs under the caller's
+    config (its ``configurable`` fields, tags and limits), traced as a child of the
+    retrieval's run.
 
     Example:
         .. code-block:: python
@@ -129,8 +130,8 @@ class SynapseMemoryRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         _known_options(kwargs)
-        # a chat model the memory's mode detector invokes is traced as this run's child
-        with set_config_context({"callbacks": run_manager.get_child()}) as context:
+        # a chat model the memory's mode detector invokes: the caller's config, this run's child
+        with set_config_context(self.child_config(run_manager)) as context:
             results = context.run(
                 self.memory.retrieve,
                 query,
@@ -151,7 +152,7 @@ class SynapseMemoryRetriever(BaseRetriever):
             sessions=kwargs.get("sessions", self.sessions),
         )
         # its worker thread runs in a copy of this context: the model call is a child run
-        with set_config_context({"callbacks": run_manager.get_child()}) as context:
+        with set_config_context(self.child_config(run_manager)) as context:
             results = await asyncio.create_task(retrieval, context=context)
         return [retrieval_document(result) for result in results]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextvars import ContextVar
 from typing import Any, Literal, Self
 
 from langchain_core.callbacks import (
@@ -11,13 +10,13 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever, RetrieverLike
-from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
+from langchain_core.retrievers import RetrieverLike
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from langchain_synapse_retriever.caller import CallerRetriever
 from synapse_retriever import (
     ANNOTATION_KEYS,
     Hit,
@@ -44,10 +43,6 @@ __all__ = ["SynapseRetriever", "document_id"]
 
 Docstore = VectorStore | BaseStore[str, Document] | Callable[[str], Document | None]
 
-_CALLER: ContextVar[RunnableConfig | None] = ContextVar("synapse_caller_config", default=None)
-"""The config the retriever was invoked with, for its upstream: ``BaseRetriever`` hands
-``_get_relevant_documents`` the run's callbacks only, not ``configurable``."""
-
 
 def document_id(document: Document, id_key: str | None = None) -> str:
     """The graph id of ``document``: its ``id``, else ``metadata[id_key]``, else a content hash.
@@ -71,7 +66,7 @@ def document_id(document: Document, id_key: str | None = None) -> str:
     return content_id(document.page_content)
 
 
-class SynapseRetriever(BaseRetriever):
+class SynapseRetriever(CallerRetriever):
     """Fold learned co-usage into any retriever's results without ever adding a document.
 
     Documents used together (see :meth:`record_usage` and
@@ -87,6 +82,11 @@ class SynapseRetriever(BaseRetriever):
     returns the upstream's own Document objects. Boosted and injected documents are
     annotated copies whose ``metadata`` says why they are there (``synapse_origin``,
     ``synapse_energy``, ``synapse_path``, ``synapse_displaced``).
+
+    The upstream runs under the caller's config as if called directly: its ``configurable``
+    fields, tags and limits reach it, its run a child of this one. ``ainvoke`` never holds
+    up the event loop: the upstream's ``ainvoke``, the docstore's async reads, and recall in
+    a worker thread.
 
     Example:
         A runnable stands in for a vector store retriever here; with a real one, pass
@@ -259,41 +259,6 @@ class SynapseRetriever(BaseRetriever):
         """
         return await run_in_executor(None, self.record_usage, used, strength, namespace, at)
 
-    def invoke(
-        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> list[Document]:
-        """The upstream's documents for ``input``, after recall (``k=`` per call, see
-        :attr:`k`). The upstream runs under ``config`` as if called directly: its
-        ``configurable`` fields, tags and limits reach it, its run a child of this one.
-
-        Example:
-            >>> from langchain_core.runnables import RunnableLambda
-            >>> up = RunnableLambda(lambda q: [Document("a", id="a"), Document("b", id="b")])
-            >>> retriever = SynapseRetriever(base_retriever=up, store=":memory:")
-            >>> [doc.id for doc in retriever.invoke("query", k=1)]
-            ['a']
-        """
-        token = _CALLER.set(ensure_config(config))
-        try:
-            return super().invoke(input, config, **kwargs)
-        finally:
-            _CALLER.reset(token)
-
-    async def ainvoke(
-        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> list[Document]:
-        """:meth:`invoke` on the async path: the upstream's ``ainvoke``, the docstore's
-        async reads, and recall in a worker thread, so the event loop is never held up."""
-        token = _CALLER.set(ensure_config(config))
-        try:
-            return await super().ainvoke(input, config, **kwargs)
-        finally:
-            _CALLER.reset(token)
-
-    def _child_config(self, run_manager: Any) -> RunnableConfig:
-        """The caller's config (``configurable``, tags, limits), under this run."""
-        return patch_config(_CALLER.get(), callbacks=run_manager.get_child())
-
     def _get_relevant_documents(
         self,
         query: str,
@@ -302,7 +267,7 @@ class SynapseRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        upstream = self.base_retriever.invoke(query, self._child_config(run_manager), **kwargs)
+        upstream = self.base_retriever.invoke(query, self.child_config(run_manager), **kwargs)
         recall = self._plan(upstream, k)
         fetch = None if self.docstore is None else self._fetch
         return self._annotated(recall.resolve(fetch, self._cost(), log_unfetched))
@@ -316,7 +281,7 @@ class SynapseRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         upstream = await self.base_retriever.ainvoke(
-            query, self._child_config(run_manager), **kwargs
+            query, self.child_config(run_manager), **kwargs
         )
         # in a worker thread: the store's lock may be held by a long write (on PostgreSQL
         # one waiting for a row another process locked), and a refresh may read what others

@@ -129,16 +129,21 @@ def test_a_model_that_answers_the_mode_is_asked() -> None:
 
 
 class _Runs(BaseCallbackHandler):
-    """Which run started under which: (kind, run id, parent run id)."""
+    """Which run started under which: (kind, run id, parent run id), and with what tags."""
 
     def __init__(self) -> None:
         self.started: list[tuple[str, UUID, UUID | None]] = []
+        self.tagged: list[tuple[str, UUID, UUID | None, list[str] | None]] = []
 
     def on_retriever_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
-        self.started.append(("retriever", run_id, kwargs.get("parent_run_id")))
+        self._start("retriever", run_id, kwargs)
 
     def on_chat_model_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
-        self.started.append(("chat model", run_id, kwargs.get("parent_run_id")))
+        self._start("chat model", run_id, kwargs)
+
+    def _start(self, kind: str, run_id: UUID, kwargs: dict[str, Any]) -> None:
+        self.started.append((kind, run_id, kwargs.get("parent_run_id")))
+        self.tagged.append((kind, run_id, kwargs.get("parent_run_id"), kwargs.get("tags")))
 
 
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
@@ -158,6 +163,36 @@ def test_the_mode_detectors_model_call_is_traced_under_the_retrievers_run(call: 
     assert {d.metadata["mode"] for d in docs} == {"analytical"}
     (kind, retrieval, parent), (model_kind, _, model_parent) = runs.started
     assert (kind, parent, model_kind, model_parent) == ("retriever", None, "chat model", retrieval)
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+def test_the_mode_detectors_model_runs_under_the_callers_config(call: str) -> None:
+    # it got the run's callbacks only: a configurable model (here its answers) was not
+    # configured through the retriever, and the caller's tags did not reach its run
+    from langchain_core.runnables import ConfigurableField
+
+    from langchain_synapse_retriever import chat_model_mode_detector
+
+    model = FakeListChatModel(responses=["analytical"] * 2).configurable_fields(
+        responses=ConfigurableField(id="answers")
+    )
+    with filled(mode_detector=chat_model_mode_detector(model)) as memory:
+        retriever = SynapseMemoryRetriever(memory=memory, k=2)
+        runs = _Runs()
+        config: RunnableConfig = {
+            "callbacks": [runs],
+            "configurable": {"answers": ["creative"] * 2},
+            "tags": ["mine"],
+        }
+        if call == "invoke":
+            docs = retriever.invoke("tell me about checkout", config=config)
+        else:
+            docs = asyncio.run(retriever.ainvoke("tell me about checkout", config=config))
+        assert {d.metadata["mode"] for d in docs} == {"creative"}
+        assert [tags for _, _, _, tags in runs.tagged] == [["mine"], ["mine"]]
+        assert {d.metadata["mode"] for d in retriever.invoke("tell me about checkout")} == {
+            "analytical"
+        }
 
 
 def test_k_none_per_call_is_the_retrievers_k() -> None:

@@ -1,0 +1,54 @@
+"""`CallerRetriever`: a retriever whose caller's config reaches the runnables it calls."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, patch_config
+
+_CALLER: ContextVar[RunnableConfig | None] = ContextVar("synapse_caller_config", default=None)
+"""The config the retriever was invoked with: ``BaseRetriever`` hands
+``_get_relevant_documents`` the run's callbacks only, not ``configurable``."""
+
+
+class CallerRetriever(BaseRetriever):
+    """A retriever that runs what it calls (an upstream retriever, a mode detector's chat
+    model) under its caller's config, as if the caller had called it directly: its
+    ``configurable`` fields, tags, metadata and limits reach it, its run a child of this one.
+
+    Example:
+        >>> from langchain_core.runnables import RunnableLambda
+        >>> class Upstream(CallerRetriever):
+        ...     def _get_relevant_documents(self, query, *, run_manager):
+        ...         seen = RunnableLambda(lambda q, config: config["configurable"]["user"])
+        ...         user = seen.invoke(query, self.child_config(run_manager))
+        ...         return [Document(user)]
+        >>> Upstream().invoke("q", {"configurable": {"user": "ada"}})[0].page_content
+        'ada'
+    """
+
+    def invoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        token = _CALLER.set(ensure_config(config))
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            _CALLER.reset(token)
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        token = _CALLER.set(ensure_config(config))
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _CALLER.reset(token)
+
+    def child_config(self, run_manager: Any) -> RunnableConfig:
+        """The caller's config (``configurable``, tags, limits), under this run."""
+        return patch_config(_CALLER.get(), callbacks=run_manager.get_child())
