@@ -202,10 +202,12 @@ def _injected(
         (slot for slot, index in enumerate(order) if index >= seeds),
         key=lambda slot: (ranked[slot].score, -slot),
     )
+    # checked with no slot open too, as the ACT-R rule checks them: by position, since
+    # copies of an id may differ
+    costs = position_costs(hits, cost, hit_costs)
     limit = injection_slots(len(rows), seeds=seeds, max_inject=max_inject)
     accepted: list[str] = []
     if limit > 0:
-        costs = position_costs(hits, cost, hit_costs)  # copies of an id may differ
         budget = sum(costs) if costs is not None else 0.0
         total = budget
         for node in candidates(hits, energy, threshold=threshold):

@@ -291,6 +291,24 @@ def test_a_cost_that_is_no_count_is_refused_by_name(
     assert [h.id for h in store.recall(hits, at=86_400, cost=tokens.get)] == list("axypq")
 
 
+@pytest.mark.parametrize(
+    "config", [SynapseConfig(), SynapseConfig.published()], ids=["actr", "pub"]
+)
+def test_costs_are_checked_with_no_slot_open_under_either_rule(config: SynapseConfig) -> None:
+    # the published rule checked them only when a slot was open: one hit (a seed), or
+    # max_inject=0, took a NaN cost or a short hit_costs without a word
+    from synapse_retriever.errors import InvalidValueError
+
+    store = SynapseStore(":memory:", config=config)
+    store.reinforce(["a", "b"], at=0)
+    with pytest.raises(InvalidValueError, match="cost of 'a' must be a finite number, got nan"):
+        store.recall([("a", 0.9)], at=0, cost=lambda node: float("nan"))
+    plan = store.plan([("a", 0.9)], at=0)
+    with pytest.raises(InvalidValueError, match="one cost per hit: 2 for 1 hits"):
+        plan.inject(cost=len, hit_costs=[1, 2])
+    assert plan.inject(cost=len, hit_costs=[1]) == [Hit("a", 0.9)]
+
+
 def test_a_resolvable_that_is_no_container_is_refused_even_on_a_cold_graph() -> None:
     from synapse_retriever.errors import InvalidTypeError
 
