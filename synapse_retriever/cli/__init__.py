@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from synapse_retriever import __version__
 from synapse_retriever.cli import bench_commands, mcp_command, store_commands, watch_command
@@ -46,9 +48,19 @@ def _drop_stdout() -> None:
         os.close(devnull)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that reads ``-1e5`` as a negative number, as it reads ``-1`` and
+    ``-1.5``, not as an option: ``--at -1e5`` said "expected one argument". Its
+    subcommands' parsers are of its class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``synapse-retriever`` argument parser: each command module adds its own commands."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Inspect, maintain, warm-start and benchmark a synapse-retriever store.",
     )
