@@ -60,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``synapse-retriever`` argument parser: each command module adds its own commands."""
-    parser = _Parser(
+    parser: argparse.ArgumentParser = _Parser(
         prog=PROG,
         description="Inspect, maintain, warm-start and benchmark a synapse-retriever store.",
     )

@@ -170,7 +170,6 @@ def test_the_mode_detectors_model_runs_under_the_callers_config(call: str) -> No
     # it got the run's callbacks only: a configurable model (here its answers) was not
     # configured through the retriever, and the caller's tags did not reach its run
     from langchain_core.runnables import ConfigurableField
-
     from langchain_synapse_retriever import chat_model_mode_detector
 
     model = FakeListChatModel(responses=["analytical"] * 2).configurable_fields(
