@@ -51,15 +51,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if not 0 < args.quiet_s < math.inf:
         raise CliError(f"--quiet-s must be a number of seconds > 0, got {args.quiet_s}")
     namespace = validate_namespace(args.namespace) if args.namespace is not None else None
-    keep_out: set[str] = set()
-    if not is_postgres_url(args.store):
-        try:  # the store's own files, when it lives in the tree
-            # realpath: a loop of links is no error here (Path.resolve raised RuntimeError
-            # before Python 3.13) but is refused in one line by open_store below
-            own = Path(os.path.realpath(args.store)).relative_to(os.path.realpath(root))
-            keep_out = {own.as_posix() + suffix for suffix in ("", "-wal", "-shm", "-journal")}
-        except ValueError:  # outside the tree
-            pass
+    keep_out = own_files(args.store, root)
     with open_store(args.store, must_exist=False) as store:
         if store.read_only:
             raise CliError(f"cannot learn into {store_label(args.store)!r}: it is read-only here")
@@ -133,6 +125,28 @@ def cmd_watch(args: argparse.Namespace) -> int:
         f"watched {printable(args.path)}: {report.events} events, {report.edges} edges learned"
     )
     return 0
+
+
+def own_files(store: str, root: Path) -> set[str]:
+    """The files of an SQLite store at ``store`` (a path or a ``file:`` URI), relative to
+    the watched ``root``, when the store lives in that tree: the watch leaves them out.
+
+    Examples
+    --------
+    >>> sorted(own_files("file:notes/s.db?mode=rwc", Path(".")))
+    ['notes/s.db', 'notes/s.db-journal', 'notes/s.db-shm', 'notes/s.db-wal']
+    >>> own_files("postgresql://db/team", Path(".")), own_files("/elsewhere/s.db", Path("."))
+    (set(), set())
+    """
+    if is_postgres_url(store):
+        return set()
+    try:
+        # realpath: a loop of links is no error here (Path.resolve raised RuntimeError
+        # before Python 3.13) but is refused in one line when the store is opened
+        own = Path(os.path.realpath(uri_file(store))).relative_to(os.path.realpath(root))
+    except ValueError:  # outside the tree
+        return set()
+    return {own.as_posix() + suffix for suffix in ("", "-wal", "-shm", "-journal")}
 
 
 def _file_identity(store: str) -> tuple[int, int] | None:

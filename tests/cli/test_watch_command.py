@@ -41,3 +41,20 @@ def test_synapse_watch_refuses_a_store_that_is_a_loop_of_links_in_one_line(
             "database file\n"
         ), err
         assert store.is_symlink() and store.with_name("loop2.db").is_symlink()
+
+
+def test_a_store_named_by_a_file_uri_in_the_tree_leaves_its_own_files_out(
+    tmp_path: Path,
+) -> None:
+    # the URI's literal text was compared with the tree: its files were not the store's,
+    # and were counted among the saves left out
+    from urllib.parse import quote
+
+    from synapse_retriever.cli.watch_command import own_files
+
+    (tmp_path / "my notes").mkdir()
+    store = tmp_path / "my notes" / "s.db"
+    own = {f"my notes/s.db{suffix}" for suffix in ("", "-wal", "-shm", "-journal")}
+    for named in (str(store), f"file:{quote(str(store))}?mode=rwc", f"file://{quote(str(store))}"):
+        assert own_files(named, tmp_path) == own, named
+    assert own_files(f"file:{tmp_path.parent / 'other.db'}", tmp_path) == set()
