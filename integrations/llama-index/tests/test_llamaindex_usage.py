@@ -126,6 +126,22 @@ def test_two_handlers_on_one_store_count_a_span_once(synapse: SynapsePostprocess
     assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
 
 
+def test_two_handlers_on_one_store_count_a_mark_outside_any_span_once(
+    synapse: SynapsePostprocessor,
+) -> None:
+    # a notebook cell attaching a handler, run twice: each mark outside a span counted 2
+    first = SynapseUsageHandler(postprocessor=synapse).attach()
+    second = SynapseUsageHandler(postprocessor=synapse).attach()
+    try:
+        mark_used(["a", "b"])
+        assert synapse.store.edge("a", "b").activation_count == 1  # type: ignore[union-attr]
+        mark_used(["a", "b"])  # another mark: another event
+    finally:
+        first.detach()
+        second.detach()
+    assert synapse.store.edge("a", "b").activation_count == 2  # type: ignore[union-attr]
+
+
 def test_a_handler_attached_twice_learns_each_event_once(synapse: SynapsePostprocessor) -> None:
     # it was added to the dispatcher twice: mark_used outside a span counted 2
     handler = SynapseUsageHandler(postprocessor=synapse).attach()

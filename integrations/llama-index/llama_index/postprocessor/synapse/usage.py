@@ -219,12 +219,14 @@ class SynapseUsageHandler(BaseEventHandler):
             items = [("chunk" if citing else "used", node) for node in used]
         else:
             return
-        self._record(self._runs.add(event.span_id, items))
+        # outside any span the event is the whole run: its id keys it, as a span's id does
+        self._record(self._runs.add(event.span_id, items), f"event:{event.id_}")
 
-    def _record(self, items: list[tuple[str, Any]] | None, span: str | None = None) -> None:
+    def _record(self, items: list[tuple[str, Any]] | None, span: str) -> None:
         """Reinforce the ids of one top-level span's evidence of use, as one event.
 
-        The span id becomes the event id, so handlers sharing a store count a span once.
+        The span id (outside any span, the dispatched event's id) becomes the event id, so
+        handlers sharing a store count a span, or a mark outside any, once.
         """
         if not items:
             return
@@ -239,7 +241,7 @@ class SynapseUsageHandler(BaseEventHandler):
             if len(set(used)) > 1:
                 processor = self.postprocessor
                 namespace = processor.active_namespace
-                event = None if span is None else f"llamaindex:{namespace}:{span}"
+                event = f"llamaindex:{namespace}:{span}"
                 write = functools.partial(  # at the span's end, whenever it is written
                     processor.store.reinforce,
                     used,
