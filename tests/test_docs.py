@@ -152,6 +152,22 @@ def test_configuration_page_lists_every_conversation_memory_field_with_its_defau
         assert f"| `{field.name}` | `{value!r}` |" in text, f"configuration.md: {field.name}"
 
 
+def test_the_notify_the_pages_quote_is_the_one_a_commit_sends() -> None:
+    """A page that quotes the ``pg_notify`` ending every write transaction on PostgreSQL
+    quotes the statement the store sends (scaling-out.md quoted an empty payload, an older
+    release's, where a commit now sends its schema's oid)."""
+    from synapse_retriever.persistence.postgres import CHANNEL, SCHEMA_OID
+
+    sent = f"SELECT pg_notify('{CHANNEL}', {SCHEMA_OID}::text)"
+    quoted = [
+        (page.name, quote)
+        for page in PAGES
+        for quote in re.findall(r"`(SELECT pg_notify\(.*?)`", page.read_text(encoding="utf-8"))
+    ]
+    assert quoted, "no page quotes it"
+    assert [quote for _, quote in quoted if quote != sent] == [], f"sent: {sent}"
+
+
 def test_cli_page_shows_every_command(site: Path) -> None:
     """The CLI page has a section with the ``--help`` of every command, generated at build."""
     from synapse_retriever.cli import build_parser
