@@ -592,7 +592,14 @@ class PostgresConversationStorage:
                 self._database.tell(self._channel_key, self._token)
             return result
 
-        return retrying(attempt, WRITE_RETRIES, repr(self.where))
+        try:
+            return retrying(attempt, WRITE_RETRIES, repr(self.where))
+        except BaseException:
+            # it may have been committed (a connection lost while committing): its own
+            # NOTIFY is no news to this storage, so say the rows may have changed, and the
+            # next catch-up reads them (one indexed read, in vain if nothing was written)
+            self._heard.set()
+            raise
 
     def _check_open(self) -> None:
         if self._closed:

@@ -8,9 +8,11 @@ held too long, an unreachable server, a read-only role, a newer schema, each typ
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -490,6 +493,103 @@ def test_a_connection_lost_at_every_attempt_is_a_typed_error_and_nothing_is_writ
         storage.insert(turn("The deploy."), "e", b"", links)
     assert len(calls) == 3 and storage.load().turns == []
     assert storage.insert(turn("The deploy."), "e", b"") is not None  # then it writes again
+
+
+class CommitCutter:
+    """A TCP proxy on 127.0.0.1 to the test server. Once :meth:`arm` is called, the next
+    connection that sends a turn's insert and then ``COMMIT`` has its ``COMMIT`` forwarded,
+    and the server's answer (the transaction is committed) dropped with the connection:
+    the client cannot know whether its turn was stored."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        netloc = f"{parts.username}@127.0.0.1:{self.listener.getsockname()[1]}"
+        self.url = urlunsplit(parts._replace(netloc=netloc))
+        self.armed = threading.Event()
+        self.cut = threading.Event()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self) -> None:
+        self.armed.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(self.target)
+        self.sockets += [client, upstream]
+        cutting = threading.Event()
+
+        def answers() -> None:
+            with contextlib.suppress(OSError):
+                while data := upstream.recv(65536):
+                    if cutting.is_set():  # the COMMIT's answer: committed, never told
+                        self.cut.set()
+                        break
+                    client.sendall(data)
+            for sock in (client, upstream):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=answers, daemon=True).start()
+        inserting = False
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                inserting = inserting or b"INSERT INTO context_turns" in data
+                if inserting and b"COMMIT\x00" in data and self.armed.is_set():
+                    self.armed.clear()
+                    cutting.set()
+                upstream.sendall(data)
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+@pytest.mark.parametrize("listen", [True, False])
+def test_a_turn_whose_commit_went_unanswered_is_taken_in_at_the_next_read(
+    postgres_url: str, listen: bool
+) -> None:
+    # the error said "a memory takes the turn in at its next catch-up if it was"; a memory
+    # that listened heard its own write's NOTIFY, took it for no news, and went on without
+    # the turn (len 1, retrieve blind to it) while every other memory showed it
+    from synapse_retriever.conversation import ConversationMemory
+
+    proxy = CommitCutter(postgres_url)
+    try:
+        with (
+            ConversationMemory(proxy.url, user="alice", listen=listen) as memory,
+            ConversationMemory(postgres_url, user="alice") as other,
+        ):
+            memory.add_turn("The deploy moves to Friday.", at=0)
+            if listen:
+                _eventually(lambda: memory._storage.listening, timeout_s=60)
+            proxy.arm()
+            with pytest.raises(StorageUnavailableError, match="whether the write was committed"):
+                memory.add_turn("The release note is due on Thursday.", at=1)
+            assert proxy.cut.is_set()  # committed; the answer never came
+            assert [t.text for t in other.turns()] == [
+                "The deploy moves to Friday.",
+                "The release note is due on Thursday.",
+            ]
+            assert len(memory) == 2 and memory.turns() == other.turns()
+            found = memory.retrieve("release note Thursday", k=1)
+            assert [r.text for r in found] == ["The release note is due on Thursday."]
+            assert memory.add_turn("Noted.", at=2) == 3  # after it, once
+        with ConversationMemory(postgres_url, user="alice") as reopened:
+            assert [t.id for t in reopened.turns()] == [1, 2, 3]
+    finally:
+        proxy.close()
 
 
 def test_a_lock_held_longer_than_timeout_s_is_a_typed_error_and_nothing_is_written(
