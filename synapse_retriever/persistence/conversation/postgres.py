@@ -81,6 +81,7 @@ from synapse_retriever.persistence.conversation.protocol import (
     check_user,
 )
 from synapse_retriever.persistence.postgres import (
+    CONNECTION_OPTIONS,
     SCHEMA_OID,
     Connections,
     Listener,
@@ -214,6 +215,18 @@ WRITE_RETRIES = Operations.write_retries
 """How many times a write that lost its connection before the commit (or met a deadlock)
 is run again, as the store's default ``config.operations.write_retries``."""
 _UNKNOWN_COMMIT = "a memory takes the turn in at its next catch-up if it was"
+_LOCK_KEEPALIVES = (
+    f"tcp_keepalives_idle = {CONNECTION_OPTIONS['keepalives_idle']}",
+    f"tcp_keepalives_interval = {CONNECTION_OPTIONS['keepalives_interval']}",
+    f"tcp_keepalives_count = {CONNECTION_OPTIONS['keepalives_count']}",
+    f"tcp_user_timeout = {CONNECTION_OPTIONS['tcp_user_timeout']}",
+)
+"""How the server probes a consolidation lock's connection, for its transaction: as the
+client probes the server (:data:`~synapse_retriever.persistence.postgres.CONNECTION_OPTIONS`).
+The transaction is never ended for idling, so a holder whose machine vanished (no FIN, no
+RST) kept the lock until the server's kernel keepalives gave up (2 h 11 min by default);
+now 5 + 3 x 2 s of quiet, or 10 s of data unacknowledged. Behind a pooler they bound the
+pooler's connection instead (its own ``tcp_keepalive`` settings bound its clients')."""
 _MARKS = ("consolidated_through", "graph_through", "relations_through")
 _TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker"
 
@@ -832,6 +845,8 @@ class PostgresConversationStorage:
             with self._connection_errors():
                 with conn.pipeline():  # idle while a summarizer runs: not ended for it
                     conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+                    for setting in _LOCK_KEEPALIVES:
+                        conn.execute(f"SET LOCAL {setting}")
                     found = conn.execute(
                         "SELECT pg_try_advisory_xact_lock(%s)", (self._consolidation_lock,)
                     )

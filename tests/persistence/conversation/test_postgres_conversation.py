@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import random
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -408,6 +410,53 @@ def test_a_consolidation_keeps_its_lock_past_a_servers_idle_transaction_timeout(
     finally:
         first.close()
         second.close()
+
+
+def _keepalive_s(url: str, port: int) -> float | None:
+    """The seconds until the server's next keepalive probe on its socket to the client port
+    ``port`` (``ss``), None while its timer shows something else (data unacknowledged)."""
+    server = urlsplit(url).port or 5432
+    shown = subprocess.run(
+        ["ss", "-tno", "state", "established", f"( sport = :{server} and dport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = re.search(r"timer:\(keepalive,(?:(\d+)min)?(?:(\d+)sec)?(?:(\d+)ms)?", shown)
+    if found is None:
+        return None
+    minutes, seconds, ms = (int(part or 0) for part in found.groups())
+    return minutes * 60 + seconds + ms / 1000
+
+
+def test_a_consolidation_lock_of_a_machine_gone_silent_is_freed_within_seconds(
+    postgres_url: str, open_storage: Any
+) -> None:
+    # the lock's transaction is never ended for idling (a summarizer may take minutes): a
+    # holder whose machine vanished (no FIN, no RST) kept it until the server's keepalives
+    # gave up on the socket, the kernel's 2 h 11 min, and every process skipped the user's
+    # consolidation that long; the lock's connection now asks the server to probe it as
+    # the client probes the server (5 + 3 x 2 s of quiet, 10 s unacknowledged)
+    host = urlsplit(postgres_url).hostname
+    if host not in ("127.0.0.1", "localhost", "::1") or shutil.which("ss") is None:
+        pytest.skip("reads the server's socket with ss: a server on this machine only")
+    alice = open_storage("alice")
+    with alice.consolidation_turn() as mine, psycopg.connect(postgres_url) as admin:
+        assert mine
+        [(port,)] = admin.execute(
+            "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
+        ).fetchall()
+        found: list[float | None] = []
+
+        def probed() -> bool:
+            found.append(_keepalive_s(postgres_url, port))
+            return found[-1] is not None
+
+        _eventually(probed, timeout_s=60)
+        assert found[-1] is not None and found[-1] <= 5
+        [(timeout,)] = admin.execute("SHOW tcp_keepalives_idle").fetchall()
+        assert timeout != "5"  # the lock's transaction only: nothing else changed
 
 
 def _waiting_on(conn: psycopg.Connection[Any], table: str) -> bool:
