@@ -454,7 +454,7 @@ class ConversationMemory:
 
     async def aclose(self, timeout: float | None = None) -> None:
         """:meth:`close` for a coroutine: the wait for a consolidation under way (its
-        summarizer's calls) in a worker thread, not on the event loop.
+        model calls) in a worker thread, not on the event loop.
 
         A cancelled await (``asyncio.wait_for``, ``asyncio.timeout``) closes the memory at
         once, as :meth:`close` does past its ``timeout``: a consolidation under way stops at

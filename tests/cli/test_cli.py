@@ -1085,10 +1085,12 @@ def test_a_time_out_of_range_changes_nothing(
         _one_error_line(err, says)
     # a negative time in scientific notation is a number, as -1 and -1.5 are: argparse read
     # it as an option ("expected one argument")
-    for at in ("-1e15", "-1E+15", "-.1e16", "-1.e15"):
+    for at in ("-1e15", "-1E+15", "-.1e16", "-1.e15", "-1_000_000_000_000_000"):
         code, _, err = run(capsys, "stats", str(store), "--at", at)
         assert code == 2
         _one_error_line(err, "is before the year 1")
+    code, out, _ = run(capsys, "stats", str(store), "--at", "-1_000", "--json")  # in 1969
+    assert code == 0 and json.loads(out)["edges"] == 3
     code, out, _ = run(capsys, "stats", str(store), "--at", NEAR, "--json")
     assert code == 0 and json.loads(out)["edges"] == 3  # the decay at 1e30 pruned nothing
 

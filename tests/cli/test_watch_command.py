@@ -46,15 +46,23 @@ def test_synapse_watch_refuses_a_store_that_is_a_loop_of_links_in_one_line(
 def test_a_store_named_by_a_file_uri_in_the_tree_leaves_its_own_files_out(
     tmp_path: Path,
 ) -> None:
-    # the URI's literal text was compared with the tree: its files were not the store's,
-    # and were counted among the saves left out
+    # the URI's literal text was compared with the tree: the store's files were not known
+    # as its own, and an empty -wal (a checkpoint's TRUNCATE leaves one) is text: it was
+    # learned as a node, co-used with the files saved beside it
     from urllib.parse import quote
 
+    from synapse_retriever.capture.watch import ignored
     from synapse_retriever.cli.watch_command import own_files
 
     (tmp_path / "my notes").mkdir()
     store = tmp_path / "my notes" / "s.db"
+    (tmp_path / "my notes" / "s.db-wal").write_bytes(b"")
+    (tmp_path / "c.py").write_text("c = 1\n")
     own = {f"my notes/s.db{suffix}" for suffix in ("", "-wal", "-shm", "-journal")}
     for named in (str(store), f"file:{quote(str(store))}?mode=rwc", f"file://{quote(str(store))}"):
         assert own_files(named, tmp_path) == own, named
+        assert ignored(tmp_path, ["my notes/s.db-wal", "c.py"], own_files(named, tmp_path)) == {
+            "my notes/s.db-wal"
+        }, named
+    assert ignored(tmp_path, ["my notes/s.db-wal", "c.py"]) == set()  # text, but not ours
     assert own_files(f"file:{tmp_path.parent / 'other.db'}", tmp_path) == set()

@@ -34,6 +34,9 @@ class CallerRetriever(BaseRetriever):
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
+        """The documents for ``input``; what the retriever calls runs under ``config``,
+        as if the caller had called it directly, its run a child of this one. Options a
+        retriever reads per call (``k=``) go in ``kwargs``."""
         token = _CALLER.set(ensure_config(config))
         try:
             return super().invoke(input, config, **kwargs)
@@ -43,6 +46,8 @@ class CallerRetriever(BaseRetriever):
     async def ainvoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
+        """:meth:`invoke` on the async path: the event loop is never held up (the
+        retriever's blocking work runs in a worker thread)."""
         token = _CALLER.set(ensure_config(config))
         try:
             return await super().ainvoke(input, config, **kwargs)
