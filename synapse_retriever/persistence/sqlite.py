@@ -736,8 +736,18 @@ class SQLiteStorage:
             self._seen = changes.version
             return changes
         finally:
-            self._db.execute("COMMIT")
+            self._end_read()
+
+    def _end_read(self) -> None:
+        """End the read transaction ``BEGIN`` opened, noting the ``data_version`` of what
+        it read: inside it, so that a commit of another connection after the read (before
+        its end, or between its end and the note) changes the value the next :meth:`poll`
+        finds, and is read then (noted after the end, it was taken as read already, and
+        missed until yet another commit)."""
+        try:
             self._data_version = self._pragma("data_version")
+        finally:
+            self._db.execute("COMMIT")
 
     schema_version = SCHEMA_VERSION
 
@@ -767,8 +777,7 @@ class SQLiteStorage:
                 changes.recent = tx.recent_entries(0)  # the window is rebuilt whole
                 self._seen = changes.version
             finally:
-                db.execute("COMMIT")
-                self._data_version = self._pragma("data_version")
+                self._end_read()
         return StoredSnapshot(version, max_node, max_namespace, parts, changes)
 
     def write_snapshot(

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from synapse_retriever import ClosedError, SynapseConfig, SynapseStore, WriteConflictError
+from synapse_retriever.persistence.sqlite import SQLiteStorage
 
 ROUNDS = 60
 DAY = 86_400.0
@@ -147,6 +148,50 @@ def test_a_sweep_by_another_process_removes_the_edges_here_too(tmp_path: Path) -
     assert reader.activate(["a"], at=0) == {}
     assert reader.edge("a", "b") is None
     reader.close()
+
+
+@pytest.mark.parametrize("when", ["opening from its snapshot", "a later look"])
+def test_a_commit_made_as_a_read_ends_is_seen_by_the_next_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    from synapse_retriever.mirror import mirror as mirror_module
+
+    monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 0)  # a snapshot, however small
+    path = tmp_path / "s.db"
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    with SynapseStore(path, config=config) as first:
+        first.reinforce(["a", "b"], at=0)  # and a snapshot at close
+    writer = SynapseStore(path, config=config)
+    writer.reinforce(["c", "d"], at=DAY)  # after the snapshot: read from the log
+
+    storage = SQLiteStorage(path)
+    late: list[int] = []
+
+    def commit_as_the_read_ends(statement: str) -> None:
+        # SQLite calls this as the reader's statement starts: another connection's commit
+        # lands after the reader's read, before its read transaction ends
+        if statement == "COMMIT" and not late:
+            late.append(writer.reinforce(["e", "f"], at=2 * DAY))
+
+    if when == "opening from its snapshot":
+        storage._db.set_trace_callback(commit_as_the_read_ends)
+        reader = SynapseStore(config=config, storage=storage)
+        assert reader._mirror.snapshot_version is not None
+    else:
+        reader = SynapseStore(config=config, storage=storage)
+        writer.reinforce(["c", "g"], at=DAY)
+        storage._db.set_trace_callback(commit_as_the_read_ends)
+        assert reader.edge("c", "g") is not None  # the look that reads it
+    storage._db.set_trace_callback(None)
+    assert late == [1]  # committed while the reader's read ended
+    assert reader.edge("c", "d") is not None
+    # no commit after it: the next look alone must find it (it was taken as read already)
+    assert reader.edge("e", "f") is not None
+    with SynapseStore(path, config=config) as fresh:
+        hits = [("a", 0.9), ("e", 0.5), ("q", 0.4)]
+        assert reader.recall(hits, at=3 * DAY) == fresh.recall(hits, at=3 * DAY)
+    reader.close()
+    writer.close()
 
 
 def test_a_failed_write_does_not_hide_another_stores_next_commit(tmp_path: Path) -> None:
