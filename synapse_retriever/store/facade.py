@@ -867,6 +867,9 @@ it holds an open database; open the store again from its path or URL in each pro
                 return RepairReport(*self._retrying(lambda: storage.would_forget(limit)), True)
             counts = self._retrying(lambda: _forget_after(storage, limit))
             self._mirror.load(storage)  # everything again, as every process does
+            # ... and so would the next open: the stored snapshot is older than the change
+            # logs now reach, so closing writes a new one (not 1,000 versions later)
+            self._mirror.snapshot_version = None
             return RepairReport(*counts, dry_run=False)
 
         return self._locked_write(attempt)

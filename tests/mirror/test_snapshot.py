@@ -309,6 +309,14 @@ def has_snapshot_table(where: str) -> bool:
     return bool(stored(where, query, ("snapshot",)))
 
 
+def test_a_repaired_store_writes_a_new_snapshot_at_close(snapshotted: str) -> None:
+    with SynapseStore(snapshotted) as store:
+        store.repair()  # every reader reloads: the snapshot before it is stale
+    store = same_as_without(snapshotted, None, T0 + 20 * DAY)
+    assert store._mirror.snapshot_version is not None  # a new one, written at close
+    store.close()
+
+
 def test_a_small_store_keeps_no_snapshot(store_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 100_000)
     with SynapseStore(store_path) as store:
