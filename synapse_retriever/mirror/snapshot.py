@@ -138,7 +138,7 @@ def decode(
             )
         named = (header["version"], header["max_node"], header["max_namespace"])
         if stamp is not None and named != stamp:
-            raise SnapshotError(f"snapshot: its header names {shown(named)}, stored {stamp}")
+            raise SnapshotError(f"snapshot: its header names {shown(named)}, stored {shown(stamp)}")
         kept = header["uses"]
         learning = config.learning
         if (kept["history"], kept["window"]) != (learning.use_history, learning.recent_events):
