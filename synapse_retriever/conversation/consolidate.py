@@ -26,12 +26,15 @@ import threading
 import time
 from collections.abc import Callable
 from numbers import Real
+from typing import TypeVar
 
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = ["Consolidator", "wait_timeout"]
 
 log = logging.getLogger(__name__)
+
+_Result = TypeVar("_Result")
 
 
 class Consolidator:
@@ -71,7 +74,7 @@ class Consolidator:
         self._cond = threading.Condition()
         self._pending = False
         self._running = False
-        self._inline = 0  # runs under way in callers' threads (background=False)
+        self._inline = 0  # runs under way in callers' threads (background=False, run_here)
         self._closed = False
         self._stopped = False  # the worker thread has left its loop
         self._then: Callable[[], object] | None = None  # close's cleanup, for the worker
@@ -84,21 +87,7 @@ class Consolidator:
         background thread the run is the caller's, and :meth:`wait` and :meth:`close` wait
         for it as for the worker's; after :meth:`close` nothing runs."""
         if not self.background:
-            with self._cond:
-                if self._closed:
-                    return
-                self._inline += 1
-            try:
-                self._run_once()
-            finally:
-                with self._cond:
-                    self._inline -= 1
-                    self._cond.notify_all()
-                    then = None
-                    if not self._inline:  # close gave up waiting: its cleanup comes now
-                        then, self._then = self._then, None
-                if then is not None:
-                    _cleaned_up(then)
+            self.run_here(self._run_once)
             return
         with self._cond:
             if self._closed:
@@ -127,6 +116,38 @@ class Consolidator:
                     return False
                 self._cond.wait(left)
         return True
+
+    def run_here(self, job: Callable[[], _Result]) -> _Result | None:
+        """Run ``job`` now, in the calling thread: a run of the caller's (an explicit
+        consolidation), which :meth:`wait` and :meth:`close` wait for as for the worker's,
+        and whose error the caller gets. After :meth:`close` nothing runs: None.
+
+        Examples
+        --------
+        >>> worker = Consolidator(lambda: None)
+        >>> worker.run_here(lambda: "ran"), worker.running_here()
+        ('ran', False)
+        >>> worker.close()
+        >>> worker.run_here(lambda: "ran") is None
+        True
+        """
+        with self._cond:
+            if self._closed:
+                return None
+            self._inline += 1
+        self._local.runs = getattr(self._local, "runs", 0) + 1
+        try:
+            return job()
+        finally:
+            self._local.runs -= 1
+            with self._cond:
+                self._inline -= 1
+                self._cond.notify_all()
+                then = None
+                if not self._inline:  # close gave up waiting: its cleanup comes now
+                    then, self._then = self._then, None
+            if then is not None:
+                _cleaned_up(then)
 
     def running_here(self) -> bool:
         """Whether the calling thread is running the job (a summarizer's call, say)."""

@@ -1347,7 +1347,9 @@ class ConversationMemory:
         (True, False)
         >>> memory.close()
         """
-        return self._consolidate(force=True)
+        # a run of the caller's, which close waits for (within its timeout) as for the
+        # background one's: the database never closes under it
+        return bool(self._consolidator.run_here(lambda: self._consolidate(force=True)))
 
     def wait_for_consolidation(self, timeout: float | None = None) -> bool:
         """Block until background consolidation is idle; False if ``timeout`` passed first."""

@@ -387,25 +387,55 @@ def test_a_cancelled_aclose_ends_while_the_summarizers_call_goes_on(tmp_path: Pa
         release.set()
 
 
+def test_close_waits_for_a_consolidation_called_in_another_thread(tmp_path: Path) -> None:
+    # consolidate() ran uncounted: close closed the database under it, so its work was
+    # lost and the user's consolidation lease stayed held, as a background=False run's was
+    release = threading.Event()
+    summarizer = StuckSummarizer(release)
+    config = ContextConfig(consolidation_interval=100, consolidation_ages=(1, 50))
+    memory = ConversationMemory(
+        tmp_path / "chat.db", summarizer=summarizer, config=config, background=False
+    )
+    for i, text in enumerate(["The deploy moved to Fridays.", "Lunch at noon?", "Sure."]):
+        memory.add_turn(text, at=60 * i)
+    ran: list[bool] = []
+    running = threading.Thread(target=lambda: ran.append(memory.consolidate()))
+    running.start()
+    assert summarizer.started.wait(10)
+    closed = threading.Event()
+    closing = threading.Thread(target=lambda: (memory.close(), closed.set()))
+    closing.start()
+    try:
+        assert not closed.wait(0.5)  # the run under way is waited for, not cut
+    finally:
+        release.set()
+    running.join(15)
+    closing.join(15)
+    assert ran == [True] and closed.is_set()
+    with ConversationMemory(tmp_path / "chat.db", config=config) as again:
+        assert [t.chunks is not None for t in again.turns()] == [True, True, False]
+        again.add_turn("One more.", at=600)
+        assert again.consolidate()  # the lease was let go
+
+
 @pytest.mark.parametrize("cancelled", [False, True], ids=["close-timeout", "cancelled-aclose"])
 def test_a_close_past_its_timeout_does_not_wait_for_an_embedders_call(
     tmp_path: Path, cancelled: bool
 ) -> None:
-    # a consolidation holds the memory's lock through an embedder's call, and close took
-    # that lock to mark the memory closed: close(timeout=0.2), or a cancelled aclose, lasted
-    # as long as the call (3 s for a remote model's)
+    # a consolidation's catch-up re-embeds the turns another embedder stored, under the
+    # memory's lock, and close took that lock to mark the memory closed: close(timeout=0.1),
+    # or a cancelled aclose, lasted as long as the call (3 s for a remote model's)
     release = threading.Event()
 
     class Stuck(HashingEmbedder):
         started = threading.Event()
-        stuck = False
 
         @property
         def name(self) -> str:
             return "stuck-hash"
 
         def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-            if self.stuck and threading.current_thread().name == "synapse-consolidation":
+            if threading.current_thread().name == "consolidating-here":
                 self.started.set()
                 release.wait(15)
             return super().embed(texts)
@@ -415,8 +445,11 @@ def test_a_close_past_its_timeout_does_not_wait_for_an_embedders_call(
     try:
         memory.add_turn("The deploy moved to Fridays.", at=0)
         assert memory.wait_for_consolidation(10)
-        embedder.stuck = True
-        memory.add_turn("Lunch at noon?", at=60)  # its consolidation embeds, and waits
+        with ConversationMemory(tmp_path / "chat.db", embedder=HashingEmbedder(dim=64)) as other:
+            other.add_turn("Lunch at noon?", at=60)  # another embedder's vector
+        # the consolidation takes that turn in first, re-embedding it: and waits
+        running = threading.Thread(target=memory.consolidate, name="consolidating-here")
+        running.start()
         assert embedder.started.wait(10)
         began = time.monotonic()
         if cancelled:
@@ -431,6 +464,7 @@ def test_a_close_past_its_timeout_does_not_wait_for_an_embedders_call(
         took = time.monotonic() - began
     finally:
         release.set()  # the call returns; the run stops at its next turn, storing nothing
+    running.join(15)
     assert took < 10  # not the 15 s the embedder's call lasts
     with pytest.raises(ClosedError):
         memory.turns()
