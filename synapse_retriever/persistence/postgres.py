@@ -645,8 +645,10 @@ class _PostgresTransaction:
         self.write_uses(kept)
         events = len(self._rows("DELETE FROM recent_uses WHERE at > %s RETURNING 1", (limit,)))
         events += len(self._rows("DELETE FROM events WHERE at > %s RETURNING 1", (limit,)))
-        self._reload = True  # deleted use rows are not logged: every reader reloads
-        return ForgetCounts(edges=len(edges), uses=dropped, events=events)
+        counts = ForgetCounts(edges=len(edges), uses=dropped, events=events)
+        # deleted use rows are not logged: every reader reloads (none if nothing went)
+        self._reload = self._reload or any(counts)
+        return counts
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         return _changes(self._conn, since)

@@ -274,7 +274,8 @@ class WriteTransaction(Protocol):
 
     def forget_after(self, limit: float) -> ForgetCounts:
         """Delete what is dated after ``limit``: edges created or reinforced then, use
-        times, recent-event entries and event ids; every reader then reloads everything.
+        times, recent-event entries and event ids; every reader then reloads everything
+        (when anything was removed: a repair that finds nothing leaves the logs whole).
         Returns the edges, use times and events (entries and ids) removed."""
         ...
 

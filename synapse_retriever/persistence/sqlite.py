@@ -511,9 +511,10 @@ class _SQLiteTransaction:
         self.write_uses(kept)
         events = db.execute("DELETE FROM recent_uses WHERE at > ?", (limit,)).rowcount
         events += db.execute("DELETE FROM events WHERE at > ?", (limit,)).rowcount
-        # deleted use rows are not logged: every reader starts again from everything
-        db.execute("UPDATE meta SET value = ? WHERE key = 'log_horizon'", (self.version,))
-        return ForgetCounts(edges=len(edges), uses=dropped, events=events)
+        counts = ForgetCounts(edges=len(edges), uses=dropped, events=events)
+        if any(counts):  # deleted use rows are not logged: every reader starts again
+            db.execute("UPDATE meta SET value = ? WHERE key = 'log_horizon'", (self.version,))
+        return counts
 
     def _select_in(self, query: str, values: Sequence[str]) -> list[tuple[str, int]]:
         found: list[tuple[str, int]] = []

@@ -837,7 +837,8 @@ it holds an open database; open the store again from its path or URL in each pro
         transaction: every edge created or reinforced ahead of the clock, the future
         times of node uses (a node left with none loses its use row), the future entries
         of the recent-events log, and the ids of events recorded ahead of the clock (so
-        that a replay with corrected times is learned). Every process reloads the store.
+        that a replay with corrected times is learned). Every process reloads the store,
+        unless nothing was found.
         A dry run changes nothing: the storage counts what would go
         (:meth:`~synapse_retriever.persistence.protocols.Storage.would_forget`). SQLite
         runs the repair in a transaction rolled back, on a private copy of the file in
@@ -866,10 +867,11 @@ it holds an open database; open the store again from its path or URL in each pro
             if dry_run:  # the storage counts, writing nothing, read-only or not
                 return RepairReport(*self._retrying(lambda: storage.would_forget(limit)), True)
             counts = self._retrying(lambda: _forget_after(storage, limit))
-            self._mirror.load(storage)  # everything again, as every process does
-            # ... and so would the next open: the stored snapshot is older than the change
-            # logs now reach, so closing writes a new one (not 1,000 versions later)
-            self._mirror.snapshot_version = None
+            if any(counts):  # nothing found ahead of the clock: nothing to reload
+                self._mirror.load(storage)  # everything again, as every process does
+                # ... and so would the next open: the stored snapshot is older than the
+                # change logs now reach, so closing writes a new one (not 1,000 versions on)
+                self._mirror.snapshot_version = None
             return RepairReport(*counts, dry_run=False)
 
         return self._locked_write(attempt)

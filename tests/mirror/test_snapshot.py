@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 from store_backends import new_schema, stored
 
-from synapse_retriever import SynapseConfig, SynapseStore
+from synapse_retriever import RepairReport, SynapseConfig, SynapseStore
 from synapse_retriever.mirror import mirror as mirror_module
 from synapse_retriever.mirror import snapshot
 from synapse_retriever.mirror.snapshot import FORMAT, HEADER
@@ -310,10 +310,29 @@ def has_snapshot_table(where: str) -> bool:
 
 
 def test_a_repaired_store_writes_a_new_snapshot_at_close(snapshotted: str) -> None:
+    import time
+
     with SynapseStore(snapshotted) as store:
-        store.repair()  # every reader reloads: the snapshot before it is stale
+        taken = store._mirror.snapshot_version
+        store.config = SynapseConfig.actr(max_clock_skew_s=1e15)  # as older releases did
+        store.reinforce(["n1", "n8"], at=time.time() * 1000)  # milliseconds: far ahead
+        store.config = SynapseConfig()
+        assert store.repair().edges == 1  # every reader reloads: the snapshot is stale
     store = same_as_without(snapshotted, None, T0 + 20 * DAY)
-    assert store._mirror.snapshot_version is not None  # a new one, written at close
+    assert taken is not None and store._mirror.snapshot_version is not None
+    assert store._mirror.snapshot_version > taken  # a new one, written at close
+    store.close()
+
+
+def test_a_repair_that_finds_nothing_keeps_the_snapshot(snapshotted: str) -> None:
+    # a routine repair that found nothing ahead of the clock still told every reader to
+    # load everything again, and made the snapshot stale: the next open read every row
+    with SynapseStore(snapshotted) as store:
+        taken = store._mirror.snapshot_version
+        assert store.repair() == RepairReport(edges=0, uses=0, events=0, dry_run=False)
+        assert store._mirror.snapshot_version == taken
+    store = same_as_without(snapshotted, None, T0 + 20 * DAY)
+    assert taken is not None and store._mirror.snapshot_version == taken
     store.close()
 
 
