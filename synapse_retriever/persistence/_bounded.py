@@ -8,6 +8,11 @@ transaction-local (``SET LOCAL``): :class:`BoundedCursor` sends it as a transact
 whatever statement begins it, in the round trip of psycopg's ``BEGIN`` (not a
 ``conn.transaction()`` block, which sends its own: the library uses none).
 
+In the same round trip each transaction reads its floats exactly (:data:`EXACT_FLOATS`): a
+server, database or role set to ``extra_float_digits = 0`` (or a client's ``PGOPTIONS``)
+prints a ``float8`` to 15 digits, and a time or a score read back would not be the one
+written (two turns a microsecond apart had one time).
+
 Imported by :class:`~synapse_retriever.persistence.postgres.Connections`, once psycopg (the
 ``postgres`` extra) is known to be installed.
 """
@@ -19,7 +24,12 @@ from typing import Any, Self
 import psycopg
 from psycopg.pq import PipelineStatus, TransactionStatus
 
-__all__ = ["BoundedConnection", "BoundedCursor"]
+__all__ = ["EXACT_FLOATS", "BoundedConnection", "BoundedCursor"]
+
+EXACT_FLOATS = "SET LOCAL extra_float_digits = 3"
+"""Run as every transaction begins: a ``float8`` is printed (and read back) as the shortest
+text that reads as the same number, whatever the server's, the database's or the role's
+``extra_float_digits`` (psycopg reads results as text)."""
 
 
 class BoundedConnection(psycopg.Connection[Any]):
@@ -34,7 +44,7 @@ class BoundedConnection(psycopg.Connection[Any]):
 
 class BoundedCursor(psycopg.Cursor[Any]):
     """A cursor whose statement, when it begins a transaction, is preceded by its
-    connection's :attr:`~BoundedConnection.bound` (psycopg sends ``BEGIN``
+    connection's :attr:`~BoundedConnection.bound` and :data:`EXACT_FLOATS` (psycopg sends ``BEGIN``
     before the first statement of each transaction; autocommit statements begin none).
     Every statement of this library runs through :meth:`execute` or :meth:`executemany`
     (none through ``copy`` or ``stream``)."""
@@ -56,7 +66,9 @@ class BoundedCursor(psycopg.Cursor[Any]):
         bound = conn.bound
         # a cursor of its own: this one's results are the caller's statement's
         if conn.info.pipeline_status != PipelineStatus.OFF:
-            psycopg.Cursor(conn).execute(bound, prepare=False)  # sent with what follows
+            for statement in (bound, EXACT_FLOATS):  # sent with what follows
+                psycopg.Cursor(conn).execute(statement, prepare=False)
             return
-        with conn.pipeline():  # the BEGIN and the bound in one round trip
-            psycopg.Cursor(conn).execute(bound, prepare=False)
+        with conn.pipeline():  # the BEGIN, the bound and exact floats in one round trip
+            for statement in (bound, EXACT_FLOATS):
+                psycopg.Cursor(conn).execute(statement, prepare=False)

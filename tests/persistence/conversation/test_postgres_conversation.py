@@ -28,7 +28,7 @@ import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import connections_to, tool
+from store_backends import connections_to, stored, tool
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.errors import (
@@ -1122,6 +1122,36 @@ def test_sqlite_and_postgresql_give_the_same_rankings_to_the_last_bit(
     on_postgres = replay(postgres_url, 240, seed=3, user="alice")
     assert len(on_sqlite) == len(on_postgres) > 20
     assert on_sqlite == on_postgres
+
+
+def test_a_server_printing_floats_to_15_digits_changes_no_time_nor_strength(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """``extra_float_digits = 0`` (a server's, a database's or a role's setting, or the
+    client's ``PGOPTIONS``) prints a float8 to 15 digits: read back, two turns 1 µs apart
+    had one time, a reopened memory showed other times and strengths than the live one,
+    and another process refused a turn after the last as "earlier" than its rounded time."""
+    from synapse_retriever.conversation import ConversationMemory
+
+    rounding = postgres_url.replace("options=", "options=-cextra_float_digits%3D0%20", 1)
+    assert stored(rounding, "SHOW extra_float_digits") == [("0",)]
+    at = 1_700_000_000.123_456_7
+
+    def chat(where: str) -> list[Any]:
+        with ConversationMemory(where, background=False) as memory:
+            memory.add_turn("The deploy of app.py moved to Fridays.", at=at)
+            memory.add_turn("Noted: app.py deploys on Fridays.", role="assistant", at=at + 1e-6)
+            live = [memory.turns(), sorted(memory.graph(at=at + 86_400).edges(data=True))]
+            with ConversationMemory(where, background=False) as other:  # as in another process
+                assert [other.turns(), sorted(other.graph(at=at + 86_400).edges(data=True))] == live
+                other.add_turn("And the build of app.py?", at=at + 2e-6)
+        with ConversationMemory(where, background=False) as reopened:
+            turns = reopened.turns()
+            assert turns[:2] == live[0] and len({t.at for t in turns}) == 3
+            found = reopened.retrieve("when does app.py deploy?", k=3, at=at + 60)
+            return [turns, sorted(reopened.graph(at=at + 86_400).edges(data=True)), found]
+
+    assert chat(rounding) == chat(str(tmp_path / "chat.db"))
 
 
 @pytest.mark.parametrize("field", ["text", "session", "speaker"])
