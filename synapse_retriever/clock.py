@@ -65,7 +65,8 @@ def to_seconds(at: Clock) -> float:
             )
         return not_before_year_one(at.timestamp())  # 0001-01-01 at +01:00 is earlier
     seconds = finite_real(at, "at", "a datetime, POSIX seconds or None", unit=" of seconds")
-    return not_before_year_one(seconds)
+    # + 0.0: -0.0 is 0.0, as SQLite reads it back (it stores a whole REAL as an integer)
+    return not_before_year_one(seconds) + 0.0
 
 
 def not_before_year_one(seconds: float, what: str = "at") -> float:

@@ -953,6 +953,27 @@ def test_a_failure_taking_in_another_writers_turns_leaves_the_memory_whole(
             assert found.text == texts[found.turn_id]
 
 
+def test_a_turn_at_minus_zero_reads_back_as_it_is_shown_on_every_backend(
+    conversation_where: str,
+) -> None:
+    # SQLite stores a REAL without a fraction as an integer: -0.0 came back 0.0, while
+    # PostgreSQL and the live memory kept -0.0 (equal, but printed and hashed apart)
+    def signs(memory: ConversationMemory) -> list[float]:
+        [turn] = memory.turns()
+        [found] = memory.retrieve("deploy app.py", at=0)
+        graph = memory.graph(at=0)
+        edge_times = [edge.at for edge in memory._graph.edges.values()]
+        return [math.copysign(1.0, t) for t in (turn.at, found.at, graph.nodes["turn:1"]["at"])] + [
+            math.copysign(1.0, t) for t in edge_times
+        ]
+
+    with ConversationMemory(conversation_where, background=False) as memory:
+        memory.add_turn("The deploy of app.py failed.", at=-0.0)
+        live = signs(memory)
+    with ConversationMemory(conversation_where, background=False) as reopened:
+        assert signs(reopened) == live == [1.0] * len(live)
+
+
 def test_a_turn_ahead_of_the_clock_is_refused_and_nothing_is_stored() -> None:
     with ConversationMemory(":memory:", background=False) as memory:
         with pytest.raises(InvalidValueError, match="in milliseconds it would be"):
