@@ -31,6 +31,7 @@ synapse_retriever.errors.InvalidValueError: seeds must be an integer >= 1, got 0
 from __future__ import annotations
 
 import math
+import sys
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -272,7 +273,7 @@ class Learning:
         for name, most in (("recent_events", MAX_RECENT_EVENTS), ("use_history", MAX_USE_HISTORY)):
             if getattr(self, name) > most:  # kept per namespace and per node: memory
                 raise InvalidValueError(
-                    f"{name} must be at most {most:,}, got {getattr(self, name)}"
+                    f"{name} must be at most {most:,}, got {shown(getattr(self, name))}"
                 )
         bounds = _pair("half_life_bounds", self.half_life_bounds, "(low, high) of days")
         _check_positive("half_life_bounds[0]", bounds[0])
@@ -900,4 +901,11 @@ def _check_positive(name: str, value: object) -> None:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """An int or a float, not a bool, that a float can hold (``10**400`` cannot:
+    ``math.isfinite`` raised OverflowError for it in place of the error naming the field)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, float) or abs(value) <= _FLOAT_MAX
+
+
+_FLOAT_MAX = int(sys.float_info.max)

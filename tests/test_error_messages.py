@@ -16,7 +16,8 @@ from llama_index.postprocessor.synapse import SynapseMemoryRetriever as LlamaInd
 from llama_index.postprocessor.synapse import SynapsePostprocessor
 
 from synapse_retriever import Learning, SynapseConfig, SynapseStore
-from synapse_retriever.conversation import ConversationMemory, HashingEmbedder
+from synapse_retriever.config import Operations
+from synapse_retriever.conversation import ContextConfig, ConversationMemory, HashingEmbedder
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
 
 BIG = "x" * 1_000_000
@@ -112,6 +113,30 @@ HOLDING_HUGE: dict[str, tuple[type[SynapseError], Callable[[], object]]] = {
         lambda: SynapseConfig(learning=Learning(half_life_bounds=(HUGE, 1.0, 2.0))),  # type: ignore[arg-type]
     ),
 }
+
+
+HUGE_SETTINGS: dict[str, Callable[[int], object]] = {
+    # a float setting: math.isfinite raised OverflowError ("int too large to convert to
+    # float"); a choice or a count: the message itself failed (the int has no repr)
+    "a memory's busy_timeout_s": lambda v: ConversationMemory(":memory:", busy_timeout_s=v),
+    "a store's refresh_interval_s": lambda v: Operations(refresh_interval_s=v),
+    "a store's max_clock_skew_s": lambda v: Operations(max_clock_skew_s=v),
+    "a learning rate": lambda v: Learning(learning_rate=v),
+    "a learned scale": lambda v: Learning(learned_scale=v),
+    "a count kept per namespace": lambda v: Learning(recent_events=v),
+    "a count kept per node": lambda v: Learning(use_history=v),
+    "a memory's demotion": lambda v: ContextConfig(demotion=v),  # type: ignore[arg-type]
+    "a memory's assembly": lambda v: ContextConfig(assembly=v),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("what", list(HUGE_SETTINGS))
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_setting_of_a_huge_int_is_refused_typed_naming_it(what: str, sign: int) -> None:
+    with pytest.raises(InvalidValueError) as refused:
+        HUGE_SETTINGS[what](sign * HUGE)
+    message = str(refused.value)
+    assert len(message) < 300 and "16610 bits" in message, message[:300]
 
 
 @pytest.mark.parametrize("what", list(HOLDING_HUGE))

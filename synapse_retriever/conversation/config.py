@@ -365,7 +365,7 @@ class ContextConfig:
         ):
             if getattr(self, name) not in allowed:
                 raise InvalidValueError(
-                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                    f"{name} must be one of {allowed}, got {shown(getattr(self, name))}"
                 )
         given = self.consolidation_ages  # any iterable of two (a NumPy array too), not a str
         usable = isinstance(given, Iterable) and not isinstance(given, (str, bytes))
