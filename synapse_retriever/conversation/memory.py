@@ -1474,8 +1474,9 @@ class ConversationMemory:
     def _storable(self, turn_id: int, text: str, result: object) -> Condensed:
         """A summarizer's ``result`` for a turn as :class:`Condensed`. One of another type
         is refused (:class:`~synapse_retriever.errors.InvalidTypeError`: a plug-in's fault);
-        one that no backend can store (a lone surrogate, a NUL: a model's answer) is logged
-        and replaced by the extractive condensation of ``text``."""
+        one that no backend can store (a lone surrogate, a NUL: a model's answer), or that
+        shows nothing (blank: assembled, it would be a message without text), is logged and
+        replaced by the extractive condensation of ``text``."""
         if (
             not isinstance(result, tuple)
             or len(result) != 2
@@ -1485,11 +1486,11 @@ class ConversationMemory:
                 f"summarizer.condense must return Condensed(chunks, summary), got "
                 f"{type(result).__name__} {shown(result)} for turn {turn_id}"
             )
-        if all(_is_storable(part) for part in result):
+        if all(_is_storable(part) and not blank(part) for part in result):
             return Condensed(*result)
         log.warning(
-            "summarizer: turn %d's condensation holds a NUL or a lone surrogate; condensed "
-            "extractively instead: %.200r",
+            "summarizer: turn %d's condensation is blank or holds a NUL or a lone surrogate; "
+            "condensed extractively instead: %.200r",
             turn_id,
             result,
         )

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from store_backends import stored
 
 from synapse_retriever import NotASynapseDatabaseError, SynapseStore
+from synapse_retriever._text import blank
 from synapse_retriever.conversation import (
     ROLES,
     Condensed,
@@ -464,6 +465,35 @@ def test_consolidation_condenses_aging_turns_and_replays_themes() -> None:
     assert replays == [(10, ["grey", "weather", "coffee", "friday", "honestly"])]
     boosts = [0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.05, 0.05, 0.05, 0.05]
     assert [r.boost for r in records] == boosts
+
+
+@pytest.mark.parametrize("blank_text", ["", "   ", "\u200b", "\ufeff\n"])
+def test_a_blank_condensation_is_condensed_extractively_and_never_assembled(
+    blank_text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a model that answered nothing visible was stored as the turn's chunks or summary, and
+    # assemble gave a CHUNKS turn of "   ": a message with no text, which chat APIs refuse
+    class Blank:
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            return Condensed(blank_text, blank_text)
+
+    with (
+        caplog.at_level(logging.WARNING),
+        ConversationMemory(":memory:", summarizer=Blank(), background=False) as memory,
+    ):
+        for i in range(40):
+            memory.add_turn(
+                f"Turn {i}: we talked about deploy number {i} and the build of app{i}.py. "
+                "Then lunch.",
+                at=60 * i,
+            )
+        condensed = [t for t in memory.turns() if t.chunks is not None]
+        assert condensed and not any(
+            blank(t.chunks or "") or blank(t.summary or "") for t in condensed
+        )
+        for budget in (60, 150, 400):
+            assert not any(blank(t.text) for t in memory.assemble("the build?", budget, at=3000))
+    assert "condensed extractively instead" in caplog.text
 
 
 @pytest.mark.parametrize("bad", ["a\ud800", "a\x00b"], ids=["surrogate", "nul"])
