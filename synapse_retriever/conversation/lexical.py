@@ -19,9 +19,9 @@ Notes
    stem. On RealMem (the set settings are chosen on) it found 2.8 points more gold
    sessions at k = 10 than the plain tokenizer without stems; on LoCoMo, which confirms,
    3.7 points more evidence turns.
-2. **Query** (:func:`match_expression`): the query's distinct words, lower-cased, without
-   stop words (:data:`~.text.STOPWORDS`) and one-letter words, at most
-   :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by ``OR``. Nothing
+2. **Query** (:func:`match_expression`): the query's distinct words, lower-cased and
+   composed (NFC), without stop words (:data:`~.text.STOPWORDS`) and one-letter words, at
+   most :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by ``OR``. Nothing
    a user types is read as FTS5 syntax; a query of only stop words matches nothing.
 3. **Score**: ``-bm25()`` (FTS5's Okapi BM25, k1 = 1.2, b = 0.75, over the texts indexed
    now; higher is better), best first.
@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Iterable
 
 from synapse_retriever.conversation.text import STOPWORDS
@@ -91,7 +92,8 @@ def spaced(text: str) -> str:
 def match_expression(query: str) -> str:
     """The FTS5 ``MATCH`` expression for ``query``: its distinct content words, quoted, OR-ed.
 
-    Words are runs of letters, digits and ``_``, lower-cased; stop words and one-letter
+    Words are runs of letters, digits and ``_``, lower-cased and composed (NFC: a letter
+    typed with a combining accent is one letter, as the index reads it); stop words and one-letter
     words (but digits) are left out, and at most :data:`MAX_QUERY_TERMS` words are kept.
     Each is quoted as an FTS5 string, so nothing in a query is read as FTS5 syntax
     (``"``, ``*``, ``NEAR(``, ``-``, ``AND``): punctuation only separates words. An empty
@@ -107,7 +109,10 @@ def match_expression(query: str) -> str:
     '"部" OR "署" OR "什" OR "么" OR "时" OR "候"'
     """
     words: list[str] = []
-    for word in dict.fromkeys(_QUERY_WORD.findall(query.lower())):
+    # composed first: "u" + U+0308 (macOS input, text copied from a PDF) is one letter "ü",
+    # as the index reads it, not a word cut in two at the mark
+    composed = unicodedata.normalize("NFC", query.lower())
+    for word in dict.fromkeys(_QUERY_WORD.findall(composed)):
         if word in STOPWORDS or (len(word) < 2 and not word.isdigit() and not _cjk(word)):
             continue
         words.append(word)
