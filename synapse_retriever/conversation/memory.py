@@ -1579,7 +1579,7 @@ def _relation_ends(relation: object, known: frozenset[int]) -> tuple[str, str] |
             ends.append(f"turn:{end}")
         elif isinstance(end, str):
             kind, sep, key = end.partition(":")
-            if not sep or not kind or not key.strip() or kind == "turn" or len(end) > 300:
+            if not sep or blank(kind) or blank(key) or kind == "turn" or len(end) > 300:
                 return None
             if not _is_storable(end):  # a model's answer no backend can store
                 return None

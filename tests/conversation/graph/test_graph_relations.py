@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from synapse_retriever.conversation import ContextConfig, ConversationMemory
+from synapse_retriever.conversation import ContextConfig, ConversationMemory, blank
 from synapse_retriever.conversation.graph.relations import (
     PromptRelationExtractor,
     Relation,
@@ -220,6 +220,8 @@ def test_a_custom_extractors_bad_relations_are_skipped_not_stored(
         Relation(1, "LOVES", 2),
         Relation(1, "RELATES_TO", "no kind"),
         Relation("topic:x", "MENTIONS", 1),  # only a turn mentions
+        Relation(1, "RELATES_TO", "topic:\u200b"),  # a key that shows nothing
+        Relation(1, "RELATES_TO", "\u200b:deploy"),  # a kind that shows nothing
         Relation(True, "CAUSED_BY", 2),  # type: ignore[arg-type]
         "turn 1 caused turn 2",
     ]
@@ -237,6 +239,7 @@ def test_a_custom_extractors_bad_relations_are_skipped_not_stored(
     ]
     assert typed == [("turn:1", "turn:2", "CAUSED_BY")]
     assert "turn:999" not in graph and "turn:abc" not in graph
+    assert not any(blank(part) for node in graph for part in str(node).partition(":")[::2])
 
 
 def test_every_unread_turn_is_read_in_windows_with_context() -> None:
