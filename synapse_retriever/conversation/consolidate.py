@@ -143,9 +143,7 @@ class Consolidator:
             with self._cond:
                 self._inline -= 1
                 self._cond.notify_all()
-                then = None
-                if not self._inline:  # close gave up waiting: its cleanup comes now
-                    then, self._then = self._then, None
+                then = self._last_out()  # close gave up waiting: its cleanup, if none runs
             if then is not None:
                 _cleaned_up(then)
 
@@ -195,6 +193,16 @@ class Consolidator:
         if then is not None:
             then()
 
+    def _last_out(self) -> Callable[[], object] | None:
+        """Close's cleanup, taken by the last run to end (the worker's or a caller's), so
+        that it runs once and never beside a run: None while another still runs. The
+        caller holds the lock."""
+        worker_on = self._running or (self._thread is not None and not self._stopped)
+        if self._inline or worker_on:
+            return None
+        then, self._then = self._then, None
+        return then
+
     def _loop(self) -> None:
         while True:
             with self._cond:
@@ -202,7 +210,7 @@ class Consolidator:
                     self._cond.wait()
                 if not self._pending:
                     self._stopped = True
-                    then, self._then = self._then, None
+                    then = self._last_out()
                     break
                 self._pending = False
                 self._running = True

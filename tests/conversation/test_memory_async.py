@@ -4,6 +4,7 @@ errors, and nothing half-written when an await is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -387,33 +388,51 @@ def test_a_cancelled_aclose_ends_while_the_summarizers_call_goes_on(tmp_path: Pa
         release.set()
 
 
-def test_close_waits_for_a_consolidation_called_in_another_thread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+@pytest.mark.parametrize("timeout", [None, 0.2], ids=["waits", "times-out"])
+def test_close_waits_for_a_consolidation_called_in_another_thread(
+    tmp_path: Path, background: bool, timeout: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
     # consolidate() ran uncounted: close closed the database under it, so its work was
-    # lost and the user's consolidation lease stayed held, as a background=False run's was
+    # lost and the user's consolidation lease stayed held, as a background=False run's was;
+    # then, beside an idle background worker, the worker's exit ran close's cleanup under it
     release = threading.Event()
+    release.set()
     summarizer = StuckSummarizer(release)
-    config = ContextConfig(consolidation_interval=100, consolidation_ages=(1, 50))
-    memory = ConversationMemory(
-        tmp_path / "chat.db", summarizer=summarizer, config=config, background=False
+    config = ContextConfig(
+        consolidation_interval=2, consolidation_ages=(1, 50), consolidation_threshold=0.0
     )
-    for i, text in enumerate(["The deploy moved to Fridays.", "Lunch at noon?", "Sure."]):
-        memory.add_turn(text, at=60 * i)
+    memory = ConversationMemory(
+        tmp_path / "chat.db", summarizer=summarizer, config=config, background=background
+    )
+    memory.add_turn("The deploy moved to Fridays.", at=0)
+    memory.add_turn("Lunch at noon?", at=60)  # a consolidation: on the worker, if any
+    assert memory.wait_for_consolidation(10)
+    memory.add_turn("Sure.", at=120)  # none due: left for the explicit one
+    release.clear()
+    summarizer.started.clear()
     ran: list[bool] = []
     running = threading.Thread(target=lambda: ran.append(memory.consolidate()))
     running.start()
     assert summarizer.started.wait(10)
     closed = threading.Event()
-    closing = threading.Thread(target=lambda: (memory.close(), closed.set()))
+    closing = threading.Thread(target=lambda: (memory.close(timeout), closed.set()))
     closing.start()
     try:
-        assert not closed.wait(0.5)  # the run under way is waited for, not cut
+        if timeout is None:
+            assert not closed.wait(0.5)  # the run under way is waited for, not cut
+        else:
+            assert closed.wait(10)  # closed past its timeout; the run stores nothing
     finally:
         release.set()
     running.join(15)
     closing.join(15)
-    assert ran == [True] and closed.is_set()
-    with ConversationMemory(tmp_path / "chat.db", config=config) as again:
-        assert [t.chunks is not None for t in again.turns()] == [True, True, False]
+    assert ran == [timeout is None] and closed.is_set()
+    assert "lease" not in caplog.text  # let go, not left held on a closed database
+    later = dataclasses.replace(config, consolidation_interval=100)  # only when asked
+    with ConversationMemory(tmp_path / "chat.db", config=later, background=False) as again:
+        condensed = [t.chunks is not None for t in again.turns()]
+        assert condensed == [True, timeout is None, False]
         again.add_turn("One more.", at=600)
         assert again.consolidate()  # the lease was let go
 
