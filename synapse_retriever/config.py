@@ -277,8 +277,11 @@ class Learning:
                 )
         bounds = _pair("half_life_bounds", self.half_life_bounds, "(low, high) of days")
         _check_positive("half_life_bounds[0]", bounds[0])
-        if not (math.isfinite(bounds[1]) and bounds[1] >= bounds[0]):
-            raise InvalidValueError(f"half_life_bounds must satisfy 0 < low <= high, got {bounds}")
+        _check_positive("half_life_bounds[1]", bounds[1])
+        if not bounds[1] >= bounds[0]:
+            raise InvalidValueError(
+                f"half_life_bounds must satisfy 0 < low <= high, got {shown(bounds)}"
+            )
         _check_half_life("half_life_bounds[0]", bounds[0])
         _check_half_life("half_life_bounds[1]", bounds[1])
         half_lives = _mapping("half_life_days", self.half_life_days)

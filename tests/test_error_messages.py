@@ -123,6 +123,7 @@ HUGE_SETTINGS: dict[str, Callable[[int], object]] = {
     "a store's max_clock_skew_s": lambda v: Operations(max_clock_skew_s=v),
     "a learning rate": lambda v: Learning(learning_rate=v),
     "a learned scale": lambda v: Learning(learned_scale=v),
+    "a half-life's upper bound": lambda v: Learning(half_life_bounds=(3.0, v)),
     "a count kept per namespace": lambda v: Learning(recent_events=v),
     "a count kept per node": lambda v: Learning(use_history=v),
     "a memory's demotion": lambda v: ContextConfig(demotion=v),  # type: ignore[arg-type]
