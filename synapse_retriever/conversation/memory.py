@@ -1474,9 +1474,10 @@ class ConversationMemory:
     def _storable(self, turn_id: int, text: str, result: object) -> Condensed:
         """A summarizer's ``result`` for a turn as :class:`Condensed`. One of another type
         is refused (:class:`~synapse_retriever.errors.InvalidTypeError`: a plug-in's fault);
-        one that no backend can store (a lone surrogate, a NUL: a model's answer), or that
-        shows nothing (blank: assembled, it would be a message without text), is logged and
-        replaced by the extractive condensation of ``text``."""
+        a half (chunks, summary) that no backend can store (a lone surrogate, a NUL: a
+        model's answer), or that shows nothing (blank: assembled, it would be a message
+        without text), is logged and replaced by that half of the extractive condensation
+        of ``text``; the other half is kept."""
         if (
             not isinstance(result, tuple)
             or len(result) != 2
@@ -1486,15 +1487,18 @@ class ConversationMemory:
                 f"summarizer.condense must return Condensed(chunks, summary), got "
                 f"{type(result).__name__} {shown(result)} for turn {turn_id}"
             )
-        if all(_is_storable(part) and not blank(part) for part in result):
+        good = [_is_storable(part) and not blank(part) for part in result]
+        if all(good):
             return Condensed(*result)
         log.warning(
             "summarizer: turn %d's condensation is blank or holds a NUL or a lone surrogate; "
-            "condensed extractively instead: %.200r",
+            "condensed extractively instead (that half): %.200r",
             turn_id,
             result,
         )
-        return self._fallback(text)
+        backup = self._fallback(text)
+        halves = zip(result, good, backup, strict=True)
+        return Condensed(*(mine if ok else theirs for mine, ok, theirs in halves))
 
     def _extract_relations(
         self,

@@ -34,6 +34,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from synapse_retriever._text import blank
 from synapse_retriever.conversation.embed import Embedder, Vectors, embedded
 from synapse_retriever.conversation.text import sentences, telegraphic, terms
 from synapse_retriever.tokens import TokenCounter, approximate_tokens
@@ -190,7 +191,7 @@ class PromptSummarizer:
         self.fallback = fallback or ExtractiveSummarizer()
 
     def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
-        """Two completions, one per prompt; the fallback fills in an empty one."""
+        """Two completions, one per prompt; the fallback fills in one that shows nothing."""
         words = len(text.split())
         chunks = self.complete(
             self.chunks_prompt.format(text=text, words=max(1, round(words * chunks_ratio)))
@@ -198,11 +199,12 @@ class PromptSummarizer:
         summary = self.complete(
             self.summary_prompt.format(text=text, words=max(8, round(words * summary_ratio)))
         ).strip()
-        if not chunks or not summary:
+        if blank(chunks) or blank(summary):  # "\u200b" is no answer either
             backup = self.fallback.condense(
                 text, chunks_ratio=chunks_ratio, summary_ratio=summary_ratio
             )
-            chunks, summary = chunks or backup.chunks, summary or backup.summary
+            chunks = backup.chunks if blank(chunks) else chunks
+            summary = backup.summary if blank(summary) else summary
         return Condensed(chunks, summary)
 
 

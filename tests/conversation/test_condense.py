@@ -128,3 +128,8 @@ def test_a_prompt_summarizer_asks_for_both_levels_and_falls_back_when_empty() ->
     assert condensed == Condensed("The deploy moved to Fridays.", "deploy moved Fridays.")
     assert "about 2 words" in prompts[0] and text in prompts[0]  # round(7 × 0.3)
     assert "at most 8 words" in prompts[1]  # never fewer than 8
+    # an answer that shows nothing is no answer either ("\u200b" was kept as the summary)
+    invisible = PromptSummarizer(lambda p: "\u200b\ufeff" if "one sentence" in p else "Fridays.")
+    assert invisible.condense(text, chunks_ratio=0.3, summary_ratio=0.1) == Condensed(
+        "Fridays.", "deploy moved Fridays."
+    )

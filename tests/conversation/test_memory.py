@@ -496,6 +496,27 @@ def test_a_blank_condensation_is_condensed_extractively_and_never_assembled(
     assert "condensed extractively instead" in caplog.text
 
 
+@pytest.mark.parametrize("blank_half", ["chunks", "summary"])
+def test_a_blank_half_of_a_condensation_is_replaced_and_the_other_kept(blank_half: str) -> None:
+    # either half blank threw the model's good half away with it
+    class Half:
+        def condense(self, text: str, *, chunks_ratio: float, summary_ratio: float) -> Condensed:
+            good = f"model's {'summary' if blank_half == 'chunks' else 'chunks'}"
+            return Condensed(*(("\u200b", good) if blank_half == "chunks" else (good, " ")))
+
+    config = ContextConfig(consolidation_interval=3, consolidation_ages=(1, 10))
+    with ConversationMemory(":memory:", config=config, summarizer=Half(), background=False) as m:
+        fill(m, CHAT[:3])
+        first = m.turns()[0]
+    extractive = ExtractiveSummarizer().condense(
+        first.text, chunks_ratio=config.chunks_ratio, summary_ratio=config.summary_ratio
+    )
+    if blank_half == "chunks":
+        assert (first.chunks, first.summary) == (extractive.chunks, "model's summary")
+    else:
+        assert (first.chunks, first.summary) == ("model's chunks", extractive.summary)
+
+
 @pytest.mark.parametrize("bad", ["a\ud800", "a\x00b"], ids=["surrogate", "nul"])
 def test_a_condensation_no_backend_can_store_is_condensed_extractively(
     conversation_where: str, bad: str, caplog: pytest.LogCaptureFixture
