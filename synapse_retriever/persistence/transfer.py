@@ -372,7 +372,8 @@ def _checked(edge: Edge, position: int, skew_s: float) -> Edge:
 def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidValueError(f"{what} must be a number, got {shown(value)}")
-    return finite_real(value, what, "a number")  # an int past a float's range too
+    # an int past a float's range refused too; -0.0 is 0.0, as every backend reads it back
+    return finite_real(value, what, "a number") + 0.0
 
 
 # -- files -------------------------------------------------------------------------------

@@ -263,6 +263,25 @@ def test_merge_refuses_bad_edges_and_writes_nothing(
         assert store.edge("a", "ok", "shared") is None
 
 
+def test_an_imported_time_of_minus_zero_is_zero_on_every_backend(store_path: str) -> None:
+    # SQLite read -0.0 back as 0.0, PostgreSQL kept it: one export, two stores
+    import math
+
+    from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
+
+    storage = (
+        PostgresStorage(store_path) if is_postgres_url(store_path) else SQLiteStorage(store_path)
+    )
+    try:
+        merge_edges(storage, [Edge("a", "b", "shared", 0.5, 2, 30.0, -0.0, -0.0)])
+    finally:
+        storage.close()
+    with SynapseStore(store_path) as store:
+        edge = store.edge("a", "b", "shared")
+    assert edge is not None
+    assert [math.copysign(1.0, t) for t in (edge.created_at, edge.last_reinforced_at)] == [1, 1]
+
+
 def test_a_store_open_on_the_file_sees_the_import(tmp_path: Path) -> None:
     path = tmp_path / "live.db"
     with SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=0.0)) as store:
