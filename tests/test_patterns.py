@@ -29,9 +29,9 @@ LENGTH = 200_000
 PATTERN_TIMEOUT_S = 60.0  # the slowest linear pattern takes a few seconds
 
 # One character of each class a pattern here distinguishes: space, line break, tab,
-# no-break space, lower, upper, accented and CJK letters, digit, and the punctuation the
-# patterns name.
-CLASSES = " \n\t\u00a0aAé字1.,/_-'\"`$%()[]!【】"
+# no-break space, lower, upper, accented and CJK letters, a combining mark, digit, and the
+# punctuation the patterns name.
+CLASSES = " \n\t\u00a0aAé字\u03011.,/_-'\"`$%()[]!【】"
 # Pairs of the classes that patterns join (a dotted name, a path, a number, a sentence end).
 PAIRED = " \naA1./"
 UNITS = [*CLASSES, *(a + b for a in PAIRED for b in PAIRED if a != b)]

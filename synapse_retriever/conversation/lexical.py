@@ -72,7 +72,24 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_QUERY_TERMS = 64
 """The most distinct words of a query the lexical index is asked for (the first ones)."""
 
-_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}]+")  # a CJK character is a word of its own
+
+def _combining_marks() -> str:
+    """A regex class body of the Basic Multilingual Plane's combining marks (Unicode
+    category M: accents, Hebrew points, Indic vowel signs and viramas), as ranges."""
+    marks = [c for c in range(0x300, 0x10000) if unicodedata.category(chr(c))[0] == "M"]
+    ranges: list[list[int]] = []
+    for code in marks:
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}](?:[^\W{CJK}]|[{_combining_marks()}])*")
+"""A query's word: a CJK character on its own, or a run of letters, digits and ``_`` with
+the combining marks inside it (a Hindi word's vowel signs, a dotted İ's dot: the index
+keeps such a word whole, and a query cut at its marks found nothing)."""
 _CJK_CHARACTER = re.compile(rf"([{CJK}])")
 
 
@@ -92,7 +109,8 @@ def spaced(text: str) -> str:
 def match_expression(query: str) -> str:
     """The FTS5 ``MATCH`` expression for ``query``: its distinct content words, quoted, OR-ed.
 
-    Words are runs of letters, digits and ``_``, lower-cased and composed (NFC: a letter
+    Words are runs of letters, digits and ``_`` (the combining marks inside them kept:
+    a Hindi vowel sign, a Hebrew point), lower-cased and composed (NFC: a letter
     typed with a combining accent is one letter, as the index reads it); stop words and one-letter
     words (but digits) are left out, and at most :data:`MAX_QUERY_TERMS` words are kept.
     Each is quoted as an FTS5 string, so nothing in a query is read as FTS5 syntax

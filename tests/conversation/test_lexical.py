@@ -110,3 +110,24 @@ def test_a_query_typed_with_combining_accents_finds_the_accented_words(form: str
     for query, row in (("Mürren?", 0), ("café zürich", 0), ("tiếng việt", 1)):
         for typed in ("NFC", "NFD"):
             assert [r for r, _ in index.top(unicodedata.normalize(typed, query), 5)] == [row]
+
+
+def test_a_query_word_keeps_its_combining_marks_as_the_index_does() -> None:
+    # a mark NFC leaves as it is (a Hindi or Tamil vowel sign or virama, a Hebrew point, the
+    # dot of a lower-cased İ) cut the query's word there: "हिन्दी" gave no word at all
+    texts = [
+        "मैं कल दिल्ली जा रहा हूँ।",
+        "தமிழ்நாடு அரசு அறிவிப்பு",
+        "שָׁלוֹם לכולם",
+        "Flight to Istanbul on Monday.",
+        "Lunch at noon?",
+    ]
+    index = LexicalIndex(texts)
+    for query, row in (
+        ("दिल्ली कब?", 0),
+        ("தமிழ்நாடு", 1),
+        ("שָׁלוֹם", 2),
+        ("İstanbul flight", 3),
+    ):
+        assert match_expression(query), query
+        assert [r for r, _ in index.top(query, 5)][:1] == [row], query
