@@ -16,7 +16,9 @@ A turn whose text is blank is left out (it cannot be stored).
 
 Both layouts of the data are read: ``locomo10.json`` (a list of samples, each with a
 ``conversation`` and a ``qa`` list) and a folder of one file per conversation (the
-``locomo10.zip`` of the repository: ``speaker_a``, ``session_<n>``, ``qa`` at the top).
+``locomo10.zip`` of the repository: ``speaker_a``, ``session_<n>``, ``qa`` at the top). The
+repository ships its conversations zipped (``data/locomo10.zip``): the archive, or a folder
+that holds it and no JSON file (``locomo/data`` as cloned), is read without unzipping it.
 
 Examples
 --------
@@ -36,9 +38,10 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from synapse_retriever.bench.memory import Turn
@@ -112,27 +115,70 @@ def locomo_persona(sample: Mapping[str, Any], name: str, where: str) -> Persona:
     return Persona(name, tuple(turns), tuple(queries), keys=tuple(keys))
 
 
+def _documents(root: Path) -> list[tuple[str, str, bytes]]:
+    """``(where, stem, content)`` of each JSON document under ``root``: a file, the ``*.json``
+    files below a folder, or, where a folder holds none, the JSON members of the zip
+    archives below it (the repository's ``locomo10.zip``); a ``.zip`` file, its members."""
+    if root.is_dir():
+        files = sorted(root.rglob("*.json"))
+        if not files:  # as cloned: data/locomo10.zip and nothing unzipped beside it
+            return [doc for archive in sorted(root.rglob("*.zip")) for doc in _members(archive)]
+    elif root.suffix.lower() == ".zip":
+        return _members(root)
+    else:
+        files = [root]
+    return [(repr(os.fspath(file)), file.stem, file.read_bytes()) for file in files]
+
+
+def _members(archive: Path) -> list[tuple[str, str, bytes]]:
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            names = sorted(
+                info.filename
+                for info in opened.infolist()
+                if not info.is_dir()
+                and info.filename.lower().endswith(".json")
+                and not info.filename.startswith("__MACOSX/")  # macOS's resource forks
+            )
+            return [
+                (
+                    f"{os.fspath(archive)!r} member {name!r}",
+                    PurePosixPath(name).stem,
+                    opened.read(name),
+                )
+                for name in names
+            ]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
+        raise RealMemFormatError(
+            f"{os.fspath(archive)!r} is not a readable zip archive: {exc}"
+        ) from None
+
+
 def load_locomo(path: str | os.PathLike[str]) -> list[Persona]:
-    """The conversations of a LoCoMo file (``locomo10.json``) or folder (one JSON file per
-    conversation, searched below it); a missing path raises ``FileNotFoundError``, data
-    that is not LoCoMo :class:`~synapse_retriever.bench.realmem.RealMemFormatError`.
+    """The conversations of a LoCoMo file (``locomo10.json``), zip archive
+    (``locomo10.zip``) or folder (one JSON file per conversation, searched below it; a
+    folder without any: the JSON files inside its zip archives); a missing path raises
+    ``FileNotFoundError``, data that is not LoCoMo
+    :class:`~synapse_retriever.bench.realmem.RealMemFormatError`.
     """
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"--locomo {os.fspath(path)!r} does not exist")
-    files = sorted(root.rglob("*.json")) if root.is_dir() else [root]
     personas: list[Persona] = []
-    for file in files:
+    for where, stem, content in _documents(root):
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = json.loads(content.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise RealMemFormatError(f"{os.fspath(file)!r} is not JSON: {exc}") from None
+            raise RealMemFormatError(f"{where} is not JSON: {exc}") from None
         samples = data if isinstance(data, list) else [data]
         for number, sample in enumerate(samples):
             if not isinstance(sample, dict):
-                raise RealMemFormatError(f"{os.fspath(file)!r} item {number} is not an object")
-            name = str(sample.get("sample_id") or (file.stem if len(samples) == 1 else number))
-            personas.append(locomo_persona(sample, name, repr(os.fspath(file))))
+                raise RealMemFormatError(f"{where} item {number} is not an object")
+            name = str(sample.get("sample_id") or (stem if len(samples) == 1 else number))
+            personas.append(locomo_persona(sample, name, where))
     if not personas:
-        raise RealMemFormatError(f"{os.fspath(path)!r} holds no LoCoMo conversation")
+        raise RealMemFormatError(
+            f"{os.fspath(path)!r} holds no LoCoMo conversation (no JSON file, and no zip "
+            "archive of them such as the repository's data/locomo10.zip)"
+        )
     return personas

@@ -411,3 +411,57 @@ def test_the_cli_reads_locomo_and_refuses_both_sets_or_bad_files(
     path.write_text(json.dumps([{"speaker_a": "x"}]))
     assert main(argv) == 2
     assert "is not a LoCoMo conversation" in capsys.readouterr().err
+
+
+def _zipped(archive: Path, conversations: dict[str, dict[str, Any]]) -> None:
+    """A zip shaped as the repository's data/locomo10.zip: one JSON file per conversation,
+    named by its number, two folders down."""
+    import zipfile
+
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("data/multimodal_dialog/locomo10_v2/", "")
+        for name, conversation in conversations.items():
+            zipped.writestr(
+                f"data/multimodal_dialog/locomo10_v2/{name}.json", json.dumps(conversation)
+            )
+
+
+def test_locomo_is_read_as_the_repository_ships_it_zipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synapse_retriever.bench.locomo import load_locomo
+
+    other = {**LOCOMO, "speaker_a": "Cy", "speaker_b": "Di"}
+    data = tmp_path / "locomo" / "data"  # a clone of snap-research/locomo: only the zip
+    data.mkdir(parents=True)
+    _zipped(data / "locomo10.zip", {"30": other, "26": LOCOMO})
+    unzipped = tmp_path / "unzipped"
+    (unzipped / "locomo10_v2").mkdir(parents=True)
+    for name, conversation in (("26", LOCOMO), ("30", other)):
+        (unzipped / "locomo10_v2" / f"{name}.json").write_text(json.dumps(conversation))
+    expected = load_locomo(unzipped)
+    for source in (data, data / "locomo10.zip", tmp_path / "locomo"):
+        read = load_locomo(source)
+        assert [p.name for p in read] == ["26", "30"]
+        assert [(p.turns, p.queries, p.keys) for p in read] == [
+            (p.turns, p.queries, p.keys) for p in expected
+        ]
+    # unzipped beside the archive: each conversation once, from the JSON files
+    (data / "26.json").write_text(json.dumps(LOCOMO))
+    assert [p.name for p in load_locomo(data)] == ["26"]
+    (data / "26.json").unlink()
+    # the command of the benchmark page, on the folder as cloned
+    report = tmp_path / "r.json"
+    argv = ["bench", "memory", "--locomo", str(data), "--no-minilm", "--quiet", "--retrieve"]
+    assert main([*argv, "--ks", "1", "--json", str(report)]) == 0
+    capsys.readouterr()
+    assert [p["name"] for p in json.loads(report.read_text())["personas"]] == ["26", "30"]
+    # a broken archive, and a folder with neither, are named
+    (data / "locomo10.zip").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(RealMemFormatError, match=r"locomo10\.zip' is not a readable zip archive"):
+        load_locomo(data)
+    (data / "locomo10.zip").unlink()
+    with pytest.raises(RealMemFormatError, match="no JSON file, and no zip archive"):
+        load_locomo(data)
+    assert main(argv) == 2
+    assert "holds no LoCoMo conversation" in capsys.readouterr().err
