@@ -708,12 +708,13 @@ def _bench_realmem(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if args.personas:
         names = [p.name for p in personas]
-        if len(args.personas) == 1 and args.personas[0].isdigit():
-            personas = personas[: max(1, int(args.personas[0]))]
-        else:
+        first = args.personas[0]
+        if len(args.personas) == 1 and first.isdigit() and first not in names:
+            personas = personas[: max(1, int(first))]
+        else:  # names, a number among them (LoCoMo's zipped conversations: 26, 30, ...)
             unknown = [name for name in args.personas if name not in names]
             if unknown:
-                raise CliError(f"--personas: no persona {unknown[0]!r}; there are {names}")
+                raise CliError(f"--personas: no persona {shown(unknown[0])}; there are {names}")
             personas = [p for p in personas if p.name in args.personas]
     notes: list[str] = []
     minilm: Embedder | None = None
@@ -1092,7 +1093,7 @@ def register(commands: Commands) -> None:
         "--budgets",
         type=int,
         nargs="+",
-        help="tokens (1000 2000 4000; with --realmem 1000 2000 4000 8000)",
+        help="tokens (1000 2000 4000; with --realmem or --locomo 1000 2000 4000 8000)",
     )
     memory.add_argument(
         "--realmem",
@@ -1124,20 +1125,21 @@ def register(commands: Commands) -> None:
         "--personas",
         nargs="+",
         metavar="N|NAME",
-        help="with --realmem: the first N personas, or these names (all)",
+        help="with --realmem or --locomo: the first N personas (conversations), or these "
+        "names; a number that is a persona's name is that name (all)",
     )
     memory.add_argument(
         "--max-queries",
         type=at_least(1),
         metavar="N",
-        help="with --realmem: the first N queries of each persona (all)",
+        help="with --realmem or --locomo: the first N queries of each persona (all)",
     )
     memory.add_argument(
         "--retrieve",
         action="store_true",
         help=(
-            "with --realmem: score ConversationMemory.retrieve (vector and graph recall "
-            "by mode) at --ks instead of assembled contexts; MiniLM is its embedder where "
+            "with --realmem or --locomo: score ConversationMemory.retrieve (vector and graph "
+            "recall by mode) at --ks instead of assembled contexts; MiniLM is its embedder where "
             "installed (else hashing, and always with --no-minilm)"
         ),
     )
@@ -1150,7 +1152,7 @@ def register(commands: Commands) -> None:
     memory.add_argument(
         "--no-minilm",
         action="store_true",
-        help="with --realmem: leave out the MiniLM rows even where MiniLM is installed",
+        help="with --realmem or --locomo: leave out the MiniLM rows even where MiniLM is installed",
     )
     memory.add_argument(
         "--presets",

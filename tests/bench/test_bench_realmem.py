@@ -465,3 +465,21 @@ def test_locomo_is_read_as_the_repository_ships_it_zipped(
         load_locomo(data)
     assert main(argv) == 2
     assert "holds no LoCoMo conversation" in capsys.readouterr().err
+
+
+def test_personas_takes_a_number_that_names_a_conversation_as_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "locomo10_v2"  # LoCoMo unzipped: conversations named by number
+    folder.mkdir()
+    for name in ("26", "30"):
+        (folder / f"{name}.json").write_text(json.dumps(LOCOMO))
+    report = tmp_path / "r.json"
+    argv = ["bench", "memory", "--locomo", str(folder), "--no-minilm", "--quiet", "--retrieve"]
+    argv += ["--ks", "1", "--json", str(report)]
+    for chosen, kept in ((["30"], ["30"]), (["1"], ["26"]), (["30", "26"], ["26", "30"])):
+        assert main([*argv, "--personas", *chosen]) == 0  # 30: that one, not the first 30
+        capsys.readouterr()
+        assert [p["name"] for p in json.loads(report.read_text())["personas"]] == kept
+    assert main([*argv, "--personas", "26", "31"]) == 2
+    assert "--personas: no persona '31'; there are ['26', '30']" in capsys.readouterr().err
