@@ -261,6 +261,11 @@ def _quality_reports(paths: Sequence[str]) -> list[dict[str, Any]]:
             and report["variants"]
         ):
             raise CliError(f"{path!r} is not a bench quality report (no 'name' and 'variants')")
+        if not isinstance(report.get("settings", {}), dict):
+            raise CliError(
+                f"{path!r} is not a bench quality report: its 'settings' are "
+                f"{shown(report['settings'])}, not an object"
+            )
         if any(report["name"] == other["name"] for other in reports):
             raise CliError(f"two reports are named {report['name']!r}: one per repository")
         reports.append(report)
@@ -277,6 +282,15 @@ def _quality_rows(reports: Sequence[dict[str, Any]], path: str) -> set[str]:
         raise CliError(f"{path!r} is not a bench quality report (no rows)") from None
 
 
+def _one_baseline(reports: Sequence[dict[str, Any]], verb: str) -> None:
+    """Refuse reports of different vector baselines: their gains are not of one thing, and
+    a macro over them (or its plot) would mix them silently."""
+    retrievers = {report.get("settings", {}).get("retriever") for report in reports}
+    if len(retrievers) > 1:
+        raise CliError(f"the reports mix vector baselines ({sorted(map(str, retrievers))}): "
+                       f"{verb} one baseline's reports at a time")  # fmt: skip
+
+
 def _plot_quality_reports(paths: Sequence[str]) -> int:
     """``bench quality --plot SVG REPORT...``: the synapse row's gain over each baseline."""
     from synapse_retriever.bench.macro import plot_gains
@@ -287,10 +301,7 @@ def _plot_quality_reports(paths: Sequence[str]) -> int:
     reports = _quality_reports(paths[1:])
     if "synapse" not in _quality_rows(reports, paths[1]):
         raise CliError(f"{paths[1]!r} has no synapse row to plot")
-    retrievers = {report.get("settings", {}).get("retriever") for report in reports}
-    if len(retrievers) > 1:
-        raise CliError(f"the reports mix vector baselines ({sorted(map(str, retrievers))}): "
-                       "plot one baseline's reports at a time")  # fmt: skip
+    _one_baseline(reports, "plot")
     try:
         plot_gains(reports, paths[0])
     except (KeyError, TypeError, ValueError) as exc:
@@ -306,6 +317,7 @@ def cmd_bench_macro(args: argparse.Namespace) -> int:
     from synapse_retriever.bench.macro import macro_markdown, recall_markdown
 
     reports = _quality_reports(args.reports)
+    _one_baseline(reports, "average")
     rows = _quality_rows(reports, args.reports[0])
     if args.row not in rows:
         raise CliError(f"--row {args.row!r} is not a row of {args.reports[0]!r}: {sorted(rows)}")

@@ -641,16 +641,21 @@ def test_bench_macro_averages_reports(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths = []
-    for name, retriever in (("one", "tfidf"), ("two", "bm25")):
+    for name, retriever in (("one", "tfidf"), ("two", "tfidf"), ("three", "bm25")):
         path = tmp_path / f"{name}.json"
         args = ["--git", str(project), "--json", str(path), "--quiet", "--name", name]
         code, _, _ = run(capsys, "bench", "quality", *args, "--retriever", retriever,
                          "--variant", "online", "--k", "5")  # fmt: skip
         assert code == 0
         paths.append(str(path))
+    # a macro over two vector baselines is no one baseline's gain: refused, as the plot's
+    code, _, err = run(capsys, "bench", "macro", *paths, "--resamples", "50")
+    assert code == 2
+    _one_error_line(err, "the reports mix vector baselines (['bm25', 'tfidf']): average one")
+    paths.pop()
     code, out, _ = run(capsys, "bench", "macro", *paths, "--resamples", "50")
     assert code == 0
-    # both baselines find one of the two files of each query (recall 50), and the
+    # the baseline finds one of the two files of each query (recall 50), and the
     # published rule injects the partner in both: +50 points, an interval of one point
     assert "| 5 | vector | 50.0 | 50.0 | 50.0 |" in out
     assert "| 5 | synapse-published | 100.0 | 100.0 | 100.0 |" in out
@@ -748,9 +753,16 @@ def test_bench_quality_plots_the_gain_over_each_baseline_from_saved_reports(
         ("latin1.jsonl", b'{"hits": ["caf\xe9.py"], "relevant": ["b.py"]}\n', "queries",
          "latin1.jsonl' is not UTF-8 text (byte 14: 0xe9)"),
         ("latin1.json", b'{"name": "caf\xe9"}', "macro", "is not a bench quality report"),
+        ("settings.json", b'{"name": "x", "variants": {"online": {"by_k": {"5": {"rows": '
+         b'{"synapse": {}}}}}}, "settings": [1]}', "quality-plot",
+         "its 'settings' are [1], not an object"),
+        ("settings.json", b'{"name": "x", "variants": {"online": {"by_k": {"5": {"rows": '
+         b'{"synapse": {}}}}}}, "settings": "s"}', "macro",
+         "its 'settings' are 's', not an object"),
     ],
     ids=["macro-deep", "plot-deep", "memory-plot-deep", "queries-deep", "memory-no-all",
-         "memory-rows-a-string", "queries-int-of-401-digits", "queries-latin1", "macro-latin1"],
+         "memory-rows-a-string", "queries-int-of-401-digits", "queries-latin1", "macro-latin1",
+         "plot-settings-a-list", "macro-settings-a-string"],
 )  # fmt: skip
 def test_bench_report_and_queries_readers_give_one_line_for_a_hostile_file(
     name: str,
