@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from synapse_retriever.conversation.text import STOPWORDS
 from synapse_retriever.tokens import CJK
@@ -86,10 +86,11 @@ def _combining_marks() -> str:
     return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
 
 
-_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}](?:[^\W{CJK}]|[{_combining_marks()}])*")
+_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}](?:[^\W{CJK}]+|[{_combining_marks()}]+)*")
 """A query's word: a CJK character on its own, or a run of letters, digits and ``_`` with
-the combining marks inside it (a Hindi word's vowel signs, a dotted İ's dot: the index
-keeps such a word whole, and a query cut at its marks found nothing)."""
+the combining marks inside it (a Hindi word's vowel signs, a dotted İ's dot)."""
+_QUERY_PIECE = re.compile(rf"[{CJK}]|[^\W{CJK}]+")
+"""A word's pieces between its marks: a CJK character, or a run of letters, digits and ``_``."""
 _CJK_CHARACTER = re.compile(rf"([{CJK}])")
 
 
@@ -103,7 +104,20 @@ def spaced(text: str) -> str:
     >>> spaced("部署改到星期五, ok")
     ' 部  署  改  到  星  期  五 , ok'
     """
-    return _CJK_CHARACTER.sub(r" \1 ", text)
+    # composed first, as the queries are: Korean typed as jamo (NFD) is its syllables
+    return _CJK_CHARACTER.sub(r" \1 ", unicodedata.normalize("NFC", text))
+
+
+def _terms(query: str) -> Iterator[str]:
+    """``query``'s words, each followed by its pieces between combining marks where it has
+    any. The index cuts a word at its marks: a quoted word is a phrase of those pieces,
+    found where they stand in that order (a Hindi word: its marks left, the pieces are
+    single letters, too short to search alone), and the pieces are found alone (a Thai or
+    Lao clause, written without spaces: one word here, rarely the same phrase there)."""
+    for word in _QUERY_WORD.findall(query):
+        yield word
+        if not _QUERY_PIECE.fullmatch(word):
+            yield from _QUERY_PIECE.findall(word)
 
 
 def match_expression(query: str) -> str:
@@ -130,7 +144,7 @@ def match_expression(query: str) -> str:
     # composed first: "u" + U+0308 (macOS input, text copied from a PDF) is one letter "ü",
     # as the index reads it, not a word cut in two at the mark
     composed = unicodedata.normalize("NFC", query.lower())
-    for word in dict.fromkeys(_QUERY_WORD.findall(composed)):
+    for word in dict.fromkeys(_terms(composed)):
         if word in STOPWORDS or (len(word) < 2 and not word.isdigit() and not _cjk(word)):
             continue
         words.append(word)
