@@ -94,8 +94,14 @@ class Consolidator:
                 return
             self._pending = True
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no new thread (an interpreter shutting down)
+                    self._pending = False  # nothing runs: a later open consolidates
+                    log.warning("conversation-memory consolidation not started: %s", exc)
+                    return
+                self._thread = thread
             self._cond.notify_all()
 
     def wait(
@@ -187,6 +193,10 @@ class Consolidator:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         with self._cond:
+            if thread is not None and not (self._running or self._pending):
+                # idle: it leaves its loop at its next wake with nothing to do, so the
+                # cleanup is not left to a thread that may not wake before this returns
+                self._stopped = True
             if then is not None and (self._inline or (thread is not None and not self._stopped)):
                 self._then = then  # the worker (or the caller's run) calls it as it stops
                 return
@@ -216,6 +226,9 @@ class Consolidator:
                 self._running = True
             try:
                 self._run_once()
+            except BaseException as exc:  # a job's CancelledError or SystemExit: the worker
+                self.last_error = exc  # goes on, and close's cleanup is never lost with it
+                log.exception("conversation-memory consolidation failed")
             finally:
                 with self._cond:
                     self._running = False

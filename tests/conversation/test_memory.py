@@ -601,6 +601,61 @@ def test_numpy_timeouts_huge_ints_and_the_consolidators_own_close() -> None:
     assert stopped.wait(5)
 
 
+def test_a_close_past_its_timeout_with_an_idle_worker_cleans_up_before_it_returns() -> None:
+    # join(0) returned before the idle worker woke: the cleanup (the database's close) was
+    # left to it, and close(0) returned with the database open (50 times in 50)
+    from synapse_retriever.conversation import Consolidator
+
+    for _ in range(20):
+        worker, cleaned = Consolidator(lambda: None), []
+        worker.request()
+        assert worker.wait(5)
+        worker.close(0, then=lambda: cleaned.append(True))  # noqa: B023
+        assert cleaned == [True]
+
+
+def test_a_job_raising_past_exception_leaves_the_worker_running_and_its_close_whole() -> None:
+    # a summarizer's CancelledError (an asyncio bridge) ended the worker thread: no later
+    # run, a close() without a timeout hung, and one with a timeout left the database open
+    import asyncio
+
+    from synapse_retriever.conversation import Consolidator
+
+    runs: list[int] = []
+
+    def job() -> None:
+        runs.append(len(runs))
+        if len(runs) == 1:
+            raise asyncio.CancelledError
+
+    worker, cleaned = Consolidator(job), threading.Event()
+    worker.request()
+    assert worker.wait(5) and isinstance(worker.last_error, asyncio.CancelledError)
+    worker.request()
+    assert worker.wait(5) and runs == [0, 1]
+    worker.close(5, then=cleaned.set)
+    assert cleaned.wait(5)
+
+
+def test_a_worker_thread_that_cannot_start_runs_nothing_and_closes_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Thread.start() refused (an interpreter shutting down): the unstarted thread was kept,
+    # and close raised "cannot join thread before it is started", the database left open
+    from synapse_retriever.conversation import Consolidator
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    worker, cleaned = Consolidator(lambda: None), []
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", refused)
+        worker.request()  # nothing runs, and the caller is not failed for it
+    assert worker.wait(1)
+    worker.close(1, then=lambda: cleaned.append(True))
+    assert cleaned == [True]
+
+
 @pytest.mark.parametrize("background", [True, False])
 def test_a_memory_closed_from_its_own_consolidation_closes_and_lets_the_lease_go(
     tmp_path: Path, background: bool
