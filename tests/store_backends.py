@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sqlite3
 import threading
 import uuid
@@ -198,3 +199,46 @@ def tool(found: str | None, what: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return found
+
+
+class TcpProxy:
+    """A TCP proxy on 127.0.0.1 to the test server at ``url`` (its own ``url`` leads
+    through it): each connection accepted is handed to :meth:`serve`, which a test's proxy
+    writes (what it forwards, holds back or cuts). Set a subclass's own state before
+    calling ``__init__``: connections are accepted from then on."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        port = self.listener.getsockname()[1]
+        self.url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
+        self.closed = False
+        self.sockets: list[socket.socket] = []
+        """Every connection's sockets, the client's and the server's (not the listener)."""
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            threading.Thread(target=self.serve, args=(client,), daemon=True).start()
+
+    def upstream(self) -> socket.socket:
+        """A connection to the server, closed with the proxy."""
+        sock = socket.create_connection(self.target)
+        self.sockets.append(sock)
+        return sock
+
+    def serve(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closed = True
+        for sock in (self.listener, *self.sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()

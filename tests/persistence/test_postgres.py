@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import POSTGRES, connections_to, ended, new_schema, with_database
+from store_backends import POSTGRES, TcpProxy, connections_to, ended, new_schema, with_database
 
 from synapse_retriever import (
     AccessDeniedError,
@@ -1045,24 +1045,17 @@ def test_a_deadline_whose_connection_closed_meanwhile_leaves_the_others_running(
         assert time.monotonic() - started < 4
 
 
-class FreezingProxy:
+class FreezingProxy(TcpProxy):
     """A TCP proxy on 127.0.0.1 to the test server that can stop forwarding, as a stalled
     network does: connections stay open and nothing passes either way; new ones are
     accepted and get no answer."""
 
     def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.target = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        port = self.listener.getsockname()[1]
-        self.url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
         self.flowing = threading.Event()
         self.flowing.set()
-        self.closed = False
         self.answer_delay_s = 0.0
         """How long a new connection's first answer from the server is held (a slow login)."""
-        self.sockets: list[socket.socket] = [self.listener]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(url)
 
     def freeze(self) -> None:
         self.flowing.clear()
@@ -1076,27 +1069,17 @@ class FreezingProxy:
                 return False
         return not self.closed
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            self.sockets.append(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
+    def serve(self, client: socket.socket) -> None:
         if not self._wait_flowing():
             return
-        upstream = socket.create_connection(self.target)
-        self.sockets.append(upstream)
+        upstream = self.upstream()
         delay = self.answer_delay_s
         threading.Thread(target=self._pump, args=(upstream, client, delay), daemon=True).start()
         self._pump(client, upstream)
 
     def drop(self) -> None:
         """Cut every connection through it (a restarted server, a pooler's idle kill)."""
-        for sock in self.sockets[1:]:
+        for sock in self.sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
@@ -1114,13 +1097,6 @@ class FreezingProxy:
             for end in (source, sink):
                 with contextlib.suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.closed = True
-        for sock in self.sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import connections_to, stored, tool
+from store_backends import TcpProxy, connections_to, stored, tool
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.errors import (
@@ -545,37 +545,22 @@ def test_a_connection_lost_at_every_attempt_is_a_typed_error_and_nothing_is_writ
     assert storage.insert(turn("The deploy."), "e", b"") is not None  # then it writes again
 
 
-class CommitCutter:
+class CommitCutter(TcpProxy):
     """A TCP proxy on 127.0.0.1 to the test server. Once :meth:`arm` is called, the next
     connection that sends a turn's insert and then ``COMMIT`` has its ``COMMIT`` forwarded,
     and the server's answer (the transaction is committed) dropped with the connection:
     the client cannot know whether its turn was stored."""
 
     def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.target = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        netloc = f"{parts.username}@127.0.0.1:{self.listener.getsockname()[1]}"
-        self.url = urlunsplit(parts._replace(netloc=netloc))
         self.armed = threading.Event()
         self.cut = threading.Event()
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(url)
 
     def arm(self) -> None:
         self.armed.set()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        upstream = socket.create_connection(self.target)
-        self.sockets += [client, upstream]
+    def serve(self, client: socket.socket) -> None:
+        upstream = self.upstream()
         cutting = threading.Event()
 
         def answers() -> None:
@@ -598,12 +583,6 @@ class CommitCutter:
                     self.armed.clear()
                     cutting.set()
                 upstream.sendall(data)
-
-    def close(self) -> None:
-        self.listener.close()
-        for sock in self.sockets:
-            with contextlib.suppress(OSError):
-                sock.close()
 
 
 @pytest.mark.parametrize("listen", [True, False])
