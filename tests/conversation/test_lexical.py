@@ -131,3 +131,47 @@ def test_korean_typed_as_jamo_and_unspaced_scripts_find_their_turns() -> None:
         (unicodedata.normalize("NFD", "금요일로"), 3),
     ):
         assert [r for r, _ in index.top(query, 5)][:1] == [row], query
+
+
+def test_words_with_vowel_signs_are_searched_whole() -> None:
+    # Devanagari's, Tamil's and Bengali's vowel signs are combining marks: FTS5 cut every
+    # word at them, and a question in Hindi, Tamil or Bengali found nothing
+    texts = ["मैं कल दिल्ली जाऊँगा।", "நான் நாளை சென்னை போகிறேன்.", "আমি কাল কলকাতা যাব।",
+             "दिल्ली में बारिश हो रही है।", "Lunch at noon?"]  # fmt: skip
+    index = LexicalIndex(texts)
+    for query, rows in (
+        ("दिल्ली कब जाऊँगा?", [0, 3]),
+        ("बारिश", [3]),
+        ("சென்னை எப்போது?", [1]),
+        ("কলকাতা", [2]),
+    ):
+        assert [row for row, _ in index.top(query, 5)] == rows, query
+    # a word is one letter and its marks: "है" ("is") is left out as "a" is, not sent as a
+    # piece matching every word that starts with its letter
+    assert match_expression("है") == "" and match_expression("क्या है") == '"क्या"'
+
+
+def test_hebrew_and_arabic_points_are_folded() -> None:
+    # the same word written with its points or without is one word, as "é" is "e"
+    texts = ["שָׁלוֹם עֲלֵיכֶם", "שלום לכולם", "السَّلَامُ عَلَيْكُمْ", "مرحبا بكم", "Lunch?"]
+    index = LexicalIndex(texts)
+    for query, rows in (("שלום", {0, 1}), ("שָׁלוֹם", {0, 1}), ("السلام", {2}), ("عليكم", {2})):
+        assert {row for row, _ in index.top(query, 5)} == rows, query
+
+
+def test_marks_after_no_letter_and_emoji_selectors_do_not_join_words() -> None:
+    # a variation selector (an emoji's U+FE0F) or a mark after a space is no part of a word
+    index = LexicalIndex(["the deploy ❤️works", "the build \u0301failed", "Lunch?"])
+    assert [row for row, _ in index.top("works", 5)] == [0]
+    assert [row for row, _ in index.top("failed", 5)] == [1]
+    assert match_expression("❤️works \u0301failed") == '"works" OR "failed"'
+
+
+def test_long_queries_in_scripts_with_marks_stay_words() -> None:
+    # each word with its marks is one FTS5 term, never a phrase of pieces: the cap counts
+    # words, and a word repeated 100,000 times over is one term
+    words = [f"शब्द{i}" for i in range(200)]
+    assert match_expression(" ".join(words)).count(" OR ") == MAX_QUERY_TERMS - 1
+    index = LexicalIndex(["शब्द3 यहाँ है", "कुछ नहीं"])
+    assert index.top(" ".join(words), 5)[0][0] == 0
+    assert index.top("कि" * 100_000, 5) == [] and match_expression("कि" * 100_000).count('"') == 2
