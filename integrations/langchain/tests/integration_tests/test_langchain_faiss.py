@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_community.vectorstores import FAISS
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -25,10 +25,6 @@ from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from synapse_retriever import SynapseConfig, SynapseStore
-
-with warnings.catch_warnings():  # langchain-community warns on import that it is being sunset
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from langchain_community.vectorstores import FAISS
 
 DIM = 256
 REPO = {
