@@ -111,7 +111,7 @@ _ASSEMBLY_DEPTH = 1000
 holds more; the gradient plans the rest)."""
 
 _NAME_CHARS = 200
-"""The longest speaker name ``add_turn`` takes."""
+"""The longest speaker name or key ``add_turn`` takes."""
 
 ROLES = (
     "user",
@@ -313,6 +313,7 @@ class ConversationMemory:
         self._row: dict[int, int] = {}
         self._last_in_session: dict[str, int] = {}
         self._speakers: dict[str, None] = {}  # every speaker named, in order first seen
+        self._keyed: dict[str, int] = {}  # the turns' own keys (add_turn's key) -> their ids
         self._consolidated_through = self._relations_through = 0
         self._skipped_at = 0  # turns in view when another process held the consolidation
         self._behind = False  # another writer's turns not taken in yet (a call failed)
@@ -341,6 +342,8 @@ class ConversationMemory:
             self._stats.add(turn.text)
             if turn.speaker is not None:
                 self._speakers[turn.speaker] = None
+            if turn.key is not None:
+                self._keyed[turn.key] = turn.id
         self._index.add(vectors)
         for turn in turns:
             self._times = _appended(self._times, self._timed, turn.at)
@@ -536,6 +539,7 @@ class ConversationMemory:
         session: str = "default",
         *,
         speaker: str | None = None,
+        key: str | None = None,
     ) -> int:
         """Store one turn; returns its id. Every ``consolidation_interval`` turns, starts a
         consolidation in the background.
@@ -554,16 +558,23 @@ class ConversationMemory:
             Who said it, by name (``"Caroline"``; LangChain's ``message.name``): a
             question that names a speaker finds what they said first
             (``ContextConfig.speaker_boost``). Up to 200 characters.
+        key : str, optional
+            Your own id for the turn (LangChain's ``message.id``, a request id), up to 200
+            characters: a turn whose key this user's memory holds already (stored by this
+            process or another) is not stored again, and its id is returned. Retrying an
+            ``add_turn`` that failed without saying whether it was stored (a connection
+            lost as the server committed) with the same key stores it once.
 
         Raises
         ------
         InvalidTypeError
             ``text``, ``role`` or ``session`` is not a str (multimodal content: pass its
-            text parts), or ``speaker`` is neither None nor a str.
+            text parts), or ``speaker`` or ``key`` is neither None nor a str.
         InvalidValueError
             ``text`` is empty or blank; ``role`` or ``session`` is empty; ``role`` is not
-            one of :data:`ROLES`; ``session`` is longer than 200 characters, or ``speaker``
-            blank or longer;
+            one of :data:`ROLES`; ``session`` is longer than 200 characters, ``speaker`` or
+            ``key`` blank or longer, or ``key`` names a turn of other text, role, session or
+            speaker;
             ``text``, ``role``, ``session`` or ``speaker`` holds a lone surrogate
             (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
             not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
@@ -583,11 +594,14 @@ class ConversationMemory:
         Traceback (most recent call last):
         ...
         synapse_retriever.errors.InvalidValueError: text must be valid Unicode, got 'caf\\udce9'...
+        >>> memory.add_turn("Lunch?", at=120, key="msg-7"), memory.add_turn("Lunch?", key="msg-7")
+        (2, 2)
         >>> len(memory)
-        1
+        2
         >>> memory.close()
         """
-        turn_id, due = self._store_turn(self._prepare_turn(text, role, at, session, speaker))
+        prepared = self._prepare_turn(text, role, at, session, speaker, key)
+        turn_id, due = self._store_turn(prepared)
         if due:
             self._consolidator.request()
         return turn_id
@@ -600,6 +614,7 @@ class ConversationMemory:
         session: str = "default",
         *,
         speaker: str | None = None,
+        key: str | None = None,
     ) -> int:
         """:meth:`add_turn` off the event loop: the same turn, id and errors.
 
@@ -621,7 +636,9 @@ class ConversationMemory:
         ...     asyncio.run(chat(memory))
         [1, 2]
         """
-        prepared = await asyncio.to_thread(self._prepare_turn, text, role, at, session, speaker)
+        prepared = await asyncio.to_thread(
+            self._prepare_turn, text, role, at, session, speaker, key
+        )
         stored = asyncio.to_thread(self._store_and_request, prepared)
         turn_id, due = await _finished_if_cancelled(stored)
         if due:  # without a background thread: the caller's to run, off the loop
@@ -639,11 +656,17 @@ class ConversationMemory:
         return turn_id, due
 
     def _prepare_turn(
-        self, text: str, role: str, at: Clock, session: str, speaker: str | None
+        self,
+        text: str,
+        role: str,
+        at: Clock,
+        session: str,
+        speaker: str | None,
+        key: str | None = None,
     ) -> _PreparedTurn:
         """The checks and the work of :meth:`add_turn` that touch no shared state: the
         turn's time, vector, tokens and entities (what a slow embedder makes slow)."""
-        _check_turn(text, role, session, speaker)
+        _check_turn(text, role, session, speaker, key)
         seconds = to_seconds(at)
         if at is not None:  # a millisecond time would hold back every later turn
             not_ahead(seconds, skew_s=MAX_CLOCK_SKEW_S)
@@ -657,6 +680,7 @@ class ConversationMemory:
             self.token_counter(text),
             extract_entities(text),
             speaker,
+            key,
         )
 
     def _store_turn(self, prepared: _PreparedTurn) -> tuple[int, bool]:
@@ -668,11 +692,13 @@ class ConversationMemory:
             prepared.text, prepared.role, prepared.session, prepared.seconds
         )  # fmt: skip
         vector, tokens, entities = prepared.vector, prepared.tokens, prepared.entities
-        speaker = prepared.speaker
+        speaker, key = prepared.speaker, prepared.key
 
         def attempt() -> tuple[int, bool]:
             self._check_open()
-            record = TurnRecord(0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker)
+            record = TurnRecord(
+                0, session, role, text, seconds, 0.0, 0, 0.0, None, None, speaker, key
+            )
             stored: list[tuple[list[EntityRow], list[TypedEdgeRow]]] = []
 
             def link(turn_id: int) -> tuple[list[EntityRow], list[TypedEdgeRow]]:
@@ -683,6 +709,8 @@ class ConversationMemory:
             retry = False
             while True:  # stored only after the last turn in view: times stay in id order
                 self._catch_up(force=retry)
+                if key is not None and key in self._keyed:  # stored already (a retry)
+                    return self._keyed_turn(record), False
                 last = self._turns[-1] if self._turns else None
                 if last is not None and record.at < last.at:
                     if prepared.explicit_at:
@@ -711,6 +739,8 @@ class ConversationMemory:
             self._last_in_session[session] = record.id
             self._row[record.id] = len(self._turns)
             self._turns.append(record)
+            if key is not None:
+                self._keyed[key] = record.id
             if speaker is not None:
                 self._speakers[speaker] = None
             self._tokens.append(tokens)
@@ -724,6 +754,20 @@ class ConversationMemory:
 
         # the lock is released while the insert waits for another process's write lock
         return releasing_while_busy(self._lock, attempt)
+
+    def _keyed_turn(self, record: TurnRecord) -> int:
+        """The id of the stored turn holding ``record``'s key, if it says what ``record``
+        says; else :class:`~synapse_retriever.errors.InvalidValueError`."""
+        assert record.key is not None
+        stored = self._turns[self._row[self._keyed[record.key]]]
+        fields = ("text", "role", "session", "speaker")
+        differ = [name for name in fields if getattr(stored, name) != getattr(record, name)]
+        if differ:
+            raise InvalidValueError(
+                f"key {shown(record.key)} names turn {stored.id}, stored with another "
+                f"{' and '.join(differ)}; nothing was stored"
+            )
+        return stored.id
 
     # -- reading -----------------------------------------------------------------------
 
@@ -1608,6 +1652,7 @@ class _PreparedTurn:
     tokens: int
     entities: list[Entity]
     speaker: str | None
+    key: str | None
 
 
 _Result = TypeVar("_Result")
@@ -1692,7 +1737,9 @@ class _Stored:
         return Condensed(turn.chunks, turn.summary)
 
 
-def _check_turn(text: object, role: object, session: object, speaker: object = None) -> None:
+def _check_turn(
+    text: object, role: object, session: object, speaker: object = None, key: object = None
+) -> None:
     """Refuse a turn that cannot be stored as it is, before anything is."""
     if not isinstance(text, str):
         raise InvalidTypeError(
@@ -1720,21 +1767,23 @@ def _check_turn(text: object, role: object, session: object, speaker: object = N
             f"session must be a name of at most {_NAME_CHARS} characters, got "
             f"{len(session)}: {shown(session)}"
         )
-    if speaker is not None:
-        if not isinstance(speaker, str):
+    for name, value in (("speaker", speaker), ("key", key)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
             raise InvalidTypeError(
-                f"speaker must be None or a str, got {type(speaker).__name__} {shown(speaker)}"
+                f"{name} must be None or a str, got {type(value).__name__} {shown(value)}"
             )
-        if blank(speaker) or len(speaker) > _NAME_CHARS:
+        if blank(value) or len(value) > _NAME_CHARS:
             raise InvalidValueError(
-                f"speaker must be None or a name of 1 to {_NAME_CHARS} characters, "
-                f"got {shown(speaker)}"
+                f"{name} must be None or a name of 1 to {_NAME_CHARS} characters, "
+                f"got {shown(value)}"
             )
-        _check_text("speaker", speaker)
-        control = next((c for c in speaker if unicodedata.category(c) == "Cc"), None)
+        _check_text(name, value)
+        control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
         if control is not None:  # a bell, a newline: as a user's name refuses them
             raise InvalidValueError(
-                f"speaker must not hold a control character, got {control!r} in {shown(speaker)}"
+                f"{name} must not hold a control character, got {control!r} in {shown(value)}"
             )
 
 

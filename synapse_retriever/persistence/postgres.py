@@ -313,7 +313,7 @@ SCHEMA_OID = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
 """The oid of the connection's schema: by its name as stored (``current_schema()::regnamespace``
 reads the name again as an identifier, ``Ops`` as ``ops``, and refuses ``team.v2``)."""
 _SNAPSHOT_CLASS = f"FROM pg_class WHERE relname = 'snapshot' AND relnamespace = {SCHEMA_OID}"
-_CREATES = re.compile(r"CREATE (TABLE|SEQUENCE|INDEX)(?: IF NOT EXISTS)? (\w+)")
+_CREATES = re.compile(r"CREATE (?:UNIQUE )?(TABLE|SEQUENCE|INDEX)(?: IF NOT EXISTS)? (\w+)")
 _KINDS = {"TABLE": "r", "SEQUENCE": "S", "INDEX": "i"}
 _KIND_NAMES = {
     "r": "table",

@@ -172,6 +172,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (user_id, key)
     );
     """,
+    # 2: the caller's own id of a turn, one turn per key and user (a retried add_turn)
+    """
+    ALTER TABLE context_turns ADD COLUMN key text;
+    CREATE UNIQUE INDEX context_turns_by_key ON context_turns (user_id, key)
+        WHERE key IS NOT NULL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 """The conversation schema version this library writes (``meta.conversation_schema_version``)."""
@@ -228,7 +234,7 @@ RST) kept the lock until the server's kernel keepalives gave up (2 h 11 min by d
 now 5 + 3 x 2 s of quiet, or 10 s of data unacknowledged. Behind a pooler they bound the
 pooler's connection instead (its own ``tcp_keepalive`` settings bound its clients')."""
 _MARKS = ("consolidated_through", "graph_through", "relations_through")
-_TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker"
+_TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker, key"
 
 
 def lock_key(purpose: str, schema: int, user: int) -> int:
@@ -630,9 +636,9 @@ class PostgresConversationStorage:
         """Store a new turn of this user and what ``links(its id)`` returns, in one
         transaction holding the user's write lock; returns its id. With ``after``, only
         if this user's last turn is still the one of that id (0: none), else nothing is
-        stored and None is returned."""
+        stored and None is returned; likewise when ``key`` names a stored turn of this user."""
 
-        for name in ("text", "session", "speaker"):  # PostgreSQL's text holds no NUL
+        for name in ("text", "session", "speaker", "key"):  # PostgreSQL's text holds no NUL
             value = getattr(record, name)
             if isinstance(value, str) and "\x00" in value:
                 raise InvalidValueError(
@@ -651,10 +657,11 @@ class PostgresConversationStorage:
         def body(conn: psycopg.Connection[Any]) -> tuple[int | None, bool]:
             row = conn.execute(
                 "INSERT INTO context_turns (user_id, session, role, text, at, surprise, "
-                "repeats, boost, chunks, summary, speaker, embedder, embedding) "
+                "repeats, boost, chunks, summary, speaker, key, embedder, embedding) "
                 "SELECT %(u)s, %(session)s, %(role)s, %(text)s, %(at)s, %(surprise)s, "
-                "%(repeats)s, %(boost)s, %(chunks)s, %(summary)s, %(speaker)s, %(embedder)s, "
-                f"%(embedding)s {unseen} RETURNING id",
+                "%(repeats)s, %(boost)s, %(chunks)s, %(summary)s, %(speaker)s, %(key)s, "
+                f"%(embedder)s, %(embedding)s {unseen} "
+                "ON CONFLICT (user_id, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
                 {
                     "u": self._user,
                     "session": record.session,
@@ -667,13 +674,14 @@ class PostgresConversationStorage:
                     "chunks": record.chunks,
                     "summary": record.summary,
                     "speaker": record.speaker,
+                    "key": record.key,
                     "embedder": embedder,
                     "embedding": embedding,
                     "after": after,
                 },
             ).fetchone()
-            if row is None:
-                return None, False  # another process stored a turn the caller has not seen
+            if row is None:  # another process stored a turn the caller has not seen (or
+                return None, False  # this one, whose key is taken)
             turn_id = int(row[0])
             if links is not None:
                 entities, edges = links(turn_id)
@@ -958,9 +966,9 @@ class PostgresConversationStorage:
                 relations_through=int(marks.get("relations_through", 0)),
             )
             for row in turns:
-                loaded.turns.append(TurnRecord(*row[:11]))
-                loaded.embedders.append(row[11])
-                loaded.embeddings.append(bytes(row[12]))
+                loaded.turns.append(TurnRecord(*row[:12]))
+                loaded.embedders.append(row[12])
+                loaded.embeddings.append(bytes(row[13]))
             return loaded
 
         return self._read(read)

@@ -89,8 +89,9 @@ class TurnRecord:
     ``chunks`` and ``summary`` are None until consolidation condenses the turn;
     ``boost`` is what replay added to its importance; ``speaker`` who said it, if the
     caller said (a name, e.g. ``"Caroline"``; the role says which side of the
-    conversation). Ids grow in the order turns are stored, across users; one user's
-    turns are in id order by time.
+    conversation); ``key`` the caller's own id for it, if given (one turn per key and
+    user: a retried ``add_turn`` stores nothing twice). Ids grow in the order turns are
+    stored, across users; one user's turns are in id order by time.
 
     Examples
     --------
@@ -113,6 +114,7 @@ class TurnRecord:
     chunks: str | None
     summary: str | None
     speaker: str | None = None
+    key: str | None = None
 
 
 class EntityRow(NamedTuple):
@@ -199,7 +201,8 @@ class ConversationStorage(Protocol):
         """Store a new turn of this user and what ``links(its id)`` returns, in one
         transaction; returns its id. With ``after``, only if this user's last turn is
         still the one of that id (0: none), else nothing is stored and None is returned:
-        another process added a turn the caller has not seen. Concurrent inserts for one
+        another process added a turn the caller has not seen. A turn whose ``key`` names
+        a stored turn of this user is not stored either (None). Concurrent inserts for one
         user take turns, so ids grow with time within a user."""
         ...
 

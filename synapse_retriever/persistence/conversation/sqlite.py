@@ -165,6 +165,11 @@ MIGRATIONS: list[str] = [
         WHERE key IN ('consolidated_through', 'graph_through', 'relations_through');
     DROP TABLE context_turns_fts
     """,
+    # 6: the caller's own id of a turn, one turn per key and user (a retried add_turn).
+    """
+    ALTER TABLE context_turns ADD COLUMN key TEXT;
+    CREATE UNIQUE INDEX context_turns_by_key ON context_turns (user, key) WHERE key IS NOT NULL
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 """The ``context_*`` schema version this library writes (``context_meta.schema_version``)."""
@@ -182,7 +187,7 @@ _LEASE = "consolidation_lease"
 
 _MARKS = ("consolidated_through", "graph_through", "relations_through")
 
-_COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker"
+_COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker, key"
 
 
 class SQLiteConversationStorage:
@@ -403,9 +408,9 @@ reinforcements=0, traversals=0)], 2)
             relations_through=marks.get("relations_through", 0),
         )
         for row in rows:
-            loaded.turns.append(TurnRecord(*row[:11]))
-            loaded.embedders.append(row[11])
-            loaded.embeddings.append(bytes(row[12]))
+            loaded.turns.append(TurnRecord(*row[:12]))
+            loaded.embedders.append(row[12])
+            loaded.embeddings.append(bytes(row[13]))
         return loaded
 
     def insert(
@@ -421,7 +426,8 @@ reinforcements=0, traversals=0)], 2)
         nodes, edges), in one transaction; returns its id. With ``after``, only if this
         user's last turn is still the one of that id (0: none), else nothing is stored and
         None is returned: another process added a turn the caller has not seen. Another
-        user's turns do not count.
+        user's turns do not count. A turn whose ``key`` names a stored turn of this user is
+        not stored either (None).
 
         Examples
         --------
@@ -446,8 +452,9 @@ reinforcements=0, traversals=0)], 2)
                     return None
             cursor = db.execute(
                 "INSERT INTO context_turns (user, session, role, text, at, surprise, repeats, "
-                "boost, chunks, summary, speaker, embedder, embedding) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "boost, chunks, summary, speaker, key, embedder, embedding) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (user, key) WHERE key IS NOT NULL DO NOTHING",
                 (
                     self.user,
                     record.session,
@@ -460,10 +467,13 @@ reinforcements=0, traversals=0)], 2)
                     record.chunks,
                     record.summary,
                     record.speaker,
+                    record.key,
                     embedder,
                     embedding,
                 ),
             )
+            if cursor.rowcount == 0:
+                return None  # its key is another turn's: stored already
             turn_id = int(cursor.lastrowid or 0)
             if links is not None:
                 entities, edges = links(turn_id)

@@ -621,6 +621,29 @@ def test_a_turn_whose_commit_went_unanswered_is_taken_in_at_the_next_read(
         proxy.close()
 
 
+def test_a_keyed_turn_retried_after_its_commit_went_unanswered_is_stored_once(
+    postgres_url: str,
+) -> None:
+    # without a key, the caller could not tell whether to add the turn again: a retry
+    # stored it twice
+    from synapse_retriever.conversation import ConversationMemory
+
+    proxy = CommitCutter(postgres_url)
+    try:
+        with ConversationMemory(proxy.url, user="alice") as memory:
+            memory.add_turn("The deploy moves to Friday.", at=0, key="m1")
+            proxy.arm()
+            with pytest.raises(StorageUnavailableError, match="whether the write was committed"):
+                memory.add_turn("The release note is due on Thursday.", at=1, key="m2")
+            assert proxy.cut.is_set()
+            assert memory.add_turn("The release note is due on Thursday.", at=1, key="m2") == 2
+            assert memory.add_turn("Noted.", at=2, key="m3") == 3
+        with ConversationMemory(postgres_url, user="alice") as reopened:
+            assert [(t.id, t.key) for t in reopened.turns()] == [(1, "m1"), (2, "m2"), (3, "m3")]
+    finally:
+        proxy.close()
+
+
 def test_a_lock_held_longer_than_timeout_s_is_a_typed_error_and_nothing_is_written(
     postgres_url: str, open_storage: Any
 ) -> None:
