@@ -338,9 +338,10 @@ class HashingEmbedder:
 
     @property
     def name(self) -> str:
-        """``hashing-v2-<dim>``: vectors of another ``dim`` are another space (v1 read a
-        CJK run as one term: a memory's v1 vectors are recomputed when it opens)."""
-        return f"hashing-v2-{self._dim}"
+        """``hashing-v3-<dim>``: vectors of another ``dim`` are another space (v1 read a
+        CJK run as one term, v2 cut words at their combining marks: Hindi or Tamil gave no
+        terms; a memory's older vectors are recomputed when it opens)."""
+        return f"hashing-v3-{self._dim}"
 
     @property
     def dim(self) -> int:

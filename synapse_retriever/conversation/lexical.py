@@ -19,19 +19,23 @@ Notes
    stem. On RealMem (the set settings are chosen on) it found 2.8 points more gold
    sessions at k = 10 than the plain tokenizer without stems; on LoCoMo, which confirms,
    3.7 points more evidence turns.
-2. **Marks** (:func:`spaced`, for the index and the query alike): combining marks are part
-   of their word (``categories 'L* N* Co M*'``): the vowel signs of Devanagari, Tamil,
-   Bengali and the other Indic scripts are marks, and ``unicode61`` alone cut every such
-   word into pieces a query could not find. Hebrew points and Arabic harakat are dropped
-   (a word written with them or without is one, as ``é`` is ``e``); Thai, Lao, Myanmar and
-   Khmer, written without spaces between words, are still cut at their marks, and a mark
-   after no letter or digit (an emoji's variation selector) belongs to no word. On both
-   benchmarks' texts (114,000 strings) this changes the tokens of one word.
-3. **Query** (:func:`match_expression`): the query's distinct words, lower-cased and
-   composed (NFC), without stop words (:data:`~.text.STOPWORDS`) and one-letter words (a
-   letter and its marks), at most :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and
-   joined by ``OR``. Nothing a user types is read as FTS5 syntax; a query of only stop
-   words matches nothing.
+2. **Words** (:func:`spaced`, :func:`~.text.word_text`, for the index and the query
+   alike): Python's Unicode tables decide what a word is, not FTS5's older ones (which read
+   newer emoji as letters: "thanks🥰" was one word). The text is lower-cased and composed;
+   combining marks stay in their word (``categories 'L* N* Co M*'``: the vowel signs of
+   Devanagari, Tamil, Bengali and the other Indic scripts are marks, and ``unicode61``
+   alone cut every such word into pieces a query could not find); Hebrew points, Arabic
+   harakat and joiners inside a word are dropped (a word written with them or without is
+   one, as ``é`` is ``e``); what is no part of a word (punctuation, symbols, emoji, a mark
+   after no letter) is a space. Thai, Lao, Myanmar, Khmer and the other scripts written
+   without spaces between words are still cut at their marks. Of RealMem's and LoCoMo's
+   114,019 texts, 23 tokenize otherwise than before: emoji no longer indexed as words (no
+   query could match them), and one word with a mark.
+3. **Query** (:func:`match_expression`): the query's distinct words, read as above,
+   without stop words (:data:`~.text.STOPWORDS`) and one-letter words (a letter and its
+   marks), at most :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by
+   ``OR``; ``_`` separates words, as in the index. Nothing a user types is read as FTS5
+   syntax; a query of only stop words matches nothing.
 4. **Score**: ``-bm25()`` (FTS5's Okapi BM25, k1 = 1.2, b = 0.75, over the texts indexed
    now; higher is better), best first.
 
@@ -59,11 +63,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import unicodedata
 from collections.abc import Iterable
-from unicodedata import category
 
-from synapse_retriever.conversation.text import STOPWORDS
+from synapse_retriever.conversation.text import STOPWORDS, WORD_MARKS, letters, word_text
 from synapse_retriever.tokens import CJK
 
 __all__ = [
@@ -83,78 +85,34 @@ MAX_QUERY_TERMS = 64
 """The most distinct words of a query the lexical index is asked for (the first ones)."""
 
 
-def _marks(*spans: tuple[int, int], kind: str = "M") -> frozenset[int]:
-    """The code points of Unicode category ``kind*`` (combining marks) in ``spans``."""
-    return frozenset(
-        code for a, b in spans for code in range(a, b + 1) if category(chr(code)).startswith(kind)
-    )
-
-
-def _ranges(codes: frozenset[int]) -> str:
-    """``codes`` as the ranges of a regex character class (``a-z``)."""
-    runs: list[list[int]] = []
-    for code in sorted(codes):
-        if runs and runs[-1][1] == code - 1:
-            runs[-1][1] = code
-        else:
-            runs.append([code, code])
-    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in runs)
-
-
-# Hebrew points and cantillation, Arabic harakat: a word written with them or without is one
-_FOLDED = _marks((0x0591, 0x05C7), (0x0610, 0x061A), (0x064B, 0x065F), (0x0670, 0x0670),
-                 (0x06D6, 0x06ED), kind="Mn")  # fmt: skip
-# Thai, Lao, Myanmar and Khmer, written without spaces between words, are searched by the
-# pieces their marks cut; variation selectors (an emoji's) end a word
-_CUTTING = _marks((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0xFE00, 0xFE0F),
-                  (0xE0100, 0xE01EF))  # fmt: skip
-# every other mark (Devanagari's and Tamil's vowel signs, say) belongs to its word
-_KEPT = _ranges(_marks((0, 0x1FFFF)) - _FOLDED - _CUTTING)
-_FOLDED_MARK = re.compile(f"[{_ranges(_FOLDED)}]")
-# a cutting mark, or a run of marks after no letter or digit (after a space, "_", an emoji)
-_SEPARATING_MARKS = re.compile(rf"[{_ranges(_CUTTING)}]|(?<![^\W_])(?<![{_KEPT}])[{_KEPT}]+")
-_KEPT_MARK = re.compile(f"[{_KEPT}]")
-# a CJK character is a word of its own; any other word is letters, digits, "_" and its marks
-_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}](?:[^\W{CJK}]|[{_KEPT}])*")
+# a CJK character is a word of its own; any other word is letters and digits with their
+# marks ("_" is FTS5's separator: "a_b" is two words, never a phrase of hostile length)
+_QUERY_WORD = re.compile(rf"[{CJK}]|[^\W_{CJK}](?:[^\W_{CJK}]|[{WORD_MARKS}])*")
 _CJK_CHARACTER = re.compile(rf"([{CJK}])")
 
 
-def _words_marks(text: str) -> str:
-    """``text`` composed (NFC), its marks as FTS5's tokenizer is to read them: Hebrew and
-    Arabic points dropped, a mark that cuts a word (or follows no letter) made a space.
-
-    Examples
-    --------
-    >>> _words_marks("שָׁלוֹם") == "שלום"
-    True
-    >>> _words_marks("नमस्ते दुनिया") == "नमस्ते दुनिया"  # Devanagari's marks are kept
-    True
-    """
-    folded = _FOLDED_MARK.sub("", unicodedata.normalize("NFC", text))
-    return _SEPARATING_MARKS.sub(" ", folded)
-
-
 def spaced(text: str) -> str:
-    """``text`` as the index and its queries read it: composed, its marks as the module
-    notes say, each Chinese, Japanese or Korean character set apart by spaces (FTS5's
-    ``unicode61`` would take a run of them, a whole clause, for one word, and a question that
-    did not repeat the clause found nothing).
+    """``text`` as the index and its queries read it (:func:`~.text.word_text`: lower-cased,
+    composed, its marks as the module notes say, a space for what is no part of a word),
+    each Chinese, Japanese or Korean character set apart by spaces (FTS5's ``unicode61``
+    would take a run of them, a whole clause, for one word, and a question that did not
+    repeat the clause found nothing).
 
     Examples
     --------
-    >>> spaced("部署改到星期五, ok")
+    >>> spaced("部署改到星期五, OK")
     ' 部  署  改  到  星  期  五 , ok'
     """
-    # composed first, as the queries are: Korean typed as jamo (NFD) is its syllables
-    return _CJK_CHARACTER.sub(r" \1 ", _words_marks(text))
+    # read as the queries are: Korean typed as jamo (NFD) is its syllables
+    return _CJK_CHARACTER.sub(r" \1 ", word_text(text))
 
 
 def match_expression(query: str) -> str:
     """The FTS5 ``MATCH`` expression for ``query``: its distinct content words, quoted, OR-ed.
 
-    Words are runs of letters, digits and ``_`` with their marks, lower-cased and composed
-    (NFC: a letter typed with a combining accent is one letter, as the index reads it; marks
-    as :func:`spaced` reads them); stop words and one-letter words (but digits) are left out,
+    Words are runs of letters and digits with their marks, read as :func:`spaced` reads the
+    index's texts (lower-cased, composed: a letter typed with a combining accent is one
+    letter; ``_`` separates); stop words and one-letter words (but digits) are left out,
     and at most :data:`MAX_QUERY_TERMS` words are kept. Each is quoted as an FTS5 string, so
     nothing in a query is read as FTS5 syntax (``"``, ``*``, ``NEAR(``, ``-``, ``AND``):
     punctuation only separates words. An empty result (a blank query, only stop words)
@@ -172,10 +130,8 @@ def match_expression(query: str) -> str:
     words: list[str] = []
     # composed first: "u" + U+0308 (macOS input, text copied from a PDF) is one letter "ü",
     # as the index reads it, not a word cut in two at the mark
-    composed = _words_marks(query.lower())
-    for word in dict.fromkeys(_QUERY_WORD.findall(composed)):
-        letters = len(word) - len(_KEPT_MARK.findall(word))  # "है" is one letter and a mark
-        if word in STOPWORDS or (letters < 2 and not word.isdigit() and not _cjk(word)):
+    for word in dict.fromkeys(_QUERY_WORD.findall(word_text(query))):
+        if word in STOPWORDS or (letters(word) < 2 and not word.isdigit() and not _cjk(word)):
             continue
         words.append(word)
         if len(words) == MAX_QUERY_TERMS:

@@ -82,6 +82,7 @@ from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
     SynapseError,
+    WriteConflictError,
     shown,
 )
 from synapse_retriever.persistence.conversation import (
@@ -110,6 +111,10 @@ _ASSEMBLY_DEPTH = 1000
 """How many turns each channel ranks for an assembly (a budget of whole turns rarely
 holds more; the gradient plans the rest)."""
 
+_FRUITLESS_RETRIES = 3
+"""How many times in a row ``add_turn`` may be refused (another turn stored, or its key
+taken) without finding any new turn, before it gives up: the storage then holds a turn
+this memory cannot read (a row written by hand)."""
 _NAME_CHARS = 200
 """The longest speaker name or key ``add_turn`` takes."""
 
@@ -559,8 +564,8 @@ class ConversationMemory:
             question that names a speaker finds what they said first
             (``ContextConfig.speaker_boost``). Up to 200 characters.
         key : str, optional
-            Your own id for the turn (LangChain's ``message.id``, a request id), up to 200
-            characters: a turn whose key this user's memory holds already (stored by this
+            Your own id for the turn (a message id of your application, a request id), up
+            to 200 characters: a turn whose key this user's memory holds already (stored by this
             process or another) is not stored again, and its id is returned. Retrying an
             ``add_turn`` that failed without saying whether it was stored (a connection
             lost as the server committed) with the same key stores it once.
@@ -575,11 +580,15 @@ class ConversationMemory:
             one of :data:`ROLES`; ``session`` is longer than 200 characters, ``speaker`` or
             ``key`` blank or longer, or ``key`` names a turn of other text, role, session or
             speaker;
-            ``text``, ``role``, ``session`` or ``speaker`` holds a lone surrogate
+            ``text``, ``role``, ``session``, ``speaker`` or ``key`` holds a lone surrogate
             (what ``os.fsdecode`` or ``errors="surrogateescape"`` make of bytes that are
-            not UTF-8; it cannot be stored); or ``at`` is earlier than the previous turn's
+            not UTF-8; it cannot be stored), or a NUL; ``speaker`` or ``key`` a control
+            character; or ``at`` is earlier than the previous turn's
             time, or more than a day ahead of the clock (a millisecond time, which would
             hold back every later turn). Nothing is stored then.
+        WriteConflictError
+            The turn was refused three times as following another, or for its key, and no
+            other turn could be read (rows written by hand): nothing is stored.
 
         Examples
         --------
@@ -706,9 +715,17 @@ class ConversationMemory:
                 stored.append(turn_links(turn_id, previous, entities, record.at))
                 return stored[-1]
 
-            retry = False
+            retry, fruitless = False, 0
             while True:  # stored only after the last turn in view: times stay in id order
+                seen = len(self._turns)
                 self._catch_up(force=retry)
+                fruitless = fruitless + 1 if retry and len(self._turns) == seen else 0
+                if fruitless == _FRUITLESS_RETRIES:  # refused, yet no turn came: never loop
+                    raise WriteConflictError(
+                        f"{self._storage.where!r}: the turn was refused {fruitless} times "
+                        "as another's, and no other turn of this user could be read; "
+                        "nothing was stored"
+                    )
                 if key is not None and key in self._keyed:  # stored already (a retry)
                     return self._keyed_turn(record), False
                 last = self._turns[-1] if self._turns else None

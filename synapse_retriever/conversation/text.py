@@ -1,11 +1,12 @@
 """Words, sentences and term statistics: the plain-text parts every default shares.
 
 The offline defaults (the hashing embedder, the extractive summarizer, TF-IDF themes)
-all read text the same way: Unicode word runs, lowercased, English stopwords dropped, a
-plural ``s`` stripped; scripts written without spaces (Chinese, Japanese, Korean) as the
-overlapping pairs of characters of each run, as search engines index them (a CJK run is
-a phrase, not a word). Sentences end at ``.``, ``!`` or ``?`` followed by a space, at a
-CJK full stop, or at a line break.
+all read text the same way (:func:`word_text`): Unicode word runs with their combining
+marks (a Hindi word is one, not its letters cut apart at each vowel sign), lowercased,
+English stopwords dropped, a plural ``s`` stripped; scripts written without spaces
+(Chinese, Japanese, Korean) as the overlapping pairs of characters of each run, as search
+engines index them (a CJK run is a phrase, not a word). Sentences end at ``.``, ``!`` or
+``?`` followed by a space, at a CJK full stop, or at a line break.
 
 Examples
 --------
@@ -25,7 +26,16 @@ from collections.abc import Iterable
 
 from synapse_retriever.tokens import CJK
 
-__all__ = ["STOPWORDS", "TermStats", "sentences", "telegraphic", "terms"]
+__all__ = [
+    "STOPWORDS",
+    "WORD_MARKS",
+    "TermStats",
+    "letters",
+    "sentences",
+    "telegraphic",
+    "terms",
+    "word_text",
+]
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are as at be because been before
@@ -41,7 +51,46 @@ yours yourself yourselves
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
 
-_WORD = re.compile(r"\w+")
+
+def _marks(*spans: tuple[int, int], kind: str = "M") -> frozenset[int]:
+    """The code points of Unicode category ``kind*`` (combining marks) in ``spans``."""
+    return frozenset(
+        code
+        for a, b in spans
+        for code in range(a, b + 1)
+        if unicodedata.category(chr(code)).startswith(kind)
+    )
+
+
+def _ranges(codes: frozenset[int]) -> str:
+    """``codes`` as the ranges of a regex character class (``a-z``)."""
+    runs: list[list[int]] = []
+    for code in sorted(codes):
+        if runs and runs[-1][1] == code - 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in runs)
+
+
+# Hebrew points and cantillation, Arabic harakat: a word written with them or without is one
+_FOLDED = _marks((0x0591, 0x05C7), (0x0610, 0x061A), (0x064B, 0x065F), (0x0670, 0x0670),
+                 (0x06D6, 0x06ED), kind="Mn")  # fmt: skip
+# marks that cut words: those of scripts written without spaces between words (Thai, Lao,
+# Myanmar, Khmer, Buginese, Tai Tham, Balinese, Javanese, Tai Viet), searched by the pieces
+# their marks cut; variation selectors and enclosing keycaps (an emoji's)
+_CUTTING = _marks((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x1A00, 0x1AAF),
+                  (0x1B00, 0x1B7F), (0x20DD, 0x20E4), (0xA980, 0xA9FF), (0xAA60, 0xAADF),
+                  (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))  # fmt: skip
+WORD_MARKS = _ranges(_marks((0, 0x1FFFF)) - _FOLDED - _CUTTING)
+"""The combining marks that belong to the word they follow (Devanagari's and Tamil's vowel
+signs, say), as the ranges of a regex character class."""
+_FOLDED_MARK = re.compile(f"[{_ranges(_FOLDED)}]")
+_JOINER = re.compile(rf"(?<=[\w{WORD_MARKS}])[\u200c\u200d]+(?=\w)")  # ZWNJ, ZWJ in a word
+_NOT_A_WORD = re.compile(r"[^\x00-\x7f\w\s]+")  # beyond ASCII: marks, symbols, emoji
+_NOT_A_MARK = re.compile(f"[^{WORD_MARKS}]")
+_WORD = re.compile(rf"\w[\w{WORD_MARKS}]*")
+_WORD_MARK = re.compile(f"[{WORD_MARKS}]")
 _CJK_RUN = re.compile(rf"(?:(?=\w)[{CJK}])+")  # letters only: not ・ nor a combining mark
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
 # A space run after . ! or ?, or a whole space run holding a line break. The break is
@@ -51,6 +100,51 @@ _SENTENCE_END = re.compile(  # a CJK full stop ends one too, after its closing q
     r"|(?<!\s)[^\S\n]*\n\s*"
 )
 _MAX_SENTENCE_WORDS = 40
+
+
+def word_text(text: str) -> str:
+    """``text`` as the word-based signals read it: lower-cased and composed (NFC), a
+    word's marks kept in it, Hebrew points and Arabic harakat dropped, joiners inside a word
+    dropped, and a space for what is no part of a word beyond ASCII (punctuation, symbols,
+    emoji, the marks of scripts written without spaces, a mark after no letter). Python's
+    Unicode tables decide, the same for a text and for a question typed to find it.
+
+    Examples
+    --------
+    >>> word_text("Thanks🥰 see you👍🏽! CAFÉ")  # ASCII punctuation stays: a separator to all
+    'thanks  see you ! café'
+    >>> word_text("שָׁלוֹם") == "שלום" and word_text("नमस्\u200dते") == "नमस्ते"
+    True
+    """
+    if text.isascii():  # (a flag of the str: no scan) nothing to compose, fold or join
+        return text.lower()
+    folded = _FOLDED_MARK.sub("", unicodedata.normalize("NFC", text.lower()))
+    if "\u200c" in folded or "\u200d" in folded:
+        folded = _JOINER.sub("", folded)
+    return _NOT_A_WORD.sub(_marks_of_a_word, folded)
+
+
+def _marks_of_a_word(run: re.Match[str]) -> str:
+    """A run of what is neither a letter, a digit nor a space, beyond ASCII: the marks it
+    starts with if they follow a letter or a digit (their word's), and a space."""
+    start = run.start()
+    if not (start and run.string[start - 1].isalnum()):
+        return " "
+    marks = run.group()
+    other = _NOT_A_MARK.search(marks)
+    return marks if other is None else f"{marks[: other.start()]} "
+
+
+def letters(word: str) -> int:
+    """How many letters (and digits) ``word`` holds, its marks not counted: a one-letter
+    word, left out of every signal as "a" is, may carry a vowel sign ("है", "is").
+
+    Examples
+    --------
+    >>> letters("है"), letters("deploy")
+    (1, 6)
+    """
+    return len(word) - len(_WORD_MARK.findall(word))
 
 
 def _normalize(word: str) -> str:
@@ -72,13 +166,13 @@ def terms(text: str) -> list[str]:
     >>> terms("猫，deploy")
     ['猫', 'deploy']
     """
-    lowered = text.lower()
+    lowered = word_text(text)
     if not lowered.isascii():  # (a flag of the str: no scan)
-        lowered = _CJK_RUN.sub(_pairs, unicodedata.normalize("NFC", lowered))
+        lowered = _CJK_RUN.sub(_pairs, lowered)
     return [
         _normalize(word)
         for word in _WORD.findall(lowered)
-        if (word not in STOPWORDS and len(word) > 1)
+        if (word not in STOPWORDS and letters(word) > 1)
         or word.isdigit()
         or (word >= "\u1100" and _CJK_RUN.fullmatch(word))  # a CJK run of one
     ]

@@ -26,7 +26,7 @@ def test_hashing_embedder_is_deterministic_unit_and_lexical() -> None:
     assert float(a @ b) == pytest.approx(1.0)  # same content terms
     assert float(a @ c) == pytest.approx(0.0)  # none shared
     assert not np.any(empty)  # stopwords only: the zero vector
-    assert embedder.name == "hashing-v2-1024" and embedder.dim == 1024
+    assert embedder.name == "hashing-v3-1024" and embedder.dim == 1024
 
 
 def test_normalized_checks_shape_and_values() -> None:
@@ -245,3 +245,14 @@ def test_an_embedder_that_returns_another_number_of_rows_is_a_typed_error(rows: 
         with pytest.raises(InvalidValueError, match=f"returned {rows} vectors for 1 texts"):
             memory.add_turn("hello", at=0)
         assert len(memory) == 0
+
+
+def test_the_hashing_embedder_reads_words_with_marks_whole() -> None:
+    # v2 cut a Hindi or Tamil word at each vowel sign into one-letter pieces, all left out:
+    # a turn in Hindi had no terms, a zero vector, and the dense channel never found it
+    from synapse_retriever.conversation.text import terms
+
+    assert terms("दिल्ली में बारिश हो रही है।") == ["दिल्ली", "बारिश", "रही"]  # "में": a letter
+    assert terms("שָׁלוֹם") == terms("שלום") == ["שלום"]
+    a, b, c = HashingEmbedder().embed(["दिल्ली में बारिश", "बारिश कब?", "சென்னை"])
+    assert float(a @ b) > 0.3 and float(a @ c) == 0.0 and float(c @ c) == pytest.approx(1.0)

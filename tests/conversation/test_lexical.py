@@ -175,3 +175,42 @@ def test_long_queries_in_scripts_with_marks_stay_words() -> None:
     index = LexicalIndex(["शब्द3 यहाँ है", "कुछ नहीं"])
     assert index.top(" ".join(words), 5)[0][0] == 0
     assert index.top("कि" * 100_000, 5) == [] and match_expression("कि" * 100_000).count('"') == 2
+
+
+def test_an_underscore_separates_query_words() -> None:
+    # FTS5 reads "a_b" as two words: a query word holding "_" was sent as a phrase, and a
+    # crafted one of thousands of pieces ("the_the_...") took seconds a query on a big index
+    assert match_expression("snake_case") == '"snake" OR "case"'
+    assert match_expression("_".join(["the"] * 10_000)) == ""
+    index = LexicalIndex(["we name things in snake_case", "Lunch?"])
+    assert [row for row, _ in index.top("snake_case", 5)] == [0]
+
+
+def test_emoji_and_symbols_never_join_a_word() -> None:
+    # SQLite's FTS5 reads newer emoji (and skin tones) as letters: "thanks🥰" was one word,
+    # and "thanks" found nothing
+    texts = ["thanks🥰 see you 👍🏽great 🤣funny", "the deploy ❤️works", "the build \u0301failed",
+             "1\u20e3 release⃣ keycap", "Lunch?"]  # fmt: skip
+    index = LexicalIndex(texts)
+    for query, row in (("thanks", 0), ("great", 0), ("funny", 0), ("works", 1), ("failed", 2),
+                       ("release", 3)):  # fmt: skip
+        assert [r for r, _ in index.top(query, 5)] == [row], query
+    assert match_expression("❤️works \u0301failed 1\u20e3") == '"works" OR "failed" OR "1"'
+
+
+def test_case_is_folded_as_python_folds_it() -> None:
+    # FTS5's own tables are older: Cherokee's lower case (Unicode 8) was not folded, so a
+    # word typed in the other case found nothing
+    index = LexicalIndex(["ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ", "ꮳꮃꭹ ꭶꮼꮒꭿꮝꮧ", "ΟΔΟΣ ΑΘΗΝΑΣ", "Lunch?"])
+    assert {row for row, _ in index.top("ꮳꮃꭹ", 5)} == {0, 1}
+    assert {row for row, _ in index.top("ᏣᎳᎩ", 5)} == {0, 1}
+    assert [row for row, _ in index.top("οδος", 5)] == [2]
+
+
+def test_joiners_in_a_word_and_unspaced_scripts() -> None:
+    # a zero-width joiner inside a Devanagari word, a non-joiner inside a Persian one: the
+    # same word typed without it; Javanese, written without spaces, is searched by pieces
+    texts = ["नमस्\u200dते दोस्त", "ꦲꦏꦸꦩꦁꦏꦠ꧀ꦱꦺꦴꦤ꧀ꦤꦺ", "می\u200cروم خانه", "Lunch?"]
+    index = LexicalIndex(texts)
+    for query, row in (("नमस्ते", 0), ("ꦩꦁꦏꦠ꧀", 1), ("میروم", 2), ("می\u200cروم", 2)):
+        assert [r for r, _ in index.top(query, 5)] == [row], query

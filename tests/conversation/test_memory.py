@@ -821,7 +821,7 @@ def test_reopening_with_another_embedder_recomputes_the_vectors(conversation_whe
         assert [t.text for t in memory.assemble("deploy", 10_000, at=600)] == [
             t.text for t in expected
         ]
-    assert stored(path, "SELECT DISTINCT embedder FROM context_turns") == [("hashing-v2-128",)]
+    assert stored(path, "SELECT DISTINCT embedder FROM context_turns") == [("hashing-v3-128",)]
 
 
 class Ones:

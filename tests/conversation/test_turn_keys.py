@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from synapse_retriever.conversation import ConversationMemory
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, WriteConflictError
 from synapse_retriever.persistence.conversation import open_conversation_storage
 from synapse_retriever.persistence.conversation.protocol import TurnRecord
 from synapse_retriever.persistence.conversation.sqlite import MIGRATIONS
@@ -168,3 +168,34 @@ def test_a_file_from_before_keys_opens_and_takes_keys(tmp_path: Path) -> None:
         assert [(t.text, t.key) for t in memory.turns()] == [("An old turn about pottery.", None)]
         assert memory.add_turn("A new one.", at=60, key="m") == 2
         assert memory.add_turn("A new one.", key="m") == 2 and len(memory) == 2
+
+
+def test_a_key_held_by_a_turn_the_memory_cannot_read_is_a_typed_error(tmp_path: Path) -> None:
+    # a row written by hand below the ids a memory reads: each insert was refused for its
+    # key and no catch-up found the turn holding it; the loop never ended
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("First.", at=0)
+    db = sqlite3.connect(path)
+    db.execute(
+        "INSERT INTO context_turns (id, user, session, role, text, at, surprise, repeats, "
+        "embedder, embedding, key) VALUES (-1, '', 'default', 'user', 'Hidden.', 0, 1, 0, "
+        "'x', x'', 'k')"
+    )
+    db.commit()
+    db.close()
+    errors: list[BaseException] = []
+
+    def add() -> None:
+        with ConversationMemory(path, background=False) as memory:
+            try:
+                memory.add_turn("Second.", at=1, key="k")
+            except BaseException as exc:
+                errors.append(exc)
+
+    thread = threading.Thread(target=add, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    [error] = errors
+    assert isinstance(error, WriteConflictError) and "nothing was stored" in str(error)

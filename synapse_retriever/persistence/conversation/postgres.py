@@ -220,7 +220,10 @@ waits for one to end, ``timeout_s`` at most, then is skipped until its next inte
 WRITE_RETRIES = Operations.write_retries
 """How many times a write that lost its connection before the commit (or met a deadlock)
 is run again, as the store's default ``config.operations.write_retries``."""
-_UNKNOWN_COMMIT = "a memory takes the turn in at its next catch-up if it was"
+_UNKNOWN_COMMIT = (
+    "a memory takes the turn in at its next catch-up if it was; add_turn again with the "
+    "turn's key stores it once"
+)
 _LOCK_KEEPALIVES = (
     f"tcp_keepalives_idle = {CONNECTION_OPTIONS['keepalives_idle']}",
     f"tcp_keepalives_interval = {CONNECTION_OPTIONS['keepalives_interval']}",
@@ -488,6 +491,8 @@ class PostgresConversationStorage:
     def _migrate(self, conn: psycopg.Connection[Any]) -> int:
         """Bring the conversation tables to :data:`SCHEMA_VERSION` (one process at a time,
         under an advisory lock); the schema's oid."""
+        import psycopg
+
         check_schema(conn, self.where)
         [(schema,)] = conn.execute(f"SELECT {SCHEMA_OID}").fetchall()
         # before anything is created: a schema holding what is not ours is left untouched
@@ -511,7 +516,16 @@ class PostgresConversationStorage:
             self._refuse_clashes(conn)
             with refused_if_taken(conn, self.where, "a conversation memory's"):
                 for migration in MIGRATIONS[version:]:
-                    conn.execute(migration.encode())
+                    try:
+                        conn.execute(migration.encode())
+                    except psycopg.errors.InsufficientPrivilege as exc:
+                        conn.rollback()
+                        raise ReadOnlyStoreError(
+                            f"{self.where!r}: its conversation tables are at schema {version}, "
+                            f"this library's at {SCHEMA_VERSION}, and only their owner may "
+                            f"migrate them ({str(exc).strip()}): open a memory once as the "
+                            "role that owns context_turns; nothing was changed"
+                        ) from None
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('conversation_schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

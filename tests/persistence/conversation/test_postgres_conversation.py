@@ -747,6 +747,51 @@ def test_a_read_only_role_is_refused_at_open_and_a_revoked_write_is_typed(
         storage.close()
 
 
+def _back_to_schema_1(postgres_url: str) -> None:
+    """The conversation tables as the first release made them: no turn keys."""
+    PostgresConversationStorage(postgres_url, user="alice").close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP INDEX context_turns_by_key")
+        conn.execute("ALTER TABLE context_turns DROP COLUMN key")
+        conn.execute("UPDATE meta SET value = 1 WHERE key = 'conversation_schema_version'")
+
+
+def test_tables_of_schema_1_are_migrated_to_keys_at_open(postgres_url: str) -> None:
+    from synapse_retriever.conversation import ConversationMemory
+
+    _back_to_schema_1(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO context_turns (user_id, session, role, text, at, surprise, repeats, "
+            "embedder, embedding) SELECT id, 'default', 'user', 'An old turn.', 0, 1, 0, 'x', "
+            "'' FROM context_users WHERE name = 'alice'"
+        )
+    with ConversationMemory(postgres_url, user="alice", background=False) as memory:
+        assert [(t.text, t.key) for t in memory.turns()] == [("An old turn.", None)]
+        assert memory.add_turn("A new one.", at=60, key="m") == memory.add_turn(
+            "A new one.", key="m"
+        )
+        assert len(memory) == 2
+
+
+def test_a_role_that_may_write_but_not_migrate_is_told_to_open_as_the_owner(
+    postgres_url: str, role: tuple[str, str]
+) -> None:
+    # it was told to grant INSERT and UPDATE, which it had: adding a column takes the owner
+    name, url = role
+    _back_to_schema_1(postgres_url)
+    _grant(postgres_url, name, WRITER)
+    with pytest.raises(ReadOnlyStoreError, match="only their owner may migrate them"):
+        PostgresConversationStorage(url, user="alice")
+    with psycopg.connect(postgres_url) as conn:
+        [(version,)] = conn.execute(
+            "SELECT value FROM meta WHERE key = 'conversation_schema_version'"
+        ).fetchall()
+    assert version == 1  # nothing changed
+    PostgresConversationStorage(postgres_url, user="alice").close()  # the owner migrates
+    PostgresConversationStorage(url, user="alice").close()
+
+
 @pytest.mark.parametrize("table", sorted(postgres.WRITES))
 def test_a_role_missing_a_right_a_memory_needs_is_refused_at_open(
     postgres_url: str, role: tuple[str, str], table: str
