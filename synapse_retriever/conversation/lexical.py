@@ -22,15 +22,18 @@ Notes
 2. **Words** (:func:`spaced`, :func:`~.text.word_text`, for the index and the query
    alike): Python's Unicode tables decide what a word is, not FTS5's older ones (which read
    newer emoji as letters: "thanks🥰" was one word). The text is lower-cased and composed;
-   combining marks stay in their word (``categories 'L* N* Co M*'``: the vowel signs of
+   combining marks stay in their word (``categories 'L* N* M*'``: the vowel signs of
    Devanagari, Tamil, Bengali and the other Indic scripts are marks, and ``unicode61``
    alone cut every such word into pieces a query could not find); Hebrew points, Arabic
    harakat and joiners inside a word are dropped (a word written with them or without is
-   one, as ``é`` is ``e``); what is no part of a word (punctuation, symbols, emoji, a mark
-   after no letter) is a space. Thai, Lao, Myanmar, Khmer and the other scripts written
-   without spaces between words are still cut at their marks. Of RealMem's and LoCoMo's
-   114,019 texts, 23 tokenize otherwise than before: emoji no longer indexed as words (no
-   query could match them), and one word with a mark.
+   one, as ``é`` is ``e``), but in Arabic script a non-joiner parts a word's pieces, as a
+   space does (Persian ``کتاب‌ها``, books, holds ``کتاب``); what is no part of a word
+   (punctuation, symbols, emoji, private use, a mark after no letter) is a space. Thai,
+   Lao, Myanmar, Khmer and the other scripts written without spaces between words are
+   still cut at their marks, as before: pieces of one letter are left out of a query, so
+   many of their words cannot be searched by BM25 (that needs a word segmenter). Of
+   RealMem's and LoCoMo's 114,019 texts, 23 tokenize otherwise than before: emoji no longer
+   indexed as words (no query could match them), and one word with a mark.
 3. **Query** (:func:`match_expression`): the query's distinct words, read as above,
    without stop words (:data:`~.text.STOPWORDS`) and one-letter words (a letter and its
    marks), at most :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by
@@ -65,7 +68,7 @@ import re
 import sqlite3
 from collections.abc import Iterable
 
-from synapse_retriever.conversation.text import STOPWORDS, WORD_MARKS, letters, word_text
+from synapse_retriever.conversation.text import STOPWORDS, WORD_MARKS, letters, number, word_text
 from synapse_retriever.tokens import CJK
 
 __all__ = [
@@ -78,7 +81,7 @@ __all__ = [
     "top_matches",
 ]
 
-FTS_TOKENIZER = "porter unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2 categories 'L* N* M*'"
 """The FTS5 tokenizer of every lexical index (see the module notes)."""
 
 MAX_QUERY_TERMS = 64
@@ -131,7 +134,7 @@ def match_expression(query: str) -> str:
     # composed first: "u" + U+0308 (macOS input, text copied from a PDF) is one letter "ü",
     # as the index reads it, not a word cut in two at the mark
     for word in dict.fromkeys(_QUERY_WORD.findall(word_text(query))):
-        if word in STOPWORDS or (letters(word) < 2 and not word.isdigit() and not _cjk(word)):
+        if word in STOPWORDS or (letters(word) < 2 and not number(word) and not _cjk(word)):
             continue
         words.append(word)
         if len(words) == MAX_QUERY_TERMS:
@@ -152,7 +155,7 @@ def fts_table(name: str) -> str:
     --------
     >>> print(fts_table("t"))
     CREATE VIRTUAL TABLE t USING fts5(text, content='',
-        tokenize="porter unicode61 remove_diacritics 2 categories 'L* N* Co M*'")
+        tokenize="porter unicode61 remove_diacritics 2 categories 'L* N* M*'")
     """
     tokenize = f'tokenize="{FTS_TOKENIZER}"'
     return f"CREATE VIRTUAL TABLE {name} USING fts5(text, content='',\n    {tokenize})"

@@ -31,6 +31,7 @@ __all__ = [
     "WORD_MARKS",
     "TermStats",
     "letters",
+    "number",
     "sentences",
     "telegraphic",
     "terms",
@@ -87,6 +88,11 @@ WORD_MARKS = _ranges(_marks((0, 0x1FFFF)) - _FOLDED - _CUTTING)
 signs, say), as the ranges of a regex character class."""
 _FOLDED_MARK = re.compile(f"[{_ranges(_FOLDED)}]")
 _JOINER = re.compile(rf"(?<=[\w{WORD_MARKS}])[\u200c\u200d]+(?=\w)")  # ZWNJ, ZWJ in a word
+# in Arabic script a non-joiner parts a word's pieces (Persian "کتاب‌ها", books): a space
+_ARABIC_NON_JOINER = re.compile(
+    r"(?<=[\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufeff])\u200c"
+)
+_ASCII_WORD = re.compile(r"\w+")
 _NOT_A_WORD = re.compile(r"[^\x00-\x7f\w\s]+")  # beyond ASCII: marks, symbols, emoji
 _NOT_A_MARK = re.compile(f"[^{WORD_MARKS}]")
 _WORD = re.compile(rf"\w[\w{WORD_MARKS}]*")
@@ -105,7 +111,8 @@ _MAX_SENTENCE_WORDS = 40
 def word_text(text: str) -> str:
     """``text`` as the word-based signals read it: lower-cased and composed (NFC), a
     word's marks kept in it, Hebrew points and Arabic harakat dropped, joiners inside a word
-    dropped, and a space for what is no part of a word beyond ASCII (punctuation, symbols,
+    dropped (in Arabic script a non-joiner is a space: it parts a word's pieces), and a space
+    for what is no part of a word beyond ASCII (punctuation, symbols,
     emoji, the marks of scripts written without spaces, a mark after no letter). Python's
     Unicode tables decide, the same for a text and for a question typed to find it.
 
@@ -120,7 +127,7 @@ def word_text(text: str) -> str:
         return text.lower()
     folded = _FOLDED_MARK.sub("", unicodedata.normalize("NFC", text.lower()))
     if "\u200c" in folded or "\u200d" in folded:
-        folded = _JOINER.sub("", folded)
+        folded = _JOINER.sub("", _ARABIC_NON_JOINER.sub(" ", folded))
     return _NOT_A_WORD.sub(_marks_of_a_word, folded)
 
 
@@ -144,7 +151,19 @@ def letters(word: str) -> int:
     >>> letters("है"), letters("deploy")
     (1, 6)
     """
-    return len(word) - len(_WORD_MARK.findall(word))
+    return len(word) if word.isascii() else len(word) - len(_WORD_MARK.findall(word))
+
+
+def number(word: str) -> bool:
+    """Whether ``word`` is digits (with their marks: a keycap's ``1`` with U+0301 is ``1``),
+    kept though shorter than two letters.
+
+    Examples
+    --------
+    >>> number("42"), number("1\u0301"), number("x1")
+    (True, True, False)
+    """
+    return word.isdigit() or _WORD_MARK.sub("", word).isdigit()
 
 
 def _normalize(word: str) -> str:
@@ -167,13 +186,18 @@ def terms(text: str) -> list[str]:
     ['猫', 'deploy']
     """
     lowered = word_text(text)
-    if not lowered.isascii():  # (a flag of the str: no scan)
-        lowered = _CJK_RUN.sub(_pairs, lowered)
+    if lowered.isascii():  # (a flag of the str: no scan) no marks, no CJK
+        return [
+            _normalize(word)
+            for word in _ASCII_WORD.findall(lowered)
+            if (word not in STOPWORDS and len(word) > 1) or word.isdigit()
+        ]
+    lowered = _CJK_RUN.sub(_pairs, lowered)
     return [
         _normalize(word)
         for word in _WORD.findall(lowered)
         if (word not in STOPWORDS and letters(word) > 1)
-        or word.isdigit()
+        or number(word)
         or (word >= "\u1100" and _CJK_RUN.fullmatch(word))  # a CJK run of one
     ]
 

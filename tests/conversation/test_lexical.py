@@ -208,9 +208,12 @@ def test_case_is_folded_as_python_folds_it() -> None:
 
 
 def test_joiners_in_a_word_and_unspaced_scripts() -> None:
-    # a zero-width joiner inside a Devanagari word, a non-joiner inside a Persian one: the
-    # same word typed without it; Javanese, written without spaces, is searched by pieces
-    texts = ["नमस्\u200dते दोस्त", "ꦲꦏꦸꦩꦁꦏꦠ꧀ꦱꦺꦴꦤ꧀ꦤꦺ", "می\u200cروم خانه", "Lunch?"]
+    # a zero-width joiner inside a Devanagari or Sinhala word: the same word typed without
+    # it; in Persian a non-joiner parts a word's pieces ("books" is "book" + "-s"), as a
+    # space does; Javanese, written without spaces, is searched by pieces
+    texts = ["नमस्\u200dते दोस्त", "ꦲꦏꦸꦩꦁꦏꦠ꧀ꦱꦺꦴꦤ꧀ꦤꦺ", "کتاب\u200cها را خواندم", "ශ්\u200dරී ලංකාව",
+             "Lunch?"]  # fmt: skip
     index = LexicalIndex(texts)
-    for query, row in (("नमस्ते", 0), ("ꦩꦁꦏꦠ꧀", 1), ("میروم", 2), ("می\u200cروم", 2)):
+    for query, row in (("नमस्ते", 0), ("ꦩꦁꦏꦠ꧀", 1), ("کتاب", 2), ("کتاب\u200cها", 2),
+                       ("کتاب ها", 2), ("ශ්රී", 3)):  # fmt: skip
         assert [r for r, _ in index.top(query, 5)] == [row], query
