@@ -130,6 +130,29 @@ def holding_writes(where: str) -> Iterator[None]:
         db.close()
 
 
+def older_conversation_file(path: Path, version: int) -> Path:
+    """An SQLite synapse file at ``path`` whose conversation tables are at schema ``version``
+    (the migrations before it), holding one turn of the default user: "An old turn about
+    pottery." (embedder ``x``, no vector)."""
+    from synapse_retriever.persistence.conversation.sqlite import MIGRATIONS
+
+    SQLiteStorage(path).close()  # stamped as a synapse file
+    db = sqlite3.connect(path)
+    try:
+        db.execute("CREATE TABLE context_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.executescript(";".join(MIGRATIONS[:version]))
+        db.execute("INSERT INTO context_meta VALUES ('schema_version', ?)", (str(version),))
+        db.execute(
+            "INSERT INTO context_turns (session, role, text, at, surprise, repeats, embedder, "
+            "embedding) VALUES ('default', 'user', 'An old turn about pottery.', 0, 1, 0, "
+            "'x', x'')"
+        )
+        db.commit()
+    finally:
+        db.close()
+    return path
+
+
 def stored(where: str, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """The rows ``query`` returns from the database at ``where`` (an SQLite file or a
     PostgreSQL URL), read on a connection of its own; ``query`` is SQL both understand

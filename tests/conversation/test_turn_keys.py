@@ -9,13 +9,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from store_backends import older_conversation_file
 
 from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, WriteConflictError
 from synapse_retriever.persistence.conversation import open_conversation_storage
 from synapse_retriever.persistence.conversation.protocol import TurnRecord
 from synapse_retriever.persistence.conversation.sqlite import MIGRATIONS
-from synapse_retriever.persistence.sqlite import SQLiteStorage
 
 
 def test_a_turn_added_again_with_its_key_is_stored_once(conversation_where: str) -> None:
@@ -151,19 +151,8 @@ def test_two_memories_adding_one_key_at_once_store_one_turn(conversation_where: 
 
 
 def test_a_file_from_before_keys_opens_and_takes_keys(tmp_path: Path) -> None:
-    older = tmp_path / "older.db"  # a file of schema 5, before keys
-    SQLiteStorage(older).close()  # stamped as a synapse file
     assert "key TEXT" in MIGRATIONS[5] and "key TEXT" not in "".join(MIGRATIONS[:5])
-    db = sqlite3.connect(older)
-    db.execute("CREATE TABLE context_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.executescript(";".join(MIGRATIONS[:5]))
-    db.execute("INSERT INTO context_meta VALUES ('schema_version', '5')")
-    db.execute(
-        "INSERT INTO context_turns (session, role, text, at, surprise, repeats, embedder, "
-        "embedding) VALUES ('default', 'user', 'An old turn about pottery.', 0, 1, 0, 'x', x'')"
-    )
-    db.commit()
-    db.close()
+    older = older_conversation_file(tmp_path / "older.db", 5)  # schema 5, before keys
     with ConversationMemory(older, background=False) as memory:
         assert [(t.text, t.key) for t in memory.turns()] == [("An old turn about pottery.", None)]
         assert memory.add_turn("A new one.", at=60, key="m") == 2

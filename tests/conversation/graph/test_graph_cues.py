@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from store_backends import older_conversation_file
 
 from synapse_retriever.conversation import ContextConfig, ConversationMemory
 from synapse_retriever.conversation.graph.cues import cue_factor, date_window, named
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.persistence.conversation.sqlite import MIGRATIONS
-from synapse_retriever.persistence.sqlite import SQLiteStorage
 
 
 def day(text: str) -> float:
@@ -168,19 +167,8 @@ def test_speakers_persist(conversation_where: str) -> None:
 
 
 def test_a_file_from_before_speakers_opens(tmp_path: Path) -> None:
-    older = tmp_path / "older.db"  # a file of schema 3, before speakers
-    SQLiteStorage(older).close()  # stamped as a synapse file
     assert "speaker" in MIGRATIONS[3] and "speaker" not in "".join(MIGRATIONS[:3])
-    db = sqlite3.connect(older)
-    db.executescript(";".join(MIGRATIONS[:3]))
-    db.execute("CREATE TABLE context_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute("INSERT INTO context_meta VALUES ('schema_version', '3')")
-    db.execute(
-        "INSERT INTO context_turns (session, role, text, at, surprise, repeats, embedder, "
-        "embedding) VALUES ('default', 'user', 'An old turn about pottery.', 0, 1, 0, 'x', x'')"
-    )
-    db.commit()
-    db.close()
+    older = older_conversation_file(tmp_path / "older.db", 3)  # schema 3, before speakers
     with ConversationMemory(older, background=False) as memory:
         assert [(t.text, t.speaker) for t in memory.turns()] == [
             ("An old turn about pottery.", None)
