@@ -19,21 +19,25 @@ Notes
    stem. On RealMem (the set settings are chosen on) it found 2.8 points more gold
    sessions at k = 10 than the plain tokenizer without stems; on LoCoMo, which confirms,
    3.7 points more evidence turns.
-2. **Words** (:func:`spaced`, :func:`~.text.word_text`, for the index and the query
-   alike): Python's Unicode tables decide what a word is, not FTS5's older ones (which read
-   newer emoji as letters: "thanks🥰" was one word). The text is lower-cased and composed;
-   combining marks stay in their word (``categories 'L* N* M*'``: the vowel signs of
-   Devanagari, Tamil, Bengali and the other Indic scripts are marks, and ``unicode61``
-   alone cut every such word into pieces a query could not find); Hebrew points, Arabic
-   harakat and joiners inside a word are dropped (a word written with them or without is
-   one, as ``é`` is ``e``), but in Arabic script a non-joiner parts a word's pieces, as a
-   space does (Persian ``کتاب‌ها``, books, holds ``کتاب``); what is no part of a word
-   (punctuation, symbols, emoji, private use, a mark after no letter) is a space. Thai,
-   Lao, Myanmar, Khmer and the other scripts written without spaces between words are
-   still cut at their marks, as before: pieces of one letter are left out of a query, so
-   many of their words cannot be searched by BM25 (that needs a word segmenter). Of
-   RealMem's and LoCoMo's 114,019 texts, 23 tokenize otherwise than before: emoji no longer
-   indexed as words (no query could match them), and one word with a mark.
+2. **Words** (:func:`spaced`, :func:`~.text.word_text`, for the index and the query alike):
+   Python's Unicode tables decide what a word is, not FTS5's older ones (which read newer
+   emoji as letters: "thanks🥰" was one word). The text is case-folded (``ß`` is ``ss``) and
+   composed, and the letters search engines fold are folded (Greek accents, ``ё``, Turkish
+   ``ı``, Arabic's alef forms, teh marbuta and tatweel, Persian yeh and kaf, full- and
+   half-width forms); combining marks stay in their word (``categories 'L* N* M*'``: the
+   vowel signs of Devanagari, Tamil, Bengali and the other Indic scripts are marks, and
+   ``unicode61`` alone cut every such word into pieces a query could not find); Hebrew
+   points, Arabic harakat, Devanagari's nukta and joiners inside a word are dropped, and
+   its candrabindu read as anusvara (a word written with them or without is one, as ``é``
+   is ``e``), but in Arabic script a non-joiner parts a word's pieces, as a space does
+   (Persian ``کتاب‌ها``, books, holds ``کتاب``); what is no part of a word (punctuation,
+   symbols, emoji, private use, a mark after no letter) is a space. Thai, Lao, Myanmar,
+   Khmer and the other scripts written without spaces between words are still cut at their
+   marks, as before: pieces of one letter are left out of a query, so many of their words
+   cannot be searched by BM25 (that needs a word segmenter). Of RealMem's and LoCoMo's
+   114,019 texts, 27 tokenize otherwise than before: emoji no longer indexed as words (no
+   query could match them), ``ß``, ``ı`` and Arabic's alef and teh marbuta folded, and one
+   word with a mark.
 3. **Query** (:func:`match_expression`): the query's distinct words, read as above,
    without stop words (:data:`~.text.STOPWORDS`) and one-letter words (a letter and its
    marks), at most :data:`MAX_QUERY_TERMS`, each quoted as an FTS5 string and joined by

@@ -6,7 +6,8 @@ marks (a Hindi word is one, not its letters cut apart at each vowel sign), lower
 English stopwords dropped, a plural ``s`` stripped; scripts written without spaces
 (Chinese, Japanese, Korean) as the overlapping pairs of characters of each run, as search
 engines index them (a CJK run is a phrase, not a word). Sentences end at ``.``, ``!`` or
-``?`` followed by a space, at a CJK full stop, or at a line break.
+``?`` (or a danda, an Arabic question mark, an Urdu, Ethiopic or Myanmar full stop) followed
+by a space, at a CJK full stop, or at a line break.
 
 Examples
 --------
@@ -74,19 +75,45 @@ def _ranges(codes: frozenset[int]) -> str:
     return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in runs)
 
 
-# Hebrew points and cantillation, Arabic harakat: a word written with them or without is one
+# Hebrew points and cantillation, Arabic harakat, Devanagari's nukta: a word written with
+# them or without is one (ज़रूरी, जरूरी), as Hindi search folds it
 _FOLDED = _marks((0x0591, 0x05C7), (0x0610, 0x061A), (0x064B, 0x065F), (0x0670, 0x0670),
-                 (0x06D6, 0x06ED), kind="Mn")  # fmt: skip
+                 (0x06D6, 0x06ED), (0x093C, 0x093C), kind="Mn")  # fmt: skip
 # marks that cut words: those of scripts written without spaces between words (Thai, Lao,
 # Myanmar, Khmer, Buginese, Tai Tham, Balinese, Javanese, Tai Viet), searched by the pieces
 # their marks cut; variation selectors and enclosing keycaps (an emoji's)
 _CUTTING = _marks((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x1A00, 0x1AAF),
                   (0x1B00, 0x1B7F), (0x20DD, 0x20E4), (0xA980, 0xA9FF), (0xAA60, 0xAADF),
                   (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))  # fmt: skip
-WORD_MARKS = _ranges(_marks((0, 0x1FFFF)) - _FOLDED - _CUTTING)
+WORD_MARKS = _ranges(_marks((0, 0x1FFFF)) - _CUTTING)
 """The combining marks that belong to the word they follow (Devanagari's and Tamil's vowel
-signs, say), as the ranges of a regex character class."""
+signs, Hebrew's points, say), as the ranges of a regex character class; :func:`word_text`
+drops those that search folds."""
 _FOLDED_MARK = re.compile(f"[{_ranges(_FOLDED)}]")
+
+
+def _letter_folds() -> dict[int, str]:
+    """The letters read as another, as search engines fold them (Lucene's Greek, Arabic and
+    Persian normalizers, Russian's ё): Greek's accented vowels as their base letter, ё as е,
+    Turkish's dotless ı as i, Arabic's alef with hamza or madda as bare alef, teh marbuta as
+    heh, alef maksura and Persian yeh as yeh, Persian kaf as kaf, the tatweel as nothing,
+    and full- and half-width forms as their usual ones."""
+    folds: dict[int, str] = {}
+    for code in (*range(0x0370, 0x0400), *range(0x1F00, 0x2000)):  # Greek, and polytonic
+        parts = unicodedata.normalize("NFD", chr(code))
+        if len(parts) > 1 and all(unicodedata.category(c).startswith("M") for c in parts[1:]):
+            folds[code] = parts[0].casefold()
+    for code in range(0xFF01, 0xFFDD):  # ＡＰＩ, ｻｰﾊﾞｰ
+        folds[code] = unicodedata.normalize("NFKC", chr(code)).casefold()
+    folds.update({0x0451: "\u0435", 0x0131: "i", 0x0640: ""})  # ё, ı, the tatweel
+    folds.update(dict.fromkeys((0x0622, 0x0623, 0x0625, 0x0671), "\u0627"))  # alef
+    folds.update({0x0629: "\u0647", 0x06C0: "\u0647", 0x0649: "\u064a", 0x06CC: "\u064a"})
+    folds[0x06A9] = "\u0643"  # Persian kaf
+    return folds
+
+
+_FOLDS = _letter_folds()
+_FOLDABLE = re.compile(f"[{_ranges(frozenset(_FOLDS))}]")
 _JOINER = re.compile(rf"(?<=[\w{WORD_MARKS}])[\u200c\u200d]+(?=\w)")  # ZWNJ, ZWJ in a word
 # in Arabic script a non-joiner parts a word's pieces (Persian "کتاب‌ها", books): a space
 _ARABIC_NON_JOINER = re.compile(
@@ -99,22 +126,26 @@ _WORD = re.compile(rf"\w[\w{WORD_MARKS}]*")
 _WORD_MARK = re.compile(f"[{WORD_MARKS}]")
 _CJK_RUN = re.compile(rf"(?:(?=\w)[{CJK}])+")  # letters only: not ・ nor a combining mark
 _PUNCTUATION = ".,;:!?()[]{}\"'`"
-# A space run after . ! or ?, or a whole space run holding a line break. The break is
-# looked for only from a run's first character, so a long run is read once (linear).
+# A space run after . ! or ? (or the danda and the Arabic, Urdu, Ethiopic and Myanmar full
+# stops and question marks), or a whole space run holding a line break. The break is looked
+# for only from a run's first character, so a long run is read once (linear).
 _SENTENCE_END = re.compile(  # a CJK full stop ends one too, after its closing quote if any
-    r"(?<=[.!?])\s+|(?<=[。！？])(?![」』”’）)])\s*|(?<=[。！？][」』”’）)])\s*"
+    r"(?<=[.!?\u0964\u0965\u061f\u06d4\u1362\u104b])\s+|(?<=[。！？])(?![」』”’）)])\s*|(?<=[。！？][」』”’）)])\s*"
     r"|(?<!\s)[^\S\n]*\n\s*"
 )
 _MAX_SENTENCE_WORDS = 40
 
 
 def word_text(text: str) -> str:
-    """``text`` as the word-based signals read it: lower-cased and composed (NFC), a
-    word's marks kept in it, Hebrew points and Arabic harakat dropped, joiners inside a word
-    dropped (in Arabic script a non-joiner is a space: it parts a word's pieces), and a space
-    for what is no part of a word beyond ASCII (punctuation, symbols,
-    emoji, the marks of scripts written without spaces, a mark after no letter). Python's
-    Unicode tables decide, the same for a text and for a question typed to find it.
+    """``text`` as the word-based signals read it: case-folded and composed (NFC), the letters
+    search folds folded (Greek accents, ё, Turkish ı, Arabic alef forms, teh marbuta and
+    tatweel, Persian yeh and kaf, full- and half-width forms), a word's marks kept in it,
+    Hebrew points, Arabic harakat and Devanagari's nukta dropped (its candrabindu read as
+    anusvara), joiners inside a word dropped (in Arabic script a non-joiner is a space: it
+    parts a word's pieces), and a space for what is no part of a word beyond ASCII
+    (punctuation, symbols, emoji, the marks of scripts written without spaces, a mark after
+    no letter). Python's Unicode tables decide, the same for a text and for a question typed
+    to find it.
 
     Examples
     --------
@@ -125,7 +156,12 @@ def word_text(text: str) -> str:
     """
     if text.isascii():  # (a flag of the str: no scan) nothing to compose, fold or join
         return text.lower()
-    folded = _FOLDED_MARK.sub("", unicodedata.normalize("NFC", text.lower()))
+    folded = unicodedata.normalize("NFC", text.casefold())  # ß as ss, ς as σ
+    if _FOLDABLE.search(folded):  # composed again: a half-width ﾊﾞ is バ
+        folded = unicodedata.normalize("NFC", folded.translate(_FOLDS))
+    folded = _FOLDED_MARK.sub("", folded).replace("\u0901", "\u0902")  # candrabindu: anusvara
+    if "\u0307" in folded:
+        folded = folded.replace("i\u0307", "i")  # İ cased: i with a dot above
     if "\u200c" in folded or "\u200d" in folded:
         folded = _JOINER.sub("", _ARABIC_NON_JOINER.sub(" ", folded))
     return _NOT_A_WORD.sub(_marks_of_a_word, folded)
@@ -221,6 +257,8 @@ def sentences(text: str) -> list[str]:
     ['部署改到星期五。', '今天天气很好！']
     >>> sentences("他说：「改到星期五。」好的。")
     ['他说：「改到星期五。」', '好的。']
+    >>> sentences("शादी जयपुर में है। टिकट बुक करने हैं।")  # a danda too (Arabic's ؟ and ۔)
+    ['शादी जयपुर में है।', 'टिकट बुक करने हैं।']
     """
     pieces: list[str] = []
     for part in _SENTENCE_END.split(text.strip()):

@@ -33,7 +33,7 @@ def test_a_cjk_run_gives_its_overlapping_character_pairs() -> None:
     assert terms("Le café déploie вторник, à 7h") == ["le", "café", "déploie", "вторник", "7h"]
     # a lone letter of another script is no term, as before (Vietnamese, Greek, full-width)
     assert terms("ở nhà tôi ở Hà Nội") == ["nhà", "tôi", "hà", "nội"]
-    assert terms("ὁ λόγος ａ") == ["λόγος"]
+    assert terms("ὁ λόγος ａ") == ["λογοσ"]  # as search folds Greek: no accents, one sigma
     # ・ and a combining mark are no letters; 々 and 〇 are CJK
     assert terms("ジョン・スミス") == ["ジョ", "ョン", "スミ", "ミス"]
     assert terms("か\u3099き") == terms("がき") == ["がき"]
@@ -63,6 +63,21 @@ def test_sentences_split_on_end_marks_and_lines_and_cut_long_runs() -> None:
     assert sentences("v1.2 is out") == ["v1.2 is out"]  # no space after the dot
     long = " ".join(["word"] * 90)
     assert [len(s.split()) for s in sentences(long)] == [40, 40, 10]
+
+
+def test_sentences_end_at_the_danda_and_the_arabic_and_urdu_marks() -> None:
+    # a Hindi or Arabic turn was one sentence: never condensed, full until dropped
+    hindi = "मेरी बहन की शादी जयपुर में है। हमें ट्रेन के टिकट बुक करने हैं। होटल भी चाहिए॥ ठीक है"
+    assert len(sentences(hindi)) == 4
+    assert sentences("هل الفندق قريب؟ نعم، إنه قريب۔ شكرا") == [
+        "هل الفندق قريب؟",
+        "نعم، إنه قريب۔",
+        "شكرا",
+    ]
+    stats = TermStats([hindi, "कल मौसम अच्छा था।", "चाय पी लो।"])
+    summarizer = ExtractiveSummarizer(term_weight=stats.idf)
+    chunks = summarizer.condense(hindi, chunks_ratio=0.4, summary_ratio=0.2).chunks
+    assert 0 < len(chunks) < len(hindi) and chunks in hindi
 
 
 def test_telegraphic_keeps_the_content_words_and_the_end_mark() -> None:

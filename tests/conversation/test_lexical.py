@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.conversation.lexical import MAX_QUERY_TERMS, LexicalIndex, match_expression
+from synapse_retriever.conversation.text import terms
 from synapse_retriever.errors import InvalidValueError
 
 
@@ -146,6 +147,19 @@ def test_words_with_vowel_signs_are_searched_whole() -> None:
         ("কলকাতা", [2]),
     ):
         assert [row for row, _ in index.top(query, 5)] == rows, query
+    # letters search folds: Greek accents and final sigma, ё, Turkish ı and İ, Arabic's alef
+    # forms, teh marbuta and tatweel, Persian yeh and kaf, ß, full- and half-width forms
+    pairs = [("Αθήνα", "ΑΘΗΝΑ"), ("ёлка", "елка"), ("KIŞLIK", "kışlık"), ("İstanbul", "istanbul"),
+             ("مدرسة", "مدرسه"), ("أحمد", "احمد"), ("كـتـاب", "كتاب"), ("كتابي", "کتابی"),
+             ("Straße", "STRASSE"), ("ＡＰＩ", "api"), ("ｻｰﾊﾞｰ", "サーバー")]  # fmt: skip
+    index = LexicalIndex([text for text, _ in pairs])
+    for row, (text, typed) in enumerate(pairs):
+        assert [r for r, _ in index.top(typed, 5)][:1] == [row], typed
+        assert terms(text) == terms(typed), text
+    # Hindi spelled with or without the nukta, with candrabindu or anusvara, is one word
+    index = LexicalIndex(["यह ज़रूरी है", "हम वहाँ गए", "Lunch?"])
+    assert [row for row, _ in index.top("जरूरी", 5)] == [0]
+    assert [row for row, _ in index.top("वहां", 5)] == [1]
     # a word is one letter and its marks: "है" ("is") is left out as "a" is, not sent as a
     # piece matching every word that starts with its letter
     assert match_expression("है") == "" and match_expression("क्या है") == '"क्या"'

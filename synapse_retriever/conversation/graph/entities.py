@@ -37,6 +37,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from synapse_retriever.conversation.text import WORD_MARKS
+
 __all__ = ["ENTITY_KINDS", "MAX_CHARS", "MAX_KEY_CHARS", "Entity", "extract_entities", "singular"]
 
 ENTITY_KINDS = ("file", "code", "date", "quantity", "quoted", "name")
@@ -47,10 +49,19 @@ _EXTENSIONS = (
     "rs|go|java|kt|scala|c|h|cc|cpp|hpp|cs|rb|php|swift|sql|sh|bash|zsh|ps1|html|css|scss|"
     "vue|svelte|lock|csv|tsv|xml|proto|tf|dockerfile|gradle|mk"
 )
-_FILE = re.compile(
-    rf"(?<![\w/.-])(?:\.{{0,2}}/)?(?:[\w.-]+/)+[\w.-]*\w|(?<![\w/.-])[\w-]+\.(?:{_EXTENSIONS})\b",
-    re.IGNORECASE,
-)
+
+
+def _file_regex(marks: str) -> str:
+    """A path, or a file name with a known extension, of words with ``marks`` in them."""
+    w = rf"\w{marks}"
+    return (
+        rf"(?<![{w}/.-])(?:\.{{0,2}}/)?(?:[{w}.-]+/)+[{w}.-]*\w{f'[{marks}]*' if marks else ''}"
+        rf"|(?<![{w}/.-])[{w}-]+\.(?:{_EXTENSIONS})\b"
+    )
+
+
+_FILE = re.compile(_file_regex(WORD_MARKS), re.IGNORECASE)  # "रिपोर्ट.csv" whole
+_ASCII_FILE = re.compile(_file_regex(""), re.IGNORECASE)  # the same, faster, without marks
 _CODE = re.compile(
     r"(?<![\w.])(?>(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)(?:\(\))?(?!\.*\w)"  # dotted, atomic
     r"|\b[A-Za-z_]\w*\(\)"  # a call
@@ -246,7 +257,7 @@ def extract_entities(text: str) -> list[Entity]:
             seen.add(entity.node)
             found.append((start, entity))
 
-    for match in _FILE.finditer(text):
+    for match in (_ASCII_FILE if text.isascii() else _FILE).finditer(text):
         surface = match.group(0)
         base = surface.rstrip("/").rsplit("/", 1)[-1]
         if "." not in base and surface.count("/") < 2:

@@ -54,6 +54,15 @@ def test_extracts_each_kind(text: str, expected: list[str]) -> None:
     assert nodes(text) == expected
 
 
+def test_a_file_name_with_marks_is_one_whole_node() -> None:
+    # Hindi's vowel signs are no word characters to Python: "रिपोर्ट.csv" was cut to
+    # "ट.csv", which "चार्ट.csv" gave too, linking unrelated turns; Tamil's was not found
+    assert nodes("रिपोर्ट.csv और चार्ट.csv देखो") == ["file:रिपोर्ट.csv", "file:चार्ट.csv"]
+    assert nodes("প্রতিবেদন.py") == ["file:প্রতিবেদন.py"]
+    assert nodes("அறிக்கை.csv") == ["file:அறிக்கை.csv"]
+    assert nodes("दस्तावेज़/रिपोर्ट.csv") == ["file:रिपोर्ट.csv"]
+
+
 def test_one_thing_is_one_node_however_it_is_written() -> None:
     assert nodes("src/api/views.py, views.py and VIEWS.PY") == ["file:views.py"]
     assert nodes('"Retry Policies" and "retry policy"') == ["quoted:retry policy"]
