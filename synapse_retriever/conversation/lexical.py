@@ -99,7 +99,7 @@ _CJK_CHARACTER = re.compile(rf"([{CJK}])")
 
 
 def spaced(text: str) -> str:
-    """``text`` as the index and its queries read it (:func:`~.text.word_text`: lower-cased,
+    """``text`` as the index and its queries read it (:func:`~.text.word_text`: case-folded,
     composed, its marks as the module notes say, a space for what is no part of a word),
     each Chinese, Japanese or Korean character set apart by spaces (FTS5's ``unicode61``
     would take a run of them, a whole clause, for one word, and a question that did not
@@ -118,7 +118,7 @@ def match_expression(query: str) -> str:
     """The FTS5 ``MATCH`` expression for ``query``: its distinct content words, quoted, OR-ed.
 
     Words are runs of letters and digits with their marks, read as :func:`spaced` reads the
-    index's texts (lower-cased, composed: a letter typed with a combining accent is one
+    index's texts (case-folded, composed: a letter typed with a combining accent is one
     letter; ``_`` separates); stop words and one-letter words (but digits) are left out,
     and at most :data:`MAX_QUERY_TERMS` words are kept. Each is quoted as an FTS5 string, so
     nothing in a query is read as FTS5 syntax (``"``, ``*``, ``NEAR(``, ``-``, ``AND``):

@@ -2,7 +2,7 @@
 
 The offline defaults (the hashing embedder, the extractive summarizer, TF-IDF themes)
 all read text the same way (:func:`word_text`): Unicode word runs with their combining
-marks (a Hindi word is one, not its letters cut apart at each vowel sign), lowercased,
+marks (a Hindi word is one, not its letters cut apart at each vowel sign), case-folded,
 English stopwords dropped, a plural ``s`` stripped; scripts written without spaces
 (Chinese, Japanese, Korean) as the overlapping pairs of characters of each run, as search
 engines index them (a CJK run is a phrase, not a word). Sentences end at ``.``, ``!`` or
@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from synapse_retriever.tokens import CJK
 
 __all__ = [
+    "COMBINING_MARKS",
     "STOPWORDS",
     "WORD_MARKS",
     "TermStats",
@@ -85,6 +86,8 @@ _FOLDED = _marks((0x0591, 0x05C7), (0x0610, 0x061A), (0x064B, 0x065F), (0x0670, 
 _CUTTING = _marks((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x1A00, 0x1AAF),
                   (0x1B00, 0x1B7F), (0x20DD, 0x20E4), (0xA980, 0xA9FF), (0xAA60, 0xAADF),
                   (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))  # fmt: skip
+COMBINING_MARKS = _ranges(_marks((0, 0x1FFFF)))
+"""Every combining mark (Unicode category M), as the ranges of a regex character class."""
 WORD_MARKS = _ranges(_marks((0, 0x1FFFF)) - _CUTTING)
 """The combining marks that belong to the word they follow (Devanagari's and Tamil's vowel
 signs, Hebrew's points, say), as the ranges of a regex character class; :func:`word_text`
@@ -93,11 +96,12 @@ _FOLDED_MARK = re.compile(f"[{_ranges(_FOLDED)}]")
 
 
 def _letter_folds() -> dict[int, str]:
-    """The letters read as another, as search engines fold them (Lucene's Greek, Arabic and
-    Persian normalizers, Russian's ё): Greek's accented vowels as their base letter, ё as е,
-    Turkish's dotless ı as i, Arabic's alef with hamza or madda as bare alef, teh marbuta as
-    heh, alef maksura and Persian yeh as yeh, Persian kaf as kaf, the tatweel as nothing,
-    and full- and half-width forms as their usual ones."""
+    """The letters read as another, as search engines fold them (Lucene's Greek, Arabic,
+    Persian and Hindi normalizers, Russian's ё): Greek's accented vowels as their base
+    letter, ё as е, Turkish's dotless ı as i (sınır is sinir, as ICU folds it), Arabic's alef
+    with hamza or madda as bare alef, teh marbuta and Urdu's heh as heh, alef maksura and the
+    Persian and Urdu yeh as yeh, Persian kaf as kaf, the tatweel as nothing, Devanagari's
+    letters with a nukta as their base letter, full- and half-width forms as the usual."""
     folds: dict[int, str] = {}
     for code in (*range(0x0370, 0x0400), *range(0x1F00, 0x2000)):  # Greek, and polytonic
         parts = unicodedata.normalize("NFD", chr(code))
@@ -107,8 +111,10 @@ def _letter_folds() -> dict[int, str]:
         folds[code] = unicodedata.normalize("NFKC", chr(code)).casefold()
     folds.update({0x0451: "\u0435", 0x0131: "i", 0x0640: ""})  # ё, ı, the tatweel
     folds.update(dict.fromkeys((0x0622, 0x0623, 0x0625, 0x0671), "\u0627"))  # alef
-    folds.update({0x0629: "\u0647", 0x06C0: "\u0647", 0x0649: "\u064a", 0x06CC: "\u064a"})
+    folds.update(dict.fromkeys((0x0629, 0x06C0, 0x06C1), "\u0647"))  # teh marbuta, Urdu heh
+    folds.update(dict.fromkeys((0x0649, 0x06CC, 0x06D2), "\u064a"))  # alef maksura, yeh
     folds[0x06A9] = "\u0643"  # Persian kaf
+    folds.update({0x0929: "\u0928", 0x0931: "\u0930", 0x0934: "\u0933"})  # nukta letters
     return folds
 
 
@@ -156,12 +162,13 @@ def word_text(text: str) -> str:
     """
     if text.isascii():  # (a flag of the str: no scan) nothing to compose, fold or join
         return text.lower()
-    folded = unicodedata.normalize("NFC", text.casefold())  # ß as ss, ς as σ
-    if _FOLDABLE.search(folded):  # composed again: a half-width ﾊﾞ is バ
+    # ß as ss, ς as σ; İ case-folded is i with a dot above, the dot dropped
+    folded = unicodedata.normalize("NFC", text.casefold().replace("i\u0307", "i"))
+    for _ in range(3):  # composed again (a half-width ﾊﾞ is バ), until nothing is left to fold
+        if not _FOLDABLE.search(folded):
+            break
         folded = unicodedata.normalize("NFC", folded.translate(_FOLDS))
     folded = _FOLDED_MARK.sub("", folded).replace("\u0901", "\u0902")  # candrabindu: anusvara
-    if "\u0307" in folded:
-        folded = folded.replace("i\u0307", "i")  # İ cased: i with a dot above
     if "\u200c" in folded or "\u200d" in folded:
         folded = _JOINER.sub("", _ARABIC_NON_JOINER.sub(" ", folded))
     return _NOT_A_WORD.sub(_marks_of_a_word, folded)
@@ -209,7 +216,7 @@ def _normalize(word: str) -> str:
 
 
 def terms(text: str) -> list[str]:
-    """Content terms of ``text`` in order: lowercased words, stopwords dropped, plural ``s``
+    """Content terms of ``text`` in order: case-folded words, stopwords dropped, plural ``s``
     cut; a run of CJK characters gives each pair of neighbours (one character alone, itself).
 
     Examples

@@ -151,7 +151,8 @@ def test_words_with_vowel_signs_are_searched_whole() -> None:
     # forms, teh marbuta and tatweel, Persian yeh and kaf, ß, full- and half-width forms
     pairs = [("Αθήνα", "ΑΘΗΝΑ"), ("ёлка", "елка"), ("KIŞLIK", "kışlık"), ("İstanbul", "istanbul"),
              ("مدرسة", "مدرسه"), ("أحمد", "احمد"), ("كـتـاب", "كتاب"), ("كتابي", "کتابی"),
-             ("Straße", "STRASSE"), ("ＡＰＩ", "api"), ("ｻｰﾊﾞｰ", "サーバー")]  # fmt: skip
+             ("Straße", "STRASSE"), ("ＡＰＩ", "api"), ("ｻｰﾊﾞｰ", "サーバー"), ("दुसऱ्या", "दुसर्या"),
+             ("شہر", "شهر"), ("ΐδιος", "ι\u0301\u0308διος")]  # fmt: skip
     index = LexicalIndex([text for text, _ in pairs])
     for row, (text, typed) in enumerate(pairs):
         assert [r for r, _ in index.top(typed, 5)][:1] == [row], typed

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from synapse_retriever.conversation.text import WORD_MARKS
+from synapse_retriever.conversation.text import COMBINING_MARKS
 
 __all__ = ["ENTITY_KINDS", "MAX_CHARS", "MAX_KEY_CHARS", "Entity", "extract_entities", "singular"]
 
@@ -60,7 +60,7 @@ def _file_regex(marks: str) -> str:
     )
 
 
-_FILE = re.compile(_file_regex(WORD_MARKS), re.IGNORECASE)  # "रिपोर्ट.csv" whole
+_FILE = re.compile(_file_regex(COMBINING_MARKS), re.IGNORECASE)  # "रिपोर्ट.csv" whole
 _ASCII_FILE = re.compile(_file_regex(""), re.IGNORECASE)  # the same, faster, without marks
 _CODE = re.compile(
     r"(?<![\w.])(?>(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)(?:\(\))?(?!\.*\w)"  # dotted, atomic

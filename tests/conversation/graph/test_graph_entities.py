@@ -61,6 +61,7 @@ def test_a_file_name_with_marks_is_one_whole_node() -> None:
     assert nodes("প্রতিবেদন.py") == ["file:প্রতিবেদন.py"]
     assert nodes("அறிக்கை.csv") == ["file:அறிக்கை.csv"]
     assert nodes("दस्तावेज़/रिपोर्ट.csv") == ["file:रिपोर्ट.csv"]
+    assert nodes("ข้อมูล.csv ឯកសារ.csv") == ["file:ข้อมูล.csv", "file:ឯកសារ.csv"]  # unspaced too
 
 
 def test_one_thing_is_one_node_however_it_is_written() -> None:
