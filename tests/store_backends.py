@@ -10,6 +10,7 @@ in it, and both are dropped afterwards. A server that does not answer fails the 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import socket
@@ -224,7 +225,7 @@ def tool(found: str | None, what: str) -> str:
     return found
 
 
-class TcpProxy:
+class TcpProxy(abc.ABC):
     """A TCP proxy on 127.0.0.1 to the test server at ``url`` (its own ``url`` leads
     through it): each connection accepted is handed to :meth:`serve`, which a test's proxy
     writes (what it forwards, holds back or cuts). Set a subclass's own state before
@@ -256,8 +257,9 @@ class TcpProxy:
         self.sockets.append(sock)
         return sock
 
+    @abc.abstractmethod
     def serve(self, client: socket.socket) -> None:
-        raise NotImplementedError
+        """Forward (or hold back, or cut) what passes between ``client`` and the server."""
 
     def close(self) -> None:
         self.closed = True

@@ -148,6 +148,7 @@ def _members(archive: Path) -> list[tuple[str, str, bytes]]:
                 )
                 for name in names
             ]
+    # NotImplementedError: zipfile's word for a compression method it cannot read
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
         raise RealMemFormatError(
             f"{os.fspath(archive)!r} is not a readable zip archive: {exc}"
