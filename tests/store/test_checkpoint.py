@@ -1,0 +1,141 @@
+"""A big write's checkpoint runs after its commit, in a thread of its own
+(``SQLiteStorage._checkpoint_after``): on a real SQLite file, the log still starts again
+after every big write, holds what it did before, and the file holds every write."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from synapse_retriever import CoActivation, SynapseStore
+from synapse_retriever.persistence import sqlite as storage_module
+from synapse_retriever.persistence.sqlite import AUTOCHECKPOINT_PAGES, SQLiteStorage
+
+
+def batch(start: int) -> list[CoActivation]:
+    """20 events of 12 new nodes each: 1,320 new pairs, scattered over the file's pages."""
+    return [
+        CoActivation([f"n{start + 12 * i + k:06d}" for k in range(12)], at=1000.0)
+        for i in range(20)
+    ]
+
+
+@pytest.fixture
+def big(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(storage_module, "BIG_WRITE", 100)  # each batch here is a big write
+
+
+def log_bytes(path: Path) -> int:
+    return os.path.getsize(f"{path}-wal")
+
+
+def test_the_log_starts_again_after_every_big_write(tmp_path: Path, big: None) -> None:
+    path = tmp_path / "s.db"
+    with SynapseStore(path) as store:
+        store.reinforce_many(batch(0))
+        store._storage._settle()  # type: ignore[attr-defined]
+        one = log_bytes(path)
+        for start in range(10_000, 50_000, 10_000):
+            store.reinforce_many(batch(start))
+        store._storage._settle()  # type: ignore[attr-defined]
+        # each batch's pages were copied into the file before the next began: the log was
+        # written again from its start (without the checkpoint, five batches' pages: the
+        # commit checkpoints only past AUTOCHECKPOINT_PAGES)
+        assert log_bytes(path) < 2 * one
+        db = store._storage._db  # type: ignore[attr-defined]
+        assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == AUTOCHECKPOINT_PAGES
+        # read by another connection before this one closes: the file and its log hold
+        # every batch
+        with sqlite3.connect(path) as other:
+            assert other.execute("SELECT count(*) FROM edges").fetchone()[0] == 5 * 1_320
+
+
+def test_the_file_holds_what_a_store_in_memory_learns(tmp_path: Path, big: None) -> None:
+    path = tmp_path / "s.db"
+    batches = [batch(0), batch(100), batch(0), batch(200), batch(100)]  # pairs met again
+    memory = SynapseStore(":memory:")
+    with SynapseStore(path) as store:
+        for events in batches:
+            store.reinforce_many(events)
+            memory.reinforce_many(events)
+    names = [f"n{start + k:06d}" for start in (0, 100, 200) for k in range(0, 240, 7)]
+    with SynapseStore(path) as reopened:
+        pairs = list(itertools.pairwise(names))
+        assert sum(memory.edge(a, b) is not None for a, b in pairs) > 20
+        for a, b in pairs:
+            assert reopened.edge(a, b) == memory.edge(a, b)
+    memory.close()
+
+
+def test_close_and_a_checkpoint_wait_for_the_running_one(tmp_path: Path, big: None) -> None:
+    path = tmp_path / "s.db"
+    store = SynapseStore(path)
+    store.reinforce_many(batch(0))
+    store._storage.checkpoint()  # type: ignore[attr-defined]  # TRUNCATE: not refused as busy
+    assert log_bytes(path) == 0
+    store.reinforce_many(batch(10_000))
+    store.close()
+    assert not Path(f"{path}-wal").exists()  # the last close copied and removed it
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM edges").fetchone()[0] == 2 * 1_320
+
+
+def test_a_checkpoint_that_cannot_run_raises_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raised: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    storage = SQLiteStorage(tmp_path / "s.db")
+    storage._db.close()  # its connection gone: the checkpoint's statement fails
+    storage._checkpoint_after()
+    storage._settle()
+    assert raised == []
+
+
+def test_a_small_write_checkpoints_in_its_commit_as_before(tmp_path: Path) -> None:
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce(["a", "b", "c"], at=0)
+        assert store._storage._checkpointing is None  # type: ignore[attr-defined]
+
+
+KILLED_IN_ITS_CHECKPOINT = """
+import os, signal, sys
+from synapse_retriever import CoActivation, SynapseStore
+from synapse_retriever.persistence import sqlite
+sqlite.BIG_WRITE = 100
+store = SynapseStore(sys.argv[1])
+def batch(start):
+    return [CoActivation([f"n{start + 12 * i + k:06d}" for k in range(12)], at=1000.0)
+            for i in range(20)]
+store.reinforce_many(batch(0))
+store._storage._settle()
+def kill(statement):
+    if statement.startswith("PRAGMA wal_checkpoint"):  # in the thread, as it starts
+        os.kill(os.getpid(), signal.SIGKILL)
+store._storage._db.set_trace_callback(kill)
+store.reinforce_many(batch(10_000))
+store._storage._settle()
+"""
+
+
+def test_a_process_killed_as_its_checkpoint_runs_keeps_every_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "killed.db"
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_ITS_CHECKPOINT, str(path)], check=False
+    )
+    assert result.returncode == -signal.SIGKILL
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with SynapseStore(path) as store:  # both batches: the second's commit was in the log
+        assert store.graph(at=1000.0).number_of_edges() == 2 * 1_320
+        store.reinforce_many(batch(20_000))  # and it is writable again
