@@ -68,7 +68,12 @@ from synapse_retriever.mirror.mirror import return_freed_memory
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.protocols import Storage
 from synapse_retriever.persistence.rows import EdgeKey, table_keys
-from synapse_retriever.persistence.sqlite import BIG_DELETE_CACHE_KIB, BIG_WRITE, SQLiteStorage
+from synapse_retriever.persistence.sqlite import (
+    AUTOCHECKPOINT_PAGES,
+    BIG_DELETE_CACHE_KIB,
+    BIG_WRITE,
+    SQLiteStorage,
+)
 from synapse_retriever.store import SynapseStore
 
 __all__ = [
@@ -752,7 +757,7 @@ def sqlite_upsert_floor(
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("PRAGMA synchronous = NORMAL")
-        db.execute("PRAGMA wal_autocheckpoint = 10000")  # as the store sets them
+        db.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")  # as the store sets them
         (cache,) = db.execute("PRAGMA cache_size").fetchone()
         db.execute("INSERT OR IGNORE INTO namespaces (name) VALUES ('personal')")
         (namespace,) = db.execute("SELECT id FROM namespaces WHERE name = 'personal'").fetchone()
@@ -814,7 +819,7 @@ def sqlite_delete_floor(path: Path, count: int, *, seed: int = 0) -> float:
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("PRAGMA synchronous = NORMAL")
-        db.execute("PRAGMA wal_autocheckpoint = 10000")
+        db.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
         ids = np.fromiter((row[0] for row in db.execute("SELECT id FROM edges")), np.int64)
         doomed = np.random.default_rng(seed).permutation(ids)[:count]
         started = time.perf_counter()

@@ -585,8 +585,10 @@ class SQLiteStorage:
         self._data_version = self._pragma("data_version")
         self._seen = 0
         """The latest version this connection read or wrote."""
+        self._pending = False
+        """A big write committed and its checkpoint has not run (:meth:`_checkpoint_after`)."""
         self._checkpointing: threading.Thread | None = None
-        """The checkpoint a big write left running (:meth:`_checkpoint_after`)."""
+        """The thread of the latest big write's checkpoint."""
 
     def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
         """A connection: read-write, or read-only (``immutable`` beside a WAL file that
@@ -833,9 +835,10 @@ class SQLiteStorage:
                 "read_only=True): writes are refused"
             )
         db = self._db
-        self._settle()
         later = False
-        with write_locked(self._lock, db, self.path, self._busy_timeout_s, self._file):
+        with write_locked(
+            self._lock, db, self.path, self._busy_timeout_s, self._file, before=self._settle
+        ):
             tx: _SQLiteTransaction | None = None
             try:
                 version = db.execute(
@@ -850,6 +853,7 @@ class SQLiteStorage:
                     db.execute("PRAGMA wal_autocheckpoint = 0")
                 db.execute("COMMIT")
                 self._seen = tx.version
+                self._pending = later
             except BaseException:
                 later = False
                 with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse even this
@@ -859,7 +863,8 @@ class SQLiteStorage:
                 if tx is not None and tx.widened is not None:
                     with contextlib.suppress(sqlite3.Error):
                         db.execute(f"PRAGMA cache_size = {tx.widened}")
-                        if not self._in_memory:
+                    if not self._in_memory:
+                        with contextlib.suppress(sqlite3.Error):
                             db.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
         if later:
             self._checkpoint_after()
@@ -867,27 +872,32 @@ class SQLiteStorage:
     def _checkpoint_after(self) -> None:
         """Copy a big write's pages from the log into the file in a thread of its own, while
         the caller goes on (the store's in-memory graph takes the write meanwhile), instead
-        of inside its commit. The next write, checkpoint or close waits for it
-        (:meth:`_settle`), so the log starts again from its beginning as after a checkpoint
-        in the commit, and holds no more than it did. A checkpoint that cannot run (another
-        connection's, a full disk) leaves the log to the next one; it raises nothing.
+        of inside its commit. Whatever comes first under the storage's lock runs it, once
+        (:meth:`_settle`): that thread, or the next write before it begins, or a
+        checkpoint; so every write begins after a complete checkpoint, the log starts again
+        from its beginning as after a checkpoint in the commit, and holds no more than it
+        did. Where no thread can start (at the interpreter's exit, past a limit), it runs
+        now. A checkpoint that cannot run (another connection's, a full disk) leaves the log
+        to the next one; it raises nothing.
 
         Measured at 1M edges: a 1,000-event batch's checkpoint copies 13,000 pages in about
-        0.1 s, a tenth of the batch (docs/benchmarks/speed.md, the fifteenth pass).
+        0.1 s, a sixth of the batch (docs/benchmarks/speed.md, the fifteenth pass).
         """
-
-        def checkpoint() -> None:
-            with self._lock, contextlib.suppress(sqlite3.Error):  # closed meanwhile, too
-                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
-        self._checkpointing = threading.Thread(target=checkpoint, name="synapse-checkpoint")
-        self._checkpointing.start()
+        thread = threading.Thread(target=self._settle, name="synapse-checkpoint")
+        try:
+            thread.start()
+        except RuntimeError:
+            self._settle()
+            return
+        self._checkpointing = thread
 
     def _settle(self) -> None:
-        """Wait for the checkpoint :meth:`_checkpoint_after` left running, if any."""
-        running = self._checkpointing
-        if running is not None and running is not threading.current_thread():
-            running.join()
+        """Run the checkpoint a big write left to :meth:`_checkpoint_after`, unless it ran."""
+        with self._lock:
+            if self._pending:
+                self._pending = False
+                with contextlib.suppress(sqlite3.Error):  # closed meanwhile, too
+                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def copy(self) -> SQLiteStorage:
         """A private copy of the database in memory, read from this connection (a dry run
@@ -947,8 +957,11 @@ class SQLiteStorage:
             )
 
     def close(self) -> None:
-        self._settle()
+        running = self._checkpointing
+        if running is not None and running is not threading.current_thread():
+            running.join()  # its checkpoint, or nothing if another call ran it
         with self._lock:
+            self._pending = False  # the last connection's close copies the whole log
             self._db.close()
 
 
@@ -1214,9 +1227,12 @@ def write_locked(
     path: str,
     busy_timeout_s: float,
     opened: OpenedFile | None,
+    *,
+    before: Callable[[], None] | None = None,
 ) -> Iterator[None]:
     """Hold ``lock`` (the storage's, which guards ``db``) with a write transaction begun on
-    ``db`` (:func:`begin_write`), SQLite's errors typed. While another connection holds the
+    ``db`` (:func:`begin_write`), SQLite's errors typed; ``before`` runs under ``lock`` just
+    before each attempt to begin it. While another connection holds the
     write lock, neither is held: the wait (``busy_timeout_s`` at most, then
     :func:`~synapse_retriever.persistence.protocols.lock_timeout_error`, nothing begun)
     runs outside ``lock``, and outside the caller's own lock where it asked for that
@@ -1247,6 +1263,8 @@ def write_locked(
     deadline: float | None = None
     while True:
         with lock, typed_errors(path), _closed_meanwhile(path):
+            if before is not None:
+                before()
             if begin_write(db, path, busy_timeout_s, opened):
                 yield
                 return

@@ -543,8 +543,9 @@ it holds an open database; open the store again from its path or URL in each pro
         On an SQLite file, a batch of more than 10,000 pairs copies its pages from the
         write-ahead log into the file (a checkpoint) in a thread of its own once it has
         committed, while the call updates the in-memory graph and returns; the store's next
-        write, or its close, waits for that copy first. A process killed meanwhile loses
-        nothing committed: SQLite copies the log at the next open.
+        write runs that copy first if the thread has not, and its close waits for it. A
+        process killed meanwhile loses nothing committed: SQLite copies the log at the next
+        open.
 
         Examples
         --------

@@ -11,13 +11,15 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from synapse_retriever import CoActivation, SynapseStore
+from synapse_retriever import CoActivation, Edge, SynapseStore
 from synapse_retriever.persistence import sqlite as storage_module
 from synapse_retriever.persistence.sqlite import AUTOCHECKPOINT_PAGES, SQLiteStorage
+from synapse_retriever.persistence.transfer import merge_edges
 
 
 def batch(start: int) -> list[CoActivation]:
@@ -95,9 +97,90 @@ def test_a_checkpoint_that_cannot_run_raises_nothing(
     monkeypatch.setattr(threading, "excepthook", raised.append)
     storage = SQLiteStorage(tmp_path / "s.db")
     storage._db.close()  # its connection gone: the checkpoint's statement fails
+    storage._pending = True
     storage._checkpoint_after()
+    assert storage._checkpointing is not None
+    storage._checkpointing.join()
+    assert raised == [] and not storage._pending
+
+
+class SlowThread(threading.Thread):
+    """A checkpoint's thread that starts its work late: whatever comes first runs it."""
+
+    def run(self) -> None:
+        time.sleep(0.3)
+        super().run()
+
+
+def test_the_next_write_begins_after_the_checkpoint_even_before_its_thread(
+    tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage_module.threading, "Thread", SlowThread)
+    path = tmp_path / "s.db"
+    store = SynapseStore(path)
+    statements: list[str] = []
+    store._storage._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    store.reinforce_many(batch(0))
+    store.reinforce_many(batch(10_000))  # at once: the first's thread is still asleep
+    checkpoints = [i for i, s in enumerate(statements) if s.endswith("wal_checkpoint(PASSIVE)")]
+    begins = [i for i, s in enumerate(statements) if s == "BEGIN IMMEDIATE"]
+    assert len(begins) == 2 and checkpoints[0] < begins[1]  # the first's, before the second
+    thread = store._storage._checkpointing  # type: ignore[attr-defined]
+    store.close()
+    assert not thread.is_alive()  # close waited for the second's thread
+    # each batch's checkpoint ran once: by the second write, then by the second's thread
+    passive = [s for s in statements if s.endswith("wal_checkpoint(PASSIVE)")]
+    assert len(passive) == 2
+
+
+def test_a_checkpoint_whose_thread_cannot_start_runs_at_once(
+    tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(self: threading.Thread) -> None:  # as at the interpreter's exit (3.12)
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(storage_module.threading.Thread, "start", refused)
+    path = tmp_path / "s.db"
+    with SynapseStore(path) as store:
+        store.reinforce_many(batch(0))  # committed, and reported so
+        one = log_bytes(path)
+        assert not store._storage._pending  # type: ignore[attr-defined]
+        store.reinforce_many(batch(10_000))
+        assert log_bytes(path) < 2 * one  # the log started again
+        assert store.edge("n000000", "n000001") is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM edges").fetchone()[0] == 2 * 1_320
+
+
+def test_writers_in_two_threads_each_begin_after_the_last_checkpoint(
+    tmp_path: Path, big: None
+) -> None:
+    path = tmp_path / "s.db"
+    storage = SQLiteStorage(path)
+
+    def edges(seed: int) -> list[Edge]:
+        return [
+            Edge(f"s{seed}-{i}", f"t{seed}-{i}", "personal", 0.5, 1, 30.0, 1000.0, 1000.0)
+            for i in range(1_500)
+        ]
+
+    merge_edges(storage, edges(0))
     storage._settle()
-    assert raised == []
+    one = log_bytes(path)
+
+    def write(thread: int) -> None:
+        for r in range(1, 16):
+            merge_edges(storage, edges(1000 * thread + r))
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # a writer waiting for the lock as another committed ran that one's checkpoint first:
+    # the log holds one write's pages, not two
+    assert log_bytes(path) < 1.5 * one
+    storage.close()
 
 
 def test_a_small_write_checkpoints_in_its_commit_as_before(tmp_path: Path) -> None:
@@ -108,7 +191,7 @@ def test_a_small_write_checkpoints_in_its_commit_as_before(tmp_path: Path) -> No
 
 KILLED_IN_ITS_CHECKPOINT = """
 import os, signal, sys
-from synapse_retriever import CoActivation, SynapseStore
+from synapse_retriever import CoActivation, Edge, SynapseStore
 from synapse_retriever.persistence import sqlite
 sqlite.BIG_WRITE = 100
 store = SynapseStore(sys.argv[1])
@@ -126,7 +209,7 @@ store._storage._settle()
 """
 
 
-def test_a_process_killed_as_its_checkpoint_runs_keeps_every_commit(
+def test_a_process_killed_as_its_checkpoint_starts_keeps_every_commit(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "killed.db"
