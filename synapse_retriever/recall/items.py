@@ -159,6 +159,10 @@ def usage_ids(
     --------
     >>> usage_ids(["a.py", 3], lambda n: f"n{n}", int)
     ['a.py', 'n3']
+    >>> usage_ids(None, str.upper, int)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: must be a list of ids or int objects, got None
     >>> usage_ids("a.py", str.upper, int)
     Traceback (most recent call last):
     ...
@@ -166,7 +170,7 @@ def usage_ids(
     """
     kinds = kind if isinstance(kind, tuple) else (kind,)
     names = "/".join(k.__name__ for k in kinds)
-    if isinstance(used, (str, bytes, *kinds)):
+    if isinstance(used, (str, bytes, *kinds)) or not isinstance(used, Iterable):
         raise InvalidTypeError(f"must be a list of ids or {names} objects, got {shown(used)}")
     ids: list[str] = []
     for item in used:

@@ -14,7 +14,7 @@ from langchain_core.retrievers import RetrieverLike
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, InstanceOf, ValidationInfo, field_validator, model_validator
 
 from langchain_synapse_retriever.caller import CallerRetriever
 from synapse_retriever import (
@@ -146,7 +146,7 @@ class SynapseRetriever(CallerRetriever):
         default="personal",
         description="Namespace weighted 1.0 when merging the graph; record_usage's default.",
     )
-    config: SynapseConfig | None = Field(
+    config: InstanceOf[SynapseConfig] | None = Field(
         default=None,
         description="The method's constants, used to open `store` when it is a path.",
     )
@@ -267,7 +267,9 @@ class SynapseRetriever(CallerRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        upstream = self.base_retriever.invoke(query, self.child_config(run_manager), **kwargs)
+        upstream = self.base_retriever.invoke(
+            _query(query), self.child_config(run_manager), **kwargs
+        )
         recall = self._plan(upstream, k)
         fetch = None if self.docstore is None else self._fetch
         return self._annotated(recall.resolve(fetch, self._cost(), log_unfetched))
@@ -281,7 +283,7 @@ class SynapseRetriever(CallerRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         upstream = await self.base_retriever.ainvoke(
-            query, self.child_config(run_manager), **kwargs
+            _query(query), self.child_config(run_manager), **kwargs
         )
         # in a worker thread: the store's lock may be held by a long write (on PostgreSQL
         # one waiting for a row another process locked), and a refresh may read what others
@@ -357,6 +359,13 @@ class SynapseRetriever(CallerRetriever):
         return doc.model_copy(update={"metadata": metadata})
 
 
+def _query(query: object) -> str:
+    """``query``, a str (the upstream's errors for anything else name no argument)."""
+    if not isinstance(query, str):
+        raise InvalidTypeError(f"query must be a str, got {type(query).__name__} {shown(query)}")
+    return query
+
+
 def _by_id(
     ids: list[str],
     found: Sequence[object],
@@ -367,7 +376,8 @@ def _by_id(
     """Asked ids -> Documents, matched by position (``aligned``) or else by ``Document.id``.
     Matched by position, a Document that names ids (its ``id``, ``metadata[id_key]``) but
     not the one asked for is another document: no candidate (injected, it could be a hit
-    already, and be in the output twice)."""
+    already, and be in the output twice); one that names none is the one asked for, and
+    comes back as a copy with that id (used and fed back, it reinforces the same node)."""
     if not isinstance(found, Iterable) or isinstance(found, str | bytes | Mapping):
         raise InvalidTypeError(
             f"docstore returned {type(found).__name__} {shown(found)} for {len(ids)} ids, "
@@ -392,5 +402,5 @@ def _by_id(
         }
         if named and node not in named:
             continue
-        resolved[node] = doc
+        resolved[node] = doc if named else doc.model_copy(update={"id": node})
     return resolved

@@ -559,6 +559,46 @@ def test_a_vector_store_docstore_resolves_by_id(corpus: dict[str, Document]) -> 
     assert ids(retriever.invoke("q")) == ["a", "b", "c", "d", "x"]
 
 
+def test_an_injected_document_without_an_id_comes_back_with_the_one_it_was_fetched_by(
+    upstream: ListRetriever,
+) -> None:
+    pages = {"x": Document("the key loader")}  # a docstore of documents without ids
+    retriever = make(upstream, docstore=pages.get)
+    retriever.record_usage(["a", "x"])
+    docs = retriever.invoke("q")
+    assert ids(docs) == ["a", "b", "c", "d", "x"]
+    assert docs[-1].page_content == "the key loader" and pages["x"].id is None  # a copy
+    # used and fed back, it reinforces x, not a node named by its content's hash
+    retriever.record_usage([docs[0], docs[-1]])
+    assert sorted(retriever.store.graph().nodes()) == ["a", "x"]
+    assert retriever.store.edge("a", "x").activation_count == 2  # type: ignore[union-attr]
+
+
+def test_a_parent_document_retrievers_docstore_injects_its_parents() -> None:
+    from langchain_classic.retrievers import ParentDocumentRetriever
+    from langchain_text_splitters import CharacterTextSplitter
+
+    parents = [
+        Document(f"part one of file {n}. part two of file {n}.", id=f"f{n}.py") for n in range(8)
+    ]
+    search = ParentDocumentRetriever(
+        vectorstore=InMemoryVectorStore(DeterministicFakeEmbedding(size=16)),
+        docstore=InMemoryStore(),
+        child_splitter=CharacterTextSplitter(separator=". ", chunk_size=20, chunk_overlap=0),
+        search_kwargs={"k": 4},
+    )
+    # keyed by the parents' own ids, as the how-to says: the ids the graph learns
+    search.add_documents(parents, ids=[doc.id for doc in parents])
+    retriever = make(search, docstore=search.docstore)
+    found = retriever.invoke("part one of file 3")
+    assert found and all(doc.id in {p.id for p in parents} for doc in found)
+    absent = next(p for p in parents if p.id not in ids(found))
+    retriever.record_usage([found[0], absent])
+    warm = retriever.invoke("part one of file 3")
+    assert len(warm) == len(found) and warm[-1].id == absent.id
+    assert warm[-1].metadata["synapse_origin"] == "injected"
+
+
 def test_a_runnable_upstream_works(corpus: dict[str, Document]) -> None:
     search = RunnableLambda(lambda query: [corpus[n] for n in UPSTREAM])
     retriever = make(search, docstore=corpus.get)
@@ -702,6 +742,31 @@ def test_a_store_path_is_opened_and_persists(tmp_path: Any, upstream: ListRetrie
     first.store.close()
     with SynapseStore(path) as reopened:
         assert math.isclose(reopened.weight("a", "x"), 0.3, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"max_inject": 1}, {"recall": {"rule": "actr", "keep_bonus": -1}}, "published"],
+    ids=["unknown-key", "bad-value", "a-name"],
+)
+def test_a_config_that_is_not_a_synapse_config_is_refused(
+    upstream: ListRetriever, config: Any
+) -> None:
+    # pydantic made a dict into a SynapseConfig: an unknown key dropped, a bad value of
+    # the ACT-R rule read as the published rule
+    with pytest.raises(ValidationError, match="instance of SynapseConfig"):
+        make(upstream, config=config)
+
+
+def test_a_query_or_usage_that_is_none_is_refused_by_name(upstream: ListRetriever) -> None:
+    retriever = make(upstream)
+    with pytest.raises(InvalidTypeError, match="query must be a str, got NoneType"):
+        retriever.invoke(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="query must be a str, got int"):
+        asyncio.run(retriever.ainvoke(5))  # type: ignore[arg-type]
+    assert upstream.calls == []  # the upstream was not asked
+    with pytest.raises(InvalidTypeError, match="list of ids or Document objects, got None"):
+        retriever.record_usage(None)  # type: ignore[arg-type]
 
 
 def test_config_must_match_a_given_store(upstream: ListRetriever) -> None:
