@@ -179,7 +179,8 @@ def cmd_decay(args: argparse.Namespace) -> int:
         )
         return 0
     console().print(
-        f"pruned {report.pruned} edges{f' ({detail})' if detail else ''}, "
+        f"pruned {report.pruned} edge{'' if report.pruned == 1 else 's'}"
+        f"{f' ({detail})' if detail else ''}, "
         f"{report.remaining} remain (at {iso(report.at)})"
     )
     return 0
@@ -265,6 +266,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if streamed:
         if sys.stdin is None or sys.stdin.isatty():  # a terminal: it would wait for typing
             raise CliError("import - reads an export from stdin: pipe one in (export STORE -)")
+    elif Path(args.input).is_dir():
+        raise CliError(f"cannot read {args.input!r}: it is a directory, not an export file")
     elif not (Path(args.input).is_file() or Path(args.input).is_fifo()):  # a pipe: /dev/stdin
         raise CliError(f"no export file at {args.input!r}")
     fmt = _format(args.input, args.format)

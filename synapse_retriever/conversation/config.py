@@ -38,7 +38,7 @@ from typing import Any, Literal
 from synapse_retriever.conversation.importance import Weights
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
-__all__ = ["MODES", "PRESETS", "ContextConfig"]
+__all__ = ["MODES", "PRESETS", "ContextConfig", "checked_context"]
 
 MODES = ("analytical", "creative", "conversational")
 """The processing modes; each has a temperature."""
@@ -393,6 +393,24 @@ class ContextConfig:
             )
         object.__setattr__(self, "temperatures", MappingProxyType(temperatures))
         object.__setattr__(self, "consolidation_ages", (int(ages[0]), int(ages[1])))
+
+
+def checked_context(config: object) -> ContextConfig | None:
+    """``config``, a :class:`ContextConfig` or None; anything else (a dict of its fields, a
+    string) is refused, never read as the default.
+
+    Examples
+    --------
+    >>> checked_context(None) is None
+    True
+    >>> checked_context({"overflow": "shrink"})
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidTypeError: config must be a ContextConfig, got dict
+    """
+    if config is not None and not isinstance(config, ContextConfig):
+        raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
+    return config
 
 
 def _is_number(value: object) -> bool:

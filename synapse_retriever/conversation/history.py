@@ -46,7 +46,7 @@ import numpy as np
 
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.conversation.assemble import TurnsView, plan_context
-from synapse_retriever.conversation.config import ContextConfig
+from synapse_retriever.conversation.config import ContextConfig, checked_context
 from synapse_retriever.conversation.embed import (
     Embedder,
     HashingEmbedder,
@@ -231,11 +231,11 @@ def trim_history(
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
         check_unicode("query", query)
+    config = checked_context(config) or ContextConfig()
+    count = checked_counter(token_counter)
     similar = as_embedder(embedder) if embedder is not None else HashingEmbedder()
     if not messages:
         return []
-    config = config or ContextConfig()
-    count = checked_counter(token_counter)
     texts = [m.text for m in messages]
     vectors = embedded(similar, texts)
     index = TurnIndex(similar.dim)

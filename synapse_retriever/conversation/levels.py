@@ -115,8 +115,10 @@ class ContextBudgetError(InvalidValueError):
             else "no turn is cut mid-text: raise the budget, lower working_memory, or use "
             "overflow='shrink'"
         )
+        need = "need" if what == "pinned turns" else "needs"
+        tokens = "token" if needed == 1 else "tokens"
         super().__init__(
-            f"{what} alone needs {needed} tokens, more than budget_tokens={budget}; {way_out}"
+            f"{what} alone {need} {needed} {tokens}, more than budget_tokens={budget}; {way_out}"
         )
 
 

@@ -49,7 +49,7 @@ from synapse_retriever.conversation.assemble import (
     importances,
     plan_context,
 )
-from synapse_retriever.conversation.config import ContextConfig
+from synapse_retriever.conversation.config import ContextConfig, checked_context
 from synapse_retriever.conversation.consolidate import Consolidator, wait_timeout
 from synapse_retriever.conversation.embed import (
     Embedder,
@@ -249,8 +249,7 @@ class ConversationMemory:
         stored_user = check_user(user)  # a bad name is refused before the file is touched
         check_flag("background", background)
         check_flag("listen", listen)
-        if config is not None and not isinstance(config, ContextConfig):
-            raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
+        checked_context(config)
         resolved = (
             checked_embedder(as_embedder(embedder)) if embedder is not None else HashingEmbedder()
         )

@@ -1142,6 +1142,7 @@ def test_bad_arguments(
         (["edges", str(store), "x", "--at", "soon"], "ISO 8601"),
         (["export", str(store), str(tmp_path / "no" / "e.json")], "no such directory"),
         (["import", str(store), str(tmp_path / "absent.json")], "no export file"),
+        (["import", str(store), str(tmp_path)], "it is a directory, not an export file"),
         (["bench", "quality", "--git", str(project), "--set", "colour=blue"], "--set expects"),
         (["bench", "quality", "--git", str(project), "--set", "seeds=many"], "expected int"),
         (["bench", "quality", "--git", str(project), "--set", "seeds=0"], "seeds must be"),

@@ -130,6 +130,12 @@ def test_bad_input_is_refused_clearly() -> None:
             trim_history(messages, query, 10)
     with pytest.raises(InvalidTypeError, match="query must be a str or None, got int"):
         trim_history([HistoryMessage("user", "hi")], 7, 10)  # type: ignore[arg-type]
+    # a dict of its fields was an AttributeError, and an empty one read as the default
+    for config in [{"overflow": "shrink"}, {}]:
+        with pytest.raises(InvalidTypeError, match="config must be a ContextConfig, got dict"):
+            trim_history([HistoryMessage("user", "hi")], None, 10, config=config)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="token_counter must be a callable"):
+        trim_history([], None, 10, token_counter="tiktoken")  # type: ignore[arg-type]
 
 
 ROLES = st.sampled_from(["user", "assistant"])

@@ -191,7 +191,7 @@ def synapse_trim_messages(
         query,
         max_tokens,
         token_counter=_counter(token_counter),
-        config=config or ContextConfig(overflow="shrink"),
+        config=ContextConfig(overflow="shrink") if config is None else config,
         embedder=embedder,
     )
     result: list[BaseMessage] = []
@@ -290,6 +290,10 @@ if _HAS_AGENT_MIDDLEWARE:
             self.token_counter = token_counter
             self.config = config
             self.embedder = as_embedder(embedder) if embedder is not None else None
+            # its settings checked now, as the trimming checks them: not at the first call
+            synapse_trim_messages(
+                [], max_tokens=max_tokens, token_counter=token_counter, config=config
+            )
 
         def _trimmed(self, request: ModelRequest) -> ModelRequest:
             system = [request.system_message] if request.system_message is not None else []

@@ -150,7 +150,7 @@ def test_bad_input() -> None:
     strict = ContextConfig(overflow="raise")
     with pytest.raises(ContextBudgetError, match="working memory alone needs"):
         synapse_trim_messages(history(), max_tokens=8, config=strict)  # the system prompt: 7
-    with pytest.raises(ContextBudgetError, match="pinned turns alone needs 7 tokens"):
+    with pytest.raises(ContextBudgetError, match="pinned turns alone need 7 tokens"):
         synapse_trim_messages(history(), max_tokens=5, config=strict)
 
 
@@ -235,6 +235,32 @@ def long_chat() -> list[BaseMessage]:
     return messages
 
 
+@pytest.mark.parametrize(
+    ("settings", "error", "match"),
+    [
+        ({"max_tokens": None}, InvalidTypeError, "max_tokens must be an int, got NoneType"),
+        ({"max_tokens": "100"}, InvalidTypeError, "max_tokens must be an int, got str"),
+        ({"max_tokens": -5}, InvalidValueError, "max_tokens must be >= 0, got -5"),
+        ({"max_tokens": 100, "token_counter": "tiktoken"}, InvalidTypeError, "token_counter"),
+        ({"max_tokens": 100, "config": {"overflow": "shrink"}}, InvalidTypeError, "ContextConfig"),
+    ],
+    ids=["none", "str", "negative", "counter-name", "config-dict"],
+)
+def test_the_middleware_checks_its_settings_when_it_is_made(
+    create_agent: Any, settings: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
+
+    with pytest.raises(error, match=match):  # not at the agent's first model call
+        SynapseMemoryMiddleware(**settings)
+
+
+@pytest.mark.parametrize("config", [{}, {"overflow": "shrink"}, "published"])
+def test_trimming_refuses_a_config_that_is_not_a_context_config(config: Any) -> None:
+    with pytest.raises(InvalidTypeError, match="config must be a ContextConfig"):
+        synapse_trim_messages([HumanMessage("hi")], max_tokens=100, config=config)
+
+
 def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: Any) -> None:
     from langchain_synapse_retriever import SynapseMemoryMiddleware
 
@@ -310,7 +336,7 @@ def test_a_system_prompt_over_the_budget_says_what_to_do() -> None:
         HumanMessage("Hi"),
     ]
     for config in (None, ContextConfig()):  # overflow="shrink", as the adapters; "raise"
-        with pytest.raises(ContextBudgetError, match="pinned turns alone needs") as raised:
+        with pytest.raises(ContextBudgetError, match="pinned turns alone need ") as raised:
             synapse_trim_messages(messages, max_tokens=5, config=config)
         assert "raise the budget" in str(raised.value) and "overflow" not in str(raised.value)
 

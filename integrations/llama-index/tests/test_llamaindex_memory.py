@@ -18,6 +18,7 @@ from llama_index.postprocessor.synapse import (
 )
 from llama_index.postprocessor.synapse.memory import message_text, to_history
 from loop_stalls import STALL_BOUND_S, SlowEmbedder, least_stall
+from pydantic import ValidationError
 
 from synapse_retriever.conversation import (
     ContextBudgetError,
@@ -298,6 +299,22 @@ def test_bad_input() -> None:
         synapse_trim_chat_messages(tool_history(), max_tokens=-1)
     with pytest.raises(ContextBudgetError):
         synapse_trim_chat_messages(tool_history(), max_tokens=3, config=ContextConfig())
+    with pytest.raises(InvalidTypeError, match="config must be a ContextConfig, got dict"):
+        synapse_trim_chat_messages(tool_history(), max_tokens=30, config={})  # type: ignore[arg-type]
+
+
+def test_a_block_checks_its_mode_and_budget_when_it_is_made() -> None:
+    # a mode was refused at the first read, inside Memory.get; True was a budget of 1 token
+    with pytest.raises(InvalidValueError, match=r"mode must be one of .* got 'fast'"):
+        SynapseMemoryBlock(budget_tokens=200, mode="fast")
+    with pytest.raises(ValidationError, match="budget_tokens"):
+        SynapseMemoryBlock(budget_tokens=True)
+    with pytest.raises(InvalidTypeError, match="config must be a ContextConfig, got dict"):
+        SynapseMemoryBlock(config={})  # type: ignore[arg-type]  # an empty one: the default
+    with ConversationMemory() as memory:  # a memory given stays open when its block is refused
+        with pytest.raises(InvalidValueError, match="got 'fast'"):
+            SynapseMemoryBlock(memory, mode="fast")
+        memory.add_turn("still open", role="user")
 
 
 def test_an_llm_condenses_turns_in_the_background() -> None:

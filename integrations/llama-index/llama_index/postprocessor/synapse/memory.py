@@ -42,7 +42,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError, shown
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -171,7 +171,7 @@ def synapse_trim_chat_messages(
         query,
         max_tokens,
         token_counter=token_counter,
-        config=config or ContextConfig(overflow="shrink"),
+        config=ContextConfig(overflow="shrink") if config is None else config,
         embedder=embedder,
     )
     result: list[ChatMessage] = []
@@ -253,7 +253,9 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     priority: int = Field(
         default=1, description="Memory truncates blocks above 0; this one re-assembles smaller."
     )
-    budget_tokens: int = Field(default=1500, gt=0, description="Tokens the block may render.")
+    budget_tokens: int = Field(
+        default=1500, gt=0, strict=True, description="Tokens the block may render."
+    )
     mode: str | None = Field(default=None, description="analytical, creative or conversational.")
 
     _memory: ConversationMemory = PrivateAttr()
@@ -302,10 +304,17 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
             self._memory = ConversationMemory(
                 memory,
                 token_counter,
-                config or ContextConfig(working_memory=0),
+                ContextConfig(working_memory=0) if config is None else config,
                 embedder=embedder,
                 user=user,
             )
+        if self.mode is not None:
+            try:  # refused now, not at the first read
+                self._memory.config.temperature(self.mode)
+            except SynapseError:
+                if self._memory is not memory:
+                    self._memory.close()
+                raise
 
     @classmethod
     def class_name(cls) -> str:
