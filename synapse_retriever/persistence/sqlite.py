@@ -806,6 +806,7 @@ class SQLiteStorage:
             return False
         with self._lock, self._typed_errors():
             db = self._db
+            self._settle()  # a big write's checkpoint first, as before every write
             if not begin_write(db, self.path, self._busy_timeout_s, self._file):
                 return False  # another writer holds the lock: not now
             try:

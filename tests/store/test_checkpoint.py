@@ -133,6 +133,52 @@ def test_the_next_write_begins_after_the_checkpoint_even_before_its_thread(
     assert len(passive) == 2
 
 
+def passive_then_begins(statements: list[str]) -> tuple[list[int], list[int]]:
+    """Where the checkpoints and the write transactions' begins came, in order."""
+    return (
+        [i for i, s in enumerate(statements) if s.endswith("wal_checkpoint(PASSIVE)")],
+        [i for i, s in enumerate(statements) if s == "BEGIN IMMEDIATE"],
+    )
+
+
+def test_a_write_that_waits_for_another_process_runs_the_checkpoint_once(
+    tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage_module.threading, "Thread", SlowThread)
+    path = tmp_path / "s.db"
+    with SynapseStore(path) as store:
+        statements: list[str] = []
+        store._storage._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        store.reinforce_many(batch(0))
+        one = log_bytes(path)
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another process's write, held for a moment
+        threading.Timer(0.2, lambda: other.execute("ROLLBACK")).start()
+        store.reinforce_many(batch(10_000))  # waits for it, then writes
+        other.close()
+        checkpoints, begins = passive_then_begins(statements)
+        assert len(checkpoints) == 1 and checkpoints[0] < begins[-1]  # once, before it began
+        assert log_bytes(path) < 2 * one  # the log started again
+
+
+def test_a_snapshot_is_written_after_the_checkpoint_too(
+    tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_retriever.mirror import mirror as mirror_module
+
+    monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 0)  # a snapshot at every close
+    monkeypatch.setattr(storage_module.threading, "Thread", SlowThread)
+    path = tmp_path / "s.db"
+    store = SynapseStore(path)
+    statements: list[str] = []
+    store._storage._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    store.reinforce_many(batch(0))
+    store.close()  # writes the snapshot at once: the thread is still asleep
+    checkpoints, begins = passive_then_begins(statements)
+    assert any(s.startswith("INSERT INTO snapshot") for s in statements)
+    assert len(checkpoints) == 1 and checkpoints[0] < begins[-1]
+
+
 def test_a_checkpoint_whose_thread_cannot_start_runs_at_once(
     tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,7 +247,7 @@ def batch(start):
 store.reinforce_many(batch(0))
 store._storage._settle()
 def kill(statement):
-    if statement.startswith("PRAGMA wal_checkpoint"):  # in the thread, as it starts
+    if statement.startswith("PRAGMA wal_checkpoint"):  # the thread's, or the next call's
         os.kill(os.getpid(), signal.SIGKILL)
 store._storage._db.set_trace_callback(kill)
 store.reinforce_many(batch(10_000))

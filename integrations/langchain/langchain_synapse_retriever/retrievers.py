@@ -359,10 +359,11 @@ class SynapseRetriever(CallerRetriever):
         return doc.model_copy(update={"metadata": metadata})
 
 
-def _query(query: object) -> str:
-    """``query``, a str (the upstream's errors for anything else name no argument)."""
-    if not isinstance(query, str):
-        raise InvalidTypeError(f"query must be a str, got {type(query).__name__} {shown(query)}")
+def _query(query: Any) -> Any:
+    """``query``, given (an upstream's error for None names no argument); anything else goes
+    to the upstream as it is: a runnable may take a dict."""
+    if query is None:
+        raise InvalidTypeError("query must be given, got None")
     return query
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from llama_index.core.base.llms.types import ImageBlock, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.chat_engine import SimpleChatEngine
@@ -303,18 +305,25 @@ def test_bad_input() -> None:
         synapse_trim_chat_messages(tool_history(), max_tokens=30, config={})  # type: ignore[arg-type]
 
 
-def test_a_block_checks_its_mode_and_budget_when_it_is_made() -> None:
+def test_a_block_checks_its_mode_and_budget_when_it_is_made(tmp_path: Path) -> None:
     # a mode was refused at the first read, inside Memory.get; True was a budget of 1 token
     with pytest.raises(InvalidValueError, match=r"mode must be one of .* got 'fast'"):
         SynapseMemoryBlock(budget_tokens=200, mode="fast")
-    with pytest.raises(ValidationError, match="budget_tokens"):
+    with pytest.raises(InvalidTypeError, match="budget_tokens must be an int, got bool"):
         SynapseMemoryBlock(budget_tokens=True)
+    with pytest.raises(ValidationError, match="budget_tokens"):
+        SynapseMemoryBlock(budget_tokens=0)
+    assert SynapseMemoryBlock(budget_tokens=np.int64(500)).budget_tokens == 500
     with pytest.raises(InvalidTypeError, match="config must be a ContextConfig, got dict"):
         SynapseMemoryBlock(config={})  # type: ignore[arg-type]  # an empty one: the default
     with ConversationMemory() as memory:  # a memory given stays open when its block is refused
         with pytest.raises(InvalidValueError, match="got 'fast'"):
             SynapseMemoryBlock(memory, mode="fast")
         memory.add_turn("still open", role="user")
+    path = tmp_path / "new.db"
+    with pytest.raises(InvalidValueError, match="got 'fast'"):
+        SynapseMemoryBlock(path, mode="fast")
+    assert not path.exists()  # refused before its memory was opened
 
 
 def test_an_llm_condenses_turns_in_the_background() -> None:

@@ -760,13 +760,18 @@ def test_a_config_that_is_not_a_synapse_config_is_refused(
 
 def test_a_query_or_usage_that_is_none_is_refused_by_name(upstream: ListRetriever) -> None:
     retriever = make(upstream)
-    with pytest.raises(InvalidTypeError, match="query must be a str, got NoneType"):
+    with pytest.raises(InvalidTypeError, match="query must be given, got None"):
         retriever.invoke(None)  # type: ignore[arg-type]
-    with pytest.raises(InvalidTypeError, match="query must be a str, got int"):
-        asyncio.run(retriever.ainvoke(5))  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="query must be given, got None"):
+        asyncio.run(retriever.ainvoke(None))  # type: ignore[arg-type]
     assert upstream.calls == []  # the upstream was not asked
     with pytest.raises(InvalidTypeError, match="list of ids or Document objects, got None"):
         retriever.record_usage(None)  # type: ignore[arg-type]
+
+
+def test_a_query_the_upstream_takes_goes_to_it_as_it_is() -> None:
+    search = RunnableLambda(lambda given: [Document(given["q"], id="a")])  # a dict's reader
+    assert make(search).invoke({"q": "hello"})[0].page_content == "hello"  # type: ignore[arg-type]
 
 
 def test_config_must_match_a_given_store(upstream: ListRetriever) -> None:

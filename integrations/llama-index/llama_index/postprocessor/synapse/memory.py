@@ -25,7 +25,7 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
@@ -41,8 +41,10 @@ from synapse_retriever.conversation import (
     blank,
     trim_history,
 )
+from synapse_retriever.conversation.config import checked_context
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError, shown
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
+from synapse_retriever.tokens import check_tokens
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -253,10 +255,13 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     priority: int = Field(
         default=1, description="Memory truncates blocks above 0; this one re-assembles smaller."
     )
-    budget_tokens: int = Field(
-        default=1500, gt=0, strict=True, description="Tokens the block may render."
-    )
+    budget_tokens: int = Field(default=1500, gt=0, description="Tokens the block may render.")
     mode: str | None = Field(default=None, description="analytical, creative or conversational.")
+
+    @field_validator("budget_tokens", mode="before")
+    @classmethod
+    def _check_budget(cls, budget: object) -> int:
+        return check_tokens("budget_tokens", budget)  # True is no budget; a NumPy int is
 
     _memory: ConversationMemory = PrivateAttr()
     _made: OrderedDict[str, tuple[str | None, list[str] | None]] = PrivateAttr(
@@ -299,22 +304,16 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
                 raise InvalidValueError(
                     f"{', '.join(extra)} go with a path: the ConversationMemory given has its own"
                 )
-            self._memory = memory
+            chosen = memory.config
         else:
-            self._memory = ConversationMemory(
-                memory,
-                token_counter,
-                ContextConfig(working_memory=0) if config is None else config,
-                embedder=embedder,
-                user=user,
-            )
+            chosen = checked_context(config) or ContextConfig(working_memory=0)
         if self.mode is not None:
-            try:  # refused now, not at the first read
-                self._memory.config.temperature(self.mode)
-            except SynapseError:
-                if self._memory is not memory:
-                    self._memory.close()
-                raise
+            chosen.temperature(self.mode)  # refused now, not at the first read: nothing opened
+        self._memory = (
+            memory
+            if isinstance(memory, ConversationMemory)
+            else ConversationMemory(memory, token_counter, chosen, embedder=embedder, user=user)
+        )
 
     @classmethod
     def class_name(cls) -> str:
