@@ -112,25 +112,13 @@ class SlowThread(threading.Thread):
         super().run()
 
 
-def test_the_next_write_begins_after_the_checkpoint_even_before_its_thread(
-    tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def slow_and_traced(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SynapseStore, list[str]]:
+    """A store on ``path`` whose checkpoint threads start late, and the statements it runs."""
     monkeypatch.setattr(storage_module.threading, "Thread", SlowThread)
-    path = tmp_path / "s.db"
     store = SynapseStore(path)
     statements: list[str] = []
     store._storage._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
-    store.reinforce_many(batch(0))
-    store.reinforce_many(batch(10_000))  # at once: the first's thread is still asleep
-    checkpoints = [i for i, s in enumerate(statements) if s.endswith("wal_checkpoint(PASSIVE)")]
-    begins = [i for i, s in enumerate(statements) if s == "BEGIN IMMEDIATE"]
-    assert len(begins) == 2 and checkpoints[0] < begins[1]  # the first's, before the second
-    thread = store._storage._checkpointing  # type: ignore[attr-defined]
-    store.close()
-    assert not thread.is_alive()  # close waited for the second's thread
-    # each batch's checkpoint ran once: by the second write, then by the second's thread
-    passive = [s for s in statements if s.endswith("wal_checkpoint(PASSIVE)")]
-    assert len(passive) == 2
+    return store, statements
 
 
 def passive_then_begins(statements: list[str]) -> tuple[list[int], list[int]]:
@@ -141,14 +129,28 @@ def passive_then_begins(statements: list[str]) -> tuple[list[int], list[int]]:
     )
 
 
+def test_the_next_write_begins_after_the_checkpoint_even_before_its_thread(
+    tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, statements = slow_and_traced(tmp_path / "s.db", monkeypatch)
+    store.reinforce_many(batch(0))
+    store.reinforce_many(batch(10_000))  # at once: the first's thread is still asleep
+    checkpoints, begins = passive_then_begins(statements)
+    assert len(begins) == 2 and checkpoints[0] < begins[1]  # the first's, before the second
+    thread = store._storage._checkpointing  # type: ignore[attr-defined]
+    store.close()
+    assert not thread.is_alive()  # close waited for the second's thread
+    # each batch's checkpoint ran once: by the second write, then by the second's thread
+    passive = [s for s in statements if s.endswith("wal_checkpoint(PASSIVE)")]
+    assert len(passive) == 2
+
+
 def test_a_write_that_waits_for_another_process_runs_the_checkpoint_once(
     tmp_path: Path, big: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(storage_module.threading, "Thread", SlowThread)
     path = tmp_path / "s.db"
-    with SynapseStore(path) as store:
-        statements: list[str] = []
-        store._storage._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    store, statements = slow_and_traced(path, monkeypatch)
+    with store:
         store.reinforce_many(batch(0))
         one = log_bytes(path)
         other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -167,11 +169,7 @@ def test_a_snapshot_is_written_after_the_checkpoint_too(
     from synapse_retriever.mirror import mirror as mirror_module
 
     monkeypatch.setattr(mirror_module, "SNAPSHOT_MIN_EDGES", 0)  # a snapshot at every close
-    monkeypatch.setattr(storage_module.threading, "Thread", SlowThread)
-    path = tmp_path / "s.db"
-    store = SynapseStore(path)
-    statements: list[str] = []
-    store._storage._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    store, statements = slow_and_traced(tmp_path / "s.db", monkeypatch)
     store.reinforce_many(batch(0))
     store.close()  # writes the snapshot at once: the thread is still asleep
     checkpoints, begins = passive_then_begins(statements)
