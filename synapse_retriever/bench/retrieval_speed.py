@@ -81,7 +81,7 @@ class DenseHashingEmbedder:
     >>> embedder = DenseHashingEmbedder()
     >>> vectors = embedder.embed(["staging database host", "lunch"])
     >>> vectors.shape, embedder.name
-    ((2, 384), 'dense-hashing-v3-1024-384')
+    ((2, 384), 'dense-hashing-v4-1024-384')
     >>> round(float(np.linalg.norm(vectors[0])), 3)
     1.0
     """

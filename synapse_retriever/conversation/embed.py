@@ -47,7 +47,7 @@ except ImportError as exc:  # the store runs without it; only this index needs i
     ) from exc
 
 from synapse_retriever.capture.coactivation import check_unicode
-from synapse_retriever.conversation.text import terms
+from synapse_retriever.conversation.text import latin_folded, terms
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -329,6 +329,9 @@ class HashingEmbedder:
     >>> a, b, c = embedder.embed(["staging database host", "the staging database", "lunch"])
     >>> round(float(a @ b), 3), round(float(a @ c), 3)  # 2 shared terms of 3 and 2; none
     (0.816, 0.0)
+    >>> x, y = embedder.embed(["déjà vu", "deja vu"])  # accents folded, as BM25 folds them
+    >>> round(float(x @ y), 3)
+    1.0
     """
 
     def __init__(self, dim: int = 1024) -> None:
@@ -338,10 +341,11 @@ class HashingEmbedder:
 
     @property
     def name(self) -> str:
-        """``hashing-v3-<dim>``: vectors of another ``dim`` are another space (v1 read a
+        """``hashing-v4-<dim>``: vectors of another ``dim`` are another space (v1 read a
         CJK run as one term, v2 cut words at their combining marks: Hindi or Tamil gave no
-        terms; a memory's older vectors are recomputed when it opens)."""
-        return f"hashing-v3-{self._dim}"
+        terms, v3 kept Latin accents: ``cafe`` and ``café`` were two terms; a memory's older
+        vectors are recomputed when it opens)."""
+        return f"hashing-v4-{self._dim}"
 
     @property
     def dim(self) -> int:
@@ -352,7 +356,7 @@ class HashingEmbedder:
         """One unit row per text (a zero row for a text with no content terms)."""
         matrix = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for term, count in Counter(terms(text)).items():
+            for term, count in Counter(terms(latin_folded(text))).items():
                 bucket, sign = self._bucket(term)
                 matrix[row, bucket] += sign * (1.0 + math.log(count))
         return normalized(matrix, self._dim)

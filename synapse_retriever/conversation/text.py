@@ -32,6 +32,7 @@ __all__ = [
     "STOPWORDS",
     "WORD_MARKS",
     "TermStats",
+    "latin_folded",
     "letters",
     "number",
     "sentences",
@@ -207,6 +208,25 @@ def number(word: str) -> bool:
     (True, True, False)
     """
     return word.isdigit() or _WORD_MARK.sub("", word).isdigit()
+
+
+_LATIN_MARKS = re.compile(r"(?<=[A-Za-z\u00c0-\u024f\u1e00-\u1eff])[\u0300-\u036f]+")
+"""The accents of a Latin letter once decomposed (NFD): what SQLite's FTS5 ``unicode61``
+tokenizer removes with ``remove_diacritics 2``; the marks of other scripts stay."""
+
+
+def latin_folded(text: str) -> str:
+    """``text`` with its Latin letters' accents removed, as BM25's index removes them, so that
+    ``cafe`` and ``café`` are one term to the hashing embedder too.
+
+    Examples
+    --------
+    >>> latin_folded("Café crème, Ærø, Tiếng Việt, किताब")
+    'Cafe creme, Ærø, Tieng Viet, किताब'
+    """
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFC", _LATIN_MARKS.sub("", unicodedata.normalize("NFD", text)))
 
 
 def _normalize(word: str) -> str:

@@ -26,7 +26,23 @@ def test_hashing_embedder_is_deterministic_unit_and_lexical() -> None:
     assert float(a @ b) == pytest.approx(1.0)  # same content terms
     assert float(a @ c) == pytest.approx(0.0)  # none shared
     assert not np.any(empty)  # stopwords only: the zero vector
-    assert embedder.name == "hashing-v3-1024" and embedder.dim == 1024
+    assert embedder.name == "hashing-v4-1024" and embedder.dim == 1024
+
+
+def test_hashing_embedder_folds_latin_accents_as_bm25_does() -> None:
+    # v3 read "cafe" and "café" as two terms: a question typed without accents missed the
+    # turn in the dense channel, where BM25 (remove_diacritics 2) found it
+    pairs = [
+        ("Le déjeuner est à midi, café crème", "le dejeuner est a midi, cafe creme"),
+        ("Überweisung für München", "uberweisung fur munchen"),
+        ("Tiếng Việt có dấu", "tieng viet co dau"),
+    ]
+    for accented, plain in pairs:
+        a, b = HashingEmbedder().embed([accented, plain])
+        assert np.any(a) and float(a @ b) == pytest.approx(1.0), accented
+    # other scripts keep their marks: a Hindi word and its vowel signs are one term
+    hindi, cut = HashingEmbedder().embed(["किताब पढ़ो", "कतब पढ"])
+    assert np.any(hindi) and float(hindi @ cut) < 0.5
 
 
 def test_normalized_checks_shape_and_values() -> None:
