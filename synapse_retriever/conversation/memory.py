@@ -100,7 +100,7 @@ from synapse_retriever.persistence.protocols import releasing_while_busy
 from synapse_retriever.persistence.sqlite import file_path
 from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter, is_int
 
-__all__ = ["ROLES", "ConversationMemory"]
+__all__ = ["ROLES", "ConversationMemory", "finished_if_cancelled"]
 
 log = logging.getLogger(__name__)
 
@@ -483,7 +483,7 @@ class ConversationMemory:
         try:
             await asyncio.shield(closing)
         except asyncio.CancelledError:
-            await _finished_if_cancelled(self._closed_at_once(closing))
+            await finished_if_cancelled(self._closed_at_once(closing))
             raise
 
     async def _closed_at_once(self, closing: asyncio.Future[None]) -> None:
@@ -648,7 +648,7 @@ class ConversationMemory:
             self._prepare_turn, text, role, at, session, speaker, key
         )
         stored = asyncio.to_thread(self._store_and_request, prepared)
-        turn_id, due = await _finished_if_cancelled(stored)
+        turn_id, due = await finished_if_cancelled(stored)
         if due:  # without a background thread: the caller's to run, off the loop
             await asyncio.to_thread(self._consolidator.request)
         return turn_id
@@ -1674,7 +1674,7 @@ class _PreparedTurn:
 _Result = TypeVar("_Result")
 
 
-async def _finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
+async def finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
     """``await work``; if the awaiting task is cancelled meanwhile, ``work`` still runs to
     its end (a write in a thread cannot be stopped halfway anyway), and the cancellation
     is raised only once it has, however many times the task is cancelled: the caller
@@ -1687,7 +1687,7 @@ async def _finished_if_cancelled(work: Awaitable[_Result]) -> _Result:
     ...     async def write() -> None:
     ...         await asyncio.sleep(0.01)
     ...         done.append("written")
-    ...     task = asyncio.ensure_future(_finished_if_cancelled(write()))
+    ...     task = asyncio.ensure_future(finished_if_cancelled(write()))
     ...     await asyncio.sleep(0)
     ...     task.cancel()
     ...     try:

@@ -16,7 +16,6 @@ The decisions are the core's; this module only maps messages.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 from collections import OrderedDict
@@ -42,6 +41,7 @@ from synapse_retriever.conversation import (
     trim_history,
 )
 from synapse_retriever.conversation.config import checked_context
+from synapse_retriever.conversation.memory import finished_if_cancelled
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 from synapse_retriever.tokens import check_tokens
@@ -333,16 +333,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         # Memory has moved the flushed messages out of its short-term queue already: a flush
         # cut short by a cancellation (a timeout) would lose the messages after the cut, so
         # it is stored whole, and the cancellation raised when it is (however many come)
-        flush = asyncio.ensure_future(self._flush(messages))
-        try:
-            await asyncio.shield(flush)
-        except asyncio.CancelledError:
-            while not flush.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait([flush])
-            if not flush.cancelled():
-                flush.exception()  # retrieved: the caller gets the cancellation, not the error
-            raise
+        await finished_if_cancelled(self._flush(messages))
 
     async def _flush(self, messages: list[ChatMessage]) -> None:
         # one message refused (a NUL, a lone surrogate) must not lose the others either, so
