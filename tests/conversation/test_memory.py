@@ -824,20 +824,17 @@ def test_reopening_with_another_embedder_recomputes_the_vectors(conversation_whe
     assert stored(path, "SELECT DISTINCT embedder FROM context_turns") == [("hashing-v4-128",)]
 
 
-def test_vectors_of_an_older_hashing_embedder_are_recomputed(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_vectors_of_an_older_hashing_embedder_are_recomputed(conversation_where: str) -> None:
+    path = conversation_where
     with ConversationMemory(path, background=False) as memory:
         memory.add_turn("Le déjeuner d'équipe est à midi, au café.", role="user", at=0)
         memory.add_turn("Noted.", role="assistant", at=60)
-    with sqlite3.connect(path) as db:  # as a release of hashing-v3 left them
-        db.execute("UPDATE context_turns SET embedder = 'hashing-v3-1024'")
+    stored(path, "UPDATE context_turns SET embedder = 'hashing-v3-1024'")  # as v3 left them
     with ConversationMemory(path) as memory:
         hits = memory.retrieve("dejeuner equipe cafe", k=1, at=120)
         assert hits[0].text.startswith("Le déjeuner")
         assert hits[0].origin == "both"  # the dense channel found it too, without accents
-    assert stored(str(path), "SELECT DISTINCT embedder FROM context_turns") == [
-        ("hashing-v4-1024",)
-    ]
+    assert stored(path, "SELECT DISTINCT embedder FROM context_turns") == [("hashing-v4-1024",)]
 
 
 class Ones:
