@@ -41,7 +41,8 @@ class SynapseCallbackHandler(BaseCallbackHandler):
     """Reinforce, as one co-activation event, what the tools of one run read or edited.
 
     A run is a top-level invocation (an agent, a graph, a chain) and every run nested
-    in it. Each tool that finishes without error contributes the ids found in its
+    in it. Each tool that finishes without error (a handled error, a tool call's
+    ``ToolMessage`` of status ``"error"``, is one) contributes the ids found in its
     arguments (the keys in ``input_keys``, a str or a list of str each), or whatever
     ``extract`` returns. When the top-level run ends (or fails), the ids of all its
     successful tool calls are reinforced together in ``store``, once per run even when
@@ -173,8 +174,12 @@ class SynapseCallbackHandler(BaseCallbackHandler):
             self._pending[run_id] = list(found)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """A tool succeeded: its ids join its top-level run's event."""
-        self._runs.add(run_id, self._pending.pop(run_id, ()))
+        """A tool succeeded: its ids join its top-level run's event. A tool whose error was
+        handled (``handle_tool_error``, ``handle_validation_error``) ends here too, with a
+        ``ToolMessage`` of status ``"error"``: it failed, and its ids are dropped."""
+        ids = self._pending.pop(run_id, ())
+        if getattr(output, "status", None) != "error":
+            self._runs.add(run_id, ids)
         self._end(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

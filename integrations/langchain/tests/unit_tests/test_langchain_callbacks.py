@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 
 from synapse_retriever import InvalidTypeError, InvalidValueError, SynapseStore
@@ -194,6 +194,32 @@ def test_a_failed_tool_used_nothing(store: SynapseStore) -> None:
     )
     run.invoke("task", {"callbacks": [handler]})
     assert pairs(store) == {frozenset({"a.py", "b.py"})}
+
+
+@tool
+def denied_edit(path: str) -> str:
+    """An edit the file system refuses, its error handed back to the model."""
+    raise ToolException(f"permission denied: {path}")
+
+
+denied_edit.handle_tool_error = True
+
+
+def test_a_tool_whose_error_was_handled_used_nothing(store: SynapseStore) -> None:
+    # an agent calls tools by tool call: a handled error ends the run as a ToolMessage of
+    # status "error" through on_tool_end, which counted it as used
+    def run(task: str, config: RunnableConfig) -> str:
+        for name, step, args in [("1", read_file, {"path": "a.py"}),
+                                 ("2", denied_edit, {"path": "b.py"}),
+                                 ("3", read_file, {"path": "c.py"})]:  # fmt: skip
+            answer = step.invoke(
+                {"name": step.name, "args": args, "id": name, "type": "tool_call"}, config
+            )
+            assert answer.status == ("error" if step is denied_edit else "success")
+        return "done"
+
+    RunnableLambda(run).invoke("task", {"callbacks": [SynapseCallbackHandler(store)]})
+    assert pairs(store) == {frozenset({"a.py", "c.py"})}
 
 
 def test_a_failed_run_still_learns_from_its_finished_tools(store: SynapseStore) -> None:
