@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -415,6 +416,35 @@ def test_a_truncated_block_shrinks_in_memorys_tokens_not_its_own(text: str, toke
     content = memory.get(input="When is the production deploy?")[0].content or ""
     assert "<synapse_memory>" in content
     assert len(memory.tokenizer_fn(content)) <= 600
+
+
+class FailingOnce:
+    """The hashing embedder, but the first text with ``down`` in it times out (an API's
+    moment): the flush stops there with the error."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=64)
+        self.name, self.dim, self.failed = "failing-once-64", 64, False
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if not self.failed and any("down" in text for text in texts):
+            self.failed = True
+            raise TimeoutError("the embeddings API did not answer")
+        return self.inner.embed(texts)
+
+
+@pytest.mark.asyncio
+async def test_what_a_failed_flush_left_unstored_is_stored_by_the_next() -> None:
+    # Memory has moved a flush out of its short-term queue before the block stores it: a
+    # failure midway (not a refused message) lost the messages after it, in neither memory
+    block = SynapseMemoryBlock(ConversationMemory(":memory:", embedder=FailingOnce()))
+    first = [ChatMessage(role="user", content=text) for text in ["one", "API down", "three"]]
+    with pytest.raises(TimeoutError):
+        await block.aput(first)
+    assert [t.text for t in block.memory.turns()] == ["one"]
+    await block.aput([ChatMessage(role="user", content="four")])
+    assert [t.text for t in block.memory.turns()] == ["one", "API down", "three", "four"]
+    block.close()
 
 
 @pytest.mark.asyncio

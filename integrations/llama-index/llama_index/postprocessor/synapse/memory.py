@@ -268,6 +268,9 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         default_factory=OrderedDict
     )  # what each recent read rendered, for what: Memory truncates what a read gave it
     _tokenizer: Callable[[str], Sequence[Any]] | None = PrivateAttr(default=None)
+    _unflushed: list[ChatMessage] = PrivateAttr(default_factory=list)
+    """Messages ``Memory`` flushed here that a failed flush did not store: Memory has moved
+    them out of its short-term queue already, so the next flush stores them first."""
 
     def __init__(
         self,
@@ -337,9 +340,12 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
 
     async def _flush(self, messages: list[ChatMessage]) -> None:
         # one message refused (a NUL, a lone surrogate) must not lose the others either, so
-        # each valid one is stored and the refused ones are named after
-        refused: list[str] = []  # a failure of another kind (a lost database) stops here
-        for position, message in enumerate(messages):
+        # each valid one is stored and the refused ones are named after; a failure of
+        # another kind (the embedder timed out, the database was lost) stops here, and what
+        # it left unstored is kept and stored first by the next flush
+        pending, self._unflushed = [*self._unflushed, *messages], []
+        refused: list[str] = []
+        for position, message in enumerate(pending):
             history = to_history(message)
             text = " ".join(part for part in (history.text, history.fixed_text) if part.strip())
             if blank(text):  # no text that shows (only an image, a zero-width space): not stored
@@ -349,9 +355,12 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
                 await self._memory.aadd_turn(text, role=history.role, session=session)
             except (InvalidTypeError, InvalidValueError) as exc:
                 refused.append(f"message {position} ({exc})")
+            except BaseException:
+                self._unflushed[:0] = pending[position:]  # before another flush's leftovers
+                raise
         if refused:
             raise InvalidValueError(
-                f"{len(refused)} of the {len(messages)} messages flushed to long-term memory "
+                f"{len(refused)} of the {len(pending)} messages flushed to long-term memory "
                 f"were refused, the others were stored: {'; '.join(refused)}"
             )
 
