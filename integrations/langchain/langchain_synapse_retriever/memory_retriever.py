@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
-from langchain_core.runnables.config import set_config_context
+from langchain_core.runnables.config import ensure_config, set_config_context
 from pydantic import ConfigDict, Field, field_validator
 
 from langchain_synapse_retriever.caller import CallerRetriever
@@ -241,12 +241,21 @@ def chat_model_mode_detector(
     return PromptModeDetector(_completer(model), prompt=prompt)
 
 
+TAG_NOSTREAM = "nostream"
+"""LangGraph's tag (``langgraph.constants.TAG_NOSTREAM``) for a model call whose tokens an
+agent's ``stream_mode="messages"`` leaves out; named here, LangGraph not being required."""
+
+
 def _completer(model: Runnable[Any, Any]) -> Callable[[str], str]:
     """``prompt -> text`` from a model: a string, a message's text, or structured output
-    (a dict or a pydantic object) as JSON."""
+    (a dict or a pydantic object) as JSON. The call is tagged ``nostream``: LangGraph's
+    ``stream_mode="messages"`` leaves its tokens out of what an agent streams to its user
+    (a retrieval tool's mode detector answered "analytical" into the chat)."""
 
     def complete(text: str) -> str:
-        answer = model.invoke(text)
+        config = ensure_config()  # the caller's (its callbacks, tags, configurable fields)
+        config["tags"] = [*config.get("tags", []), TAG_NOSTREAM]
+        answer = model.invoke(text, config)
         if isinstance(answer, str):
             return answer
         if isinstance(answer, BaseMessage):

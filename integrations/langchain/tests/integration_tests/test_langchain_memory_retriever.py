@@ -188,7 +188,8 @@ def test_the_mode_detectors_model_runs_under_the_callers_config(call: str) -> No
         else:
             docs = asyncio.run(retriever.ainvoke("tell me about checkout", config=config))
         assert {d.metadata["mode"] for d in docs} == {"creative"}
-        assert [tags for _, _, _, tags in runs.tagged] == [["mine"], ["mine"]]
+        # and its tokens are not streamed to the agent's user (LangGraph's nostream tag)
+        assert [tags for _, _, _, tags in runs.tagged] == [["mine"], ["mine", "nostream"]]
         assert {d.metadata["mode"] for d in retriever.invoke("tell me about checkout")} == {
             "analytical"
         }
@@ -237,3 +238,46 @@ def test_what_it_cannot_retrieve_with_is_refused() -> None:
         with pytest.raises(InvalidValueError, match="reads k, mode and sessions, got similarity"):
             retriever.invoke("deploy", similarity_top_k=2)
         assert len(retriever.invoke("deploy", k=1)) == 1
+
+
+def test_an_agents_stream_shows_its_user_no_token_of_the_mode_detector() -> None:
+    # a retrieval tool's mode detector streamed "a", "n", "a", "l", ... into the agent's
+    # stream_mode="messages", as if the model had said it to the user
+    agents = pytest.importorskip("langchain.agents", reason="the agent needs langchain>=1")
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import create_retriever_tool
+    from langchain_synapse_retriever import chat_model_mode_detector
+
+    class Agent(BaseChatModel):
+        """Calls the search tool once, then answers."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+            call = {"name": "search_chat", "args": {"query": "why did it fail"}, "id": "c1"}
+            answer = (
+                AIMessage("", tool_calls=[call])
+                if messages[-1].type == "human"
+                else AIMessage("Because of the image.")
+            )
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    detector = chat_model_mode_detector(FakeListChatModel(responses=["analytical"] * 4))
+    with filled(mode_detector=detector) as memory:
+        search = SynapseMemoryRetriever(memory=memory, k=2)
+        agent = agents.create_agent(Agent(), [create_retriever_tool(search, "search_chat", "")])
+        shown = [
+            chunk.content
+            for chunk, _ in agent.stream(
+                {"messages": [HumanMessage("why?")]}, stream_mode="messages"
+            )
+            if chunk.type in ("AIMessageChunk", "ai") and chunk.content
+        ]
+    assert shown == ["Because of the image."]
