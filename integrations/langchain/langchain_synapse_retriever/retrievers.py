@@ -201,6 +201,8 @@ class SynapseRetriever(CallerRetriever):
         strength: float = 1.0,
         namespace: str | None = None,
         at: Clock = None,
+        *,
+        event_id: str | None = None,
     ) -> int:
         """Reinforce documents (or ids) the application used together, as one event.
 
@@ -214,6 +216,9 @@ class SynapseRetriever(CallerRetriever):
             namespace: Where the edges go; ``active_namespace`` by default.
             at: When they were used: an aware datetime or POSIX seconds (None: now), e.g.
                 to replay a log of past tasks in time order.
+            event_id: Makes the call safe to retry (a timed-out ``arecord_usage`` may have
+                written): an id this store recorded before writes nothing and returns 0,
+                as in ``SynapseStore.reinforce``.
 
         Returns:
             The number of edges written (pairs of distinct ids).
@@ -231,9 +236,15 @@ class SynapseRetriever(CallerRetriever):
             3
             >>> retriever.record_usage(["billing/invoice.py", "billing/tax.py"], at=1_700_000_000)
             1
+            >>> retriever.record_usage(["a.py", "b.py"], event_id="task:7")
+            1
+            >>> retriever.record_usage(["a.py", "b.py"], event_id="task:7")  # a retry: counted once
+            0
         """
         ids = usage_ids(used, lambda doc: document_id(doc, self.id_key), Document)
-        return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
+        return self.store.reinforce(
+            ids, strength, namespace or self.active_namespace, at, event_id=event_id
+        )
 
     async def arecord_usage(
         self,
@@ -241,6 +252,8 @@ class SynapseRetriever(CallerRetriever):
         strength: float = 1.0,
         namespace: str | None = None,
         at: Clock = None,
+        *,
+        event_id: str | None = None,
     ) -> int:
         """:meth:`record_usage` on the async path: the same edges, count and errors.
 
@@ -257,7 +270,9 @@ class SynapseRetriever(CallerRetriever):
             >>> asyncio.run(retriever.arecord_usage(["auth/jwt.py", "config/keys.py"]))
             1
         """
-        return await run_in_executor(None, self.record_usage, used, strength, namespace, at)
+        return await run_in_executor(
+            None, self.record_usage, used, strength, namespace, at, event_id=event_id
+        )
 
     def _get_relevant_documents(
         self,

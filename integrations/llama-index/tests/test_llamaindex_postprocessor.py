@@ -576,6 +576,17 @@ def test_record_usage_takes_nodes_scored_nodes_and_ids(synapse: SynapsePostproce
     assert synapse.store.weight("a", "c") > 0
 
 
+def test_recorded_usage_with_an_event_id_is_counted_once_however_often_sent(
+    synapse: SynapsePostprocessor,
+) -> None:
+    # a timed-out arecord_usage may have written: its retry counted the use twice
+    assert synapse.record_usage(["a", "b"], event_id="task:7") == 1
+    assert synapse.record_usage(["a", "b"], event_id="task:7") == 0
+    assert asyncio.run(synapse.arecord_usage(["a", "b"], event_id="task:7")) == 0
+    assert asyncio.run(synapse.arecord_usage(["a", "b"], event_id="task:8")) == 1
+    assert synapse.store.edge("a", "b").activation_count == 2  # type: ignore[union-attr]
+
+
 def test_record_usage_writes_to_the_active_namespace() -> None:
     synapse = SynapsePostprocessor(store=":memory:", active_namespace="branch:auth")
     synapse.record_usage(["a", "b"])

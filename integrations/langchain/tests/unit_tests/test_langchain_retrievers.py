@@ -782,6 +782,18 @@ def test_config_must_match_a_given_store(upstream: ListRetriever) -> None:
     assert refused.value.errors()[0]["loc"] == ("store",)  # the field named
 
 
+def test_recorded_usage_with_an_event_id_is_counted_once_however_often_sent(
+    upstream: ListRetriever,
+) -> None:
+    # a timed-out arecord_usage may have written: its retry counted the use twice
+    retriever = make(upstream)
+    assert retriever.record_usage(["a", "x"], event_id="task:7") == 1
+    assert retriever.record_usage(["a", "x"], event_id="task:7") == 0
+    assert asyncio.run(retriever.arecord_usage(["a", "x"], event_id="task:7")) == 0
+    assert asyncio.run(retriever.arecord_usage(["a", "x"], event_id="task:8")) == 1
+    assert retriever.store.edge("a", "x").activation_count == 2  # type: ignore[union-attr]
+
+
 def test_record_usage_defaults_to_the_active_namespace(upstream: ListRetriever) -> None:
     retriever = make(upstream, active_namespace="branch:feature")
     assert retriever.record_usage(["a", "b", "c"]) == 3  # 3 pairs

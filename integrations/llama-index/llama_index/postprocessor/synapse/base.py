@@ -192,13 +192,17 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         strength: float = 1.0,
         namespace: str | None = None,
         at: Clock = None,
+        *,
+        event_id: str | None = None,
     ) -> int:
         """Reinforce nodes used together (one co-activation event); returns edges written.
 
         Record what was *used* (cited, read, edited), not merely retrieved: reinforcing
         every retrieved node would feed recall's own output back into the graph.
         ``at`` is when they were used: an aware datetime or POSIX seconds (None: now),
-        e.g. to replay a log of past tasks in time order.
+        e.g. to replay a log of past tasks in time order. ``event_id`` makes the call safe to
+        retry (a timed-out ``arecord_usage`` may have written): an id the store recorded
+        before writes nothing and returns 0, as in ``SynapseStore.reinforce``.
 
         Example:
             >>> from llama_index.core.schema import TextNode
@@ -209,9 +213,15 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             True
             >>> synapse.record_usage(["billing/invoice.py", "billing/tax.py"], at=1_700_000_000)
             1
+            >>> synapse.record_usage(["a.py", "b.py"], event_id="task:7")
+            1
+            >>> synapse.record_usage(["a.py", "b.py"], event_id="task:7")  # a retry: once
+            0
         """
         ids = usage_ids(nodes_or_ids, self.node_id, (BaseNode, NodeWithScore))
-        return self.store.reinforce(ids, strength, namespace or self.active_namespace, at)
+        return self.store.reinforce(
+            ids, strength, namespace or self.active_namespace, at, event_id=event_id
+        )
 
     async def arecord_usage(
         self,
@@ -219,6 +229,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         strength: float = 1.0,
         namespace: str | None = None,
         at: Clock = None,
+        *,
+        event_id: str | None = None,
     ) -> int:
         """:meth:`record_usage`, awaited without holding the loop: the same edges, count and
         errors. It runs in a worker thread, so a write waiting for another process's lock on
@@ -231,7 +243,9 @@ class SynapsePostprocessor(BaseNodePostprocessor):
             >>> asyncio.run(synapse.arecord_usage(["auth/jwt.py", "config/keys.py"]))
             1
         """
-        return await asyncio.to_thread(self.record_usage, nodes_or_ids, strength, namespace, at)
+        return await asyncio.to_thread(
+            self.record_usage, nodes_or_ids, strength, namespace, at, event_id=event_id
+        )
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
