@@ -254,6 +254,7 @@ _T = TypeVar("_T")
 
 _COLUMNS = ", ".join(EDGE_COLUMNS)
 _ID = EDGE_COLUMNS.index("id")
+_NS, _A, _B = (EDGE_COLUMNS.index(name) for name in ("namespace", "a", "b"))
 _EDGE_COLUMNS = ", ".join(f"e.{column}" for column in EDGE_COLUMNS)
 _USE_QUERY = "SELECT namespace, node, uses, together, first_at, recent FROM node_uses"
 
@@ -331,11 +332,14 @@ class _SQLiteTransaction:
             return table
         last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'edges'").fetchone()
         start = (last[0] if last else 0) + 1
+        # ids in the pair index's order: its new entries are placed in turn, each of its
+        # pages visited once, as the table's rows are appended
+        order = np.lexsort((table[:, _NS], table[:, _B], table[:, _A]))
         placed = table.copy()
-        placed[:, _ID] = np.arange(start, start + len(table))
+        placed[order, _ID] = np.arange(start, start + len(table))
         self._db.executemany(
             f"INSERT INTO edges ({_COLUMNS}, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            zip(*table_columns(placed), itertools.repeat(self.version)),
+            zip(*table_columns(placed[order]), itertools.repeat(self.version)),
         )
         return placed
 

@@ -12,7 +12,13 @@ from mirrors import loaded, state
 from synapse_retriever import InvalidValueError, SynapseConfig
 from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.persistence import UseRow
-from synapse_retriever.persistence.rows import EdgeKey, RecentEvent, edge_rows, rows_array
+from synapse_retriever.persistence.rows import (
+    EdgeKey,
+    EdgeRow,
+    RecentEvent,
+    edge_rows,
+    rows_array,
+)
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.write import (
     Event,
@@ -93,6 +99,23 @@ def test_node_ids_are_the_storages_whether_known_or_new(sqlite_storage: SQLiteSt
         mixed = node_ids(tx, mirror.graph, ["a", "new"])
     assert known == {"b": mirror.graph.index["b"], "a": mirror.graph.index["a"]}
     assert mixed["a"] == known["a"] and mixed["new"] not in known.values()
+
+
+def test_new_edges_get_ids_in_the_pair_index_order_and_come_back_in_the_given_order(
+    sqlite_storage: SQLiteStorage,
+) -> None:
+    keys = [(1, 3, 4), (2, 1, 2), (1, 1, 2), (1, 2, 3)]  # (namespace, a, b)
+    table = rows_array([EdgeRow(0, ns, a, b, 0.1 * a, b, 30.0, 0.0, 0.0) for ns, a, b in keys])
+    with sqlite_storage.write() as tx:
+        assert [tx.namespace_id("personal"), tx.namespace_id("shared")] == [1, 2]
+        assert tx.node_ids(["a", "b", "c", "d"]) == [1, 2, 3, 4]
+        placed = tx.insert(table)
+    assert placed[:, 1:].tolist() == table[:, 1:].tolist()  # the rows as given, in order
+    # ids follow (a, b, namespace), the index's order: (1, 2, 1) (1, 2, 2) (2, 3, 1) (3, 4, 1)
+    assert placed[:, 0].tolist() == [4, 2, 1, 3]
+    with sqlite_storage.write() as tx:
+        stored = tx.edges_by_id([1, 2, 3, 4])
+    assert sorted(stored) == sorted(edge_rows(placed))
 
 
 def test_a_recorded_event_id_is_a_replay_once_committed_only(sqlite_storage: SQLiteStorage) -> None:
