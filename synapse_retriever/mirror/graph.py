@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from synapse_retriever._arrays import group_sums, nth_largest
+from synapse_retriever._arrays import group_sums, lengthened, nth_largest
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import Learning, SynapseConfig
@@ -183,6 +183,12 @@ for each of a node's edges, scattered over the graph, in one gather of their rec
 (measured at 1M edges, the 39,731 edges of a hub: 1.1 ms for the columns one by one, 0.8 ms
 for the records, bound by the memory's latency)."""
 
+_ALIASES = (
+    "_ns", "_a", "_b", "_count", "_w0", "_hl", "_last", "_created", "_multi", "_pos_a",
+    "_pos_b", "_pruned_at",
+)  # fmt: skip
+"""The attributes that name a column (each also in ``_cols``)."""
+
 _ID = EDGE_COLUMNS.index("id")
 _FROM_ROW = {
     column: EDGE_COLUMNS.index(field)
@@ -325,6 +331,7 @@ class MemoryGraph:
         self._cols: dict[str, npt.NDArray[Any]] = {
             name: np.zeros(0, dtype) for name, (dtype, _) in _COLUMNS.items()
         }
+        self._record_array = np.zeros(0, self._record)  # the columns of _TOGETHER
         self._grow(1024)
         self.size = 0  # one past the highest edge id seen
         # CSR over node ids < built, entries sorted by node: the other end and the edge id
@@ -347,17 +354,21 @@ class MemoryGraph:
 
     def _grow(self, needed: int) -> None:
         # an eighth more than needed: a graph loaded whole takes its first writes without
-        # copying every column (measured at 1M edges: 28 ms, the first write after opening)
+        # growing its columns (measured at 1M edges: 28 ms, the first write after opening)
         capacity = max(needed + needed // 8, int(self._capacity * 1.5), 1024)
-        records = np.empty(capacity, self._record)
-        for name, (dtype, fill) in _COLUMNS.items():
-            column: npt.NDArray[Any] = (
-                records[name] if name in _TOGETHER else np.empty(capacity, dtype)
-            )
-            column[: self._capacity] = self._cols[name]
-            column[self._capacity :] = fill
+        old, columns, self._cols = self._capacity, self._cols, {}
+        for alias in (*_ALIASES, "_records"):  # the columns' only references are handed
+            self.__dict__.pop(alias, None)  # over to lengthened: grown in place, no copy
+        for name in _TOGETHER:
+            del columns[name]  # fields of the records, which grow whole
+        records = lengthened(self.__dict__.pop("_record_array"), capacity)
+        for name, (_, fill) in _COLUMNS.items():
+            column = records[name] if name in _TOGETHER else lengthened(columns.pop(name), capacity)
+            if fill:  # zero already
+                column[old:] = fill
             self._cols[name] = column
         self._capacity = capacity
+        self._record_array = records
         self._records = records.view(np.uint8).reshape(capacity, records.dtype.itemsize)
         c = self._cols
         self._ns, self._a, self._b, self._count = c["ns"], c["a"], c["b"], c["count"]
@@ -558,45 +569,32 @@ class MemoryGraph:
         of it (measured at 1M edges: 0.02 s against 0.09 s for the sort of 2M entries).
         """
         n = self.n
+        other: npt.NDArray[np.int32]
+        edge: npt.NDArray[np.int32]
         if self._built and self._other.size:
-            owner = np.repeat(np.arange(self._built, dtype=np.int64), np.diff(self._indptr))
-            keep = self._a[self._entry_edge] >= 0
-            owner, other = owner[keep], self._other[keep].astype(np.int64)
-            edge = self._entry_edge[keep].astype(np.int64)
-            count = self._entry_count[keep]  # current (see _count_entries): not gathered again
-            log = self._log[: self._log_len]
-            log = log[self._a[log] >= 0]
-            new_owner = np.concatenate([self._a[log], self._b[log]]).astype(np.int64)
-            new_other = np.concatenate([self._b[log], self._a[log]]).astype(np.int64)
-            new_key = new_owner * n + new_other
-            order = np.argsort(new_key)
-            at = np.searchsorted(owner * n + other, new_key[order])
-            owner = np.insert(owner, at, new_owner[order])
-            other = np.insert(other, at, new_other[order])
-            edge = np.insert(edge, at, np.concatenate([log, log])[order])
-            count = np.insert(count, at, np.tile(self._count[log], 2)[order])
+            other, edge, count, lengths = self._merged(n)
         else:
             live = self.live_ids()
             owner = np.concatenate([self._a[live], self._b[live]]).astype(np.int64)
-            other = np.concatenate([self._b[live], self._a[live]]).astype(np.int64)
-            order = np.argsort(owner * n + other)  # by node, then by the other end
-            owner, other = owner[order], other[order]
-            edge = np.concatenate([live, live])[order]
+            other64 = np.concatenate([self._b[live], self._a[live]]).astype(np.int64)
+            order = np.argsort(owner * n + other64)  # by node, then by the other end
+            other = other64[order].astype(np.int32)
+            edge = np.concatenate([live, live])[order].astype(np.int32)
             count = self._count[edge]
-        self._other = other.astype(np.int32)
-        self._entry_edge = edge.astype(np.int32)
-        self._entry_count = count
-        slot = np.arange(edge.size)
-        side_a = owner == self._a[edge]
+            lengths = np.bincount(owner, minlength=n)
+        self._other, self._entry_edge, self._entry_count = other, edge, count
+        side_a = other == self._b[edge]  # the entry in the row of the edge's end a
         self._pos_a[: self.size] = -1
         self._pos_b[: self.size] = -1
-        self._pos_a[edge[side_a]] = slot[side_a]
-        self._pos_b[edge[~side_a]] = slot[~side_a]
+        self._pos_a[edge[side_a]] = np.flatnonzero(side_a)
+        side_a = ~side_a
+        self._pos_b[edge[side_a]] = np.flatnonzero(side_a)
         self._built = n
-        counts = np.bincount(owner, minlength=n)
-        self._indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        self._indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         if len(self.ns_names) > 1:  # a pair in two namespaces: two entries side by side
-            twin = (owner[1:] == owner[:-1]) & (other[1:] == other[:-1])
+            starts = np.zeros(other.size + 1, bool)
+            starts[self._indptr] = True  # where a node's row begins: no twin across it
+            twin = (other[1:] == other[:-1]) & ~starts[1:-1]
             self._multi[edge] = False
             self._multi[edge[1:][twin]] = True
             self._multi[edge[:-1][twin]] = True
@@ -604,6 +602,52 @@ class MemoryGraph:
         self._log_of.clear()
         self._unmerged = False
         self._views.clear()  # co-use rows stay: a rebuild moves edges, it changes none
+
+    def _merged(
+        self, n: int
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], IntArray]:
+        """The adjacency's other ends, edges and counts with the log's entries merged in,
+        and the length of each node's row: without a deleted edge's entries, every row
+        still sorted by the other end. Few temporaries the size of the adjacency: at 1M
+        edges each is fresh memory, and this process's first touch of its pages (measured
+        here) took longer than the work done in them."""
+        lengths = np.zeros(n, np.int64)
+        lengths[: self._built] = np.diff(self._indptr)
+        other, edge, count = self._other, self._entry_edge, self._entry_count
+        keep = self._a[edge] >= 0
+        if not keep.all():
+            owner = np.repeat(np.arange(self._built), lengths[: self._built])
+            lengths -= np.bincount(owner[~keep], minlength=n)
+            other, edge, count = other[keep], edge[keep], count[keep]
+        del keep
+        log = self._log[: self._log_len]
+        log = log[self._a[log] >= 0]
+        new_owner = np.concatenate([self._a[log], self._b[log]]).astype(np.int64)
+        new_key = new_owner * n + np.concatenate([self._b[log], self._a[log]])
+        order = np.argsort(new_key)
+        new_key = new_key[order]
+        key = np.repeat(np.arange(n, dtype=np.int64) * n, lengths)
+        key += other
+        at = np.searchsorted(
+            key, new_key
+        )  # before an equal key: a twin's entries stay side by side
+        del key
+        at += np.arange(at.size)  # where each new entry lands in the merged arrays
+        old = np.ones(other.size + at.size, bool)
+        old[at] = False
+        new_edge = np.concatenate([log, log])[order]
+        merged: list[npt.NDArray[np.int32]] = []
+        for column, added in (
+            (other, (new_key % n).astype(np.int32)),
+            (edge, new_edge.astype(np.int32)),
+            (count, self._count[new_edge]),
+        ):
+            out = np.empty(old.size, column.dtype)
+            out[at] = added
+            out[old] = column
+            merged.append(out)
+        lengths += np.bincount(new_owner, minlength=n)
+        return merged[0], merged[1], merged[2], lengths
 
     # -- the recall view ---------------------------------------------------------------
 
