@@ -96,6 +96,13 @@ BATCH_EVENTS = 1_000
 """Events per ``reinforce_many`` call in the batched throughput."""
 POSTGRES_MAX_EDGES = 100_000
 """The largest graph grown on PostgreSQL by default (bigger sizes measure SQLite only)."""
+GROWN_PER_INSERT = 30_000
+"""Edges per insert when a graph is grown on SQLite: about the new edges of one
+1,000-event batch at 1M edges. SQLite gives each insert's rows their ids in the pair
+index's order, so the file's rows lie as a store grown by such batches lays them (one
+insert of every edge would lay the table out in the index's order, which no history of
+writes does, and every write to it would be faster: measured at 1M edges, a third faster
+for bare SQLite's batches)."""
 
 
 def zipf_events(
@@ -195,7 +202,8 @@ def grow_graph(
                 table[:, 0] = [held[key] for key in table_keys(table)]
                 tx.update(table)
             else:
-                tx.insert(table)
+                for start in range(0, size, GROWN_PER_INSERT):
+                    tx.insert(table[start : start + GROWN_PER_INSERT])
             uses, events, latest = uses_from_edges(
                 (
                     (x, y, ns, n, t, t)

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from synapse_retriever import SynapseConfig, SynapseStore
+from synapse_retriever.bench import perf as perf_module
 from synapse_retriever.bench.perf import (
     NOW,
     grow_graph,
@@ -72,6 +73,17 @@ def test_grown_graph_has_the_requested_edges_and_hubs(tmp_path: Path) -> None:
     with SynapseStore(tmp_path / "g.db") as store:
         assert store.graph(at=NOW).number_of_edges() == 3000
         assert len(store._mirror.uses) == shape["nodes"]  # every node of an edge was used
+
+
+def test_a_grown_graphs_rows_lie_as_batches_lay_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(perf_module, "GROWN_PER_INSERT", 1000)
+    grow_graph(tmp_path / "g.db", 3000, seed=1)
+    with sqlite3.connect(tmp_path / "g.db") as db:
+        pairs = db.execute("SELECT a, b FROM edges ORDER BY id").fetchall()
+    descents = [k for k in range(1, len(pairs)) if pairs[k] < pairs[k - 1]]
+    assert descents == [1000, 2000]  # each insert in the pair index's order, not the whole
 
 
 def test_the_naive_spread_agrees_with_the_store(tmp_path: Path) -> None:
