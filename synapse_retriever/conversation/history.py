@@ -17,6 +17,10 @@ Rules that keep a message list valid for a chat model:
 - A message that is not ``degradable`` (non-text content such as an image) is kept whole
   or dropped; only its text counts toward the budget.
 - Messages with no text (e.g. a bare tool call) cost only their ``fixed_text``.
+- With ``start_on`` (a role), the kept messages after the pinned ones begin with a message of
+  that role: what the trimming kept before the first such message is dropped too, as
+  LangChain's ``trim_messages(start_on=...)`` does (some chat models, Claude on Bedrock
+  among them, refuse a conversation that opens with the assistant).
 
 Examples
 --------
@@ -155,6 +159,7 @@ def trim_history(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | object | None = None,
+    start_on: str | None = None,
 ) -> list[TrimmedMessage]:
     """The messages to send, in order, degraded so their tokens total at most ``max_tokens``.
 
@@ -173,6 +178,10 @@ def trim_history(
     embedder : Embedder, optional
         Similarities (default :class:`~synapse_retriever.conversation.HashingEmbedder`); a
         framework's embeddings too, through :func:`~synapse_retriever.conversation.as_embedder`.
+    start_on : str, optional
+        A role (``"user"``): the kept messages after the pinned ones begin with one of it,
+        those kept before it dropped too (none kept: the pinned ones alone). Default: no
+        such rule.
 
     Returns
     -------
@@ -215,8 +224,21 @@ def trim_history(
     3 full Is the build green?
     6 full Yes, build 812 passed.
     7 full When is the production deploy again?
+
+    At 23 tokens, what is kept after the system prompt opens with the assistant's "Noted,
+    Fridays."; ``start_on="user"`` drops the messages kept before the first user message:
+
+    >>> config, question = ContextConfig(working_memory=2, working_share=1.0), history[-1].text
+    >>> [m.index for m in trim_history(history, question, 23, config=config)]
+    [0, 2, 6, 7]
+    >>> [m.index for m in trim_history(history, question, 23, config=config, start_on="user")]
+    [0, 7]
     """
     max_tokens = check_tokens("max_tokens", max_tokens)
+    if start_on is not None and not isinstance(start_on, str):
+        raise InvalidTypeError(
+            f"start_on must be a role (str) or None, got {type(start_on).__name__}"
+        )
     for i, message in enumerate(messages):
         if not isinstance(message, HistoryMessage):
             raise InvalidTypeError(
@@ -274,4 +296,8 @@ def trim_history(
         ),
         now=0.0,
     )
-    return [TrimmedMessage(d.index, d.level, d.text, d.tokens) for d in decisions]
+    kept = [TrimmedMessage(d.index, d.level, d.text, d.tokens) for d in decisions]
+    if start_on is None:
+        return kept
+    opens = [k for k, m in enumerate(kept) if messages[m.index].role == start_on] or [len(kept)]
+    return [m for k, m in enumerate(kept) if k >= opens[0] or messages[m.index].pinned]

@@ -181,3 +181,43 @@ def test_trimming_fits_the_budget_and_never_breaks_a_tool_call_group(
             assert (i in indices) == (answers <= indices) and (answers & indices) in (
                 set(), answers,
             )  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=histories(), budget=st.integers(0, 300))
+def test_start_on_drops_only_what_was_kept_before_the_first_message_of_its_role(
+    history: list[HistoryMessage], budget: int
+) -> None:
+    config = ContextConfig(overflow="shrink")
+    try:
+        kept = trim_history(history, "deploy on friday?", budget, config=config)
+    except ContextBudgetError:
+        return
+    started = trim_history(history, "deploy on friday?", budget, config=config, start_on="user")
+    opening = [m for m in started if not history[m.index].pinned][:1]
+    assert all(history[m.index].role == "user" for m in opening)
+    first = opening[0].index if opening else len(history)
+    assert started == [m for m in kept if m.index >= first or history[m.index].pinned]
+
+
+def test_start_on_keeps_the_conversation_opening_on_a_user_message() -> None:
+    history = [
+        HistoryMessage("system", "You are a release assistant.", pinned=True),
+        HistoryMessage("user", "Hello! Lovely weather here today."),
+        HistoryMessage("assistant", "Production deploys moved to Fridays."),
+        HistoryMessage("user", "Is the build green?"),
+        HistoryMessage("assistant", "", tool_call_ids=("c1",), fixed_text="build_status({})"),
+        HistoryMessage("tool", "Build 812 passed. All 340 tests are green.", tool_call_id="c1"),
+        HistoryMessage("assistant", "Yes, build 812 passed."),
+        HistoryMessage("user", "When is the production deploy again?"),
+    ]
+    config = ContextConfig(working_memory=2, working_share=1.0)
+    kept = trim_history(history, None, 28, config=config)
+    assert [m.index for m in kept] == [0, 2, 3, 6, 7]  # opens on the assistant's answer
+    started = trim_history(history, None, 28, config=config, start_on="user")
+    assert started == [kept[0], *kept[2:]]
+    assert trim_history(history, None, 28, config=config, start_on="nobody") == [kept[0]]
+    with pytest.raises(
+        InvalidTypeError, match=r"start_on must be a role \(str\) or None, got type"
+    ):
+        trim_history(history, None, 60, start_on=HistoryMessage)  # type: ignore[arg-type]

@@ -100,6 +100,7 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
+    start_on: str | None = None,
 ) -> list[MessageT]: ...
 
 
@@ -112,6 +113,7 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
+    start_on: str | None = None,
 ) -> list[BaseMessage]: ...
 
 
@@ -123,6 +125,7 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
+    start_on: str | None = None,
 ) -> list[Any]:  # each overload's: the originals are returned where kept whole
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
@@ -140,6 +143,10 @@ def synapse_trim_messages(
         embedder: Similarities: a LangChain ``Embeddings`` (wrapped in a
             :class:`~langchain_synapse_retriever.LangChainEmbedder`) or the core's ``Embedder``;
             default: the core's offline hashing embedder.
+        start_on: A message type (``"human"``): the kept messages after the system
+            messages begin with one, those kept before it dropped too, as
+            ``trim_messages(start_on="human")`` does. For a chat model that refuses a
+            conversation opening with the AI (Claude on Bedrock); default: no such rule.
 
     Returns:
         The kept messages in order: the originals where FULL, copies with condensed
@@ -193,6 +200,7 @@ def synapse_trim_messages(
         token_counter=_counter(token_counter),
         config=ContextConfig(overflow="shrink") if config is None else config,
         embedder=embedder,
+        start_on=start_on,
     )
     result: list[BaseMessage] = []
     for item in kept:
@@ -260,6 +268,8 @@ if _HAS_AGENT_MIDDLEWARE:
             config: The method's constants (default ``ContextConfig(overflow="shrink")``).
             embedder: Similarities: a LangChain ``Embeddings`` (wrapped once, here) or
                 the core's ``Embedder``; default: the core's offline hashing embedder.
+            start_on: ``"human"`` for a chat model that refuses a conversation opening
+                with the AI (Claude on Bedrock): see :func:`synapse_trim_messages`.
 
         Example:
             A fake model stands in for yours:
@@ -284,16 +294,19 @@ if _HAS_AGENT_MIDDLEWARE:
             token_counter: TokenCounter | None = None,
             config: ContextConfig | None = None,
             embedder: Embedder | Embeddings | None = None,
+            start_on: str | None = None,
         ) -> None:
             super().__init__()
             self.max_tokens = max_tokens
             self.token_counter = token_counter
             self.config = config
             self.embedder = as_embedder(embedder) if embedder is not None else None
+            self.start_on = start_on
             # its settings checked now, as the trimming checks them: not at the first call
             synapse_trim_messages(
-                [], max_tokens=max_tokens, token_counter=token_counter, config=config
-            )
+                [], max_tokens=max_tokens, token_counter=token_counter, config=config,
+                start_on=start_on,
+            )  # fmt: skip
 
         def _trimmed(self, request: ModelRequest) -> ModelRequest:
             system = [request.system_message] if request.system_message is not None else []
@@ -304,6 +317,7 @@ if _HAS_AGENT_MIDDLEWARE:
                 token_counter=self.token_counter,
                 config=self.config,
                 embedder=self.embedder,
+                start_on=self.start_on,
             )
             return request.override(messages=kept[len(system) :])
 

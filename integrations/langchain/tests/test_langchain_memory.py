@@ -243,8 +243,9 @@ def long_chat() -> list[BaseMessage]:
         ({"max_tokens": -5}, InvalidValueError, "max_tokens must be >= 0, got -5"),
         ({"max_tokens": 100, "token_counter": "tiktoken"}, InvalidTypeError, "token_counter"),
         ({"max_tokens": 100, "config": {"overflow": "shrink"}}, InvalidTypeError, "ContextConfig"),
+        ({"max_tokens": 100, "start_on": HumanMessage}, InvalidTypeError, "start_on must be a"),
     ],
-    ids=["none", "str", "negative", "counter-name", "config-dict"],
+    ids=["none", "str", "negative", "counter-name", "config-dict", "start-on-class"],
 )
 def test_the_middleware_checks_its_settings_when_it_is_made(
     create_agent: Any, settings: dict[str, Any], error: type[Exception], match: str
@@ -259,6 +260,39 @@ def test_the_middleware_checks_its_settings_when_it_is_made(
 def test_trimming_refuses_a_config_that_is_not_a_context_config(config: Any) -> None:
     with pytest.raises(InvalidTypeError, match="config must be a ContextConfig"):
         synapse_trim_messages([HumanMessage("hi")], max_tokens=100, config=config)
+
+
+def fact_in_the_answer() -> list[BaseMessage]:
+    """A chat whose fact is in the AI's answer to small talk: trimmed to 18 tokens, what is
+    kept after the system prompt opens with that answer."""
+    return [
+        SystemMessage("You are a helpful assistant."),
+        HumanMessage("Hi there, how are you doing this fine morning with the sun out?"),
+        AIMessage("The production database password rotates every Friday at noon UTC."),
+        HumanMessage("Thanks a lot, that is nice to know, cheers."),
+        AIMessage("You're welcome."),
+        HumanMessage("When does the database password rotate?"),
+    ]
+
+
+def test_start_on_human_opens_the_trimmed_chat_on_a_human_message() -> None:
+    chat = fact_in_the_answer()
+    kept = synapse_trim_messages(chat, max_tokens=18)
+    assert [m.type for m in kept] == ["system", "ai", "human"]  # what Bedrock's Claude refuses
+    started = synapse_trim_messages(chat, max_tokens=18, start_on="human")
+    assert started == [kept[0], kept[2]]
+    assert synapse_trim_messages(chat, max_tokens=200, start_on="human") == chat  # all fits
+
+
+def test_the_middleware_passes_start_on(create_agent: Any) -> None:
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
+
+    model = Recorder()
+    agent = create_agent(
+        model, tools=[], middleware=[SynapseMemoryMiddleware(max_tokens=18, start_on="human")]
+    )
+    agent.invoke({"messages": fact_in_the_answer()})
+    assert [m.type for m in model.seen[-1]] == ["system", "human"]
 
 
 def test_the_middleware_trims_what_the_model_sees_not_the_state(create_agent: Any) -> None:

@@ -263,6 +263,23 @@ def test_trimming_keeps_roles_and_tool_call_pairing(budget: int) -> None:
     assert cost <= budget
 
 
+@pytest.mark.parametrize("start_on", ["user", MessageRole.USER])
+def test_start_on_user_opens_the_trimmed_chat_on_a_user_message(start_on: Any) -> None:
+    chat = [
+        ChatMessage(role="system", content="You are a helpful assistant."),
+        ChatMessage(role="user", content="Hi there, how are you doing this fine morning with "
+                    "the sun out?"),
+        ChatMessage(role="assistant", content="The production database password rotates every "
+                    "Friday at noon UTC."),
+        ChatMessage(role="user", content="Thanks a lot, that is nice to know, cheers."),
+        ChatMessage(role="assistant", content="You're welcome."),
+        ChatMessage(role="user", content="When does the database password rotate?"),
+    ]  # fmt: skip
+    kept = synapse_trim_chat_messages(chat, max_tokens=18)
+    assert [m.role.value for m in kept] == ["system", "assistant", "user"]
+    assert synapse_trim_chat_messages(chat, max_tokens=18, start_on=start_on) == [kept[0], kept[2]]
+
+
 def test_degraded_messages_are_copies_with_their_tool_calls() -> None:
     messages = tool_history()
     roomy = synapse_trim_chat_messages(messages, "deploy", max_tokens=10_000)

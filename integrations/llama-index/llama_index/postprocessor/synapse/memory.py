@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -116,6 +116,7 @@ def synapse_trim_chat_messages(
     token_counter: Callable[[str], int] | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | BaseEmbedding | None = None,
+    start_on: str | None = None,
 ) -> list[ChatMessage]:
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
@@ -125,7 +126,10 @@ def synapse_trim_chat_messages(
     are replaced by the condensed text (tool-call blocks and kwargs kept). ``embedder``
     takes a LlamaIndex embedding model (wrapped in a
     :class:`~llama_index.postprocessor.synapse.LlamaIndexEmbedder`) or the core's
-    ``Embedder``; default: the core's offline hashing embedder.
+    ``Embedder``; default: the core's offline hashing embedder. ``start_on`` (a role,
+    ``"user"`` or ``MessageRole.USER``) makes the kept messages after the system ones begin
+    with a message of that role, those kept before it dropped too: for a model that refuses
+    a conversation opening with the assistant (Claude on Bedrock).
 
     Example:
         The importance gradient alone (the 0.1 default), with the last two messages as
@@ -175,6 +179,7 @@ def synapse_trim_chat_messages(
         token_counter=token_counter,
         config=ContextConfig(overflow="shrink") if config is None else config,
         embedder=embedder,
+        start_on=start_on.value if isinstance(start_on, MessageRole) else start_on,
     )
     result: list[ChatMessage] = []
     for item in kept:
