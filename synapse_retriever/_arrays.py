@@ -5,21 +5,20 @@ the few thousand ids a query handles (measured: 200 µs against 20 µs on 2,000 
 and 1.3 ms on the 40,000 edges of a hub. :func:`unique_ids` and :func:`group_sums` give
 the same results by sorting. NumPy's selection (``np.partition``) is slow on many tied
 values, as a hub's co-use counts are: :func:`nth_largest` selects among a few.
-:func:`lengthened` grows a column without copying it where it can.
+:func:`lengthen` grows a column without copying it where it can.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import MutableMapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever._types import FloatArray, IntArray
 
-_S = TypeVar("_S", bound=np.generic)
-
-__all__ = ["SAMPLE_STRIDE", "group_sums", "lengthened", "nth_largest", "unique_ids"]
+__all__ = ["SAMPLE_STRIDE", "group_sums", "lengthen", "nth_largest", "unique_ids"]
 
 SAMPLE_STRIDE = 16
 """:func:`nth_largest` bounds its answer from every 16th value first."""
@@ -42,31 +41,33 @@ def unique_ids(values: IntArray) -> IntArray:
     return ordered[keep]
 
 
-def lengthened(array: npt.NDArray[_S], size: int) -> npt.NDArray[_S]:
-    """``array`` (one dimension) made ``size`` long: its values kept, the new ones zero.
+def lengthen(holder: MutableMapping[str, npt.NDArray[Any]], key: str, size: int) -> None:
+    """Make ``holder[key]`` (one dimension) ``size`` long: its values kept, the new ones zero.
 
-    In place where nothing else refers to it (the caller hands over its only reference):
-    ``realloc``, which for a large block moves its pages rather than copying them
-    (``mremap`` with glibc), so neither the copy nor the first touch of a whole new block
-    is paid. Otherwise (a view of it, or another name for it, is alive) a copy, which
-    leaves those as they were.
+    In place where ``holder`` holds the array's only reference: ``realloc``, which for a
+    large block moves its pages rather than copying them (``mremap`` with glibc), so neither
+    the copy nor the first touch of a whole new block is paid. Otherwise (a view of it, or
+    another name for it, is alive) ``holder[key]`` becomes a copy, and those stay as they
+    were. If the memory cannot be had, ``MemoryError`` leaves ``holder[key]`` as it was.
 
     Examples
     --------
-    >>> lengthened(np.array([1, 2]), 4).tolist()
+    >>> columns = {"w": np.array([1, 2])}
+    >>> lengthen(columns, "w", 4)
+    >>> columns["w"].tolist()
     [1, 2, 0, 0]
-    >>> kept = np.array([1, 2])
-    >>> grown = lengthened(kept, 3)  # ``kept`` still names it: copied
-    >>> grown.tolist(), kept.tolist(), grown is kept
-    ([1, 2, 0], [1, 2], False)
+    >>> kept = columns["w"]  # another name for it: copied
+    >>> lengthen(columns, "w", 5)
+    >>> columns["w"].tolist(), kept.tolist(), columns["w"] is kept
+    ([1, 2, 0, 0, 0], [1, 2, 0, 0], False)
     """
     try:
-        array.resize(size, refcheck=True)
+        holder[key].resize(size, refcheck=True)
     except ValueError:  # referred to elsewhere: resizing would free memory still in use
+        array = holder[key]
         copy = np.zeros(size, array.dtype)
         copy[: array.size] = array
-        return copy
-    return array
+        holder[key] = copy
 
 
 def group_sums(keys: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArray]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from synapse_retriever._arrays import (
     SAMPLE_STRIDE,
     group_sums,
-    lengthened,
+    lengthen,
     nth_largest,
     unique_ids,
 )
@@ -65,18 +65,20 @@ def test_nth_largest_is_the_nth_value_of_a_descending_sort(
 
 @given(st.lists(st.integers(-(2**40), 2**40), max_size=30), st.integers(0, 40))
 def test_a_lengthened_array_keeps_its_values_and_adds_zeros(values: list[int], more: int) -> None:
-    held = [np.array(values, np.int64)]
-    grown = lengthened(held.pop(), len(values) + more)
-    assert grown.tolist() == values + [0] * more
+    held = {"x": np.array(values, np.int64)}
+    lengthen(held, "x", len(values) + more)
+    assert held["x"].tolist() == values + [0] * more
 
 
-def test_an_array_handed_over_whole_grows_in_place_and_a_viewed_one_is_copied() -> None:
-    held = [np.arange(5_000_000, dtype=np.int64)]  # 40 MB: a block of its own
-    address = id(held[0])
-    grown = lengthened(held.pop(), 6_000_000)
-    assert id(grown) == address  # the same array: no copy (a copy is made while it lives)
-    assert grown[4_999_999] == 4_999_999 and grown[5_000_000] == 0
-    view = grown[:10]
-    copy = lengthened(grown, 7_000_000)
-    assert copy is not grown and grown.size == 6_000_000  # a view of it lives: copied
-    assert view.tolist() == list(range(10)) and copy[:6_000_000].tolist() == grown.tolist()
+def test_an_array_held_once_grows_in_place_and_a_viewed_one_is_copied() -> None:
+    held = {"x": np.arange(5_000_000, dtype=np.int64)}  # 40 MB: a block of its own
+    address = id(held["x"])
+    lengthen(held, "x", 6_000_000)
+    assert id(held["x"]) == address  # the same array: no copy (a copy is made while it lives)
+    assert held["x"][4_999_999] == 4_999_999 and held["x"][5_000_000] == 0
+    view = held["x"][:10]
+    lengthen(held, "x", 7_000_000)
+    assert held["x"].size == 7_000_000 and view.base is not None  # a view lived: copied
+    assert view.tolist() == list(range(10)) and held["x"][:5_000_000].tolist() == list(
+        range(5_000_000)
+    )

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from synapse_retriever._arrays import group_sums, lengthened, nth_largest
+from synapse_retriever._arrays import group_sums, lengthen, nth_largest
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import Learning, SynapseConfig
@@ -356,20 +356,28 @@ class MemoryGraph:
         # an eighth more than needed: a graph loaded whole takes its first writes without
         # growing its columns (measured at 1M edges: 28 ms, the first write after opening)
         capacity = max(needed + needed // 8, int(self._capacity * 1.5), 1024)
-        old, columns, self._cols = self._capacity, self._cols, {}
-        for alias in (*_ALIASES, "_records"):  # the columns' only references are handed
-            self.__dict__.pop(alias, None)  # over to lengthened: grown in place, no copy
         for name in _TOGETHER:
-            del columns[name]  # fields of the records, which grow whole
-        records = lengthened(self.__dict__.pop("_record_array"), capacity)
+            del self._cols[name]  # views of the records: named again below
+        for alias in (*_ALIASES, "_records"):  # other names for the columns: without them,
+            self.__dict__.pop(alias, None)  # each grows in place (lengthen), not copied
+        try:
+            lengthen(self.__dict__, "_record_array", capacity)
+            for name in _COLUMNS:
+                if name not in _TOGETHER:
+                    lengthen(self._cols, name, capacity)
+        finally:  # even after a MemoryError: every column, at least as long as before
+            self._name_columns()
         for name, (_, fill) in _COLUMNS.items():
-            column = records[name] if name in _TOGETHER else lengthened(columns.pop(name), capacity)
             if fill:  # zero already
-                column[old:] = fill
-            self._cols[name] = column
+                self._cols[name][self._capacity :] = fill
         self._capacity = capacity
-        self._record_array = records
-        self._records = records.view(np.uint8).reshape(capacity, records.dtype.itemsize)
+
+    def _name_columns(self) -> None:
+        """The records' fields in ``_cols``, and each column's attribute."""
+        records = self._record_array
+        for name in _TOGETHER:
+            self._cols[name] = records[name]
+        self._records = records.view(np.uint8).reshape(records.size, records.dtype.itemsize)
         c = self._cols
         self._ns, self._a, self._b, self._count = c["ns"], c["a"], c["b"], c["count"]
         self._w0, self._hl, self._last, self._created = (

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import ActrRule, SynapseConfig, SynapseStore, spread_activation
-from synapse_retriever._arrays import SAMPLE_STRIDE
+from synapse_retriever._arrays import SAMPLE_STRIDE, lengthen
+from synapse_retriever.mirror import graph as graph_module
 from synapse_retriever.mirror.graph import Edge, MemoryGraph, strongest
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence.rows import EdgeRow
@@ -376,6 +377,37 @@ def test_a_loaded_graph_takes_its_first_new_edges_without_growing_its_columns(
     assert graph._capacity == capacity
     a, b = new[-1]
     assert graph.edge("personal", f"n{a}", f"n{b}") is not None
+
+
+def test_a_growth_that_runs_out_of_memory_leaves_the_graph_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b", "c"], at=0)
+    graph = store._mirror.graph
+    before = graph.edge("personal", "a", "b")
+    calls = iter(range(100))
+
+    def failing(holder: Any, key: str, size: int) -> None:
+        if next(calls) == 2:  # the records and one column grown, then no memory
+            raise MemoryError
+        lengthen(holder, key, size)
+
+    monkeypatch.setattr(graph_module, "lengthen", failing)
+    with pytest.raises(MemoryError):
+        graph._grow(graph._capacity + 1)
+    monkeypatch.undo()
+    assert graph.edge("personal", "a", "b") == before  # read as before
+    assert store.recall([("a", 1.0)], at=0)
+    names = [f"n{i}" for i in range(400)]  # past the capacity: grown again, whole
+    for k in range(0, 400, 4):
+        store.reinforce(names[k : k + 4], at=1)
+    fresh = Mirror(store.config)
+    fresh.load(store._storage)
+    assert graph.edge("personal", "a", "b") == before
+    graph.rebuild()
+    fresh.graph.rebuild()
+    assert adjacency(graph) == adjacency(fresh.graph)
 
 
 @settings(max_examples=300, deadline=None)
