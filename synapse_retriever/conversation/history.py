@@ -18,9 +18,11 @@ Rules that keep a message list valid for a chat model:
   or dropped; only its text counts toward the budget.
 - Messages with no text (e.g. a bare tool call) cost only their ``fixed_text``.
 - With ``start_on`` (a role), the kept messages after the pinned ones begin with a message of
-  that role: what the trimming kept before the first such message is dropped too, as
-  LangChain's ``trim_messages(start_on=...)`` does (some chat models, Claude on Bedrock
-  among them, refuse a conversation that opens with the assistant).
+  that role, as LangChain's ``trim_messages(start_on=...)`` makes them (some chat models,
+  Claude on Bedrock among them, refuse a conversation that opens with the assistant): what
+  the trimming kept before the first one is dropped, a tool-call group that cut splits
+  dropped whole. Where it kept none of that role, nothing is dropped: an empty conversation
+  is refused by every model.
 
 Examples
 --------
@@ -180,8 +182,8 @@ def trim_history(
         framework's embeddings too, through :func:`~synapse_retriever.conversation.as_embedder`.
     start_on : str, optional
         A role (``"user"``): the kept messages after the pinned ones begin with one of it,
-        those kept before it dropped too (none kept: the pinned ones alone). Default: no
-        such rule.
+        those kept before it dropped (a tool-call group that cut splits, whole); where none
+        of it is kept, none is dropped. Default: no such rule.
 
     Returns
     -------
@@ -270,6 +272,7 @@ def trim_history(
         index.add(vector.reshape(1, -1))
     stats = TermStats(texts)
     extractive = ExtractiveSummarizer(count, stats.idf)
+    groups = tool_groups(messages)
     view = TurnsView(
         texts=texts,
         index=index,
@@ -279,7 +282,7 @@ def trim_history(
         at=np.zeros(len(messages)),
         condensed=lambda i: None,
         pinned=[m.pinned for m in messages],
-        groups=tool_groups(messages),
+        groups=groups,
         degradable=[m.degradable for m in messages],
         fixed_tokens=[count(m.fixed_text) if m.fixed_text else 0 for m in messages],
         full_tokens=[count(text) for text in texts],
@@ -297,7 +300,24 @@ def trim_history(
         now=0.0,
     )
     kept = [TrimmedMessage(d.index, d.level, d.text, d.tokens) for d in decisions]
-    if start_on is None:
+    return kept if start_on is None else _opened_on(kept, messages, groups, start_on)
+
+
+def _opened_on(
+    kept: list[TrimmedMessage],
+    messages: Sequence[HistoryMessage],
+    groups: Sequence[int | None],
+    role: str,
+) -> list[TrimmedMessage]:
+    """``kept`` from its first message of ``role`` on, the pinned messages before it kept,
+    and a tool-call group with a member before it dropped whole (``kept`` itself where no
+    message of ``role`` is kept)."""
+    first = next((k for k, m in enumerate(kept) if messages[m.index].role == role), None)
+    if first is None:
         return kept
-    opens = [k for k, m in enumerate(kept) if messages[m.index].role == start_on] or [len(kept)]
-    return [m for k, m in enumerate(kept) if k >= opens[0] or messages[m.index].pinned]
+    cut = {groups[m.index] for m in kept[:first] if not messages[m.index].pinned} - {None}
+    return [
+        m
+        for k, m in enumerate(kept)
+        if messages[m.index].pinned or (k >= first and groups[m.index] not in cut)
+    ]

@@ -574,7 +574,8 @@ class MemoryGraph:
 
         Where an adjacency was built before, the log's entries are merged into it (its
         entries stay sorted by node, then the other end): linear in the graph, not a sort
-        of it (measured at 1M edges: 0.02 s against 0.09 s for the sort of 2M entries).
+        of it (measured at 1M edges, a log of 119,220 edges: 0.16 s in all, most of it the
+        first touch of fresh arrays; the sort of 2M entries alone took 0.09 s).
         """
         n = self.n
         other: npt.NDArray[np.int32]

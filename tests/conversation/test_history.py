@@ -10,6 +10,7 @@ from synapse_retriever.conversation import (
     ContextBudgetError,
     ContextConfig,
     HistoryMessage,
+    tool_groups,
     trim_history,
 )
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
@@ -183,21 +184,36 @@ def test_trimming_fits_the_budget_and_never_breaks_a_tool_call_group(
             )  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None)
-@given(history=histories(), budget=st.integers(0, 300))
+@settings(max_examples=80, deadline=None)
+@given(history=histories(), budget=st.integers(0, 300), role=st.sampled_from(["user", "tool"]))
 def test_start_on_drops_only_what_was_kept_before_the_first_message_of_its_role(
-    history: list[HistoryMessage], budget: int
+    history: list[HistoryMessage], budget: int, role: str
 ) -> None:
     config = ContextConfig(overflow="shrink")
     try:
         kept = trim_history(history, "deploy on friday?", budget, config=config)
     except ContextBudgetError:
         return
-    started = trim_history(history, "deploy on friday?", budget, config=config, start_on="user")
-    opening = [m for m in started if not history[m.index].pinned][:1]
-    assert all(history[m.index].role == "user" for m in opening)
-    first = opening[0].index if opening else len(history)
-    assert started == [m for m in kept if m.index >= first or history[m.index].pinned]
+    started = trim_history(history, "deploy on friday?", budget, config=config, start_on=role)
+    assert [m for m in kept if m in started] == started  # the same plan, some dropped
+    if not any(history[m.index].role == role for m in kept):
+        assert started == kept  # none to begin on: an empty conversation helps no one
+        return
+    groups = tool_groups(history)
+    first = next(m.index for m in kept if history[m.index].role == role)
+    opening = [m.index for m in started if not history[m.index].pinned][:1]
+    if groups[first] is None:  # else the group it splits may go whole, the message with it
+        assert opening == [first]
+    indices = {m.index for m in started}
+    assert all(i in indices for i, m in enumerate(history) if m.pinned)
+    for group in {groups[i] for i in indices} - {None}:  # whole, as kept before
+        assert {i for i in indices if groups[i] == group} == {
+            m.index for m in kept if groups[m.index] == group
+        }
+    split = {groups[m.index] for m in kept if m.index < first} - {None}
+    assert [m for m in kept if m.index >= first and groups[m.index] not in split] == [
+        m for m in started if m.index >= first
+    ]  # nothing else dropped
 
 
 def test_start_on_keeps_the_conversation_opening_on_a_user_message() -> None:
@@ -216,7 +232,14 @@ def test_start_on_keeps_the_conversation_opening_on_a_user_message() -> None:
     assert [m.index for m in kept] == [0, 2, 3, 6, 7]  # opens on the assistant's answer
     started = trim_history(history, None, 28, config=config, start_on="user")
     assert started == [kept[0], *kept[2:]]
-    assert trim_history(history, None, 28, config=config, start_on="nobody") == [kept[0]]
+    assert trim_history(history, None, 28, config=config, start_on="nobody") == kept
+    roomy = trim_history(history, None, 200, config=config)
+    assert [m.index for m in roomy] == list(range(8))
+    # beginning on the tool's answer would split it from its call: the group goes whole
+    assert trim_history(history, None, 200, config=config, start_on="tool") == [
+        roomy[0],
+        *roomy[6:],
+    ]
     with pytest.raises(
         InvalidTypeError, match=r"start_on must be a role \(str\) or None, got type"
     ):

@@ -58,6 +58,30 @@ TokenCounter: TypeAlias = "Callable[[str], int] | BaseLanguageModel[Any]"
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 
+_START_TYPES = ("human", "ai", "tool", "function", "chat")
+"""The message types a trimmed chat may be made to begin with (a system message is kept
+wherever it is)."""
+
+
+def _start_type(start_on: object) -> str | None:
+    """``start_on`` as a message type: a type's name, or a message class."""
+    if start_on is None:
+        return None
+    if isinstance(start_on, type) and issubclass(start_on, BaseMessage):
+        start_on = start_on.model_fields["type"].default
+    if not isinstance(start_on, str):
+        raise InvalidTypeError(
+            f"start_on must be a message type (str) or a message class, got "
+            f"{type(start_on).__name__} {shown(start_on)}"
+        )
+    if start_on not in _START_TYPES:
+        raise InvalidValueError(
+            f"start_on must be one of {', '.join(map(repr, _START_TYPES))} (a message type; "
+            f"LlamaIndex says 'user', LangChain 'human'), got {shown(start_on)}"
+        )
+    return start_on
+
+
 def _counter(token_counter: TokenCounter | None) -> Callable[[str], int] | None:
     if isinstance(token_counter, BaseLanguageModel):
         return token_counter.get_num_tokens
@@ -100,7 +124,7 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
-    start_on: str | None = None,
+    start_on: str | type[BaseMessage] | None = None,
 ) -> list[MessageT]: ...
 
 
@@ -113,7 +137,7 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
-    start_on: str | None = None,
+    start_on: str | type[BaseMessage] | None = None,
 ) -> list[BaseMessage]: ...
 
 
@@ -125,7 +149,7 @@ def synapse_trim_messages(
     token_counter: TokenCounter | None = None,
     config: ContextConfig | None = None,
     embedder: Embedder | Embeddings | None = None,
-    start_on: str | None = None,
+    start_on: str | type[BaseMessage] | None = None,
 ) -> list[Any]:  # each overload's: the originals are returned where kept whole
     """Degrade ``messages`` by importance for ``query`` so their text fits ``max_tokens``.
 
@@ -143,10 +167,12 @@ def synapse_trim_messages(
         embedder: Similarities: a LangChain ``Embeddings`` (wrapped in a
             :class:`~langchain_synapse_retriever.LangChainEmbedder`) or the core's ``Embedder``;
             default: the core's offline hashing embedder.
-        start_on: A message type (``"human"``): the kept messages after the system
-            messages begin with one, those kept before it dropped too, as
-            ``trim_messages(start_on="human")`` does. For a chat model that refuses a
-            conversation opening with the AI (Claude on Bedrock); default: no such rule.
+        start_on: A message type (``"human"``) or class (``HumanMessage``): the kept
+            messages after the system messages begin with one, those kept before it
+            dropped too (an AI message's tool calls with their answers), as
+            ``trim_messages(start_on="human")`` does; where none is kept, none is dropped.
+            For a chat model that refuses a conversation opening with the AI (Claude on
+            Bedrock); default: no such rule.
 
     Returns:
         The kept messages in order: the originals where FULL, copies with condensed
@@ -200,7 +226,7 @@ def synapse_trim_messages(
         token_counter=_counter(token_counter),
         config=ContextConfig(overflow="shrink") if config is None else config,
         embedder=embedder,
-        start_on=start_on,
+        start_on=_start_type(start_on),
     )
     result: list[BaseMessage] = []
     for item in kept:
@@ -294,7 +320,7 @@ if _HAS_AGENT_MIDDLEWARE:
             token_counter: TokenCounter | None = None,
             config: ContextConfig | None = None,
             embedder: Embedder | Embeddings | None = None,
-            start_on: str | None = None,
+            start_on: str | type[BaseMessage] | None = None,
         ) -> None:
             super().__init__()
             self.max_tokens = max_tokens

@@ -243,9 +243,18 @@ def long_chat() -> list[BaseMessage]:
         ({"max_tokens": -5}, InvalidValueError, "max_tokens must be >= 0, got -5"),
         ({"max_tokens": 100, "token_counter": "tiktoken"}, InvalidTypeError, "token_counter"),
         ({"max_tokens": 100, "config": {"overflow": "shrink"}}, InvalidTypeError, "ContextConfig"),
-        ({"max_tokens": 100, "start_on": HumanMessage}, InvalidTypeError, "start_on must be a"),
+        ({"max_tokens": 100, "start_on": "user"}, InvalidValueError, "got 'user'"),
+        ({"max_tokens": 100, "start_on": ["human"]}, InvalidTypeError, "got list"),
     ],
-    ids=["none", "str", "negative", "counter-name", "config-dict", "start-on-class"],
+    ids=[
+        "none",
+        "str",
+        "negative",
+        "counter-name",
+        "config-dict",
+        "start-on-user",
+        "start-on-list",
+    ],
 )
 def test_the_middleware_checks_its_settings_when_it_is_made(
     create_agent: Any, settings: dict[str, Any], error: type[Exception], match: str
@@ -281,6 +290,11 @@ def test_start_on_human_opens_the_trimmed_chat_on_a_human_message() -> None:
     assert [m.type for m in kept] == ["system", "ai", "human"]  # what Bedrock's Claude refuses
     started = synapse_trim_messages(chat, max_tokens=18, start_on="human")
     assert started == [kept[0], kept[2]]
+    assert synapse_trim_messages(chat, max_tokens=18, start_on=HumanMessage) == started
+    for role, error in [("user", InvalidValueError), ("system", InvalidValueError),
+                        (HumanMessage("hi"), InvalidTypeError)]:  # fmt: skip
+        with pytest.raises(error, match="start_on must be"):  # not a chat cut to its prompt
+            synapse_trim_messages(chat, max_tokens=18, start_on=role)  # type: ignore[arg-type]
     assert synapse_trim_messages(chat, max_tokens=200, start_on="human") == chat  # all fits
 
 

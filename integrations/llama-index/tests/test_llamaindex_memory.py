@@ -278,6 +278,10 @@ def test_start_on_user_opens_the_trimmed_chat_on_a_user_message(start_on: Any) -
     kept = synapse_trim_chat_messages(chat, max_tokens=18)
     assert [m.role.value for m in kept] == ["system", "assistant", "user"]
     assert synapse_trim_chat_messages(chat, max_tokens=18, start_on=start_on) == [kept[0], kept[2]]
+    for role, error in [("human", InvalidValueError), ("system", InvalidValueError),
+                        (MessageRole, InvalidTypeError)]:  # fmt: skip
+        with pytest.raises(error, match="start_on must be"):  # not a chat cut to its prompt
+            synapse_trim_chat_messages(chat, max_tokens=18, start_on=role)
 
 
 def test_degraded_messages_are_copies_with_their_tool_calls() -> None:

@@ -108,6 +108,24 @@ def to_history(message: ChatMessage) -> HistoryMessage:
     )
 
 
+def _start_role(start_on: object) -> str | None:
+    """``start_on`` as a role's value: a ``MessageRole`` or its value, not ``system``."""
+    if start_on is None:
+        return None
+    if not isinstance(start_on, str):
+        raise InvalidTypeError(
+            f"start_on must be a MessageRole or its value, got {type(start_on).__name__} "
+            f"{shown(start_on)}"
+        )
+    roles = [role.value for role in MessageRole if role is not MessageRole.SYSTEM]
+    if start_on not in roles:
+        raise InvalidValueError(
+            f"start_on must be one of {', '.join(map(repr, roles))} (a MessageRole; "
+            f"LangChain says 'human', LlamaIndex 'user'), got {shown(start_on)}"
+        )
+    return MessageRole(start_on).value
+
+
 def synapse_trim_chat_messages(
     messages: Sequence[ChatMessage],
     query: str | None = None,
@@ -128,8 +146,9 @@ def synapse_trim_chat_messages(
     :class:`~llama_index.postprocessor.synapse.LlamaIndexEmbedder`) or the core's
     ``Embedder``; default: the core's offline hashing embedder. ``start_on`` (a role,
     ``"user"`` or ``MessageRole.USER``) makes the kept messages after the system ones begin
-    with a message of that role, those kept before it dropped too: for a model that refuses
-    a conversation opening with the assistant (Claude on Bedrock).
+    with a message of that role, those kept before it dropped too (tool calls with their
+    answers; where none of it is kept, none): for a model that refuses a conversation
+    opening with the assistant (Claude on Bedrock).
 
     Example:
         The importance gradient alone (the 0.1 default), with the last two messages as
@@ -179,7 +198,7 @@ def synapse_trim_chat_messages(
         token_counter=token_counter,
         config=ContextConfig(overflow="shrink") if config is None else config,
         embedder=embedder,
-        start_on=start_on.value if isinstance(start_on, MessageRole) else start_on,
+        start_on=_start_role(start_on),
     )
     result: list[ChatMessage] = []
     for item in kept:
