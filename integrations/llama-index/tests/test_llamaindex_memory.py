@@ -29,7 +29,7 @@ from synapse_retriever.conversation import (
     ConversationMemory,
     HashingEmbedder,
 )
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import ClosedError, InvalidTypeError, InvalidValueError
 from synapse_retriever.tokens import approximate_tokens
 
 FACT = "We moved the production deploy to Fridays. Lovely weather today."
@@ -356,6 +356,18 @@ def test_an_llm_condenses_turns_in_the_background() -> None:
         assert memory.wait_for_consolidation(timeout=10)
         turn = memory.turns()[0]
     assert turn.chunks and turn.summary
+
+
+@pytest.mark.asyncio
+async def test_a_block_closes_from_a_coroutine(tmp_path: Path) -> None:
+    block = SynapseMemoryBlock(str(tmp_path / "chat.db"), budget_tokens=60)
+    await block.memory.aadd_turn(FACT)
+    await block.aclose(timeout=5.0)
+    with pytest.raises(ClosedError, match="closed"):
+        await block.aget([ChatMessage(role="user", content="When do we deploy?")])
+    again = SynapseMemoryBlock(str(tmp_path / "chat.db"), budget_tokens=60)
+    assert "Fridays" in await again.aget([ChatMessage(role="user", content="When?")])
+    again.close(timeout=5.0)
 
 
 def test_the_blocks_truncation_counts_tokens_off_the_loop() -> None:

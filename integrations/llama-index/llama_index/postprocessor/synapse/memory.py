@@ -352,9 +352,17 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         """The conversation memory the block reads and writes."""
         return self._memory
 
-    def close(self) -> None:
-        """Close the block's conversation memory (finishing its pending consolidation)."""
-        self._memory.close()
+    def close(self, timeout: float | None = None) -> None:
+        """Close the block's conversation memory, finishing its pending consolidation
+        (past ``timeout`` seconds, at once: see
+        :meth:`~synapse_retriever.conversation.ConversationMemory.close`)."""
+        self._memory.close(timeout)
+
+    async def aclose(self, timeout: float | None = None) -> None:
+        """:meth:`close` for a coroutine: the wait for a consolidation under way in a worker
+        thread, not on the event loop (see
+        :meth:`~synapse_retriever.conversation.ConversationMemory.aclose`)."""
+        await self._memory.aclose(timeout)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         # Memory has moved the flushed messages out of its short-term queue already: a flush
