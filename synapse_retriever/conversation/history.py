@@ -20,9 +20,9 @@ Rules that keep a message list valid for a chat model:
 - With ``start_on`` (a role), the kept messages after the pinned ones begin with a message of
   that role, as LangChain's ``trim_messages(start_on=...)`` makes them (some chat models,
   Claude on Bedrock among them, refuse a conversation that opens with the assistant): what
-  the trimming kept before the first one is dropped, a tool-call group that cut splits
-  dropped whole. Where it kept none of that role, nothing is dropped: an empty conversation
-  is refused by every model.
+  the trimming kept before the first one (outside a tool-call group) is dropped, a tool-call
+  group that cut splits dropped whole. Where it kept none of that role, nothing is dropped:
+  an empty conversation is refused by every model.
 
 Examples
 --------
@@ -181,9 +181,10 @@ def trim_history(
         Similarities (default :class:`~synapse_retriever.conversation.HashingEmbedder`); a
         framework's embeddings too, through :func:`~synapse_retriever.conversation.as_embedder`.
     start_on : str, optional
-        A role (``"user"``): the kept messages after the pinned ones begin with one of it,
-        those kept before it dropped (a tool-call group that cut splits, whole); where none
-        of it is kept, none is dropped. Default: no such rule.
+        A role (``"user"``): the kept messages after the pinned ones begin with one of it
+        (outside a tool-call group), those kept before it dropped (a tool-call group that
+        cut splits, whole); where none of it is kept, none is dropped. Default: no such
+        rule.
 
     Returns
     -------
@@ -309,10 +310,19 @@ def _opened_on(
     groups: Sequence[int | None],
     role: str,
 ) -> list[TrimmedMessage]:
-    """``kept`` from its first message of ``role`` on, the pinned messages before it kept,
-    and a tool-call group with a member before it dropped whole (``kept`` itself where no
-    message of ``role`` is kept)."""
-    first = next((k for k, m in enumerate(kept) if messages[m.index].role == role), None)
+    """``kept`` from its first message of ``role`` on (neither pinned nor in a tool-call
+    group), the pinned messages before it kept, and a tool-call group with a member before
+    it dropped whole; ``kept`` itself where no such message is kept."""
+    first = next(
+        (
+            k
+            for k, m in enumerate(kept)
+            if messages[m.index].role == role
+            and not messages[m.index].pinned
+            and groups[m.index] is None
+        ),
+        None,
+    )
     if first is None:
         return kept
     cut = {groups[m.index] for m in kept[:first] if not messages[m.index].pinned} - {None}

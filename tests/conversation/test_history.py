@@ -150,12 +150,18 @@ TEXT = st.lists(
 def histories(draw: st.DrawFn) -> list[HistoryMessage]:
     messages = [HistoryMessage("system", "Be brief.", pinned=True)] if draw(st.booleans()) else []
     for turn in range(draw(st.integers(0, 12))):
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["call", "call", "message", "message", "system"]))
+        if kind == "call":
             calls = tuple(f"c{turn}_{k}" for k in range(draw(st.integers(1, 3))))
             messages.append(
                 HistoryMessage("assistant", draw(TEXT), tool_call_ids=calls, fixed_text="f(x)")
             )
-            messages += [HistoryMessage("tool", draw(TEXT), tool_call_id=c) for c in calls]
+            answers = [HistoryMessage("tool", draw(TEXT), tool_call_id=c) for c in calls]
+            if draw(st.booleans()):  # a user's message between a call and its answers
+                answers.insert(draw(st.integers(0, len(answers))), HistoryMessage("user", "ok"))
+            messages += answers
+        elif kind == "system":  # a system message mid-chat
+            messages.append(HistoryMessage("system", "Mind the tests.", pinned=True))
         else:
             messages.append(HistoryMessage(draw(ROLES), draw(TEXT)))
     return messages
@@ -196,14 +202,17 @@ def test_start_on_drops_only_what_was_kept_before_the_first_message_of_its_role(
         return
     started = trim_history(history, "deploy on friday?", budget, config=config, start_on=role)
     assert [m for m in kept if m in started] == started  # the same plan, some dropped
-    if not any(history[m.index].role == role for m in kept):
-        assert started == kept  # none to begin on: an empty conversation helps no one
-        return
     groups = tool_groups(history)
-    first = next(m.index for m in kept if history[m.index].role == role)
-    opening = [m.index for m in started if not history[m.index].pinned][:1]
-    if groups[first] is None:  # else the group it splits may go whole, the message with it
-        assert opening == [first]
+    openers = [
+        m.index
+        for m in kept
+        if history[m.index].role == role and not history[m.index].pinned and groups[m.index] is None
+    ]
+    if not openers:  # none to begin on: an empty conversation helps no one
+        assert started == kept
+        return
+    first = openers[0]
+    assert [m.index for m in started if not history[m.index].pinned][:1] == [first]
     indices = {m.index for m in started}
     assert all(i in indices for i, m in enumerate(history) if m.pinned)
     for group in {groups[i] for i in indices} - {None}:  # whole, as kept before
@@ -235,11 +244,12 @@ def test_start_on_keeps_the_conversation_opening_on_a_user_message() -> None:
     assert trim_history(history, None, 28, config=config, start_on="nobody") == kept
     roomy = trim_history(history, None, 200, config=config)
     assert [m.index for m in roomy] == list(range(8))
-    # beginning on the tool's answer would split it from its call: the group goes whole
-    assert trim_history(history, None, 200, config=config, start_on="tool") == [
-        roomy[0],
-        *roomy[6:],
-    ]
+    # a tool's answer belongs to its call's group: never an opener, so nothing is dropped
+    assert trim_history(history, None, 200, config=config, start_on="tool") == roomy
+    # a pinned message of the role is kept where it is, and is no opener
+    rules = [HistoryMessage("user", "Rules: be brief.", pinned=True), *history[2:4], history[7]]
+    opened = trim_history(rules, None, 200, start_on="user")
+    assert [m.index for m in opened] == [0, 2, 3]  # the assistant's answer (1) went
     with pytest.raises(
         InvalidTypeError, match=r"start_on must be a role \(str\) or None, got type"
     ):

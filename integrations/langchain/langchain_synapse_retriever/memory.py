@@ -26,6 +26,7 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     MessageLikeRepresentation,
+    SystemMessage,
     ToolMessage,
     convert_to_messages,
 )
@@ -58,17 +59,28 @@ TokenCounter: TypeAlias = "Callable[[str], int] | BaseLanguageModel[Any]"
 MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 
-_START_TYPES = ("human", "ai", "tool", "function", "chat")
+_START_TYPES = ("human", "ai", "chat")
 """The message types a trimmed chat may be made to begin with (a system message is kept
-wherever it is)."""
+wherever it is; a tool's answer never opens a chat)."""
+
+
+def _base_type(kind: str) -> str:
+    """A chunk's message type as its message's (``HumanMessageChunk``: ``human``)."""
+    return kind.removesuffix("MessageChunk").lower() if kind.endswith("MessageChunk") else kind
 
 
 def _start_type(start_on: object) -> str | None:
-    """``start_on`` as a message type: a type's name, or a message class."""
+    """``start_on`` as a message type: a type's name, or a message class (a chunk's too)."""
     if start_on is None:
         return None
     if isinstance(start_on, type) and issubclass(start_on, BaseMessage):
-        start_on = start_on.model_fields["type"].default
+        default = start_on.model_fields["type"].default
+        if not isinstance(default, str):
+            raise InvalidValueError(
+                f"start_on must be a message class of one type (HumanMessage), got "
+                f"{start_on.__name__}"
+            )
+        start_on = _base_type(default)
     if not isinstance(start_on, str):
         raise InvalidTypeError(
             f"start_on must be a message type (str) or a message class, got "
@@ -99,18 +111,19 @@ def _text_only(message: BaseMessage) -> bool:
 
 
 def to_history(message: BaseMessage) -> HistoryMessage:
-    """The core's view of a LangChain message (its role is ``message.type``)."""
+    """The core's view of a LangChain message (its role is ``message.type``, a chunk's as
+    its message's)."""
     calls = message.tool_calls if isinstance(message, AIMessage) else []
     rendered = " ".join(
         f"{call['name']}({json.dumps(call['args'], sort_keys=True, default=str)})" for call in calls
     )
     return HistoryMessage(
-        role=message.type,
+        role=_base_type(message.type),
         text=message.text,
         tool_call_ids=tuple(str(call["id"]) for call in calls if call.get("id")),
         tool_call_id=message.tool_call_id if isinstance(message, ToolMessage) else None,
         fixed_text=rendered,
-        pinned=message.type == "system",
+        pinned=isinstance(message, SystemMessage),  # a SystemMessageChunk too
         degradable=_text_only(message),
     )
 
@@ -218,7 +231,7 @@ def synapse_trim_messages(
             "messages could not be read as LangChain messages: " + " ".join(str(exc).split())
         ) from None
     if query is None:
-        query = next((m.text for m in reversed(messages) if m.type == "human"), None)
+        query = next((m.text for m in reversed(messages) if _base_type(m.type) == "human"), None)
     kept = trim_history(
         [to_history(message) for message in messages],
         query,

@@ -11,7 +11,9 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    HumanMessageChunk,
     SystemMessage,
+    SystemMessageChunk,
     ToolMessage,
     trim_messages,
 )
@@ -292,9 +294,19 @@ def test_start_on_human_opens_the_trimmed_chat_on_a_human_message() -> None:
     assert started == [kept[0], kept[2]]
     assert synapse_trim_messages(chat, max_tokens=18, start_on=HumanMessage) == started
     for role, error in [("user", InvalidValueError), ("system", InvalidValueError),
+                        ("tool", InvalidValueError), (BaseMessage, InvalidValueError),
                         (HumanMessage("hi"), InvalidTypeError)]:  # fmt: skip
         with pytest.raises(error, match="start_on must be"):  # not a chat cut to its prompt
             synapse_trim_messages(chat, max_tokens=18, start_on=role)  # type: ignore[arg-type]
+
+
+def test_start_on_reads_chunks_as_their_messages() -> None:
+    chat = fact_in_the_answer()
+    chunked = [SystemMessageChunk(chat[0].text), *chat[1:]]
+    chunked[5] = HumanMessageChunk(chat[5].text)
+    for start_on in ["human", HumanMessage, HumanMessageChunk]:
+        kept = synapse_trim_messages(chunked, max_tokens=18, start_on=start_on)
+        assert kept == [chunked[0], chunked[5]]  # the system chunk kept, a human chunk opens
     assert synapse_trim_messages(chat, max_tokens=200, start_on="human") == chat  # all fits
 
 

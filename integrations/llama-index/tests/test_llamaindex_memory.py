@@ -279,9 +279,14 @@ def test_start_on_user_opens_the_trimmed_chat_on_a_user_message(start_on: Any) -
     assert [m.role.value for m in kept] == ["system", "assistant", "user"]
     assert synapse_trim_chat_messages(chat, max_tokens=18, start_on=start_on) == [kept[0], kept[2]]
     for role, error in [("human", InvalidValueError), ("system", InvalidValueError),
-                        (MessageRole, InvalidTypeError)]:  # fmt: skip
+                        ("tool", InvalidValueError), (MessageRole, InvalidTypeError)]:  # fmt: skip
         with pytest.raises(error, match="start_on must be"):  # not a chat cut to its prompt
             synapse_trim_chat_messages(chat, max_tokens=18, start_on=role)
+    developer = [ChatMessage(role="developer", content=chat[0].content), *chat[1:]]
+    assert synapse_trim_chat_messages(developer, max_tokens=18, start_on=start_on) == [
+        developer[0],
+        developer[5],
+    ]  # a developer prompt is kept as a system prompt is
 
 
 def test_degraded_messages_are_copies_with_their_tool_calls() -> None:

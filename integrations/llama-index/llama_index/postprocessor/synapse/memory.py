@@ -93,6 +93,13 @@ def message_text(message: ChatMessage) -> str:
     return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
 
 
+_PINNED_ROLES = (MessageRole.SYSTEM, MessageRole.DEVELOPER)
+"""Roles whose messages are kept whole wherever they are: the system prompt's (OpenAI's
+newer models name it ``developer``)."""
+_START_ROLES = (MessageRole.USER, MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL)
+"""The roles a trimmed chat may be made to begin with (a tool's answer never opens one)."""
+
+
 def to_history(message: ChatMessage) -> HistoryMessage:
     """The core's view of a LlamaIndex chat message."""
     calls = _tool_calls(message)
@@ -103,13 +110,13 @@ def to_history(message: ChatMessage) -> HistoryMessage:
         tool_call_ids=tuple(str(call_id) for call_id, _, _ in calls if call_id),
         tool_call_id=str(answered) if answered is not None else None,
         fixed_text=_rendered(calls),
-        pinned=message.role.value == "system",
+        pinned=message.role in _PINNED_ROLES,
         degradable=all(isinstance(b, (TextBlock, ToolCallBlock)) for b in message.blocks),
     )
 
 
 def _start_role(start_on: object) -> str | None:
-    """``start_on`` as a role's value: a ``MessageRole`` or its value, not ``system``."""
+    """``start_on`` as a role's value: one of ``_START_ROLES`` or its value."""
     if start_on is None:
         return None
     if not isinstance(start_on, str):
@@ -117,7 +124,7 @@ def _start_role(start_on: object) -> str | None:
             f"start_on must be a MessageRole or its value, got {type(start_on).__name__} "
             f"{shown(start_on)}"
         )
-    roles = [role.value for role in MessageRole if role is not MessageRole.SYSTEM]
+    roles = [role.value for role in _START_ROLES]
     if start_on not in roles:
         raise InvalidValueError(
             f"start_on must be one of {', '.join(map(repr, roles))} (a MessageRole; "
