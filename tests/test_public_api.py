@@ -68,6 +68,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "synapse_retriever.conversation": [
         "AssembledTurn",
+        "CachedEmbedder",
         "Condensed",
         "Consolidator",
         "ContextBudgetError",

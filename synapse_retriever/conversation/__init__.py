@@ -17,7 +17,13 @@ from synapse_retriever._text import blank
 from synapse_retriever.conversation.assemble import AssembledTurn
 from synapse_retriever.conversation.config import MODES, PRESETS, ContextConfig
 from synapse_retriever.conversation.consolidate import Consolidator
-from synapse_retriever.conversation.embed import Embedder, HashingEmbedder, TurnIndex, as_embedder
+from synapse_retriever.conversation.embed import (
+    CachedEmbedder,
+    Embedder,
+    HashingEmbedder,
+    TurnIndex,
+    as_embedder,
+)
 from synapse_retriever.conversation.history import (
     HistoryMessage,
     TrimmedMessage,
@@ -49,6 +55,7 @@ __all__ = [
     "PRESETS",
     "ROLES",
     "AssembledTurn",
+    "CachedEmbedder",
     "Condensed",
     "Consolidator",
     "ContextBudgetError",

@@ -27,7 +27,8 @@ import hashlib
 import inspect
 import logging
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import entry_points
@@ -54,6 +55,7 @@ __all__ = [
     "EMBEDDER_ADAPTERS",
     "EXACT_BELOW",
     "NPROBE",
+    "CachedEmbedder",
     "Embedder",
     "HashingEmbedder",
     "TurnIndex",
@@ -61,6 +63,7 @@ __all__ = [
     "as_embedder",
     "checked_embedder",
     "embedded",
+    "embedder_rows",
     "model_rows",
     "normalized",
     "text_list",
@@ -244,12 +247,93 @@ def embedded(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     >>> embedded(HashingEmbedder(dim=8), ["deploy", "lunch"]).shape
     (2, 8)
     """
-    vectors = normalized(embedder.embed(list(texts)), embedder.dim)
-    if len(vectors) != len(texts):
+    return normalized(embedder_rows(embedder, texts), embedder.dim)
+
+
+def embedder_rows(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """What ``embedder`` returns for ``texts``, as float32 rows, not normalized: checked as
+    :func:`embedded` checks them.
+
+    Examples
+    --------
+    >>> embedder_rows(HashingEmbedder(dim=8), ["deploy"]).shape
+    (1, 8)
+    """
+    rows = np.array(embedder.embed(list(texts)), dtype=np.float32, ndmin=2)
+    normalized(rows, embedder.dim)  # its width and values checked
+    if len(rows) != len(texts):
         raise InvalidValueError(
-            f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} texts"
+            f"embedder {embedder.name!r} returned {len(rows)} vectors for {len(texts)} texts"
         )
-    return vectors
+    return rows
+
+
+class CachedEmbedder:
+    """An embedder that keeps the vectors of the ``max_texts`` texts it embedded last.
+
+    What repeats a conversation's texts wants: LangChain's ``SynapseMemoryMiddleware``
+    trims the whole history before every model call, so without it each message is
+    embedded again at every call (a paid model's tokens, each time). A text is embedded
+    once while it stays among the last ``max_texts``; the vectors are the wrapped
+    embedder's own, so what uses them is unchanged to the bit. Safe to share between
+    threads.
+
+    Parameters
+    ----------
+    embedder : Embedder
+        The embedder to call for texts not kept (or a framework's, through
+        :func:`as_embedder`).
+    max_texts : int
+        Texts whose vectors are kept, the least recently used dropped first.
+
+    Examples
+    --------
+    >>> class Counting(HashingEmbedder):
+    ...     calls = []
+    ...     def embed(self, texts):
+    ...         self.calls.append(list(texts))
+    ...         return super().embed(texts)
+    >>> cached = CachedEmbedder(Counting(dim=8))
+    >>> cached.embed(["deploy", "lunch"]).shape
+    (2, 8)
+    >>> _ = cached.embed(["lunch", "friday", "friday"])
+    >>> Counting.calls
+    [['deploy', 'lunch'], ['friday']]
+    """
+
+    def __init__(self, embedder: object, max_texts: int = 4096) -> None:
+        if isinstance(max_texts, bool) or not isinstance(max_texts, Integral):
+            raise InvalidTypeError(
+                f"max_texts must be an int, got {type(max_texts).__name__} {shown(max_texts)}"
+            )
+        if max_texts < 1:
+            raise InvalidValueError(f"max_texts must be >= 1, got {max_texts}")
+        self.embedder: Embedder = checked_embedder(as_embedder(embedder))
+        self.name: str = self.embedder.name
+        self.dim: int = self.embedder.dim
+        self.max_texts: int = int(max_texts)
+        self._rows: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock: threading.Lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The rows of ``texts``: those kept, and the others from the wrapped embedder in
+        one call (each distinct text once)."""
+        texts = list(texts)
+        with self._lock:
+            found = {text: self._rows[text] for text in texts if text in self._rows}
+            for text in found:
+                self._rows.move_to_end(text)
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        if missing:
+            rows = embedder_rows(self.embedder, missing)
+            found.update(zip(missing, rows, strict=True))
+            with self._lock:
+                self._rows.update(zip(missing, rows, strict=True))
+                while len(self._rows) > self.max_texts:
+                    self._rows.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([found[text] for text in texts])
 
 
 def checked_embedder(embedder: Embedder) -> Embedder:

@@ -6,13 +6,23 @@ import importlib
 import logging
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
 
-from synapse_retriever.conversation import Embedder, HashingEmbedder, TurnIndex, as_embedder
+from synapse_retriever.conversation import (
+    CachedEmbedder,
+    Embedder,
+    HashingEmbedder,
+    HistoryMessage,
+    TurnIndex,
+    as_embedder,
+    trim_history,
+)
 from synapse_retriever.conversation.embed import Vectors, normalized
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 
@@ -273,3 +283,68 @@ def test_the_hashing_embedder_reads_words_with_marks_whole() -> None:
     assert terms("کتاب\u200cها 1\u0301 x") == ["كتاب", "ها", "1\u0301"]  # Persian's pieces; a digit
     a, b, c = HashingEmbedder().embed(["दिल्ली में बारिश", "बारिश कब?", "சென்னை"])
     assert float(a @ b) > 0.3 and float(a @ c) == 0.0 and float(c @ c) == pytest.approx(1.0)
+
+
+class CountingHashing(HashingEmbedder):
+    """The hashing embedder, recording each call's texts."""
+
+    def __init__(self, dim: int = 64) -> None:
+        super().__init__(dim=dim)
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+
+def test_a_cached_embedder_asks_for_each_text_once_and_answers_the_same_rows() -> None:
+    inner = CountingHashing()
+    cached = CachedEmbedder(inner, max_texts=3)
+    assert (cached.name, cached.dim) == (inner.name, inner.dim)
+    texts = ["deploy", "lunch", "deploy", "friday"]
+    assert np.array_equal(cached.embed(texts), np.asarray(HashingEmbedder(dim=64).embed(texts)))
+    assert cached.embed(["friday", "lunch"]).shape == (2, 64)
+    assert cached.embed([]).shape == (0, 64)
+    assert inner.calls == [["deploy", "lunch", "friday"]]  # each distinct text once
+    cached.embed(["coffee"])  # a fourth text: the least recently used (deploy) goes
+    cached.embed(["deploy", "coffee"])
+    assert inner.calls[1:] == [["coffee"], ["deploy"]]
+
+
+def test_trimming_with_a_cached_embedder_keeps_what_it_keeps_without() -> None:
+    history = [HistoryMessage("system", "Be brief.", pinned=True)] + [
+        HistoryMessage("user" if i % 2 else "assistant", f"Turn {i}: deploy on friday {i % 3}.")
+        for i in range(12)
+    ]
+    cached = CachedEmbedder(HashingEmbedder(dim=64))
+    for budget in (20, 40, 80):
+        for _ in range(2):  # the second time from the kept vectors
+            assert trim_history(history, "deploy?", budget, embedder=cached) == trim_history(
+                history, "deploy?", budget, embedder=HashingEmbedder(dim=64)
+            )
+
+
+def test_a_cached_embedder_serves_threads_at_once() -> None:
+    cached = CachedEmbedder(HashingEmbedder(dim=32), max_texts=50)
+    texts = [f"text {i}" for i in range(200)]
+    expected = np.asarray(HashingEmbedder(dim=32).embed(texts))
+
+    def work(seed: int) -> bool:
+        order = np.random.default_rng(seed).permutation(200)[:60].tolist()
+        rows = cached.embed([texts[i] for i in order])
+        return bool(np.array_equal(rows, expected[order]))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(64)))
+    assert len(cached._rows) <= 50
+
+
+def test_a_cached_embedder_refuses_a_bad_size_by_name() -> None:
+    with pytest.raises(InvalidTypeError, match=r"max_texts must be an int, got float 1\.5"):
+        CachedEmbedder(HashingEmbedder(), max_texts=1.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="max_texts must be an int, got bool"):
+        CachedEmbedder(HashingEmbedder(), max_texts=True)
+    with pytest.raises(InvalidValueError, match="max_texts must be >= 1, got 0"):
+        CachedEmbedder(HashingEmbedder(), max_texts=0)
+    with pytest.raises(InvalidTypeError, match="embedder must have name, dim and embed"):
+        CachedEmbedder(object())

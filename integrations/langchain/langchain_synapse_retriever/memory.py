@@ -33,12 +33,12 @@ from langchain_core.messages import (
 from langchain_core.prompt_values import PromptValue
 
 from synapse_retriever.conversation import (
+    CachedEmbedder,
     ContextConfig,
     Embedder,
     HistoryMessage,
     Level,
     PromptSummarizer,
-    as_embedder,
     trim_history,
 )
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
@@ -306,7 +306,10 @@ if _HAS_AGENT_MIDDLEWARE:
             token_counter: ``str -> int``, or a language model (its ``get_num_tokens``).
             config: The method's constants (default ``ContextConfig(overflow="shrink")``).
             embedder: Similarities: a LangChain ``Embeddings`` (wrapped once, here) or
-                the core's ``Embedder``; default: the core's offline hashing embedder.
+                the core's ``Embedder``; default: the core's offline hashing embedder. The
+                middleware keeps the vectors of the last 4,096 texts it embedded
+                (:class:`~synapse_retriever.conversation.CachedEmbedder`): each model call
+                embeds only the messages that are new since the last.
             start_on: ``"human"`` for a chat model that refuses a conversation opening
                 with the AI (Claude on Bedrock): see :func:`synapse_trim_messages`.
 
@@ -339,7 +342,8 @@ if _HAS_AGENT_MIDDLEWARE:
             self.max_tokens = max_tokens
             self.token_counter = token_counter
             self.config = config
-            self.embedder = as_embedder(embedder) if embedder is not None else None
+            # each model call trims the whole history: its vectors are kept, not asked again
+            self.embedder = CachedEmbedder(embedder) if embedder is not None else None
             self.start_on = start_on
             # its settings checked now, as the trimming checks them: not at the first call
             synapse_trim_messages(

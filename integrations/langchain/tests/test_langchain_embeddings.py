@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_synapse_retriever import LangChainEmbedder, synapse_trim_messages
 
 from synapse_retriever.conversation import (
+    CachedEmbedder,
     ContextConfig,
     ConversationMemory,
     HashingEmbedder,
@@ -239,5 +240,6 @@ def test_the_middleware_wraps_langchain_embeddings_once() -> None:
 
     embeddings = HashingEmbeddings()
     middleware = SynapseMemoryMiddleware(max_tokens=100, embedder=embeddings)
-    assert isinstance(middleware.embedder, LangChainEmbedder)
-    assert middleware.embedder.embeddings is embeddings
+    assert isinstance(middleware.embedder, CachedEmbedder)  # its vectors kept across calls
+    assert isinstance(middleware.embedder.embedder, LangChainEmbedder)
+    assert middleware.embedder.embedder.embeddings is embeddings

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import (
@@ -310,6 +312,37 @@ def test_start_on_reads_chunks_as_their_messages() -> None:
     assert synapse_trim_messages(chat, max_tokens=200, start_on="human") == chat  # all fits
 
 
+class CountingEmbeddings(DeterministicFakeEmbedding):
+    """langchain-core's fake embeddings, recording every text they are asked for."""
+
+    texts: list[str] = Field(default_factory=list)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        self.texts.append(text)
+        return super().embed_query(text)
+
+
+def test_the_middleware_embeds_each_text_once_across_model_calls(create_agent: Any) -> None:
+    from langchain_synapse_retriever import SynapseMemoryMiddleware
+
+    embeddings, model = CountingEmbeddings(size=32), Recorder()
+    middleware = SynapseMemoryMiddleware(max_tokens=120, embedder=embeddings)
+    agent = create_agent(model, tools=[], middleware=[middleware])
+    state = agent.invoke({"messages": long_chat()})
+    second = [*state["messages"], HumanMessage("And which host runs staging?")]
+    agent.invoke({"messages": second})
+    assert len(model.seen) == 2
+    assert Counter(embeddings.texts).most_common(1)[0][1] == 1  # none asked for twice
+    uncached = synapse_trim_messages(
+        second, max_tokens=120, embedder=DeterministicFakeEmbedding(size=32)
+    )
+    assert [(m.type, m.text) for m in model.seen[-1]] == [(m.type, m.text) for m in uncached]
+
+
 def test_the_middleware_passes_start_on(create_agent: Any) -> None:
     from langchain_synapse_retriever import SynapseMemoryMiddleware
 
@@ -358,12 +391,17 @@ def test_the_async_middleware_trims_off_the_event_loop(create_agent: Any) -> Non
     embedder = SlowEmbedder(0.3)
     model = Recorder()
     middleware = SynapseMemoryMiddleware(max_tokens=120, embedder=embedder)
-    agent = create_agent(model, tools=[], middleware=[middleware])
-    agent.invoke({"messages": long_chat()})  # what the sync path shows the model
-    sync_seen = model.seen[-1]
+    create_agent(model, tools=[], middleware=[middleware]).invoke({"messages": long_chat()})
+    sync_seen = model.seen[-1]  # what the sync path shows the model
+    agents = [  # one per attempt of least_stall, each with no vector kept yet
+        create_agent(
+            model, tools=[], middleware=[SynapseMemoryMiddleware(max_tokens=120, embedder=embedder)]
+        )
+        for _ in range(3)
+    ]
 
     async def scenario() -> None:
-        await agent.ainvoke({"messages": long_chat()})
+        await agents.pop().ainvoke({"messages": long_chat()})
 
     calls = embedder.calls
     stall = least_stall(scenario)
