@@ -274,9 +274,11 @@ class CachedEmbedder:
     What repeats a conversation's texts wants: LangChain's ``SynapseMemoryMiddleware``
     trims the whole history before every model call, so without it each message is
     embedded again at every call (a paid model's tokens, each time). A text is embedded
-    once while it stays among the last ``max_texts``; the vectors are the wrapped
-    embedder's own, so what uses them is unchanged to the bit. Safe to share between
-    threads.
+    once while it stays among the last ``max_texts`` (per caller: two threads that meet a
+    new text at once may both ask for it); each vector is what the wrapped embedder
+    returned for that text, so where it returns the same vector for a text in any batch
+    (the core's embedders do), what uses them is unchanged to the bit. Safe to share
+    between threads; it asks its embedder for nothing until it is asked for a vector.
 
     Parameters
     ----------
@@ -308,12 +310,21 @@ class CachedEmbedder:
             )
         if max_texts < 1:
             raise InvalidValueError(f"max_texts must be >= 1, got {max_texts}")
-        self.embedder: Embedder = checked_embedder(as_embedder(embedder))
-        self.name: str = self.embedder.name
-        self.dim: int = self.embedder.dim
+        self.embedder: Embedder = as_embedder(embedder)
         self.max_texts: int = int(max_texts)
         self._rows: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._lock: threading.Lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The wrapped embedder's name: vectors stored under it are the same."""
+        return self.embedder.name
+
+    @property
+    def dim(self) -> int:
+        """The wrapped embedder's vector length (read when asked: a framework's embedder
+        learns it from its first embedding)."""
+        return self.embedder.dim
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The rows of ``texts``: those kept, and the others from the wrapped embedder in
@@ -327,8 +338,10 @@ class CachedEmbedder:
         if missing:
             rows = embedder_rows(self.embedder, missing)
             found.update(zip(missing, rows, strict=True))
-            with self._lock:
-                self._rows.update(zip(missing, rows, strict=True))
+            with self._lock:  # copies: a row kept must not keep its whole batch alive
+                self._rows.update(
+                    (text, row.copy()) for text, row in zip(missing, rows, strict=True)
+                )
                 while len(self._rows) > self.max_texts:
                     self._rows.popitem(last=False)
         if not texts:

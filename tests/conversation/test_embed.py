@@ -337,6 +337,7 @@ def test_a_cached_embedder_serves_threads_at_once() -> None:
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(work, range(64)))
     assert len(cached._rows) <= 50
+    assert all(row.base is None for row in cached._rows.values())  # not views of a batch
 
 
 def test_a_cached_embedder_refuses_a_bad_size_by_name() -> None:

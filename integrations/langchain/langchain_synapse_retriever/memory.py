@@ -306,8 +306,8 @@ if _HAS_AGENT_MIDDLEWARE:
             token_counter: ``str -> int``, or a language model (its ``get_num_tokens``).
             config: The method's constants (default ``ContextConfig(overflow="shrink")``).
             embedder: Similarities: a LangChain ``Embeddings`` (wrapped once, here) or
-                the core's ``Embedder``; default: the core's offline hashing embedder. The
-                middleware keeps the vectors of the last 4,096 texts it embedded
+                the core's ``Embedder``; default: the core's offline hashing embedder. Given
+                one, the middleware keeps the vectors of the last 4,096 texts it embedded
                 (:class:`~synapse_retriever.conversation.CachedEmbedder`): each model call
                 embeds only the messages that are new since the last.
             start_on: ``"human"`` for a chat model that refuses a conversation opening
@@ -343,7 +343,13 @@ if _HAS_AGENT_MIDDLEWARE:
             self.token_counter = token_counter
             self.config = config
             # each model call trims the whole history: its vectors are kept, not asked again
-            self.embedder = CachedEmbedder(embedder) if embedder is not None else None
+            self.embedder = (
+                None
+                if embedder is None
+                else embedder
+                if isinstance(embedder, CachedEmbedder)
+                else CachedEmbedder(embedder)
+            )
             self.start_on = start_on
             # its settings checked now, as the trimming checks them: not at the first call
             synapse_trim_messages(

@@ -331,6 +331,9 @@ def test_the_middleware_embeds_each_text_once_across_model_calls(create_agent: A
 
     embeddings, model = CountingEmbeddings(size=32), Recorder()
     middleware = SynapseMemoryMiddleware(max_tokens=120, embedder=embeddings)
+    assert embeddings.texts == []  # made without a call to the model (not even its length)
+    cached = middleware.embedder
+    assert SynapseMemoryMiddleware(max_tokens=120, embedder=cached).embedder is cached
     agent = create_agent(model, tools=[], middleware=[middleware])
     state = agent.invoke({"messages": long_chat()})
     second = [*state["messages"], HumanMessage("And which host runs staging?")]
