@@ -485,6 +485,46 @@ async def test_what_a_failed_flush_left_unstored_is_stored_by_the_next() -> None
     block.close()
 
 
+def stored(path: str) -> list[str]:
+    embedder = FailingOnce()
+    embedder.failed = True  # its moment has passed
+    with ConversationMemory(path, embedder=embedder) as memory:
+        return [turn.text for turn in memory.turns()]
+
+
+FIRST = ["one", "API down", "three"]
+
+
+def test_closing_a_block_stores_what_a_failed_flush_left(tmp_path: Path) -> None:
+    path = str(tmp_path / "chat.db")
+    block = SynapseMemoryBlock(ConversationMemory(path, embedder=FailingOnce()))
+    with pytest.raises(TimeoutError):
+        asyncio.run(block.aput([ChatMessage(role="user", content=text) for text in FIRST]))
+    block.close()
+    assert stored(path) == FIRST
+
+
+@pytest.mark.asyncio
+async def test_aclose_stores_what_a_failed_flush_left_and_close_in_a_coroutine_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, closing in [("a.db", "aclose"), ("b.db", "close")]:
+        path = str(tmp_path / name)
+        block = SynapseMemoryBlock(ConversationMemory(path, embedder=FailingOnce()))
+        with pytest.raises(TimeoutError):
+            await block.aput([ChatMessage(role="user", content=text) for text in FIRST])
+        if closing == "aclose":
+            await block.aclose()
+            assert stored(path) == FIRST
+        else:  # no flush can run on this loop from a sync call: said, and closed
+            with caplog.at_level("WARNING"):
+                block.close()
+            assert "2 message(s) a failed flush left were not stored" in caplog.text
+            assert stored(path) == FIRST[:1]
+        with pytest.raises(ClosedError):
+            block.memory.turns()
+
+
 @pytest.mark.asyncio
 async def test_a_cancelled_flush_is_stored_whole_before_the_cancellation_is_raised() -> None:
     # Memory moves a flush out of its queue, then awaits the block (in a wait_for, a task

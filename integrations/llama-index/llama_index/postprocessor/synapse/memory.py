@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +46,8 @@ from synapse_retriever.conversation.memory import finished_if_cancelled
 from synapse_retriever.conversation.summarize import CHUNKS_PROMPT, SUMMARY_PROMPT
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 from synapse_retriever.tokens import check_tokens
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "SynapseMemoryBlock",
@@ -362,14 +365,33 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     def close(self, timeout: float | None = None) -> None:
         """Close the block's conversation memory, finishing its pending consolidation
         (past ``timeout`` seconds, at once: see
-        :meth:`~synapse_retriever.conversation.ConversationMemory.close`)."""
-        self._memory.close(timeout)
+        :meth:`~synapse_retriever.conversation.ConversationMemory.close`). Messages a failed
+        flush left unstored are stored first; what fails then is raised, the memory closed.
+        Called from a coroutine it cannot store them: it warns, and :meth:`aclose` can."""
+        try:
+            if self._unflushed:
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:  # no loop in this thread: the flush runs in one of its own
+                    asyncio.run(self._flush([]))
+                else:
+                    logger.warning(
+                        "%d message(s) a failed flush left were not stored: close the block "
+                        "with await block.aclose() in async code",
+                        len(self._unflushed),
+                    )
+        finally:
+            self._memory.close(timeout)
 
     async def aclose(self, timeout: float | None = None) -> None:
-        """:meth:`close` for a coroutine: the wait for a consolidation under way in a worker
-        thread, not on the event loop (see
+        """:meth:`close` for a coroutine: messages a failed flush left stored first, and the
+        wait for a consolidation under way in a worker thread, not on the event loop (see
         :meth:`~synapse_retriever.conversation.ConversationMemory.aclose`)."""
-        await self._memory.aclose(timeout)
+        try:
+            if self._unflushed:
+                await self._aput([])
+        finally:
+            await self._memory.aclose(timeout)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         # Memory has moved the flushed messages out of its short-term queue already: a flush
