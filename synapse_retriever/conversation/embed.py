@@ -329,7 +329,7 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The rows of ``texts``: those kept, and the others from the wrapped embedder in
         one call (each distinct text once)."""
-        texts = list(texts)
+        texts = text_list(texts)
         with self._lock:
             found = {text: self._rows[text] for text in texts if text in self._rows}
             for text in found:

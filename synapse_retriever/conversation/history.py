@@ -45,6 +45,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -67,6 +68,8 @@ from synapse_retriever.errors import InvalidTypeError
 from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter
 
 __all__ = ["HistoryMessage", "TrimmedMessage", "tool_groups", "trim_history"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -324,6 +327,13 @@ def _opened_on(
         None,
     )
     if first is None:
+        if any(not messages[m.index].pinned for m in kept):
+            log.warning(
+                "start_on=%r: no message of that role is among the %d kept (the budget left "
+                "none), so none was dropped; a model that needs one to begin with refuses this",
+                role,
+                len(kept),
+            )
         return kept
     cut = {groups[m.index] for m in kept[:first] if not messages[m.index].pinned} - {None}
     return [

@@ -349,3 +349,5 @@ def test_a_cached_embedder_refuses_a_bad_size_by_name() -> None:
         CachedEmbedder(HashingEmbedder(), max_texts=0)
     with pytest.raises(InvalidTypeError, match="embedder must have name, dim and embed"):
         CachedEmbedder(object())
+    with pytest.raises(InvalidTypeError, match="texts must be a list of str, got a bare str 'abc'"):
+        CachedEmbedder(HashingEmbedder()).embed("abc")  # not three texts of one letter

@@ -225,7 +225,9 @@ def test_start_on_drops_only_what_was_kept_before_the_first_message_of_its_role(
     ]  # nothing else dropped
 
 
-def test_start_on_keeps_the_conversation_opening_on_a_user_message() -> None:
+def test_start_on_keeps_the_conversation_opening_on_a_user_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     history = [
         HistoryMessage("system", "You are a release assistant.", pinned=True),
         HistoryMessage("user", "Hello! Lovely weather here today."),
@@ -241,7 +243,9 @@ def test_start_on_keeps_the_conversation_opening_on_a_user_message() -> None:
     assert [m.index for m in kept] == [0, 2, 3, 6, 7]  # opens on the assistant's answer
     started = trim_history(history, None, 28, config=config, start_on="user")
     assert started == [kept[0], *kept[2:]]
-    assert trim_history(history, None, 28, config=config, start_on="nobody") == kept
+    with caplog.at_level("WARNING"):
+        assert trim_history(history, None, 28, config=config, start_on="nobody") == kept
+    assert "start_on='nobody': no message of that role is among the 5 kept" in caplog.text
     roomy = trim_history(history, None, 200, config=config)
     assert [m.index for m in roomy] == list(range(8))
     # a tool's answer belongs to its call's group: never an opener, so nothing is dropped
