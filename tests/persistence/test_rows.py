@@ -139,3 +139,39 @@ def test_would_forget_on_a_read_only_file_counts_on_a_copy(tmp_path: Path) -> No
     finally:
         storage.close()
     assert path.read_bytes() == written
+
+
+def test_a_backend_reads_more_keys_than_one_query_holds_each_stored_row_once(
+    storage: Storage,
+) -> None:
+    """Edge and use keys past one query's 8,000, given in no order, absent ones among them:
+    the rows of the stored keys, each once (SQLite reads them in chunks, in the pair index's
+    order)."""
+    with storage.write() as tx:
+        ns = tx.namespace_id("personal")
+        nodes = tx.node_ids([f"n{i}" for i in range(300)])
+    pairs = [(x, y) for i, x in enumerate(nodes) for y in nodes[i + 1 :]][:20_001]
+    stored = pairs[::2]  # every other pair stored: the rest are absent
+    rng = np.random.default_rng(0)
+    with storage.write() as tx:
+        locked = tx.lock_edges([EdgeKey(ns, a, b) for a, b in stored])  # blank rows (PostgreSQL)
+        table = rows_array(
+            [ROW._replace(id=0, namespace=ns, a=a, b=b, weight=(a + b) / 1000) for a, b in stored]
+        )
+        if len(locked):  # PostgreSQL's blank rows: written by id, both in (a, b) order
+            table = table[np.lexsort((table[:, 3], table[:, 2]))]
+            table[:, 0] = locked[np.lexsort((locked[:, 3], locked[:, 2])), 0]
+            tx.update(table)
+        else:
+            tx.insert(table)
+        tx.write_uses([UseRow(ns, node, 1, 0, 2.0, (2.0,)) for node in nodes[::2]])
+    asked = [EdgeKey(ns, a, b) for a, b in pairs]
+    asked = [asked[i] for i in rng.permutation(len(asked))]
+    with storage.write() as tx:
+        rows = [row for row in edge_rows(tx.lock_edges(asked)) if row.activation_count]
+        uses = tx.uses_of([UseKey(ns, node) for node in rng.permutation(nodes).tolist()])
+    assert len(rows) == len(stored)  # without PostgreSQL's blank rows of the absent pairs
+    assert {(row.a, row.b): row.weight for row in rows} == {
+        (a, b): (a + b) / 1000 for a, b in stored
+    }
+    assert sorted(use.node for use in uses if use.uses) == sorted(nodes[::2])  # not blank
