@@ -35,10 +35,11 @@ import numpy as np
 import numpy.typing as npt
 
 from synapse_retriever._numbers import numeric
+from synapse_retriever._types import IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import Learning
 from synapse_retriever.errors import InvalidValueError
-from synapse_retriever.persistence.rows import EDGE_COLUMNS, EMPTY_EDGES, EdgeTable, table_keys
+from synapse_retriever.persistence.rows import EDGE_COLUMNS, EMPTY_EDGES, EdgeTable
 
 if TYPE_CHECKING:
     from synapse_retriever.config import SynapseConfig
@@ -49,12 +50,14 @@ __all__ = [
     "BLANK_TIME",
     "MAX_COUNT",
     "PairEvent",
+    "PairKeys",
     "canonical_pairs",
     "clamped_times",
     "decayed_weight",
     "effective_weight",
     "learned_half_life",
     "moves_none",
+    "pair_keys",
     "pruned_at",
     "reinforce_edges",
     "reinforced_weight",
@@ -320,6 +323,61 @@ def canonical_pairs(names: Sequence[str], node_ids: Sequence[int]) -> list[tuple
     ]
 
 
+class PairKeys(NamedTuple):
+    """The pairs of a batch of events, each once, and where each occurrence falls
+    (:func:`pair_keys`).
+
+    ``keys`` is an n × 3 array of ``(namespace_id, a, b)``, a row per distinct pair, in the
+    order the pairs first occur; ``key_of`` gives each occurrence's row in it (occurrences
+    in event order, each event's pairs in order); ``rank`` how many earlier occurrences
+    hold the same pair (0 for its first).
+    """
+
+    keys: IntArray
+    key_of: IntArray
+    rank: IntArray
+
+
+def pair_keys(events: Sequence[PairEvent]) -> PairKeys:
+    """Each distinct pair of ``events`` once, in order of first occurrence, and each
+    occurrence's pair and rank among the occurrences of that pair: one sort of the batch's
+    occurrences (measured, 44,990 occurrences at 1M edges: 5 ms, against 30 ms for tuples in
+    dicts).
+
+    Examples
+    --------
+    >>> a = PairEvent(namespace="personal", namespace_id=1, pairs=[(7, 8), (7, 9)],
+    ...               names=["a", "b", "c"], node_ids=[7, 8, 9], at=0.0, explicit=False,
+    ...               delta=0.3)
+    >>> b = a._replace(pairs=[(7, 9)], names=["a", "c"], node_ids=[7, 9])
+    >>> keys, key_of, rank = pair_keys([a, b])
+    >>> keys.tolist(), key_of.tolist(), rank.tolist()
+    ([[1, 7, 8], [1, 7, 9]], [0, 1, 1], [0, 0, 1])
+    """
+    sizes = [len(event.pairs) for event in events]
+    total = sum(sizes)
+    occurrences = np.empty((total, 3), np.int64)
+    occurrences[:, 0] = np.repeat([event.namespace_id for event in events], sizes)
+    ends = itertools.chain.from_iterable(itertools.chain.from_iterable(e.pairs for e in events))
+    occurrences[:, 1:] = np.fromiter(ends, np.int64, 2 * total).reshape(total, 2)
+    # a stable sort by pair: each pair's occurrences together, in event order
+    order = np.lexsort(occurrences.T[::-1])
+    ordered = occurrences[order]
+    starts = np.ones(total, bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    group = np.cumsum(starts) - 1  # each sorted occurrence's pair, by sorted pair
+    begin = np.flatnonzero(starts)
+    first = order[begin]  # each sorted pair's first occurrence
+    by_first = np.argsort(first)  # the pairs in order of first occurrence
+    row = np.empty(by_first.size, np.int64)
+    row[by_first] = np.arange(by_first.size)
+    key_of = np.empty(total, np.int64)
+    key_of[order] = row[group]
+    rank = np.empty(total, np.int64)
+    rank[order] = np.arange(total) - begin[group]
+    return PairKeys(occurrences[first[by_first]], key_of, rank)
+
+
 def moves_none(times: Sequence[float], latest: float) -> bool:
     """Whether :func:`clamped_times` keeps every one of ``times`` (events in batch order)
     where their edges were last reinforced at ``latest`` at most: they are in order, and
@@ -386,7 +444,10 @@ reinforcement of 'a'-'b' in 'shared' (100.0) by more than 10 s ...
 
 
 def reinforce_edges(
-    stored: EdgeTable, events: Sequence[PairEvent], config: SynapseConfig
+    stored: EdgeTable,
+    events: Sequence[PairEvent],
+    config: SynapseConfig,
+    paired: PairKeys | None = None,
 ) -> tuple[EdgeTable, EdgeTable]:
     """New states of every pair of a batch of co-activation events, applied in order.
 
@@ -401,7 +462,8 @@ def reinforce_edges(
     stepped once per event, all pairs at their k-th event together, so a batch costs
     one vectorised step per event of its busiest pair. Returns the final state of each
     pair as two edge tables, in the order the pairs first occur: the new edges (id 0) and
-    the updated ones.
+    the updated ones. ``paired`` is :func:`pair_keys` of ``events``, where the caller
+    has it already.
 
     Raises
     ------
@@ -435,17 +497,10 @@ def reinforce_edges(
     >>> bool((both == again).all())
     True
     """
-    occurrences = [(event.namespace_id, a, b) for event in events for a, b in event.pairs]
-    if not occurrences:
+    keys, key_of, rank = pair_keys(events) if paired is None else paired
+    if not len(keys):
         return EMPTY_EDGES, EMPTY_EDGES
-    keys = list(dict.fromkeys(occurrences))  # each pair once, in order of first occurrence
-    if len(keys) == len(occurrences):
-        key_of = np.arange(len(keys))
-    else:
-        position = dict(zip(keys, range(len(keys)), strict=True))
-        key_of = np.fromiter(map(position.__getitem__, occurrences), np.int64, len(occurrences))
-    row_of = dict(zip(table_keys(stored), range(len(stored)), strict=True))
-    found = np.fromiter(map(row_of.get, keys, itertools.repeat(-1)), np.int64, len(keys))
+    found = _stored_rows(keys, stored)
     new = found < 0
     held = np.flatnonzero(~new)
     state = np.repeat(_BLANK_STATE, len(keys), axis=1)  # a column per key
@@ -458,8 +513,9 @@ def reinforce_edges(
     if len(namespace_of) == 1:  # the usual batch
         which = np.zeros(len(keys), np.intp)
     else:
-        slot = dict(zip(namespace_of, range(len(namespace_of)), strict=True))
-        which = np.fromiter((slot[key[0]] for key in keys), np.intp, len(keys))
+        ids = np.fromiter(namespace_of, np.int64, len(namespace_of))
+        by_id = np.argsort(ids)
+        which = by_id[np.searchsorted(ids, keys[:, 0], sorter=by_id)]
     ltp, default = ltp_of[which], default_of[which]
     clock = time.time() + config.operations.max_clock_skew_s
     if float(last.max()) > clock:
@@ -474,13 +530,13 @@ def reinforce_edges(
     at = np.asarray([event.at for event in events], np.float64)[event_of]
     explicit = np.asarray([event.explicit for event in events], bool)[event_of]
     delta = np.asarray([event.delta for event in events], np.float64)[event_of]
-    rank = _ranks(key_of) if key_of.size > len(keys) else np.zeros(key_of.size, np.int64)
     for step in range(int(rank.max()) + 1):
         take = np.flatnonzero(rank == step)
         k = key_of[take]
         late = np.flatnonzero(explicit[take] & (at[take] < last[k]))
         if late.size:
-            raise _backwards(events[int(event_of[take[late[0]]])], keys[int(k[late[0]])],
+            key = tuple(keys[int(k[late[0]])].tolist())
+            raise _backwards(events[int(event_of[take[late[0]]])], key,
                              float(last[k[late[0]]]), clock)  # fmt: skip
         when = np.maximum(at[take], last[k])
         gap = (when - last[k]) / SECONDS_PER_DAY
@@ -517,15 +573,19 @@ def reinforce_edges(
     return stepped[new], stepped[~new]
 
 
-def _ranks(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """For each entry, how many earlier entries hold the same key (0 for its first)."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    starts = np.flatnonzero(np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]]))
-    run = np.repeat(starts, np.diff(np.append(starts, sorted_keys.size)))
-    ranks = np.empty_like(keys)
-    ranks[order] = np.arange(keys.size) - run
-    return ranks
+def _stored_rows(keys: IntArray, stored: EdgeTable) -> IntArray:
+    """The row of ``stored`` holding each of ``keys`` (an n × 3 array of ``(namespace,
+    a, b)``), -1 where none does: one sort of both, each stored row just after its key."""
+    found = np.full(len(keys), -1, np.int64)
+    if not len(stored):
+        return found
+    both = np.concatenate([keys, stored[:, _KEY].astype(np.int64)])
+    is_row = np.arange(len(both)) >= len(keys)
+    order = np.lexsort((is_row, *both.T[::-1]))
+    ordered, row = both[order], is_row[order]
+    match = row[1:] & ~row[:-1] & (ordered[1:] == ordered[:-1]).all(axis=1)
+    found[order[:-1][match]] = order[1:][match] - len(keys)
+    return found
 
 
 def _backwards(

@@ -72,6 +72,7 @@ from synapse_retriever.learning.decay import (
     canonical_pairs,
     clamped_times,
     moves_none,
+    pair_keys,
     reinforce_edges,
 )
 from synapse_retriever.learning.usage import recorded_uses
@@ -307,9 +308,8 @@ def step_edges(
         for i in pairing
         for e in (events[i],)
     ]
-    keys = named(
-        EdgeKey, dict.fromkeys((p.namespace_id, *pair) for p in pair_events for pair in p.pairs)
-    )
+    paired = pair_keys(pair_events)
+    keys = named(EdgeKey, paired.keys.tolist())
     stored = tx.lock_edges(keys) if keys else EMPTY_EDGES
     latest = float(stored[:, _LAST].max()) if len(stored) else BLANK_TIME
     if late != "raise" and not moves_none([p.at for p in pair_events], latest):
@@ -320,7 +320,7 @@ def step_edges(
         for i, at in zip(pairing, moved, strict=True):
             times[i] = at
         pair_events = [p._replace(at=times[i]) for p, i in zip(pair_events, pairing, strict=True)]
-    inserted, updated = reinforce_edges(stored, pair_events, config)
+    inserted, updated = reinforce_edges(stored, pair_events, config, paired)
     inserted = tx.insert(inserted)
     tx.update(updated)
     counts = dict(zip(pairing, (len(p.pairs) for p in pair_events), strict=True))

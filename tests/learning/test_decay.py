@@ -17,6 +17,7 @@ from synapse_retriever.learning.decay import (
     decayed_weight,
     effective_weight,
     learned_half_life,
+    pair_keys,
     pruned_at,
     reinforce_edges,
     reinforced_weight,
@@ -218,3 +219,40 @@ def test_a_batch_of_events_leaves_the_state_its_events_leave_one_at_a_time(
             held[(row.namespace, row.a, row.b)] = row
     one_at_a_time = {key: row._replace(id=0) for key, row in held.items()}
     assert {(row.namespace, row.a, row.b): row for row in edge_rows(inserted)} == one_at_a_time
+
+
+@given(data=st.data())
+def test_pair_keys_hold_each_pair_once_in_order_of_first_occurrence_with_its_ranks(
+    data: st.DataObject,
+) -> None:
+    events = _pair_events(data.draw)
+    occurrences = [(e.namespace_id, a, b) for e in events for a, b in e.pairs]
+    keys = list(dict.fromkeys(occurrences))  # the definition
+    got = pair_keys(events)
+    assert [tuple(key) for key in got.keys.tolist()] == keys
+    assert got.key_of.tolist() == [keys.index(o) for o in occurrences]
+    assert got.rank.tolist() == [occurrences[:i].count(o) for i, o in enumerate(occurrences)]
+
+
+def test_stored_rows_are_found_by_pair_in_any_order_and_rows_not_asked_are_ignored() -> None:
+    config = SynapseConfig()
+    big = 2**31 - 1  # the largest node id the in-memory graph holds
+    event = PairEvent(namespace="personal", namespace_id=3, pairs=[(big, 5), (5, big - 1)],
+                      names=["a", "b", "c"], node_ids=[big, 5, big - 1], at=DAY, explicit=True,
+                      delta=0.3)  # fmt: skip
+    rows = [
+        EdgeRow(11, 3, 5, big - 1, 0.6, 2, 20.0, 0.0, 0.0),
+        EdgeRow(12, 4, big, 5, 0.9, 3, 25.0, 0.0, 0.0),  # another namespace: not asked
+        EdgeRow(10, 3, big, 5, 0.3, 1, 30.0, 0.0, 0.0),
+    ]
+    inserted, updated = reinforce_edges(rows_array(rows), [event], config)
+    assert len(inserted) == 0
+    stepped = {row.id: row for row in edge_rows(updated)}
+    assert sorted(stepped) == [10, 11]
+    for stored in (rows[0], rows[2]):  # each stepped from its own row: + 0.3 on a decayed w
+        decayed = effective_weight(
+            stored.weight, stored.half_life_days, 1.0, count=stored.activation_count
+        )
+        expected = min(1.0, float(decayed) + 0.3)
+        assert stepped[stored.id].weight == pytest.approx(expected)
+        assert stepped[stored.id].activation_count == stored.activation_count + 1
