@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from synapse_retriever._types import FloatArray, IntArray
 
-__all__ = ["SAMPLE_STRIDE", "group_sums", "lengthen", "nth_largest", "unique_ids"]
+__all__ = ["SAMPLE_STRIDE", "group_sums", "lengthen", "lower_bounds", "nth_largest", "unique_ids"]
 
 SAMPLE_STRIDE = 16
 """:func:`nth_largest` bounds its answer from every 16th value first."""
@@ -112,3 +112,32 @@ def nth_largest(values: FloatArray | IntArray | npt.NDArray[np.int32], n: int) -
     if sample.size > n:  # a bound first: the candidates are the values at or above it
         values = values[values >= -np.partition(-sample, n - 1)[n - 1]]
     return float(-np.partition(-values, n - 1)[n - 1])
+
+
+def lower_bounds(
+    values: npt.NDArray[np.integer[Any]],
+    start: npt.NDArray[np.integer[Any]],
+    stop: npt.NDArray[np.integer[Any]],
+    targets: IntArray,
+) -> IntArray:
+    """For each i, the first position in ``values[start[i]:stop[i]]`` (ascending there)
+    whose value is not below ``targets[i]``, or ``stop[i]``: a binary search of every
+    range at once, one NumPy step per halving of the longest, over the searches still open.
+
+    Examples
+    --------
+    >>> values = np.array([1, 4, 9, 2, 3])  # two ranges: 0:3 and 3:5
+    >>> lower_bounds(values, np.array([0, 0, 3]), np.array([3, 3, 5]), np.array([4, 10, 3]))
+    array([1, 3, 4])
+    """
+    lo, hi = start.astype(np.int64), stop.astype(np.int64)
+    open_ = np.flatnonzero(lo < hi)  # the searches still going: fewer at each step
+    while open_.size:
+        low, high = lo[open_], hi[open_]
+        mid = (low + high) >> 1  # below high, so within values
+        below = values[mid] < targets[open_]
+        low = np.where(below, mid + 1, low)
+        high = np.where(below, high, mid)
+        lo[open_], hi[open_] = low, high
+        open_ = open_[low < high]
+    return lo

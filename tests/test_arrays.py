@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from synapse_retriever._arrays import (
     SAMPLE_STRIDE,
     group_sums,
     lengthen,
+    lower_bounds,
     nth_largest,
     unique_ids,
 )
@@ -82,3 +84,24 @@ def test_an_array_held_once_grows_in_place_and_a_viewed_one_is_copied() -> None:
     assert view.tolist() == list(range(10)) and held["x"][:5_000_000].tolist() == list(
         range(5_000_000)
     )
+
+
+@given(
+    st.lists(st.lists(st.integers(-5, 5), max_size=12), max_size=8),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(-6, 6)), max_size=20),
+)
+def test_lower_bounds_are_bisect_left_in_each_range(
+    rows: list[list[int]], searches: list[tuple[int, int]]
+) -> None:
+    """Ranges of ascending values side by side, searched at once: each answer is Python's
+    ``bisect_left`` in its own range."""
+    rows = [sorted(row) for row in rows] or [[]]
+    values = np.asarray([v for row in rows for v in row], np.int64)
+    ends = np.cumsum([0, *map(len, rows)])
+    which = [r % len(rows) for r, _ in searches]
+    start, stop = ends[which], ends[[w + 1 for w in which]]
+    targets = np.asarray([t for _, t in searches], np.int64)
+    expected = [
+        ends[w] + bisect.bisect_left(rows[w], t) for w, (_, t) in zip(which, searches, strict=True)
+    ]
+    assert lower_bounds(values, start, stop, targets).tolist() == expected

@@ -29,13 +29,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from synapse_retriever._arrays import group_sums, lengthen, nth_largest
+from synapse_retriever._arrays import group_sums, lengthen, lower_bounds, nth_largest
 from synapse_retriever._types import FloatArray, IntArray
 from synapse_retriever.clock import SECONDS_PER_DAY
 from synapse_retriever.config import Learning, SynapseConfig
 from synapse_retriever.learning.decay import ArrayLike, effective_weight, pruned_at
 from synapse_retriever.mirror.spreading import Spread, hub_factors, spread
-from synapse_retriever.persistence.rows import EDGE_COLUMNS, rows_array
+from synapse_retriever.persistence.rows import EDGE_COLUMNS, EdgeTable, rows_array
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -206,6 +206,9 @@ _FROM_ROW = {
 """Each column set from an edge row, and its column in an edge table (``EDGE_COLUMNS``)."""
 
 
+_PAIR_SHIFT = 31
+"""A pair's key in the log's index: ``a << 31 | b`` (node ids are below 2^31: int32)."""
+
 MAX_VIEWS = 4
 """Recall views kept at once (one per active namespace recently queried)."""
 
@@ -343,6 +346,10 @@ class MemoryGraph:
         self._log = np.zeros(1024, np.int64)  # ids of edges added since the CSR was built
         self._log_len = 0
         self._log_of: dict[int, list[int]] = {}  # node -> its edges in the log
+        # the pair keys of the log's first _log_indexed edges, ascending, and those edges
+        self._log_keys = np.zeros(0, np.int64)
+        self._log_ids = np.zeros(0, np.int64)
+        self._log_indexed = 0
         self._unmerged = False  # a pair in two namespaces is split between the log and the CSR
         self._views: OrderedDict[str, _View] = OrderedDict()  # most recently used last
         # per active namespace (at most MAX_VIEWS, as the views), node -> co-use row and
@@ -609,6 +616,7 @@ class MemoryGraph:
             self._multi[edge[:-1][twin]] = True
         self._log_len = 0
         self._log_of.clear()
+        self._log_keys, self._log_ids, self._log_indexed = self._log_keys[:0], self._log_ids[:0], 0
         self._unmerged = False
         self._views.clear()  # co-use rows stay: a rebuild moves edges, it changes none
 
@@ -657,6 +665,95 @@ class MemoryGraph:
             merged.append(out)
         lengths += np.bincount(new_owner, minlength=n)
         return merged[0], merged[1], merged[2], lengths
+
+    # -- the rows of pairs -------------------------------------------------------------
+
+    def rows(self, keys: IntArray) -> EdgeTable:
+        """The stored edges of ``keys`` (an n × 3 array of ``(namespace, a, b)``, each pair
+        once) as an edge table, in no particular order: the rows storage holds, where this
+        graph has caught up with it. A big batch reads its pairs' rows here where writers
+        take turns, under the write lock, instead of by a query (see
+        :func:`~synapse_retriever.store.write.step_edges`).
+
+        Examples
+        --------
+        >>> g = MemoryGraph(SynapseConfig())
+        >>> g.add_names([(7, "a"), (8, "b")], [(1, "personal")])
+        >>> g.apply([(4, 1, 7, 8, 0.3, 1, 30.0, 0.0, 5.0)])
+        >>> g.rows(np.array([[1, 7, 8], [1, 8, 7], [2, 7, 8]])).tolist()
+        [[4.0, 1.0, 7.0, 8.0, 0.3, 1.0, 30.0, 0.0, 5.0]]
+        """
+        edges = self._find(keys)
+        edges = edges[edges >= 0]
+        table = np.empty((edges.size, len(EDGE_COLUMNS)))
+        table[:, _ID] = edges
+        for name, column in _FROM_ROW.items():
+            table[:, column] = self._cols[name][edges]
+        return table
+
+    def _find(self, keys: IntArray) -> IntArray:
+        """The id of the stored edge of each of ``keys``, -1 where none: a binary search of
+        one end in the adjacency row of the other (the shorter row), then of the pair in the
+        log's sorted keys (an end added since the adjacency was built has no row there)."""
+        a, b = keys[:, 1], keys[:, 2]
+        found = np.full(len(keys), -1, np.int64)
+        inside = np.flatnonzero((a < self._built) & (b < self._built))
+        if inside.size and self._other.size:
+            x, y = a[inside], b[inside]  # each pair looked up in the shorter of its rows
+            shorter = np.diff(self._indptr)[y] < np.diff(self._indptr)[x]
+            x, y = np.where(shorter, y, x), np.where(shorter, x, y)
+            start, stop = self._indptr[x], self._indptr[x + 1]
+            at = lower_bounds(self._other, start, stop, y)
+            self._match(found, keys, inside, at, stop, self._other, y, self._entry_edge)
+        pairs, edges = self._log_index()
+        left = np.flatnonzero(found < 0)
+        if left.size and pairs.size:
+            target = a[left] << _PAIR_SHIFT | b[left]
+            at = np.searchsorted(pairs, target)
+            stop = np.full(left.size, pairs.size)
+            self._match(found, keys, left, at, stop, pairs, target, edges)
+        return found
+
+    def _match(
+        self,
+        found: IntArray,
+        keys: IntArray,
+        which: IntArray,
+        at: IntArray,
+        stop: npt.NDArray[np.integer[Any]],
+        values: npt.NDArray[np.integer[Any]],
+        targets: IntArray,
+        edges: npt.NDArray[np.integer[Any]],
+    ) -> None:
+        """Set ``found[which]`` to the first stored edge of its key among ``edges[at:stop]``
+        while ``values`` there equal ``targets`` (a pair's entries lie side by side: one
+        per namespace, removed edges among them)."""
+        ns, a, b = keys[which, 0], keys[which, 1], keys[which, 2]
+        at = at.astype(np.int64)
+        open_ = at < stop
+        while open_.any():
+            pos = np.where(open_, at, 0)
+            open_ &= values[pos] == targets
+            edge = edges[pos].astype(np.int64)
+            hit = open_ & (self._a[edge] == a) & (self._b[edge] == b) & (self._ns[edge] == ns)
+            found[which[hit]] = edge[hit]
+            at += 1
+            open_ &= ~hit & (at < stop)
+
+    def _log_index(self) -> tuple[IntArray, IntArray]:
+        """The pair keys (``a << 31 | b``) of the log's edges, ascending, and those edges;
+        what was logged since the last call is merged in (a removed edge keeps its entry:
+        :meth:`_match` checks each edge's ends)."""
+        if self._log_indexed < self._log_len:
+            new = self._log[self._log_indexed : self._log_len]
+            key = self._a[new].astype(np.int64) << _PAIR_SHIFT | self._b[new]
+            order = np.argsort(key)
+            key, new = key[order], new[order]
+            at = np.searchsorted(self._log_keys, key)
+            self._log_keys = np.insert(self._log_keys, at, key)
+            self._log_ids = np.insert(self._log_ids, at, new)
+            self._log_indexed = self._log_len
+        return self._log_keys, self._log_ids
 
     # -- the recall view ---------------------------------------------------------------
 

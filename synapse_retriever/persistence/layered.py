@@ -413,6 +413,9 @@ class _LayeredTransaction:
     def _writable(self, layer: int) -> bool:
         return not self._storage.layers[layer].read_only
 
+    def expect(self, edges: int) -> None:
+        pass  # the version comes at the commit: every write reads its rows with lock_edges
+
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
         # a sweep judges what it may delete: a read-only layer's edges are left as they are
         found: list[EdgeRow] = []

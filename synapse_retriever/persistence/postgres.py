@@ -491,6 +491,9 @@ class _PostgresTransaction:
         )
         return rows_array(rows)
 
+    def expect(self, edges: int) -> None:
+        pass  # writers run concurrently: every write reads its rows with lock_edges
+
     def edges_by_id(self, ids: Sequence[int]) -> list[EdgeRow]:
         rows = self._rows(
             f"SELECT {_COLUMNS} FROM edges WHERE id = ANY(%s::bigint[]) "

@@ -226,6 +226,13 @@ class WriteTransaction(Protocol):
         """The current rows of edges ``ids`` still stored, locked until the transaction ends."""
         ...
 
+    def expect(self, edges: int) -> None:
+        """Prepare to write about ``edges`` edges whose rows the caller read without
+        :meth:`lock_edges` (from its mirror, where writers take turns), before it writes
+        them: SQLite raises its page cache for a big write, as :meth:`lock_edges` does for
+        one, and copies its log into the file after the commit."""
+        ...
+
     def insert(self, table: EdgeTable) -> EdgeTable:
         """Insert the new edges of an edge table (their ``id`` is ignored); returns them,
         in the same order, with their new ids."""

@@ -233,9 +233,9 @@ BIG_DELETE = 10_000
 """Deleting more edges than this at once raises the page cache to BIG_DELETE_CACHE_KIB."""
 BIG_DELETE_CACHE_KIB = 262_144
 BIG_WRITE = 10_000
-"""A write transaction that locks more pairs than this raises the page cache to
-BIG_DELETE_CACHE_KIB until it ends: a batch of 40,000 pairs at 1M edges touches most pages
-of the edges and their pair index, which a small cache writes out and reads back
+"""A write transaction that locks (or expects: ``expect``) more pairs than this raises the
+page cache to BIG_DELETE_CACHE_KIB until it ends: a batch of 40,000 pairs at 1M edges touches
+most pages of the edges and their pair index, which a small cache writes out and reads back
 (measured: SQLite's share of five such batches 2.9 s → 2.2 s). A single event keeps the
 default cache: SQLite walks its whole page cache at some commits (see ``MEMDB_URI``). Such
 a write's checkpoint runs after its commit, in a thread of its own, while the caller goes on
@@ -288,10 +288,13 @@ class _SQLiteTransaction:
         cursor = self._db.execute("INSERT INTO namespaces (name) VALUES (?)", (name,))
         return int(cursor.lastrowid or 0)
 
+    def expect(self, edges: int) -> None:
+        if edges > BIG_WRITE:
+            self._widen()
+
     def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
         # the write lock is this connection's already: reading is locking
-        if len(keys) > BIG_WRITE:
-            self._widen()
+        self.expect(len(keys))
         found = [EMPTY_EDGES]
         # in the pair index's order: each of its pages is read once, in turn (a batch of
         # 40,000 pairs at 1M edges reads most of them)

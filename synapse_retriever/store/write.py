@@ -32,6 +32,8 @@ What the stages guarantee, together:
   applied at the start is other writers' committed work, and stays.
 - **Read under lock.** Every row a stage computes from (event ids, edges, uses) is read
   inside the transaction, locked, so concurrent writers (PostgreSQL) lose no update.
+  Where writers take turns (SQLite), the transaction locks the whole store from its start
+  and the mirror catches up inside it: a big batch reads its edges' rows there.
 - **One lock order.** Every writer takes its locks in the same order: new namespaces
   (sorted), event ids, new node names, edges, use rows, event counters; each backend
   locks the rows of one call in sorted order. Two writers never wait on each other in a
@@ -108,6 +110,11 @@ __all__ = [
 ]
 
 _LAST = EDGE_COLUMNS.index("last_reinforced_at")
+
+MIRROR_READ_PAIRS = 1_000
+"""Where writers take turns, a batch of this many distinct pairs or more reads their rows
+from the store's mirror, caught up under the write lock, not from storage (see
+:func:`step_edges`)."""
 
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see
@@ -208,7 +215,7 @@ def write_events(
             node_of = node_ids(tx, graph, names)
             unknown = [name for name in names if name not in graph.index]  # to the mirror
             ids_of = {i: [node_of[n] for n in events[i].ids] for i in chosen}
-            edges = step_edges(tx, config, events, ids_of, ns_of, times, late)
+            edges = step_edges(tx, graph, config, events, ids_of, ns_of, times, late)
             entries = [
                 RecentEvent(ns_of[events[i].namespace], edges.times[i], ids_of[i]) for i in chosen
             ]
@@ -276,6 +283,7 @@ def drop_replays(
 
 def step_edges(
     tx: WriteTransaction,
+    graph: MemoryGraph,
     config: SynapseConfig,
     events: Sequence[Event],
     ids_of: Mapping[int, Sequence[int]],
@@ -286,7 +294,11 @@ def step_edges(
     """Reinforce the pairs of the events ``ids_of`` names (position -> node ids, in order),
     in that order, and write them in ``tx``.
 
-    The pairs' rows are locked first and read under lock; a late explicit time is moved
+    The pairs' rows are locked first and read under lock: where writers take turns
+    (``tx.version`` known), the whole store is locked already and ``graph`` has caught up
+    with every commit, so a batch of :data:`MIRROR_READ_PAIRS` pairs or more reads them
+    there (the same rows; measured at 1M edges, 39,062 pairs: 19 ms, against 112 to 119 ms
+    for SQLite's query), else ``tx.lock_edges`` reads them. A late explicit time is moved
     forward to the last reinforcement of its edges as ``late`` allows, refused beyond
     (``InvalidValueError``, raised before anything of the edges is written; the caller's
     transaction then rolls back the rest). Events of one node, and uses (Δw 0), have no
@@ -309,8 +321,13 @@ def step_edges(
         for e in (events[i],)
     ]
     paired = pair_keys(pair_events)
-    keys = named(EdgeKey, paired.keys.tolist())
-    stored = tx.lock_edges(keys) if keys else EMPTY_EDGES
+    if tx.version and len(paired.keys) >= MIRROR_READ_PAIRS:  # writers take turns
+        tx.expect(len(paired.keys))
+        stored = graph.rows(paired.keys)  # caught up under the write lock: the stored rows
+    elif len(paired.keys):
+        stored = tx.lock_edges(named(EdgeKey, paired.keys.tolist()))
+    else:
+        stored = EMPTY_EDGES
     latest = float(stored[:, _LAST].max()) if len(stored) else BLANK_TIME
     if late != "raise" and not moves_none([p.at for p in pair_events], latest):
         # read under lock: exact with many writers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import Counter
 from typing import Any
@@ -17,6 +18,7 @@ from synapse_retriever.mirror import graph as graph_module
 from synapse_retriever.mirror.graph import Edge, MemoryGraph, strongest
 from synapse_retriever.mirror.mirror import Mirror
 from synapse_retriever.persistence.rows import EdgeRow
+from synapse_retriever.store.rename import MergeRefusedError
 
 DAY = 86_400.0
 FAN = ActrRule.association_fan  # what the ACT-R rule reads per hit, by default
@@ -522,3 +524,59 @@ def test_check_names_finds_an_edge_of_a_namespace_without_a_name_and_passes_a_wh
         graph.check_names()
     graph.remove([1])
     graph.check_names()  # a removed edge is no edge
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            steps.map(lambda listed: ("steps", listed)),
+            st.tuples(st.just("rename"), nodes, st.sampled_from(["n0", "n5", "r1", "r2"])),
+            st.tuples(st.just("rows")),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_the_rows_the_graph_finds_by_pair_are_the_rows_storage_reads_under_lock(
+    plan: list[tuple[Any, ...]],
+) -> None:
+    """Whatever the history (pairs in several namespaces, edges removed by a sweep and
+    learned again, renames, the log folded or not), ``MemoryGraph.rows`` of every pair of
+    every known node in every namespace, absent ones among them, is what SQLite's
+    ``lock_edges`` reads: the rows a big batch reads from the mirror (``step_edges``)."""
+    store = SynapseStore(":memory:")
+    now = 0.0
+
+    def compare() -> None:
+        graph = store._mirror.graph
+        ids = sorted(graph.index.values())
+        spaces = [*sorted(graph.ns_names), max(graph.ns_names, default=0) + 1]
+        keys = np.array(
+            [(ns, a, b) for ns in spaces for a in ids for b in ids if a != b], np.int64
+        ).reshape(-1, 3)
+        found = graph.rows(keys)
+        with store._storage.write() as tx:
+            stored = tx.lock_edges([tuple(key) for key in keys.tolist()])
+        assert sorted(map(tuple, found.tolist())) == sorted(map(tuple, stored.tolist()))
+
+    for step in plan:
+        if step[0] == "rename":
+            if step[1] != step[2]:
+                with contextlib.suppress(MergeRefusedError):  # a rename does not merge
+                    store.rename(step[1], step[2])
+        elif step[0] == "rows":
+            compare()
+        else:
+            for inner in step[1]:
+                if inner[0] == "reinforce":
+                    _, ids, strength, namespace, gap = inner
+                    now += gap * DAY
+                    store.reinforce(ids, strength=strength, namespace=namespace, at=now)
+                elif inner[0] == "decay":
+                    store.decay(at=now + inner[1] * DAY, force=True)
+                elif inner[0] == "fold":
+                    store._mirror.graph.rebuild()
+                elif inner[0] == "use":
+                    store.use(inner[1], at=now)
+    compare()

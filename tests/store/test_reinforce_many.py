@@ -3,12 +3,15 @@ all or nothing, with event ids honoured and late events refused or clamped (SQLi
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +27,7 @@ from synapse_retriever import (
 )
 from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.recall.hits import Hit
+from synapse_retriever.store import write as write_module
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0  # an explicit time in the past (September 2020)
@@ -429,3 +433,39 @@ def test_a_late_event_is_counted_within_the_clock_skew_and_refused_beyond(
         strict.reinforce(["a", "b"], at=T0 + 100)  # (in memory: a new store)
         with pytest.raises(InvalidValueError, match="earlier than the last reinforcement"):
             strict.reinforce(["a", "b"], at=T0 + 99)  # no skew allowed: as late="raise"
+
+
+@settings(max_examples=40, deadline=None)
+@given(histories, st.lists(st.integers(0, 20), max_size=4), st.lists(st.booleans(), max_size=5))
+def test_rows_read_from_the_mirror_write_what_rows_read_by_query_write(
+    history: list[Event], cuts: list[int], between: list[bool]
+) -> None:
+    """Where writers take turns, a big batch reads its pairs' rows from the mirror (here
+    every batch: ``MIRROR_READ_PAIRS`` 1) instead of by SQLite's query (here none): the same
+    results and the same file, row for row. A second store on the file writes, between
+    batches, the pairs the next one reinforces, so the mirror must catch up under the write
+    lock before it is read."""
+    events = explicit(history)
+    bounds = [0, *sorted({c % (len(events) + 1) for c in cuts}), len(events)]
+    outcomes = []
+    with tempfile.TemporaryDirectory() as folder:
+        for threshold in (1, 10**9):
+            path = f"{folder}/{threshold}.db"
+            with (
+                mock.patch.object(write_module, "MIRROR_READ_PAIRS", threshold),
+                SynapseStore(path) as mine,
+                SynapseStore(path) as theirs,
+            ):
+                done: list[Reinforced] = []
+                for step, (start, stop) in enumerate(itertools.pairwise(bounds)):
+                    if step < len(between) and between[step] and start < stop:
+                        # the next event's pairs, at the latest time so far
+                        at = max([T0, *(float(e.at) for e in events[:start] if e.at)])
+                        theirs.reinforce(events[start].nodes, namespace=events[start].namespace,
+                                         at=at)  # fmt: skip
+                    done += mine.reinforce_many(events[start:stop])
+                until = max([T0, *(float(e.at) for e in events if e.at)]) + DAY
+                outcomes.append((done, snapshot(mine, until)))
+            with contextlib.closing(sqlite3.connect(path)) as db:
+                outcomes.append(db.execute("SELECT * FROM edges ORDER BY id").fetchall())
+    assert outcomes[0] == outcomes[2] and outcomes[1] == outcomes[3]

@@ -160,7 +160,7 @@ def test_a_late_event_is_moved_to_its_edges_last_reinforcement(
         nodes = node_ids(tx, mirror.graph, ["a", "b", "c"])
         ids_of = {0: [nodes["a"], nodes["b"]], 1: [nodes["c"]]}
         events = [event(["a", "b"], at=at), event(["c"], at=at)]
-        edges = step_edges(tx, CONFIG, events, ids_of, spaces, [at, at], late)
+        edges = step_edges(tx, mirror.graph, CONFIG, events, ids_of, spaces, [at, at], late)
     assert edges.counts == {0: 1}  # one node: no pair
     assert edges.times == [written_at, at]  # an event without edges keeps its time
     (updated,) = edge_rows(edges.updated)
