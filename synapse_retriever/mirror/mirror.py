@@ -67,6 +67,9 @@ class Mirror:
         self.uses = _use_table(config)
         self.version = 0
         """The storage version this mirror reflects."""
+        self.turns = False
+        """Whether the last write caught up inside its transaction: its storage's writers
+        take turns (see :meth:`catch_up`)."""
         self.snapshot_version: int | None = None
         """The version of the snapshot storage holds, as this mirror last read or wrote it."""
         self._polled = time.monotonic()
@@ -173,6 +176,7 @@ class Mirror:
         committed before it is all there is. Where they run concurrently, the version
         comes at the commit, and :meth:`committed` catches up then.
         """
+        self.turns = bool(tx.version)
         if tx.version and tx.version - 1 != self.version:
             graph = self.graph
             changes = tx.changes(self.version, graph.max_node, graph.max_namespace)

@@ -469,3 +469,23 @@ def test_rows_read_from_the_mirror_write_what_rows_read_by_query_write(
             with contextlib.closing(sqlite3.connect(path)) as db:
                 outcomes.append(db.execute("SELECT * FROM edges ORDER BY id").fetchall())
     assert outcomes[0] == outcomes[2] and outcomes[1] == outcomes[3]
+
+
+def test_a_replay_in_a_batch_read_ahead_writes_nothing(tmp_path: Any) -> None:
+    """A batch whose pairs and rows were read before its transaction (every name known, the
+    writer's turn: ``read_ahead``) and which holds a replay: the replay writes nothing, the
+    rest what it would write alone."""
+    with (
+        mock.patch.object(write_module, "MIRROR_READ_PAIRS", 1),
+        SynapseStore(tmp_path / "s.db") as store,
+    ):
+        store.reinforce_many([CoActivation(["a", "b", "c"], at=T0, event_id="e1")])
+        done = store.reinforce_many(
+            [
+                CoActivation(["a", "b"], at=T0 + DAY, event_id="e1"),  # a replay
+                CoActivation(["a", "c"], at=T0 + DAY),
+            ]
+        )
+        assert [(r.edges, r.replayed) for r in done] == [(0, True), (1, False)]
+        counts = {pair: store.edge(*pair).activation_count for pair in [("a", "b"), ("a", "c")]}
+        assert counts == {("a", "b"): 1, ("a", "c"): 2}
