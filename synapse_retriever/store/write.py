@@ -6,6 +6,8 @@
 :func:`~synapse_retriever.persistence.protocols.retrying`). It opens one write transaction
 on the storage and runs these stages inside it, in this order:
 
+0. (before the transaction, where writers take turns) :func:`read_ahead`: a big batch's
+   pairs and their stored rows, read from the mirror, kept if no commit came between;
 1. :func:`namespace_ids`: resolve the events' namespaces to ids;
 2. :func:`drop_replays`: record the events' ids; an event whose id was recorded before (or
    earlier in the batch) is a replay and writes nothing more;
@@ -18,8 +20,8 @@ on the storage and runs these stages inside it, in this order:
 
 and, once the transaction has committed, 6. :func:`update_mirror`: the batch into the
 store's in-memory mirror. A batch of :data:`~synapse_retriever.store.collector.PAUSE_PAIRS`
-pairs or more runs stages 1 to 6 with Python's cyclic garbage collector paused, where the
-transaction holds the write lock from its start (SQLite: see
+pairs or more runs stage 0, and stages 1 to 6 where the transaction holds the write lock
+from its start (SQLite), with Python's cyclic garbage collector paused (see
 :mod:`~synapse_retriever.store.collector`).
 
 What the stages guarantee, together:
@@ -227,7 +229,10 @@ def write_events(
     :class:`~synapse_retriever.persistence.protocols.TransientWriteError`."""
     pairs = sum(len(e.ids) * (len(e.ids) - 1) // 2 for e in events)
     big = config.operations.pause_collector and pairs >= PAUSE_PAIRS
-    ahead = read_ahead(mirror, events) if mirror.turns and pairs >= MIRROR_READ_PAIRS else None
+    ahead = None
+    if mirror.turns and pairs >= MIRROR_READ_PAIRS:
+        with collector_paused() if big else contextlib.nullcontext():
+            ahead = read_ahead(mirror, events)
     with contextlib.ExitStack() as paused:
         with storage.write() as tx:
             if big and tx.version:  # the write lock is ours (SQLite): until the mirror holds it
