@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -11,12 +13,19 @@ import sys
 import textwrap
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from synapse_retriever import ClosedError, SynapseConfig, SynapseStore, WriteConflictError
+from synapse_retriever import (
+    ClosedError,
+    CoActivation,
+    SynapseConfig,
+    SynapseStore,
+    WriteConflictError,
+)
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 
 ROUNDS = 60
@@ -49,6 +58,51 @@ def test_two_processes_reinforcing_at_once_lose_no_update(tmp_path: Path) -> Non
         for w in (1, 2):
             for i in range(ROUNDS):
                 assert store.edge("shared/a", f"w{w}/{i}") is not None
+
+
+BATCH_NODES = [f"n{i:02d}" for i in range(60)]
+
+
+def _batch_events() -> list[list[str]]:
+    """40 events of 10 of 60 nodes: about 1,100 distinct pairs, a big batch that reads its
+    pairs' rows from the mirror, ahead of its transaction once every name is known."""
+    rng = random.Random(7)
+    return [rng.sample(BATCH_NODES, 10) for _ in range(40)]
+
+
+def _batches(path: str, start: Any, rounds: int) -> None:
+    with SynapseStore(path) as store:
+        start.wait(30)
+        for _ in range(rounds):
+            store.reinforce_many([CoActivation(nodes) for nodes in _batch_events()])
+
+
+def test_two_processes_writing_big_batches_at_once_lose_no_update(tmp_path: Path) -> None:
+    """Big batches of two processes on the same pairs, at once: each reads its rows from its
+    mirror, before its transaction or inside it after the other's commits, and every
+    reinforcement counts."""
+    path = str(tmp_path / "batches.db")
+    SynapseStore(path).close()
+    rounds = 12
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(2)
+    workers = [ctx.Process(target=_batches, args=(path, start, rounds)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    met = Counter(
+        tuple(sorted(pair))
+        for nodes in _batch_events()
+        for pair in itertools.combinations(nodes, 2)
+    )
+    assert len(met) > 1_000
+    with SynapseStore(path) as store:
+        counts = {pair: store.edge(*pair) for pair in met}
+    assert {pair: edge.activation_count if edge else 0 for pair, edge in counts.items()} == {
+        pair: 2 * rounds * n for pair, n in met.items()
+    }
 
 
 def test_a_long_running_store_sees_another_process_learn(tmp_path: Path) -> None:
