@@ -356,9 +356,9 @@ def pair_keys(events: Sequence[PairEvent]) -> PairKeys:
     ([[1, 7, 8], [1, 7, 9]], [0, 1, 1], [0, 0, 1])
     """
     if len(events) == 1:  # one event's pairs are distinct (its nodes are): nothing to sort
-        ends = np.array(events[0].pairs, np.int64).reshape(-1, 2)
-        keys = np.column_stack([np.full(len(ends), events[0].namespace_id), ends])
-        return PairKeys(keys, np.arange(len(ends)), np.zeros(len(ends), np.int64))
+        pairs = np.array(events[0].pairs, np.int64).reshape(-1, 2)
+        keys = np.column_stack([np.full(len(pairs), events[0].namespace_id), pairs])
+        return PairKeys(keys, np.arange(len(pairs)), np.zeros(len(pairs), np.int64))
     sizes = [len(event.pairs) for event in events]
     total = sum(sizes)
     occurrences = np.empty((total, 3), np.int64)
