@@ -312,12 +312,10 @@ def adjacency(graph: Any) -> tuple[list[Any], dict[int, bool]]:
     return rows, dict(zip(live.tolist(), graph._multi[live].tolist(), strict=True))
 
 
-@settings(max_examples=100, deadline=None)
-@given(steps)
-def test_folding_the_log_in_gives_the_adjacency_a_full_build_gives(steps: list[tuple]) -> None:
-    store = SynapseStore(":memory:")
-    now = 0.0
-    for step in steps:
+def play(store: SynapseStore, played: list[tuple[Any, ...]], now: float = 0.0) -> float:
+    """Write ``played`` (steps of ``steps``; queries are skipped) into ``store`` from ``now``;
+    returns the time reached. A fold merges the log into the adjacency once built."""
+    for step in played:
         if step[0] == "reinforce":
             _, ids, strength, namespace, gap = step
             now += gap * DAY
@@ -325,7 +323,17 @@ def test_folding_the_log_in_gives_the_adjacency_a_full_build_gives(steps: list[t
         elif step[0] == "decay":
             store.decay(at=now + step[1] * DAY, force=True)
         elif step[0] == "fold":
-            store._mirror.graph.rebuild()  # merges the log into the adjacency once built
+            store._mirror.graph.rebuild()
+        elif step[0] == "use":
+            store.use(step[1], at=now)
+    return now
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps)
+def test_folding_the_log_in_gives_the_adjacency_a_full_build_gives(steps: list[tuple]) -> None:
+    store = SynapseStore(":memory:")
+    play(store, steps)
     graph = store._mirror.graph
     graph.rebuild()
     fresh = Mirror(store.config)
@@ -568,15 +576,5 @@ def test_the_rows_the_graph_finds_by_pair_are_the_rows_storage_reads_under_lock(
         elif step[0] == "rows":
             compare()
         else:
-            for inner in step[1]:
-                if inner[0] == "reinforce":
-                    _, ids, strength, namespace, gap = inner
-                    now += gap * DAY
-                    store.reinforce(ids, strength=strength, namespace=namespace, at=now)
-                elif inner[0] == "decay":
-                    store.decay(at=now + inner[1] * DAY, force=True)
-                elif inner[0] == "fold":
-                    store._mirror.graph.rebuild()
-                elif inner[0] == "use":
-                    store.use(inner[1], at=now)
+            now = play(store, step[1], now)
     compare()
