@@ -616,7 +616,8 @@ class MemoryGraph:
             self._multi[edge[:-1][twin]] = True
         self._log_len = 0
         self._log_of.clear()
-        self._log_keys, self._log_ids, self._log_indexed = self._log_keys[:0], self._log_ids[:0], 0
+        self._log_keys, self._log_ids = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self._log_indexed = 0
         self._unmerged = False
         self._views.clear()  # co-use rows stay: a rebuild moves edges, it changes none
 
@@ -1317,9 +1318,10 @@ class MemoryGraph:
         return sorted(self.ns_names[int(i)] for i in used)
 
     def nbytes(self) -> int:
-        """Bytes held by the arrays: columns, adjacency, log and recall views."""
+        """Bytes held by the arrays: columns, adjacency, log (and its index by pair) and
+        recall views."""
         arrays = [*self._cols.values(), self._indptr, self._other, self._entry_edge]
-        arrays += [self._entry_count, self._log]
+        arrays += [self._entry_count, self._log, self._log_keys, self._log_ids]
         for view in self._views.values():
             arrays += [view.data, view.hub]
         return sum(a.nbytes for a in arrays)

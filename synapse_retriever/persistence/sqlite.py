@@ -260,9 +260,11 @@ _USE_QUERY = "SELECT namespace, node, uses, together, first_at, recent FROM node
 
 
 class _SQLiteTransaction:
-    def __init__(self, db: sqlite3.Connection, version: int) -> None:
+    def __init__(self, db: sqlite3.Connection, version: int, *, logged: bool = True) -> None:
         self._db = db
         self.version = version
+        self._logged = logged
+        """Whether the change logs are written (see ``SQLiteStorage.forget_logs``)."""
         self.widened: int | None = None
         """The page cache's size before a big write raised it (see ``BIG_WRITE``)."""
 
@@ -425,6 +427,8 @@ class _SQLiteTransaction:
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
         db = self._db
         horizon = db.execute("SELECT value FROM meta WHERE key = 'log_horizon'").fetchone()[0]
+        if not self._logged:  # no logs: what another writer changed since is known only whole
+            horizon = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
         full = since < horizon
         if full:  # the logs no longer reach back to since: everything
             since = max_node = max_namespace = 0
@@ -574,6 +578,8 @@ class SQLiteStorage:
     ) -> None:
         self.path = file_path(path)
         self._paged = _paged
+        self._logged = True
+        """Whether this connection writes the change logs (:meth:`forget_logs`)."""
         self._lock = threading.RLock()
         self._in_memory = in_memory(self.path)
         self.read_only = check_flag("read_only", read_only)
@@ -695,9 +701,14 @@ class SQLiteStorage:
 
     def forget_logs(self) -> None:
         """Stop writing the change logs (a private in-memory store: no other connection can
-        read them; one filled from a file by ``sqlite3.Connection.backup`` has them)."""
+        read them; one filled from a file by ``sqlite3.Connection.backup`` has them). Another
+        writer on this storage (a second store given it, an import) is then seen whole: a
+        reader behind the latest version reads every row again, where it would have read the
+        logs (a write reads its rows from the mirror it caught up: see
+        :func:`~synapse_retriever.store.write.step_edges`)."""
         for trigger in LOG_TRIGGERS:
             self._db.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        self._logged = False
 
     def check(self) -> None:
         """Raise :class:`CorruptDatabaseError` if SQLite's structural check of every page
@@ -751,7 +762,9 @@ class SQLiteStorage:
     def _read(self, since: int, max_node: int, max_namespace: int) -> Changes:
         self._db.execute("BEGIN")
         try:
-            changes = _SQLiteTransaction(self._db, 0).changes(since, max_node, max_namespace)
+            changes = _SQLiteTransaction(self._db, 0, logged=self._logged).changes(
+                since, max_node, max_namespace
+            )
             self._seen = changes.version
             return changes
         finally:
@@ -789,7 +802,7 @@ class SQLiteStorage:
                 if not stamps:
                     return None
                 (version, max_node, max_namespace), whole = snapshot_stamp(stamps)
-                tx = _SQLiteTransaction(db, 0)
+                tx = _SQLiteTransaction(db, 0, logged=self._logged)
                 changes = tx.changes(version, max_node, max_namespace)
                 self._seen = changes.version
                 parts: dict[str, bytes] = {}
@@ -853,7 +866,7 @@ class SQLiteStorage:
                 version = db.execute(
                     "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value"
                 ).fetchone()[0]
-                tx = _SQLiteTransaction(db, int(version))
+                tx = _SQLiteTransaction(db, int(version), logged=self._logged)
                 yield tx
                 if tx.version % LOG_TRIM_EVERY == 0:
                     tx.trim_logs()

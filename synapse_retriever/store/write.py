@@ -35,7 +35,9 @@ What the stages guarantee, together:
 - **Read under lock.** Every row a stage computes from (event ids, edges, uses) is read
   inside the transaction, locked, so concurrent writers (PostgreSQL) lose no update.
   Where writers take turns (SQLite), the transaction locks the whole store from its start
-  and the mirror catches up inside it: a big batch reads its edges' rows there.
+  and the mirror catches up inside it: a big batch reads its edges' rows there, or reads
+  them there just before the transaction (stage 0) and keeps them only if no commit came
+  between.
 - **One lock order.** Every writer takes its locks in the same order: new namespaces
   (sorted), event ids, new node names, edges, use rows, event counters; each backend
   locks the rows of one call in sorted order. Two writers never wait on each other in a
@@ -119,7 +121,9 @@ _LAST = EDGE_COLUMNS.index("last_reinforced_at")
 MIRROR_READ_PAIRS = 1_000
 """Where writers take turns, a batch of this many distinct pairs or more reads their rows
 from the store's mirror, caught up under the write lock, not from storage (see
-:func:`step_edges`)."""
+:func:`step_edges`); one of this many pairs or more, counted with repeats, reads them ahead
+(:func:`read_ahead`). Measured on a 1M-edge file, batches of 100 events (about 4,500 pairs):
+13 to 24% faster from the mirror; of 22 events (about 1,000), within the noise."""
 
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see

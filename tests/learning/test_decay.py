@@ -256,3 +256,15 @@ def test_stored_rows_are_found_by_pair_in_any_order_and_rows_not_asked_are_ignor
         expected = min(1.0, float(decayed) + 0.3)
         assert stepped[stored.id].weight == pytest.approx(expected)
         assert stepped[stored.id].activation_count == stored.activation_count + 1
+
+
+def test_pair_keys_of_one_event_that_repeats_a_pair_hold_it_once() -> None:
+    event = PairEvent(namespace="personal", namespace_id=1, pairs=[(7, 8), (7, 9), (7, 8)],
+                      names=["a", "b", "c"], node_ids=[7, 8, 9], at=0.0, explicit=True,
+                      delta=0.3)  # fmt: skip
+    keys, key_of, rank = pair_keys([event])
+    assert (keys.tolist(), key_of.tolist(), rank.tolist()) == (
+        [[1, 7, 8], [1, 7, 9]],
+        [0, 1, 0],
+        [0, 0, 1],
+    )

@@ -60,6 +60,24 @@ def test_the_log_starts_again_after_every_big_write(tmp_path: Path, big: None) -
             assert other.execute("SELECT count(*) FROM edges").fetchone()[0] == 5 * 1_320
 
 
+def test_the_log_starts_again_after_big_writes_read_ahead_of_their_transaction(
+    tmp_path: Path, big: None
+) -> None:
+    """Batches of names the store knows read their pairs' rows ahead of their transaction
+    (``read_ahead``) and tell it their size (``expect``): their checkpoints run after their
+    commits all the same, and the log starts again after each."""
+    path = tmp_path / "s.db"
+    with SynapseStore(path) as store:
+        store.reinforce_many(batch(0))
+        store.reinforce_many(batch(0))  # every name known: read ahead
+        store._storage._settle()  # type: ignore[attr-defined]
+        one = log_bytes(path)
+        for _ in range(4):
+            store.reinforce_many(batch(0))
+        store._storage._settle()  # type: ignore[attr-defined]
+        assert log_bytes(path) < 2 * one
+
+
 def test_the_file_holds_what_a_store_in_memory_learns(tmp_path: Path, big: None) -> None:
     path = tmp_path / "s.db"
     batches = [batch(0), batch(100), batch(0), batch(200), batch(100)]  # pairs met again

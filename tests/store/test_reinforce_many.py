@@ -26,6 +26,10 @@ from synapse_retriever import (
     SynapseStore,
 )
 from synapse_retriever.mirror.graph import Edge
+from synapse_retriever.persistence import EdgeKey
+from synapse_retriever.persistence.rows import edge_rows
+from synapse_retriever.persistence.sqlite import SQLiteStorage
+from synapse_retriever.persistence.transfer import merge_edges
 from synapse_retriever.recall.hits import Hit
 from synapse_retriever.store import write as write_module
 
@@ -489,3 +493,96 @@ def test_a_replay_in_a_batch_read_ahead_writes_nothing(tmp_path: Any) -> None:
         assert [(r.edges, r.replayed) for r in done] == [(0, True), (1, False)]
         counts = {pair: store.edge(*pair).activation_count for pair in [("a", "b"), ("a", "c")]}
         assert counts == {("a", "b"): 1, ("a", "c"): 2}
+
+
+NODES_60 = [f"n{i:02d}" for i in range(60)]
+BIG = [NODES_60[0:30], NODES_60[30:60], NODES_60[15:45]]  # about 1,100 distinct pairs
+
+
+def big_batch(at: float) -> list[CoActivation]:
+    return [CoActivation(nodes, at=at) for nodes in BIG]
+
+
+def stored_count(storage: SQLiteStorage, a: str, b: str) -> int:
+    with storage.write() as tx:  # as the file holds it, not as a mirror does
+        (row,) = edge_rows(tx.lock_edges([EdgeKey(1, *tx.node_ids([a, b]))]))
+    return row.activation_count
+
+
+def test_an_import_into_an_in_memory_storage_is_counted_by_the_next_big_batch() -> None:
+    """A private in-memory storage keeps no change logs: what another writer commits there
+    (here an import) is read whole by the store's next write, whose rows then come from its
+    caught-up mirror."""
+    storage = SQLiteStorage(":memory:")
+    store = SynapseStore(storage=storage)
+    store.reinforce_many(big_batch(T0))
+    store.reinforce_many([CoActivation(NODES_60[:2], at=T0)])
+    merge_edges(storage, [Edge("n00", "n01", "personal", 0.9, 7, 30.0, T0, T0 + 10)])
+    store.reinforce_many(big_batch(T0 + 20))  # n00-n01 once more
+    assert stored_count(storage, "n00", "n01") == 8  # 7 imported, and this batch's
+
+
+def test_two_stores_on_one_in_memory_storage_lose_no_update() -> None:
+    storage = SQLiteStorage(":memory:")
+    a, b = SynapseStore(storage=storage), SynapseStore(storage=storage)
+    b.reinforce_many(big_batch(T0))
+    b.reinforce_many(big_batch(T0 + 1))
+    a.reinforce_many(big_batch(T0 + 2))
+    b.reinforce_many(big_batch(T0 + 3))
+    assert stored_count(storage, "n00", "n01") == 4
+
+
+@pytest.mark.parametrize("between", ["commit", "rollback", "sweep", "rename"])
+def test_a_write_between_reading_ahead_and_the_transaction_is_read_again(
+    tmp_path: Any, between: str
+) -> None:
+    """Another connection writes (or rolls back) after a batch read its rows ahead, before
+    its transaction: the file is what the same history writes with every row read by query."""
+    real = write_module.read_ahead
+    outcomes = []
+    for threshold in (1, 10**9):
+        path = tmp_path / f"{threshold}.db"
+        with (
+            mock.patch.object(write_module, "MIRROR_READ_PAIRS", threshold),
+            SynapseStore(path) as mine,
+            SynapseStore(path) as theirs,
+        ):
+            mine.reinforce_many(big_batch(T0))
+            mine.reinforce_many(big_batch(T0 + 1))
+
+            def interfere() -> None:
+                if between == "commit":
+                    theirs.reinforce_many(big_batch(T0 + 2))
+                elif between == "rollback":  # the version number is free again
+                    with contextlib.suppress(RuntimeError), theirs._storage.write() as tx:
+                        tx.delete(list(range(1, 500)))
+                        raise RuntimeError
+                elif between == "sweep":
+                    theirs.decay(at=T0 + 400 * DAY, force=True)
+                else:
+                    theirs.rename("n00", "zz")
+
+            def ahead(mirror: Any, events: Any, armed: list[bool] = [threshold == 1]) -> Any:  # noqa: B006
+                found = real(mirror, events)
+                if armed and armed.pop():  # the first read ahead only
+                    interfere()
+                return found
+
+            if threshold != 1:
+                interfere()
+            with mock.patch.object(write_module, "read_ahead", ahead):
+                done = mine.reinforce_many(big_batch(T0 + 3))
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            rows = db.execute("SELECT * FROM edges ORDER BY id").fetchall()
+        outcomes.append(([(r.edges, r.at) for r in done], rows))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_store_sees_what_another_store_writes_into_their_in_memory_storage() -> None:
+    storage = SQLiteStorage(":memory:")
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    mine, theirs = SynapseStore(storage=storage, config=config), SynapseStore(storage=storage)
+    mine.reinforce(["x", "y"], at=T0)
+    theirs.reinforce(["x", "y"], at=T0 + 1)
+    edge = mine.edge("x", "y")
+    assert edge is not None and edge.activation_count == 2
