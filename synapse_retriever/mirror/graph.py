@@ -313,6 +313,14 @@ def strongest(others: IntArray, weights: FloatArray, fan: int) -> tuple[IntArray
     return others[order], weights[order]
 
 
+def _rows_ascending(indptr: npt.NDArray[np.int32], other: npt.NDArray[np.int32]) -> bool:
+    """Whether each adjacency row's other ends ascend (equal for a pair's twins), as a
+    write's binary search by pair needs (:meth:`MemoryGraph.rows`)."""
+    starts = np.zeros(other.size, bool)
+    starts[indptr[:-1][indptr[:-1] < other.size]] = True  # where a row begins
+    return not np.any((np.diff(other) < 0) & ~starts[1:])
+
+
 class MemoryGraph:
     """Every stored edge, in NumPy columns by storage id, with a CSR adjacency over nodes.
 
@@ -1204,6 +1212,7 @@ class MemoryGraph:
             or np.any((other < 0) | (other >= n))
             or np.any((entry_edge < 0) | (entry_edge >= max(size, 1)))
             or np.any((log < 0) | (log >= max(size, 1)))
+            or not _rows_ascending(indptr, other)
         ):
             raise ValueError("the adjacency does not fit the edges")
         graph._built, graph._indptr, graph._other, graph._entry_edge = (

@@ -578,3 +578,20 @@ def test_the_rows_the_graph_finds_by_pair_are_the_rows_storage_reads_under_lock(
         else:
             now = play(store, step[1], now)
     compare()
+
+
+def test_a_snapshot_whose_adjacency_row_is_out_of_order_is_refused() -> None:
+    """A write finds a pair's row by a binary search of the adjacency: arrays whose row is
+    not ascending (a snapshot another version wrote, or damaged where its checksums agree)
+    are refused, and the store then loads its rows."""
+    store = SynapseStore(":memory:")
+    store.reinforce(["a", "b", "c", "d"], at=0.0)
+    graph = store._mirror.graph
+    graph.rebuild()
+    values, arrays = graph.arrays()
+    MemoryGraph.from_arrays(store.config, values, arrays)  # as it is: taken
+    other = arrays["adjacency.other"].copy()
+    start, stop = graph._indptr[graph.index["a"]], graph._indptr[graph.index["a"] + 1]
+    other[start:stop] = other[start:stop][::-1]  # a's row of three, descending
+    with pytest.raises(ValueError, match="does not fit"):
+        MemoryGraph.from_arrays(store.config, values, {**arrays, "adjacency.other": other})
