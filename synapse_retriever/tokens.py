@@ -84,7 +84,7 @@ def check_tokens(name: str, value: object) -> int:
     synapse_retriever.errors.InvalidValueError: budget_tokens must be at most 2**63 - 1, got 2**1024
     """
     if not is_int(value):
-        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__} {shown(value)}")
     count = int(value)  # a NumPy integer too
     if count < 0:
         raise InvalidValueError(f"{name} must be >= 0, got {shown(count)}")

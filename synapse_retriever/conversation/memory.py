@@ -989,7 +989,7 @@ class ConversationMemory:
             raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
         check_unicode("query", query)
         if not is_int(k):
-            raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
+            raise InvalidTypeError(f"k must be an int, got {type(k).__name__} {shown(k)}")
         k = int(k)  # a NumPy integer too
         if k < 1:
             raise InvalidValueError(f"k must be >= 1, got {shown(k)}")

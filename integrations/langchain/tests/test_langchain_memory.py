@@ -242,8 +242,8 @@ def long_chat() -> list[BaseMessage]:
 @pytest.mark.parametrize(
     ("settings", "error", "match"),
     [
-        ({"max_tokens": None}, InvalidTypeError, "max_tokens must be an int, got NoneType"),
-        ({"max_tokens": "100"}, InvalidTypeError, "max_tokens must be an int, got str"),
+        ({"max_tokens": None}, InvalidTypeError, "max_tokens must be an int, got NoneType None"),
+        ({"max_tokens": "100"}, InvalidTypeError, "max_tokens must be an int, got str '100'"),
         ({"max_tokens": -5}, InvalidValueError, "max_tokens must be >= 0, got -5"),
         ({"max_tokens": 100, "token_counter": "tiktoken"}, InvalidTypeError, "token_counter"),
         ({"max_tokens": 100, "config": {"overflow": "shrink"}}, InvalidTypeError, "ContextConfig"),
