@@ -184,7 +184,7 @@ def test_numpy_numbers_are_numbers() -> None:
         assert memory.retrieve("deploy", k=np.int64(2), weights=weights) == memory.retrieve(
             "deploy", k=2, weights=(1.0, 1.0)
         )
-        with pytest.raises(InvalidTypeError, match="k must be an int, got bool np.True_"):
+        with pytest.raises(InvalidTypeError, match=r"k must be an int, got bool np\.True_"):
             memory.retrieve("deploy", k=np.bool_(True))  # type: ignore[arg-type]
 
 
