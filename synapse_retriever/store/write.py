@@ -118,12 +118,18 @@ __all__ = [
 
 _LAST = EDGE_COLUMNS.index("last_reinforced_at")
 
-MIRROR_READ_PAIRS = 1_000
+MIRROR_READ_PAIRS = 300
 """Where writers take turns, a batch of this many distinct pairs or more reads their rows
 from the store's mirror, caught up under the write lock, not from storage (see
 :func:`step_edges`); one of this many pairs or more, counted with repeats, reads them ahead
-(:func:`read_ahead`). Measured on a 1M-edge file, batches of 100 events (about 4,500 pairs):
-13 to 24% faster from the mirror; of 22 events (about 1,000), within the noise."""
+(:func:`read_ahead`). Below it SQLite's query is faster: the mirror's search costs a few
+hundred microseconds whatever the count. Chosen on a real history (python/mypy's last 1,870
+commits replayed onto its first 80%, a 53,000-edge file, four runs in turn): at 300 against
+1,000, batches of 20 to 50 commits 10 to 22% faster, of 10 the same. Confirmed on the
+benchmark's 1M-edge graph, batches of 8 to 18 events (about 360 to 810 pairs), three runs
+each: in memory 2 to 16% faster, on a file within the noise (from 11% slower to 29% faster,
+size by size). 100 lost there, in memory, batches of 3 events (13%). See the speed page's
+eighteenth pass."""
 
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see

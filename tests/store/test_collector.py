@@ -27,7 +27,7 @@ from synapse_retriever import (
     SynapseStore,
 )
 from synapse_retriever.persistence import WriteTransaction
-from synapse_retriever.persistence.rows import EdgeKey, EdgeTable
+from synapse_retriever.persistence.rows import EdgeTable
 from synapse_retriever.persistence.sqlite import SQLiteStorage
 from synapse_retriever.store.collector import PAUSE_PAIRS, collector_paused
 
@@ -124,8 +124,9 @@ def test_a_child_forked_inside_its_own_pause_resumes_when_that_pause_ends() -> N
 
 
 class Observed(SQLiteStorage):
-    """A real SQLite store whose transactions note whether the collector runs when they read
-    the edges (a write) or delete them (a sweep), and whether one ran inside them."""
+    """A real SQLite store whose transactions note whether the collector runs when they write
+    the edges (a write: wherever their rows were read from) or delete them (a sweep), and
+    whether one ran inside them."""
 
     collecting: list[bool]
     collections: int
@@ -148,9 +149,9 @@ class _Noted:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tx, name)
 
-    def lock_edges(self, keys: Sequence[EdgeKey]) -> EdgeTable:
+    def insert(self, table: EdgeTable) -> EdgeTable:
         self._storage.collecting.append(gc.isenabled())
-        return self._tx.lock_edges(keys)
+        return self._tx.insert(table)
 
     def delete(self, ids: Sequence[int]) -> None:
         self._storage.collecting.append(gc.isenabled())

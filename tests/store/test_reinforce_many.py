@@ -29,6 +29,7 @@ from synapse_retriever.mirror.graph import Edge
 from synapse_retriever.persistence import EdgeKey
 from synapse_retriever.persistence.rows import edge_rows
 from synapse_retriever.persistence.sqlite import SQLiteStorage
+from synapse_retriever.persistence.sqlite import _SQLiteTransaction as SQLiteTransaction
 from synapse_retriever.persistence.transfer import merge_edges
 from synapse_retriever.recall.hits import Hit
 from synapse_retriever.store import write as write_module
@@ -493,6 +494,23 @@ def test_a_replay_in_a_batch_read_ahead_writes_nothing(tmp_path: Any) -> None:
         assert [(r.edges, r.replayed) for r in done] == [(0, True), (1, False)]
         counts = {pair: store.edge(*pair).activation_count for pair in [("a", "b"), ("a", "c")]}
         assert counts == {("a", "b"): 1, ("a", "c"): 2}
+
+
+@pytest.mark.parametrize("below", [True, False])
+def test_a_batch_reads_its_rows_by_query_below_the_threshold_and_from_the_mirror_at_it(
+    tmp_path: Any, below: bool
+) -> None:
+    """``MIRROR_READ_PAIRS`` distinct pairs or more: the rows from the mirror; one fewer: by
+    SQLite's query. The same rows either way."""
+    size = write_module.MIRROR_READ_PAIRS - below
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce_many([CoActivation([f"a{i}", f"b{i}"], at=T0) for i in range(size)])
+        with mock.patch.object(
+            SQLiteTransaction, "lock_edges", autospec=True, side_effect=SQLiteTransaction.lock_edges
+        ) as query:
+            store.reinforce_many([CoActivation([f"a{i}", f"b{i}"], at=T0) for i in range(size)])
+        assert query.called == below
+        assert {store.edge(f"a{i}", f"b{i}").activation_count for i in range(size)} == {2}
 
 
 NODES_60 = [f"n{i:02d}" for i in range(60)]
