@@ -70,6 +70,10 @@ class Mirror:
         self.turns = False
         """Whether the last write caught up inside its transaction: its storage's writers
         take turns (see :meth:`catch_up`)."""
+        self.written = 0
+        """Edge rows the store's last write wrote: a big batch reads its rows ahead of its
+        transaction only after a big write (see
+        :func:`~synapse_retriever.store.write.read_ahead`)."""
         self.snapshot_version: int | None = None
         """The version of the snapshot storage holds, as this mirror last read or wrote it."""
         self._polled = time.monotonic()

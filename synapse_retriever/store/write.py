@@ -6,8 +6,9 @@
 :func:`~synapse_retriever.persistence.protocols.retrying`). It opens one write transaction
 on the storage and runs these stages inside it, in this order:
 
-0. (before the transaction, where writers take turns) :func:`read_ahead`: a big batch's
-   pairs and their stored rows, read from the mirror, kept if no commit came between;
+0. (before the transaction, where writers take turns, after a big write) :func:`read_ahead`:
+   a big batch's pairs and their stored rows, read from the mirror, kept if no commit came
+   between;
 1. :func:`namespace_ids`: resolve the events' namespaces to ids;
 2. :func:`drop_replays`: record the events' ids; an event whose id was recorded before (or
    earlier in the batch) is a replay and writes nothing more;
@@ -240,7 +241,7 @@ def write_events(
     pairs = sum(len(e.ids) * (len(e.ids) - 1) // 2 for e in events)
     big = config.operations.pause_collector and pairs >= PAUSE_PAIRS
     ahead = None
-    if mirror.turns and pairs >= MIRROR_READ_PAIRS:
+    if mirror.turns and min(pairs, mirror.written) >= MIRROR_READ_PAIRS:
         with collector_paused() if big else contextlib.nullcontext():
             ahead = read_ahead(mirror, events)
     with contextlib.ExitStack() as paused:
@@ -277,6 +278,7 @@ def write_events(
             entries=entries,
         )
         update_mirror(mirror, tx.version, written)
+        mirror.written = len(written.rows)
     return [
         Reinforced(edges.counts.get(i, 0), edges.times[i], not new[i]) for i in range(len(events))
     ]
@@ -293,7 +295,12 @@ def read_ahead(mirror: Mirror, events: Sequence[Event]) -> Ahead | None:
     and the same events have pairs (a replay has none): names and namespaces keep their ids
     for good, so the pairs hold, and the mirror then holds every stored row (measured at
     1M edges, 1,000-event batches on a file: the transaction's wait for the checkpoint fell
-    from about 50 ms to 1 or 2 ms, and reading ahead took about 60 ms beside the checkpoint)."""
+    from about 50 ms to 1 or 2 ms, and reading ahead took about 60 ms beside the checkpoint).
+
+    The store reads ahead only after a write of :data:`MIRROR_READ_PAIRS` edge rows or more
+    (``mirror.written``): after a smaller one nothing runs beside, and a batch of replays (a
+    history imported again) would read for nothing, batch after batch (measured: python/mypy's
+    5,701 commits imported again, 0.48 s reading ahead, 0.38 s without)."""
     graph = mirror.graph
     index, spaces = graph.index, graph.ns_index
     if not all(e.namespace in spaces and all(n in index for n in e.ids) for e in events):

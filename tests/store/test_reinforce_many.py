@@ -513,6 +513,30 @@ def test_a_batch_reads_its_rows_by_query_below_the_threshold_and_from_the_mirror
         assert {store.edge(f"a{i}", f"b{i}").activation_count for i in range(size)} == {2}
 
 
+def test_a_batch_reads_ahead_only_after_a_big_write(tmp_path: Any) -> None:
+    """A big batch reads its rows ahead of its transaction only after a write of as many
+    rows: a history imported again (every event a replay, writing nothing) reads ahead once,
+    not batch after batch."""
+    size = write_module.MIRROR_READ_PAIRS
+
+    def batch(first: int) -> list[CoActivation]:
+        return [
+            CoActivation([f"a{i}", f"b{i}"], at=T0, event_id=f"e{first + i}") for i in range(size)
+        ]
+
+    read = []
+    with (
+        SynapseStore(tmp_path / "s.db") as store,
+        mock.patch.object(write_module, "read_ahead", wraps=write_module.read_ahead) as ahead,
+    ):
+        for events in [batch(0), batch(0), batch(0), batch(size), batch(2 * size)]:
+            ahead.reset_mock()
+            done = store.reinforce_many(events)
+            read.append((ahead.called, sum(r.edges for r in done)))
+        assert {store.edge(f"a{i}", f"b{i}").activation_count for i in range(size)} == {3}
+    assert read == [(False, size), (True, 0), (False, 0), (False, size), (True, size)]
+
+
 NODES_60 = [f"n{i:02d}" for i in range(60)]
 BIG = [NODES_60[0:30], NODES_60[30:60], NODES_60[15:45]]  # about 1,100 distinct pairs
 
