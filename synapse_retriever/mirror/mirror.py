@@ -71,8 +71,9 @@ class Mirror:
         """Whether the last write caught up inside its transaction: its storage's writers
         take turns (see :meth:`catch_up`)."""
         self.written = 0
-        """Edge rows the store's last write wrote: a big batch reads its rows ahead of its
-        transaction only after a big write (see
+        """Edge rows the store's last ``reinforce``, ``reinforce_many`` or ``use`` that
+        committed wrote (0 for a use, or for replays): a batch reads its rows ahead of its
+        transaction only after a write of many (see
         :func:`~synapse_retriever.store.write.read_ahead`)."""
         self.snapshot_version: int | None = None
         """The version of the snapshot storage holds, as this mirror last read or wrote it."""

@@ -6,9 +6,9 @@
 :func:`~synapse_retriever.persistence.protocols.retrying`). It opens one write transaction
 on the storage and runs these stages inside it, in this order:
 
-0. (before the transaction, where writers take turns, after a big write) :func:`read_ahead`:
-   a big batch's pairs and their stored rows, read from the mirror, kept if no commit came
-   between;
+0. (before the transaction, where writers take turns, after a write of
+   :data:`MIRROR_READ_PAIRS` edge rows or more) :func:`read_ahead`: the pairs of a batch of
+   as many and their stored rows, read from the mirror, kept if no commit came between;
 1. :func:`namespace_ids`: resolve the events' namespaces to ids;
 2. :func:`drop_replays`: record the events' ids; an event whose id was recorded before (or
    earlier in the batch) is a replay and writes nothing more;
@@ -120,17 +120,17 @@ __all__ = [
 _LAST = EDGE_COLUMNS.index("last_reinforced_at")
 
 MIRROR_READ_PAIRS = 300
-"""Where writers take turns, a batch of this many distinct pairs or more reads their rows
-from the store's mirror, caught up under the write lock, not from storage (see
+"""Where writers take turns, a batch of this many distinct pairs or more reads their rows from
+the store's mirror, caught up under the write lock, not from storage (see
 :func:`step_edges`); one of this many pairs or more, counted with repeats, reads them ahead
-(:func:`read_ahead`). Below it SQLite's query is faster: the mirror's search costs a few
-hundred microseconds whatever the count. Chosen on a real history (python/mypy's last 1,870
-commits replayed onto its first 80%, a 53,000-edge file, four runs in turn): at 300 against
-1,000, batches of 20 to 50 commits 10 to 22% faster, of 10 the same. Confirmed on the
-benchmark's 1M-edge graph, batches of 8 to 18 events (about 360 to 810 pairs), three runs
-each: in memory 2 to 16% faster, on a file within the noise (from 11% slower to 29% faster,
-size by size). 100 lost there, in memory, batches of 3 events (13%). See the speed page's
-eighteenth pass."""
+(:func:`read_ahead`, after a write of as many rows). Below it SQLite's query is faster: the
+mirror's search costs a few hundred microseconds up to about a thousand pairs. Chosen on a
+real history (python/mypy's last 1,870 commits replayed onto its first 80%, a 53,000-edge
+file, four runs in turn): at 300 against 1,000, batches of 20 to 50 commits 10 to 22%
+faster, of 10 the same. Confirmed on the benchmark's 1M-edge graph, batches of 8 to 18
+events (about 360 to 810 pairs), three runs each: in memory 2 to 16% faster, on a file
+within the noise (from 11% slower to 29% faster, size by size). 100 lost there, in memory,
+batches of 3 events (13%). See the speed page's eighteenth pass."""
 
 Late = Literal["skew", "raise", "clamp"]
 """What an explicit time earlier than an edge's last reinforcement does (see
@@ -238,7 +238,7 @@ def write_events(
     of the module docstring, in order). Raises whatever a stage raises, with nothing
     written; the caller holds the store's lock and retries a
     :class:`~synapse_retriever.persistence.protocols.TransientWriteError`."""
-    pairs = sum(len(e.ids) * (len(e.ids) - 1) // 2 for e in events)
+    pairs = sum(len(e.ids) * (len(e.ids) - 1) // 2 for e in events if e.delta > 0.0)
     big = config.operations.pause_collector and pairs >= PAUSE_PAIRS
     ahead = None
     if mirror.turns and min(pairs, mirror.written) >= MIRROR_READ_PAIRS:
@@ -285,8 +285,9 @@ def write_events(
 
 
 def read_ahead(mirror: Mirror, events: Sequence[Event]) -> Ahead | None:
-    """Read a big batch's pairs and their stored rows before its transaction begins, where
-    writers take turns: while the previous big batch's checkpoint runs (see
+    """Read a batch's pairs and their stored rows before its transaction begins, where
+    writers take turns: after a write of more than 10,000 pairs on a file, while its
+    checkpoint runs (see
     :meth:`~synapse_retriever.persistence.sqlite.SQLiteStorage._checkpoint_after`), which
     the transaction waits for. None where the mirror does not know every name and namespace
     of ``events`` (they are created in the transaction).
@@ -297,10 +298,12 @@ def read_ahead(mirror: Mirror, events: Sequence[Event]) -> Ahead | None:
     1M edges, 1,000-event batches on a file: the transaction's wait for the checkpoint fell
     from about 50 ms to 1 or 2 ms, and reading ahead took about 60 ms beside the checkpoint).
 
-    The store reads ahead only after a write of :data:`MIRROR_READ_PAIRS` edge rows or more
-    (``mirror.written``): after a smaller one nothing runs beside, and a batch of replays (a
-    history imported again) would read for nothing, batch after batch (measured: python/mypy's
-    5,701 commits imported again, 0.48 s reading ahead, 0.38 s without)."""
+    Elsewhere nothing runs beside: reading ahead moves work out of the lock, at no cost,
+    unless the batch's events turn out to be replays, which write nothing, when what was
+    read is dropped. The store reads ahead only after a write of :data:`MIRROR_READ_PAIRS`
+    edge rows or more (``mirror.written``): a history imported again, every event a replay,
+    reads ahead once, not batch after batch (measured at 1M edges in memory: a batch of
+    1,000 replays took 54 to 82 ms, and 9.5 to 18 ms reading ahead only after a big write)."""
     graph = mirror.graph
     index, spaces = graph.index, graph.ns_index
     if not all(e.namespace in spaces and all(n in index for n in e.ids) for e in events):
@@ -389,8 +392,8 @@ def step_edges(
 
     The pairs' rows are locked first and read under lock: where writers take turns
     (``tx.version`` known), the whole store is locked already and ``graph`` has caught up
-    with every commit, so a batch of :data:`MIRROR_READ_PAIRS` pairs or more reads them
-    there (the same rows; measured at 1M edges, 39,062 pairs: 19 ms, against 112 to 119 ms
+    with every commit, so a batch of :data:`MIRROR_READ_PAIRS` distinct pairs or more reads
+    them there (the same rows; measured at 1M edges, 39,062 pairs: 19 ms, against 112 to 119 ms
     for SQLite's query), else ``tx.lock_edges`` reads them. What :func:`read_ahead` read
     before the transaction (``ahead``, still exact: :meth:`Ahead.holds`) stands for both.
     A late explicit time is moved forward to the last reinforcement of its edges as

@@ -25,7 +25,7 @@ from synapse_retriever import (
     SynapseConfig,
     SynapseStore,
 )
-from synapse_retriever.mirror.graph import Edge
+from synapse_retriever.mirror.graph import Edge, MemoryGraph
 from synapse_retriever.persistence import EdgeKey
 from synapse_retriever.persistence.rows import edge_rows
 from synapse_retriever.persistence.sqlite import SQLiteStorage
@@ -497,31 +497,45 @@ def test_a_replay_in_a_batch_read_ahead_writes_nothing(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("below", [True, False])
+@pytest.mark.parametrize("ahead", [True, False])
 def test_a_batch_reads_its_rows_by_query_below_the_threshold_and_from_the_mirror_at_it(
-    tmp_path: Any, below: bool
+    tmp_path: Any, below: bool, ahead: bool
 ) -> None:
-    """``MIRROR_READ_PAIRS`` distinct pairs or more: the rows from the mirror; one fewer: by
-    SQLite's query. The same rows either way."""
+    """``MIRROR_READ_PAIRS`` distinct pairs or more: the rows from the mirror, read ahead of
+    the transaction after a write of as many rows, else under its lock (after a use, which
+    writes none); one fewer: by SQLite's query. The same rows either way."""
     size = write_module.MIRROR_READ_PAIRS - below
-    with SynapseStore(tmp_path / "s.db") as store:
+    with (
+        SynapseStore(tmp_path / "s.db") as store,
+        mock.patch.object(write_module, "read_ahead", wraps=write_module.read_ahead) as early,
+        mock.patch.object(
+            MemoryGraph, "rows", autospec=True, side_effect=MemoryGraph.rows
+        ) as mirror,
+    ):
         store.reinforce_many([CoActivation([f"a{i}", f"b{i}"], at=T0) for i in range(size)])
+        if not ahead:
+            store.use(["a0"], at=T0)
+        early.reset_mock()
+        mirror.reset_mock()
         with mock.patch.object(
             SQLiteTransaction, "lock_edges", autospec=True, side_effect=SQLiteTransaction.lock_edges
         ) as query:
             store.reinforce_many([CoActivation([f"a{i}", f"b{i}"], at=T0) for i in range(size)])
-        assert query.called == below
+        assert (query.called, mirror.called) == (below, not below)
+        assert early.called == (ahead and not below)
         assert {store.edge(f"a{i}", f"b{i}").activation_count for i in range(size)} == {2}
 
 
-def test_a_batch_reads_ahead_only_after_a_big_write(tmp_path: Any) -> None:
-    """A big batch reads its rows ahead of its transaction only after a write of as many
-    rows: a history imported again (every event a replay, writing nothing) reads ahead once,
-    not batch after batch."""
+def test_a_batch_reads_ahead_only_after_a_write_of_as_many_rows(tmp_path: Any) -> None:
+    """A batch of ``MIRROR_READ_PAIRS`` pairs or more reads its rows ahead of its
+    transaction only after a write of as many rows or more: a history imported again (every
+    event a replay, writing nothing) reads ahead once, not batch after batch, and a batch
+    after a write of one row fewer does not read ahead."""
     size = write_module.MIRROR_READ_PAIRS
 
-    def batch(first: int) -> list[CoActivation]:
+    def batch(first: int, count: int = size) -> list[CoActivation]:
         return [
-            CoActivation([f"a{i}", f"b{i}"], at=T0, event_id=f"e{first + i}") for i in range(size)
+            CoActivation([f"a{i}", f"b{i}"], at=T0, event_id=f"e{first + i}") for i in range(count)
         ]
 
     read = []
@@ -529,12 +543,33 @@ def test_a_batch_reads_ahead_only_after_a_big_write(tmp_path: Any) -> None:
         SynapseStore(tmp_path / "s.db") as store,
         mock.patch.object(write_module, "read_ahead", wraps=write_module.read_ahead) as ahead,
     ):
-        for events in [batch(0), batch(0), batch(0), batch(size), batch(2 * size)]:
+        store.use(["a0"], at=T0)  # the first write: after it, this store's writers take turns
+        history = [batch(0), batch(0), batch(0), batch(size), batch(2 * size)]
+        for events in [*history, batch(3 * size, size - 1), batch(4 * size)]:
             ahead.reset_mock()
             done = store.reinforce_many(events)
             read.append((ahead.called, sum(r.edges for r in done)))
-        assert {store.edge(f"a{i}", f"b{i}").activation_count for i in range(size)} == {3}
-    assert read == [(False, size), (True, 0), (False, 0), (False, size), (True, size)]
+    assert read == [
+        (False, size),  # after a use: no row written
+        (True, 0),  # replays, after a write of size rows: read ahead for nothing, once
+        (False, 0),
+        (False, size),
+        (True, size),
+        (False, size - 1),  # too few pairs to read ahead
+        (False, size),  # after a write of size - 1 rows
+    ]
+
+
+def test_a_use_of_many_nodes_reads_nothing_ahead(tmp_path: Any) -> None:
+    """A use reinforces no pair: however many nodes it names, it reads no rows ahead."""
+    size = write_module.MIRROR_READ_PAIRS
+    nodes = [f"a{i}" for i in range(32)]  # 496 node pairs
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce_many([CoActivation([f"a{i}", f"b{i}"], at=T0) for i in range(size)])
+        with mock.patch.object(write_module, "read_ahead", wraps=write_module.read_ahead) as ahead:
+            store.use(nodes, at=T0 + DAY)
+        assert not ahead.called
+        assert store.edge("a0", "a1") is None
 
 
 NODES_60 = [f"n{i:02d}" for i in range(60)]
