@@ -277,8 +277,12 @@ class CachedEmbedder:
     once while it stays among the last ``max_texts`` (per caller: two threads that meet a
     new text at once may both ask for it); each vector is what the wrapped embedder
     returned for that text, so where it returns the same vector for a text in any batch
-    (the core's embedders do), what uses them is unchanged to the bit. Safe to share
-    between threads; it asks its embedder for nothing until it is asked for a vector.
+    (the core's embedders do), what uses them is unchanged to the bit. An embedder that
+    calls its model ``batch_size`` texts at a time (LangChain's, through
+    :func:`as_embedder`) is asked for one batch at a time, each kept as it arrives: a batch
+    that fails loses none of the (paid) vectors before it, and asked again it embeds only
+    what is still missing. Safe to share between threads; it asks its embedder for nothing
+    until it is asked for a vector.
 
     Parameters
     ----------
@@ -327,26 +331,35 @@ class CachedEmbedder:
         return self.embedder.dim
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """The rows of ``texts``: those kept, and the others from the wrapped embedder in
-        one call (each distinct text once)."""
+        """The rows of ``texts``: those kept, and the others from the wrapped embedder, each
+        distinct text once, in one call or one per batch of its ``batch_size``."""
         texts = text_list(texts)
         with self._lock:
             found = {text: self._rows[text] for text in texts if text in self._rows}
             for text in found:
                 self._rows.move_to_end(text)
         missing = [text for text in dict.fromkeys(texts) if text not in found]
-        if missing:
-            rows = embedder_rows(self.embedder, missing)
-            found.update(zip(missing, rows, strict=True))
+        step = _batch_size(self.embedder) or max(1, len(missing))
+        for start in range(0, len(missing), step):
+            part = missing[start : start + step]
+            rows = embedder_rows(self.embedder, part)
+            found.update(zip(part, rows, strict=True))
             with self._lock:  # copies: a row kept must not keep its whole batch alive
-                self._rows.update(
-                    (text, row.copy()) for text, row in zip(missing, rows, strict=True)
-                )
+                self._rows.update((text, row.copy()) for text, row in zip(part, rows, strict=True))
                 while len(self._rows) > self.max_texts:
                     self._rows.popitem(last=False)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack([found[text] for text in texts])
+
+
+def _batch_size(embedder: Embedder) -> int | None:
+    """The texts ``embedder`` sends its model per call (its ``batch_size``, an int of at
+    least 1), or None where it has none."""
+    size = getattr(embedder, "batch_size", None)
+    if isinstance(size, bool) or not isinstance(size, Integral) or size < 1:
+        return None
+    return int(size)
 
 
 def checked_embedder(embedder: Embedder) -> Embedder:

@@ -311,6 +311,40 @@ def test_a_cached_embedder_asks_for_each_text_once_and_answers_the_same_rows() -
     assert inner.calls[1:] == [["coffee"], ["deploy"]]
 
 
+class FailingBatches(CountingHashing):
+    """The hashing embedder, ``batch_size`` texts a model call, failing at the calls named."""
+
+    def __init__(self, batch_size: int, failing: set[int]) -> None:
+        super().__init__()
+        self.batch_size, self.failing = batch_size, failing
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if len(self.calls) in self.failing:
+            self.calls.append(["failed", *texts])
+            raise ConnectionError("the model's API timed out")
+        return super().embed(texts)
+
+
+def test_a_cached_embedder_keeps_each_batch_before_one_that_fails() -> None:
+    inner = FailingBatches(batch_size=2, failing={2})
+    cached = CachedEmbedder(inner)
+    texts = ["a", "b", "c", "d", "e", "b"]
+    with pytest.raises(ConnectionError, match="timed out"):
+        cached.embed(texts)
+    assert inner.calls == [["a", "b"], ["c", "d"], ["failed", "e"]]
+    rows = cached.embed(texts)  # asked again: only what is still missing
+    assert inner.calls[3:] == [["e"]]
+    assert np.array_equal(rows, np.asarray(HashingEmbedder(dim=64).embed(texts)))
+
+
+@pytest.mark.parametrize("size", [None, 0, True, 2.5, "2"])
+def test_a_cached_embedder_asks_at_once_without_a_usable_batch_size(size: object) -> None:
+    inner = CountingHashing()
+    inner.batch_size = size  # type: ignore[attr-defined]
+    CachedEmbedder(inner).embed(["a", "b", "c"])
+    assert inner.calls == [["a", "b", "c"]]
+
+
 def test_trimming_with_a_cached_embedder_keeps_what_it_keeps_without() -> None:
     history = [HistoryMessage("system", "Be brief.", pinned=True)] + [
         HistoryMessage("user" if i % 2 else "assistant", f"Turn {i}: deploy on friday {i % 3}.")

@@ -112,6 +112,27 @@ def test_embed_calls_embed_documents_in_batches() -> None:
     assert embedder.dim == 1024 and embeddings.document_calls == [2, 2, 1]  # no probe
 
 
+class FlakyEmbeddings(HashingEmbeddings):
+    """Fails its third ``embed_documents`` call, as a paid API that times out once."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if len(self.document_calls) == 2:
+            self.document_calls.append(-len(texts))
+            raise TimeoutError("the embeddings API timed out")
+        return super().embed_documents(texts)
+
+
+def test_a_cached_langchain_embedder_keeps_the_batches_before_one_that_fails() -> None:
+    embeddings = FlakyEmbeddings()
+    cached = CachedEmbedder(LangChainEmbedder(embeddings, batch_size=2))
+    texts = ["deploy on Fridays", "staging host", "museum visit", "coffee broke", "report due"]
+    with pytest.raises(TimeoutError):
+        cached.embed(texts)
+    vectors = cached.embed(texts)  # asked again: the failed batch, not the two paid before
+    assert embeddings.document_calls == [2, 2, -1, 1]
+    assert np.array_equal(vectors, HashingEmbedder().embed(texts))
+
+
 @pytest.mark.asyncio
 async def test_aembed_equals_embed_and_batches_the_same_way() -> None:
     embeddings = HashingEmbeddings()
