@@ -576,6 +576,14 @@ class Operations:
         :mod:`synapse_retriever.store.collector` says how it is resumed). Batched writes at
         1M edges run up to 1.6 times faster with it; False for a process that must never
         have it paused.
+    event_ids_kept_days : float or None
+        How long the ids of events written with an ``event_id`` are kept, in days: a
+        :meth:`~synapse_retriever.store.SynapseStore.decay` sweep at ``at`` forgets those
+        recorded more than this before it, and an event sent again after that is learned
+        again. An id is dated by the later of its event's time and when it was written, so
+        a history imported today (``bootstrap``, its commits years old) is recognised for
+        the whole window. None (the default) keeps every id for good; each adds a row (one
+        per run of the LangChain callback handler or the LlamaIndex usage handler).
 
     Examples
     --------
@@ -588,8 +596,11 @@ class Operations:
     write_retries: int = 8
     max_clock_skew_s: float = MAX_CLOCK_SKEW_S
     pause_collector: bool = True
+    event_ids_kept_days: float | None = None
 
     def __post_init__(self) -> None:
+        if self.event_ids_kept_days is not None:
+            _check_positive("event_ids_kept_days", self.event_ids_kept_days)
         for name in ("refresh_interval_s", "max_clock_skew_s"):
             _check_non_negative(name, getattr(self, name))
         _check_positive("busy_timeout_s", self.busy_timeout_s)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,18 @@ def test_a_name_that_is_no_field_of_this_config_is_refused_by_name(
         (lambda: PublishedRule(max_inject=-1), "max_inject must be an integer >= 0, got -1"),
         (lambda: Operations(busy_timeout_s=0.0), "busy_timeout_s must be a finite number > 0"),
         (lambda: Operations(busy_timeout_s=1e308), r"busy_timeout_s must be at most 2,147,483 s"),
+        (
+            lambda: Operations(event_ids_kept_days=0),
+            "event_ids_kept_days must be a finite number > 0, got 0",
+        ),
+        (
+            lambda: Operations(event_ids_kept_days=math.nan),
+            "event_ids_kept_days must be a finite number > 0, got nan",
+        ),
+        (
+            lambda: Operations(event_ids_kept_days="30"),
+            "event_ids_kept_days must be a finite number > 0, got '30'",
+        ),
         (
             lambda: Learning(half_life_bounds=(1e-7, 120.0)),
             r"half_life_bounds\[0\] must be in \[1e-06, 1e\+06\] days, got 1e-07",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -32,6 +33,7 @@ from rich.progress import (
 
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
+from synapse_retriever.config import SynapseConfig
 from synapse_retriever.errors import shown
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory, uri_file
@@ -160,10 +162,10 @@ def refuse_memory(path: str) -> None:
         raise CliError(f"{path!r} is a store in memory: nothing this command does would be kept")
 
 
-def open_store(path: str, *, must_exist: bool) -> SynapseStore:
+def open_store(path: str, *, must_exist: bool, config: SynapseConfig | None = None) -> SynapseStore:
     refuse_memory(path)
     if is_postgres_url(path):  # a command that only reads never creates the tables
-        return SynapseStore(storage=PostgresStorage(path, create=not must_exist))
+        return SynapseStore(storage=PostgresStorage(path, create=not must_exist), config=config)
     file_path(path)  # another scheme's URL is refused without its password
     local = Path(uri_file(path))  # a file: URI names a file as SQLite reads it
     if must_exist and not local.exists():
@@ -174,7 +176,7 @@ def open_store(path: str, *, must_exist: bool) -> SynapseStore:
         raise CliError(f"{path!r} is empty, not a synapse database; it was left untouched")
     if not must_exist and not local.parent.is_dir():
         raise CliError(f"cannot create {path!r}: no directory {str(local.parent)!r}")
-    return SynapseStore(path)
+    return SynapseStore(path, config=config)
 
 
 def add_store_command(
@@ -291,6 +293,17 @@ def at_least(low: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {shown(text)}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {shown(text)}")
+    return value
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from synapse_retriever.cli._common import (
     iso,
     open_store,
     parse_time,
+    positive_number,
     print_json,
     printable,
     progress_display,
@@ -36,6 +37,7 @@ from synapse_retriever.cli._common import (
     store_label,
 )
 from synapse_retriever.cli.reports import neighbour_report, stats_report
+from synapse_retriever.config import SynapseConfig
 from synapse_retriever.errors import SynapseError
 from synapse_retriever.mirror.stats import HALF_LIFE_BINS, WEIGHT_BINS, histogram
 from synapse_retriever.persistence.postgres import is_postgres_url
@@ -154,9 +156,11 @@ def cmd_rename(args: argparse.Namespace) -> int:
 def cmd_decay(args: argparse.Namespace) -> int:
     """Sweep: delete every edge that has decayed below the prune threshold."""
     now = parse_time(args.at)
+    kept = args.forget_event_ids
+    config = None if kept is None else SynapseConfig().replace(event_ids_kept_days=kept)
     with (
         console(stderr=True).status("sweeping", spinner="dots"),
-        open_store(args.store, must_exist=True) as store,
+        open_store(args.store, must_exist=True, config=config) as store,
     ):
         report = store.decay(at=now, dry_run=args.dry_run, force=args.force)
     if args.json:
@@ -167,21 +171,25 @@ def cmd_decay(args: argparse.Namespace) -> int:
                 "remaining": report.remaining,
                 "pruned_by_namespace": report.pruned_by_namespace,
                 "dry_run": report.dry_run,
+                "event_ids": report.event_ids,
             }
         )
         return 0
     detail = ", ".join(f"{printable(ns)} {n}" for ns, n in report.pruned_by_namespace.items())
+    ids = (
+        "" if kept is None else f"{report.event_ids} event id{'' if report.event_ids == 1 else 's'}"
+    )
     if report.dry_run:
         console().print(
             f"would prune {report.pruned} of {report.remaining} edges"
-            f"{f' ({detail})' if detail else ''} at {iso(report.at)}; nothing was deleted "
-            "(dry run)"
+            f"{f' ({detail})' if detail else ''}{f' and forget {ids}' if ids else ''} "
+            f"at {iso(report.at)}; nothing was deleted (dry run)"
         )
         return 0
     console().print(
         f"pruned {report.pruned} edge{'' if report.pruned == 1 else 's'}"
         f"{f' ({detail})' if detail else ''}, "
-        f"{report.remaining} remain (at {iso(report.at)})"
+        f"{report.remaining} remain{f', forgot {ids}' if ids else ''} (at {iso(report.at)})"
     )
     return 0
 
@@ -461,6 +469,13 @@ def register(commands: Commands) -> None:
         "--force",
         action="store_true",
         help="sweep at an --at later than now (it deletes edges that are live today)",
+    )
+    decay.add_argument(
+        "--forget-event-ids",
+        type=positive_number,
+        metavar="DAYS",
+        help="also forget the event ids recorded more than DAYS days before --at (an event "
+        "sent again after that is learned again); by default they are kept for good",
     )
     decay.add_argument("--json", action="store_true", help="print JSON")
 

@@ -262,6 +262,11 @@ class LayeredStorage:
             layer.would_forget(limit) for layer in self.layers if not layer.read_only
         )
 
+    def event_ids_before(self, before: float) -> int:
+        """What a sweep at ``before`` would forget of the layers it sweeps (the writable
+        ones), each layer counting its own."""
+        return sum(layer.event_ids_before(before) for layer in self.layers if not layer.read_only)
+
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
         marks = self._marks()
@@ -498,6 +503,13 @@ class _LayeredTransaction:
                 for p, fresh in zip(positions, done, strict=True):
                     recorded[p] = fresh
         return recorded
+
+    def forget_event_ids(self, before: float) -> int:
+        return sum(
+            self._part(layer).forget_event_ids(before)
+            for layer in (LOCAL, SHARED)
+            if self._writable(layer)  # a read-only layer is swept by its writers
+        )
 
     def forget_after(self, limit: float) -> ForgetCounts:
         return ForgetCounts.total(

@@ -611,6 +611,13 @@ class _PostgresTransaction:
             new.discard(event_id)
         return recorded
 
+    def forget_event_ids(self, before: float) -> int:
+        [(count,)] = self._rows(  # counted by the server: a year of ids is millions of rows
+            "WITH gone AS (DELETE FROM events WHERE at < %s RETURNING 1) SELECT count(*) FROM gone",
+            (before,),
+        )
+        return int(count)
+
     def forget_after(self, limit: float) -> ForgetCounts:
         edges = self._rows(
             "DELETE FROM edges WHERE last_reinforced_at > %s OR created_at > %s "
@@ -1729,6 +1736,12 @@ class PostgresStorage:
         with self._connection() as conn:
             return snapshot(conn, lambda: _ahead_of(conn, limit))
 
+    def event_ids_before(self, before: float) -> int:
+        """How many recorded event ids a sweep's ``forget_event_ids(before)`` would delete,
+        read in one read-only snapshot."""
+        with self._connection() as conn:
+            return snapshot(conn, lambda: _event_ids_before(conn, before))
+
     @contextmanager
     def write(self) -> Iterator[WriteTransaction]:
         if self.read_only:
@@ -1864,6 +1877,12 @@ def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> ForgetCounts:
         {"t": limit},
     ).fetchall()
     return ForgetCounts(edges=int(edges), uses=int(uses), events=int(events))
+
+
+def _event_ids_before(conn: psycopg.Connection[Any], before: float) -> int:
+    """The recorded event ids dated before ``before``: what ``forget_event_ids`` deletes."""
+    [(count,)] = conn.execute("SELECT count(*) FROM events WHERE at < %s", (before,)).fetchall()
+    return int(count)
 
 
 def snapshot(

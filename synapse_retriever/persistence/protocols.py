@@ -272,11 +272,20 @@ class WriteTransaction(Protocol):
         ...
 
     def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
-        """Record the ids of ``events``; returns, for each, whether its id was recorded now
-        (False: a replay, its id recorded before or earlier in ``events``). An id is the
+        """Record the ids of ``events``, each dated by its record's ``at`` (the later of
+        the event's time and the clock's when it is written: what :meth:`forget_after`
+        and :meth:`forget_event_ids` read); returns, for each, whether its id was recorded
+        now (False: a replay, its id recorded before or earlier in ``events``). An id is the
         store's, whatever its namespace; a store over several backends (a layered one)
         records it in its event's backend, as separate calls would, so the same id on two
         backends is two events."""
+        ...
+
+    def forget_event_ids(self, before: float) -> int:
+        """Delete the recorded event ids dated before ``before`` (a sweep's, where
+        ``event_ids_kept_days`` is set): an event sent again after its id is gone is
+        learned again. Returns how many were deleted. An id is dated by the later of its
+        event's time and when it was recorded (see :meth:`record_events`)."""
         ...
 
     def forget_after(self, limit: float) -> ForgetCounts:
@@ -321,6 +330,12 @@ class Storage(Protocol):
         """What :meth:`WriteTransaction.forget_after` at ``limit`` would remove, counted
         alike, with nothing written: a repair's dry run. It works where the storage is
         read-only too (a file that cannot be written, a role that may only read)."""
+        ...
+
+    def event_ids_before(self, before: float) -> int:
+        """How many recorded event ids :meth:`WriteTransaction.forget_event_ids` at
+        ``before`` would delete, read with nothing written: a sweep's dry run. It works
+        where the storage is read-only too."""
         ...
 
     def close(self) -> None:

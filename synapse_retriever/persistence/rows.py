@@ -102,7 +102,10 @@ class RecentEvent(NamedTuple):
 
 
 class EventRecord(NamedTuple):
-    """An event id to record once: the caller's id, the event's time and its namespace."""
+    """An event id to record once: the caller's id, its date (the later of the event's time
+    and the clock's when it is written: a repair forgets the ids of events dated ahead of
+    the clock, a sweep those recorded long ago, however old the events) and its
+    namespace."""
 
     event_id: str
     at: float

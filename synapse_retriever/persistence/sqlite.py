@@ -491,6 +491,9 @@ class _SQLiteTransaction:
             recorded.append(cursor.rowcount == 1)
         return recorded
 
+    def forget_event_ids(self, before: float) -> int:
+        return int(self._db.execute("DELETE FROM events WHERE at < ?", (before,)).rowcount)
+
     def forget_after(self, limit: float) -> ForgetCounts:
         db = self._db
         edges = [
@@ -953,6 +956,20 @@ class SQLiteStorage:
         finally:
             if storage is not self:
                 storage.close()
+
+    def event_ids_before(self, before: float) -> int:
+        """How many recorded event ids a sweep's ``forget_event_ids(before)`` would delete.
+
+        Examples
+        --------
+        >>> SQLiteStorage(":memory:").event_ids_before(0.0)
+        0
+        """
+        with self._lock, self._typed_errors():
+            (count,) = self._db.execute(
+                "SELECT count(*) FROM events WHERE at < ?", (before,)
+            ).fetchone()
+        return int(count)
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the file and empty it, before the file is moved or

@@ -107,7 +107,10 @@ class DecayReport:
     pruned_by_namespace : dict[str, int]
         ``pruned``, split by namespace.
     dry_run : bool
-        Nothing was deleted: ``pruned`` is what the sweep would delete.
+        Nothing was deleted: ``pruned`` and ``event_ids`` are what the sweep would delete.
+    event_ids : int
+        Recorded event ids forgotten, recorded more than
+        ``config.operations.event_ids_kept_days`` before ``at`` (0 where that is None).
 
     Examples
     --------
@@ -115,7 +118,7 @@ class DecayReport:
     >>> _ = store.reinforce(["a", "b"], at=0)  # w0 0.3, half-life 30 days: pruned at 147 days
     >>> store.decay(at=200 * 86400)
     DecayReport(at=17280000.0, pruned=1, remaining=0, pruned_by_namespace={'personal': 1}, \
-dry_run=False)
+dry_run=False, event_ids=0)
     """
 
     at: float
@@ -123,6 +126,7 @@ dry_run=False)
     remaining: int
     pruned_by_namespace: dict[str, int] = field(default_factory=dict)
     dry_run: bool = False
+    event_ids: int = 0
 
 
 @dataclass(frozen=True)
@@ -757,7 +761,10 @@ it holds an open database; open the store again from its path or URL in each pro
         """Delete the edges that have decayed below the prune threshold at ``at``.
 
         Weights and timestamps are never rewritten (decay is applied lazily at every
-        read), so sweeps are idempotent and compose.
+        read), so sweeps are idempotent and compose. Where
+        ``config.operations.event_ids_kept_days`` is set, the sweep also forgets the event
+        ids recorded more than that many days before ``at``, in the same transaction (see
+        :class:`~synapse_retriever.config.Operations`).
 
         Parameters
         ----------
@@ -785,9 +792,12 @@ it holds an open database; open the store again from its path or URL in each pro
         now = to_seconds(at)
         check_flag("dry_run", dry_run)
         check_flag("force", force)
+        kept = self.config.operations.event_ids_kept_days
+        before = None if kept is None else now - kept * SECONDS_PER_DAY
 
-        def attempt() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]:
+        def attempt() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str], int]:
             self._check_open()
+            forgotten = 0
             if dry_run or (now > time.time() and not force):
                 self._refresh()
                 graph = self._mirror.graph
@@ -801,12 +811,15 @@ it holds an open database; open the store again from its path or URL in each pro
                         "force=True (synapse-retriever decay --force) to sweep anyway, or "
                         "dry_run=True (--dry-run) to see what it would prune"
                     )
+                if before is not None:
+                    forgotten = self._storage.event_ids_before(before)
             else:
-                ids, pruned = self._retrying(lambda: self._sweep(now))
+                ids, pruned, forgotten = self._retrying(lambda: self._sweep(now, before))
                 graph = self._mirror.graph
-            return ids, pruned, [graph.ns_names[int(ns)] for ns in graph.namespaces_of(pruned)]
+            spaces = [graph.ns_names[int(ns)] for ns in graph.namespaces_of(pruned)]
+            return ids, pruned, spaces, forgotten
 
-        ids, pruned, namespaces = self._locked_write(attempt)
+        ids, pruned, namespaces, forgotten = self._locked_write(attempt)
         by_namespace = Counter(namespaces)
         return DecayReport(
             now,
@@ -814,15 +827,21 @@ it holds an open database; open the store again from its path or URL in each pro
             int(ids.size - (0 if dry_run else pruned.size)),
             dict(sorted(by_namespace.items())),
             dry_run,
+            forgotten,
         )
 
-    def _sweep(self, now: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """One attempt at a sweep at ``now``: the live ids before it, and those deleted."""
+    def _sweep(
+        self, now: float, before: float | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+        """One attempt at a sweep at ``now``: the live ids before it, those deleted, and the
+        event ids forgotten (those dated before ``before``; none where it is None)."""
         mirror = self._mirror
         with contextlib.ExitStack() as paused:
             with self._storage.write() as tx:
                 if self.config.operations.pause_collector and tx.version:  # see collector
                     paused.enter_context(collector_paused())
+                # event ids first: every writer locks them before edges (the lock order)
+                forgotten = 0 if before is None else tx.forget_event_ids(before)
                 mirror.catch_up(tx)
                 graph = mirror.graph  # after the catch-up: a full reload replaces it
                 ids = graph.live_ids()
@@ -834,7 +853,7 @@ it holds an open database; open the store again from its path or URL in each pro
                     pruned = still[~graph.live(still, now)]
                 tx.delete(pruned.tolist())
             mirror.committed(tx.version, lambda _: graph.remove(pruned.tolist()))
-        return ids, pruned
+        return ids, pruned, forgotten
 
     def repair(self, *, dry_run: bool = False) -> RepairReport:
         """Remove what was written ahead of the clock, from a store that accepted it.

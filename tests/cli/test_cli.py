@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -13,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from synapse_retriever.cli import (
     store_commands,
     watch_command,
 )
+from synapse_retriever.clock import iso
 from synapse_retriever.persistence.transfer import export_edges
 
 JWT, KEYS = "src/auth/jwt.py", "src/auth/keys.py"
@@ -265,7 +268,31 @@ def test_decay(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "remaining": 0,
         "pruned_by_namespace": {"shared": 3},
         "dry_run": False,
+        "event_ids": 0,  # kept for good without --forget-event-ids
     }
+
+
+def test_decay_forgets_the_event_ids_recorded_before_its_window(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bootstrap recorded one id per commit, today: the commits' own times are years ago
+    with SynapseStore(store) as opened:
+        commits = opened._storage.event_ids_before(math.inf)
+    assert commits > 0
+    code, out, _ = run(capsys, "decay", str(store), "--forget-event-ids", "30", "--dry-run")
+    assert code == 0 and " and forget 0 event ids at " in out  # recorded today: kept
+    later = iso(time.time() + 31 * DAY)
+    code, out, _ = run(
+        capsys, "decay", str(store), "--at", later, "--force", "--forget-event-ids", "30"
+    )
+    assert code == 0 and f", forgot {commits} event ids (at " in out
+    with SynapseStore(store) as opened:
+        assert opened._storage.event_ids_before(math.inf) == 0
+    for bad in ("nan", "0", "-1", "inf", "30d"):
+        with pytest.raises(SystemExit) as stopped:
+            main(["decay", str(store), "--forget-event-ids", bad])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and "--forget-event-ids: " in err and repr(bad) in err
 
 
 def test_a_sweep_after_now_deletes_nothing_without_force(
