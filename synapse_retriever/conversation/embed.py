@@ -274,10 +274,11 @@ class CachedEmbedder:
     What repeats a conversation's texts wants: LangChain's ``SynapseMemoryMiddleware``
     trims the whole history before every model call, so without it each message is
     embedded again at every call (a paid model's tokens, each time). A text is embedded
-    once while it stays among the last ``max_texts`` (per caller: two threads that meet a
-    new text at once may both ask for it); each vector is what the wrapped embedder
-    returned for that text, so where it returns the same vector for a text in any batch
-    (the core's embedders do), what uses them is unchanged to the bit. An embedder that
+    once while it stays among the last ``max_texts``: a thread that meets a text another
+    is embedding waits for it, and asks for it only if that call failed or the text was
+    dropped since. Each vector is what the wrapped embedder returned for that text, so
+    where it returns the same vector for a text in any batch (the core's embedders do),
+    what uses them is unchanged to the bit. An embedder that
     calls its model ``batch_size`` texts at a time (LangChain's, through
     :func:`as_embedder`) is asked for one batch at a time, each kept as it arrives: a batch
     that fails loses none of the (paid) vectors before it, and asked again it embeds only
@@ -317,6 +318,7 @@ class CachedEmbedder:
         self.embedder: Embedder = as_embedder(embedder)
         self.max_texts: int = int(max_texts)
         self._rows: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._pending: dict[str, threading.Event] = {}  # texts being embedded, by whom's event
         self._lock: threading.Lock = threading.Lock()
 
     @property
@@ -332,13 +334,37 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The rows of ``texts``: those kept, and the others from the wrapped embedder, each
-        distinct text once, in one call or one per batch of its ``batch_size``."""
+        distinct text once, in one call or one per batch of its ``batch_size``; a text
+        another thread is embedding is waited for, not asked again."""
         texts = text_list(texts)
-        with self._lock:
-            found = {text: self._rows[text] for text in texts if text in self._rows}
-            for text in found:
-                self._rows.move_to_end(text)
-        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        wanted = list(dict.fromkeys(texts))
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        while len(found) < len(wanted):
+            with self._lock:
+                for text in wanted:
+                    if text not in found and text in self._rows:
+                        found[text] = self._rows[text]
+                        self._rows.move_to_end(text)
+                missing = [text for text in wanted if text not in found]
+                theirs = {self._pending[text] for text in missing if text in self._pending}
+                mine = [text for text in missing if text not in self._pending]
+                done = threading.Event()
+                self._pending.update(dict.fromkeys(mine, done))
+            try:
+                self._embed_missing(mine, found)
+            finally:
+                with self._lock:
+                    for text in mine:
+                        del self._pending[text]
+                done.set()
+            for other in theirs:  # then kept, or gone (failed, or dropped): asked next round
+                other.wait()
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([found[text] for text in texts])
+
+    def _embed_missing(self, missing: list[str], found: dict[str, npt.NDArray[np.float32]]) -> None:
+        """Embed ``missing`` into ``found`` and keep each batch as it arrives."""
         step = _batch_size(self.embedder) or max(1, len(missing))
         for start in range(0, len(missing), step):
             part = missing[start : start + step]
@@ -348,9 +374,6 @@ class CachedEmbedder:
                 self._rows.update((text, row.copy()) for text, row in zip(part, rows, strict=True))
                 while len(self._rows) > self.max_texts:
                     self._rows.popitem(last=False)
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        return np.stack([found[text] for text in texts])
 
 
 def _batch_size(embedder: Embedder) -> int | None:

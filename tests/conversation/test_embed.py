@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -356,6 +358,64 @@ def test_trimming_with_a_cached_embedder_keeps_what_it_keeps_without() -> None:
             assert trim_history(history, "deploy?", budget, embedder=cached) == trim_history(
                 history, "deploy?", budget, embedder=HashingEmbedder(dim=64)
             )
+
+
+class HeldFirstCall(CountingHashing):
+    """The hashing embedder whose first call waits for ``release`` (and then fails, if
+    ``fail``): a slow model another thread meets meanwhile."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.release, self.fail = threading.Event(), fail
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        first = not self.calls
+        self.calls.append(list(texts))
+        if first:
+            assert self.release.wait(30)
+            if self.fail:
+                raise ConnectionError("the model's API timed out")
+        return HashingEmbedder.embed(self, texts)
+
+
+def _until(condition: Any) -> None:
+    for _ in range(3000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the other thread never got there")
+
+
+def test_a_text_another_thread_is_embedding_is_waited_for_not_asked_again() -> None:
+    inner = HeldFirstCall()
+    cached = CachedEmbedder(inner)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cached.embed, ["x", "y"])
+        _until(lambda: len(inner.calls) == 1)
+        second = pool.submit(cached.embed, ["z", "x"])
+        _until(lambda: len(inner.calls) == 2)  # z asked for; x waited for
+        inner.release.set()
+        rows = first.result(30), second.result(30)
+    assert inner.calls == [["x", "y"], ["z"]]
+    reference = HashingEmbedder(dim=64)
+    assert np.array_equal(rows[0], reference.embed(["x", "y"]))
+    assert np.array_equal(rows[1], reference.embed(["z", "x"]))
+
+
+def test_a_thread_that_waited_for_a_failed_call_asks_for_its_text_itself() -> None:
+    inner = HeldFirstCall(fail=True)
+    cached = CachedEmbedder(inner)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cached.embed, ["x"])
+        _until(lambda: len(inner.calls) == 1)
+        second = pool.submit(cached.embed, ["x"])
+        time.sleep(0.1)  # the second waits for the first (it asks the same either way)
+        inner.release.set()
+        with pytest.raises(ConnectionError, match="timed out"):
+            first.result(30)
+        assert np.array_equal(second.result(30), HashingEmbedder(dim=64).embed(["x"]))
+    assert inner.calls == [["x"], ["x"]]
+    assert not cached._pending
 
 
 def test_a_cached_embedder_serves_threads_at_once() -> None:
