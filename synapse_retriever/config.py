@@ -579,11 +579,12 @@ class Operations:
     event_ids_kept_days : float or None
         How long the ids of events written with an ``event_id`` are kept, in days: a
         :meth:`~synapse_retriever.store.SynapseStore.decay` sweep at ``at`` forgets those
-        recorded more than this before it, and an event sent again after that is learned
-        again. An id is dated by the later of its event's time and when it was written, so
-        a history imported today (``bootstrap``, its commits years old) is recognised for
-        the whole window. None (the default) keeps every id for good; each adds a row (one
-        per run of the LangChain callback handler or the LlamaIndex usage handler).
+        last seen (recorded, or sent again) more than this before it, whatever their
+        events' times, and an event sent again after that is learned again. A history
+        imported today (``bootstrap``, its commits years old) is recognised for the whole
+        window, and an import run again within it keeps its ids. None (the default) keeps
+        every id for good; each adds a row (one per run of the LangChain callback handler
+        or the LlamaIndex usage handler).
 
     Examples
     --------

@@ -116,7 +116,9 @@ def replay(
 
     Each commit is reinforced under its :meth:`~synapse_retriever.capture.gitlog.Commit.event_id`
     in ``namespace``, so a commit replayed there before is a no-op: re-running over a
-    longer history adds only the new commits, and another namespace replays it afresh.
+    longer history adds only the new commits, and another namespace replays it afresh
+    (where the store keeps ids for ``event_ids_kept_days``, only those seen within it: each
+    run sees its commits' ids again).
     The commits go in batches of :data:`BATCH`, one transaction each: a batch is written
     whole or not at all, and an interrupted run resumes after its last written batch. A
     commit older than the last reinforcement of one of its edges is replayed at that time

@@ -474,8 +474,9 @@ def register(commands: Commands) -> None:
         "--forget-event-ids",
         type=positive_number,
         metavar="DAYS",
-        help="also forget the event ids recorded more than DAYS days before --at (an event "
-        "sent again after that is learned again); by default they are kept for good",
+        help="also forget the event ids not seen (recorded, or sent again) within DAYS days "
+        "before --at (an event sent again after that is learned again); by default they are "
+        "kept for good",
     )
     decay.add_argument("--json", action="store_true", help="print JSON")
 

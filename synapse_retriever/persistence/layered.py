@@ -505,10 +505,13 @@ class _LayeredTransaction:
         return recorded
 
     def forget_event_ids(self, before: float) -> int:
+        # a read-only layer is swept by its writers; a layer with no id to forget is left
+        # out of the transaction (a shared layer's commit would tell every reader)
+        layers = self._storage.layers
         return sum(
             self._part(layer).forget_event_ids(before)
             for layer in (LOCAL, SHARED)
-            if self._writable(layer)  # a read-only layer is swept by its writers
+            if self._writable(layer) and layers[layer].event_ids_before(before)
         )
 
     def forget_after(self, limit: float) -> ForgetCounts:

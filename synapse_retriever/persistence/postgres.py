@@ -246,6 +246,14 @@ SCHEMA = [
         PRIMARY KEY (tx, kind, id)
     );
     """,
+    # 2: when each event id was last seen (recorded, or sent again), apart from its event's
+    # time (which a repair reads): a sweep forgets the ids not seen for
+    # ``event_ids_kept_days``. The ids of an older store count as seen at its migration.
+    """
+    ALTER TABLE events ADD COLUMN seen double precision NOT NULL DEFAULT 0;
+    UPDATE events SET seen = extract(epoch FROM clock_timestamp());
+    UPDATE meta SET value = 2 WHERE key = 'schema_version';
+    """,
 ]
 SCHEMA_VERSION = len(SCHEMA)
 TABLES = frozenset(
@@ -290,7 +298,7 @@ WRITES = {
     "node_uses": "INSERT, UPDATE, DELETE",
     "namespace_events": "INSERT, UPDATE",
     "recent_uses": "INSERT, DELETE",
-    "events": "INSERT, DELETE",
+    "events": "INSERT, UPDATE, DELETE",
     "edge_log": "INSERT, DELETE",
     "use_log": "INSERT, DELETE",
     "name_log": "INSERT, DELETE",
@@ -597,23 +605,29 @@ class _PostgresTransaction:
         self._keep = max(self._keep, keep)
 
     def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
-        first = {event_id: at for event_id, at, _ in reversed(events)}  # twice: the first
+        first = {
+            event_id: (at, seen) for event_id, at, _, seen in reversed(events)
+        }  # twice: the first
         ordered = sorted(first)
-        created = self._rows(
-            "INSERT INTO events (id, at) SELECT * FROM unnest(%s::text[], %s::float8[]) "
-            "ORDER BY 1 ON CONFLICT (id) DO NOTHING RETURNING id",
-            (ordered, [first[i] for i in ordered]),
+        # in sorted order, as every writer locks them; a replay's row is seen again now
+        written = self._rows(
+            "INSERT INTO events (id, at, seen) "
+            "SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[]) ORDER BY 1 "
+            "ON CONFLICT (id) DO UPDATE SET seen = GREATEST(events.seen, excluded.seen) "
+            "RETURNING id, xmax = 0",  # xmax 0: inserted, not updated
+            (ordered, [first[i][0] for i in ordered], [first[i][1] for i in ordered]),
         )
-        new = {row[0] for row in created}
+        new = {event_id for event_id, inserted in written if inserted}
         recorded = []
-        for event_id, _, _ in events:  # an id met again in the batch is a replay
+        for event_id, *_ in events:  # an id met again in the batch is a replay
             recorded.append(event_id in new)
             new.discard(event_id)
         return recorded
 
     def forget_event_ids(self, before: float) -> int:
         [(count,)] = self._rows(  # counted by the server: a year of ids is millions of rows
-            "WITH gone AS (DELETE FROM events WHERE at < %s RETURNING 1) SELECT count(*) FROM gone",
+            "WITH gone AS (DELETE FROM events WHERE seen < %s RETURNING 1) "
+            "SELECT count(*) FROM gone",
             (before,),
         )
         return int(count)
@@ -1565,15 +1579,40 @@ class PostgresStorage:
                 conn.execute(f"SELECT pg_advisory_xact_lock({CREATOR_LOCK})")
                 if self._found(conn) is None:
                     with refused_if_taken(conn, self.path, "a store's"):
-                        for script in SCHEMA:
-                            conn.execute(
-                                script.format(
-                                    application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION
-                                ).encode()
-                            )
+                        self._run(conn, SCHEMA)
+            elif found < SCHEMA_VERSION:
+                self._migrate(conn, found)
             conn.commit()
             self.read_only = self.read_only or _cannot_write(conn)
             conn.rollback()
+
+    def _run(self, conn: psycopg.Connection[Any], scripts: Sequence[str]) -> None:
+        """Run ``scripts`` of :data:`SCHEMA` in ``conn``'s transaction."""
+        for script in scripts:
+            conn.execute(
+                script.format(application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION).encode()
+            )
+
+    def _migrate(self, conn: psycopg.Connection[Any], version: int) -> None:
+        """Bring a store at schema ``version`` to :data:`SCHEMA_VERSION`, one process at a
+        time (the creators' lock). Only the tables' owner may: another role, a read-only
+        store or a standby server is refused, with nothing changed."""
+        errors = self._psycopg.errors
+        refused = (
+            f"{self.path!r} has schema version {version}, older than this library's "
+            f"{SCHEMA_VERSION}: open it once as the role that owns its tables, not read-only, "
+            "to upgrade it; nothing was changed"
+        )
+        if self.read_only:
+            conn.rollback()
+            raise NotASynapseDatabaseError(refused)
+        conn.execute(f"SELECT pg_advisory_xact_lock({CREATOR_LOCK})")
+        version = self._found(conn) or version  # another process may have migrated meanwhile
+        try:
+            self._run(conn, SCHEMA[version:])
+        except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
+            conn.rollback()
+            raise ReadOnlyStoreError(f"{refused} ({str(exc).strip()})") from None
 
     def _found(self, conn: psycopg.Connection[Any]) -> int | None:
         """The schema version of the store in ``conn``'s schema; None for an empty schema
@@ -1881,7 +1920,7 @@ def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> ForgetCounts:
 
 def _event_ids_before(conn: psycopg.Connection[Any], before: float) -> int:
     """The recorded event ids dated before ``before``: what ``forget_event_ids`` deletes."""
-    [(count,)] = conn.execute("SELECT count(*) FROM events WHERE at < %s", (before,)).fetchall()
+    [(count,)] = conn.execute("SELECT count(*) FROM events WHERE seen < %s", (before,)).fetchall()
     return int(count)
 
 

@@ -272,20 +272,20 @@ class WriteTransaction(Protocol):
         ...
 
     def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
-        """Record the ids of ``events``, each dated by its record's ``at`` (the later of
-        the event's time and the clock's when it is written: what :meth:`forget_after`
-        and :meth:`forget_event_ids` read); returns, for each, whether its id was recorded
-        now (False: a replay, its id recorded before or earlier in ``events``). An id is the
+        """Record the ids of ``events`` with their events' times (what :meth:`forget_after`
+        reads) and when they were seen (what :meth:`forget_event_ids` reads: a replay's id
+        is seen again then); returns, for each, whether its id was recorded now (False: a
+        replay, its id recorded before or earlier in ``events``). An id is the
         store's, whatever its namespace; a store over several backends (a layered one)
         records it in its event's backend, as separate calls would, so the same id on two
         backends is two events."""
         ...
 
     def forget_event_ids(self, before: float) -> int:
-        """Delete the recorded event ids dated before ``before`` (a sweep's, where
-        ``event_ids_kept_days`` is set): an event sent again after its id is gone is
-        learned again. Returns how many were deleted. An id is dated by the later of its
-        event's time and when it was recorded (see :meth:`record_events`)."""
+        """Delete the recorded event ids last seen (recorded, or sent again) before
+        ``before`` (a sweep's, where ``event_ids_kept_days`` is set), whatever their
+        events' times: an event sent again after its id is gone is learned again. Returns
+        how many were deleted."""
         ...
 
     def forget_after(self, limit: float) -> ForgetCounts:

@@ -102,14 +102,15 @@ class RecentEvent(NamedTuple):
 
 
 class EventRecord(NamedTuple):
-    """An event id to record once: the caller's id, its date (the later of the event's time
-    and the clock's when it is written: a repair forgets the ids of events dated ahead of
-    the clock, a sweep those recorded long ago, however old the events) and its
-    namespace."""
+    """An event id to record once: the caller's id, the event's time (a repair forgets the
+    ids of events dated ahead of the clock), its namespace, and when it was seen (the
+    clock's time of the write: a sweep forgets the ids not seen for
+    ``event_ids_kept_days``; a replay refreshes it)."""
 
     event_id: str
     at: float
     namespace: int
+    seen: float
 
 
 class ForgetCounts(NamedTuple):

@@ -186,6 +186,13 @@ MIGRATIONS: list[str] = [
         VALUES (NEW.version, NEW.namespace, NEW.node);
     END;
     """,
+    # 4: when each event id was last seen (recorded, or sent again), apart from its event's
+    # time (which a repair reads): a sweep forgets the ids not seen for
+    # ``event_ids_kept_days``. The ids of an older file count as seen at its migration.
+    """
+    ALTER TABLE events ADD COLUMN seen REAL NOT NULL DEFAULT 0;
+    UPDATE events SET seen = (julianday('now') - 2440587.5) * 86400.0;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 LOG_TRIGGERS = (
@@ -483,16 +490,19 @@ class _SQLiteTransaction:
 
     def record_events(self, events: Sequence[EventRecord]) -> list[bool]:
         recorded: list[bool] = []
-        for event_id, at, _ in events:
-            cursor = self._db.execute(
-                "INSERT INTO events (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-                (event_id, at),
+        db = self._db
+        for event_id, at, _, seen in events:
+            cursor = db.execute(
+                "INSERT INTO events (id, at, seen) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (event_id, at, seen),
             )
             recorded.append(cursor.rowcount == 1)
+            if not recorded[-1]:  # a replay: seen again now
+                db.execute("UPDATE events SET seen = max(seen, ?) WHERE id = ?", (seen, event_id))
         return recorded
 
     def forget_event_ids(self, before: float) -> int:
-        return int(self._db.execute("DELETE FROM events WHERE at < ?", (before,)).rowcount)
+        return int(self._db.execute("DELETE FROM events WHERE seen < ?", (before,)).rowcount)
 
     def forget_after(self, limit: float) -> ForgetCounts:
         db = self._db
@@ -967,7 +977,7 @@ class SQLiteStorage:
         """
         with self._lock, self._typed_errors():
             (count,) = self._db.execute(
-                "SELECT count(*) FROM events WHERE at < ?", (before,)
+                "SELECT count(*) FROM events WHERE seen < ?", (before,)
             ).fetchone()
         return int(count)
 

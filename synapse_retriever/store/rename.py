@@ -159,7 +159,8 @@ def record_rename(
     (namespace,) = only or {""}  # the store has checked it names one
     known = mirror.graph.ns_index.get(namespace)
     ns_id = known if known is not None else tx.namespace_id(namespace)
-    return tx.record_events([EventRecord(event_id, time.time(), ns_id)])[0]
+    now = time.time()
+    return tx.record_events([EventRecord(event_id, now, ns_id, now)])[0]
 
 
 def namespaces_to_move(

@@ -255,7 +255,7 @@ def write_events(
             clock = time.time()
             times = [clock if e.explicit is None else e.explicit for e in events]
             ns_of = namespace_ids(tx, graph, [e.namespace for e in events if e.ids])
-            new = drop_replays(tx, events, [max(at, clock) for at in times], ns_of)
+            new = drop_replays(tx, events, times, ns_of, clock)
             chosen = [i for i, e in enumerate(events) if new[i] and e.ids]
             names = list(dict.fromkeys(n for i in chosen for n in events[i].ids))
             node_of = node_ids(tx, graph, names)
@@ -360,15 +360,15 @@ def drop_replays(
     events: Sequence[Event],
     times: Sequence[float],
     namespaces: Mapping[str, int],
+    clock: float,
 ) -> list[bool]:
     """Which of ``events`` are not replays: no ``event_id``, or one recorded now (see
-    :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`), dated
-    ``times`` (the later of each event's time and the clock's). The ids are recorded in
-    ``tx``: they count only if it commits, so a batch that fails is no replay when it is
-    sent again."""
+    :meth:`~synapse_retriever.persistence.protocols.WriteTransaction.record_events`), at
+    ``times``, seen at ``clock``. The ids are recorded in ``tx``: they count only if it
+    commits, so a batch that fails is no replay when it is sent again."""
     identified = [i for i, e in enumerate(events) if e.event_id and e.ids]
     recorded = tx.record_events(
-        [EventRecord(events[i].event_id or "", times[i], namespaces[events[i].namespace])
+        [EventRecord(events[i].event_id or "", times[i], namespaces[events[i].namespace], clock)
          for i in identified]
     ) if identified else []  # fmt: skip
     fresh = [True] * len(events)

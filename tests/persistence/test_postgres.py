@@ -782,6 +782,7 @@ def test_a_read_only_role_recalls_and_its_writes_raise(postgres_url: str, reader
         ("DELETE ON {}.edge_log", False),
         ("USAGE ON SEQUENCE {}.transactions", False),
         ("DELETE ON {}.events", False),  # a repair's, a dry run's where it may write
+        ("UPDATE ON {}.events", False),  # a replay's: its id seen again
         ("USAGE ON SEQUENCE {}.edges_id_seq", True),  # an identity column needs no right
     ],
 )
@@ -809,6 +810,69 @@ def test_a_role_missing_one_right_of_a_writer_opens_read_only(
         else:
             with pytest.raises(ReadOnlyStoreError, match="read-only"):
                 reader.reinforce(["a", "c"], at=DAY)
+
+
+def _as_schema_one(url: str) -> None:
+    """The store at ``url`` as schema 1 left it: no column of when an event id was seen."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE events DROP COLUMN seen")
+        conn.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
+
+
+def _schema_version(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        [(version,)] = conn.execute(
+            "SELECT value FROM meta WHERE key = 'schema_version'"
+        ).fetchall()
+    return int(version)
+
+
+def test_a_store_of_schema_one_is_migrated_by_its_owner_only(
+    postgres_url: str, reader_url: str
+) -> None:
+    with SynapseStore(postgres_url) as store:
+        store.reinforce(["a", "b"], at=0, event_id="commit:1")
+    _as_schema_one(postgres_url)
+    role = sql.Identifier(reader_url.split("//", 1)[1].split("@", 1)[0])
+    schema = sql.Identifier(postgres_url.rsplit("search_path%3D", 1)[1])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # every right but owning
+        conn.execute(
+            sql.SQL(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {0} TO {1}; "
+                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {0} TO {1}"
+            ).format(schema, role)
+        )
+    owner = "open it once as the role that owns its tables"
+    with pytest.raises(ReadOnlyStoreError, match=f"schema version 1, older .* 2: {owner}"):
+        SynapseStore(reader_url)
+    with pytest.raises(NotASynapseDatabaseError, match=f"older than this library's 2: {owner}"):
+        SynapseStore(postgres_url, read_only=True)
+    assert _schema_version(postgres_url) == 1  # nothing changed
+    migrated = time.time()
+    window = SynapseConfig().replace(event_ids_kept_days=30)
+    with SynapseStore(postgres_url, config=window) as store:
+        assert store.reinforce(["a", "b"], at=0, event_id="commit:1") == 0  # still a replay
+        assert store.decay(at=migrated + 29 * DAY, force=True).event_ids == 0  # seen at it
+    assert _schema_version(postgres_url) == 2
+    with SynapseStore(reader_url) as teammate:  # migrated: every writer opens it
+        assert teammate.reinforce(["a", "c"], at=DAY, event_id="commit:2") == 1
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT id, at, seen FROM events ORDER BY id").fetchall()
+    assert [(i, at) for i, at, _ in rows] == [("commit:1", 0.0), ("commit:2", DAY)]
+    assert all(seen > migrated - 60 for _, _, seen in rows)  # the server's clock, and ours
+
+
+def test_two_processes_that_migrate_at_once_migrate_once(postgres_url: str) -> None:
+    with SynapseStore(postgres_url) as store:
+        store.reinforce(["a", "b"], at=0, event_id="commit:1")
+    _as_schema_one(postgres_url)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        assert pool.map(_open_and_close, [postgres_url] * 2) == [None, None]
+    assert _schema_version(postgres_url) == 2
+
+
+def _open_and_close(url: str) -> None:
+    SynapseStore(url).close()
 
 
 def test_a_role_that_may_not_read_the_tables_gets_a_typed_error_naming_them(

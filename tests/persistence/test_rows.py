@@ -83,7 +83,7 @@ def learn_one_edge(storage: Storage) -> tuple[EdgeKey, list[bool]]:
         tx.write_uses([UseRow(ns, node, 1, 1, 2.0, (2.0,)) for node in (a, b)])
         tx.log_recent([RecentEvent(namespace=ns, at=2.0, nodes=[a, b])], keep=10)
         recorded = tx.record_events(
-            [EventRecord(event_id="e1", at=2.0, namespace=ns)] * 2  # the second: a replay
+            [EventRecord(event_id="e1", at=2.0, namespace=ns, seen=2.0)] * 2  # the second: a replay
         )
     return key, recorded
 

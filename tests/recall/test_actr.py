@@ -356,6 +356,7 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
     db = sqlite3.connect(path)  # back to what version 1 of the schema wrote
     db.executescript(
+        "ALTER TABLE events DROP COLUMN seen; "
         "DROP TABLE node_uses; DROP TABLE namespace_events; DROP TABLE recent_uses; "
         "DROP TRIGGER edges_log_insert; DROP TRIGGER edges_log_update; "
         "DROP TRIGGER edges_log_delete; "
@@ -373,7 +374,7 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
     # 0.53590 instead of 0.5; B = ln 1.11325 = 0.10728
     assert keys == pytest.approx(0.10728, abs=1e-5)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     assert db.execute("SELECT events FROM namespace_events").fetchall() == [(1,)]
     db.close()
 

@@ -301,6 +301,7 @@ def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) ->
         store.reinforce(["c", "d"], at=200 * DAY)
     db = sqlite3.connect(path)  # back to what version 2 of the schema wrote
     db.executescript(
+        "ALTER TABLE events DROP COLUMN seen; "
         "DROP TRIGGER edges_log_insert; DROP TRIGGER edges_log_update; "
         "DROP TRIGGER edges_log_delete; DROP TRIGGER uses_log_insert; "
         "DROP TRIGGER uses_log_update; "
@@ -317,7 +318,7 @@ def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) ->
         writer.reinforce(["c", "e"], at=201 * DAY)  # logged, and seen by the other store
         assert reader.edge("c", "e") is not None
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     assert {"edge_log", "use_log"} <= names and not {"removed", "edges_by_version"} & names
     db.close()

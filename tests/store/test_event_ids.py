@@ -1,6 +1,6 @@
-"""Event ids kept for a window: a sweep forgets those recorded more than
-``Operations.event_ids_kept_days`` before it, dated by the later of the event's time and
-when it was written; None keeps them for good (every backend)."""
+"""Event ids kept for a window: a sweep forgets those not seen (recorded, or sent again) for
+``Operations.event_ids_kept_days`` before it; None keeps them for good (every backend). A
+repair reads the events' own times, apart."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import CoActivation, SynapseConfig, SynapseStore
-from synapse_retriever.persistence.sqlite import SQLiteStorage
+from synapse_retriever.persistence.sqlite import SCHEMA_VERSION, SQLiteStorage
 from synapse_retriever.persistence.sqlite import _SQLiteTransaction as SQLiteTransaction
 
 DAY = 86_400.0
@@ -33,13 +33,13 @@ def _send(store: SynapseStore, events: list[tuple[str, float | None]]) -> list[b
 
 
 @pytest.mark.parametrize("any_store_path", ["memory", "file", "postgresql"], indirect=True)
-def test_an_id_is_kept_for_the_window_from_when_it_was_recorded(any_store_path: str) -> None:
+def test_an_id_is_kept_for_the_window_from_when_it_was_seen(any_store_path: str) -> None:
     now = time.time()
     events = [("today", None), ("last-week", now - 7 * DAY), ("commit-2020", 1_600_000_000.0)]
     with SynapseStore(any_store_path, config=WINDOW) as store:
         assert _send(store, events) == [True, True, True]
         inside = store.decay(at=now + (KEPT - 1) * DAY, force=True)
-        assert inside.event_ids == 0  # however old the events: recorded today
+        assert inside.event_ids == 0  # however old the events: seen today
         assert _send(store, events) == [False, False, False]
         assert store.decay(at=now + (KEPT + 1) * DAY, dry_run=True).event_ids == 3
         assert _send(store, events) == [False, False, False]  # a dry run forgets nothing
@@ -59,15 +59,49 @@ def test_without_a_window_every_id_is_kept_for_good(any_store_path: str) -> None
         assert _send(store, [("a", None), ("b", 0.0)]) == [False, False]
 
 
-def test_an_event_dated_ahead_of_the_clock_is_kept_from_its_own_time(tmp_path: Path) -> None:
-    # within the clock skew allowed (a day): dated by its time, the later of the two
-    ahead = time.time() + 12 * 3600
-    with SynapseStore(tmp_path / "s.db", config=WINDOW) as store:
-        assert _send(store, [("ahead", ahead)]) == [True]
-        assert store.decay(at=ahead + KEPT * DAY - 60, force=True).event_ids == 0
-        assert store.decay(at=ahead + KEPT * DAY + 60, force=True).event_ids == 1
-    with sqlite3.connect(tmp_path / "s.db") as db:
-        assert db.execute("SELECT count(*) FROM events").fetchone() == (0,)
+class Clock:
+    """The wall clock as a test sets it (``time.time`` patched process-wide)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("any_store_path", ["memory", "postgresql"], indirect=True)
+def test_an_id_sent_again_is_seen_again(any_store_path: str) -> None:
+    # a nightly re-run of an import keeps its ids: each replay is seen anew
+    clock = Clock(time.time())
+    start = clock.now
+    with mock.patch("time.time", clock), SynapseStore(any_store_path, config=WINDOW) as store:
+        assert _send(store, [("commit:1", 0.0)]) == [True]
+        clock.now = start + 20 * DAY
+        assert _send(store, [("commit:1", 0.0)]) == [False]
+        clock.now = start + (20 + KEPT - 1) * DAY
+        assert store.decay().event_ids == 0  # 50 days after it was recorded, 29 after seen
+        clock.now = start + (20 + KEPT + 1) * DAY
+        assert store.decay().event_ids == 1
+
+
+@pytest.mark.parametrize("any_store_path", ["memory", "postgresql"], indirect=True)
+def test_a_repair_keeps_the_id_of_an_old_event_written_under_a_fast_clock(
+    any_store_path: str,
+) -> None:
+    # a machine whose clock ran days ahead sends an event of a past time: its edge is kept
+    # by a repair, and so is its id, which only the event's time decides
+    now = time.time()
+    with SynapseStore(any_store_path, config=WINDOW) as store:
+        with mock.patch("time.time", Clock(now + 3 * DAY)):
+            assert _send(store, [("old", now - DAY)]) == [True]
+        assert store.repair(dry_run=True).events == 0
+        assert store.repair().edges == 0
+        assert _send(store, [("old", now - DAY)]) == [False]
+        with mock.patch("time.time", Clock(now + 3 * DAY)):  # a time that clock allows
+            assert store.reinforce(["x", "y"], at=now + 2.5 * DAY, event_id="ahead") == 1
+        report = store.repair()  # ahead of this clock: its edge and its id go
+        assert report.edges == 1 and report.events >= 1
+        assert store.reinforce(["x", "y"], at=now, event_id="ahead") == 1  # learned again
 
 
 def test_a_failing_sweep_forgets_no_id(tmp_path: Path) -> None:
@@ -113,39 +147,60 @@ def test_a_layered_store_forgets_them_in_each_writable_layer(
         assert writer.decay(at=later, force=True).event_ids == 2  # "mine" again, and "team"
 
 
-def test_the_storage_dates_an_id_as_it_was_recorded() -> None:
+def test_the_storage_keeps_the_events_time_and_when_it_was_seen() -> None:
     storage = SQLiteStorage(":memory:")
     store = SynapseStore(storage=storage)
     before = time.time()
-    _send(store, [("old", 0.0)])
+    _send(store, [("old", 5.0)])
     after = time.time()
-    recorded = storage._db.execute("SELECT at FROM events").fetchone()[0]
+    [(at, seen)] = storage._db.execute("SELECT at, seen FROM events").fetchall()
     store.close()
-    assert before <= recorded <= after
+    assert at == 5.0 and before <= seen <= after
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+def test_the_ids_of_an_older_file_count_as_seen_at_its_migration(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SynapseStore(path) as store:
+        _send(store, [("commit:1", 1_600_000_000.0), ("commit:2", 0.0)])
+    with sqlite3.connect(path) as db:  # as schema 3 left it: no column of when it was seen
+        db.execute("ALTER TABLE events DROP COLUMN seen")
+        db.execute("PRAGMA user_version = 3")
+    migrated = time.time()
+    with SynapseStore(path, config=WINDOW) as store:
+        assert store.decay(at=migrated + (KEPT - 1) * DAY, force=True).event_ids == 0
+        assert _send(store, [("commit:1", 1_600_000_000.0)]) == [False]
+        assert store.decay(at=migrated + (KEPT + 1) * DAY, dry_run=True).event_ids == 2
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert db.execute("SELECT min(at) FROM events").fetchone() == (0.0,)  # kept apart
+
+
+@settings(max_examples=40, deadline=None)
 @given(
-    ages=st.lists(st.integers(-3, 400), min_size=1, max_size=12),
-    kept=st.integers(1, 90),
-    sweep=st.integers(0, 120),
+    steps=st.lists(
+        st.tuples(st.integers(0, 40), st.booleans(), st.sets(st.integers(0, 5), max_size=4)),
+        min_size=1,
+        max_size=12,
+    ),
+    kept=st.integers(1, 60),
 )
-def test_a_sweep_forgets_exactly_the_ids_recorded_before_its_window(
-    ages: list[int], kept: int, sweep: int
+def test_a_sweep_forgets_exactly_the_ids_not_seen_within_its_window(
+    steps: list[tuple[int, bool, set[int]]], kept: int
 ) -> None:
-    # ages: each event's time, in days before now (negative: hours ahead, within the skew);
-    # ids are recorded now, so one is dated by its time only when that is ahead
-    now = time.time()
-    times = [now - age * DAY if age >= 0 else now - age * 3600 for age in ages]
+    # a timeline of days: each step waits, then sends some ids (each replay seen anew) or
+    # sweeps; a model of when each id was last seen predicts every replay and every count
+    clock = Clock(1_700_000_000.0)
+    seen: dict[str, float] = {}
     config = SynapseConfig().replace(event_ids_kept_days=kept)
-    with SynapseStore(config=config) as store:
-        events = [(f"e{i}", at) for i, at in enumerate(times)]
-        assert all(_send(store, events))
-        at = now + sweep * DAY + 60  # a minute past the day: no id on the edge
-        dated = [max(t, now) for t in times]
-        report = store.decay(at=at, force=True)
-        forgotten = [d < at - kept * DAY for d in dated]
-        assert report.event_ids == sum(forgotten)
-        assert _send(store, events) == forgotten
+    with mock.patch("time.time", clock), SynapseStore(config=config) as store:
+        for wait, sweep, ids in steps:
+            clock.now += wait * DAY + 1.0  # a second past the day: no id on the edge
+            if sweep:
+                gone = {i for i, at in seen.items() if at < clock.now - kept * DAY}
+                assert store.decay().event_ids == len(gone)
+                seen = {i: at for i, at in seen.items() if i not in gone}
+            else:
+                names = [f"e{i}" for i in sorted(ids)]
+                expected = [name not in seen for name in names]
+                assert _send(store, [(name, clock.now - 400 * DAY) for name in names]) == expected
+                seen.update(dict.fromkeys(names, clock.now))

@@ -572,7 +572,7 @@ def test_a_zero_length_file_is_a_new_store(tmp_path: Path) -> None:
         store.reinforce(["a", "b"], at=0)
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA application_id").fetchone()[0] == 0x53594E41
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     db.close()
 
 

@@ -124,22 +124,22 @@ def test_a_recorded_event_id_is_a_replay_once_committed_only(sqlite_storage: SQL
     graph = loaded(sqlite_storage).graph
     with pytest.raises(RuntimeError), sqlite_storage.write() as tx:
         spaces = namespace_ids(tx, graph, ["personal"])
-        assert drop_replays(tx, events, times, spaces) == [True, True, False]  # e1 twice
+        assert drop_replays(tx, events, times, spaces, 5.0) == [True, True, False]  # e1 twice
         raise RuntimeError("the transaction fails after the ids were recorded")
     with sqlite_storage.write() as tx:  # rolled back: e1 is no replay
-        assert drop_replays(tx, events[:1], times[:1], spaces) == [True]
+        assert drop_replays(tx, events[:1], times[:1], spaces, 5.0) == [True]
     with sqlite_storage.write() as tx:
-        assert drop_replays(tx, events, times, spaces) == [False, True, False]
+        assert drop_replays(tx, events, times, spaces, 5.0) == [False, True, False]
 
 
 def test_an_event_without_ids_records_no_event_id(sqlite_storage: SQLiteStorage) -> None:
     empty = Event([], "personal", 0.0, "e1", 0.3)  # nothing to learn: its id is not spent
     with sqlite_storage.write() as tx:
-        assert drop_replays(tx, [empty], [0.0], {}) == [True]
+        assert drop_replays(tx, [empty], [0.0], {}, 5.0) == [True]
     graph = loaded(sqlite_storage).graph
     with sqlite_storage.write() as tx:
         spaces = namespace_ids(tx, graph, ["personal"])
-        assert drop_replays(tx, [event(["a", "b"], event_id="e1")], [0.0], spaces) == [True]
+        assert drop_replays(tx, [event(["a", "b"], event_id="e1")], [0.0], spaces, 5.0) == [True]
 
 
 @pytest.mark.parametrize(
