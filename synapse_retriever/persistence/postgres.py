@@ -248,10 +248,10 @@ SCHEMA = [
     """,
     # 2: when each event id was last seen (recorded, or sent again), apart from its event's
     # time (which a repair reads): a sweep forgets the ids not seen for
-    # ``event_ids_kept_days``. The ids of an older store count as seen at its migration.
+    # ``event_ids_kept_days``. The ids of an older store count as seen at its migration, and
+    # those a process of an older release still running records (without it) as seen then.
     """
-    ALTER TABLE events ADD COLUMN seen double precision NOT NULL DEFAULT 0;
-    UPDATE events SET seen = extract(epoch FROM clock_timestamp());
+    ALTER TABLE events ADD COLUMN seen double precision NOT NULL DEFAULT extract(epoch FROM now());
     UPDATE meta SET value = 2 WHERE key = 'schema_version';
     """,
 ]

@@ -188,10 +188,14 @@ MIGRATIONS: list[str] = [
     """,
     # 4: when each event id was last seen (recorded, or sent again), apart from its event's
     # time (which a repair reads): a sweep forgets the ids not seen for
-    # ``event_ids_kept_days``. The ids of an older file count as seen at its migration.
+    # ``event_ids_kept_days``. The ids of an older file count as seen at its migration, and
+    # those a process of an older release still running records (without it) as seen then.
     """
     ALTER TABLE events ADD COLUMN seen REAL NOT NULL DEFAULT 0;
     UPDATE events SET seen = (julianday('now') - 2440587.5) * 86400.0;
+    CREATE TRIGGER events_seen AFTER INSERT ON events WHEN NEW.seen = 0 BEGIN
+        UPDATE events SET seen = (julianday('now') - 2440587.5) * 86400.0 WHERE id = NEW.id;
+    END;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

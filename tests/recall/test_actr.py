@@ -356,7 +356,7 @@ def test_a_file_of_schema_1_gets_its_uses_approximated_from_its_edges(tmp_path: 
         store.reinforce(["jwt", "keys"], namespace="shared", at=DAY)
     db = sqlite3.connect(path)  # back to what version 1 of the schema wrote
     db.executescript(
-        "ALTER TABLE events DROP COLUMN seen; "
+        "DROP TRIGGER events_seen; ALTER TABLE events DROP COLUMN seen; "
         "DROP TABLE node_uses; DROP TABLE namespace_events; DROP TABLE recent_uses; "
         "DROP TRIGGER edges_log_insert; DROP TRIGGER edges_log_update; "
         "DROP TRIGGER edges_log_delete; "

@@ -301,7 +301,7 @@ def test_a_file_of_schema_2_moves_its_change_tracking_to_logs(tmp_path: Path) ->
         store.reinforce(["c", "d"], at=200 * DAY)
     db = sqlite3.connect(path)  # back to what version 2 of the schema wrote
     db.executescript(
-        "ALTER TABLE events DROP COLUMN seen; "
+        "DROP TRIGGER events_seen; ALTER TABLE events DROP COLUMN seen; "
         "DROP TRIGGER edges_log_insert; DROP TRIGGER edges_log_update; "
         "DROP TRIGGER edges_log_delete; DROP TRIGGER uses_log_insert; "
         "DROP TRIGGER uses_log_update; "

@@ -4,11 +4,13 @@ repair reads the events' own times, apart."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
 from unittest import mock
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -163,7 +165,7 @@ def test_the_ids_of_an_older_file_count_as_seen_at_its_migration(tmp_path: Path)
     with SynapseStore(path) as store:
         _send(store, [("commit:1", 1_600_000_000.0), ("commit:2", 0.0)])
     with sqlite3.connect(path) as db:  # as schema 3 left it: no column of when it was seen
-        db.execute("ALTER TABLE events DROP COLUMN seen")
+        db.executescript("DROP TRIGGER events_seen; ALTER TABLE events DROP COLUMN seen")
         db.execute("PRAGMA user_version = 3")
     migrated = time.time()
     with SynapseStore(path, config=WINDOW) as store:
@@ -173,6 +175,24 @@ def test_the_ids_of_an_older_file_count_as_seen_at_its_migration(tmp_path: Path)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT min(at) FROM events").fetchone() == (0.0,)  # kept apart
+
+
+@pytest.mark.parametrize("any_store_path", ["file", "postgresql"], indirect=True)
+def test_an_id_an_older_release_records_counts_as_seen_then(any_store_path: str) -> None:
+    # a process of the previous release, still running after the migration, writes no seen
+    with SynapseStore(any_store_path) as store:
+        _send(store, [("new", None)])
+    before = time.time()
+    insert = "INSERT INTO events (id, at) VALUES ('old-release', 0.0)"
+    if any_store_path.startswith("postgresql"):
+        with psycopg.connect(any_store_path, autocommit=True) as conn:
+            conn.execute(insert)
+    else:
+        with contextlib.closing(sqlite3.connect(any_store_path)) as db, db:
+            db.execute(insert)
+    with SynapseStore(any_store_path, config=WINDOW) as store:
+        assert store.decay(at=before + (KEPT - 1) * DAY, force=True).event_ids == 0
+        assert _send(store, [("old-release", 0.0)]) == [False]
 
 
 @settings(max_examples=40, deadline=None)
