@@ -609,11 +609,13 @@ class _PostgresTransaction:
             event_id: (at, seen) for event_id, at, _, seen in reversed(events)
         }  # twice: the first
         ordered = sorted(first)
-        # in sorted order, as every writer locks them; a replay's row is seen again now
+        # in sorted order, as every writer (and a sweep) locks them; a replay's row is seen
+        # again now, unless it was seen later (another clock): either way not returned new
         written = self._rows(
             "INSERT INTO events (id, at, seen) "
             "SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[]) ORDER BY 1 "
-            "ON CONFLICT (id) DO UPDATE SET seen = GREATEST(events.seen, excluded.seen) "
+            "ON CONFLICT (id) DO UPDATE SET seen = excluded.seen "
+            "WHERE events.seen < excluded.seen "
             "RETURNING id, xmax = 0",  # xmax 0: inserted, not updated
             (ordered, [first[i][0] for i in ordered], [first[i][1] for i in ordered]),
         )
@@ -626,8 +628,9 @@ class _PostgresTransaction:
 
     def forget_event_ids(self, before: float) -> int:
         [(count,)] = self._rows(  # counted by the server: a year of ids is millions of rows
-            "WITH gone AS (DELETE FROM events WHERE seen < %s RETURNING 1) "
-            "SELECT count(*) FROM gone",
+            # locked in id order, as writers lock the ids they send again (a deadlock else)
+            "WITH gone AS (DELETE FROM events WHERE id IN (SELECT id FROM events "
+            "WHERE seen < %s ORDER BY id FOR UPDATE) RETURNING 1) SELECT count(*) FROM gone",
             (before,),
         )
         return int(count)
@@ -1613,6 +1616,11 @@ class PostgresStorage:
         except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
             conn.rollback()
             raise ReadOnlyStoreError(f"{refused} ({str(exc).strip()})") from None
+        except (errors.DuplicateColumn, errors.DuplicateTable, errors.DuplicateObject) as exc:
+            conn.rollback()  # a schema version set back by hand
+            raise schema_missing(
+                self.path, f"{_primary(exc)}: its schema is not the one its version says"
+            ) from None
 
     def _found(self, conn: psycopg.Connection[Any]) -> int | None:
         """The schema version of the store in ``conn``'s schema; None for an empty schema
@@ -1919,7 +1927,8 @@ def _ahead_of(conn: psycopg.Connection[Any], limit: float) -> ForgetCounts:
 
 
 def _event_ids_before(conn: psycopg.Connection[Any], before: float) -> int:
-    """The recorded event ids dated before ``before``: what ``forget_event_ids`` deletes."""
+    """The recorded event ids last seen before ``before``: what ``forget_event_ids``
+    deletes."""
     [(count,)] = conn.execute("SELECT count(*) FROM events WHERE seen < %s", (before,)).fetchall()
     return int(count)
 

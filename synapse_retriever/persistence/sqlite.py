@@ -1098,7 +1098,9 @@ def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
         return CorruptDatabaseError(_corrupt_message(path, str(exc)))
     text = str(exc)
     if code == SQLITE_ERROR and (  # a table dropped, or a schema version set back by hand
-        text.startswith(("no such table", "no such index")) or text.endswith("already exists")
+        text.startswith(("no such table", "no such index", "duplicate column name"))
+        or text.endswith("already exists")
+        or " has no column named " in text
     ):
         return CorruptDatabaseError(
             _corrupt_message(path, f"{exc}: its schema is not the one its version says")

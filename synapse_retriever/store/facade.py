@@ -109,7 +109,7 @@ class DecayReport:
     dry_run : bool
         Nothing was deleted: ``pruned`` and ``event_ids`` are what the sweep would delete.
     event_ids : int
-        Recorded event ids forgotten, recorded more than
+        Recorded event ids forgotten, not seen (recorded, or sent again) within
         ``config.operations.event_ids_kept_days`` before ``at`` (0 where that is None).
 
     Examples
@@ -763,8 +763,8 @@ it holds an open database; open the store again from its path or URL in each pro
         Weights and timestamps are never rewritten (decay is applied lazily at every
         read), so sweeps are idempotent and compose. Where
         ``config.operations.event_ids_kept_days`` is set, the sweep also forgets the event
-        ids recorded more than that many days before ``at``, in the same transaction (see
-        :class:`~synapse_retriever.config.Operations`).
+        ids not seen (recorded, or sent again) within that many days before ``at``, in the
+        same transaction (see :class:`~synapse_retriever.config.Operations`).
 
         Parameters
         ----------
@@ -834,13 +834,13 @@ it holds an open database; open the store again from its path or URL in each pro
         self, now: float, before: float | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
         """One attempt at a sweep at ``now``: the live ids before it, those deleted, and the
-        event ids forgotten (those dated before ``before``; none where it is None)."""
+        event ids forgotten (those last seen before ``before``; none where it is None)."""
         mirror = self._mirror
         with contextlib.ExitStack() as paused:
             with self._storage.write() as tx:
                 if self.config.operations.pause_collector and tx.version:  # see collector
                     paused.enter_context(collector_paused())
-                # event ids first: every writer locks them before edges (the lock order)
+                # event ids first, in id order: as every writer locks them, before edges
                 forgotten = 0 if before is None else tx.forget_event_ids(before)
                 mirror.catch_up(tx)
                 graph = mirror.graph  # after the catch-up: a full reload replaces it

@@ -25,6 +25,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -37,6 +38,7 @@ from store_backends import POSTGRES, TcpProxy, connections_to, ended, new_schema
 from synapse_retriever import (
     AccessDeniedError,
     CoActivation,
+    CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -371,7 +373,6 @@ def test_without_notifications_a_reader_polls(postgres_url: str) -> None:
 @pytest.mark.parametrize("table", ["recent_uses", "node_uses", "versions"])
 def test_a_schema_missing_a_table_is_refused_as_damaged(postgres_url: str, table: str) -> None:
     # a table dropped by hand gave a raw psycopg UndefinedTable at open
-    from synapse_retriever import CorruptDatabaseError
 
     with SynapseStore(postgres_url) as store:
         store.reinforce(["a", "b"], at=0)
@@ -863,16 +864,36 @@ def test_a_store_of_schema_one_is_migrated_by_its_owner_only(
 
 
 def test_two_processes_that_migrate_at_once_migrate_once(postgres_url: str) -> None:
+    # both read schema 1, then wait for the creators' lock (held here): the second to take
+    # it must find the schema migrated, not add the column again
     with SynapseStore(postgres_url) as store:
         store.reinforce(["a", "b"], at=0, event_id="commit:1")
     _as_schema_one(postgres_url)
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        assert pool.map(_open_and_close, [postgres_url] * 2) == [None, None]
+    with psycopg.connect(postgres_url) as holder:
+        holder.execute(f"SELECT pg_advisory_xact_lock({postgres.CREATOR_LOCK})")
+        with ThreadPoolExecutor(2) as pool:
+            opening = [pool.submit(lambda: PostgresStorage(postgres_url).close()) for _ in "ab"]
+            for _ in range(3000):
+                [(waiting,)] = holder.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                ).fetchall()
+                if waiting == 2:
+                    break
+                time.sleep(0.01)
+            assert waiting == 2
+            holder.rollback()  # the lock goes: one migrates, then the other opens
+            assert [future.result(30) for future in opening] == [None, None]
     assert _schema_version(postgres_url) == 2
 
 
-def _open_and_close(url: str) -> None:
-    SynapseStore(url).close()
+def test_a_schema_version_set_back_by_hand_is_a_typed_error(postgres_url: str) -> None:
+    with SynapseStore(postgres_url) as store:
+        store.reinforce(["a", "b"], at=0, event_id="commit:1")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
+    with pytest.raises(CorruptDatabaseError, match="its schema is not the one its version says"):
+        SynapseStore(postgres_url)
+    assert _schema_version(postgres_url) == 1  # nothing changed
 
 
 def test_a_role_that_may_not_read_the_tables_gets_a_typed_error_naming_them(

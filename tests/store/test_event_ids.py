@@ -106,6 +106,20 @@ def test_a_repair_keeps_the_id_of_an_old_event_written_under_a_fast_clock(
         assert store.reinforce(["x", "y"], at=now, event_id="ahead") == 1  # learned again
 
 
+@pytest.mark.parametrize("any_store_path", ["memory", "postgresql"], indirect=True)
+def test_a_replay_under_a_clock_set_back_keeps_the_later_time_seen(any_store_path: str) -> None:
+    clock = Clock(time.time())
+    start = clock.now
+    with mock.patch("time.time", clock), SynapseStore(any_store_path, config=WINDOW) as store:
+        assert _send(store, [("a", 0.0)]) == [True]
+        clock.now = start - 10 * DAY  # another machine's clock, or one set back
+        assert _send(store, [("a", 0.0)]) == [False]
+        clock.now = start + (KEPT - 5) * DAY
+        assert store.decay().event_ids == 0  # seen at start, not ten days before it
+        clock.now = start + (KEPT + 1) * DAY
+        assert store.decay().event_ids == 1
+
+
 def test_a_failing_sweep_forgets_no_id(tmp_path: Path) -> None:
     with SynapseStore(tmp_path / "s.db", config=WINDOW) as store:
         _send(store, [("a", None)])
@@ -146,7 +160,18 @@ def test_a_layered_store_forgets_them_in_each_writable_layer(
     ) as writer:
         assert writer.reinforce(["a", "b"], event_id="mine") == 1  # forgotten: learned again
         assert writer.reinforce(["a", "b"], namespace="shared", event_id="team") == 0
+        shared_version = _version(postgres_url)
+        assert writer.decay(force=True).event_ids == 0  # none to forget: the team's left alone
+        assert _version(postgres_url) == shared_version
         assert writer.decay(at=later, force=True).event_ids == 2  # "mine" again, and "team"
+        assert _version(postgres_url) == shared_version + 1
+
+
+def _version(url: str) -> int:
+    """The version of the store at PostgreSQL ``url``: one more at each commit."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        [(version,)] = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchall()
+    return int(version)
 
 
 def test_the_storage_keeps_the_events_time_and_when_it_was_seen() -> None:

@@ -364,6 +364,7 @@ def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     [
         ("UPDATE edges SET weight = 'abc'", "holds rows no synapse store writes"),
         ("DROP TABLE edges", "its schema is not the one its version says"),
+        ("PRAGMA user_version = 3", "its schema is not the one its version says"),
         ("PRAGMA user_version = 2", "its schema is not the one its version says"),
         ("PRAGMA user_version = 1", "its schema is not the one its version says"),
         ("PRAGMA user_version = 0", "its schema is not the one its version says"),
@@ -374,6 +375,7 @@ def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     ids=[
         "text weight",
         "no edges table",
+        "version 3",
         "version 2",
         "version 1",
         "version 0",
