@@ -57,6 +57,7 @@ from synapse_retriever.persistence import postgres
 from synapse_retriever.persistence.conversation import postgres as conversation_postgres
 from synapse_retriever.persistence.conversation.postgres import PostgresConversationStorage
 from synapse_retriever.persistence.postgres import PostgresStorage
+from synapse_retriever.persistence.rows import EventRecord
 
 HANG_S = 20.0
 """A call still running this long after it was blocked waits without bound."""
@@ -884,6 +885,52 @@ def test_two_processes_that_migrate_at_once_migrate_once(postgres_url: str) -> N
             holder.rollback()  # the lock goes: one migrates, then the other opens
             assert [future.result(30) for future in opening] == [None, None]
     assert _schema_version(postgres_url) == 2
+
+
+def _waiting(conn: psycopg.Connection[Any], count: int) -> None:
+    """Wait until ``count`` transactions wait for a row lock (the first waiter of a row
+    waits for its holder's transaction, the next ones for the row's tuple lock)."""
+    for _ in range(3000):
+        [(waiting,)] = conn.execute(
+            "SELECT count(*) FROM pg_locks "
+            "WHERE locktype IN ('transactionid', 'tuple') AND NOT granted"
+        ).fetchall()
+        if waiting >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{count} transactions never came to wait")
+
+
+def test_a_sweep_and_a_replay_lock_event_ids_in_one_order(postgres_url: str) -> None:
+    # the sweep meets the ids stored b, x, a; a replay of [a, x] locks a, then x. Were the
+    # sweep to lock them as stored, it would hold x and wait for a while the replay holds
+    # a and waits for x: a deadlock, which the server breaks after a second
+    storage = PostgresStorage(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for event_id in "bxa":  # stored in this order
+            conn.execute("INSERT INTO events (id, at, seen) VALUES (%s, 0, 1)", (event_id,))
+    outcome: dict[str, object] = {}
+
+    def sweep() -> None:
+        with storage.write() as tx:
+            outcome["sweep"] = tx.forget_event_ids(100.0)
+
+    def replay() -> None:
+        with storage.write() as tx:
+            outcome["replay"] = tx.record_events(
+                [EventRecord(i, 0.0, 1, 200.0) for i in ("a", "x")]
+            )
+
+    with psycopg.connect(postgres_url) as holder, ThreadPoolExecutor(2) as pool:
+        holder.execute("SELECT id FROM events WHERE id = 'x' FOR UPDATE")  # x held
+        swept = pool.submit(sweep)
+        _waiting(holder, 1)  # the sweep waits for x
+        replayed = pool.submit(replay)
+        _waiting(holder, 2)  # the replay waits too
+        holder.rollback()
+        swept.result(30), replayed.result(30)
+    storage.close()
+    assert outcome == {"sweep": 3, "replay": [True, True]}  # forgotten, then learned again
 
 
 def test_a_schema_version_set_back_by_hand_is_a_typed_error(postgres_url: str) -> None:
