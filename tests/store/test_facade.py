@@ -237,6 +237,30 @@ def test_a_big_sweep_deletes_with_a_larger_page_cache_then_restores_it(
         assert db.execute("SELECT count(*) FROM edges").fetchone()[0] == 1
 
 
+@pytest.mark.parametrize("where", [":memory:", "file"])
+def test_a_big_write_or_sweep_raises_a_files_page_cache_never_one_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # an in-memory store's pages live in memory already: its cache stays small (MEMORY_CACHE_KIB)
+    from synapse_retriever.persistence import sqlite as storage
+
+    monkeypatch.setattr(storage, "BIG_WRITE", 2)  # 3 pairs count as big here
+    monkeypatch.setattr(storage, "BIG_DELETE", 2)
+    path = ":memory:" if where == ":memory:" else str(tmp_path / "big.db")
+    with SynapseStore(path) as store:
+        db = store._storage._db  # type: ignore[attr-defined]
+        cache = db.execute("PRAGMA cache_size").fetchone()[0]
+        statements: list[str] = []
+        db.set_trace_callback(statements.append)
+        store.reinforce(["a", "b", "c"], at=0)  # three pairs, pruned at 147.2 days
+        assert store.decay(at=150 * DAY).pruned == 3
+        db.set_trace_callback(None)
+        raised = [s for s in statements if s.startswith("PRAGMA cache_size = -262144")]
+        assert len(raised) == (0 if where == ":memory:" else 2)  # the write, the sweep
+        assert db.execute("PRAGMA cache_size").fetchone()[0] == cache
+    assert (cache == -storage.MEMORY_CACHE_KIB) is (where == ":memory:")
+
+
 def test_graph_is_networkx_with_decayed_weights(store: SynapseStore) -> None:
     store.reinforce(["a", "b"], at=0)
     store.reinforce(["a", "c"], namespace="shared", at=0)
