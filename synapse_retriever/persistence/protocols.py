@@ -229,8 +229,9 @@ class WriteTransaction(Protocol):
     def expect(self, edges: int) -> None:
         """Prepare to write about ``edges`` edges whose rows the caller read without
         :meth:`lock_edges` (from its mirror, where writers take turns), before it writes
-        them: SQLite raises its page cache for a big write, as :meth:`lock_edges` does for
-        one, and copies its log into the file after the commit."""
+        them: SQLite raises a file's page cache for a big write, as :meth:`lock_edges` does
+        for one, and copies its log into the file after the commit (an in-memory store's
+        cache stays small)."""
         ...
 
     def insert(self, table: EdgeTable) -> EdgeTable:

@@ -253,13 +253,15 @@ keeps the default cache: SQLite walks its whole page cache at some commits (see
 while the caller goes on (``SQLiteStorage._checkpoint_after``). An in-memory store's cache
 is never raised (see :data:`MEMORY_CACHE_KIB`)."""
 MEMORY_CACHE_KIB = 64
-"""The page cache of an in-memory store (16 pages): its pages live in memory already
-(``MEMDB_URI``), so the cache only holds a second copy of some, and SQLite walks it at some
-commits; a small one is faster, and is never raised for a big write or sweep. Measured at
+"""The page cache of an in-memory store (16 pages), never raised for a big write or sweep.
+Opened on memdb (``MEMDB_URI``), its pages live in memory already, so the cache only holds a
+second copy of some, which SQLite walks at some commits: a small one is faster. Measured at
 1M edges, ``bench perf`` in turn with SQLite's default (2 MiB, raised to 256 MiB for a big
 write): one event 48,155 and 46,038 upserts per second against 40,887 and 44,689; 1,000-event
-batches 152,900 and 151,785 against 138,883 and 141,193; a sweep of 64,229 edges 0.21 s
-against 0.26 to 0.28 s. A cache of 1 GiB wrote one event at 35,000 a second."""
+batches 152,900 and 151,785 against 138,883 and 141,193; a sweep of 64,229 edges (a script of
+its own) 0.21 s against 0.26 to 0.28 s. A cache of 1 GiB wrote one event at 35,000 a second.
+A plain in-memory database (SQLite without memdb, another URI) is its page cache whatever
+its size is set to: the setting changes nothing there."""
 
 SIDE_FILES = ("-wal", "-shm", "-journal")
 """What SQLite appends to a database's name for its side files (write-ahead log, shared
