@@ -906,7 +906,7 @@ class SQLiteStorage:
                 yield tx
                 if tx.version % LOG_TRIM_EVERY == 0:
                     tx.trim_logs()
-                later = tx.widened is not None and not self._in_memory
+                later = tx.widened is not None  # a file's big write (memory never widens)
                 if later:  # its checkpoint runs after it (see _checkpoint_after)
                     db.execute("PRAGMA wal_autocheckpoint = 0")
                 db.execute("COMMIT")
@@ -918,12 +918,11 @@ class SQLiteStorage:
                     db.execute("ROLLBACK")
                 raise
             finally:
-                if tx is not None and tx.widened is not None:
+                if tx is not None and tx.widened is not None:  # a file's big write
                     with contextlib.suppress(sqlite3.Error):
                         db.execute(f"PRAGMA cache_size = {tx.widened}")
-                    if not self._in_memory:
-                        with contextlib.suppress(sqlite3.Error):
-                            db.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
         if later:
             self._checkpoint_after()
 
