@@ -410,9 +410,10 @@ def in_memory(path: Path) -> SQLiteStorage:
     ...         store.graph(at=NOW).number_of_edges(), store.path
     (1000, ':memory:')
     """
-    storage = SQLiteStorage(":memory:")
     source = sqlite3.connect(path, isolation_level=None)
     try:
+        (page_size,) = source.execute("PRAGMA page_size").fetchone()
+        storage = SQLiteStorage(":memory:", _page_size=page_size)  # backup() cannot change it
         source.execute("PRAGMA journal_mode = DELETE")  # a WAL header cannot live in memory
         source.backup(storage._db)
         source.execute("PRAGMA journal_mode = WAL")

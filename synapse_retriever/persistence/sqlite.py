@@ -607,6 +607,7 @@ class SQLiteStorage:
         busy_timeout_s: float = Operations.busy_timeout_s,
         read_only: bool = False,
         _paged: bool = True,
+        _page_size: int | None = None,
     ) -> None:
         self.path = file_path(path)
         self._paged = _paged
@@ -623,6 +624,8 @@ class SQLiteStorage:
         self._db = self._connect(busy_timeout_s)
         try:
             with self._typed_errors():
+                if _page_size is not None and self._in_memory:  # before its first table
+                    self._db.execute(f"PRAGMA page_size = {int(_page_size)}")
                 self._open(busy_timeout_s)
             self._file = opened_file(self._db, self.path)
         except BaseException:
@@ -967,8 +970,11 @@ class SQLiteStorage:
         ...     tx.version
         1
         """
-        copy = SQLiteStorage(":memory:", _paged=False)  # memdb cannot hold a WAL file's header
         with self._lock, self._typed_errors():
+            # memdb cannot hold a WAL file's header; an in-memory copy takes the file's page
+            # size before anything is written (SQLite refuses to change it there)
+            size = self._pragma("page_size")
+            copy = SQLiteStorage(":memory:", _paged=False, _page_size=size)
             self._db.backup(copy._db)
         return copy
 

@@ -18,6 +18,7 @@ from synapse_retriever.bench import perf as perf_module
 from synapse_retriever.bench.perf import (
     NOW,
     grow_graph,
+    in_memory,
     naive_spread,
     reinforce_throughput,
     run_perf,
@@ -330,3 +331,19 @@ def test_open_from_a_snapshot_is_timed_where_closing_wrote_one(
     assert result.pg_open_snapshot_s is not None and result.pg_open_snapshot_s > 0
     assert result.pg_snapshot_write_s is not None and result.pg_snapshot_bytes_per_edge
     assert result.pg_snapshot_bytes_per_edge > 50
+
+
+@pytest.mark.parametrize("page_size", [1024, 8192])
+def test_an_in_memory_copy_takes_the_files_page_size(tmp_path: Path, page_size: int) -> None:
+    # a backup cannot change an in-memory database's page size: it raised before
+    path = tmp_path / "g.db"
+    grow_graph(path, 500)
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("PRAGMA journal_mode = DELETE")
+        db.execute(f"PRAGMA page_size = {page_size}")
+        db.execute("VACUUM")
+    db.close()
+    with SynapseStore(storage=in_memory(path)) as in_ram:
+        copied = sorted(in_ram.graph(at=NOW).edges(data="weight"))
+    with SynapseStore(path) as on_file:
+        assert copied == sorted(on_file.graph(at=NOW).edges(data="weight")) and copied

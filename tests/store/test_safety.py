@@ -256,11 +256,19 @@ def test_reading_a_read_only_store_leaves_nothing_beside_it(
     assert "2 live edges" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("page_size", [4096, 1024, 65536])
 def test_a_dry_run_repair_of_a_read_only_store_only_reads(
-    learned: Path, capsys: pytest.CaptureFixture[str]
+    learned: Path, capsys: pytest.CaptureFixture[str], page_size: int
 ) -> None:
+    # its private copy in memory takes the file's page size (an in-memory database's cannot
+    # be changed by a backup: "attempt to write a readonly database", a ReadOnlyStoreError)
     with SynapseStore(learned, config=SynapseConfig.actr(max_clock_skew_s=1e15)) as store:
         store.reinforce(["jwt", "ms"], at=time.time() * 1000)  # as older releases let through
+    with contextlib.closing(sqlite3.connect(learned, isolation_level=None)) as db:
+        db.execute("PRAGMA journal_mode = DELETE")  # a file rebuilt with another page size
+        db.execute(f"PRAGMA page_size = {page_size}")
+        db.execute("VACUUM")
+        db.execute("PRAGMA journal_mode = WAL")
     for leftover in learned.parent.glob("synapses.db-*"):
         leftover.unlink()
     digest = _digest(learned)
