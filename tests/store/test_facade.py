@@ -261,6 +261,51 @@ def test_a_big_write_or_sweep_raises_a_files_page_cache_never_one_in_memory(
     assert (cache == -storage.MEMORY_CACHE_KIB) is (where == ":memory:")
 
 
+def _page_size(store: SynapseStore) -> int:
+    return int(store._storage._db.execute("PRAGMA page_size").fetchone()[0])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("where", [":memory:", "file", "empty file"])
+def test_a_new_store_is_made_with_small_pages(tmp_path: Path, where: str) -> None:
+    # half the bytes of SQLite's default per page a commit writes (PAGE_SIZE)
+    from synapse_retriever.persistence.sqlite import PAGE_SIZE
+
+    path = ":memory:" if where == ":memory:" else str(tmp_path / "new.db")
+    if where == "empty file":
+        Path(path).touch()
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b", "c"], at=0)
+        assert _page_size(store) == PAGE_SIZE == 2048
+    if where != ":memory:":
+        with SynapseStore(path) as reopened:
+            assert _page_size(reopened) == 2048 and reopened.edge("a", "c") is not None
+
+
+def test_a_store_made_with_other_pages_is_read_and_written_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a file made at 4 KiB (as before PAGE_SIZE) keeps them: SQLite cannot change them in place
+    from synapse_retriever.persistence import sqlite as storage
+
+    path = tmp_path / "old.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(storage, "PAGE_SIZE", 4096)
+        with SynapseStore(path) as store:
+            for i in range(300):
+                store.reinforce([f"n{i}", f"n{i + 1}", f"m{i % 7}"], at=i)
+    with SynapseStore(path) as store:
+        assert _page_size(store) == 4096
+        store.reinforce(["n0", "n1", "new"], at=400)
+        assert store.decay(at=400).pruned == 0
+        recalled = store.recall([("n1", 1.0)], at=400)
+    with SynapseStore(path) as reopened:  # from the snapshot and the log after it
+        assert _page_size(reopened) == 4096
+        assert reopened.recall([("n1", 1.0)], at=400) == recalled
+        assert reopened.edge("n0", "n1").activation_count == 2  # type: ignore[union-attr]
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
 def test_graph_is_networkx_with_decayed_weights(store: SynapseStore) -> None:
     store.reinforce(["a", "b"], at=0)
     store.reinforce(["a", "c"], namespace="shared", at=0)
