@@ -1279,7 +1279,8 @@ def begin_write(
 def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether SQLite opens ``a`` and ``b`` as one database: one file (by any spelling,
     ``file:`` URI, symlink or hard link), made already or not, or one database in memory
-    shared by name (``cache=shared``; ``":memory:"`` is private to each connection).
+    shared by name (``cache=shared``, or a memdb name begun by ``/``; ``":memory:"`` is
+    private to each connection).
 
     Examples
     --------
@@ -1288,10 +1289,16 @@ def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     >>> same_database(":memory:", ":memory:"), same_database("file:m?mode=memory&cache=shared",
     ...                                                       "file:m?mode=memory&cache=shared")
     (False, True)
+    >>> same_database("file:/m?vfs=memdb", "file:/m?vfs=memdb"), same_database(
+    ...     "file:m?vfs=memdb", "file:m?vfs=memdb")
+    (True, False)
     """
     a, b = os.fspath(a), os.fspath(b)
     if in_memory(a) or in_memory(b):
-        return a == b and "cache=shared" in a.partition("?")[2]
+        shared = "cache=shared" in _uri_parameters(a) or (  # memdb shares a name begun by "/"
+            "vfs=memdb" in _uri_parameters(a) and uri_file(a).startswith("/")
+        )
+        return a == b and shared
     return same_file(uri_file(a), uri_file(b))
 
 
@@ -1442,19 +1449,26 @@ def _corrupt_message(path: str, detail: str) -> str:
 
 def in_memory(path: str) -> bool:
     """Whether SQLite opens ``path`` as a database in memory: ``:memory:``, or a ``file:``
-    URI named ``:memory:`` or with ``mode=memory``.
+    URI named ``:memory:``, with ``mode=memory``, or on SQLite's memdb file system
+    (``vfs=memdb``, as ``MEMDB_URI``).
 
     Examples
     --------
     >>> in_memory(":memory:"), in_memory("file:m1?mode=memory&cache=shared"), in_memory("a.db")
     (True, True, False)
+    >>> in_memory("file:/team?vfs=memdb")
+    True
     """
     if path == ":memory:" or path.startswith("file::memory:"):
         return True
+    return bool({"mode=memory", "vfs=memdb"} & _uri_parameters(path))
+
+
+def _uri_parameters(path: str) -> set[str]:
+    """A ``file:`` URI's query parameters as ``name=value``, lower case (none for a path)."""
     if not path.startswith("file:"):
-        return False
-    query = path.partition("?")[2].partition("#")[0]
-    return any(part.lower() == "mode=memory" for part in query.split("&"))
+        return set()
+    return {part.lower() for part in path.partition("?")[2].partition("#")[0].split("&")}
 
 
 def uri_file(path: str) -> str:

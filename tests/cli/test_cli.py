@@ -1352,7 +1352,8 @@ def test_an_import_into_memory_is_refused_and_a_uri_leaves_no_stray_file(
     assert code == 2 and out == ""
     _one_error_line(err, "':memory:' is a store in memory: nothing this command does would be")
     for command in (["rename", ":memory:", "a", "b"], ["stats", "file::memory:"],
-                    ["import", "file:m1?mode=memory", str(good)]):  # fmt: skip
+                    ["import", "file:m1?mode=memory", str(good)],
+                    ["stats", "file:/m2?vfs=memdb"]):  # fmt: skip
         code, out, err = run(capsys, *command)
         assert code == 2 and out == ""
         _one_error_line(err, "is a store in memory")

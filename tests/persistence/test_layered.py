@@ -435,6 +435,11 @@ def test_layers_that_name_one_database_are_refused_before_anything_is_made(
     for spelling in (f"file:{path}", f"file://{path}?mode=rwc"):  # a URI of the same file
         with pytest.raises(InvalidValueError, match="one database"):
             SynapseStore.layered(local=path, shared=spelling)
+    memdb = "file:/synapse-layers-test?vfs=memdb"  # SQLite shares a memdb name begun by "/"
+    with pytest.raises(InvalidValueError, match="one database"):
+        SynapseStore.layered(local=memdb, shared=memdb)
+    private = "file:synapse-layers-test?vfs=memdb"  # one database per connection: two here
+    SynapseStore.layered(local=private, shared=private).close()  # refused as one file before
     with SynapseStore.layered(local=":memory:", shared=":memory:") as store:  # two databases
         store.reinforce_many(
             [CoActivation(["a", "b"]), CoActivation(["a", "b"], namespace="shared")]
