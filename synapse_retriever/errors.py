@@ -107,7 +107,7 @@ class CorruptDatabaseError(NotASynapseDatabaseError):
     >>> with SynapseStore(path) as store:
     ...     _ = store.reinforce([f"file{i}.py" for i in range(20)], at=0)
     >>> with open(path, "r+b") as file:  # a disk or a copy gone wrong: a page overwritten
-    ...     _ = file.seek(4096)  # the second page, here the edges table's first
+    ...     _ = file.seek(4096)  # past its first pages: the roots of some of its tables
     ...     _ = file.write(bytes(range(256)) * 16)
     >>> try:
     ...     SynapseStore(path)

@@ -273,8 +273,11 @@ half the bytes per commit. ``bench perf`` at 1M edges, four runs in turn against
 against 29,176 (bare SQLite's 86,000 against 71,846); at 10,000 edges on a file 41,828 against
 37,050. It costs a little elsewhere: a sweep of 63,697 edges 0.51 s against 0.46 s, opening
 from the snapshot 0.30 s against 0.27 s, 1,000-event batches 1 to 4% fewer. 8 KiB was slower
-still for one event. A store keeps the size it was made with: a file made before, or at
-another size, is read and written as it is."""
+still for one event. Set where this class creates the store: a missing or empty file, or a
+database in memory. A store keeps the size it was made with: a file made before or at another
+size, one SQLite had given a header before (a journal mode or ``user_version`` set on an empty
+database), or a shared in-memory database another connection opened first is read and written
+as it is."""
 
 SIDE_FILES = ("-wal", "-shm", "-journal")
 """What SQLite appends to a database's name for its side files (write-ahead log, shared

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import logging
@@ -1123,6 +1124,15 @@ def test_a_read_only_file_is_refused_in_a_typed_error_and_left_untouched(tmp_pat
     with read_only(path), pytest.raises(ReadOnlyStoreError, match="writes every turn"):
         ConversationMemory(path)
     assert path.read_bytes() == before
+
+
+def test_a_new_memory_file_is_made_with_the_stores_small_pages(tmp_path: Path) -> None:
+    # made through the store's SQLiteStorage: PAGE_SIZE, as a store file is
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("Deploys move to Fridays.", at=0)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == 2048
 
 
 def test_a_damaged_turns_table_is_refused_at_open(tmp_path: Path) -> None:

@@ -266,20 +266,35 @@ def _page_size(store: SynapseStore) -> int:
     return int(store._storage._db.execute("PRAGMA page_size").fetchone()[0])  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("where", [":memory:", "file", "empty file"])
+@pytest.mark.parametrize(
+    "where", [":memory:", "file:new?mode=memory&cache=shared", "file", "empty file", "file: URI"]
+)
 def test_a_new_store_is_made_with_small_pages(tmp_path: Path, where: str) -> None:
     # half the bytes of SQLite's default per page a commit writes (PAGE_SIZE)
     from synapse_retriever.persistence.sqlite import PAGE_SIZE
 
-    path = ":memory:" if where == ":memory:" else str(tmp_path / "new.db")
+    path = where if where.startswith((":", "file:new")) else str(tmp_path / "new.db")
     if where == "empty file":
         Path(path).touch()
-    with SynapseStore(path) as store:
+    with SynapseStore(f"file:{path}" if where == "file: URI" else path) as store:
         store.reinforce(["a", "b", "c"], at=0)
         assert _page_size(store) == PAGE_SIZE == 2048
-    if where != ":memory:":
+    if not where.startswith((":", "file:new")):
         with SynapseStore(path) as reopened:
             assert _page_size(reopened) == 2048 and reopened.edge("a", "c") is not None
+
+
+def test_a_file_sqlite_gave_a_header_keeps_its_pages(tmp_path: Path) -> None:
+    # an empty database in WAL mode already has its page size: SQLite ignores another
+    path = tmp_path / "made.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA page_size = 8192")
+        db.execute("PRAGMA journal_mode = WAL")
+    with SynapseStore(path) as store:
+        store.reinforce(["a", "b"], at=0)
+        assert _page_size(store) == 8192
+    with SynapseStore(path) as reopened:
+        assert reopened.edge("a", "b") is not None
 
 
 def test_a_store_made_with_other_pages_is_read_and_written_as_it_is(
