@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from synapse_retriever.config import check_size
+from synapse_retriever.config import MAX_NAME_BYTES, check_size
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "coactivation_set",
     "content_id",
     "is_node_id",
+    "run_event_id",
     "validate_node_id",
 ]
 
@@ -174,3 +175,23 @@ def content_id(text: str) -> str:
     if not isinstance(text, str):
         raise InvalidTypeError(f"content must be a str, got {type(text).__name__}")
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def run_event_id(source: str, namespace: str, run: object) -> str:
+    """The event id of a framework's run: ``source:namespace:run``, so that handlers sharing
+    a store count a run once. A namespace too long for that to fit an id (ids hold at most
+    :data:`~synapse_retriever.config.MAX_NAME_BYTES` bytes) is named by its
+    :func:`content_id` instead; a namespace never begins ``sha256:``, so the two forms never
+    meet.
+
+    Examples
+    --------
+    >>> run_event_id("langchain", "personal", 7)
+    'langchain:personal:7'
+    >>> run_event_id("langchain", "branch:" + "x" * 2040, 7)
+    'langchain:sha256:16354dd7ffb35d3f66107305:7'
+    """
+    event = f"{source}:{namespace}:{run}"
+    if len(event.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES:
+        return event
+    return f"{source}:{content_id(namespace)}:{run}"

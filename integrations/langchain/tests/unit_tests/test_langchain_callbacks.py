@@ -313,14 +313,16 @@ def test_async_runs_learn_the_same(store: SynapseStore) -> None:
     }
 
 
-def test_two_handlers_on_one_store_count_a_run_once(store: SynapseStore) -> None:
-    handlers = [SynapseCallbackHandler(store), SynapseCallbackHandler(store)]
+@pytest.mark.parametrize("namespace", ["personal", "branch:" + "x" * 2030])
+def test_two_handlers_on_one_store_count_a_run_once(store: SynapseStore, namespace: str) -> None:
+    # a namespace near the 2,048-byte cap made the run's event id too long: nothing learned
+    handlers = [SynapseCallbackHandler(store, namespace=namespace) for _ in range(2)]
     run = agent((read_file, {"path": "a.py"}), (read_file, {"path": "b.py"}))
     run.invoke("task", {"callbacks": handlers})
-    edge = store.edge("a.py", "b.py")
+    edge = store.edge("a.py", "b.py", namespace)
     assert edge is not None and edge.activation_count == 1
     run.invoke("again", {"callbacks": handlers})  # another run is another event
-    edge = store.edge("a.py", "b.py")
+    edge = store.edge("a.py", "b.py", namespace)
     assert edge is not None and edge.activation_count == 2
 
 
