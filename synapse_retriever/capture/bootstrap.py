@@ -211,7 +211,7 @@ def _moved(store: SynapseStore, commit: Commit, namespace: str, index: int) -> b
     known = store.neighbours(old, at=commit.commit_time, namespace=namespace)
     if any(edge.last_reinforced_at > commit.commit_time for _, edge, _ in known):
         return False
-    event_id = f"{commit.event_id(namespace)}#{index}"
+    event_id = commit.event_id(namespace, f"#{index}")
     try:
         return store.rename(old, new, namespace, event_id=event_id) > 0
     except MergeRefusedError:

@@ -25,7 +25,7 @@ __all__ = [
     "coactivation_set",
     "content_id",
     "is_node_id",
-    "run_event_id",
+    "namespaced_id",
     "validate_node_id",
 ]
 
@@ -177,21 +177,21 @@ def content_id(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def run_event_id(source: str, namespace: str, run: object) -> str:
-    """The event id of a framework's run: ``source:namespace:run``, so that handlers sharing
-    a store count a run once. A namespace too long for that to fit an id (ids hold at most
-    :data:`~synapse_retriever.config.MAX_NAME_BYTES` bytes) is named by its
-    :func:`content_id` instead; a namespace never begins ``sha256:``, so the two forms never
-    meet.
+def namespaced_id(head: str, namespace: str, tail: str = "") -> str:
+    """An event id naming ``namespace`` between ``head`` and ``tail``, so that each namespace
+    counts its events once: ``head + namespace + tail``, or, where that would pass
+    :data:`~synapse_retriever.config.MAX_NAME_BYTES` bytes (a namespace near the cap), the
+    namespace's :func:`content_id` in its place. A namespace never begins ``sha256:``, so
+    the two forms never meet.
 
     Examples
     --------
-    >>> run_event_id("langchain", "personal", 7)
+    >>> namespaced_id("langchain:", "personal", ":7")
     'langchain:personal:7'
-    >>> run_event_id("langchain", "branch:" + "x" * 2040, 7)
+    >>> namespaced_id("langchain:", "branch:" + "x" * 2040, ":7")
     'langchain:sha256:16354dd7ffb35d3f66107305:7'
     """
-    event = f"{source}:{namespace}:{run}"
+    event = f"{head}{namespace}{tail}"
     if len(event.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES:
         return event
-    return f"{source}:{content_id(namespace)}:{run}"
+    return f"{head}{content_id(namespace)}{tail}"

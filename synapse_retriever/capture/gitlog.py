@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from synapse_retriever.capture.coactivation import is_node_id
+from synapse_retriever.capture.coactivation import is_node_id, namespaced_id
 from synapse_retriever.errors import InvalidValueError, SynapseError, shown
 
 __all__ = [
@@ -111,19 +111,23 @@ class Commit:
     deleted: tuple[str, ...] = ()
     renamed: tuple[tuple[str, str], ...] = ()
 
-    def event_id(self, namespace: str = "shared") -> str:
+    def event_id(self, namespace: str = "shared", tail: str = "") -> str:
         """The id under which this commit is reinforced in ``namespace``: ``git:<sha>``
-        in ``shared``, else ``git:<sha>@<namespace>``, so each namespace replays a history
-        once. Before ids named their namespace, every namespace got ``git:<sha>``: a store
-        bootstrapped then outside ``shared`` replays the history there again.
+        in ``shared``, else ``git:<sha>@<namespace>`` (:func:`namespaced_id`: a namespace
+        near the 2,048-byte cap by its hash), so each namespace replays a history once;
+        ``tail`` follows (a rename's ``#<index>``). Before ids named their namespace, every
+        namespace got ``git:<sha>``: a store bootstrapped then outside ``shared`` replays
+        the history there again.
 
         Examples
         --------
         >>> commit = Commit("c0ffee", (), 0.0, 0.0, "msg", ("a.py", "b.py"))
-        >>> commit.event_id(), commit.event_id("branch/main")
-        ('git:c0ffee', 'git:c0ffee@branch/main')
+        >>> commit.event_id(), commit.event_id("branch:main"), commit.event_id("shared", "#0")
+        ('git:c0ffee', 'git:c0ffee@branch:main', 'git:c0ffee#0')
         """
-        return f"git:{self.sha}" if namespace == "shared" else f"git:{self.sha}@{namespace}"
+        if namespace == "shared":
+            return f"git:{self.sha}{tail}"
+        return namespaced_id(f"git:{self.sha}@", namespace, tail)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,24 @@ def test_since_and_namespace(project: Path) -> None:
         assert edge is not None and edge.activation_count == 2
 
 
+def test_a_namespace_near_the_cap_replays_a_history_and_its_renames_once(tmp_path: Path) -> None:
+    # its commits' ids (git:<sha>@<namespace>) passed 2,048 bytes: bootstrap refused the run
+    namespace = "branch:" + "x" * 2030
+    repo = init(tmp_path / "repo")
+    commit(repo, "jwt", {"jwt.py": "V = 1\n", "keys.py": "K = 1\n"}, at=BASE)
+    _rename(repo, "jwt.py", "auth/jwt.py", BASE + DAY, also={"keys.py": "K = 2\n"})
+    path = tmp_path / "store.db"
+    with SynapseStore(path) as store:
+        report = bootstrap(store, repo, namespace=namespace)
+        assert (report.replayed, report.renamed) == (2, 1)
+        edge = store.edge("auth/jwt.py", "keys.py", namespace)
+        assert edge is not None and edge.activation_count == 2
+    with SynapseStore(path) as store:
+        again = bootstrap(store, repo, namespace=namespace)
+        assert (again.replayed, again.already_seen, again.renamed) == (0, 2, 0)
+        assert store.edge("auth/jwt.py", "keys.py", namespace) == edge
+
+
 def test_an_older_commit_merged_later_is_replayed_at_the_edge_time(tmp_path: Path) -> None:
     repo = init(tmp_path / "repo")
     commit(repo, "one", {"a.py": "1\n", "b.py": "1\n"}, at=BASE)

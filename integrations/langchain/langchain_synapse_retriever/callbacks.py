@@ -15,7 +15,7 @@ from synapse_retriever import (
     SynapseStore,
     validate_namespace,
 )
-from synapse_retriever.capture.coactivation import is_node_id, run_event_id
+from synapse_retriever.capture.coactivation import is_node_id, namespaced_id
 from synapse_retriever.clock import finite_real
 from synapse_retriever.errors import shown
 
@@ -126,7 +126,7 @@ class SynapseCallbackHandler(BaseCallbackHandler):
             )
         used = ids
         if used:  # an event id: handlers sharing a store count a run once
-            event = run_event_id("langchain", self.namespace, run_id)
+            event = namespaced_id("langchain:", self.namespace, f":{run_id}")
             self.store.reinforce(used, self.strength, self.namespace, event_id=event)
 
     # -- callbacks -----------------------------------------------------------------------

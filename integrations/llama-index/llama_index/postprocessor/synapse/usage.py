@@ -36,7 +36,7 @@ from llama_index.postprocessor.synapse.base import (
 from pydantic import InstanceOf
 
 from synapse_retriever import InvalidTypeError, RunCollector
-from synapse_retriever.capture.coactivation import is_node_id, run_event_id
+from synapse_retriever.capture.coactivation import is_node_id, namespaced_id
 from synapse_retriever.errors import shown
 
 __all__ = ["SynapseUsageEvent", "SynapseUsageHandler", "mark_used"]
@@ -241,7 +241,7 @@ class SynapseUsageHandler(BaseEventHandler):
             if len(set(used)) > 1:
                 processor = self.postprocessor
                 namespace = processor.active_namespace
-                event = run_event_id("llamaindex", namespace, span)
+                event = namespaced_id("llamaindex:", namespace, f":{span}")
                 write = functools.partial(  # at the span's end, whenever it is written
                     processor.store.reinforce,
                     used,
