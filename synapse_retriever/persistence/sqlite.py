@@ -85,6 +85,7 @@ __all__ = [
     "opened_file",
     "same_database",
     "same_file",
+    "shared_memory",
     "typed_error",
     "typed_errors",
     "write_locked",
@@ -1245,7 +1246,9 @@ def begin_write(
     ...     print(str(error).partition(" ")[2])
     was deleted, moved or replaced while it was open: nothing was written; open it again
     """
-    private = in_memory(path)  # no other connection waits on its lock: as it is
+    # no other connection waits on its lock (a shared cache's lock waits on no busy handler):
+    # as it is; a memdb database shared by name waits as a file does
+    private = in_memory(path) and (shared_memory(path) or ("",))[0] != "memdb"
     if not private:
         db.execute("PRAGMA busy_timeout = 0")  # waited for outside the caller's locks
     try:
@@ -1292,16 +1295,13 @@ def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     >>> same_database(":memory:", ":memory:"), same_database("file:m?mode=memory&cache=shared",
     ...                                                       "file:m?mode=memory&cache=shared")
     (False, True)
-    >>> same_database("file:/m?vfs=memdb", "file:/m?vfs=memdb"), same_database(
+    >>> same_database("file:/m?vfs=memdb", "file:///m?vfs=memdb"), same_database(
     ...     "file:m?vfs=memdb", "file:m?vfs=memdb")
     (True, False)
     """
     a, b = os.fspath(a), os.fspath(b)
     if in_memory(a) or in_memory(b):
-        shared = "cache=shared" in _uri_parameters(a) or (  # memdb shares a name begun by "/"
-            "vfs=memdb" in _uri_parameters(a) and uri_file(a).startswith("/")
-        )
-        return a == b and shared
+        return shared_memory(a) is not None and shared_memory(a) == shared_memory(b)
     return same_file(uri_file(a), uri_file(b))
 
 
@@ -1468,10 +1468,32 @@ def in_memory(path: str) -> bool:
 
 
 def _uri_parameters(path: str) -> set[str]:
-    """A ``file:`` URI's query parameters as ``name=value``, lower case (none for a path)."""
+    """A ``file:`` URI's query parameters as ``name=value`` (none for a path), as SQLite
+    matches them: letter case counts (SQLite opens a file for ``VFS=memdb``)."""
     if not path.startswith("file:"):
         return set()
-    return {part.lower() for part in path.partition("?")[2].partition("#")[0].split("&")}
+    return set(path.partition("?")[2].partition("#")[0].split("&"))
+
+
+def shared_memory(path: str) -> tuple[str, str] | None:
+    """How the connections of one process share the database in memory at ``path``: a memdb
+    name begun by ``/`` (``("memdb", name)``) or a shared cache (``("cache", name)``); None
+    where each connection has its own (``":memory:"``, another memdb name) or ``path`` is no
+    database in memory.
+
+    Examples
+    --------
+    >>> shared_memory("file:///team?vfs=memdb"), shared_memory("file:m?mode=memory&cache=shared")
+    (('memdb', '/team'), ('cache', 'm'))
+    >>> shared_memory("file:team?vfs=memdb"), shared_memory(":memory:"), shared_memory("a.db")
+    (None, None, None)
+    """
+    if not in_memory(path):
+        return None
+    parameters, name = _uri_parameters(path), uri_file(path)
+    if "vfs=memdb" in parameters:
+        return ("memdb", name) if name.startswith("/") else None
+    return ("cache", name) if "cache=shared" in parameters else None
 
 
 def uri_file(path: str) -> str:

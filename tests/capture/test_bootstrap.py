@@ -3,6 +3,8 @@ files renamed in the history."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,10 @@ def test_a_namespace_near_the_cap_replays_a_history_and_its_renames_once(tmp_pat
         again = bootstrap(store, repo, namespace=namespace)
         assert (again.replayed, again.already_seen, again.renamed) == (0, 2, 0)
         assert store.edge("auth/jwt.py", "keys.py", namespace) == edge
+    with contextlib.closing(sqlite3.connect(path)) as db:  # two commits and the rename, hashed
+        ids = [row[0] for row in db.execute("SELECT id FROM events")]
+    forms = sorted((i.split("@")[1][:7], i.endswith("#0")) for i in ids)
+    assert forms == [("sha256:", False), ("sha256:", False), ("sha256:", True)]
 
 
 def test_an_older_commit_merged_later_is_replayed_at_the_edge_time(tmp_path: Path) -> None:

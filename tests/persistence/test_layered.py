@@ -436,8 +436,10 @@ def test_layers_that_name_one_database_are_refused_before_anything_is_made(
         with pytest.raises(InvalidValueError, match="one database"):
             SynapseStore.layered(local=path, shared=spelling)
     memdb = "file:/synapse-layers-test?vfs=memdb"  # SQLite shares a memdb name begun by "/"
-    with pytest.raises(InvalidValueError, match="one database"):
-        SynapseStore.layered(local=memdb, shared=memdb)
+    for spelling in (memdb, "file:///synapse-layers-test?vfs=memdb", f"{memdb}#x",
+                     "file://localhost/synapse-layers-%74est?vfs=memdb&"):  # fmt: skip
+        with pytest.raises(InvalidValueError, match="one database"):
+            SynapseStore.layered(local=memdb, shared=spelling)  # a write then waited for ever
     private = "file:synapse-layers-test?vfs=memdb"  # one database per connection: two here
     SynapseStore.layered(local=private, shared=private).close()  # refused as one file before
     with SynapseStore.layered(local=":memory:", shared=":memory:") as store:  # two databases

@@ -706,3 +706,30 @@ def test_a_uri_of_another_sqlite_file_system_is_opened_and_written() -> None:
     with SynapseStore("file:/synapse-test-shared?vfs=memdb") as store:
         assert store.reinforce(["a", "b"], at=0) == 1
         assert store.edge("a", "b") is not None
+
+
+def test_a_write_to_a_memdb_database_shared_by_name_waits_outside_the_busy_handler() -> None:
+    # SQLite's busy handler waits on a memdb lock shared by name, as on a file's: a write
+    # held busy_timeout_s in BEGIN, then again outside it (2 s where 1 s was asked)
+    uri = "file:/synapse-test-busy?vfs=memdb"
+    with SynapseStore(uri) as store:
+        db = store._storage._db  # type: ignore[attr-defined]
+        statements: list[str] = []
+        db.set_trace_callback(statements.append)
+        store.reinforce(["a", "b"], at=0)
+        db.set_trace_callback(None)
+    assert "PRAGMA busy_timeout = 0" in statements
+
+
+@pytest.mark.parametrize("parameter", ["VFS=memdb", "MODE=memory"])
+def test_a_uri_parameter_sqlite_does_not_read_leaves_a_file_store(
+    tmp_path: Path, parameter: str
+) -> None:
+    # SQLite matches a URI's parameters by their letters' case: it opens the file, which was
+    # taken for a store in memory (no WAL, no snapshot; the CLI refused it)
+    path = tmp_path / "s.db"
+    with SynapseStore(f"file:{path}?{parameter}") as store:
+        store.reinforce(["a", "b"], at=0)
+        db = store._storage._db  # type: ignore[attr-defined]
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert main(["stats", f"file:{path}?{parameter}"]) == 0
