@@ -1453,47 +1453,60 @@ def _corrupt_message(path: str, detail: str) -> str:
 def in_memory(path: str) -> bool:
     """Whether SQLite opens ``path`` as a database in memory: ``:memory:``, or a ``file:``
     URI named ``:memory:``, with ``mode=memory``, or on SQLite's memdb file system
-    (``vfs=memdb``, as ``MEMDB_URI``).
+    (``vfs=memdb``, as ``MEMDB_URI``), its parameters read as SQLite reads them
+    (:func:`_uri_parameters`).
 
     Examples
     --------
     >>> in_memory(":memory:"), in_memory("file:m1?mode=memory&cache=shared"), in_memory("a.db")
     (True, True, False)
-    >>> in_memory("file:/team?vfs=memdb")
-    True
+    >>> in_memory("file:/team?vfs=memdb"), in_memory("file:s.db?MODE=memory")
+    (True, False)
     """
-    if path == ":memory:" or path.startswith("file::memory:"):
+    if path == ":memory:" or (path.startswith("file:") and uri_file(path) == ":memory:"):
         return True
-    return bool({"mode=memory", "vfs=memdb"} & _uri_parameters(path))
+    parameters = _uri_parameters(path)
+    return parameters.get("mode") == "memory" or parameters.get("vfs") == "memdb"
 
 
-def _uri_parameters(path: str) -> set[str]:
-    """A ``file:`` URI's query parameters as ``name=value`` (none for a path), as SQLite
-    matches them: letter case counts (SQLite opens a file for ``VFS=memdb``)."""
+def _uri_parameters(path: str) -> dict[str, str]:
+    """A ``file:`` URI's query parameters (none for a path), as SQLite reads them: names and
+    values percent-decoded, letter case kept (SQLite opens a file for ``VFS=memdb``), the
+    last of a name repeated.
+
+    Examples
+    --------
+    >>> _uri_parameters("file:/x?vfs=%6Demdb&cache=shared&cache=private#f")
+    {'vfs': 'memdb', 'cache': 'private'}
+    """
     if not path.startswith("file:"):
-        return set()
-    return set(path.partition("?")[2].partition("#")[0].split("&"))
+        return {}
+    query = path.partition("?")[2].partition("#")[0]
+    pairs = (part.partition("=") for part in query.split("&") if part)
+    return {urllib.parse.unquote(name): urllib.parse.unquote(value) for name, _, value in pairs}
 
 
 def shared_memory(path: str) -> tuple[str, str] | None:
     """How the connections of one process share the database in memory at ``path``: a memdb
     name begun by ``/`` (``("memdb", name)``) or a shared cache (``("cache", name)``); None
-    where each connection has its own (``":memory:"``, another memdb name) or ``path`` is no
-    database in memory.
+    where each connection has its own (``":memory:"``, ``mode=memory`` without a shared
+    cache, another memdb name) or ``path`` is no database in memory.
 
     Examples
     --------
     >>> shared_memory("file:///team?vfs=memdb"), shared_memory("file:m?mode=memory&cache=shared")
     (('memdb', '/team'), ('cache', 'm'))
-    >>> shared_memory("file:team?vfs=memdb"), shared_memory(":memory:"), shared_memory("a.db")
-    (None, None, None)
+    >>> shared_memory("file:team?vfs=memdb"), shared_memory("file:/t?vfs=memdb&mode=memory")
+    (None, None)
+    >>> shared_memory(":memory:"), shared_memory("a.db")
+    (None, None)
     """
     if not in_memory(path):
         return None
     parameters, name = _uri_parameters(path), uri_file(path)
-    if "vfs=memdb" in parameters:
+    if parameters.get("vfs") == "memdb" and parameters.get("mode") != "memory":
         return ("memdb", name) if name.startswith("/") else None
-    return ("cache", name) if "cache=shared" in parameters else None
+    return ("cache", name) if parameters.get("cache") == "shared" else None
 
 
 def uri_file(path: str) -> str:

@@ -721,6 +721,40 @@ def test_a_write_to_a_memdb_database_shared_by_name_waits_outside_the_busy_handl
     assert "PRAGMA busy_timeout = 0" in statements
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("file:/st-a?vfs=memdb", "file:/st-a?vfs=%6Demdb"),  # SQLite decodes a parameter
+        ("file:/st-b?vfs=memdb", "file:///st-b?v%66s=memdb#f"),
+        ("file:/st-c?vfs=memdb&mode=memory", "file:/st-c?vfs=memdb&mode=memory"),  # private
+        ("file:st-d?vfs=memdb", "file:st-d?vfs=memdb"),  # a memdb name without "/": private
+        ("file:st-e?mode=memory&cache=shared", "file:st-e?cache=shared&mode=memory"),
+        ("file:st-f?mode=memory&cache=shared", "file:st-f?mode=memory&cache=shared&cache=private"),
+        ("file:st-g?mode=memory&cache=shared&mode=rwc", "st-g"),  # the last mode: a file
+        ("file::memory:st-h", "file::memory:st-h"),  # a file named ":memory:st-h"
+        ("file:%3Amemory%3A?cache=shared", "file::memory:?cache=shared"),
+        (":memory:", ":memory:"),
+    ],
+)
+def test_one_database_in_memory_is_what_sqlite_opens_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, a: str, b: str
+) -> None:
+    # each pair as SQLite itself opens it: a table one connection makes, the other sees
+    from synapse_retriever.persistence.sqlite import in_memory, same_database
+
+    monkeypatch.chdir(tmp_path)
+    with (
+        contextlib.closing(sqlite3.connect(a, uri=True)) as one,
+        contextlib.closing(sqlite3.connect(b, uri=True)) as other,
+    ):
+        one.execute("CREATE TABLE probe (x)")
+        one.commit()
+        seen = other.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 1
+    files = list(tmp_path.iterdir())
+    assert same_database(a, b) is seen
+    assert in_memory(a) is in_memory(b) is not bool(files)  # in memory: no file was made
+
+
 @pytest.mark.parametrize("parameter", ["VFS=memdb", "MODE=memory"])
 def test_a_uri_parameter_sqlite_does_not_read_leaves_a_file_store(
     tmp_path: Path, parameter: str
