@@ -1248,7 +1248,8 @@ def begin_write(
     """
     # no other connection waits on its lock (a shared cache's lock waits on no busy handler):
     # as it is; a memdb database shared by name waits as a file does
-    private = in_memory(path) and (shared_memory(path) or ("",))[0] != "memdb"
+    shared = shared_memory(path)
+    private = in_memory(path) and (shared is None or shared[0] == "cache")
     if not private:
         db.execute("PRAGMA busy_timeout = 0")  # waited for outside the caller's locks
     try:
