@@ -148,7 +148,9 @@ def validate_namespace(namespace: object) -> str:
 'ephemeral' or 'branch:<name>', got 'team'
     """
     if not isinstance(namespace, str):
-        raise InvalidTypeError(f"namespace must be a str, got {type(namespace).__name__}")
+        raise InvalidTypeError(
+            f"namespace must be a str, got {type(namespace).__name__} {shown(namespace)}"
+        )
     if namespace in BASE_NAMESPACES:
         return namespace
     if namespace.startswith("branch:"):
@@ -483,16 +485,16 @@ association gate: got min_association=0.5 with require_association=False
                 f"min_association={self.min_association!r} with require_association=False"
             )
         if self.association_hops not in (1, 2) or isinstance(self.association_hops, bool):
-            raise InvalidValueError(
+            raise _refused(self.association_hops)(
                 f"association_hops must be 1 or 2, got {shown(self.association_hops)}"
             )
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):
-            raise InvalidValueError(
+            raise _refused(self.base_decay)(
                 f"base_decay must be a number in (0, 1), got {shown(self.base_decay)}"
             )
         if not (_is_number(self.unused_base) and math.isfinite(self.unused_base)):
-            raise InvalidValueError(
+            raise _refused(self.unused_base)(
                 f"unused_base must be a finite number, got {shown(self.unused_base)}"
             )
         for name, minimum in (("seeds", 1), ("max_inject", 0), ("association_fan", 0)):
@@ -810,7 +812,9 @@ not of this configuration's 'actr' rule
     def _locate(self, name: str) -> tuple[str, str]:
         """``(group, field)`` of ``name``, with group ``""`` for the config's own fields."""
         if not isinstance(name, str):
-            raise InvalidTypeError(f"a field's name must be a str, got {type(name).__name__}")
+            raise InvalidTypeError(
+                f"a field's name must be a str, got {type(name).__name__} {shown(name)}"
+            )
         group, _, key = name.rpartition(".")
         for part in ("", *GROUPS):
             held = getattr(self, part) if part else self
@@ -886,22 +890,37 @@ def _mapping(name: str, value: object) -> dict[str, float]:
 
 def _check_type(name: str, value: object, kind: type | tuple[type, ...], expected: str) -> None:
     if not isinstance(value, kind):
-        raise InvalidTypeError(f"{name} must be {expected}, got {type(value).__name__}")
+        raise InvalidTypeError(
+            f"{name} must be {expected}, got {type(value).__name__} {shown(value)}"
+        )
+
+
+def _refused(value: object) -> type[InvalidValueError] | type[InvalidTypeError]:
+    """What refuses ``value`` where a number was expected: InvalidTypeError for no number at
+    all (a str, None, a bool), else InvalidValueError (one out of range, NaN, too large).
+
+    Examples
+    --------
+    >>> _refused("2").__name__, _refused(True).__name__, _refused(-1.0).__name__
+    ('InvalidTypeError', 'InvalidTypeError', 'InvalidValueError')
+    """
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return InvalidValueError if number else InvalidTypeError
 
 
 def _check_integer(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
+        raise _refused(value)(f"{name} must be an integer >= {minimum}, got {shown(value)}")
 
 
 def _check_unit(name: str, value: object) -> None:
     if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
-        raise InvalidValueError(f"{name} must be a number in [0, 1], got {shown(value)}")
+        raise _refused(value)(f"{name} must be a number in [0, 1], got {shown(value)}")
 
 
 def _check_non_negative(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value >= 0):  # type: ignore[arg-type, operator]
-        raise InvalidValueError(f"{name} must be a finite number >= 0, got {shown(value)}")
+        raise _refused(value)(f"{name} must be a finite number >= 0, got {shown(value)}")
 
 
 def _check_half_life(name: str, days: float) -> None:
@@ -912,7 +931,7 @@ def _check_half_life(name: str, days: float) -> None:
 
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
-        raise InvalidValueError(f"{name} must be a finite number > 0, got {shown(value)}")
+        raise _refused(value)(f"{name} must be a finite number > 0, got {shown(value)}")
 
 
 def _is_number(value: object) -> bool:

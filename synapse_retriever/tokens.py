@@ -142,7 +142,7 @@ def approximate_tokens(text: str) -> int:
     10
     """
     if not isinstance(text, str):
-        raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
+        raise InvalidTypeError(f"text must be a str, got {type(text).__name__} {shown(text)}")
     return len(_PIECE.findall(text))
 
 
@@ -161,7 +161,8 @@ def checked_counter(token_counter: TokenCounter | None) -> TokenCounter:
         return approximate_tokens
     if not callable(token_counter):
         raise InvalidTypeError(
-            f"token_counter must be a callable str -> int, got {type(token_counter).__name__}"
+            f"token_counter must be a callable str -> int, got {type(token_counter).__name__} "
+            f"{shown(token_counter)}"
         )
 
     def count(text: str) -> int:

@@ -150,3 +150,26 @@ def test_a_bad_value_holding_a_huge_int_is_named_not_a_failed_message(what: str)
     message = str(refused.value)
     assert len(message) < 300, message[:300]
     assert "cannot be printed" in message or "16610 bits" in message, message
+
+
+WRONG_TYPES: dict[str, tuple[Callable[[SynapseStore], object], str]] = {
+    # each was refused naming only the type ("got int"), or as a ValueError
+    "an event id": (lambda s: s.reinforce(["a", "c"], event_id=5), "got 5"),  # type: ignore[arg-type]
+    "a namespace": (lambda s: s.reinforce(["a", "c"], namespace=1), "got int 1"),  # type: ignore[arg-type]
+    "nodes": (lambda s: s.reinforce(5), "got int 5"),  # type: ignore[arg-type]
+    "a recall constant": (lambda s: SynapseConfig.actr(keep_bonus="2"), "got '2'"),
+    "a count": (lambda s: Learning(recent_events="3"), "got '3'"),  # type: ignore[arg-type]
+    "a rate": (lambda s: Learning(learning_rate=True), "got True"),
+    "a turn's text": (lambda s: _memory().add_turn(5), "got int 5"),  # type: ignore[arg-type]
+    "a query": (lambda s: _memory().assemble(5, 100), "got int 5"),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("what", list(WRONG_TYPES))
+def test_a_value_of_the_wrong_type_is_a_type_error_naming_it(
+    store: SynapseStore, what: str
+) -> None:
+    call, named = WRONG_TYPES[what]
+    with pytest.raises(InvalidTypeError) as refused:
+        call(store)
+    assert isinstance(refused.value, TypeError) and named in str(refused.value), refused.value

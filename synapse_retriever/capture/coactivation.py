@@ -146,7 +146,7 @@ def coactivation_set(nodes: Iterable[str], *, limit: int | None = None) -> list[
         items = list(nodes)
     except TypeError:
         raise InvalidTypeError(
-            f"nodes must be an iterable of ids, got {type(nodes).__name__}"
+            f"nodes must be an iterable of ids, got {type(nodes).__name__} {shown(nodes)}"
         ) from None
     unique = list(dict.fromkeys(validate_node_id(node) for node in items))
     if limit is not None and len(unique) > limit:
@@ -173,7 +173,7 @@ def content_id(text: str) -> str:
     'sha256:bc98021b1b25ad7c1e15bf34'
     """
     if not isinstance(text, str):
-        raise InvalidTypeError(f"content must be a str, got {type(text).__name__}")
+        raise InvalidTypeError(f"content must be a str, got {type(text).__name__} {shown(text)}")
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 

@@ -380,7 +380,8 @@ class ContextConfig:
             )
         if not isinstance(self.temperatures, Mapping):
             raise InvalidTypeError(
-                f"temperatures must be a mapping, got {type(self.temperatures).__name__}"
+                f"temperatures must be a mapping, got {type(self.temperatures).__name__} "
+                f"{shown(self.temperatures)}"
             )
         temperatures = dict(self.temperatures)
         for mode, value in temperatures.items():
@@ -409,7 +410,9 @@ def checked_context(config: object) -> ContextConfig | None:
     synapse_retriever.errors.InvalidTypeError: config must be a ContextConfig, got dict
     """
     if config is not None and not isinstance(config, ContextConfig):
-        raise InvalidTypeError(f"config must be a ContextConfig, got {type(config).__name__}")
+        raise InvalidTypeError(
+            f"config must be a ContextConfig, got {type(config).__name__} {shown(config)}"
+        )
     return config
 
 

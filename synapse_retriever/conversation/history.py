@@ -64,7 +64,7 @@ from synapse_retriever.conversation.embed import (
 from synapse_retriever.conversation.levels import Level
 from synapse_retriever.conversation.summarize import ExtractiveSummarizer
 from synapse_retriever.conversation.text import TermStats
-from synapse_retriever.errors import InvalidTypeError
+from synapse_retriever.errors import InvalidTypeError, shown
 from synapse_retriever.tokens import TokenCounter, check_tokens, checked_counter
 
 __all__ = ["HistoryMessage", "TrimmedMessage", "tool_groups", "trim_history"]
@@ -243,21 +243,26 @@ def trim_history(
     max_tokens = check_tokens("max_tokens", max_tokens)
     if start_on is not None and not isinstance(start_on, str):
         raise InvalidTypeError(
-            f"start_on must be a role (str) or None, got {type(start_on).__name__}"
+            f"start_on must be a role (str) or None, got {type(start_on).__name__} "
+            f"{shown(start_on)}"
         )
     for i, message in enumerate(messages):
         if not isinstance(message, HistoryMessage):
             raise InvalidTypeError(
-                f"messages[{i}] must be a HistoryMessage, got {type(message).__name__}"
+                f"messages[{i}] must be a HistoryMessage, got {type(message).__name__} "
+                f"{shown(message)}"
             )
         if not isinstance(message.text, str):
             raise InvalidTypeError(
-                f"messages[{i}].text must be a str, got {type(message.text).__name__}"
+                f"messages[{i}].text must be a str, got {type(message.text).__name__} "
+                f"{shown(message.text)}"
             )
         check_unicode(f"messages[{i}].text", message.text)  # else its index raises midway
     if query is not None:
         if not isinstance(query, str):
-            raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+            raise InvalidTypeError(
+                f"query must be a str or None, got {type(query).__name__} {shown(query)}"
+            )
         check_unicode("query", query)
     config = checked_context(config) or ContextConfig()
     count = checked_counter(token_counter)

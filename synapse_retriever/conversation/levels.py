@@ -209,7 +209,8 @@ def plan_levels(
         for name, values in (("importance", importance), ("costs", costs)):
             if not isinstance(values, Iterable) or isinstance(values, str | bytes):
                 raise InvalidTypeError(
-                    f"{name} must be a sequence, one per turn, got {type(values).__name__}"
+                    f"{name} must be a sequence, one per turn, got {type(values).__name__} "
+                    f"{shown(values)}"
                 )
         importance, costs = list(importance), list(costs)  # a generator is read once
         _check_plan(costs, budget, working_memory, demotion, overflow)

@@ -255,18 +255,23 @@ class ConversationMemory:
         )
         if summarizer is not None and not isinstance(summarizer, Summarizer):
             raise InvalidTypeError(
-                f"summarizer must have condense(text, ...), got {type(summarizer).__name__}"
+                f"summarizer must have condense(text, ...), got {type(summarizer).__name__} "
+                f"{shown(summarizer)}"
             )
         if themes is not None and not isinstance(themes, ThemeExtractor):
-            raise InvalidTypeError(f"themes must have themes(texts), got {type(themes).__name__}")
+            raise InvalidTypeError(
+                f"themes must have themes(texts), got {type(themes).__name__} {shown(themes)}"
+            )
         if mode_detector is not None and not isinstance(mode_detector, ModeDetector):
             raise InvalidTypeError(
-                f"mode_detector must have mode(query), got {type(mode_detector).__name__}"
+                f"mode_detector must have mode(query), got {type(mode_detector).__name__} "
+                f"{shown(mode_detector)}"
             )
         self.mode_detector = mode_detector
         if relations is not None and not isinstance(relations, RelationExtractor):
             raise InvalidTypeError(
-                f"relations must have relations(turns), got {type(relations).__name__}"
+                f"relations must have relations(turns), got {type(relations).__name__} "
+                f"{shown(relations)}"
             )
         self.relations = relations
         self.config = config or ContextConfig()
@@ -831,7 +836,9 @@ class ConversationMemory:
             Working memory alone exceeds the budget (with the default ``overflow``).
         """
         if query is not None and not isinstance(query, str):
-            raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+            raise InvalidTypeError(
+                f"query must be a str or None, got {type(query).__name__} {shown(query)}"
+            )
         if query is not None:
             check_unicode("query", query)
         budget_tokens = check_tokens("budget_tokens", budget_tokens)
@@ -986,7 +993,9 @@ class ConversationMemory:
         >>> memory.close()
         """
         if not isinstance(query, str):
-            raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+            raise InvalidTypeError(
+                f"query must be a str, got {type(query).__name__} {shown(query)}"
+            )
         check_unicode("query", query)
         if not is_int(k):
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__} {shown(k)}")
@@ -1223,7 +1232,8 @@ class ConversationMemory:
         threshold = self.config.reinforcement_threshold
         if isinstance(results, Retrieval) or not isinstance(results, Iterable):
             raise InvalidTypeError(
-                f"results must be a sequence of Retrieval objects, got {type(results).__name__}"
+                f"results must be a sequence of Retrieval objects, got {type(results).__name__} "
+                f"{shown(results)}"
             )
         results = list(results)
 
@@ -1233,7 +1243,8 @@ class ConversationMemory:
             for result in results:
                 if not isinstance(result, Retrieval):
                     raise InvalidTypeError(
-                        f"results must be Retrieval objects, got {type(result).__name__}"
+                        f"results must be Retrieval objects, got {type(result).__name__} "
+                        f"{shown(result)}"
                     )
                 row = self._row.get(result.turn_id)
                 if row is None or self._turns[row].text != result.text:
@@ -1759,7 +1770,7 @@ def _check_turn(
     """Refuse a turn that cannot be stored as it is, before anything is."""
     if not isinstance(text, str):
         raise InvalidTypeError(
-            f"text must be a str, got {type(text).__name__}; for multimodal content, "
+            f"text must be a str, got {type(text).__name__} {shown(text)}; for multimodal content, "
             "pass the text parts joined"
         )
     if blank(text):

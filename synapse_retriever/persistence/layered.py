@@ -32,7 +32,12 @@ from contextlib import AbstractContextManager, contextmanager
 import numpy as np
 
 from synapse_retriever.config import validate_namespace
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, StorageUnavailableError
+from synapse_retriever.errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    StorageUnavailableError,
+    shown,
+)
 from synapse_retriever.persistence.protocols import Storage, WriteTransaction
 from synapse_retriever.persistence.rows import (
     EDGE_COLUMNS,
@@ -108,7 +113,8 @@ namespaces, got a bare str 'shared': pass ('shared',)
         )
     if not isinstance(names, Iterable):
         raise InvalidTypeError(
-            f"shared_namespaces must be a collection of namespaces, got {type(names).__name__}"
+            f"shared_namespaces must be a collection of namespaces, got {type(names).__name__} "
+            f"{shown(names)}"
         )
     chosen = frozenset(validate_namespace(name) for name in names)
     if not chosen:

@@ -211,7 +211,9 @@ class SynapseStore:
         read_only: bool = False,
     ) -> None:
         if config is not None and not isinstance(config, SynapseConfig):
-            raise InvalidTypeError(f"config must be a SynapseConfig, got {type(config).__name__}")
+            raise InvalidTypeError(
+                f"config must be a SynapseConfig, got {type(config).__name__} {shown(config)}"
+            )
         if storage is not None and read_only:
             raise InvalidValueError("read_only applies to the store at path, not a storage")
         self.config = config or SynapseConfig()
@@ -324,7 +326,7 @@ config: pass config together with a store path instead
             return store
         if not isinstance(store, (str, os.PathLike)):
             raise InvalidTypeError(
-                f"store must be a SynapseStore or a path, got {type(store).__name__}"
+                f"store must be a SynapseStore or a path, got {type(store).__name__} {shown(store)}"
             )
         return cls(store, config=config)
 
@@ -350,7 +352,7 @@ config: pass config together with a store path instead
             return cls.coerce(store, config)
         if not isinstance(store, (str, os.PathLike)):
             raise InvalidValueError(
-                f"store must be a SynapseStore or a path, got {type(store).__name__}"
+                f"store must be a SynapseStore or a path, got {type(store).__name__} {shown(store)}"
             )
         return store
 
@@ -574,7 +576,7 @@ it holds an open database; open the store again from its path or URL in each pro
             listed = iter(events)
         except TypeError:
             raise InvalidTypeError(
-                f"events must be an iterable of events, got {type(events).__name__}"
+                f"events must be an iterable of events, got {type(events).__name__} {shown(events)}"
             ) from None
         checked = []
         for position, event in enumerate(listed):
@@ -1282,9 +1284,8 @@ def _event_id(event_id: object) -> str | None:
         check_size("event_id", event_id)
         if "\x00" not in event_id:
             return check_unicode("event_id", event_id)
-    raise InvalidValueError(
-        f"event_id must be a non-empty str without NUL, or None, got {shown(event_id)}"
-    )
+    refused = InvalidValueError if isinstance(event_id, str) else InvalidTypeError
+    raise refused(f"event_id must be a non-empty str without NUL, or None, got {shown(event_id)}")
 
 
 def _clamped_strength(strength: object, maximum: float) -> float:

@@ -89,10 +89,13 @@ class SynapseCallbackHandler(BaseCallbackHandler):
         extract: Callable[[str, Any], Iterable[str]] | None = None,
     ) -> None:
         if not isinstance(store, SynapseStore):
-            raise InvalidTypeError(f"store must be a SynapseStore, got {type(store).__name__}")
+            raise InvalidTypeError(
+                f"store must be a SynapseStore, got {type(store).__name__} {shown(store)}"
+            )
         if extract is not None and not callable(extract):
             raise InvalidTypeError(
-                f"extract must be a callable (tool, input) -> ids, got {type(extract).__name__}"
+                f"extract must be a callable (tool, input) -> ids, got {type(extract).__name__} "
+                f"{shown(extract)}"
             )
         self.store = store
         # checked here: at a run's end LangChain logs a callback's error and goes on, and the

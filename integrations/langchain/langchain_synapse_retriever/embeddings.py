@@ -80,7 +80,8 @@ class LangChainEmbedder:
     ) -> None:
         if not isinstance(embeddings, Embeddings):
             raise InvalidTypeError(
-                f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
+                f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__} "
+                f"{shown(embeddings)}"
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidValueError(f"batch_size must be an integer >= 1, got {shown(batch_size)}")

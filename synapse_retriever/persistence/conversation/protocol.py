@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
     "MAX_USER_LENGTH",
@@ -67,7 +67,9 @@ def check_user(user: object) -> str:
     if user is None:
         return ""
     if not isinstance(user, str):
-        raise InvalidTypeError(f"user must be a str or None, got {type(user).__name__}")
+        raise InvalidTypeError(
+            f"user must be a str or None, got {type(user).__name__} {shown(user)}"
+        )
     if not user:
         raise InvalidValueError("user must not be empty (None is the default user)")
     if len(user) > MAX_USER_LENGTH:

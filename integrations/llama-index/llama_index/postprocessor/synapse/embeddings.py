@@ -76,7 +76,8 @@ class LlamaIndexEmbedder:
     def __init__(self, embed_model: BaseEmbedding, *, name: str | None = None) -> None:
         if not isinstance(embed_model, BaseEmbedding):
             raise InvalidTypeError(
-                f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}"
+                f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__} "
+                f"{shown(embed_model)}"
             )
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise InvalidValueError(f"name must be a non-empty str, got {shown(name)}")
