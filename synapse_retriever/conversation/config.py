@@ -407,7 +407,8 @@ def checked_context(config: object) -> ContextConfig | None:
     >>> checked_context({"overflow": "shrink"})
     Traceback (most recent call last):
     ...
-    synapse_retriever.errors.InvalidTypeError: config must be a ContextConfig, got dict
+    synapse_retriever.errors.InvalidTypeError: config must be a ContextConfig, got dict \
+{'overflow': 'shrink'}
     """
     if config is not None and not isinstance(config, ContextConfig):
         raise InvalidTypeError(

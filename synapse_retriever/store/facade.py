@@ -346,7 +346,8 @@ config: pass config together with a store path instead
         >>> SynapseStore.check_field(3)
         Traceback (most recent call last):
         ...
-        synapse_retriever.errors.InvalidValueError: store must be a SynapseStore or a path, got int
+        synapse_retriever.errors.InvalidValueError: store must be a SynapseStore or a path, \
+got int 3
         """
         if isinstance(store, SynapseStore):
             return cls.coerce(store, config)

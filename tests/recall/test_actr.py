@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synapse_retriever import SynapseConfig, SynapseStore
-from synapse_retriever.errors import InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError
 from synapse_retriever.recall.actr import (
     NodeValues,
     RankedNames,
@@ -793,8 +793,10 @@ def test_an_unassociated_recent_node_is_never_injected_in_two_hops() -> None:
 
 
 def test_association_hops_and_indirect_penalty_are_validated() -> None:
-    for bad in (0, 3, True, 1.5):
+    for bad in (0, 3, 1.5):
         with pytest.raises(InvalidValueError, match="association_hops must be 1 or 2"):
             SynapseConfig.actr(association_hops=bad)
+    with pytest.raises(InvalidTypeError, match="association_hops must be 1 or 2, got True"):
+        SynapseConfig.actr(association_hops=True)
     with pytest.raises(InvalidValueError, match="indirect_penalty must be a finite number"):
         SynapseConfig.actr(indirect_penalty=-1.0)

@@ -617,12 +617,13 @@ def test_hostile_and_unicode_ids_and_branch_names_are_just_data(store_path: str)
         ({"half_life_days": {"personal": 30.0}}, "misses"),
         ({"half_life_bounds": (10.0, 5.0)}, "half_life_bounds"),
         ({"merge_weights": {"team": 0.5}}, "got 'team'"),
-        ({"max_inject": True}, "max_inject"),
     ],
 )
 def test_config_refuses_out_of_range_constants(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidValueError, match=message):
         SynapseConfig.published(**kwargs)  # each group checks its own fields on construction
+    with pytest.raises(InvalidTypeError, match="max_inject must be an integer >= 0, got True"):
+        SynapseConfig.published(max_inject=True)  # no number: a type error
 
 
 # -- files that are not ours ----------------------------------------------------------

@@ -291,7 +291,7 @@ GOOD = [
         (CoActivation(["a", "b"], at=math.inf), InvalidValueError, "finite"),
         (CoActivation(["a", "b"], at="today"), InvalidTypeError, "at must be"),  # type: ignore[arg-type]
         (CoActivation(["a", "b"], event_id=""), InvalidValueError, "event_id must be"),
-        (CoActivation(["a", "b"], event_id=5), InvalidValueError, "event_id must be"),  # type: ignore[arg-type]
+        (CoActivation(["a", "b"], event_id=5), InvalidTypeError, "event_id must be .+ got 5"),  # type: ignore[arg-type]
         (CoActivation(["a", "b"], event_id="e\udce9"), InvalidValueError, "event_id must be valid"),
         # over PostgreSQL's largest index entry: refused up front, alike on every backend
         (CoActivation(["a", "b"], event_id=LONG), InvalidValueError, "event_id must be at most"),

@@ -183,8 +183,8 @@ def test_an_event_id_needs_one_namespace_and_a_usable_id(store: SynapseStore) ->
     for namespaces in (None, ["personal", "shared"], []):
         with pytest.raises(InvalidValueError, match="one namespace"):
             store.rename("pkg/jwt.py", "lib/jwt.py", namespaces, event_id="git:1#0")
-    for bad in ("", "a\x00b", 5):
-        with pytest.raises(InvalidValueError):
+    for bad, refused in (("", InvalidValueError), ("a\x00b", InvalidValueError), (5, TypeError)):
+        with pytest.raises(refused):
             store.rename("pkg/jwt.py", "lib/jwt.py", "personal", event_id=bad)  # type: ignore[arg-type]
     assert store.edge("pkg/jwt.py", "keys.py") is not None
 
