@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
+from synapse_retriever._numbers import refused_number
 from synapse_retriever._text import blank
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
@@ -484,17 +485,18 @@ association gate: got min_association=0.5 with require_association=False
                 f"min_association applies under the association gate: got "
                 f"min_association={self.min_association!r} with require_association=False"
             )
-        if self.association_hops not in (1, 2) or isinstance(self.association_hops, bool):
-            raise _refused(self.association_hops)(
+        hops = self.association_hops
+        if isinstance(hops, bool) or not isinstance(hops, int) or hops not in (1, 2):
+            raise refused_number(self.association_hops)(
                 f"association_hops must be 1 or 2, got {shown(self.association_hops)}"
             )
         _check_unit("defend_association", self.defend_association)
         if not (_is_number(self.base_decay) and 0.0 < self.base_decay < 1.0):
-            raise _refused(self.base_decay)(
+            raise refused_number(self.base_decay)(
                 f"base_decay must be a number in (0, 1), got {shown(self.base_decay)}"
             )
         if not (_is_number(self.unused_base) and math.isfinite(self.unused_base)):
-            raise _refused(self.unused_base)(
+            raise refused_number(self.unused_base)(
                 f"unused_base must be a finite number, got {shown(self.unused_base)}"
             )
         for name, minimum in (("seeds", 1), ("max_inject", 0), ("association_fan", 0)):
@@ -895,32 +897,19 @@ def _check_type(name: str, value: object, kind: type | tuple[type, ...], expecte
         )
 
 
-def _refused(value: object) -> type[InvalidValueError] | type[InvalidTypeError]:
-    """What refuses ``value`` where a number was expected: InvalidTypeError for no number at
-    all (a str, None, a bool), else InvalidValueError (one out of range, NaN, too large).
-
-    Examples
-    --------
-    >>> _refused("2").__name__, _refused(True).__name__, _refused(-1.0).__name__
-    ('InvalidTypeError', 'InvalidTypeError', 'InvalidValueError')
-    """
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return InvalidValueError if number else InvalidTypeError
-
-
 def _check_integer(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _refused(value)(f"{name} must be an integer >= {minimum}, got {shown(value)}")
+        raise refused_number(value)(f"{name} must be an integer >= {minimum}, got {shown(value)}")
 
 
 def _check_unit(name: str, value: object) -> None:
     if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
-        raise _refused(value)(f"{name} must be a number in [0, 1], got {shown(value)}")
+        raise refused_number(value)(f"{name} must be a number in [0, 1], got {shown(value)}")
 
 
 def _check_non_negative(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value >= 0):  # type: ignore[arg-type, operator]
-        raise _refused(value)(f"{name} must be a finite number >= 0, got {shown(value)}")
+        raise refused_number(value)(f"{name} must be a finite number >= 0, got {shown(value)}")
 
 
 def _check_half_life(name: str, days: float) -> None:
@@ -931,7 +920,7 @@ def _check_half_life(name: str, days: float) -> None:
 
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
-        raise _refused(value)(f"{name} must be a finite number > 0, got {shown(value)}")
+        raise refused_number(value)(f"{name} must be a finite number > 0, got {shown(value)}")
 
 
 def _is_number(value: object) -> bool:

@@ -12,6 +12,9 @@ True
 
 from __future__ import annotations
 
+import re
+import reprlib
+
 __all__ = [
     "AccessDeniedError",
     "ClosedError",
@@ -212,17 +215,38 @@ class MissingExtraError(SynapseError, ImportError):
 def shown(value: object, width: int = 80) -> str:
     """``value`` as an error message shows it: its ``repr``, cut to ``width`` characters,
     and an int too long to print (Python refuses past 4,300 digits) by its size; a value
-    whose ``repr`` fails (a tuple holding such an int) by its type.
+    whose ``repr`` fails (a tuple holding such an int) by its type. A str, bytes or a
+    container is read only as far as the message shows (a 100 MB str costs what a short one
+    does), and a URL's user and password are left out (``postgresql://me:secret@host`` is
+    shown ``postgresql://host``), as is a connection string's ``password=``.
 
     Examples
     --------
     >>> shown(-1), shown("x" * 100)[-5:], shown(10**5000), shown((10**5000, 1.0))
     ('-1', 'xxxx…', 'an int of 16610 bits', 'a tuple that cannot be printed')
+    >>> shown("postgresql://alice:s3cret@db.example/prod"), shown("host=db password=s3cret")
+    ("'postgresql://db.example/prod'", "'host=db password=***'")
     """
     if isinstance(value, int) and value.bit_length() > 1000:
         return f"an int of {value.bit_length()} bits"
+    if isinstance(value, (bytes, bytearray)) and len(value) > width:
+        value = value[:width]  # reprlib reads bytes whole
     try:
-        text = repr(value)
+        text = _BOUNDED.repr(value)
     except Exception:  # an int past 4,300 digits inside it, a repr that raises
         return f"a {type(value).__name__} that cannot be printed"
+    text = _CREDENTIALS.sub(r"\1", _PASSWORD.sub(r"\1***", text))
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+_BOUNDED = reprlib.Repr()
+"""A ``repr`` that reads a str, bytes or container only as far as a message shows."""
+_BOUNDED.maxstring = _BOUNDED.maxother = _BOUNDED.maxlong = 400
+_BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxdict = _BOUNDED.maxset = 40
+_BOUNDED.maxfrozenset = _BOUNDED.maxdeque = _BOUNDED.maxarray = 40
+_BOUNDED.maxlevel = 6
+
+_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]*@")
+"""A URL's scheme and its user (and password) before the host: the scheme is kept."""
+_PASSWORD = re.compile(r"(\bpassword\s*=\s*)[^\s'\"]+", re.IGNORECASE)
+"""A libpq connection string's password."""

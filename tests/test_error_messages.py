@@ -173,3 +173,21 @@ def test_a_value_of_the_wrong_type_is_a_type_error_naming_it(
     with pytest.raises(InvalidTypeError) as refused:
         call(store)
     assert isinstance(refused.value, TypeError) and named in str(refused.value), refused.value
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda url: SynapseCallbackHandler(url),  # type: ignore[arg-type]
+        lambda url: SynapseStore(":memory:", config=url),  # type: ignore[arg-type]
+        lambda url: SynapseStore(":memory:").reinforce(["a", "b"], event_id=[url]),  # type: ignore[arg-type]
+    ],
+)
+def test_a_url_in_a_message_is_shown_without_its_user_and_password(
+    call: Callable[[str], object],
+) -> None:
+    # shown() printed the value whole: a PostgreSQL URL given where a store was expected
+    with pytest.raises(SynapseError) as refused:
+        call("postgresql://alice:s3cret@db.example/prod")
+    message = str(refused.value)
+    assert "db.example/prod" in message and "s3cret" not in message and "alice" not in message

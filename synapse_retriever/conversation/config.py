@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from synapse_retriever._numbers import refused_number
 from synapse_retriever.conversation.importance import Weights
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
@@ -333,26 +334,28 @@ class ContextConfig:
         _check_positive("lexical_weight", self.lexical_weight)
         _check_positive("retrieval_lexical_weight", self.retrieval_lexical_weight)
         if not _is_number(self.neighbour_share) or not 0 <= self.neighbour_share <= 1:
-            raise InvalidValueError(
+            raise refused_number(self.neighbour_share)(
                 f"neighbour_share must be a number in [0, 1], got {shown(self.neighbour_share)}"
             )
         for name in ("speaker_boost", "date_boost", "date_margin_days"):
             value = getattr(self, name)
             if not _is_number(value) or not (math.isfinite(value) and value >= 0):
-                raise InvalidValueError(f"{name} must be a finite number >= 0, got {shown(value)}")
+                raise refused_number(value)(
+                    f"{name} must be a finite number >= 0, got {shown(value)}"
+                )
         _check_positive("edge_decay_rate", self.edge_decay_rate)
         if not _is_number(self.graph_damping) or not 0.0 < self.graph_damping <= 1.0:
-            raise InvalidValueError(
+            raise refused_number(self.graph_damping)(
                 f"graph_damping must be a number in (0, 1], got {shown(self.graph_damping)}"
             )
         if not _is_number(self.novelty_weight) or not (
             math.isfinite(self.novelty_weight) and self.novelty_weight >= 0
         ):
-            raise InvalidValueError(
+            raise refused_number(self.novelty_weight)(
                 f"novelty_weight must be a finite number >= 0, got {shown(self.novelty_weight)}"
             )
         if not _is_number(self.working_share) or not 0.0 < self.working_share <= 1.0:
-            raise InvalidValueError(
+            raise refused_number(self.working_share)(
                 f"working_share must be a number in (0, 1], got {shown(self.working_share)}"
             )
         if self.recency_half_life_days is not None:
@@ -426,12 +429,12 @@ def _is_number(value: object) -> bool:
 
 def _check_unit(name: str, value: object) -> None:
     if not _is_number(value) or not 0.0 <= value <= 1.0:  # type: ignore[operator]
-        raise InvalidValueError(f"{name} must be a number in [0, 1], got {shown(value)}")
+        raise refused_number(value)(f"{name} must be a number in [0, 1], got {shown(value)}")
 
 
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not (math.isfinite(value) and value > 0):  # type: ignore[arg-type, operator]
-        raise InvalidValueError(f"{name} must be a finite number > 0, got {shown(value)}")
+        raise refused_number(value)(f"{name} must be a finite number > 0, got {shown(value)}")
     if value < sys.float_info.min:  # type: ignore[operator]
         raise InvalidValueError(  # ln 2 / value overflows: a turn of age 0 decayed to NaN
             f"{name} must be at least {sys.float_info.min!r} (a float's smallest normal "
@@ -441,7 +444,7 @@ def _check_positive(name: str, value: object) -> None:
 
 def _check_int(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _INT_MAX:
-        raise InvalidValueError(
+        raise refused_number(value)(
             f"{name} must be an integer >= {minimum} and <= 2**53, got {shown(value)}"
         )
 

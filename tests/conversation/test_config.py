@@ -82,7 +82,6 @@ def test_the_config_is_frozen() -> None:
         ({"chunks_ratio": 0.0}, r"chunks_ratio must be in \(0, 1\]"),
         ({"summary_ratio": 0.5}, "summary_ratio must be <= chunks_ratio"),
         ({"working_memory": -1}, "working_memory must be an integer >= 0"),
-        ({"working_memory": True}, "working_memory must be an integer"),
         ({"consolidation_interval": 0}, "consolidation_interval must be an integer >= 1"),
         ({"recency_half_life_turns": 0}, "recency_half_life_turns must be a finite number > 0"),
         ({"recency_half_life_days": -1.0}, "recency_half_life_days must be a finite"),
@@ -107,6 +106,16 @@ def test_bad_values_are_refused_with_a_message_naming_them(
 ) -> None:
     with pytest.raises(InvalidValueError, match=message):
         ContextConfig(**changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("working_memory", True), ("recall_k", "3"), ("recency_weight", None), ("graph_damping", "1")],
+)
+def test_a_setting_given_no_number_is_a_type_error_naming_it(field: str, value: object) -> None:
+    # as SynapseConfig's: it was an InvalidValueError
+    with pytest.raises(InvalidTypeError, match=f"{field} must be .+ got {value!r}"):
+        ContextConfig(**{field: value})  # type: ignore[arg-type]
 
 
 def test_temperatures_must_be_a_mapping() -> None:

@@ -130,15 +130,14 @@ def test_a_read_looks_for_other_commits_at_most_every_refresh_interval_a_write_a
 ) -> None:
     # as docs/guarantees.md says: a read may miss the last refresh_interval_s of commits
     path = tmp_path / "shared.db"
-    reader = SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=3600.0))
-    assert reader.edge("jwt", "keys") is None  # it looked at open
-    with SynapseStore(path) as other:
-        other.reinforce(["jwt", "keys"])
-    assert reader.edge("jwt", "keys") is None  # within the interval: not looked again
-    reader.reinforce(["a", "b"])  # a write catches up first
-    edge = reader.edge("jwt", "keys")
-    assert edge is not None and edge.activation_count == 1
-    reader.close()
+    with SynapseStore(path, config=SynapseConfig.actr(refresh_interval_s=3600.0)) as reader:
+        assert reader.edge("jwt", "keys") is None  # it looked at open
+        with SynapseStore(path) as other:
+            other.reinforce(["jwt", "keys"])
+        assert reader.edge("jwt", "keys") is None  # within the interval: not looked again
+        reader.reinforce(["a", "b"])  # a write catches up first
+        edge = reader.edge("jwt", "keys")
+        assert edge is not None and edge.activation_count == 1
 
 
 @pytest.mark.parametrize(
