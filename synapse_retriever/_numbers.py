@@ -18,9 +18,9 @@ from typing import ParamSpec, TypeVar
 
 import numpy as np
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError, shown
+from synapse_retriever.errors import InvalidTypeError, SynapseError, shown
 
-__all__ = ["is_numeric", "numeric", "refused_number"]
+__all__ = ["is_numeric", "numeric"]
 
 _NAMED = "numeric_argument"
 """The attribute :func:`numeric`'s errors carry: the argument they name."""
@@ -104,19 +104,3 @@ def is_numeric(value: object) -> bool:
     except (TypeError, ValueError):  # ragged
         return False
     return kind in "biuf"
-
-
-def refused_number(value: object) -> type[InvalidValueError] | type[InvalidTypeError]:
-    """What refuses ``value`` where one number was expected: InvalidTypeError (a TypeError)
-    for no number at all (a str, None, a bool, a list), InvalidValueError (a ValueError) for
-    a number it cannot take (out of range, NaN, too large, a float where a count was asked),
-    NumPy's numbers and ``Fraction`` included.
-
-    Examples
-    --------
-    >>> [refused_number(v).__name__ for v in ("2", True, None, -1.0, np.int64(3))]
-    ['InvalidTypeError', 'InvalidTypeError', 'InvalidTypeError', 'InvalidValueError', \
-'InvalidValueError']
-    """
-    number = isinstance(value, Real) and not isinstance(value, bool | np.bool_)
-    return InvalidValueError if number else InvalidTypeError

@@ -38,10 +38,9 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
-from synapse_retriever._numbers import refused_number
 from synapse_retriever._text import blank
 from synapse_retriever.clock import MAX_CLOCK_SKEW_S
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, refused_number, shown
 
 __all__ = [
     "BASE_NAMESPACES",
@@ -756,7 +755,8 @@ not of this configuration's 'actr' rule
         if name in PRESETS:
             factory = {"actr": cls.actr, "published": cls.published, "recency": cls.recency}
             return factory[name](**overrides)
-        raise InvalidValueError(f"preset must be one of {list(PRESETS)}, got {shown(name)}")
+        refused = InvalidValueError if isinstance(name, str) else InvalidTypeError
+        raise refused(f"preset must be one of {list(PRESETS)}, got {shown(name)}")
 
     def replace(self, **changes: object) -> SynapseConfig:
         """A copy with fields changed by name, each validated as on construction.

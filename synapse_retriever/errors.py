@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+from numbers import Real
 
 __all__ = [
     "AccessDeniedError",
@@ -27,6 +28,7 @@ __all__ = [
     "StorageUnavailableError",
     "SynapseError",
     "WriteConflictError",
+    "refused_number",
     "shown",
 ]
 
@@ -210,6 +212,21 @@ class MissingExtraError(SynapseError, ImportError):
     >>> isinstance(error, ImportError)  # what a caller catching the import error expects
     True
     """
+
+
+def refused_number(value: object) -> type[InvalidValueError] | type[InvalidTypeError]:
+    """What refuses ``value`` where one number was expected: InvalidTypeError (a TypeError)
+    for no number at all (a str, None, a bool, a list), InvalidValueError (a ValueError) for
+    a number it cannot take (out of range, NaN, too large, a float where a count was asked),
+    NumPy's numbers and ``Fraction`` included.
+
+    Examples
+    --------
+    >>> [refused_number(v).__name__ for v in ("2", True, None, -1.0)]
+    ['InvalidTypeError', 'InvalidTypeError', 'InvalidTypeError', 'InvalidValueError']
+    """
+    number = isinstance(value, Real) and not isinstance(value, bool)
+    return InvalidValueError if number else InvalidTypeError
 
 
 def shown(value: object, width: int = 80) -> str:

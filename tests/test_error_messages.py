@@ -162,6 +162,15 @@ WRONG_TYPES: dict[str, tuple[Callable[[SynapseStore], object], str]] = {
     "a rate": (lambda s: Learning(learning_rate=True), "got True"),
     "a turn's text": (lambda s: _memory().add_turn(5), "got int 5"),  # type: ignore[arg-type]
     "a query": (lambda s: _memory().assemble(5, 100), "got int 5"),  # type: ignore[arg-type]
+    "late": (lambda s: s.reinforce(["a", "c"], late=None), "got None"),  # type: ignore[arg-type]
+    "a preset": (lambda s: SynapseConfig.preset(5), "got 5"),  # type: ignore[arg-type]
+    "weights": (lambda s: _memory().retrieve("q", weights=True), "got True"),  # type: ignore[arg-type]
+    "a weight": (lambda s: _memory().retrieve("q", weights=(None, 1.0)), "got (None, 1.0)"),
+    "a dimension": (lambda s: HashingEmbedder(dim="8"), "got '8'"),  # type: ignore[arg-type]
+    "a LlamaIndex top k": (
+        lambda s: LlamaIndexMemoryRetriever(_memory(), similarity_top_k="3"),  # type: ignore[arg-type]
+        "got '3'",
+    ),
 }
 
 

@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from synapse_retriever._numbers import refused_number
 from synapse_retriever.conversation.importance import Weights
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, refused_number, shown
 
 __all__ = ["MODES", "PRESETS", "ContextConfig", "checked_context"]
 

@@ -49,7 +49,7 @@ except ImportError as exc:  # the store runs without it; only this index needs i
 
 from synapse_retriever.capture.coactivation import check_unicode
 from synapse_retriever.conversation.text import latin_folded, terms
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError
+from synapse_retriever.errors import InvalidTypeError, InvalidValueError, refused_number
 
 __all__ = [
     "EMBEDDER_ADAPTERS",
@@ -469,7 +469,7 @@ class HashingEmbedder:
 
     def __init__(self, dim: int = 1024) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
-            raise InvalidValueError(f"dim must be an integer >= 8, got {shown(dim)}")
+            raise refused_number(dim)(f"dim must be an integer >= 8, got {shown(dim)}")
         self._dim = dim
 
     @property

@@ -83,6 +83,7 @@ from synapse_retriever.errors import (
     InvalidValueError,
     SynapseError,
     WriteConflictError,
+    refused_number,
     shown,
 )
 from synapse_retriever.persistence.conversation import (
@@ -1870,7 +1871,8 @@ def _weights(weights: object) -> tuple[float, float]:
     pair = tuple(weights) if isinstance(weights, (tuple, list)) else ()
     values = [_finite(w) for w in pair]  # NumPy numbers too; None: not a finite number
     if len(values) != 2 or None in values or not all(w >= 0 for w in values) or not any(values):  # type: ignore[operator]
-        raise InvalidValueError(
+        numbers = bool(pair) and all(refused_number(w) is InvalidValueError for w in pair)
+        raise (InvalidValueError if numbers else InvalidTypeError)(
             "weights must be (vector, graph): two finite numbers >= 0, not both 0, "
             f"got {shown(weights)}"
         )

@@ -1273,7 +1273,8 @@ def _one_database(a: Storage, b: Storage) -> bool:
 def _late(late: object) -> Late:
     if late == "skew" or late == "raise" or late == "clamp":
         return late
-    raise InvalidValueError(f"late must be 'skew', 'raise' or 'clamp', got {shown(late)}")
+    refused = InvalidValueError if isinstance(late, str) else InvalidTypeError
+    raise refused(f"late must be 'skew', 'raise' or 'clamp', got {shown(late)}")
 
 
 def _event_id(event_id: object) -> str | None:

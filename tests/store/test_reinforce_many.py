@@ -389,9 +389,12 @@ def test_late_clamp_leaves_events_in_order_alone(store: SynapseStore) -> None:
     ]
 
 
-@pytest.mark.parametrize("late", ["ignore", "", None, True])
-def test_a_bad_late_is_refused(store: SynapseStore, late: Any) -> None:
-    with pytest.raises(InvalidValueError, match="late must be 'skew', 'raise' or 'clamp'"):
+@pytest.mark.parametrize(
+    ("late", "refused"),
+    [("ignore", InvalidValueError), ("", InvalidValueError), (None, TypeError), (True, TypeError)],
+)
+def test_a_bad_late_is_refused(store: SynapseStore, late: Any, refused: type[Exception]) -> None:
+    with pytest.raises(refused, match="late must be 'skew', 'raise' or 'clamp'"):
         store.reinforce_many([["a", "b"]], late=late)
     assert store.edge("a", "b") is None
 

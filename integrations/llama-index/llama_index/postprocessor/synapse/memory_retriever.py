@@ -21,7 +21,7 @@ from synapse_retriever.conversation.graph import (
 )
 from synapse_retriever.conversation.graph.modes import canonical_mode
 from synapse_retriever.conversation.graph.relations import RELATIONS_PROMPT
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
+from synapse_retriever.errors import InvalidTypeError, refused_number, shown
 from synapse_retriever.tokens import is_int
 
 __all__ = [
@@ -110,7 +110,7 @@ class SynapseMemoryRetriever(BaseRetriever):
                 f"memory must be a ConversationMemory, got {type(memory).__name__} {shown(memory)}"
             )
         if not is_int(similarity_top_k) or similarity_top_k < 1:
-            raise InvalidValueError(
+            raise refused_number(similarity_top_k)(
                 f"similarity_top_k must be an int >= 1, got {shown(similarity_top_k)}"
             )
         if mode is not None and mode != "auto":
