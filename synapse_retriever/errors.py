@@ -252,18 +252,28 @@ def shown(value: object, width: int = 80) -> str:
         text = _BOUNDED.repr(value)
     except Exception:  # an int past 4,300 digits inside it, a repr that raises
         return f"a {type(value).__name__} that cannot be printed"
-    text = _CREDENTIALS.sub(r"\1", _PASSWORD.sub(r"\1***", text))
-    return text if len(text) <= width else text[: width - 1] + "…"
+    window = _PASSWORD.sub(r"\1***", text[: 2 * width])
+    window = _CREDENTIALS.sub(r"\1", window)
+    if len(text) > 2 * width:  # a prefix: a URL it cuts before its "@" may hold a password
+        window = _CUT_CREDENTIALS.sub(r"\1", window)
+    elif len(window) <= width:
+        return window
+    return window[: width - 1] + "…"
 
 
 _BOUNDED = reprlib.Repr()
 """A ``repr`` that reads a str, bytes or container only as far as a message shows."""
-_BOUNDED.maxstring = _BOUNDED.maxother = _BOUNDED.maxlong = 400
-_BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxdict = _BOUNDED.maxset = 40
-_BOUNDED.maxfrozenset = _BOUNDED.maxdeque = _BOUNDED.maxarray = 40
-_BOUNDED.maxlevel = 6
+_BOUNDED.maxstring = _BOUNDED.maxother = _BOUNDED.maxlong = 200
+_BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxdict = _BOUNDED.maxset = 12
+_BOUNDED.maxfrozenset = _BOUNDED.maxdeque = _BOUNDED.maxarray = 12
+_BOUNDED.maxlevel = 3
 
-_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]*@")
+_SCHEME = r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)"
+"""A URL's scheme, which begins a run of its characters (the lookbehind keeps the patterns
+linear on a long run of letters)."""
+_CREDENTIALS = re.compile(_SCHEME + r"[^/\s@'\"]*@")
 """A URL's scheme and its user (and password) before the host: the scheme is kept."""
+_CUT_CREDENTIALS = re.compile(_SCHEME + r"[^/\s@'\"]*\Z")
+"""A URL a message's end cuts before its host's end: its user and password may be there."""
 _PASSWORD = re.compile(r"(\bpassword\s*=\s*)[^\s'\"]+", re.IGNORECASE)
 """A libpq connection string's password."""

@@ -200,3 +200,10 @@ def test_a_url_in_a_message_is_shown_without_its_user_and_password(
         call("postgresql://alice:s3cret@db.example/prod")
     message = str(refused.value)
     assert "db.example/prod" in message and "s3cret" not in message and "alice" not in message
+
+
+def test_a_password_a_message_cuts_before_its_end_is_not_shown() -> None:
+    from synapse_retriever.errors import shown
+
+    message = shown("postgresql://alice:" + "s" * 300 + "@db.example/prod")
+    assert message.startswith("'postgresql://") and "alice" not in message and "ss" not in message
