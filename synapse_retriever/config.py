@@ -61,6 +61,7 @@ __all__ = [
     "Spreading",
     "SynapseConfig",
     "check_flag",
+    "check_integer",
     "check_size",
     "namespace_list",
     "validate_namespace",
@@ -271,7 +272,7 @@ class Learning:
             ("recent_events", 0),
             ("use_history", 1),
         ):
-            _check_integer(name, getattr(self, name), minimum)
+            check_integer(name, getattr(self, name), minimum)
         for name, most in (("recent_events", MAX_RECENT_EVENTS), ("use_history", MAX_USE_HISTORY)):
             if getattr(self, name) > most:  # kept per namespace and per node: memory
                 raise InvalidValueError(
@@ -375,7 +376,7 @@ class Spreading:
     def __post_init__(self) -> None:
         _check_unit("spread_rate", self.spread_rate)
         _check_non_negative("weight_tolerance_s", self.weight_tolerance_s)
-        _check_integer("hub_degree", self.hub_degree, 1)
+        check_integer("hub_degree", self.hub_degree, 1)
 
 
 @dataclass(frozen=True)
@@ -499,7 +500,7 @@ association gate: got min_association=0.5 with require_association=False
                 f"unused_base must be a finite number, got {shown(self.unused_base)}"
             )
         for name, minimum in (("seeds", 1), ("max_inject", 0), ("association_fan", 0)):
-            _check_integer(name, getattr(self, name), minimum)
+            check_integer(name, getattr(self, name), minimum)
 
 
 @dataclass(frozen=True)
@@ -542,7 +543,7 @@ class PublishedRule:
         _check_unit("inject_threshold", self.inject_threshold)
         _check_non_negative("boost", self.boost)
         for name, minimum in (("seeds", 1), ("max_inject", 0)):
-            _check_integer(name, getattr(self, name), minimum)
+            check_integer(name, getattr(self, name), minimum)
 
 
 RecallRule = ActrRule | PublishedRule
@@ -613,7 +614,7 @@ class Operations:
                 f"busy_timeout_s must be at most {MAX_BUSY_TIMEOUT_S:,} s (24 days), got "
                 f"{self.busy_timeout_s!r}"
             )
-        _check_integer("write_retries", self.write_retries, 0)
+        check_integer("write_retries", self.write_retries, 0)
         check_flag("pause_collector", self.pause_collector)
 
 
@@ -897,7 +898,18 @@ def _check_type(name: str, value: object, kind: type | tuple[type, ...], expecte
         )
 
 
-def _check_integer(name: str, value: object, minimum: int) -> None:
+def check_integer(name: str, value: object, minimum: int) -> None:
+    """Refuse ``value`` unless it is an int (not a bool) of at least ``minimum``: a type error
+    for no number, a value error for a number it cannot take, both naming ``value``.
+
+    Examples
+    --------
+    >>> check_integer("hub_degree", 3, 1)
+    >>> check_integer("hub_degree", 2.0, 1)
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: hub_degree must be an integer >= 1, got 2.0
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise refused_number(value)(f"{name} must be an integer >= {minimum}, got {shown(value)}")
 

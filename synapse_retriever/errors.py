@@ -232,15 +232,16 @@ def refused_number(value: object) -> type[InvalidValueError] | type[InvalidTypeE
 def shown(value: object, width: int = 80) -> str:
     """``value`` as an error message shows it: its ``repr``, cut to ``width`` characters,
     and an int too long to print (Python refuses past 4,300 digits) by its size; a value
-    whose ``repr`` fails (a tuple holding such an int) by its type. A str, bytes or a
-    container is read only as far as the message shows (a 100 MB str costs what a short one
-    does), and a URL's user and password are left out (``postgresql://me:secret@host`` is
-    shown ``postgresql://host``), as is a connection string's ``password=``.
+    whose ``repr`` fails (a tuple holding such an int) by its type, as Python's tracebacks
+    show such a value. A str, bytes or a container is read only as far as the message shows
+    (a 100 MB str costs what a short one does), and a URL's user and password are left out
+    (``postgresql://me:secret@host`` is shown ``postgresql://host``), as is a connection
+    string's ``password=``.
 
     Examples
     --------
     >>> shown(-1), shown("x" * 100)[-5:], shown(10**5000), shown((10**5000, 1.0))
-    ('-1', 'xxxx…', 'an int of 16610 bits', 'a tuple that cannot be printed')
+    ('-1', 'xxxx…', 'an int of 16610 bits', '<unprintable tuple object>')
     >>> shown("postgresql://alice:s3cret@db.example/prod"), shown("host=db password=s3cret")
     ("'postgresql://db.example/prod'", "'host=db password=***'")
     """
@@ -251,7 +252,7 @@ def shown(value: object, width: int = 80) -> str:
     try:
         text = _BOUNDED.repr(value)
     except Exception:  # an int past 4,300 digits inside it, a repr that raises
-        return f"a {type(value).__name__} that cannot be printed"
+        return f"<unprintable {type(value).__name__} object>"
     window = _PASSWORD.sub(r"\1***", text[: 2 * width])
     window = _CREDENTIALS.sub(r"\1", window)
     if len(text) > 2 * width:  # a prefix: a URL it cuts before its "@" may hold a password

@@ -6,6 +6,7 @@ conversion") in place of the error that names the field."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 from llama_index.postprocessor.synapse import SynapseMemoryRetriever as LlamaIndexMemoryRetriever
 from llama_index.postprocessor.synapse import SynapsePostprocessor
 
-from synapse_retriever import Learning, SynapseConfig, SynapseStore
+from synapse_retriever import Learning, SynapseConfig, SynapseStore, coactivation_set
 from synapse_retriever.config import Operations
 from synapse_retriever.conversation import ContextConfig, ConversationMemory, HashingEmbedder
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
@@ -149,7 +150,15 @@ def test_a_bad_value_holding_a_huge_int_is_named_not_a_failed_message(what: str)
         call()
     message = str(refused.value)
     assert len(message) < 300, message[:300]
-    assert "cannot be printed" in message or "16610 bits" in message, message
+    assert re.search(r"<unprintable \w+ object>|16610 bits", message), message
+
+
+@pytest.mark.parametrize("limit", [1, 0, -5, 2.0])
+def test_a_limit_that_keeps_no_pair_is_refused_naming_it(limit: object) -> None:
+    # coactivation_set took any limit: 0 or a negative one kept no id, and the event was lost
+    with pytest.raises(InvalidValueError, match=f"limit must be an integer >= 2, got {limit}"):
+        coactivation_set(["a", "b", "c"], limit=limit)  # type: ignore[arg-type]
+    assert coactivation_set(["a", "b", "c"], limit=2) == ["a", "b"]
 
 
 WRONG_TYPES: dict[str, tuple[Callable[[SynapseStore], object], str]] = {
@@ -167,6 +176,7 @@ WRONG_TYPES: dict[str, tuple[Callable[[SynapseStore], object], str]] = {
     "weights": (lambda s: _memory().retrieve("q", weights=True), "got True"),  # type: ignore[arg-type]
     "a weight": (lambda s: _memory().retrieve("q", weights=(None, 1.0)), "got (None, 1.0)"),
     "a dimension": (lambda s: HashingEmbedder(dim="8"), "got '8'"),  # type: ignore[arg-type]
+    "a limit": (lambda s: coactivation_set(["a", "b"], limit="3"), "got '3'"),  # type: ignore[arg-type]
     "a LlamaIndex top k": (
         lambda s: LlamaIndexMemoryRetriever(_memory(), similarity_top_k="3"),  # type: ignore[arg-type]
         "got '3'",

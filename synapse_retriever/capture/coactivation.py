@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from synapse_retriever.config import MAX_NAME_BYTES, check_size
+from synapse_retriever.config import MAX_NAME_BYTES, check_integer, check_size
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
 
 __all__ = [
@@ -123,21 +123,25 @@ def coactivation_set(nodes: Iterable[str], *, limit: int | None = None) -> list[
     nodes : iterable of str
         The ids used together. A bare string is refused: it would be read as characters.
     limit : int, optional
-        Keep only the first ``limit`` distinct ids and log a warning: the number of
-        pairs grows as k², the known way to flood a graph with artificial hubs.
+        Keep only the first ``limit`` distinct ids (at least 2, as ``max_coactivation``) and
+        log a warning: the number of pairs grows as k², the known way to flood a graph with
+        artificial hubs.
 
     Raises
     ------
     InvalidTypeError
-        ``nodes`` is a str or bytes, or not iterable, or holds a non-str id.
+        ``nodes`` is a str or bytes, or not iterable, or holds a non-str id; ``limit`` is
+        not an int.
     InvalidValueError
-        An empty or otherwise unusable id.
+        An empty or otherwise unusable id; a ``limit`` below 2.
 
     Examples
     --------
     >>> coactivation_set(["a.py", "b.py", "a.py", "c.py"], limit=2)  # logs a warning
     ['a.py', 'b.py']
     """
+    if limit is not None:
+        check_integer("limit", limit, 2)
     if isinstance(nodes, (str, bytes)):
         raise InvalidTypeError(
             f"nodes must be a list of ids, got a bare {type(nodes).__name__} {shown(nodes)}"
