@@ -13,7 +13,8 @@ distinct content terms (a rare name or number weighs more than "thanks"), divide
 the square root of its term count + 1, so long sentences do not win by length alone.
 CHUNKS takes the best sentence, then the next best ones that keep the total within
 ``chunks_ratio`` of the turn's tokens, in their original order; SUMMARY is the single
-best sentence in telegram style (:func:`~.text.telegraphic`: stopwords dropped).
+best sentence in telegram style (:func:`~.text.telegraphic`: stopwords dropped, but not
+a negation, a condition, an order or a quantity).
 
 :func:`focus` does the same with the similarity to a query instead: the sentences of a
 recalled turn that match the question, within the same token shares.

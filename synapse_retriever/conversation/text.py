@@ -54,6 +54,15 @@ yours yourself yourselves
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
+_TELEGRAM_KEEP_TEXT = """
+no nor not against before after until above below over under between up down off out
+more most than only few all any both each some other else once if or
+"""
+_TELEGRAM_KEEPS = frozenset(_TELEGRAM_KEEP_TEXT.split())
+"""Stopwords a telegram keeps: what a sentence says turns on them. A negation ("do not
+retry" is not "retry"), a condition or an alternative, an order in time or place ("before
+Monday" is not "Monday"), a direction ("turn off", "scale down"), a quantity or a choice
+("more than 5", "only", "the other host")."""
 
 
 def _marks(*spans: tuple[int, int], kind: str = "M") -> frozenset[int]:
@@ -297,16 +306,20 @@ def sentences(text: str) -> list[str]:
 
 def telegraphic(sentence: str) -> str:
     """``sentence`` without its stopwords, in telegram style; unchanged if nothing would remain.
+    A negation, a condition, an order in time or place, a direction and a quantity stay
+    (``_TELEGRAM_KEEPS``): a telegram says less than its sentence, never something else.
 
     Examples
     --------
     >>> telegraphic("I moved the deploy to Fridays.")
     'moved deploy Fridays.'
+    >>> telegraphic("The migration did not succeed; do not retry it before Monday.")
+    'migration not succeed; not retry before Monday.'
     >>> telegraphic("Are you ok?")
     'Are you ok?'
     """
     words = sentence.split()
-    kept = [word for word in words if word.strip(_PUNCTUATION).lower() not in STOPWORDS]
+    kept = [word for word in words if _telegram_word(word.strip(_PUNCTUATION).lower())]
     if not kept:
         return sentence
     text = " ".join(kept)
@@ -314,6 +327,10 @@ def telegraphic(sentence: str) -> str:
     if end in ".!?" and not text.endswith(end):
         text += end
     return text
+
+
+def _telegram_word(word: str) -> bool:
+    return word not in STOPWORDS or word in _TELEGRAM_KEEPS
 
 
 class TermStats:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from synapse_retriever.conversation import (
     Condensed,
+    ConversationMemory,
     ExtractiveSummarizer,
     HashingEmbedder,
     PromptSummarizer,
@@ -13,7 +16,14 @@ from synapse_retriever.conversation import (
     focus,
     matching,
 )
-from synapse_retriever.conversation.text import TermStats, sentences, telegraphic, terms
+from synapse_retriever.conversation.text import (
+    _TELEGRAM_KEEPS,
+    STOPWORDS,
+    TermStats,
+    sentences,
+    telegraphic,
+    terms,
+)
 
 
 def test_terms_lowercase_drop_stopwords_and_a_plural_s() -> None:
@@ -83,6 +93,51 @@ def test_sentences_end_at_the_danda_and_the_arabic_and_urdu_marks() -> None:
 def test_telegraphic_keeps_the_content_words_and_the_end_mark() -> None:
     assert telegraphic("The build server's IP is 10.4.2.17.") == "build server's IP 10.4.2.17."
     assert telegraphic("Is it?") == "Is it?"  # nothing would remain
+
+
+@pytest.mark.parametrize(
+    ("sentence", "telegram"),
+    [
+        # each lost the word its meaning turns on, and said the opposite or something else
+        ("The migration did not succeed.", "migration not succeed."),  # was "migration succeed."
+        ("No, the vault token is not expired.", "No, vault token not expired."),
+        ("Do not retry it before Monday.", "not retry before Monday."),  # was "retry Monday."
+        ("Turn off the alarm if it rains.", "Turn off alarm if rains."),  # was "Turn alarm rains."
+        ("Scale down to fewer than 5 nodes.", "Scale down fewer than 5 nodes."),
+        ("Use the other host, or none.", "Use other host, or none."),
+    ],
+)
+def test_a_telegram_keeps_the_words_a_sentence_turns_on(sentence: str, telegram: str) -> None:
+    assert telegraphic(sentence) == telegram
+
+
+@given(
+    st.lists(
+        st.sampled_from([*sorted(STOPWORDS), "deploy", "Monday", "retry", "token", "5"]),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_a_telegram_is_its_sentence_less_stopwords_that_carry_no_meaning(
+    words: list[str],
+) -> None:
+    telegram = telegraphic(" ".join(words)).split()
+    kept = [w for w in words if w not in STOPWORDS or w in _TELEGRAM_KEEPS]
+    assert telegram == (kept or words)  # in order; every negation, condition, order kept
+
+
+def test_a_summary_in_the_context_keeps_a_negation() -> None:
+    # a new user's probe: the condensed turns told the model to retry
+    with ConversationMemory(":memory:", background=False) as memory:
+        memory.add_turn(
+            "The database migration did not succeed; do not retry it before Monday.", at=0
+        )
+        memory.add_turn("OK, I will not retry the migration.", "assistant", at=60)
+        for i in range(12):
+            memory.add_turn(f"Lunch idea {i}: pasta with coffee.", at=120 + 60 * i)
+        context = memory.assemble("Did the migration succeed? Should I retry it?", 20, at=2000)
+    condensed = [t.text for t in context if "migration" in t.text]
+    assert condensed and all(" not " in f" {text} " for text in condensed), condensed
 
 
 def test_idf_is_smoothed() -> None:
