@@ -10,8 +10,10 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
 from llama_index.postprocessor.synapse import SynapseMemoryRetriever as LlamaIndexMemoryRetriever
 from llama_index.postprocessor.synapse import SynapsePostprocessor
@@ -19,7 +21,13 @@ from llama_index.postprocessor.synapse import SynapsePostprocessor
 from synapse_retriever import Learning, SynapseConfig, SynapseStore, coactivation_set
 from synapse_retriever.config import Operations
 from synapse_retriever.conversation import ContextConfig, ConversationMemory, HashingEmbedder
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, SynapseError
+from synapse_retriever.errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    NotASynapseDatabaseError,
+    StorageUnavailableError,
+    SynapseError,
+)
 
 BIG = "x" * 1_000_000
 HUGE = -(10**5000)  # repr() refuses it
@@ -210,6 +218,46 @@ def test_a_url_in_a_message_is_shown_without_its_user_and_password(
         call("postgresql://alice:s3cret@db.example/prod")
     message = str(refused.value)
     assert "db.example/prod" in message and "s3cret" not in message and "alice" not in message
+
+
+ADAPTERS: dict[str, Callable[[str], object]] = {
+    "LangChain": lambda url: SynapseRetriever(
+        base_retriever=RunnableLambda(lambda q: []), store=url
+    ),
+    "LlamaIndex": lambda url: SynapsePostprocessor(store=url),
+}
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("postgresql://alice:s3cret@127.0.0.1:1/none", StorageUnavailableError),  # no server
+        ("postgresql://alice:s3cret%ZZ@127.0.0.1/none", InvalidValueError),  # libpq's parse
+    ],
+)
+def test_an_adapter_that_cannot_open_its_store_raises_the_librarys_error_without_a_password(
+    adapter: str, url: str, error: type[SynapseError]
+) -> None:
+    # the LangChain retriever wrapped it in a ValidationError quoting the URL whole, and
+    # pydantic's echo of the input showed the password; the LlamaIndex one sometimes
+    with pytest.raises(error) as refused:
+        ADAPTERS[adapter](url)
+    assert "s3cret" not in str(refused.value) and "alice" not in str(refused.value)
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+def test_an_adapter_refuses_another_applications_database_as_the_store_does(
+    adapter: str, postgres_url: str
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE invoices (id int)")
+    scheme, _, rest = postgres_url.partition("://")
+    user, _, host = rest.partition("@")
+    url = f"{scheme}://{user or 'postgres'}:s3cret@{host}"  # trust: the password is not asked
+    with pytest.raises(NotASynapseDatabaseError, match="another application") as refused:
+        ADAPTERS[adapter](url)
+    assert "s3cret" not in str(refused.value)
 
 
 def test_a_password_a_message_cuts_before_its_end_is_not_shown() -> None:

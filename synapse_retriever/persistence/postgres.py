@@ -56,7 +56,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
@@ -414,8 +414,9 @@ def split_url(url: str) -> tuple[str, str]:
     ------
     InvalidValueError
         The host or the port cannot be read (an IPv6 address without its closing
-        bracket, a port that is not a number); the message names the URL without its
-        user and password.
+        bracket, a port that is not a number), or libpq cannot read the URL (a bad
+        percent-escape, a parameter it does not know); the message names the URL without
+        its user, its password and its parameters, and shows no password libpq quoted.
 
     Examples
     --------
@@ -426,16 +427,56 @@ def split_url(url: str) -> tuple[str, str]:
     ...
     synapse_retriever.errors.InvalidValueError: 'postgresql://[::1/team' is not a valid \
 PostgreSQL URL (Invalid IPv6 URL)
+    >>> split_url("postgresql://me:se%ZZcret@localhost/team")
+    Traceback (most recent call last):
+    ...
+    synapse_retriever.errors.InvalidValueError: 'postgresql://localhost/team' is not a valid \
+PostgreSQL URL (invalid percent-encoded token: "***")
     """
+    scheme, _, rest = url.partition("://")
+    shown = f"{scheme}://{rest.partition('?')[0].rpartition('@')[2]}"
     try:
         parts = urlsplit(url)
         port = parts.port  # read last: a bad host or port raises
     except ValueError as exc:
-        scheme, _, rest = url.partition("://")
-        shown = f"{scheme}://{rest.partition('?')[0].rpartition('@')[2]}"
         raise InvalidValueError(f"{shown!r} is not a valid PostgreSQL URL ({exc})") from None
+    problem = _unreadable(url)
+    if problem is not None:
+        raise InvalidValueError(f"{shown!r} is not a valid PostgreSQL URL ({problem})")
     where = f"{parts.hostname or 'localhost'}{f':{port}' if port else ''}{parts.path}"
     return url, where
+
+
+def _unreadable(url: str) -> str | None:
+    """Why libpq cannot read ``url`` (its first line, a password it quotes masked), or
+    None: psycopg raised it, with the password, only when a connection was first opened."""
+    try:
+        from psycopg import ProgrammingError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # the extra is missing: the storage says so
+        return None
+    try:
+        conninfo_to_dict(url)
+    except ProgrammingError as exc:
+        problem = (str(exc).strip().splitlines() or ["unreadable"])[0]
+    else:
+        return None
+    hidden = _secrets(url)
+    problem = _QUOTED.sub(lambda m: '"***"' if any(s in m[1] for s in hidden) else m[0], problem)
+    return "libpq cannot read it" if any(s in problem for s in hidden) else problem
+
+
+_QUOTED = re.compile(r'"([^"]*)"')
+"""A token libpq quotes in its message."""
+
+
+def _secrets(url: str) -> set[str]:
+    """The passwords ``url`` holds, as written and percent-decoded: its user's, and a
+    ``password`` parameter's."""
+    before, _, query = url.partition("://")[2].partition("?")
+    found = {before.rpartition("@")[0].partition(":")[2]}
+    found.update(v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "password")
+    return {s for value in found if value for s in (value, unquote(value)) if s}
 
 
 class _PostgresTransaction:

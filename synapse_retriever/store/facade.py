@@ -357,6 +357,35 @@ got int 3
             )
         return store
 
+    @staticmethod
+    def opening_error(error: Exception) -> SynapseError | None:
+        """The library's own error that pydantic wrapped in ``error`` (a ``ValidationError``)
+        when an adapter's model validator raised it, opening the adapter's store: the adapter
+        raises it as :class:`SynapseStore` would, typed, and without pydantic's echo of the
+        input (a PostgreSQL URL's password). None for any other error, a field's above all.
+
+        Examples
+        --------
+        >>> from pydantic import BaseModel, model_validator
+        >>> class Adapter(BaseModel):
+        ...     store: str
+        ...     @model_validator(mode="after")
+        ...     def _open(self):
+        ...         SynapseStore(self.store)
+        ...         return self
+        >>> try:
+        ...     Adapter(store=".")
+        ... except ValueError as error:
+        ...     SynapseStore.opening_error(error)
+        InvalidValueError("a store's path must name a file, not a folder: got '.'")
+        """
+        errors = getattr(error, "errors", None)
+        for item in errors() if callable(errors) else ():
+            cause = item.get("ctx", {}).get("error")
+            if item.get("loc") == () and isinstance(cause, SynapseError):
+                return cause
+        return None
+
     # -- lifecycle ---------------------------------------------------------------------
 
     @property

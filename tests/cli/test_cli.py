@@ -927,6 +927,12 @@ def test_foreign_files_are_refused_and_left_untouched(
     [
         ("postgresql://me:secret@[::1", "Invalid IPv6 URL"),
         ("postgres://me:secret@db:port/team", "Port could not be cast"),
+        # libpq's own parse, which psycopg ran only when it connected: its error quoted the
+        # password, in a traceback
+        ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "***"'),
+        ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "***"'),
+        ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "***"'),
+        ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "sslmod"'),
     ],
 )
 @pytest.mark.parametrize("command", [*STORE_COMMANDS, "repair", "mcp"])

@@ -51,6 +51,7 @@ from synapse_retriever import (
     WriteConflictError,
 )
 from synapse_retriever.cli import main
+from synapse_retriever.conversation import ConversationMemory
 from synapse_retriever.mirror import mirror as mirror_module
 from synapse_retriever.mirror.snapshot import encode
 from synapse_retriever.persistence import postgres
@@ -720,10 +721,21 @@ def test_an_unreachable_server_is_a_typed_error_at_once() -> None:
     [
         ("postgresql://me:secret@[::1", "Invalid IPv6 URL"),
         ("postgres://me:secret@db:port/team", "Port could not be cast"),
+        # libpq's own parse, which psycopg ran only when it connected: its error quoted the
+        # password, in a traceback
+        ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "***"'),
+        ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "***"'),
+        ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "***"'),
+        ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "sslmod"'),
     ],
 )
 def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem: str) -> None:
-    for opening in (lambda: PostgresStorage(url), lambda: SynapseStore(url)):
+    openings = (
+        lambda: PostgresStorage(url),
+        lambda: SynapseStore(url),
+        lambda: ConversationMemory(url, user="u"),
+    )
+    for opening in openings:
         with pytest.raises(InvalidValueError, match="is not a valid PostgreSQL URL") as caught:
             opening()
         assert problem in str(caught.value) and "secret" not in str(caught.value)

@@ -14,7 +14,14 @@ from langchain_core.retrievers import RetrieverLike
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, InstanceOf, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    InstanceOf,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from langchain_synapse_retriever.caller import CallerRetriever
 from synapse_retriever import (
@@ -25,7 +32,6 @@ from synapse_retriever import (
     ItemRecall,
     Recalled,
     SynapseConfig,
-    SynapseError,
     SynapseStore,
     annotate,
     approximate_tokens,
@@ -173,11 +179,21 @@ class SynapseRetriever(CallerRetriever):
     def _open_store(self) -> Self:
         given: Any = self.store
         if not isinstance(given, SynapseStore):
-            try:
-                self.store = SynapseStore.coerce(given, self.config)
-            except (SynapseError, OSError) as exc:
-                raise ValueError(f"cannot open the synapse store at {str(given)!r}: {exc}") from exc
+            self.store = SynapseStore.coerce(given, self.config)
         return self
+
+    def __init__(self, **data: Any) -> None:
+        """Validated by pydantic; a store that cannot be opened raises the library's own
+        error (:class:`~synapse_retriever.errors.StorageUnavailableError`,
+        :class:`~synapse_retriever.errors.NotASynapseDatabaseError`...), as
+        :class:`~synapse_retriever.SynapseStore` does, not a ``ValidationError``."""
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            typed = SynapseStore.opening_error(error)
+            if typed is None:
+                raise
+            raise typed from None
 
     @field_validator("active_namespace")
     @classmethod

@@ -39,6 +39,7 @@ from pydantic import Field, ValidationError
 from synapse_retriever import (
     InvalidTypeError,
     InvalidValueError,
+    NotASynapseDatabaseError,
     SynapseConfig,
     SynapseStore,
     content_id,
@@ -687,9 +688,10 @@ async def test_upstream_errors_propagate_unchanged_async() -> None:
 def test_a_store_path_that_cannot_be_opened_fails_at_construction(tmp_path: Any) -> None:
     bad = tmp_path / "notes.txt"
     bad.write_text("not a database")
-    with pytest.raises(ValueError, match=r"cannot open the synapse store at .*notes\.txt"):
+    # the library's own errors, as SynapseStore raises them (they were ValidationErrors)
+    with pytest.raises(NotASynapseDatabaseError, match=r"notes\.txt"):
         make(ListRetriever(docs=[]), store=str(bad))
-    with pytest.raises(ValueError, match="cannot open the synapse store"):
+    with pytest.raises(NotASynapseDatabaseError, match="is a directory"):
         make(ListRetriever(docs=[]), store=tmp_path)  # a directory
     assert bad.read_text() == "not a database"
 

@@ -16,7 +16,13 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
-from pydantic import InstanceOf, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    InstanceOf,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from synapse_retriever import (
     Hit,
@@ -145,6 +151,19 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         if not isinstance(given, SynapseStore):
             self.store = SynapseStore.coerce(given, self.config)
         return self
+
+    def __init__(self, **data: Any) -> None:
+        """Validated by pydantic; a store that cannot be opened raises the library's own
+        error (:class:`~synapse_retriever.errors.StorageUnavailableError`,
+        :class:`~synapse_retriever.errors.NotASynapseDatabaseError`...), as
+        :class:`~synapse_retriever.SynapseStore` does, not a ``ValidationError``."""
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            typed = SynapseStore.opening_error(error)
+            if typed is None:
+                raise
+            raise typed from None
 
     @field_validator("active_namespace")
     @classmethod
