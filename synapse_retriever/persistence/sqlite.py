@@ -1534,7 +1534,8 @@ _URL = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*)://")  # from a 
 
 def file_path(path: object) -> str:
     """``path`` as the str SQLite opens, or a typed error naming it: a str or an
-    ``os.PathLike`` of one, neither empty nor holding a NUL (``":memory:"`` for memory).
+    ``os.PathLike`` of one, neither empty nor holding a NUL (``":memory:"`` for memory), in
+    valid Unicode (not a name whose bytes are not UTF-8).
 
     Examples
     --------
@@ -1561,6 +1562,14 @@ got a mysql:// URL
         raise InvalidValueError("a store's path must not be empty (':memory:' for one in memory)")
     if "\x00" in text:
         raise InvalidValueError(f"a store's path must not hold a NUL character, got {shown(text)}")
+    try:
+        text.isascii() or text.encode("utf-8")
+    except UnicodeEncodeError as error:  # SQLite made the file, then could not name it
+        raise InvalidValueError(
+            f"a store's path must be valid Unicode, got {shown(text)}: {text[error.start]!r} at "
+            f"{error.start} stands for a byte that is not UTF-8 (as os.fsdecode reads such a "
+            "name), and SQLite names its files in UTF-8; rename the file or its folder"
+        ) from None
     scheme = _URL.search(text)
     if scheme and scheme[1].lower() != "file":  # mysql://..., postgresq://...: no file to make
         raise InvalidValueError(

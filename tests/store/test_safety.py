@@ -647,6 +647,22 @@ def test_a_path_that_cannot_name_a_file_is_a_typed_error(
             opener(path)  # type: ignore[operator]
 
 
+def test_a_name_whose_bytes_are_not_utf8_is_refused_before_a_file_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # SQLite made the store in it, then failed to read its own name back (a raw
+    # sqlite3.OperationalError), and the file was left, one no command could open
+    from synapse_retriever.cli import main
+    from synapse_retriever.conversation import ConversationMemory
+
+    path = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9.db")
+    for opener in (SynapseStore, ConversationMemory):
+        with pytest.raises(InvalidValueError, match=r"must be valid Unicode.*'\\udce9' at"):
+            opener(path)
+    assert main(["stats", path]) == 2 and "must be valid Unicode" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_store_in_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
     from synapse_retriever.conversation import ConversationMemory
 
