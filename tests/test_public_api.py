@@ -79,6 +79,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "HashingEmbedder",
         "HistoryMessage",
         "Level",
+        "MAX_NAME_CHARS",
         "MODES",
         "MiniLmEmbedder",
         "MiniLmUnavailableError",

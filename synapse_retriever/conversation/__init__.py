@@ -37,7 +37,7 @@ from synapse_retriever.conversation.levels import (
     plan_levels,
     threshold_level,
 )
-from synapse_retriever.conversation.memory import ROLES, ConversationMemory
+from synapse_retriever.conversation.memory import MAX_NAME_CHARS, ROLES, ConversationMemory
 from synapse_retriever.conversation.minilm import MiniLmEmbedder, MiniLmUnavailableError
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
 from synapse_retriever.conversation.summarize import (
@@ -51,6 +51,7 @@ from synapse_retriever.persistence.conversation import SQLiteConversationStorage
 from synapse_retriever.tokens import TokenCounter, checked_counter, tiktoken_counter
 
 __all__ = [
+    "MAX_NAME_CHARS",
     "MODES",
     "PRESETS",
     "ROLES",

@@ -116,8 +116,8 @@ _FRUITLESS_RETRIES = 3
 """How many times in a row ``add_turn`` may be refused (another turn stored, or its key
 taken) without finding any new turn, before it gives up: the storage then holds a turn
 this memory cannot read (a row written by hand)."""
-_NAME_CHARS = 200
-"""The longest speaker name or key ``add_turn`` takes."""
+MAX_NAME_CHARS = 200
+"""The longest session, speaker name or key ``add_turn`` takes."""
 
 ROLES = (
     "user",
@@ -1790,9 +1790,9 @@ def _check_turn(
     if role not in ROLES:
         raise InvalidValueError(f"role must be one of {ROLES}, got {shown(role)}")
     assert isinstance(session, str)  # checked above
-    if len(session) > _NAME_CHARS:  # stored with every turn, named in every result
+    if len(session) > MAX_NAME_CHARS:  # stored with every turn, named in every result
         raise InvalidValueError(
-            f"session must be a name of at most {_NAME_CHARS} characters, got "
+            f"session must be a name of at most {MAX_NAME_CHARS} characters, got "
             f"{len(session)}: {shown(session)}"
         )
     for name, value in (("speaker", speaker), ("key", key)):
@@ -1802,9 +1802,9 @@ def _check_turn(
             raise InvalidTypeError(
                 f"{name} must be None or a str, got {type(value).__name__} {shown(value)}"
             )
-        if blank(value) or len(value) > _NAME_CHARS:
+        if blank(value) or len(value) > MAX_NAME_CHARS:
             raise InvalidValueError(
-                f"{name} must be None or a name of 1 to {_NAME_CHARS} characters, "
+                f"{name} must be None or a name of 1 to {MAX_NAME_CHARS} characters, "
                 f"got {shown(value)}"
             )
         _check_text(name, value)

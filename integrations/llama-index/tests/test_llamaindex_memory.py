@@ -98,6 +98,26 @@ def test_a_block_reads_only_its_memorys_session(tmp_path: Any) -> None:
     assert "4711" in str(alice.get(input="What is my bank PIN?")[0].content)
 
 
+def test_a_session_id_longer_than_a_memorys_session_is_stored_and_read_apart(
+    tmp_path: Any,
+) -> None:
+    # Memory sets no cap on session_id, the memory takes 200 characters: every flush was
+    # refused, and the facts Memory had moved out of its queue were lost
+    path, head = str(tmp_path / "chat.db"), "tenant-42:" + "x" * 200
+    alice = session_memory(head + "alice", SynapseMemoryBlock(path, budget_tokens=200))
+    alice.put(ChatMessage(role="user", content="My bank PIN is 4711, keep it secret."))
+    for i in range(30):
+        alice.put(ChatMessage(role="user", content=f"Lunch talk {i}: pasta and coffee."))
+    bob = session_memory(head + "bob", SynapseMemoryBlock(path, budget_tokens=200))
+    bob.put(ChatMessage(role="user", content="Hello, I am Bob."))
+    assert "4711" in str(alice.get(input="What is my bank PIN?")[0].content)
+    assert "4711" not in str(bob.get(input="What is my bank PIN?")[0].content)
+    with ConversationMemory(path) as stored:  # Alice's turns (Bob's one is not flushed yet)
+        sessions = {turn.session for turn in stored.turns()}
+        assert len(stored) >= 10 and len(sessions) == 1, sessions
+    assert all(s.startswith(head[:150] + "…sha256:") and len(s) <= 200 for s in sessions)
+
+
 @pytest.mark.asyncio
 async def test_memories_sharing_one_block_never_read_each_others_session(tmp_path: Any) -> None:
     # the block kept the session of the last read on itself: two reads at once mixed them

@@ -30,7 +30,9 @@ from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
 
+from synapse_retriever import content_id
 from synapse_retriever.conversation import (
+    MAX_NAME_CHARS,
     ContextBudgetError,
     ContextConfig,
     ConversationMemory,
@@ -429,7 +431,7 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         users = [message_text(m) for m in messages or [] if m.role.value == "user"]
         query = users[-1] if users else None
         session = block_kwargs.get("session_id")  # Memory's: its own turns only, as
-        sessions = None if session is None else [str(session)]  # LlamaIndex's blocks do
+        sessions = None if session is None else [_session_name(str(session))]  # LlamaIndex's do
         text = await self._render(self.budget_tokens, query, sessions)
         self._made[text] = (query, sessions)  # per read: Memories sharing a block never mix
         while len(self._made) > _READS_KEPT:
@@ -497,4 +499,20 @@ def _session(value: object) -> str:
         raise InvalidTypeError(
             f"session_id must be a str, got {type(value).__name__} {shown(value)}"
         )
-    return value
+    return _session_name(value)
+
+
+def _session_name(session_id: str) -> str:
+    """A ``Memory``'s ``session_id`` as the memory's session: itself, or past
+    :data:`~synapse_retriever.conversation.MAX_NAME_CHARS` characters (``Memory`` sets no
+    cap) its first 150 and its :func:`~synapse_retriever.content_id`, the same at every
+    flush and read.
+
+    Examples
+    --------
+    >>> _session_name("me"), len(_session_name("tenant-42:" + "x" * 300))
+    ('me', 182)
+    """
+    if len(session_id) <= MAX_NAME_CHARS:
+        return session_id
+    return f"{session_id[:150]}…{content_id(session_id)}"
