@@ -38,7 +38,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from synapse_retriever.config import Operations
-from synapse_retriever.errors import NotASynapseDatabaseError, ReadOnlyStoreError
+from synapse_retriever.errors import (
+    CorruptDatabaseError,
+    NotASynapseDatabaseError,
+    ReadOnlyStoreError,
+)
 from synapse_retriever.persistence.conversation.protocol import (
     EntityRow,
     Links,
@@ -188,6 +192,14 @@ _LEASE = "consolidation_lease"
 _MARKS = ("consolidated_through", "graph_through", "relations_through")
 
 _COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker, key"
+_TYPED = """(typeof(session) = 'text' AND typeof(role) = 'text' AND typeof(text) = 'text'
+    AND typeof(at) IN ('real', 'integer') AND typeof(surprise) IN ('real', 'integer')
+    AND typeof(repeats) = 'integer' AND typeof(boost) IN ('real', 'integer')
+    AND typeof(chunks) IN ('text', 'null') AND typeof(summary) IN ('text', 'null')
+    AND typeof(speaker) IN ('text', 'null') AND typeof(key) IN ('text', 'null')
+    AND typeof(embedder) = 'text' AND typeof(embedding) = 'blob')"""
+"""Whether a turn's row holds what this library writes in each column (SQLite keeps the
+type of what a hand edit wrote, a text in a REAL column say): a column of each row read."""
 
 
 class SQLiteConversationStorage:
@@ -294,7 +306,10 @@ class SQLiteConversationStorage:
             row = db.execute(
                 "SELECT value FROM context_meta WHERE key = 'schema_version'"
             ).fetchone()
-            current = int(row[0]) if row else 0
+            try:
+                current = int(row[0]) if row else 0
+            except ValueError:
+                raise _unreadable(self.path, f"schema_version {row[0]!r}") from None
             if current > SCHEMA_VERSION:
                 raise NotASynapseDatabaseError(
                     f"{self.path!r} has conversation-memory schema version {current}, newer "
@@ -333,7 +348,10 @@ class SQLiteConversationStorage:
             "SELECT key, value FROM context_marks WHERE user = ? AND key IN (?, ?, ?)",
             (self.user, *_MARKS),
         ).fetchall()
-        return {str(key): int(value) for key, value in rows}
+        try:
+            return {str(key): int(value) for key, value in rows}
+        except ValueError:
+            raise _unreadable(self.path, f"a mark of {rows!r:.120}") from None
 
     def changed(self) -> bool:
         """Whether another connection (another process, say) committed to the file since
@@ -387,7 +405,7 @@ reinforcements=0, traversals=0)], 2)
             self._db.execute("BEGIN")  # one snapshot: no edge read without its turn
             try:
                 rows = self._db.execute(
-                    f"SELECT {_COLUMNS}, embedder, embedding FROM context_turns "
+                    f"SELECT {_COLUMNS}, embedder, embedding, {_TYPED} FROM context_turns "
                     "WHERE user = :user AND id > :after ORDER BY id",
                     arguments,
                 ).fetchall()
@@ -397,17 +415,23 @@ reinforcements=0, traversals=0)], 2)
             finally:
                 with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse even this
                     self._db.execute("ROLLBACK")  # it only read
+        try:
+            typed_edges = [
+                TypedEdgeRow(str(a), str(b), str(t), float(w), int(c), int(v))
+                for a, b, t, w, c, v in edges
+            ]
+        except (TypeError, ValueError) as exc:
+            raise _unreadable(self.path, f"an edge: {exc}") from None
         loaded = Loaded(
             consolidated_through=marks.get("consolidated_through", 0),
             entities=[EntityRow(str(n), str(k), str(label)) for n, k, label in entities],
-            edges=[
-                TypedEdgeRow(str(a), str(b), str(t), float(w), int(c), int(v))
-                for a, b, t, w, c, v in edges
-            ],
+            edges=typed_edges,
             graph_through=marks.get("graph_through", 0),
             relations_through=marks.get("relations_through", 0),
         )
         for row in rows:
+            if not row[14]:
+                raise _unreadable(self.path, f"turn {row[0]}: a column of another type")
             loaded.turns.append(TurnRecord(*row[:12]))
             loaded.embedders.append(row[12])
             loaded.embeddings.append(bytes(row[13]))
@@ -662,3 +686,11 @@ reinforcements=0, traversals=0)], 2)
         """Release the connection (idempotent)."""
         with self._lock:
             self._db.close()
+
+
+def _unreadable(path: str, what: str) -> CorruptDatabaseError:
+    """A file whose rows this library cannot read as it wrote them (edited by hand)."""
+    return CorruptDatabaseError(
+        f"{path!r} holds rows no conversation memory writes ({what}); nothing was written: "
+        "restore a backup"
+    )

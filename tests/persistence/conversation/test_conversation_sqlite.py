@@ -3,6 +3,7 @@ schema 4 (before users) opened as they are, the consolidation lease, the write l
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from synapse_retriever.errors import (
+    CorruptDatabaseError,
     InvalidTypeError,
     InvalidValueError,
     NotASynapseDatabaseError,
@@ -355,6 +357,38 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(NotASynapseDatabaseError, match="schema version 99, newer"):
         SQLiteConversationStorage(path, user="alice")
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ("UPDATE context_meta SET value = 'abc' WHERE key = 'schema_version'", "schema_version"),
+        ("UPDATE context_turns SET surprise = 'x'", "turn 1: a column of another type"),
+        ("UPDATE context_turns SET repeats = 1.5 WHERE id = 2", "turn 2: a column"),
+        ("UPDATE context_turns SET text = x'00ff'", "turn 1: a column"),
+        ("UPDATE context_turns SET embedding = 'text'", "turn 1: a column"),
+        ("UPDATE context_marks SET value = 'zz'", "a mark of"),
+        ("UPDATE context_edges SET at = 'q'", "an edge: could not convert"),
+    ],
+)
+def test_a_file_edited_by_hand_is_refused_as_damaged_and_left_as_it_is(
+    tmp_path: Path, edit: str, says: str
+) -> None:
+    # each was a raw ValueError at open, or a TypeError in the first assembly
+    from synapse_retriever.conversation import ConversationMemory
+
+    path = tmp_path / "edited.db"
+    with ConversationMemory(path, background=False) as memory:
+        for i in range(12):
+            memory.add_turn(f"Alice met Bob in Paris, time {i}.", at=i)
+        memory.consolidate()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute(edit)
+        db.commit()
+    before = path.read_bytes()
+    with pytest.raises(CorruptDatabaseError, match=f"holds rows no conversation memory.*{says}"):
+        ConversationMemory(path).assemble("Paris", 50, at=100)
+    assert path.read_bytes() == before
 
 
 def test_consolidate_writes_nothing_when_its_window_is_covered(tmp_path: Path) -> None:
