@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import re
 import sqlite3
@@ -46,6 +47,26 @@ def _drop_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+def _stand_in_for_closed_streams() -> None:
+    """Give a standard stream its process started without (``>&-``, a service's closed
+    descriptor: Python sets it to None) a stand-in, so that the command's exit code and
+    messages hold: stdout becomes a pipe nobody reads, so an export or a JSON report is cut
+    (one line, :data:`EXIT_CUT`) and a table ends as a ``| head`` does; stderr the null
+    device, so an error still exits with its code."""
+    if sys.stdout is None:
+        reader, writer = os.pipe()
+        os.close(reader)
+        sys.stdout = _opened(writer, "<stdout>")
+    if sys.stderr is None:
+        sys.stderr = _opened(os.open(os.devnull, os.O_WRONLY), "<stderr>")
+
+
+def _opened(descriptor: int, name: str) -> io.TextIOWrapper:
+    raw = io.FileIO(descriptor, "w")
+    raw.name = name  # what a cut output's message names
+    return io.TextIOWrapper(io.BufferedWriter(raw), line_buffering=True)
 
 
 _NEGATIVE_NUMBER = re.compile(r"-\.?\d")
@@ -80,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``synapse-retriever`` with ``argv`` (default: the command line); the exit code."""
+    _stand_in_for_closed_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

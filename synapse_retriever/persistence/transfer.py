@@ -722,10 +722,15 @@ def write_whole(stream: IO[bytes], data: bytes) -> None:
         stream.flush()
     except BrokenPipeError:
         name = str(getattr(stream, "name", "the stream")).strip("<>")
+        where = (
+            f"{done:,} of {len(view):,} bytes written"
+            if done < len(view)  # else its buffer took them all and its flush failed
+            else f"its buffer took the {len(view):,} bytes and could not deliver them"
+        )
         raise OutputCutError(
             errno.EPIPE,
-            f"{name} was closed before all of the output reached it ({done:,} of {len(view):,} "
-            "bytes written): the output is incomplete",
+            f"{name} was closed before all of the output reached it ({where}): the output is "
+            "incomplete",
         ) from None
 
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -1027,6 +1028,42 @@ def test_export_to_dev_stdout_writes_stdout_and_a_fifo_is_refused_unopened(
 
 
 CLI = [sys.executable, "-m", "synapse_retriever.cli"]
+
+
+def _closing(descriptor: int) -> Callable[[], None]:
+    return lambda: os.close(descriptor)  # in the child, before it runs: Python sees None
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["stats", "{store}", "--json"], 1),  # a JSON report cut: one line, EXIT_CUT
+        (["export", "{store}", "-", "--format", "json"], 1),
+        (["stats", "{store}"], 0),  # a table for people, as `| head` cuts it
+    ],
+)
+def test_a_command_started_with_stdout_closed_says_its_output_is_cut(
+    store: Path, args: list[str], code: int
+) -> None:
+    # an AttributeError on sys.stdout (None), in a traceback, exit 1 whatever the command
+    command = [*CLI, *(arg.format(store=store) for arg in args)]
+    done = subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
+        preexec_fn=_closing(1), check=False,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == code
+    assert code == 0 or "stdout was closed before all of the output reached it" in done.stderr
+
+
+def test_a_command_started_with_stderr_closed_keeps_its_exit_code(tmp_path: Path) -> None:
+    # the error could not be written: exit 1 (the traceback's), not 2
+    command = [*CLI, "stats", str(tmp_path / "missing.db")]
+    done = subprocess.run(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60,
+        preexec_fn=_closing(2), check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and not (tmp_path / "missing.db").exists()
 
 
 def _piped(first: list[str], second: list[str]) -> tuple[int, str, int, str, str]:
