@@ -15,8 +15,14 @@ import pytest
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_synapse_retriever import SynapseCallbackHandler, SynapseRetriever
+from langchain_synapse_retriever import SynapseMemoryRetriever as LangChainMemoryRetriever
+from llama_index.postprocessor.synapse import (
+    SynapseMemoryBlock,
+    SynapsePostprocessor,
+    SynapseUsageHandler,
+)
 from llama_index.postprocessor.synapse import SynapseMemoryRetriever as LlamaIndexMemoryRetriever
-from llama_index.postprocessor.synapse import SynapsePostprocessor
+from pydantic import ValidationError
 
 from synapse_retriever import Learning, SynapseConfig, SynapseStore, coactivation_set
 from synapse_retriever.config import Operations
@@ -258,6 +264,26 @@ def test_an_adapter_refuses_another_applications_database_as_the_store_does(
     with pytest.raises(NotASynapseDatabaseError, match="another application") as refused:
         ADAPTERS[adapter](url)
     assert "s3cret" not in str(refused.value)
+
+
+MISSPELT: dict[str, Callable[[], object]] = {
+    "LangChain retriever": lambda: SynapseRetriever(
+        base_retriever=RunnableLambda(list), store=":memory:", active_namepsace="shared"
+    ),
+    "LangChain memory retriever": lambda: LangChainMemoryRetriever(memory=_memory(), kk=3),
+    "LlamaIndex postprocessor": lambda: SynapsePostprocessor(store=":memory:", max_injekt=3),
+    "LlamaIndex memory block": lambda: SynapseMemoryBlock(":memory:", budget_tokenz=100),
+    "LlamaIndex usage handler": lambda: SynapseUsageHandler(
+        postprocessor=SynapsePostprocessor(store=":memory:"), namspace="shared"
+    ),
+}
+
+
+@pytest.mark.parametrize("adapter", list(MISSPELT))
+def test_an_adapter_refuses_an_argument_it_has_no_field_for(adapter: str) -> None:
+    # pydantic dropped it without a word: a misspelt namespace wrote to "personal"
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        MISSPELT[adapter]()
 
 
 def test_a_password_a_message_cuts_before_its_end_is_not_shown() -> None:

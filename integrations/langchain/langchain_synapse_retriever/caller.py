@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config
+from pydantic import ConfigDict
 
 _CALLER: ContextVar[RunnableConfig | None] = ContextVar("synapse_caller_config", default=None)
 """The config the retriever was invoked with: ``BaseRetriever`` hands
@@ -19,6 +20,8 @@ class CallerRetriever(BaseRetriever):
     """A retriever that runs what it calls (an upstream retriever, a mode detector's chat
     model) under its caller's config, as if the caller had called it directly: its
     ``configurable`` fields, tags, metadata and limits reach it, its run a child of this one.
+    An argument it has no field for is refused (pydantic's ``extra_forbidden``): a misspelt
+    ``active_namepsace=`` was dropped without a word, and the default namespace written.
 
     Example:
         >>> from langchain_core.runnables import RunnableLambda
@@ -30,6 +33,8 @@ class CallerRetriever(BaseRetriever):
         >>> Upstream().invoke("q", {"configurable": {"user": "ada"}})[0].page_content
         'ada'
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any

@@ -17,6 +17,7 @@ from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from pydantic import (
+    ConfigDict,
     InstanceOf,
     ValidationError,
     ValidationInfo,
@@ -120,6 +121,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
 
         In an engine: ``index.as_query_engine(node_postprocessors=[synapse])``.
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt argument is refused
 
     docstore: (
         InstanceOf[BaseDocumentStore] | InstanceOf[BasePydanticVectorStore] | NodeFetcher | None

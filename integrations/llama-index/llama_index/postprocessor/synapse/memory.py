@@ -25,7 +25,7 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
@@ -286,6 +286,8 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         >>> [line for line in content.splitlines() if "deploy" in line]
         ['user: We moved the production deploy to Fridays.']
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt argument is refused
 
     name: str = Field(default="synapse_memory", description="The block's name.")
     priority: int = Field(

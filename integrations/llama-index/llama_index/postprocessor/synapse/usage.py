@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from llama_index.core.base.response.schema import Response
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
@@ -122,6 +122,8 @@ class SynapseUsageHandler(BaseEventHandler):
         True
         >>> handler.detach()
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt argument is refused
 
     postprocessor: InstanceOf[SynapsePostprocessor]
     reinforce_retrieved: bool = Field(default=False, description="Reinforce retrieved nodes.")
