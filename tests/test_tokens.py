@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from synapse_retriever import tokens
 from synapse_retriever.errors import InvalidTypeError
 from synapse_retriever.tokens import approximate_tokens
 
@@ -62,3 +65,15 @@ def test_a_cjk_turn_is_kept_within_its_budget() -> None:
         memory.add_turn("数据" * 2000, at=1)
         turns = memory.assemble("部署", 20, at=2)
         assert sum(approximate_tokens(t.text) for t in turns) <= 20
+
+
+@settings(max_examples=300)
+@given(
+    st.text(alphabet=st.sampled_from("ab_9 \t\n\u3000.,!部署é\u0301"), max_size=60),
+    st.integers(1, 9),
+)
+def test_counting_in_slices_counts_what_counting_whole_does(text: str, slice_chars: int) -> None:
+    # a long text is counted in slices cut at white space, so that other threads run between
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokens, "_SLICE_CHARS", slice_chars)
+        assert approximate_tokens(text) == len(tokens._PIECE.findall(text))

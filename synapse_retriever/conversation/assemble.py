@@ -475,15 +475,7 @@ def candidates(
     ...            groups=[None] * 5, summary_threshold=0.2)
     [0, 2, 4]
     """
-    kept = set(must)
-    optional = sorted(
-        (
-            i
-            for i in range(len(importance))
-            if i not in kept and (groups[i] is not None or importance[i] > summary_threshold)
-        ),
-        key=lambda i: (groups[i] is None, -importance[i], -i),
-    )
+    optional = _walk_order(importance, must, groups, summary_threshold)
     floor = sum(cost(i)[0] for i in must)
     held = {groups[i] for i in must if groups[i] is not None}
     grouped = [i for i in optional if groups[i] is not None]
@@ -499,6 +491,31 @@ def candidates(
             if floor > budget:
                 break
     return sorted(planned)
+
+
+def _walk_order(
+    importance: Sequence[float],
+    must: Sequence[int],
+    groups: Sequence[int | None],
+    summary_threshold: float,
+) -> list[int]:
+    """The turns :func:`candidates` walks, in its order: the grouped ones, then the others
+    above ``summary_threshold``, most important first, newest first on ties; ``must`` left
+    out. Sorted by NumPy, which lets go of the interpreter: a sort of tens of thousands of
+    tuples held it, and an async caller's event loop, for a tenth of a second.
+
+    Examples
+    --------
+    >>> _walk_order([0.9, 0.1, 0.5, 0.5, 0.0], [4], [None, None, None, 7, None], 0.2)
+    [3, 0, 2]
+    """
+    weights = np.asarray(importance, dtype=np.float64)
+    alone = np.fromiter((group is None for group in groups), dtype=bool, count=len(weights))
+    walked = ~alone | (weights > summary_threshold)
+    walked[np.asarray(must, dtype=np.int64)] = False
+    turns = np.flatnonzero(walked)
+    order = np.lexsort((-turns, -weights[turns], alone[turns]))  # the last key first
+    return [int(i) for i in turns[order]]
 
 
 def texts_and_costs(

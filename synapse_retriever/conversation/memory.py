@@ -1138,8 +1138,10 @@ class ConversationMemory:
         channels, weights = [lexical, dense], [config.lexical_weight, 1.0]
         if config.novelty_weight > 0:
             mine = [t for t in self._turns if allowed is None or t.session in allowed]
-            by_surprise = sorted(mine, key=lambda turn: (-turn.surprise, -turn.id))
-            channels.append([turn.id for turn in by_surprise[:_ASSEMBLY_DEPTH]])
+            surprise = np.fromiter((t.surprise for t in mine), np.float64, count=len(mine))
+            ids = np.fromiter((t.id for t in mine), np.int64, count=len(mine))
+            by_surprise = np.lexsort((-ids, -surprise))[:_ASSEMBLY_DEPTH]  # NumPy's sort
+            channels.append(ids[by_surprise].tolist())  # lets go of the interpreter
             weights.append(config.novelty_weight)
         found = self._cued(query, fuse(channels, weights, k=config.rrf_k), now)
         return [self._row[turn_id] for turn_id in ranked(found, len(found))]
