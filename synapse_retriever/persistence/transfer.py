@@ -576,7 +576,9 @@ def write_edges(
     The format is ``fmt``, else the one the suffix of ``path`` names (:func:`guess_format`).
     The file is written next to ``path`` and renamed into place, so a failed export
     leaves no half-written file; a symbolic link is written through (its target is
-    replaced, the link stays). A file replaced keeps its permissions and group. A path
+    replaced, the link stays). A file replaced keeps its permissions and group (its owner is
+    then the exporter, and a hard link to it keeps the old file); one this process may not
+    write is refused, as writing it in place would be. A path
     that is a database or not a regular file (a FIFO, a device:
     :func:`check_export_path`) is refused, and so is a GraphML export of an id
     or namespace holding a character that XML 1.0 cannot carry (a NUL, another C0 control
@@ -592,6 +594,8 @@ def write_edges(
         an id GraphML cannot carry; nothing is written.
     IsADirectoryError
         ``path`` is a directory.
+    PermissionError
+        ``path`` is a file this process may not write; nothing is written.
 
     Examples
     --------
@@ -618,6 +622,12 @@ def write_edges(
         raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a directory")
     check_export_path(path, store_path=store.path)
     target = Path(os.path.realpath(path))  # through links: the link stays, its target changes
+    if target.exists() and not os.access(target, os.W_OK):  # renamed over, it would be replaced
+        raise PermissionError(
+            errno.EACCES,
+            f"cannot write {os.fspath(path)!r}: this process may not write it (its permissions "
+            "say so), and an export replaces a file only where it could write it in place",
+        )
     edges = export_edges(store, at=now, namespaces=namespaces)
     document = _document(edges, fmt, now, store, name=os.fspath(path))
     temporary: Path | None = None

@@ -6,6 +6,8 @@ import io
 import json
 import os
 import re
+import shlex
+import shutil
 import socket
 import sqlite3
 import stat
@@ -136,6 +138,35 @@ def test_a_failed_export_leaves_no_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no partial file left
     with _learned() as store, pytest.raises(IsADirectoryError, match="is a directory"):
         write_edges(store, tmp_path, fmt="json")
+
+
+_EXPORT_OVER = """
+import sys
+from synapse_retriever import SynapseStore
+from synapse_retriever.persistence.transfer import write_edges
+with SynapseStore(sys.argv[1]) as store:
+    write_edges(store, sys.argv[2])
+"""
+
+
+def test_an_export_refuses_a_file_this_process_may_not_write(tmp_path: Path) -> None:
+    # renamed over, a 0444 file was replaced: its reader's permissions did not count
+    with SynapseStore(tmp_path / "s.db") as store:
+        store.reinforce(["a", "b"])
+    target = tmp_path / "kept.json"
+    target.write_text("the previous export\n")
+    target.chmod(0o444)
+    command = [sys.executable, "-c", _EXPORT_OVER, str(tmp_path / "s.db"), str(target)]
+    if os.geteuid() == 0:  # root writes any file: as root without that capability
+        drop = ["capsh", "--drop=cap_dac_override", "--", "-c", "true"]
+        if shutil.which("capsh") is None or subprocess.run(drop, check=False).returncode:
+            pytest.skip("capsh cannot drop cap_dac_override here")
+        command = ["capsh", "--drop=cap_dac_override", "--", "-c", shlex.join(command)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "PermissionError" in done.stderr, done.stderr
+    assert "may not write it" in done.stderr
+    assert target.read_text() == "the previous export\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if "kept" in p.name) == ["kept.json"]
 
 
 _FULL_DISK_EXPORT = """
