@@ -272,9 +272,10 @@ _BOUNDED.maxlevel = 3
 _SCHEME = r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)"
 """A URL's scheme, which begins a run of its characters (the lookbehind keeps the patterns
 linear on a long run of letters)."""
-_CREDENTIALS = re.compile(_SCHEME + r"[^/\s@'\"]*@")
-"""A URL's scheme and its user (and password) before the host: the scheme is kept."""
+_CREDENTIALS = re.compile(_SCHEME + r"[^'\"]*@")
+"""A URL's scheme and what lies before its last ``@`` (its user and password, which may hold
+a ``/`` or a space a URL should have escaped): the scheme is kept."""
 _CUT_CREDENTIALS = re.compile(_SCHEME + r"[^/\s@'\"]*\Z")
 """A URL a message's end cuts before its host's end: its user and password may be there."""
-_PASSWORD = re.compile(r"(\bpassword\s*=\s*)[^\s'\"]+", re.IGNORECASE)
+_PASSWORD = re.compile(r"(\bpassword\s*=\s*)(?:'[^']*'?|\"[^\"]*\"?|[^\s'\"]+)", re.IGNORECASE)
 """A libpq connection string's password."""

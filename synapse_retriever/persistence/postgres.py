@@ -56,7 +56,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -69,6 +69,7 @@ from synapse_retriever.errors import (
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
     StorageUnavailableError,
+    shown,
 )
 from synapse_retriever.learning.decay import BLANK_TIME
 from synapse_retriever.persistence.protocols import (
@@ -408,75 +409,71 @@ def check_schema(conn: psycopg.Connection[Any], where: str) -> None:
 
 
 def split_url(url: str) -> tuple[str, str]:
-    """The connection string, and a name for messages without its password.
+    """The connection string, and a name for messages without its password: the host, port
+    and database libpq reads in it.
 
     Raises
     ------
     InvalidValueError
-        The host or the port cannot be read (an IPv6 address without its closing
-        bracket, a port that is not a number), or libpq cannot read the URL (a bad
-        percent-escape, a parameter it does not know); the message names the URL without
-        its user, its password and its parameters, and shows no password libpq quoted.
+        libpq cannot read the URL (a bad percent-escape, a parameter it does not know, an
+        IPv6 address without its closing bracket), its port is not a number, or an ``@``
+        ends up in its host or database (a ``/`` in a password that is not written ``%2F``
+        ends the user and password early). The message shows neither the URL's user and
+        password nor any token libpq quoted, which may be part of them.
 
     Examples
     --------
     >>> split_url("postgres://me:secret@localhost:5432/team")[1]
     'localhost:5432/team'
-    >>> split_url("postgresql://me:secret@[::1/team")
-    Traceback (most recent call last):
-    ...
-    synapse_retriever.errors.InvalidValueError: 'postgresql://[::1/team' is not a valid \
-PostgreSQL URL (Invalid IPv6 URL)
     >>> split_url("postgresql://me:se%ZZcret@localhost/team")
     Traceback (most recent call last):
     ...
-    synapse_retriever.errors.InvalidValueError: 'postgresql://localhost/team' is not a valid \
-PostgreSQL URL (invalid percent-encoded token: "***")
+    synapse_retriever.errors.InvalidValueError: 'postgresql://…' is not a valid PostgreSQL URL \
+(invalid percent-encoded token: "…")
     """
-    scheme, _, rest = url.partition("://")
-    shown = f"{scheme}://{rest.partition('?')[0].rpartition('@')[2]}"
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # read last: a bad host or port raises
-    except ValueError as exc:
-        raise InvalidValueError(f"{shown!r} is not a valid PostgreSQL URL ({exc})") from None
-    problem = _unreadable(url)
-    if problem is not None:
-        raise InvalidValueError(f"{shown!r} is not a valid PostgreSQL URL ({problem})")
-    where = f"{parts.hostname or 'localhost'}{f':{port}' if port else ''}{parts.path}"
-    return url, where
-
-
-def _unreadable(url: str) -> str | None:
-    """Why libpq cannot read ``url`` (its first line, a password it quotes masked), or
-    None: psycopg raised it, with the password, only when a connection was first opened."""
+    unread = f"{url.partition('://')[0]}://…"  # nothing of it can be trusted to hold no secret
     try:
         from psycopg import ProgrammingError
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:  # the extra is missing: the storage says so
-        return None
+        return url, unread
     try:
-        conninfo_to_dict(url)
+        parts = conninfo_to_dict(url)
     except ProgrammingError as exc:
-        problem = (str(exc).strip().splitlines() or ["unreadable"])[0]
-    else:
-        return None
-    hidden = _secrets(url)
-    problem = _QUOTED.sub(lambda m: '"***"' if any(s in m[1] for s in hidden) else m[0], problem)
-    return "libpq cannot read it" if any(s in problem for s in hidden) else problem
-
-
-_QUOTED = re.compile(r'"([^"]*)"')
-"""A token libpq quotes in its message."""
+        problem = _QUOTED.sub('"…"', (str(exc).strip().splitlines() or ["unreadable"])[0])
+        if any(secret in problem for secret in _secrets(url)):
+            problem = "libpq cannot read it"
+        raise InvalidValueError(f"{unread!r} is not a valid PostgreSQL URL ({problem})") from None
+    host, port, database = (str(parts.get(key) or "") for key in ("host", "port", "dbname"))
+    if "@" in host + port + database:
+        raise InvalidValueError(
+            f"{unread!r} is not a valid PostgreSQL URL (libpq reads an '@' as part of its host "
+            "or database: write a '/' or '@' in a user or password as %2F or %40)"
+        )
+    if not all(piece.strip().isdigit() for piece in port.split(",") if port):
+        raise InvalidValueError(
+            f"{f'postgresql://{host}/{database}'!r} is not a valid PostgreSQL URL (its port "
+            "is not a number)"
+        )
+    where = f"{host or 'localhost'}{f':{port}' if port else ''}{f'/{database}' if database else ''}"
+    return url, where
 
 
 def _secrets(url: str) -> set[str]:
-    """The passwords ``url`` holds, as written and percent-decoded: its user's, and a
-    ``password`` parameter's."""
-    before, _, query = url.partition("://")[2].partition("?")
-    found = {before.rpartition("@")[0].partition(":")[2]}
-    found.update(v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "password")
+    """The passwords ``url`` may hold, as written and percent-decoded: what lies between its
+    scheme and its last ``@``, and a ``password`` parameter's value."""
+    rest = url.partition("://")[2]
+    found = {rest.rpartition("@")[0].partition(":")[2]}
+    query = rest.partition("?")[2]
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if unquote(key).strip().lower() == "password":
+            found.add(value)
     return {s for value in found if value for s in (value, unquote(value)) if s}
+
+
+_QUOTED = re.compile(r'"[^"]*"')
+"""A token libpq quotes in its message: part of the URL, maybe of its password."""
 
 
 class _PostgresTransaction:
@@ -1527,7 +1524,7 @@ class PostgresStorage:
                 "PostgreSQL needs the postgres extra: pip install 'synapse-retriever[postgres]'"
             ) from None
         if not is_postgres_url(url):
-            raise InvalidValueError(f"not a PostgreSQL URL: {url!r}")
+            raise InvalidValueError(f"not a PostgreSQL URL: {shown(url)}")
         self._psycopg = psycopg
         self._create = check_flag("create", create)
         check_flag("listen", listen)

@@ -1530,6 +1530,8 @@ def uri_file(path: str) -> str:
 _URL = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*)://")  # from a run's start
 """A URL's start, its scheme (a PostgreSQL URL is taken before a path is read; SQLite opens
 ``file:`` URIs)."""
+_CONNINFO = re.compile(r"(?:^|\s)(?:host|hostaddr|dbname|user|password|sslmode|service)\s*=")
+"""A libpq connection string's keyword (``host=db dbname=team password=...``): not a file."""
 
 
 def file_path(path: object) -> str:
@@ -1570,6 +1572,21 @@ got a mysql:// URL
             f"{error.start} stands for a byte that is not UTF-8 (as os.fsdecode reads such a "
             "name), and SQLite names its files in UTF-8; rename the file or its folder"
         ) from None
+    if text.startswith("file:"):  # SQLite decodes a URI's %-escapes into the file's name
+        name = re.split(r"[?#]", text[5:], maxsplit=1)[0]
+        try:
+            urllib.parse.unquote_to_bytes(name).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InvalidValueError(
+                f"a store's path must be valid Unicode, got {shown(text)}: its %-escapes make "
+                f"a byte that is not UTF-8 at {error.start} of its file's name, and SQLite "
+                "names its files in UTF-8"
+            ) from None
+    if _CONNINFO.search(text):  # a file made under that name would hold its password
+        raise InvalidValueError(
+            f"a store is a file path or a postgresql:// URL, got a libpq connection string "
+            f"{shown(text)}: write it as a postgresql:// URL"
+        )
     scheme = _URL.search(text)
     if scheme and scheme[1].lower() != "file":  # mysql://..., postgresq://...: no file to make
         raise InvalidValueError(

@@ -719,14 +719,19 @@ def test_an_unreachable_server_is_a_typed_error_at_once() -> None:
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
-        ("postgresql://me:secret@[::1", "Invalid IPv6 URL"),
-        ("postgres://me:secret@db:port/team", "Port could not be cast"),
+        ("postgresql://me:secret@[::1", 'looking for matching "…" in IPv6 host address'),
+        ("postgres://me:secret@db:port/team", "its port is not a number"),
         # libpq's own parse, which psycopg ran only when it connected: its error quoted the
-        # password, in a traceback
-        ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "***"'),
-        ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "***"'),
-        ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "***"'),
-        ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "sslmod"'),
+        # password, in a traceback; no token libpq quotes is shown (it may be a password's)
+        ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "…"'),
+        ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "…"'),
+        ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "…"'),
+        ("postgresql://me@127.0.0.1/team?pass%77ord=sec%ZZret", 'token: "…"'),
+        ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "…"'),
+        ("postgresql://me@127.0.0.1/team?password=top&secret", 'separator "…"'),
+        # a password libpq or urllib cut at a "/" or a "?": its pieces were named
+        ("postgresql://me:Xy7/secret@127.0.0.1/team", "reads an '@' as part of its host"),
+        ("postgresql://me:top@secret%ZZ@127.0.0.1/team", 'token: "…"'),
     ],
 )
 def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem: str) -> None:
@@ -739,6 +744,22 @@ def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem
         with pytest.raises(InvalidValueError, match="is not a valid PostgreSQL URL") as caught:
             opening()
         assert problem in str(caught.value) and "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        # urllib split these at the "?", "#" or "/" in the password: its first piece was
+        # shown as the host or the port, in a message or the store's name
+        ("postgresql://me:Sx?cret@127.0.0.1/team", "127.0.0.1/team"),
+        ("postgresql://postgres:4711?s3cret@127.0.0.1/team", "127.0.0.1/team"),
+        ("postgresql://me:a#secret@db:5433/team", "db:5433/team"),
+        ("postgresql://h1:5432,h2:5433/team", "h1,h2:5432,5433/team"),  # urllib refused it
+        ("postgresql:///team?host=/tmp", "/tmp/team"),
+    ],
+)
+def test_a_store_is_named_by_the_host_and_database_libpq_reads(url: str, where: str) -> None:
+    assert postgres.split_url(url) == (url, where)
 
 
 @pytest.fixture

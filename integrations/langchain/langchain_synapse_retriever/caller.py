@@ -21,7 +21,9 @@ class CallerRetriever(BaseRetriever):
     model) under its caller's config, as if the caller had called it directly: its
     ``configurable`` fields, tags, metadata and limits reach it, its run a child of this one.
     An argument it has no field for is refused (pydantic's ``extra_forbidden``): a misspelt
-    ``active_namepsace=`` was dropped without a word, and the default namespace written.
+    ``active_namepsace=`` was dropped without a word, and the default namespace written. A
+    validation error does not echo the input (``hide_input_in_errors``): it held a store's
+    PostgreSQL URL whole, password included; the library's own messages name bad values.
 
     Example:
         >>> from langchain_core.runnables import RunnableLambda
@@ -34,7 +36,7 @@ class CallerRetriever(BaseRetriever):
         'ada'
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any

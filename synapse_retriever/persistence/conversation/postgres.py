@@ -397,7 +397,7 @@ class PostgresConversationStorage:
         listen: bool = True,
     ) -> None:
         if not is_postgres_url(url):
-            raise InvalidValueError(f"not a PostgreSQL URL: {url!r}")
+            raise InvalidValueError(f"not a PostgreSQL URL: {shown(url)}")
         self.user = check_user(user)
         check_flag("listen", listen)
         url, self.where = split_url(url)

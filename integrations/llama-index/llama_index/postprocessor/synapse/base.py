@@ -122,7 +122,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         In an engine: ``index.as_query_engine(node_postprocessors=[synapse])``.
     """
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt argument is refused
+    # a misspelt argument is refused; an error echoes no input (a store URL's password)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     docstore: (
         InstanceOf[BaseDocumentStore] | InstanceOf[BasePydanticVectorStore] | NodeFetcher | None

@@ -287,7 +287,8 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         ['user: We moved the production deploy to Fridays.']
     """
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt argument is refused
+    # a misspelt argument is refused; an error echoes no input (a store URL's password)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     name: str = Field(default="synapse_memory", description="The block's name.")
     priority: int = Field(

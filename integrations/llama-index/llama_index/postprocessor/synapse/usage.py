@@ -123,7 +123,8 @@ class SynapseUsageHandler(BaseEventHandler):
         >>> handler.detach()
     """
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt argument is refused
+    # a misspelt argument is refused; an error echoes no input (a store URL's password)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     postprocessor: InstanceOf[SynapsePostprocessor]
     reinforce_retrieved: bool = Field(default=False, description="Reinforce retrieved nodes.")
