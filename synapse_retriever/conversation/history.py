@@ -38,9 +38,9 @@ Examples
 >>> [(m.index, m.level.value, m.text) for m in kept]
 [(0, 'full', 'You are terse.'), (1, 'chunks', 'I moved the deploy to Fridays.'), \
 (2, 'full', 'Noted.'), (3, 'full', 'What is for lunch?')]
->>> [m.text for m in trim_history(history, "when is the deploy?", 15,
+>>> [m.text for m in trim_history(history, "when is the deploy?", 16,
 ...                               config=ContextConfig(working_memory=2, working_share=1.0))][1]
-'moved deploy Fridays.'
+'moved deploy to Fridays.'
 """
 
 from __future__ import annotations

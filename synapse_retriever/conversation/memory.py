@@ -15,7 +15,7 @@ Examples
 >>> [t.level.value for t in memory.assemble("when do we deploy?", 1000, at=0)]
 ['full', 'full', 'full', 'full']
 >>> [(t.level.value, t.text) for t in memory.assemble("when do we deploy?", 8, at=0)]
-[('summary', 'moved deploy Fridays.'), ('full', 'Lunch?'), ('full', 'Sure!')]
+[('summary', 'moved deploy to Fridays.'), ('full', 'Sure!')]
 >>> memory.close()
 """
 

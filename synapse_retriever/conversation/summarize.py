@@ -24,7 +24,7 @@ Examples
 >>> text = "Long day today. The staging database moved to host db-stg-7. Anyway, thanks!"
 >>> ExtractiveSummarizer().condense(text, chunks_ratio=0.3, summary_ratio=0.1)
 Condensed(chunks='The staging database moved to host db-stg-7.', \
-summary='staging database moved host db-stg-7.')
+summary='staging database moved to host db-stg-7.')
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def focus(
     >>> text = "Long day. Staging database lives on host db-stg-7. Pizza tonight?"
     >>> focus(text, query, embedder, chunks_ratio=0.3, token_counter=len)
     Condensed(chunks='Staging database lives on host db-stg-7.', \
-summary='Staging database lives host db-stg-7.')
+summary='Staging database lives on host db-stg-7.')
     """
     parts = sentences(text)
     if not parts:

@@ -55,14 +55,16 @@ yours yourself yourselves
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
 _TELEGRAM_KEEP_TEXT = """
-no nor not against before after until above below over under between up down off out
-more most than only few all any both each some other else once if or
+no nor not but against before after until when while once if or
+above below over under between up down off out on in at from to
+more most much too than only just even few all any both each some other else
 """
 _TELEGRAM_KEEPS = frozenset(_TELEGRAM_KEEP_TEXT.split())
-"""Stopwords a telegram keeps: what a sentence says turns on them. A negation ("do not
-retry" is not "retry"), a condition or an alternative, an order in time or place ("before
-Monday" is not "Monday"), a direction ("turn off", "scale down"), a quantity or a choice
-("more than 5", "only", "the other host")."""
+"""Stopwords a telegram keeps: what a sentence says turns on them. A negation or an
+exception ("do not retry" is not "retry", "all but one" not "all one"), a condition, a time
+or an alternative ("when tests pass", "or"), a place, an order or a direction ("before
+Monday" is not "Monday", "from Postgres to SQLite", "turn off"), a quantity or a degree
+("more than 5", "not just the cache", "did not help much", "the other host")."""
 
 
 def _marks(*spans: tuple[int, int], kind: str = "M") -> frozenset[int]:
@@ -305,22 +307,25 @@ def sentences(text: str) -> list[str]:
 
 
 def telegraphic(sentence: str) -> str:
-    """``sentence`` without its stopwords, in telegram style; unchanged if nothing would remain.
-    A negation, a condition, an order in time or place, a direction and a quantity stay
-    (``_TELEGRAM_KEEPS``): a telegram says less than its sentence, never something else.
+    """``sentence`` without its stopwords, in telegram style; unchanged if no word but
+    stopwords would remain. A negation, a condition, an order in time or place, a direction
+    and a quantity stay (``_TELEGRAM_KEEPS``), and so does a one-letter name past the first
+    word ("plan A"): a telegram says less than its sentence, never something else.
 
     Examples
     --------
     >>> telegraphic("I moved the deploy to Fridays.")
-    'moved deploy Fridays.'
+    'moved deploy to Fridays.'
     >>> telegraphic("The migration did not succeed; do not retry it before Monday.")
     'migration not succeed; not retry before Monday.'
-    >>> telegraphic("Are you ok?")
-    'Are you ok?'
+    >>> telegraphic("Use plan A, not plan B.")
+    'Use plan A, not plan B.'
+    >>> telegraphic("No, do it.")
+    'No, do it.'
     """
     words = sentence.split()
-    kept = [word for word in words if _telegram_word(word.strip(_PUNCTUATION).lower())]
-    if not kept:
+    kept = [word for at, word in enumerate(words) if _telegram_word(word, at == 0)]
+    if all(_stopword(word, at == 0) for at, word in enumerate(kept)):
         return sentence
     text = " ".join(kept)
     end = words[-1][-1]
@@ -329,8 +334,14 @@ def telegraphic(sentence: str) -> str:
     return text
 
 
-def _telegram_word(word: str) -> bool:
-    return word not in STOPWORDS or word in _TELEGRAM_KEEPS
+def _telegram_word(word: str, first: bool) -> bool:
+    return not _stopword(word, first) or word.strip(_PUNCTUATION).lower() in _TELEGRAM_KEEPS
+
+
+def _stopword(word: str, first: bool) -> bool:
+    bare = word.strip(_PUNCTUATION)
+    name = len(bare) == 1 and bare.isupper() and not first  # "plan A", not "A plan"
+    return bare.lower() in STOPWORDS and not name
 
 
 class TermStats:

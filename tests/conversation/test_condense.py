@@ -103,8 +103,17 @@ def test_telegraphic_keeps_the_content_words_and_the_end_mark() -> None:
         ("No, the vault token is not expired.", "No, vault token not expired."),
         ("Do not retry it before Monday.", "not retry before Monday."),  # was "retry Monday."
         ("Turn off the alarm if it rains.", "Turn off alarm if rains."),  # was "Turn alarm rains."
-        ("Scale down to fewer than 5 nodes.", "Scale down fewer than 5 nodes."),
+        ("Scale down to fewer than 5 nodes.", "Scale down to fewer than 5 nodes."),
         ("Use the other host, or none.", "Use other host, or none."),
+        # and those a review found still lost
+        ("All but one test passed.", "All but one test passed."),  # was "All one test passed."
+        ("The outage was not just the cache.", "outage not just cache."),  # "outage not cache."
+        ("Do not deploy, even if tests pass.", "not deploy, even if tests pass."),
+        ("Migrate from Postgres to SQLite.", "Migrate from Postgres to SQLite."),
+        ("It did not help much.", "not help much."),  # was "not help."
+        ("Deploy when tests pass.", "Deploy when tests pass."),  # was "Deploy tests pass."
+        ("Use plan A, not plan B.", "Use plan A, not plan B."),  # "Use plan, not plan B."
+        ("No, do it.", "No, do it."),  # was "No,."
     ],
 )
 def test_a_telegram_keeps_the_words_a_sentence_turns_on(sentence: str, telegram: str) -> None:
@@ -123,7 +132,8 @@ def test_a_telegram_is_its_sentence_less_stopwords_that_carry_no_meaning(
 ) -> None:
     telegram = telegraphic(" ".join(words)).split()
     kept = [w for w in words if w not in STOPWORDS or w in _TELEGRAM_KEEPS]
-    assert telegram == (kept or words)  # in order; every negation, condition, order kept
+    says = any(w not in STOPWORDS for w in kept)  # else the sentence stays whole
+    assert telegram == (kept if says else words)  # in order; every negation, condition kept
 
 
 def test_a_summary_in_the_context_keeps_a_negation() -> None:
@@ -155,7 +165,7 @@ def test_extractive_condensation_keeps_the_informative_sentences_in_order() -> N
     # 16 tokens; 30% is 4.8: the best sentence (11 tokens) alone, since another passes it
     assert summarizer.condense(text, chunks_ratio=0.3, summary_ratio=0.1) == Condensed(
         "The staging database moved to host db-stg-7 today.",
-        "staging database moved host db-stg-7 today.",
+        "staging database moved to host db-stg-7 today.",
     )
     # at 100% every sentence fits, in the original order
     assert summarizer.condense(text, chunks_ratio=1.0, summary_ratio=0.1).chunks == text
@@ -171,7 +181,7 @@ def test_focus_picks_what_matches_the_query_not_what_is_rarest() -> None:
     assert "octopus" in blind.summary  # query-blind: the rarer, longer sentence
     query = embedder.embed(["when is the deploy?"])[0]
     focused = focus(text, query, embedder, chunks_ratio=0.3, token_counter=len)
-    assert focused == Condensed("Also the deploy moves to Fridays.", "deploy moves Fridays.")
+    assert focused == Condensed("Also the deploy moves to Fridays.", "deploy moves to Fridays.")
 
 
 def test_themes_are_recurring_terms_ranked_by_tfidf() -> None:
@@ -195,11 +205,11 @@ def test_a_prompt_summarizer_asks_for_both_levels_and_falls_back_when_empty() ->
     text = "Morning! The deploy moved to Fridays. Coffee?"  # 7 words
     condensed = PromptSummarizer(model).condense(text, chunks_ratio=0.3, summary_ratio=0.1)
     # chunks from the model (stripped); the empty summary falls back to the extractive one
-    assert condensed == Condensed("The deploy moved to Fridays.", "deploy moved Fridays.")
+    assert condensed == Condensed("The deploy moved to Fridays.", "deploy moved to Fridays.")
     assert "about 2 words" in prompts[0] and text in prompts[0]  # round(7 × 0.3)
     assert "at most 8 words" in prompts[1]  # never fewer than 8
     # an answer that shows nothing is no answer either ("\u200b" was kept as the summary)
     invisible = PromptSummarizer(lambda p: "\u200b\ufeff" if "one sentence" in p else "Fridays.")
     assert invisible.condense(text, chunks_ratio=0.3, summary_ratio=0.1) == Condensed(
-        "Fridays.", "deploy moved Fridays."
+        "Fridays.", "deploy moved to Fridays."
     )

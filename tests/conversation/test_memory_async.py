@@ -93,7 +93,7 @@ def test_the_async_methods_give_what_the_sync_ones_give(tmp_path: Path) -> None:
             assembled: list[object] = []
             retrieved: list[object] = []
             for query in QUERIES:
-                for budget in (10, 40, 1000):
+                for budget in (10, 50, 1000):  # 50: some turns at SUMMARY
                     assembled.append(await mem.aassemble(query, budget, at=600))
                 retrieved.append(await mem.aretrieve(query, k=3, at=600))
                 retrieved.append(
@@ -105,7 +105,7 @@ def test_the_async_methods_give_what_the_sync_ones_give(tmp_path: Path) -> None:
     ids, assembled, retrieved = asyncio.run(chat())
     assert ids == sync_ids
     assert assembled == [
-        sync.assemble(query, budget, at=600) for query in QUERIES for budget in (10, 40, 1000)
+        sync.assemble(query, budget, at=600) for query in QUERIES for budget in (10, 50, 1000)
     ]
     assert retrieved == [
         found

@@ -193,7 +193,7 @@ def synapse_trim_messages(
 
     Example:
         The importance gradient alone (the 0.1 default), with the last two messages as
-        working memory: at 22 tokens the old fact is kept as a one-line summary and the
+        working memory: at 23 tokens the old fact is kept as a one-line summary and the
         least important message is dropped (the default keeps the fact whole):
 
         >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -207,12 +207,12 @@ def synapse_trim_messages(
         ...     HumanMessage("When is the production deploy again?"),
         ... ]
         >>> trimmed = synapse_trim_messages(
-        ...     history, max_tokens=22, config=ContextConfig.gradient(working_memory=2)
+        ...     history, max_tokens=23, config=ContextConfig.gradient(working_memory=2)
         ... )
         >>> for message in trimmed:
         ...     print(f"{message.type:6} {message.text}")
         system You are terse.
-        human  moved production deploy Fridays.
+        human  moved production deploy to Fridays.
         human  Great, thanks.
         ai     Anytime.
         human  When is the production deploy again?

@@ -164,7 +164,7 @@ def synapse_trim_chat_messages(
 
     Example:
         The importance gradient alone (the 0.1 default), with the last two messages as
-        working memory: at 22 tokens the old fact is kept as a one-line summary and the
+        working memory: at 23 tokens the old fact is kept as a one-line summary and the
         least important message is dropped (the default keeps the fact whole):
 
         >>> from llama_index.core.llms import ChatMessage
@@ -179,12 +179,12 @@ def synapse_trim_chat_messages(
         ...     ChatMessage(role="user", content="When is the production deploy again?"),
         ... ]
         >>> trimmed = synapse_trim_chat_messages(
-        ...     history, max_tokens=22, config=ContextConfig.gradient(working_memory=2)
+        ...     history, max_tokens=23, config=ContextConfig.gradient(working_memory=2)
         ... )
         >>> for message in trimmed:
         ...     print(f"{message.role.value:9} {message.content}")
         system    You are terse.
-        user      moved production deploy Fridays.
+        user      moved production deploy to Fridays.
         user      Great, thanks.
         assistant Anytime.
         user      When is the production deploy again?
