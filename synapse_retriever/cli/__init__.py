@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import os
 import re
@@ -52,21 +53,39 @@ def _drop_stdout() -> None:
 def _stand_in_for_closed_streams() -> None:
     """Give a standard stream its process started without (``>&-``, a service's closed
     descriptor: Python sets it to None) a stand-in, so that the command's exit code and
-    messages hold: stdout becomes a pipe nobody reads, so an export or a JSON report is cut
-    (one line, :data:`EXIT_CUT`) and a table ends as a ``| head`` does; stderr the null
+    messages hold: stdout refuses every write as a pipe whose reader left does, so an export
+    or a JSON report is cut (one line, :data:`EXIT_CUT`) and a table or a help text ends as a
+    ``| head`` does, and holds nothing for the interpreter's last flush; stderr is the null
     device, so an error still exits with its code."""
     if sys.stdout is None:
-        reader, writer = os.pipe()
-        os.close(reader)
-        sys.stdout = _opened(writer, "<stdout>")
+        sys.stdout = _Gone()
     if sys.stderr is None:
-        sys.stderr = _opened(os.open(os.devnull, os.O_WRONLY), "<stderr>")
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  # for the process's life
 
 
-def _opened(descriptor: int, name: str) -> io.TextIOWrapper:
-    raw = io.FileIO(descriptor, "w")
-    raw.name = name  # what a cut output's message names
-    return io.TextIOWrapper(io.BufferedWriter(raw), line_buffering=True)
+class _GoneBuffer(io.RawIOBase):
+    """The bytes under :class:`_Gone`: every write refused, nothing buffered."""
+
+    name = "<stdout>"  # what a cut output's message names
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+class _Gone(io.TextIOBase):
+    """A stdout whose reader is gone from the start: every write refused, nothing buffered."""
+
+    name = "<stdout>"
+    buffer = _GoneBuffer()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 _NEGATIVE_NUMBER = re.compile(r"-\.?\d")
@@ -112,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {exc.strerror}\n")
         return EXIT_CUT
     except BrokenPipeError:  # a table for people, cut by its reader (`| head`): enough
+        _drop_stdout()
+        return 0
+    except BaseExceptionGroup as group:  # an async command's tasks (mcp) that lost stdout
+        if group.split(BrokenPipeError)[1] is not None:
+            raise
         _drop_stdout()
         return 0
     except (CliError, SynapseError, OSError, sqlite3.Error) as exc:

@@ -1045,6 +1045,8 @@ def _closing(descriptor: int) -> Callable[[], None]:
         (["stats", "{store}", "--json"], 1),  # a JSON report cut: one line, EXIT_CUT
         (["export", "{store}", "-", "--format", "json"], 1),
         (["stats", "{store}"], 0),  # a table for people, as `| head` cuts it
+        (["--help"], 0),  # held for the interpreter's last flush: exit 120 and a traceback
+        (["export", "--help"], 0),
     ],
 )
 def test_a_command_started_with_stdout_closed_says_its_output_is_cut(
@@ -1059,6 +1061,18 @@ def test_a_command_started_with_stdout_closed_says_its_output_is_cut(
     assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == code
     assert code == 0 or "stdout was closed before all of the output reached it" in done.stderr
+
+
+def test_the_mcp_server_started_with_stdout_closed_ends_quietly(store: Path) -> None:
+    # an ExceptionGroup of its tasks' BrokenPipeErrors, in a traceback, exit 120
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    done = subprocess.run(
+        [*CLI, "mcp", str(store)], input=json.dumps(hello) + "\n", stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, timeout=60, preexec_fn=_closing(1), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
 
 def test_a_command_started_with_stderr_closed_keeps_its_exit_code(tmp_path: Path) -> None:
