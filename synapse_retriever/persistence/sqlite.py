@@ -1138,6 +1138,8 @@ def typed_error(path: str, exc: sqlite3.DatabaseError) -> Exception:
     if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
         return CorruptDatabaseError(_corrupt_message(path, str(exc)))
     text = str(exc)
+    if text.startswith("Could not decode to UTF-8"):  # Python's: a text written by hand
+        return CorruptDatabaseError(_corrupt_message(path, f"{exc}: a text that is not UTF-8"))
     if code == SQLITE_ERROR and (  # a table dropped, or a schema version set back by hand
         text.startswith(("no such table", "no such index", "duplicate column name"))
         or text.endswith("already exists")

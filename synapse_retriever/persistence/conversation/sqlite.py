@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -197,9 +198,12 @@ _TYPED = """(typeof(session) = 'text' AND typeof(role) = 'text' AND typeof(text)
     AND typeof(repeats) = 'integer' AND typeof(boost) IN ('real', 'integer')
     AND typeof(chunks) IN ('text', 'null') AND typeof(summary) IN ('text', 'null')
     AND typeof(speaker) IN ('text', 'null') AND typeof(key) IN ('text', 'null')
-    AND typeof(embedder) = 'text' AND typeof(embedding) = 'blob')"""
+    AND typeof(embedder) = 'text' AND typeof(embedding) = 'blob'
+    AND abs(at) <= 1.7976931348623157e308 AND abs(surprise) <= 1.7976931348623157e308
+    AND abs(boost) <= 1.7976931348623157e308)"""
 """Whether a turn's row holds what this library writes in each column (SQLite keeps the
-type of what a hand edit wrote, a text in a REAL column say): a column of each row read."""
+type of what a hand edit wrote, a text in a REAL column say; an infinite time or signal):
+a column of each row read."""
 
 
 class SQLiteConversationStorage:
@@ -417,10 +421,10 @@ reinforcements=0, traversals=0)], 2)
                     self._db.execute("ROLLBACK")  # it only read
         try:
             typed_edges = [
-                TypedEdgeRow(str(a), str(b), str(t), float(w), int(c), int(v))
+                TypedEdgeRow(_node(a), _node(b), str(t), _finite(w), int(c), int(v))
                 for a, b, t, w, c, v in edges
             ]
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise _unreadable(self.path, f"an edge: {exc}") from None
         loaded = Loaded(
             consolidated_through=marks.get("consolidated_through", 0),
@@ -431,7 +435,7 @@ reinforcements=0, traversals=0)], 2)
         )
         for row in rows:
             if not row[14]:
-                raise _unreadable(self.path, f"turn {row[0]}: a column of another type")
+                raise _unreadable(self.path, f"turn {row[0]}: a column of another type or infinite")
             loaded.turns.append(TurnRecord(*row[:12]))
             loaded.embedders.append(row[12])
             loaded.embeddings.append(bytes(row[13]))
@@ -649,7 +653,11 @@ reinforcements=0, traversals=0)], 2)
             ).fetchone()
             if row is not None:
                 expiry, _, owner = str(row[0]).partition(" ")
-                if float(expiry) > now and owner != self._owner:
+                try:
+                    held = float(expiry) > now
+                except ValueError:  # a mark edited by hand: no lease holds it
+                    held = False
+                if held and owner != self._owner:
                     return False
             self._mark(db, _LEASE, f"{now + CONSOLIDATION_LEASE_S!r} {self._owner}")
             return True
@@ -680,7 +688,10 @@ reinforcements=0, traversals=0)], 2)
                 "SELECT turns, themes FROM context_replays WHERE user = ? ORDER BY id",
                 (self.user,),
             )
-            return [(int(n), [t for t in text.split("\n") if t]) for n, text in rows]
+            try:
+                return [(int(n), [t for t in text.split("\n") if t]) for n, text in rows]
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                raise _unreadable(self.path, f"a replay: {exc}") from None
 
     def close(self) -> None:
         """Release the connection (idempotent)."""
@@ -694,3 +705,18 @@ def _unreadable(path: str, what: str) -> CorruptDatabaseError:
         f"{path!r} holds rows no conversation memory writes ({what}); nothing was written: "
         "restore a backup"
     )
+
+
+def _node(name: object) -> str:
+    """A graph node's name as stored: a turn's (``turn:<id>``) holds its id."""
+    text = str(name)
+    if text.startswith("turn:") and not text[5:].isdigit():
+        raise ValueError(f"a turn node {text!r:.60} without its turn's id")
+    return text
+
+
+def _finite(value: object) -> float:
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ValueError(f"an edge's time {number}")
+    return number

@@ -369,6 +369,13 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         ("UPDATE context_turns SET embedding = 'text'", "turn 1: a column"),
         ("UPDATE context_marks SET value = 'zz'", "a mark of"),
         ("UPDATE context_edges SET at = 'q'", "an edge: could not convert"),
+        # and those a review found still raw: an OverflowError, a ValueError at the first
+        # retrieval, sqlite3's decoding error, a replay's ValueError or TypeError
+        ("UPDATE context_edges SET count = 1e999", "an edge: cannot convert float infinity"),
+        ("UPDATE context_edges SET at = 1e999", "an edge's time inf"),
+        ("UPDATE context_edges SET source = 'turn:abc' WHERE source LIKE 'turn:%'", "turn:abc"),
+        ("UPDATE context_turns SET at = 1e999", "turn 1: a column of another type or infinite"),
+        ("UPDATE context_turns SET text = CAST(x'ff41' AS TEXT)", "a text that is not UTF-8"),
     ],
 )
 def test_a_file_edited_by_hand_is_refused_as_damaged_and_left_as_it_is(
@@ -386,9 +393,49 @@ def test_a_file_edited_by_hand_is_refused_as_damaged_and_left_as_it_is(
         db.execute(edit)
         db.commit()
     before = path.read_bytes()
-    with pytest.raises(CorruptDatabaseError, match=f"holds rows no conversation memory.*{says}"):
-        ConversationMemory(path).assemble("Paris", 50, at=100)
+    with pytest.raises(CorruptDatabaseError, match=says), ConversationMemory(path) as memory:
+        memory.assemble("Paris", 50, at=100)
+        memory.retrieve("Paris", at=100)
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["UPDATE context_replays SET turns = 'abc'", "UPDATE context_replays SET themes = x'ff'"],
+)
+def test_a_replay_edited_by_hand_is_refused_as_damaged(tmp_path: Path, edit: str) -> None:
+    # a ValueError or a TypeError where the replays were read
+    from synapse_retriever.conversation import ConversationMemory
+
+    path = tmp_path / "edited.db"
+    with ConversationMemory(path, background=False) as memory:
+        for i in range(12):
+            memory.add_turn(f"Alice met Bob in Paris, time {i}.", at=i)
+        memory.consolidate()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute(edit).rowcount > 0
+        db.commit()
+    with pytest.raises(CorruptDatabaseError, match="a replay"), ConversationMemory(path) as memory:
+        memory.replays()
+
+
+def test_a_lease_edited_by_hand_is_taken_over(tmp_path: Path) -> None:
+    # an unreadable lease mark raised a ValueError at every consolidation
+    from synapse_retriever.conversation import ConversationMemory
+
+    path = tmp_path / "leased.db"
+    with ConversationMemory(path, background=False) as memory:
+        memory.add_turn("Alice met Bob in Paris.", at=0)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute(
+            "INSERT INTO context_marks (user, key, value) VALUES ('', ?, 'abc x')",
+            (backend._LEASE,),
+        )
+        db.commit()
+    with ConversationMemory(path, background=False) as memory:
+        memory.consolidate()  # a ValueError: could not convert string to float: 'abc'
+    with contextlib.closing(sqlite3.connect(path)) as db:  # taken over, then released
+        assert db.execute("SELECT value FROM context_marks WHERE value = 'abc x'").fetchall() == []
 
 
 def test_consolidate_writes_nothing_when_its_window_is_covered(tmp_path: Path) -> None:
