@@ -9,6 +9,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.errors import shown
+from synapse_retriever.errors import MissingExtraError, shown
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory, uri_file
 from synapse_retriever.persistence.transfer import (
@@ -272,6 +273,11 @@ def check_plot(path: str | None, *inputs: str | None, report: str | None = None)
     if path == "-":
         raise CliError(
             "cannot write the plot to '-': an image is a file; give its path (.svg, .png or .pdf)"
+        )
+    if path is not None and importlib.util.find_spec("matplotlib") is None:
+        raise MissingExtraError(
+            "--plot draws with matplotlib, which is not installed (no extra of "
+            "synapse-retriever brings it): pip install matplotlib"
         )
     if path is not None and report is not None and report != "-" and same_file(path, report):
         raise CliError(

@@ -385,13 +385,13 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             postgres_max_edges=options.get("postgres_max_edges", POSTGRES_MAX_EDGES),
             progress=lambda text: status.update(text) if not args.quiet else None,
         )
+    if args.json is not None and args.json != "-":  # before the plot: a run is never lost
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     if args.plot is not None:
         plot_latency(results, Path(args.plot))
     if args.json == "-":
         print_json(results)
         return 0
-    if args.json is not None:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     table = Table(
         "edges", "max degree", "recall p50 µs", "p99 µs", "repeated p50 µs", "published p50 µs",
         "naive p50 µs",
@@ -514,9 +514,10 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
             users=args.users,
             user_turns=args.user_turns,
         )
+    done = _report(args.json, report, markdown_table)  # before the plot: never lost to it
     if args.plot is not None:
         plot_speed(report, args.plot)
-    return _report(args.json, report, markdown_table)
+    return done
 
 
 def cmd_bench_writers(args: argparse.Namespace) -> int:

@@ -347,3 +347,30 @@ def test_an_in_memory_copy_takes_the_files_page_size(tmp_path: Path, page_size: 
         copied = sorted(in_ram.graph(at=NOW).edges(data="weight"))
     with SynapseStore(path) as on_file:
         assert copied == sorted(on_file.graph(at=NOW).edges(data="weight")) and copied
+
+
+@pytest.mark.parametrize("command", ["perf", "retrieve", "quality", "memory"])
+def test_a_plot_without_matplotlib_is_refused_before_any_work(
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a ModuleNotFoundError in a traceback after the run, and `bench perf` wrote no report
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else found(name, *a),
+    )
+    image, report = tmp_path / "out.svg", tmp_path / "saved.json"
+    report.write_text("{}")
+    saved = [str(report)] if command in ("quality", "memory") else []
+    assert main(["bench", command, "--plot", str(image), *saved]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--plot draws with matplotlib, which is not installed" in err and len(err.splitlines()) == 1
+    )
+    assert not image.exists()
