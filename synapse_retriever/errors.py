@@ -253,7 +253,7 @@ def shown(value: object, width: int = 80) -> str:
         text = _BOUNDED.repr(value)
     except Exception:  # an int past 4,300 digits inside it, a repr that raises
         return f"<unprintable {type(value).__name__} object>"
-    window = _PASSWORD.sub(r"\1***", text[: 2 * width])
+    window = _PASSWORD.sub(r"\1***\2", text[: 2 * width])
     window = _CREDENTIALS.sub(r"\1", window)
     if len(text) > 2 * width:  # a prefix: a URL it cuts before its "@" may hold a password
         window = _CUT_CREDENTIALS.sub(r"\1", window)
@@ -272,10 +272,11 @@ _BOUNDED.maxlevel = 3
 _SCHEME = r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)"
 """A URL's scheme, which begins a run of its characters (the lookbehind keeps the patterns
 linear on a long run of letters)."""
-_CREDENTIALS = re.compile(_SCHEME + r"[^'\"]*@")
-"""A URL's scheme and what lies before its last ``@`` (its user and password, which may hold
-a ``/`` or a space a URL should have escaped): the scheme is kept."""
-_CUT_CREDENTIALS = re.compile(_SCHEME + r"[^/\s@'\"]*\Z")
+_CREDENTIALS = re.compile(_SCHEME + r".*@", re.DOTALL)
+"""A URL's scheme and what lies before the window's last ``@`` (its user and password, which
+may hold a ``/``, a quote or a space a URL should have escaped): the scheme is kept."""
+_CUT_CREDENTIALS = re.compile(_SCHEME + r"[^@]*\Z")
 """A URL a message's end cuts before its host's end: its user and password may be there."""
-_PASSWORD = re.compile(r"(\bpassword\s*=\s*)(?:'[^']*'?|\"[^\"]*\"?|[^\s'\"]+)", re.IGNORECASE)
-"""A libpq connection string's password."""
+_PASSWORD = re.compile(r"(\bpassword\s*=\s*).*?(['\"]?)\Z", re.IGNORECASE | re.DOTALL)
+"""A libpq connection string's password, and all after it (quoted, escaped, the keywords
+after it: a message shows less rather than part of it); the repr's closing quote is kept."""

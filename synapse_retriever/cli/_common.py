@@ -276,8 +276,8 @@ def check_plot(path: str | None, *inputs: str | None, report: str | None = None)
         )
     if path is not None and importlib.util.find_spec("matplotlib") is None:
         raise MissingExtraError(
-            "--plot draws with matplotlib, which is not installed (no extra of "
-            "synapse-retriever brings it): pip install matplotlib"
+            "--plot draws with matplotlib, which is not installed (not a dependency of "
+            "synapse-retriever): pip install matplotlib"
         )
     if path is not None and report is not None and report != "-" and same_file(path, report):
         raise CliError(

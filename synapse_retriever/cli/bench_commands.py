@@ -514,10 +514,11 @@ def cmd_bench_retrieve(args: argparse.Namespace) -> int:
             users=args.users,
             user_turns=args.user_turns,
         )
-    done = _report(args.json, report, markdown_table)  # before the plot: never lost to it
-    if args.plot is not None:
+    if args.json not in (None, "-"):  # before the plot: a run is never lost to it
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.plot is not None:  # before the table: a reader that cuts it never loses the plot
         plot_speed(report, args.plot)
-    return done
+    return _report("-" if args.json == "-" else None, report, markdown_table)
 
 
 def cmd_bench_writers(args: argparse.Namespace) -> int:

@@ -1,10 +1,11 @@
 """Condensed versions of a turn: its key sentences (CHUNKS) and one sentence (SUMMARY).
 
 The default :class:`ExtractiveSummarizer` needs no model: it keeps the turn's own
-sentences, the most informative first, so a condensed turn never says anything the
-turn did not. Any other summarizer (an LLM through the LangChain or LlamaIndex adapters)
-plugs in through the :class:`Summarizer` protocol; it runs only in the background
-consolidation, never while a context is assembled.
+sentences, the most informative first (CHUNKS: whole sentences; SUMMARY: one, in telegram
+style, which keeps negations, conditions and quantities but is lossy). Any other
+summarizer (an LLM through the LangChain or LlamaIndex adapters) plugs in through the
+:class:`Summarizer` protocol; it runs only in the background consolidation, never while a
+context is assembled.
 
 Notes
 -----

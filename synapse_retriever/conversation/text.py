@@ -57,7 +57,7 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _TELEGRAM_KEEP_TEXT = """
 no nor not but against before after until when while once if or
 above below over under between up down off out on in at from to
-more most much too than only just even few all any both each some other else
+more most much too than only just even few all any both each some other else same
 """
 _TELEGRAM_KEEPS = frozenset(_TELEGRAM_KEEP_TEXT.split())
 """Stopwords a telegram keeps: what a sentence says turns on them. A negation or an
@@ -310,7 +310,9 @@ def telegraphic(sentence: str) -> str:
     """``sentence`` without its stopwords, in telegram style; unchanged if no word but
     stopwords would remain. A negation, a condition, an order in time or place, a direction
     and a quantity stay (``_TELEGRAM_KEEPS``), and so does a one-letter name past the first
-    word ("plan A"): a telegram says less than its sentence, never something else.
+    word ("plan A"), so that a telegram says less than its sentence rather than something else
+    (a contrast that rests on a pronoun, "she fixed it, not he", is still lost: a telegram is
+    lossy, and CHUNKS keeps whole sentences).
 
     Examples
     --------
@@ -324,7 +326,12 @@ def telegraphic(sentence: str) -> str:
     'No, do it.'
     """
     words = sentence.split()
-    kept = [word for at, word in enumerate(words) if _telegram_word(word, at == 0)]
+    kept = [
+        word
+        for at, word in enumerate(words)
+        if _telegram_word(word, at == 0)
+        or " ".join(w.strip(_PUNCTUATION) for w in words[at : at + 2]).lower() in _SOME
+    ]
     if all(_stopword(word, at == 0) for at, word in enumerate(kept)):
         return sentence
     text = " ".join(kept)
@@ -332,6 +339,10 @@ def telegraphic(sentence: str) -> str:
     if end in ".!?" and not text.endswith(end):
         text += end
     return text
+
+
+_SOME = frozenset({"a few", "a little"})
+"""Where "a" is kept: "a few tests failed" is not "few tests failed"."""
 
 
 def _telegram_word(word: str, first: bool) -> bool:

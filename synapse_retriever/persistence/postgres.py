@@ -437,24 +437,30 @@ def split_url(url: str) -> tuple[str, str]:
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:  # the extra is missing: the storage says so
         return url, unread
+    problem: str | None = None
     try:
         parts = conninfo_to_dict(url)
-    except ProgrammingError as exc:
+    except ProgrammingError as exc:  # raised below, outside: no __context__ to carry it
         problem = _QUOTED.sub('"…"', (str(exc).strip().splitlines() or ["unreadable"])[0])
         if any(secret in problem for secret in _secrets(url)):
             problem = "libpq cannot read it"
-        raise InvalidValueError(f"{unread!r} is not a valid PostgreSQL URL ({problem})") from None
+    if problem is not None:
+        raise InvalidValueError(f"{unread!r} is not a valid PostgreSQL URL ({problem})")
     host, port, database = (str(parts.get(key) or "") for key in ("host", "port", "dbname"))
-    if "@" in host + port + database:
+    credentials = bool(parts.get("user") or parts.get("password"))
+    if "@" in url and ("@" in host + port or ("@" in database and not credentials)):
         raise InvalidValueError(
             f"{unread!r} is not a valid PostgreSQL URL (libpq reads an '@' as part of its host "
             "or database: write a '/' or '@' in a user or password as %2F or %40)"
         )
-    if not all(piece.strip().isdigit() for piece in port.split(",") if port):
+    if not all(piece.strip().isdigit() for piece in port.split(",") if piece.strip()):
         raise InvalidValueError(
             f"{f'postgresql://{host}/{database}'!r} is not a valid PostgreSQL URL (its port "
             "is not a number)"
         )
+    if "@" in url and not credentials:  # an '@' libpq read in a value: what came before it
+        return url, unread  # may be a password a '/' cut short
+    port = port if port.strip(", ") else ""  # "h1,h2": libpq's "," for no port
     where = f"{host or 'localhost'}{f':{port}' if port else ''}{f'/{database}' if database else ''}"
     return url, where
 

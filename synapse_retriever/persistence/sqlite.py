@@ -1532,8 +1532,6 @@ def uri_file(path: str) -> str:
 _URL = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*)://")  # from a run's start
 """A URL's start, its scheme (a PostgreSQL URL is taken before a path is read; SQLite opens
 ``file:`` URIs)."""
-_CONNINFO = re.compile(r"(?:^|\s)(?:host|hostaddr|dbname|user|password|sslmode|service)\s*=")
-"""A libpq connection string's keyword (``host=db dbname=team password=...``): not a file."""
 
 
 def file_path(path: object) -> str:
@@ -1584,7 +1582,7 @@ got a mysql:// URL
                 f"a byte that is not UTF-8 at {error.start} of its file's name, and SQLite "
                 "names its files in UTF-8"
             ) from None
-    if _CONNINFO.search(text):  # a file made under that name would hold its password
+    if _connection_string(text) and not os.path.isfile(text):  # a file made so holds them
         raise InvalidValueError(
             f"a store is a file path or a postgresql:// URL, got a libpq connection string "
             f"{shown(text)}: write it as a postgresql:// URL"
@@ -1598,6 +1596,23 @@ got a mysql:// URL
     if folder and not text.startswith("file:"):
         raise InvalidValueError(f"a store's path must name a file, not a folder: got {shown(text)}")
     return text
+
+
+def _connection_string(text: str) -> bool:
+    """Whether libpq reads ``text`` as a connection string naming two settings or a password
+    (``host=db dbname=team password=...``), not as a file's name (``user=x.db`` is one)."""
+    if "=" not in text:
+        return False
+    try:
+        from psycopg import ProgrammingError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # without the postgres extra: a name, as SQLite reads it
+        return False
+    try:
+        settings = conninfo_to_dict(text)
+    except ProgrammingError:
+        return False
+    return "password" in settings or len(settings) >= 2
 
 
 def check_location(path: str, *, read_only: bool = False) -> bool:

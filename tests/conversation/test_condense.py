@@ -114,6 +114,8 @@ def test_telegraphic_keeps_the_content_words_and_the_end_mark() -> None:
         ("Deploy when tests pass.", "Deploy when tests pass."),  # was "Deploy tests pass."
         ("Use plan A, not plan B.", "Use plan A, not plan B."),  # "Use plan, not plan B."
         ("No, do it.", "No, do it."),  # was "No,."
+        ("This is not the same bug.", "not same bug."),  # was "not bug."
+        ("A few tests failed.", "A few tests failed."),  # was "few tests failed."
     ],
 )
 def test_a_telegram_keeps_the_words_a_sentence_turns_on(sentence: str, telegram: str) -> None:

@@ -743,6 +743,7 @@ def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem
     for opening in openings:
         with pytest.raises(InvalidValueError, match="is not a valid PostgreSQL URL") as caught:
             opening()
+        assert caught.value.__context__ is None  # libpq's error, quoting the password
         assert problem in str(caught.value) and "secret" not in str(caught.value)
 
 
@@ -756,6 +757,11 @@ def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem
         ("postgresql://me:a#secret@db:5433/team", "db:5433/team"),
         ("postgresql://h1:5432,h2:5433/team", "h1,h2:5432,5433/team"),  # urllib refused it
         ("postgresql:///team?host=/tmp", "/tmp/team"),
+        # a second review's: refused, or a password's piece named
+        ("postgresql://h1,h2/team", "h1,h2/team"),  # libpq's port ","
+        ("postgresql://h/team%40prod", "h/team@prod"),
+        ("postgresql:///team?host=/tmp/a%40b", "/tmp/a@b/team"),
+        ("postgresql://me:5432/SECRETX?application_name=q@h/db", "postgresql://…"),
     ],
 )
 def test_a_store_is_named_by_the_host_and_database_libpq_reads(url: str, where: str) -> None:

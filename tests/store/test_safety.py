@@ -667,6 +667,15 @@ def test_a_name_whose_bytes_are_not_utf8_is_refused_before_a_file_is_made(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("name", ["user=x.db", "host=web01/store.db", "a host=b.db"])
+def test_a_file_name_with_an_equals_sign_is_a_file(tmp_path: Path, name: str) -> None:
+    # a connection string is refused only where libpq reads two settings or a password
+    (tmp_path / "host=web01").mkdir()
+    with SynapseStore(tmp_path / name) as store:
+        store.reinforce(["a", "b"])
+    assert (tmp_path / name).is_file()
+
+
 def test_a_store_in_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
     from synapse_retriever.conversation import ConversationMemory
 

@@ -654,9 +654,10 @@ reinforcements=0, traversals=0)], 2)
             if row is not None:
                 expiry, _, owner = str(row[0]).partition(" ")
                 try:
-                    held = float(expiry) > now
+                    until = float(expiry)
                 except ValueError:  # a mark edited by hand: no lease holds it
-                    held = False
+                    until = -math.inf
+                held = math.isfinite(until) and until > now  # "inf" would hold it for ever
                 if held and owner != self._owner:
                     return False
             self._mark(db, _LEASE, f"{now + CONSOLIDATION_LEASE_S!r} {self._owner}")

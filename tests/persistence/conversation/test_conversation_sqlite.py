@@ -419,7 +419,8 @@ def test_a_replay_edited_by_hand_is_refused_as_damaged(tmp_path: Path, edit: str
         memory.replays()
 
 
-def test_a_lease_edited_by_hand_is_taken_over(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mark", ["abc x", "inf someone"])
+def test_a_lease_edited_by_hand_is_taken_over(tmp_path: Path, mark: str) -> None:
     # an unreadable lease mark raised a ValueError at every consolidation
     from synapse_retriever.conversation import ConversationMemory
 
@@ -428,14 +429,14 @@ def test_a_lease_edited_by_hand_is_taken_over(tmp_path: Path) -> None:
         memory.add_turn("Alice met Bob in Paris.", at=0)
     with contextlib.closing(sqlite3.connect(path)) as db:
         db.execute(
-            "INSERT INTO context_marks (user, key, value) VALUES ('', ?, 'abc x')",
-            (backend._LEASE,),
+            "INSERT INTO context_marks (user, key, value) VALUES ('', ?, ?)",
+            (backend._LEASE, mark),
         )
         db.commit()
     with ConversationMemory(path, background=False) as memory:
         memory.consolidate()  # a ValueError: could not convert string to float: 'abc'
     with contextlib.closing(sqlite3.connect(path)) as db:  # taken over, then released
-        assert db.execute("SELECT value FROM context_marks WHERE value = 'abc x'").fetchall() == []
+        assert db.execute("SELECT 1 FROM context_marks WHERE value = ?", (mark,)).fetchall() == []
 
 
 def test_consolidate_writes_nothing_when_its_window_is_covered(tmp_path: Path) -> None:
