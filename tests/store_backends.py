@@ -42,6 +42,25 @@ def with_database(url: str, database: str, schema: str | None = None) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{database}", query, ""))
 
 
+MALFORMED_URLS: list[tuple[str, str]] = [
+    ("postgresql://me:secret@[::1", 'looking for matching "…" in IPv6 host address'),
+    ("postgres://me:secret@db:port/team", "its port is not a number"),
+    # libpq's own parse, which psycopg ran only when it connected: its error quoted the
+    # password, in a traceback; no token libpq quotes is shown (it may be a password's)
+    ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "…"'),
+    ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "…"'),
+    ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "…"'),
+    ("postgresql://me@127.0.0.1/team?pass%77ord=sec%ZZret", 'token: "…"'),
+    ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "…"'),
+    ("postgresql://me@127.0.0.1/team?password=top&secret", 'separator "…"'),
+    # a password libpq or urllib cut at a "/" or a "?": its pieces were named
+    ("postgresql://me:Xy7/secret@127.0.0.1/team", "reads an '@' as part of its host"),
+    ("postgresql://me:top@secret%ZZ@127.0.0.1/team", 'token: "…"'),
+]
+"""PostgreSQL URLs refused before a connection, with what the one-line refusal says: none of
+them may show the password ("secret")."""
+
+
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """The URL of a throwaway database on the test server, dropped after the session."""

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar, cast
 
@@ -358,11 +358,13 @@ got int 3
         return store
 
     @staticmethod
-    def opening_error(error: Exception) -> SynapseError | None:
-        """The library's own error that pydantic wrapped in ``error`` (a ``ValidationError``)
-        when an adapter's model validator raised it, opening the adapter's store: the adapter
-        raises it as :class:`SynapseStore` would, typed, and without pydantic's echo of the
-        input (a PostgreSQL URL's password). None for any other error, a field's above all.
+    @contextlib.contextmanager
+    def opening_errors() -> Iterator[None]:
+        """Around an adapter's pydantic validation: the library's own error that pydantic
+        wrapped in a ``ValidationError`` when the adapter's model validator raised it, opening
+        the adapter's store, is raised as :class:`SynapseStore` raises it, typed, and without
+        pydantic's echo of the input (a PostgreSQL URL's password). A field's error, and any
+        other, goes on as it is.
 
         Examples
         --------
@@ -373,18 +375,22 @@ got int 3
         ...     def _open(self):
         ...         SynapseStore(self.store)
         ...         return self
-        >>> try:
+        >>> with SynapseStore.opening_errors():
         ...     Adapter(store=".")
-        ... except ValueError as error:
-        ...     SynapseStore.opening_error(error)
-        InvalidValueError("a store's path must name a file, not a folder: got '.'")
+        Traceback (most recent call last):
+        ...
+        synapse_retriever.errors.InvalidValueError: a store's path must name a file, not a \
+folder: got '.'
         """
-        errors = getattr(error, "errors", None)
-        for item in errors() if callable(errors) else ():
-            cause = item.get("ctx", {}).get("error")
-            if item.get("loc") == () and isinstance(cause, SynapseError):
-                return cause
-        return None
+        try:
+            yield
+        except ValueError as error:  # pydantic's ValidationError is one
+            errors = getattr(error, "errors", None)
+            for item in errors() if callable(errors) else ():
+                cause = item.get("ctx", {}).get("error")
+                if item.get("loc") == () and isinstance(cause, SynapseError):
+                    raise cause from None
+            raise
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from xml.etree import ElementTree
 
 import pytest
 from git_history import BASE, DAY, commit, git, init, make_project
+from store_backends import MALFORMED_URLS
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.cli import (
@@ -925,21 +926,7 @@ def test_foreign_files_are_refused_and_left_untouched(
 
 @pytest.mark.parametrize(
     ("url", "problem"),
-    [
-        ("postgresql://me:secret@[::1", 'looking for matching "…" in IPv6 host address'),
-        ("postgres://me:secret@db:port/team", "its port is not a number"),
-        # libpq's own parse, which psycopg ran only when it connected: its error quoted the
-        # password, in a traceback; no token libpq quotes is shown (it may be a password's)
-        ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "…"'),
-        ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "…"'),
-        ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "…"'),
-        ("postgresql://me@127.0.0.1/team?pass%77ord=sec%ZZret", 'token: "…"'),
-        ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "…"'),
-        ("postgresql://me@127.0.0.1/team?password=top&secret", 'separator "…"'),
-        # a password libpq or urllib cut at a "/" or a "?": its pieces were named
-        ("postgresql://me:Xy7/secret@127.0.0.1/team", "reads an '@' as part of its host"),
-        ("postgresql://me:top@secret%ZZ@127.0.0.1/team", 'token: "…"'),
-    ],
+    MALFORMED_URLS,
 )
 @pytest.mark.parametrize("command", [*STORE_COMMANDS, "repair", "mcp"])
 def test_a_malformed_postgresql_url_is_one_line_without_its_password(

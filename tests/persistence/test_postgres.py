@@ -33,7 +33,15 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import POSTGRES, TcpProxy, connections_to, ended, new_schema, with_database
+from store_backends import (
+    MALFORMED_URLS,
+    POSTGRES,
+    TcpProxy,
+    connections_to,
+    ended,
+    new_schema,
+    with_database,
+)
 
 from synapse_retriever import (
     AccessDeniedError,
@@ -718,21 +726,7 @@ def test_an_unreachable_server_is_a_typed_error_at_once() -> None:
 
 @pytest.mark.parametrize(
     ("url", "problem"),
-    [
-        ("postgresql://me:secret@[::1", 'looking for matching "…" in IPv6 host address'),
-        ("postgres://me:secret@db:port/team", "its port is not a number"),
-        # libpq's own parse, which psycopg ran only when it connected: its error quoted the
-        # password, in a traceback; no token libpq quotes is shown (it may be a password's)
-        ("postgresql://me:secret%ZZ@127.0.0.1/team", 'invalid percent-encoded token: "…"'),
-        ("postgresql://me:se%00cret@127.0.0.1/team", 'percent-encoded value: "…"'),
-        ("postgresql://me@127.0.0.1/team?password=secret%ZZ", 'token: "…"'),
-        ("postgresql://me@127.0.0.1/team?pass%77ord=sec%ZZret", 'token: "…"'),
-        ("postgresql://me:secret@127.0.0.1/team?sslmod=require", 'parameter: "…"'),
-        ("postgresql://me@127.0.0.1/team?password=top&secret", 'separator "…"'),
-        # a password libpq or urllib cut at a "/" or a "?": its pieces were named
-        ("postgresql://me:Xy7/secret@127.0.0.1/team", "reads an '@' as part of its host"),
-        ("postgresql://me:top@secret%ZZ@127.0.0.1/team", 'token: "…"'),
-    ],
+    MALFORMED_URLS,
 )
 def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem: str) -> None:
     openings = (

@@ -17,7 +17,6 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import (
     Field,
     InstanceOf,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -187,13 +186,8 @@ class SynapseRetriever(CallerRetriever):
         error (:class:`~synapse_retriever.errors.StorageUnavailableError`,
         :class:`~synapse_retriever.errors.NotASynapseDatabaseError`...), as
         :class:`~synapse_retriever.SynapseStore` does, not a ``ValidationError``."""
-        try:
+        with SynapseStore.opening_errors():
             super().__init__(**data)
-        except ValidationError as error:
-            typed = SynapseStore.opening_error(error)
-            if typed is None:
-                raise
-            raise typed from None
 
     @field_validator("active_namespace")
     @classmethod

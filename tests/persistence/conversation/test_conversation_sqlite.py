@@ -359,6 +359,20 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         SQLiteConversationStorage(path, user="alice")
 
 
+def _edited(path: Path, edit: str) -> Path:
+    """A consolidated memory of 12 turns at ``path``, then ``edit`` run on it by hand."""
+    from synapse_retriever.conversation import ConversationMemory
+
+    with ConversationMemory(path, background=False) as memory:
+        for i in range(12):
+            memory.add_turn(f"Alice met Bob in Paris, time {i}.", at=i)
+        memory.consolidate()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute(edit).rowcount > 0
+        db.commit()
+    return path
+
+
 @pytest.mark.parametrize(
     ("edit", "says"),
     [
@@ -384,14 +398,7 @@ def test_a_file_edited_by_hand_is_refused_as_damaged_and_left_as_it_is(
     # each was a raw ValueError at open, or a TypeError in the first assembly
     from synapse_retriever.conversation import ConversationMemory
 
-    path = tmp_path / "edited.db"
-    with ConversationMemory(path, background=False) as memory:
-        for i in range(12):
-            memory.add_turn(f"Alice met Bob in Paris, time {i}.", at=i)
-        memory.consolidate()
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        db.execute(edit)
-        db.commit()
+    path = _edited(tmp_path / "edited.db", edit)
     before = path.read_bytes()
     with pytest.raises(CorruptDatabaseError, match=says), ConversationMemory(path) as memory:
         memory.assemble("Paris", 50, at=100)
@@ -407,14 +414,7 @@ def test_a_replay_edited_by_hand_is_refused_as_damaged(tmp_path: Path, edit: str
     # a ValueError or a TypeError where the replays were read
     from synapse_retriever.conversation import ConversationMemory
 
-    path = tmp_path / "edited.db"
-    with ConversationMemory(path, background=False) as memory:
-        for i in range(12):
-            memory.add_turn(f"Alice met Bob in Paris, time {i}.", at=i)
-        memory.consolidate()
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        assert db.execute(edit).rowcount > 0
-        db.commit()
+    path = _edited(tmp_path / "edited.db", edit)
     with pytest.raises(CorruptDatabaseError, match="a replay"), ConversationMemory(path) as memory:
         memory.replays()
 

@@ -19,7 +19,6 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from pydantic import (
     ConfigDict,
     InstanceOf,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -161,13 +160,8 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         error (:class:`~synapse_retriever.errors.StorageUnavailableError`,
         :class:`~synapse_retriever.errors.NotASynapseDatabaseError`...), as
         :class:`~synapse_retriever.SynapseStore` does, not a ``ValidationError``."""
-        try:
+        with SynapseStore.opening_errors():
             super().__init__(**data)
-        except ValidationError as error:
-            typed = SynapseStore.opening_error(error)
-            if typed is None:
-                raise
-            raise typed from None
 
     @field_validator("active_namespace")
     @classmethod
