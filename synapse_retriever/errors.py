@@ -277,6 +277,7 @@ _CREDENTIALS = re.compile(_SCHEME + r".*@", re.DOTALL)
 may hold a ``/``, a quote or a space a URL should have escaped): the scheme is kept."""
 _CUT_CREDENTIALS = re.compile(_SCHEME + r"[^@]*\Z")
 """A URL a message's end cuts before its host's end: its user and password may be there."""
-_PASSWORD = re.compile(r"(\bpassword\s*=\s*).*?(['\"]?)\Z", re.IGNORECASE | re.DOTALL)
-"""A libpq connection string's password, and all after it (quoted, escaped, the keywords
+_PASSWORD = re.compile(r"(pass(?:w|%77)ord\s*=\s*).*?(['\"]?)\Z", re.IGNORECASE | re.DOTALL)
+"""A libpq connection string's password (``sslpassword`` too, and a URL's ``pass%77ord``
+parameter), and all after it (quoted, escaped, the keywords
 after it: a message shows less rather than part of it); the repr's closing quote is kept."""

@@ -56,6 +56,9 @@ MALFORMED_URLS: list[tuple[str, str]] = [
     # a password libpq or urllib cut at a "/" or a "?": its pieces were named
     ("postgresql://me:Xy7/secret@127.0.0.1/team", "reads an '@' as part of its host"),
     ("postgresql://me:top@secret%ZZ@127.0.0.1/team", 'token: "…"'),
+    ("postgresql://me:top@secret@127.0.0.1/team", "reads an '@' as part of its host"),
+    # a third review's: the query's user= counted as the URL's own user and password
+    ("postgresql://me:5432/secret@127.0.0.1/team?user=me", "reads an '@' as part of"),
 ]
 """PostgreSQL URLs refused before a connection, with what the one-line refusal says: none of
 them may show the password ("secret")."""

@@ -447,19 +447,21 @@ def split_url(url: str) -> tuple[str, str]:
     if problem is not None:
         raise InvalidValueError(f"{unread!r} is not a valid PostgreSQL URL ({problem})")
     host, port, database = (str(parts.get(key) or "") for key in ("host", "port", "dbname"))
-    credentials = bool(parts.get("user") or parts.get("password"))
-    if "@" in url and ("@" in host + port or ("@" in database and not credentials)):
+    authority = url.partition("://")[2].split("/", 1)[0]  # libpq ends a user's password at "/"
+    userinfo = "@" in authority
+    if authority.count("@") > 1 or ("@" in database and "@" in url and not userinfo):
         raise InvalidValueError(
             f"{unread!r} is not a valid PostgreSQL URL (libpq reads an '@' as part of its host "
             "or database: write a '/' or '@' in a user or password as %2F or %40)"
         )
+    # an '@' libpq read in a value: what came before it may be a password a '/' cut short
+    named = unread if "@" in url and not userinfo else f"postgresql://{host}/{database}"
     if not all(piece.strip().isdigit() for piece in port.split(",") if piece.strip()):
         raise InvalidValueError(
-            f"{f'postgresql://{host}/{database}'!r} is not a valid PostgreSQL URL (its port "
-            "is not a number)"
+            f"{named!r} is not a valid PostgreSQL URL (its port is not a number)"
         )
-    if "@" in url and not credentials:  # an '@' libpq read in a value: what came before it
-        return url, unread  # may be a password a '/' cut short
+    if named == unread:
+        return url, unread
     port = port if port.strip(", ") else ""  # "h1,h2": libpq's "," for no port
     where = f"{host or 'localhost'}{f':{port}' if port else ''}{f'/{database}' if database else ''}"
     return url, where

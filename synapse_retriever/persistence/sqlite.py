@@ -1598,20 +1598,25 @@ got a mysql:// URL
     return text
 
 
+_PASSWORD_SETTING = re.compile(r"(?:^|\s)password\s*=", re.IGNORECASE)
+"""A connection string's password, which a file's name must not be made to hold."""
+
+
 def _connection_string(text: str) -> bool:
     """Whether libpq reads ``text`` as a connection string naming two settings or a password
     (``host=db dbname=team password=...``), not as a file's name (``user=x.db`` is one)."""
     if "=" not in text:
         return False
+    password = _PASSWORD_SETTING.search(text) is not None
     try:
         from psycopg import ProgrammingError
         from psycopg.conninfo import conninfo_to_dict
-    except ImportError:  # without the postgres extra: a name, as SQLite reads it
-        return False
+    except ImportError:  # without the postgres extra: a name, unless it holds a password
+        return password
     try:
         settings = conninfo_to_dict(text)
-    except ProgrammingError:
-        return False
+    except ProgrammingError:  # a connection string with a mistake: a name, but a password's
+        return password
     return "password" in settings or len(settings) >= 2
 
 

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar, cast
 
@@ -358,13 +358,13 @@ got int 3
         return store
 
     @staticmethod
-    @contextlib.contextmanager
-    def opening_errors() -> Iterator[None]:
-        """Around an adapter's pydantic validation: the library's own error that pydantic
+    def validated(init: Callable[[], object]) -> None:
+        """Run an adapter's pydantic validation ``init``; the library's own error that pydantic
         wrapped in a ``ValidationError`` when the adapter's model validator raised it, opening
-        the adapter's store, is raised as :class:`SynapseStore` raises it, typed, and without
-        pydantic's echo of the input (a PostgreSQL URL's password). A field's error, and any
-        other, goes on as it is.
+        the adapter's store, is raised as :class:`SynapseStore` raises it: typed, without
+        pydantic's echo of the input (a PostgreSQL URL's password), and without the
+        ``ValidationError`` as its ``__context__`` (it is raised once that is handled). A
+        field's error, and any other, goes on as it is.
 
         Examples
         --------
@@ -375,22 +375,25 @@ got int 3
         ...     def _open(self):
         ...         SynapseStore(self.store)
         ...         return self
-        >>> with SynapseStore.opening_errors():
-        ...     Adapter(store=".")
+        >>> SynapseStore.validated(lambda: Adapter(store="."))
         Traceback (most recent call last):
         ...
         synapse_retriever.errors.InvalidValueError: a store's path must name a file, not a \
 folder: got '.'
         """
+        found: SynapseError | None = None
         try:
-            yield
+            init()
         except ValueError as error:  # pydantic's ValidationError is one
             errors = getattr(error, "errors", None)
             for item in errors() if callable(errors) else ():
                 cause = item.get("ctx", {}).get("error")
                 if item.get("loc") == () and isinstance(cause, SynapseError):
-                    raise cause from None
-            raise
+                    found = cause
+            if found is None:
+                raise
+        if found is not None:
+            raise found
 
     # -- lifecycle ---------------------------------------------------------------------
 

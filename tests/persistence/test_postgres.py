@@ -755,6 +755,7 @@ def test_a_malformed_url_is_a_typed_error_without_its_password(url: str, problem
         ("postgresql://h1,h2/team", "h1,h2/team"),  # libpq's port ","
         ("postgresql://h/team%40prod", "h/team@prod"),
         ("postgresql:///team?host=/tmp/a%40b", "/tmp/a@b/team"),
+        ("postgresql://me:pw@/team?host=/tmp/a%40b", "/tmp/a@b/team"),
         ("postgresql://me:5432/SECRETX?application_name=q@h/db", "postgresql://…"),
     ],
 )

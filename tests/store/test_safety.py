@@ -637,6 +637,7 @@ def test_a_file_sqlite_cannot_open_as_a_database_is_a_typed_error() -> None:
         ("n" * 300 + ".db", InvalidValueError, "is a path too long for the file system"),
         # a file was made under that name, the password in it (and in the store's repr)
         ("host=db password=s3cret dbname=x", InvalidValueError, r"connection string .*\*\*\*"),
+        ("host=db password=s3cret x", InvalidValueError, r"connection string .*\*\*\*"),
         # SQLite decodes the escape into the name: a raw error, and the file left
         ("file:caf%E8.db", InvalidValueError, "its %-escapes make a byte that is not UTF-8"),
     ],

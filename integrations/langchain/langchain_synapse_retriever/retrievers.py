@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Self
 
@@ -186,8 +187,7 @@ class SynapseRetriever(CallerRetriever):
         error (:class:`~synapse_retriever.errors.StorageUnavailableError`,
         :class:`~synapse_retriever.errors.NotASynapseDatabaseError`...), as
         :class:`~synapse_retriever.SynapseStore` does, not a ``ValidationError``."""
-        with SynapseStore.opening_errors():
-            super().__init__(**data)
+        SynapseStore.validated(functools.partial(super().__init__, **data))
 
     @field_validator("active_namespace")
     @classmethod

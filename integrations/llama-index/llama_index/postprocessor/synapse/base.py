@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -160,8 +161,7 @@ class SynapsePostprocessor(BaseNodePostprocessor):
         error (:class:`~synapse_retriever.errors.StorageUnavailableError`,
         :class:`~synapse_retriever.errors.NotASynapseDatabaseError`...), as
         :class:`~synapse_retriever.SynapseStore` does, not a ``ValidationError``."""
-        with SynapseStore.opening_errors():
-            super().__init__(**data)
+        SynapseStore.validated(functools.partial(super().__init__, **data))
 
     @field_validator("active_namespace")
     @classmethod
