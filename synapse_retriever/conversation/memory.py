@@ -75,7 +75,13 @@ from synapse_retriever.conversation.graph.walk import TemporalGraph, TypedEdge
 from synapse_retriever.conversation.lexical import LexicalIndex
 from synapse_retriever.conversation.relevance import fuse
 from synapse_retriever.conversation.replay import TfidfThemes, ThemeExtractor, matching
-from synapse_retriever.conversation.summarize import Condensed, ExtractiveSummarizer, Summarizer
+from synapse_retriever.conversation.summarize import (
+    SUMMARY_STYLE,
+    Condensed,
+    ExtractiveSummarizer,
+    Summarizer,
+    restyled,
+)
 from synapse_retriever.conversation.text import TermStats
 from synapse_retriever.errors import (
     ClosedError,
@@ -328,7 +334,26 @@ class ConversationMemory:
         self._skipped_at = 0  # turns in view when another process held the consolidation
         self._behind = False  # another writer's turns not taken in yet (a call failed)
         self._storage.changed()  # sets the mark the catch-ups compare with
-        self._take(self._storage.load())
+        loaded = self._storage.load()
+        self._take(loaded)
+        if loaded.summary_style < SUMMARY_STYLE:
+            self._restyle()
+
+    def _restyle(self) -> None:
+        """Redo the stored summaries an earlier release's telegram rule made (it dropped
+        negations: :func:`~.summarize.restyled`) and mark the user's summaries as today's;
+        nothing to write while no turn has a summary."""
+        summaries = [(turn, turn.summary) for turn in self._turns if turn.summary is not None]
+        if not summaries:
+            return
+        redone = [(turn, restyled(turn.text, summary)) for turn, summary in summaries]
+        rows = [(turn.id, summary) for turn, summary in redone if summary is not None]
+        if rows:
+            log.info("redoing %d summaries in today's telegram style", len(rows))
+        self._storage.restyle_summaries(rows, SUMMARY_STYLE)
+        for turn, summary in redone:
+            if summary is not None:
+                turn.summary = summary
 
     def _catch_up(self, *, force: bool = False) -> None:
         """Take in the turns other processes stored since this memory last looked, with

@@ -44,11 +44,13 @@ from synapse_retriever.tokens import TokenCounter, approximate_tokens
 __all__ = [
     "CHUNKS_PROMPT",
     "SUMMARY_PROMPT",
+    "SUMMARY_STYLE",
     "Condensed",
     "ExtractiveSummarizer",
     "PromptSummarizer",
     "Summarizer",
     "focus",
+    "restyled",
 ]
 
 CHUNKS_PROMPT = (
@@ -64,6 +66,13 @@ SUMMARY_PROMPT = (
     "\n\nMessage:\n{text}"
 )
 """Prompt for SUMMARY; ``{words}`` is ``summary_ratio`` of the message's words (at least 8)."""
+
+
+SUMMARY_STYLE = 2
+"""The telegram rule of this release's extractive summaries (:func:`~.text.telegraphic`'s
+``style``); each user's memory keeps the one its stored summaries follow (the storage's
+``summary_style`` mark) and, opened by a release with a later rule, redoes the ones an
+earlier rule made (:func:`restyled`)."""
 
 
 class Condensed(NamedTuple):
@@ -268,3 +277,31 @@ def _pick(
             chosen.append(i)
             used += tokens
     return " ".join(parts[i] for i in sorted(chosen))
+
+
+def restyled(text: str, summary: str) -> str | None:
+    """``summary`` in today's telegram style, if release 0.1.0's rule made it from one of
+    ``text``'s sentences and today's rule says something else; else None (a model's summary,
+    one in today's style already, one whose sentence today's split no longer finds).
+
+    Release 0.1.0 dropped every stopword, negations too: its stored summaries may say the
+    opposite of their turn. A model's summary is never recognised as one of them unless it
+    is, word for word, such a telegram; redoing it then keeps the same sentence's words.
+
+    Examples
+    --------
+    >>> text = "Long day. The migration did not succeed; do not retry it before Monday."
+    >>> restyled(text, "migration succeed; retry Monday.")
+    'migration not succeed; not retry before Monday.'
+    >>> restyled(text, "The migration failed; retry after Monday.") is None  # a model's
+    True
+    >>> restyled("Long day.", "Long day.") is None  # the same in either style
+    True
+    """
+    if telegraphic(summary, style=1) != summary:  # it holds a stopword: no 0.1.0 telegram
+        return None
+    for sentence in sentences(text):
+        if telegraphic(sentence, style=1) == summary != sentence:  # a stopword was dropped
+            today = telegraphic(sentence)
+            return None if today == summary else today
+    return None

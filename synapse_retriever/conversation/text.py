@@ -25,6 +25,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
+from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.tokens import CJK
 
 __all__ = [
@@ -306,13 +307,17 @@ def sentences(text: str) -> list[str]:
     return [piece for piece in pieces if piece]
 
 
-def telegraphic(sentence: str) -> str:
+def telegraphic(sentence: str, *, style: int = 2) -> str:
     """``sentence`` without its stopwords, in telegram style; unchanged if no word but
     stopwords would remain. A negation, a condition, an order in time or place, a direction
     and a quantity stay (``_TELEGRAM_KEEPS``), and so does a one-letter name past the first
     word ("plan A"), so that a telegram says less than its sentence rather than something else
     (a contrast that rests on a pronoun, "she fixed it, not he", is still lost: a telegram is
     lossy, and CHUNKS keeps whole sentences).
+
+    ``style=1`` is the rule of release 0.1.0, which dropped every stopword, a negation too
+    ("not retry" became "retry"): kept only to recognise the summaries that release stored,
+    and redo them (:func:`~.summarize.restyled`).
 
     Examples
     --------
@@ -324,16 +329,25 @@ def telegraphic(sentence: str) -> str:
     'Use plan A, not plan B.'
     >>> telegraphic("No, do it.")
     'No, do it.'
+    >>> telegraphic("The migration did not succeed; do not retry it before Monday.", style=1)
+    'migration succeed; retry Monday.'
     """
+    if style not in (1, 2):
+        raise InvalidValueError(f"style must be 1 or 2, got {shown(style)}")
     words = sentence.split()
-    kept = [
-        word
-        for at, word in enumerate(words)
-        if _telegram_word(word, at == 0)
-        or " ".join(w.strip(_PUNCTUATION) for w in words[at : at + 2]).lower() in _SOME
-    ]
-    if all(_stopword(word, at == 0) for at, word in enumerate(kept)):
-        return sentence
+    if style == 1:
+        kept = [word for word in words if word.strip(_PUNCTUATION).lower() not in STOPWORDS]
+        if not kept:
+            return sentence
+    else:
+        kept = [
+            word
+            for at, word in enumerate(words)
+            if _telegram_word(word, at == 0)
+            or " ".join(w.strip(_PUNCTUATION) for w in words[at : at + 2]).lower() in _SOME
+        ]
+        if all(_stopword(word, at == 0) for at, word in enumerate(kept)):
+            return sentence
     text = " ".join(kept)
     end = words[-1][-1]
     if end in ".!?" and not text.endswith(end):

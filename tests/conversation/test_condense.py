@@ -16,6 +16,7 @@ from synapse_retriever.conversation import (
     focus,
     matching,
 )
+from synapse_retriever.conversation.summarize import restyled
 from synapse_retriever.conversation.text import (
     _TELEGRAM_KEEPS,
     STOPWORDS,
@@ -24,6 +25,7 @@ from synapse_retriever.conversation.text import (
     telegraphic,
     terms,
 )
+from synapse_retriever.errors import InvalidValueError
 
 
 def test_terms_lowercase_drop_stopwords_and_a_plural_s() -> None:
@@ -136,6 +138,62 @@ def test_a_telegram_is_its_sentence_less_stopwords_that_carry_no_meaning(
     kept = [w for w in words if w not in STOPWORDS or w in _TELEGRAM_KEEPS]
     says = any(w not in STOPWORDS for w in kept)  # else the sentence stays whole
     assert telegram == (kept if says else words)  # in order; every negation, condition kept
+
+
+def test_the_telegram_of_release_0_1_0_dropped_every_stopword() -> None:
+    assert telegraphic("Do not retry it before Monday.", style=1) == "retry Monday."
+    assert telegraphic("Use plan A, not plan B.", style=1) == "Use plan plan B."
+    assert telegraphic("Is it?", style=1) == "Is it?"  # nothing would remain
+    with pytest.raises(InvalidValueError, match="style must be 1 or 2, got 3"):
+        telegraphic("Is it?", style=3)
+
+
+@pytest.mark.parametrize(
+    ("text", "summary", "redone"),
+    [
+        # 0.1.0's telegram of the second sentence: redone from that sentence
+        ("Long day. Do not retry it before Monday.", "retry Monday.", "not retry before Monday."),
+        ("Use plan A, not plan B. Thanks!", "Use plan plan B.", "Use plan A, not plan B."),
+        # a model's summary, one in today's style, one that lost nothing: kept as they are
+        ("Do not retry it before Monday.", "Wait for Monday to retry.", None),
+        ("Do not retry it before Monday.", "not retry before Monday.", None),
+        ("Deploys moved Fridays.", "Deploys moved Fridays.", None),
+        ("Is it?", "Is it?", None),
+        # a telegram of no sentence of this text (the text was edited, or split otherwise)
+        ("Do not retry it before Tuesday.", "retry Monday.", None),
+    ],
+)
+def test_a_summary_0_1_0_made_is_redone_from_its_sentence(
+    text: str, summary: str, redone: str | None
+) -> None:
+    assert restyled(text, summary) == redone
+
+
+_WORDS = st.sampled_from([*sorted(STOPWORDS)[:40], "not", "A", "deploy", "Monday", "5"])
+
+
+@given(st.lists(st.lists(_WORDS, min_size=1, max_size=8), min_size=1, max_size=4), st.data())
+def test_a_redone_summary_is_a_sentence_of_its_turn_with_more_of_its_words(
+    sentence_words: list[list[str]], data: st.DataObject
+) -> None:
+    text = " ".join(" ".join(words) + "." for words in sentence_words)
+    for summary in (telegraphic(data.draw(st.sampled_from(sentences(text))), style=1),
+                    data.draw(st.text(max_size=20))):  # fmt: skip
+        redone = restyled(text, summary)
+        if redone is not None:  # 0.1.0's words, in order, and the stopwords it dropped
+            assert telegraphic(redone, style=1) == summary
+            assert redone in [
+                telegraphic(s) for s in sentences(text) if telegraphic(s, style=1) == summary
+            ]
+
+
+@given(st.lists(_WORDS, min_size=1, max_size=12))
+def test_a_turn_of_one_sentence_is_redone_exactly_when_the_rules_differ(words: list[str]) -> None:
+    sentence = " ".join(words) + "."
+    old, today = telegraphic(sentence, style=1), telegraphic(sentence)
+    lost = old not in (sentence, today)  # a telegram of 0.1.0 that today's rule says otherwise
+    assert restyled(sentence, old) == (today if lost else None)
+    assert restyled(sentence, today) is None  # a summary in today's style is never redone
 
 
 def test_a_summary_in_the_context_keeps_a_negation() -> None:

@@ -236,7 +236,7 @@ The transaction is never ended for idling, so a holder whose machine vanished (n
 RST) kept the lock until the server's kernel keepalives gave up (2 h 11 min by default);
 now 5 + 3 x 2 s of quiet, or 10 s of data unacknowledged. Behind a pooler they bound the
 pooler's connection instead (its own ``tcp_keepalive`` settings bound its clients')."""
-_MARKS = ("consolidated_through", "graph_through", "relations_through")
+_MARKS = ("consolidated_through", "graph_through", "relations_through", "summary_style")
 _TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker, key"
 
 
@@ -908,6 +908,25 @@ class PostgresConversationStorage:
 
         self._write(body)
 
+    def restyle_summaries(self, rows: Sequence[tuple[int, str]], style: int) -> None:
+        """Store summaries redone in telegram style ``style``, ``(turn id, summary)``, and
+        mark this user's summaries as following it; one transaction."""
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[None, bool]:
+            if rows:
+                write_rows(
+                    conn,
+                    "UPDATE context_turns t SET summary = v.summary FROM "
+                    "unnest(%s::bigint[], %s::text[]) AS v (id, summary) "
+                    "WHERE t.user_id = %s AND t.id = v.id",
+                    (*_columns(rows, 2), self._user),
+                    len(rows),
+                )
+            self._mark(conn, "summary_style", style)
+            return None, bool(rows)
+
+        self._write(body)
+
     # -- reading -----------------------------------------------------------------------
 
     def changed(self) -> bool:
@@ -978,6 +997,7 @@ class PostgresConversationStorage:
                 ],
                 graph_through=int(marks.get("graph_through", 0)),
                 relations_through=int(marks.get("relations_through", 0)),
+                summary_style=int(marks.get("summary_style", 0)),
             )
             for row in turns:
                 loaded.turns.append(TurnRecord(*row[:12]))

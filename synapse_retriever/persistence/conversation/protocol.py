@@ -160,6 +160,9 @@ class Loaded:
     edges: list[TypedEdgeRow] = field(default_factory=list)
     graph_through: int = 0
     relations_through: int = 0
+    summary_style: int = 0
+    """The telegram rule this user's stored extractive summaries follow (0: never marked,
+    the rule of release 0.1.0): :data:`~synapse_retriever.conversation.summarize.SUMMARY_STYLE`."""
 
 
 class ConversationStorage(Protocol):
@@ -254,6 +257,11 @@ class ConversationStorage(Protocol):
 
     def replace_embeddings(self, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
         """Store vectors recomputed with another embedder, ``(turn id, vector bytes)``."""
+        ...
+
+    def restyle_summaries(self, rows: Sequence[tuple[int, str]], style: int) -> None:
+        """Store summaries redone in telegram style ``style``, ``(turn id, summary)``, and
+        mark this user's summaries as following it (``summary_style``); one transaction."""
         ...
 
     def themes(self) -> list[tuple[int, list[str]]]:

@@ -190,7 +190,9 @@ the one that finishes second writes nothing unless it covers more turns
 _LEASE = "consolidation_lease"
 """The mark that holds the lease: ``"<expiry, epoch seconds> <owner>"``."""
 
-_MARKS = ("consolidated_through", "graph_through", "relations_through")
+_MARKS = ("consolidated_through", "graph_through", "relations_through", "summary_style")
+
+_IN_MARKS = ", ".join("?" * len(_MARKS))
 
 _COLUMNS = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker, key"
 _TYPED = """(typeof(session) = 'text' AND typeof(role) = 'text' AND typeof(text) = 'text'
@@ -349,7 +351,7 @@ class SQLiteConversationStorage:
 
     def _marks(self, db: sqlite3.Connection) -> dict[str, int]:
         rows = db.execute(
-            "SELECT key, value FROM context_marks WHERE user = ? AND key IN (?, ?, ?)",
+            f"SELECT key, value FROM context_marks WHERE user = ? AND key IN ({_IN_MARKS})",
             (self.user, *_MARKS),
         ).fetchall()
         try:
@@ -432,6 +434,7 @@ reinforcements=0, traversals=0)], 2)
             edges=typed_edges,
             graph_through=marks.get("graph_through", 0),
             relations_through=marks.get("relations_through", 0),
+            summary_style=marks.get("summary_style", 0),
         )
         for row in rows:
             if not row[14]:
@@ -681,6 +684,16 @@ reinforcements=0, traversals=0)], 2)
                 "UPDATE context_turns SET embedder = ?, embedding = ? WHERE id = ? AND user = ?",
                 [(embedder, blob, turn_id, self.user) for turn_id, blob in rows],
             )
+
+    def restyle_summaries(self, rows: Sequence[tuple[int, str]], style: int) -> None:
+        """Store summaries redone in telegram style ``style``, ``(turn id, summary)``, and
+        mark this user's summaries as following it; one transaction."""
+        with self._write() as db:
+            db.executemany(
+                "UPDATE context_turns SET summary = ? WHERE id = ? AND user = ?",
+                [(summary, turn_id, self.user) for turn_id, summary in rows],
+            )
+            self._mark(db, "summary_style", style)
 
     def themes(self) -> list[tuple[int, list[str]]]:
         """Every replay so far of this user: (turns covered, themes), oldest first."""
