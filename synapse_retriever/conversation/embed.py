@@ -63,6 +63,7 @@ __all__ = [
     "as_embedder",
     "checked_embedder",
     "embedded",
+    "embedder_dim",
     "embedder_rows",
     "model_rows",
     "normalized",
@@ -387,14 +388,16 @@ def _batch_size(embedder: Embedder) -> int | None:
 
 def checked_embedder(embedder: Embedder) -> Embedder:
     """``embedder`` if its ``name`` is a non-empty str every backend can store and its
-    ``dim`` an int of at least 1.
+    ``dim`` an int of at least 1. A ``dim`` that is a property (an adapter's, which may ask
+    its model) is not read here, but where it is needed (:func:`embedder_dim`): a memory
+    reopened over its stored vectors never needs it.
 
     Examples
     --------
     >>> checked_embedder(HashingEmbedder(dim=8)).dim
     8
     """
-    name, dim = embedder.name, embedder.dim
+    name = embedder.name
     if not isinstance(name, str):
         raise InvalidTypeError(f"embedder.name must be a non-empty str, got {shown(name)}")
     if not name.strip():
@@ -402,9 +405,23 @@ def checked_embedder(embedder: Embedder) -> Embedder:
     check_unicode("embedder.name", name)  # stored with every turn's vector: UTF-8
     if "\x00" in name:  # which PostgreSQL's text cannot hold: every backend refuses it
         raise InvalidValueError(f"embedder.name must not hold a NUL character, got {shown(name)}")
+    if not isinstance(inspect.getattr_static(embedder, "dim", None), property):
+        embedder_dim(embedder)
+    return embedder
+
+
+def embedder_dim(embedder: Embedder) -> int:
+    """``embedder.dim``, if it is an int of at least 1.
+
+    Examples
+    --------
+    >>> embedder_dim(HashingEmbedder(dim=8))
+    8
+    """
+    dim = embedder.dim
     if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
         raise InvalidTypeError(f"embedder.dim must be an int of at least 1, got {shown(dim)}")
-    return embedder
+    return int(dim)
 
 
 def text_list(texts: Sequence[str]) -> list[str]:

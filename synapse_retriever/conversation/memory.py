@@ -59,6 +59,7 @@ from synapse_retriever.conversation.embed import (
     as_embedder,
     checked_embedder,
     embedded,
+    embedder_dim,
 )
 from synapse_retriever.conversation.graph.cues import cue_factor, date_window, named
 from synapse_retriever.conversation.graph.edges import LINK_TYPES, traversed, turn_links
@@ -320,7 +321,6 @@ class ConversationMemory:
     def _load(self) -> None:
         self._turns: list[TurnRecord] = []
         self._tokens: list[int] = []
-        self._index = TurnIndex(self.embedder.dim)
         self._lexical = LexicalIndex()  # row i is self._turns[i], as in the vector index
         self._times = np.zeros(0, dtype=np.float64)  # the turns' times, in a growing buffer
         self._timed = 0
@@ -335,6 +335,11 @@ class ConversationMemory:
         self._behind = False  # another writer's turns not taken in yet (a call failed)
         self._storage.changed()  # sets the mark the catch-ups compare with
         loaded = self._storage.load()
+        # the stored vectors' length, if they are all this model's: a reopened memory asks
+        # the model nothing (a new one, or one of another model, learns it from the model)
+        self._index = TurnIndex(
+            _stored_dim(loaded, self.embedder.name) or embedder_dim(self.embedder)
+        )
         self._take(loaded)
         if loaded.summary_style < SUMMARY_STYLE:
             self._restyle()
@@ -391,7 +396,7 @@ class ConversationMemory:
         """The vectors of ``loaded``'s turns in this memory's embedder: as stored, or
         recomputed (and stored again) where another embedder, or another size, wrote them."""
         turns = loaded.turns
-        dim = self.embedder.dim
+        dim = self._index.dim
         width = dim * np.dtype(np.float32).itemsize
         stale = [  # another embedder's, or this name's at another size (e.g. a new dimensions=)
             i
@@ -410,12 +415,36 @@ class ConversationMemory:
         if stale:  # stored by another embedder: recompute them in this one's space
             log.info("re-embedding %d turns with %s", len(stale), self.embedder.name)
             fresh = embedded(self.embedder, [turns[i].text for i in stale])
+            if fresh.shape[1] != dim:  # the model's vectors are not the length stored
+                self._fit(fresh.shape[1])
+                return self._vectors(loaded)  # at the model's length now
             vectors[stale] = fresh
             self._storage.replace_embeddings(
                 self.embedder.name,
                 [(turns[i].id, fresh[k].tobytes()) for k, i in enumerate(stale)],
             )
         return vectors
+
+    def _fit(self, dim: int) -> None:
+        """Embed every turn again if the model's vectors are ``dim`` long and the stored
+        ones are not: the model changed its size under the same name (a ``dimensions=``
+        setting), found at its first embedding, since a memory reopened over its stored
+        vectors asks the model nothing. Under the lock."""
+        if dim == self._index.dim:
+            return
+        log.info(
+            "re-embedding %d turns with %s: its vectors are %d long, the stored ones %d",
+            len(self._turns), self.embedder.name, dim, self._index.dim,
+        )  # fmt: skip
+        fresh = embedded(self.embedder, [turn.text for turn in self._turns])
+        if self._turns:
+            self._storage.replace_embeddings(
+                self.embedder.name,
+                [(turn.id, fresh[i].tobytes()) for i, turn in enumerate(self._turns)],
+            )
+        index = TurnIndex(dim)
+        index.add(fresh)
+        self._index = index
 
     def _load_graph(
         self,
@@ -749,6 +778,7 @@ class ConversationMemory:
             while True:  # stored only after the last turn in view: times stay in id order
                 seen = len(self._turns)
                 self._catch_up(force=retry)
+                self._fit(len(vector))
                 fruitless = fruitless + 1 if retry and len(self._turns) == seen else 0
                 if fruitless == _FRUITLESS_RETRIES:  # refused, yet no turn came: never loop
                     raise WriteConflictError(
@@ -881,6 +911,8 @@ class ConversationMemory:
         with self._lock:  # FAISS must not grow while it is searched: add_turn waits
             self._check_open()
             self._catch_up()
+            if vector is not None:
+                self._fit(len(vector))
             rows = None
             if allowed is not None:
                 rows = [row for row, turn in enumerate(self._turns) if turn.session in allowed]
@@ -1042,6 +1074,7 @@ class ConversationMemory:
         with self._lock:
             self._check_open()
             self._catch_up()
+            self._fit(len(vector))
             if not self._turns:
                 return []
             turns = self._turns
@@ -1401,7 +1434,7 @@ class ConversationMemory:
         n = len(turns)
         index = self._index
         if not whole:
-            index = TurnIndex(self.embedder.dim)
+            index = TurnIndex(self._index.dim)
             vectors = self._index.vectors(start) if rows is None else self._index.rows(chosen)
             index.add(vectors)
         return TurnsView(
@@ -1777,6 +1810,23 @@ def _appended(buffer: FloatArray, count: int, value: float) -> FloatArray:
         buffer = grown
     buffer[count] = value
     return buffer
+
+
+def _stored_dim(loaded: Loaded, name: str) -> int | None:
+    """The length of ``loaded``'s vectors if embedder ``name`` stored every one and all
+    have one length; else None (the embedder's own ``dim`` decides).
+
+    >>> _stored_dim(Loaded(embedders=["m", "m"], embeddings=[b"\\0" * 12, b"\\0" * 12]), "m")
+    3
+    >>> _stored_dim(Loaded(embedders=["m", "other"], embeddings=[b"\\0" * 12] * 2), "m")
+    >>> _stored_dim(Loaded(), "m")  # nothing stored: ask the model
+    """
+    size = np.dtype(np.float32).itemsize
+    widths = {len(blob) for blob in loaded.embeddings}
+    if len(widths) != 1 or any(stored != name for stored in loaded.embedders):
+        return None
+    width = widths.pop()
+    return width // size if width and not width % size else None
 
 
 class _Stored:

@@ -863,6 +863,61 @@ def test_vectors_of_another_size_under_the_same_name_are_recomputed(
     assert stored(path, "SELECT length(embedding) FROM context_turns") == [(16 * 4,)]
 
 
+class Counted(Ones):
+    """:class:`Ones` that counts the texts of each call, and fails while ``down``."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim)
+        self.calls: list[int] = []
+        self.down = False
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if self.down:
+            raise ConnectionError("the embedding service is down")
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
+def test_a_memory_reopened_over_its_vectors_asks_the_model_nothing(
+    conversation_where: str,
+) -> None:
+    # a new user's probe: each open embedded a probe text to learn the vector length, a
+    # paid call per process start, and a memory could not even open while the model was down
+    path = conversation_where
+    with ConversationMemory(path, embedder=Ones(8), background=False) as memory:
+        memory.add_turn("We moved the deploy to Fridays.", at=0)
+    model = Counted(8)
+    model.down = True
+    with ConversationMemory(path, embedder=model, background=False) as memory:
+        assert len(memory) == 1 and memory.turns()[0].text.startswith("We moved")
+        with pytest.raises(ConnectionError):  # what needs the model fails as the model does
+            memory.retrieve("deploy?", at=1)
+        model.down = False
+        assert [hit.text for hit in memory.retrieve("deploy?", at=1)] == [
+            "We moved the deploy to Fridays."
+        ]
+    assert model.calls == [1]  # the question only
+
+
+@pytest.mark.parametrize("first", ["add_turn", "retrieve"])
+def test_a_model_resized_under_its_name_is_found_at_its_first_embedding(
+    conversation_where: str, first: str
+) -> None:
+    path = conversation_where
+    with ConversationMemory(path, embedder=Ones(8), background=False) as memory:
+        memory.add_turn("We moved the deploy to Fridays.", at=0)
+        memory.add_turn("Lunch at noon.", at=60)
+    model = Counted(16)
+    with ConversationMemory(path, embedder=model, background=False) as memory:
+        assert model.calls == []
+        if first == "add_turn":
+            memory.add_turn("Coffee after lunch.", at=120)
+        hits = memory.retrieve("deploy?", k=5, at=180)
+    assert len(hits) == (3 if first == "add_turn" else 2)
+    assert model.calls == [1, 2] + ([1] if first == "add_turn" else [])  # then every turn
+    assert stored(path, "SELECT DISTINCT length(embedding) FROM context_turns") == [(16 * 4,)]
+
+
 WORDS = ["deploy", "friday", "weather", "grey", "sister", "museum", "coffee", "report", "the"]
 
 

@@ -217,7 +217,7 @@ def test_reopening_with_the_same_model_embeds_no_turn_again(tmp_path: Path) -> N
     embeddings = HashingEmbeddings()
     with ConversationMemory(path, embedder=embeddings, background=False) as memory:
         assert len(memory) == len(TURNS)
-    assert embeddings.document_calls == [1]  # the dimension probe, no re-embedding
+    assert embeddings.document_calls == []  # its stored vectors give the length: no probe
     other = HashingEmbeddings(model="hashing-256", dim=256)
     with ConversationMemory(path, embedder=other, background=False):
         pass

@@ -208,7 +208,7 @@ def test_reopening_with_the_same_model_embeds_no_turn_again(tmp_path: Path) -> N
     model = HashingEmbedding()
     with ConversationMemory(path, embedder=model, background=False) as memory:
         assert len(memory) == len(TURNS)
-    assert model._batches == [1]  # the dimension probe, no re-embedding
+    assert model._batches == []  # its stored vectors give the length: no probe
     other = HashingEmbedding(model_name="hashing-256", dim=256)
     with ConversationMemory(path, embedder=other, background=False):
         pass
