@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from synapse_retriever.config import Operations, check_flag
 from synapse_retriever.errors import (
     AccessDeniedError,
+    CorruptDatabaseError,
     InvalidValueError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
@@ -299,6 +300,12 @@ class _Database:
                 self.schema = open_schema()
             return self.schema
 
+    def forget(self, schema: int) -> None:
+        """The schema of oid ``schema`` is gone or changed: the next storage opens it anew."""
+        with self._opening:
+            if self.schema == schema:
+                self.schema = None
+
     def listen(self) -> None:
         with _OPEN_GUARD:
             if self.listener is None:
@@ -410,9 +417,7 @@ class PostgresConversationStorage:
         self._closed = False
         self._database = _Database.attach(url, self.where, timeout_s)
         try:
-            self._schema = self._database.opened(lambda: self._open(url))
-            with self._connection() as conn:
-                self._user = self._user_number(conn)
+            self._schema, self._user = self._open_user(url)
         except BaseException:
             self._database.detach()
             raise
@@ -567,17 +572,39 @@ class PostgresConversationStorage:
             )
         return version
 
-    def _user_number(self, conn: psycopg.Connection[Any]) -> int:
-        """The number of :attr:`user`'s row, created on first use."""
+    def _open_user(self, url: str) -> tuple[int, int]:
+        """The schema's oid and :attr:`user`'s number. The oid this process read first is
+        read again: a schema dropped and made again while the process ran (a backup
+        restored) is opened anew, as are tables that went missing since (once: missing
+        still, they are a :class:`CorruptDatabaseError`)."""
+        for last in (False, True):
+            schema = self._database.opened(lambda: self._open(url))
+            try:
+                with self._connection() as conn:
+                    number, found = self._user_number(conn)
+            except CorruptDatabaseError:
+                if last:
+                    raise
+                self._database.forget(schema)
+                continue
+            if found == schema or last:
+                return found, number
+            self._database.forget(schema)
+        raise AssertionError("unreachable")  # the last pass returns or raises
+
+    def _user_number(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
+        """The number of :attr:`user`'s row, created on first use, and the schema's oid."""
         conn.execute(
             "INSERT INTO context_users (name) SELECT %(name)s WHERE NOT EXISTS "
             "(SELECT 1 FROM context_users WHERE name = %(name)s) ON CONFLICT (name) DO NOTHING",
             {"name": self.user},
         )
-        row = conn.execute("SELECT id FROM context_users WHERE name = %s", (self.user,)).fetchone()
+        row = conn.execute(
+            f"SELECT id, {SCHEMA_OID} FROM context_users WHERE name = %s", (self.user,)
+        ).fetchone()
         conn.commit()
         assert row is not None  # inserted, or there already
-        return int(row[0])
+        return int(row[0]), int(row[1])
 
     # -- writing -----------------------------------------------------------------------
 
@@ -599,6 +626,7 @@ class PostgresConversationStorage:
                 try:
                     with conn.pipeline():
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._write_lock,))
+                        owner = self._owner(conn)
                         result, wrote = body(conn)
                         if wrote:
                             bumped = conn.execute(
@@ -612,6 +640,7 @@ class PostgresConversationStorage:
                                 (CHANNEL, f"{self._channel_key}.{self._token}"),
                             )
                     written = None if bumped is None else int(bumped.fetchall()[0][0])
+                    self._still_mine(owner, "nothing was written")
                     commit.committing = True
                     conn.commit()
                 except BaseException:
@@ -633,6 +662,23 @@ class PostgresConversationStorage:
             # next catch-up reads them (one indexed read, in vain if nothing was written)
             self._heard.set()
             raise
+
+    def _owner(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+        """Queue the read of whose rows this storage's user number names (its result is
+        read with the transaction's others: no round trip of its own)."""
+        return conn.execute("SELECT name FROM context_users WHERE id = %s", (self._user,))
+
+    def _still_mine(self, owner: psycopg.Cursor[Any], outcome: str) -> None:
+        """:class:`StorageUnavailableError` unless ``owner`` (:meth:`_owner`) read this
+        storage's user. A number is read once, when the storage opens: tables restored from a
+        backup, or made again, while it was open may have given it to another user, whose
+        rows it would then read and write."""
+        if owner.fetchall() != [(self.user,)]:
+            raise StorageUnavailableError(
+                f"{self.where!r}: the number user {self.user!r} had when this memory opened "
+                f"({self._user}) is no longer theirs: the conversation tables were restored "
+                f"or made again while it was open; {outcome}: open it again"
+            )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -975,6 +1021,7 @@ class PostgresConversationStorage:
             entities += " WHERE user_id = %(u)s"
 
         def read(conn: psycopg.Connection[Any]) -> Loaded:
+            owner = self._owner(conn)
             turns = conn.execute(
                 f"SELECT {_TURN}, embedder, embedding FROM context_turns "
                 "WHERE user_id = %(u)s AND id > %(after)s ORDER BY id",
@@ -999,6 +1046,7 @@ class PostgresConversationStorage:
                 relations_through=int(marks.get("relations_through", 0)),
                 summary_style=int(marks.get("summary_style", 0)),
             )
+            self._still_mine(owner, "nothing was read")
             for row in turns:
                 loaded.turns.append(TurnRecord(*row[:12]))
                 loaded.embedders.append(row[12])
@@ -1012,10 +1060,12 @@ class PostgresConversationStorage:
         self._check_open()
 
         def read(conn: psycopg.Connection[Any]) -> list[tuple[int, list[str]]]:
+            owner = self._owner(conn)
             rows = conn.execute(
                 "SELECT turns, themes FROM context_replays WHERE user_id = %s ORDER BY id",
                 (self._user,),
             ).fetchall()
+            self._still_mine(owner, "nothing was read")
             return [(int(n), [t for t in text.split("\n") if t]) for n, text in rows]
 
         return self._read(read)

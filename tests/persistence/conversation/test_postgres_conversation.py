@@ -1273,3 +1273,53 @@ def test_many_users_consolidating_at_once_hold_a_bounded_number_of_connections(
         release.set()
         for memory in memories:
             memory.close()
+
+
+def _made_again(postgres_url: str) -> None:
+    """The schema dropped and made again, empty, as a reset or a restore into it does."""
+    _grant(postgres_url, "", "DROP SCHEMA {schema} CASCADE; CREATE SCHEMA {schema}")
+
+
+def test_a_memory_open_across_a_reset_never_reads_or_writes_another_users_rows(
+    postgres_url: str,
+) -> None:
+    # a new user's probe: a memory read its user's number once, at open; tables restored or
+    # made again meanwhile gave that number to a new user, whose memory then held its turns
+    from synapse_retriever.conversation import ConversationMemory
+
+    with ConversationMemory(postgres_url, user="alice", background=False) as alice:
+        alice.add_turn("alice: hi")
+    carol = ConversationMemory(postgres_url, user="carol", background=False)  # number 2
+    try:
+        carol.add_turn("carol: my diagnosis is X")
+        _made_again(postgres_url)
+        # the same process opens the schema anew (its tables were gone: it refused to open)
+        for name in ("dave", "erin"):  # erin is given number 2
+            with ConversationMemory(postgres_url, user=name, background=False) as memory:
+                memory.add_turn(f"{name}: hello")
+        says = "no longer theirs: the conversation tables were restored or made again"
+        with pytest.raises(StorageUnavailableError, match=f"{says}.*nothing was read"):
+            carol.add_turn("carol: my new medication is Y")
+        with pytest.raises(StorageUnavailableError, match=says):
+            carol.retrieve("diagnosis")
+    finally:
+        carol.close()
+    with ConversationMemory(postgres_url, user="erin", background=False) as erin:
+        assert [turn.text for turn in erin.turns()] == ["erin: hello"]
+    with ConversationMemory(postgres_url, user="carol", background=False) as carol:
+        assert carol.turns() == []  # open again: the reset emptied carol's memory
+
+
+def test_a_write_under_a_number_given_to_another_user_is_refused(postgres_url: str) -> None:
+    carol = PostgresConversationStorage(postgres_url, user="carol")
+    try:
+        _made_again(postgres_url)
+        with PostgresConversationStorage(postgres_url, user="dave", timeout_s=4.0) as dave:
+            dave.insert(turn("dave: hello"), "e", b"")  # dave has carol's number now
+            with pytest.raises(StorageUnavailableError, match="nothing was written"):
+                carol.insert(turn("carol: secret"), "e", b"")
+            with pytest.raises(StorageUnavailableError, match="nothing was read"):
+                carol.themes()
+            assert [t.text for t in dave.load().turns] == ["dave: hello"]
+    finally:
+        carol.close()
