@@ -170,7 +170,8 @@ class Mirror:
         for namespace, events in changes.events:
             self.uses.set_events(namespace, events)
         self.uses.remember(changes.recent)
-        self.version = max(self.version, changes.version)
+        # everything read again may be older: tables restored from a backup under the store
+        self.version = changes.version if changes.full else max(self.version, changes.version)
         if changes.full:
             self.graph.check_names()
 

@@ -484,11 +484,36 @@ _QUOTED = re.compile(r'"[^"]*"')
 """A token libpq quotes in its message: part of the URL, maybe of its password."""
 
 
+class Origin:
+    """Which tables a storage's reads came from: the oid of the store's ``meta`` table,
+    which tables restored from a backup or made again (a reset) have anew. Rows read since
+    from other tables are not changes to what was read before: they are read whole.
+
+    >>> origin = Origin()
+    >>> origin.moved(16384), origin.moved(16384), origin.moved(20001)
+    (False, False, True)
+    """
+
+    def __init__(self) -> None:
+        self.oid: int | None = None
+
+    def moved(self, oid: int) -> bool:
+        """Whether ``oid`` is another ``meta`` table's than the last read's; now it is known."""
+        moved = self.oid is not None and self.oid != oid
+        self.oid = oid
+        return moved
+
+
+ORIGIN = "'meta'::regclass::oid"
+"""The oid of the store's ``meta`` table (:class:`Origin`), as SQL."""
+
+
 class _PostgresTransaction:
     """One write transaction on one connection (see the module docstring for its locks)."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], origin: Origin) -> None:
         self._conn = conn
+        self._origin = origin
         self.version = 0
         self._edges: set[tuple[int, int]] = set()  # (namespace, id) written or deleted
         self._uses: set[tuple[int, int]] = set()
@@ -724,7 +749,7 @@ class _PostgresTransaction:
         return counts
 
     def changes(self, since: int, max_node: int, max_namespace: int) -> Changes:
-        return _changes(self._conn, since)
+        return _changes(self._conn, since, self._origin)
 
     def finish(self) -> None:
         """Log what this transaction wrote under a token of its own, then take the version
@@ -815,11 +840,14 @@ class _PostgresTransaction:
         self.committing = int(row[0]) if row else 0
 
 
-def _changes(conn: psycopg.Connection[Any], since: int) -> Changes:
-    """Everything committed after version ``since`` (all of it if the logs no longer reach
-    back to it), read by ``conn`` in one snapshot."""
+def _changes(conn: psycopg.Connection[Any], since: int, origin: Origin) -> Changes:
+    """Everything committed after version ``since``, read by ``conn`` in one snapshot; all
+    of it if the logs no longer reach back to it, or the tables are not those ``origin``
+    read last or are at an earlier version (restored from a backup, or made again)."""
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    full = since < meta["log_horizon"] or since == 0
+    [(oid,)] = conn.execute(f"SELECT {ORIGIN}").fetchall()
+    moved = origin.moved(int(oid))
+    full = since < meta["log_horizon"] or since == 0 or since > meta["version"] or moved
     after = "(SELECT tx FROM versions WHERE version > %s)"
     if full:
         since = 0
@@ -906,7 +934,7 @@ def _recent(conn: psycopg.Connection[Any], since: int) -> list[RecentEvent]:
     ]
 
 
-def _stored_snapshot(conn: psycopg.Connection[Any]) -> StoredSnapshot | None:
+def _stored_snapshot(conn: psycopg.Connection[Any], origin: Origin) -> StoredSnapshot | None:
     """The snapshot ``conn``'s schema holds and everything committed after it, read in the
     transaction ``conn`` is in (one snapshot of the database: nothing committed between
     the two reads is lost); None where there is none, or this role may not read it. The
@@ -921,7 +949,7 @@ def _stored_snapshot(conn: psycopg.Connection[Any]) -> StoredSnapshot | None:
     if not found:
         return None
     (version, max_node, max_namespace), whole = snapshot_stamp(found)
-    changes = _changes(conn, version)
+    changes = _changes(conn, version, origin)
     parts: dict[str, bytes] = {}
     if not changes.full:  # else stale: every row was read with it already
         changes.recent = _recent(conn, 0)  # the window is rebuilt whole
@@ -1542,6 +1570,7 @@ class PostgresStorage:
         self._pool = Connections(self.url, self.path, pool_size, timeout_s)
         self._changed = threading.Event()
         self._changed.set()
+        self._origin = Origin()
         self._unreachable_until = 0.0
         self._listener: Listener | None = None
         try:
@@ -1725,7 +1754,7 @@ class PostgresStorage:
     def load(self) -> Changes:
         self._changed.clear()
         with self._connection() as conn:  # a table dropped by hand: schema_missing's error
-            return snapshot(conn, lambda: _changes(conn, 0))
+            return snapshot(conn, lambda: _changes(conn, 0, self._origin))
 
     def poll(self, since: int, max_node: int, max_namespace: int) -> Changes | None:
         if self.listening and not self._changed.is_set():
@@ -1743,12 +1772,12 @@ class PostgresStorage:
                     # a lock held on the store (LOCK TABLE, VACUUM FULL) delays a read a
                     # second at most, a server that stopped answering two: then from memory
                     conn.execute(lock_timeout(POLL_TIMEOUT_S))
-                    found = conn.execute("SELECT value FROM meta WHERE key = 'version'")
+                    found = conn.execute(f"SELECT value, {ORIGIN} FROM meta WHERE key = 'version'")
                 version = found.fetchone()
                 conn.rollback()
-                if version is not None and version[0] == since:
+                if version is not None and (version[0], version[1]) == (since, self._origin.oid):
                     return None
-                return snapshot(conn, lambda: _changes(conn, since), POLL_TIMEOUT_S)
+                return snapshot(conn, lambda: _changes(conn, since, self._origin), POLL_TIMEOUT_S)
         except StorageUnavailableError as exc:
             self._changed.set()  # look again once the back-off is over
             self._unreachable_until = time.monotonic() + UNREACHABLE_BACKOFF_S
@@ -1770,7 +1799,7 @@ class PostgresStorage:
         snapshot of the database; None if there is none (or this role may not read it)."""
         self._changed.clear()
         with self._connection() as conn:
-            return snapshot(conn, lambda: _stored_snapshot(conn))
+            return snapshot(conn, lambda: _stored_snapshot(conn, self._origin))
 
     def write_snapshot(
         self,
@@ -1850,7 +1879,7 @@ class PostgresStorage:
                 # statements whose results are not read wait and go together with the
                 # next that is read: a round trip per read, not per statement
                 with conn.pipeline():
-                    tx = _PostgresTransaction(conn)
+                    tx = _PostgresTransaction(conn, self._origin)
                     yield tx
                     tx.finish()
                 commit.committing = True

@@ -40,6 +40,7 @@ from store_backends import (
     connections_to,
     ended,
     new_schema,
+    tool,
     with_database,
 )
 
@@ -639,7 +640,7 @@ def test_a_snapshot_and_the_changes_after_it_are_read_in_one_snapshot(
     original = postgres._changes
     meanwhile: list[int] = []
 
-    def another_writer_first(conn: Any, since: int) -> Any:
+    def another_writer_first(conn: Any, since: int, origin: postgres.Origin) -> Any:
         if not meanwhile:  # another process writes, and replaces the snapshot, mid-read
             meanwhile.append(0)
             with monkeypatch.context() as patch:
@@ -648,7 +649,7 @@ def test_a_snapshot_and_the_changes_after_it_are_read_in_one_snapshot(
                 with SynapseStore(postgres_url) as other:
                     other.reinforce(["a", "z"], at=3 * DAY)
                     meanwhile[0] = other._mirror.version
-        return original(conn, since)
+        return original(conn, since, origin)
 
     monkeypatch.setattr(postgres, "_changes", another_writer_first)
     with SynapseStore(postgres_url, config=SynapseConfig.actr(refresh_interval_s=3600)) as store:
@@ -1601,3 +1602,53 @@ def test_a_store_hears_the_commits_of_its_own_schema_only(postgres_database: str
                 assert reader._changed.wait(10)
         finally:
             reader.close()
+
+
+def _edges_seen(store: SynapseStore) -> dict[tuple[str, str], int]:
+    graph = store.graph(at=3 * DAY, namespaces="personal")
+    return {tuple(sorted((a, b))): count for a, b, count in graph.edges(data="count")}
+
+
+@pytest.mark.parametrize("how", ["made again", "restored"])
+def test_a_store_open_across_a_reset_or_a_restore_reads_the_tables_anew(
+    postgres_url: str, tmp_path: Path, how: str
+) -> None:
+    # a new user's probe: the mirror followed the store by its version and node numbers; a
+    # schema made again or restored from a backup gave the numbers to other names, and the
+    # open store showed (and injected) a teammate's x-y edge as a-b, or edges the restore undid
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    storage = PostgresStorage(postgres_url, listen=False)  # each read looks for changes
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    dump = tmp_path / "store.dump"
+    with SynapseStore(storage=storage, config=config) as agent:
+        agent.reinforce(["a", "b"], at=0)
+        if how == "restored":
+            pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
+            subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url],
+                           check=True)  # fmt: skip
+            for _ in range(3):
+                agent.reinforce(["c", "d"], at=DAY)  # undone by the restore
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            if how == "made again":
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        if how == "restored":
+            pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
+            subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        teammate = SynapseStore(postgres_url, config=config)
+        for pair in (["x", "y"], ["a", "x"], ["p", "q"], ["p", "q"], ["p", "q"]):
+            teammate.reinforce(pair, at=2 * DAY)
+            query = [("a", 0.9), ("q", 0.5)]
+            with SynapseStore(postgres_url, config=config) as fresh:
+                truth = _edges_seen(fresh)
+                hits = [(h.id, h.origin) for h in fresh.recall(query, at=3 * DAY)]
+            # each read of the agent's sees what a store opened now sees, as versions go by
+            # (a restore's below the agent's at first)
+            assert _edges_seen(agent) == truth
+            assert [(h.id, h.origin) for h in agent.recall(query, at=3 * DAY)] == hits
+        teammate.close()
+        assert ("c", "d") not in truth and truth[("p", "q")] == 3
+        assert (("a", "b") in truth) == (how == "restored")
+        agent.reinforce(["a", "y"], at=3 * DAY)  # written by name, read back as written
+        edge = agent.edge("x", "y")
+        assert agent.edge("a", "y") is not None and edge is not None and edge.activation_count == 1
