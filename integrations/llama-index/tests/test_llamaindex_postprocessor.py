@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -544,6 +545,27 @@ def test_what_is_not_a_scored_node_is_refused_by_type(synapse: SynapsePostproces
             synapse.postprocess_nodes(nodes, query_str="q")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="got NoneType None"):
         asyncio.run(synapse.apostprocess_nodes(None, query_str="q"))  # type: ignore[arg-type]
+
+
+def test_from_dict_takes_the_store_again_and_without_it_says_so(tmp_path: Path) -> None:
+    # a new user's probe: to_dict() keeps no store, and from_dict() then failed with
+    # pydantic's bare "store: Field required"
+    from synapse_retriever import InvalidValueError
+
+    path = str(tmp_path / "synapses.db")
+    synapse = SynapsePostprocessor(store=path, active_namespace="branch:x", token_budget="strict")
+    synapse.record_usage(["a", "b"])
+    data = synapse.to_dict()
+    synapse.store.close()
+    assert "store" not in data
+    with pytest.raises(InvalidValueError, match=r"from_dict needs store=: to_dict\(\) keeps no"):
+        SynapsePostprocessor.from_dict(data)
+    again = SynapsePostprocessor.from_dict(data, store=path)
+    try:
+        assert (again.active_namespace, again.token_budget) == ("branch:x", "strict")
+        assert again.store.weight("a", "b", namespace="branch:x") > 0
+    finally:
+        again.store.close()
 
 
 def test_pickling_is_refused_and_leaves_the_postprocessor_whole() -> None:

@@ -28,6 +28,7 @@ from pydantic import (
 from synapse_retriever import (
     Hit,
     InvalidTypeError,
+    InvalidValueError,
     ItemRecall,
     Recalled,
     SynapseConfig,
@@ -172,6 +173,20 @@ class SynapsePostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         """The component's name in LlamaIndex serialization."""
         return "SynapsePostprocessor"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Self:
+        """LlamaIndex's rebuild from :meth:`to_dict`, which keeps the settings but not the
+        store, the docstore or the config (an open database and the objects around it):
+        give them again, ``from_dict(data, store="synapses.db", docstore=index.docstore)``.
+        Without ``store=``, :class:`~synapse_retriever.InvalidValueError` says so."""
+        if "store" not in data and "store" not in kwargs:
+            raise InvalidValueError(
+                f"{cls.__name__}.from_dict needs store=: to_dict() keeps no store (an open "
+                "database), nor docstore= or config=; give them again, e.g. "
+                f"{cls.__name__}.from_dict(data, store='synapses.db', docstore=index.docstore)"
+            )
+        return super().from_dict(data, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
         """Refused: a postprocessor holds an open store. (LlamaIndex's ``BaseComponent``
