@@ -237,6 +237,8 @@ The transaction is never ended for idling, so a holder whose machine vanished (n
 RST) kept the lock until the server's kernel keepalives gave up (2 h 11 min by default);
 now 5 + 3 x 2 s of quiet, or 10 s of data unacknowledged. Behind a pooler they bound the
 pooler's connection instead (its own ``tcp_keepalive`` settings bound its clients')."""
+_USERS_TABLE = "'context_users'::regclass::oid"
+"""The oid of the memories' users table, as SQL: tables restored or made again have anew."""
 _MARKS = ("consolidated_through", "graph_through", "relations_through", "summary_style")
 _TURN = "id, session, role, text, at, surprise, repeats, boost, chunks, summary, speaker, key"
 
@@ -417,7 +419,7 @@ class PostgresConversationStorage:
         self._closed = False
         self._database = _Database.attach(url, self.where, timeout_s)
         try:
-            self._schema, self._user = self._open_user(url)
+            self._schema, self._user, self._users_table = self._open_user(url)
         except BaseException:
             self._database.detach()
             raise
@@ -572,39 +574,41 @@ class PostgresConversationStorage:
             )
         return version
 
-    def _open_user(self, url: str) -> tuple[int, int]:
-        """The schema's oid and :attr:`user`'s number. The oid this process read first is
-        read again: a schema dropped and made again while the process ran (a backup
-        restored) is opened anew, as are tables that went missing since (once: missing
-        still, they are a :class:`CorruptDatabaseError`)."""
+    def _open_user(self, url: str) -> tuple[int, int, int]:
+        """The schema's oid, :attr:`user`'s number and the users table's oid. The schema's
+        oid this process read first is read again: a schema dropped and made again while the
+        process ran (a backup restored) is opened anew, as are tables that went missing
+        since (once: missing still, they are a :class:`CorruptDatabaseError`)."""
         for last in (False, True):
             schema = self._database.opened(lambda: self._open(url))
             try:
                 with self._connection() as conn:
-                    number, found = self._user_number(conn)
+                    number, found, users = self._user_number(conn)
             except CorruptDatabaseError:
                 if last:
                     raise
                 self._database.forget(schema)
                 continue
             if found == schema or last:
-                return found, number
+                return found, number, users
             self._database.forget(schema)
         raise AssertionError("unreachable")  # the last pass returns or raises
 
-    def _user_number(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
-        """The number of :attr:`user`'s row, created on first use, and the schema's oid."""
+    def _user_number(self, conn: psycopg.Connection[Any]) -> tuple[int, int, int]:
+        """The number of :attr:`user`'s row, created on first use, the schema's oid and the
+        users table's."""
         conn.execute(
             "INSERT INTO context_users (name) SELECT %(name)s WHERE NOT EXISTS "
             "(SELECT 1 FROM context_users WHERE name = %(name)s) ON CONFLICT (name) DO NOTHING",
             {"name": self.user},
         )
         row = conn.execute(
-            f"SELECT id, {SCHEMA_OID} FROM context_users WHERE name = %s", (self.user,)
+            f"SELECT id, {SCHEMA_OID}, {_USERS_TABLE} FROM context_users WHERE name = %s",
+            (self.user,),
         ).fetchone()
         conn.commit()
         assert row is not None  # inserted, or there already
-        return int(row[0]), int(row[1])
+        return int(row[0]), int(row[1]), int(row[2])
 
     # -- writing -----------------------------------------------------------------------
 
@@ -664,20 +668,24 @@ class PostgresConversationStorage:
             raise
 
     def _owner(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-        """Queue the read of whose rows this storage's user number names (its result is
-        read with the transaction's others: no round trip of its own)."""
-        return conn.execute("SELECT name FROM context_users WHERE id = %s", (self._user,))
+        """Queue the read of whose rows this storage's user number names, and in which
+        users table (its result is read with the transaction's others: no round trip of
+        its own)."""
+        return conn.execute(
+            f"SELECT name, {_USERS_TABLE} FROM context_users WHERE id = %s", (self._user,)
+        )
 
     def _still_mine(self, owner: psycopg.Cursor[Any], outcome: str) -> None:
         """:class:`StorageUnavailableError` unless ``owner`` (:meth:`_owner`) read this
-        storage's user. A number is read once, when the storage opens: tables restored from a
-        backup, or made again, while it was open may have given it to another user, whose
-        rows it would then read and write."""
-        if owner.fetchall() != [(self.user,)]:
+        storage's user in the users table it opened. Both are read once, when the storage
+        opens: tables restored from a backup, or made again, while it was open may have
+        given the number to another user, whose rows it would then read and write, or hold
+        fewer turns than the memory has taken in."""
+        if owner.fetchall() != [(self.user, self._users_table)]:
             raise StorageUnavailableError(
-                f"{self.where!r}: the number user {self.user!r} had when this memory opened "
-                f"({self._user}) is no longer theirs: the conversation tables were restored "
-                f"or made again while it was open; {outcome}: open it again"
+                f"{self.where!r}: the conversation tables were restored or made again while "
+                f"this memory of user {self.user!r} was open (its number, {self._user}, may "
+                f"be another user's now); {outcome}: open it again"
             )
 
     def _check_open(self) -> None:

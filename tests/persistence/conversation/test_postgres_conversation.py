@@ -1297,7 +1297,7 @@ def test_a_memory_open_across_a_reset_never_reads_or_writes_another_users_rows(
         for name in ("dave", "erin"):  # erin is given number 2
             with ConversationMemory(postgres_url, user=name, background=False) as memory:
                 memory.add_turn(f"{name}: hello")
-        says = "no longer theirs: the conversation tables were restored or made again"
+        says = "the conversation tables were restored or made again while this memory"
         with pytest.raises(StorageUnavailableError, match=f"{says}.*nothing was (read|written)"):
             carol.add_turn("carol: my new medication is Y")
         with pytest.raises(StorageUnavailableError, match=says):
@@ -1323,3 +1323,27 @@ def test_a_write_under_a_number_given_to_another_user_is_refused(postgres_url: s
             assert [t.text for t in dave.load().turns] == ["dave: hello"]
     finally:
         carol.close()
+
+
+def test_a_memory_open_across_a_restore_of_its_own_rows_says_so(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # the restore keeps the user's number but not the turns added since the backup: the
+    # memory, holding them, was refused as if another process's turn came first, 3 times
+    from synapse_retriever.conversation import ConversationMemory
+
+    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
+    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    dump = tmp_path / "memory.dump"
+    with ConversationMemory(postgres_url, user="carol", background=False) as carol:
+        carol.add_turn("carol: before the backup")
+        subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url], check=True)
+        carol.add_turn("carol: after the backup")
+        _made_again(postgres_url)
+        _grant(postgres_url, "", "DROP SCHEMA {schema}")
+        subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        with pytest.raises(StorageUnavailableError, match="restored or made again"):
+            carol.add_turn("carol: after the restore")
+    with ConversationMemory(postgres_url, user="carol", background=False) as carol:
+        assert [turn.text for turn in carol.turns()] == ["carol: before the backup"]
