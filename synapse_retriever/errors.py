@@ -28,6 +28,7 @@ __all__ = [
     "StorageUnavailableError",
     "SynapseError",
     "WriteConflictError",
+    "masked",
     "refused_number",
     "shown",
 ]
@@ -281,3 +282,26 @@ _PASSWORD = re.compile(r"(pass(?:w|%77)ord\s*=\s*).*?(['\"]?)\Z", re.IGNORECASE 
 """A libpq connection string's password (``sslpassword`` too, and a URL's ``pass%77ord``
 parameter), and all after it (quoted, escaped, the keywords
 after it: a message shows less rather than part of it); the repr's closing quote is kept."""
+
+
+def masked(value: object, depth: int = 4) -> object:
+    """``value`` with what :func:`shown` leaves out of a message left out: in a str, a URL's
+    user and password and a connection string's password; in a dict, list or tuple, in each
+    item (``depth`` levels down; keys as they are); anything else as it is.
+
+    Examples
+    --------
+    >>> masked({"store": "postgresql://me:s3cret@db/x", "k": [3, "host=db password=s3cret"]})
+    {'store': 'postgresql://db/x', 'k': [3, 'host=db password=***']}
+    """
+    if isinstance(value, str):
+        return _CREDENTIALS.sub(r"\1", _PASSWORD.sub(r"\1***\2", value))
+    if depth <= 0:
+        return value
+    if isinstance(value, dict):
+        return {key: masked(item, depth - 1) for key, item in value.items()}
+    if type(value) is list:
+        return [masked(item, depth - 1) for item in value]
+    if type(value) is tuple:
+        return tuple(masked(item, depth - 1) for item in value)
+    return value

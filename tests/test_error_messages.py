@@ -254,6 +254,29 @@ def test_an_adapter_that_cannot_open_its_store_raises_the_librarys_error_without
     assert context is None or "s3cret" not in repr(getattr(context, "errors", list)())
 
 
+MISSING_OR_WRONG: dict[str, Callable[[str], object]] = {
+    "LangChain, no base_retriever": lambda url: SynapseRetriever(store=url),
+    "LangChain, a misspelt argument": lambda url: SynapseRetriever(
+        base_retriever=RunnableLambda(lambda q: []), store=":memory:", k=url
+    ),
+    "LlamaIndex, a wrong docstore": lambda url: SynapsePostprocessor(store=url, docstore=url),
+}
+
+
+@pytest.mark.parametrize("case", list(MISSING_OR_WRONG))
+def test_an_adapters_validation_error_holds_no_password_even_in_its_errors(case: str) -> None:
+    # hide_input_in_errors kept the input out of str(), but errors() and json(), which an
+    # application may log, held it whole: the store URL's password
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        MISSING_OR_WRONG[case]("postgresql://alice:s3cret@127.0.0.1:1/none")
+    error = refused.value
+    for shown_as in (str(error), repr(error.errors()), error.json()):
+        assert "s3cret" not in shown_as and "alice" not in shown_as, shown_as
+    assert "127.0.0.1:1/none" in repr(error.errors()) and error.__context__ is None
+
+
 @pytest.mark.parametrize("adapter", list(ADAPTERS))
 def test_an_adapter_refuses_another_applications_database_as_the_store_does(
     adapter: str, postgres_url: str

@@ -53,6 +53,7 @@ from synapse_retriever.errors import (
     InvalidTypeError,
     InvalidValueError,
     SynapseError,
+    masked,
     shown,
 )
 from synapse_retriever.mirror.graph import Edge
@@ -156,6 +157,27 @@ class RepairReport:
     uses: int
     events: int
     dry_run: bool = False
+
+
+def _without_passwords(error: ValueError) -> ValueError:
+    """Pydantic's ``error`` made again with its inputs :func:`~.errors.masked`, or as it is
+    where it is not pydantic's or cannot be made again (an error type of its own)."""
+    errors, rebuild = (
+        getattr(error, "errors", None),
+        getattr(type(error), "from_exception_data", None),
+    )
+    if not callable(errors) or not callable(rebuild):
+        return error
+    lines = [
+        {"type": item["type"], "loc": item["loc"], "input": masked(item.get("input"))}
+        | ({"ctx": item["ctx"]} if "ctx" in item else {})
+        for item in errors()
+    ]
+    try:
+        made: ValueError = rebuild(getattr(error, "title", ""), lines, hide_input=True)
+    except Exception:  # a custom error type pydantic does not know by name
+        return error
+    return made
 
 
 def _strongest_first(found: tuple[str, Edge, float]) -> tuple[float, str, str]:
@@ -364,7 +386,8 @@ got int 3
         the adapter's store, is raised as :class:`SynapseStore` raises it: typed, without
         pydantic's echo of the input (a PostgreSQL URL's password), and without the
         ``ValidationError`` as its ``__context__`` (it is raised once that is handled). A
-        field's error, and any other, goes on as it is.
+        field's error, and any other, goes on as pydantic made it, but for the input its
+        ``errors()`` and ``json()`` hold: a URL's password is left out (:func:`~.errors.masked`).
 
         Examples
         --------
@@ -381,7 +404,7 @@ got int 3
         synapse_retriever.errors.InvalidValueError: a store's path must name a file, not a \
 folder: got '.'
         """
-        found: SynapseError | None = None
+        found: Exception | None = None
         try:
             init()
         except ValueError as error:  # pydantic's ValidationError is one
@@ -390,9 +413,10 @@ folder: got '.'
                 cause = item.get("ctx", {}).get("error")
                 if item.get("loc") == () and isinstance(cause, SynapseError):
                     found = cause
-            if found is None:
+            found = found or _without_passwords(error)
+            if found is error:
                 raise
-        if found is not None:
+        if found is not None:  # raised here: the error pydantic made is no __context__
             raise found
 
     # -- lifecycle ---------------------------------------------------------------------
