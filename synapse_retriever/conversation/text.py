@@ -56,16 +56,17 @@ yours yourself yourselves
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Common English function words, left out of every term-based signal."""
 _TELEGRAM_KEEP_TEXT = """
-no nor not but against before after until when while once if or
+no nor not but against before after until when while once if or now yet again
 above below over under between up down off out on in at from to
 more most much too than only just even few all any both each some other else same
 """
 _TELEGRAM_KEEPS = frozenset(_TELEGRAM_KEEP_TEXT.split())
 """Stopwords a telegram keeps: what a sentence says turns on them. A negation or an
 exception ("do not retry" is not "retry", "all but one" not "all one"), a condition, a time
-or an alternative ("when tests pass", "or"), a place, an order or a direction ("before
-Monday" is not "Monday", "from Postgres to SQLite", "turn off"), a quantity or a degree
-("more than 5", "not just the cache", "did not help much", "the other host")."""
+or an alternative ("when tests pass", "not yet", "from now on", "failed again", "or"), a
+place, an order or a direction ("before Monday" is not "Monday", "from Postgres to SQLite",
+"turn off"), a quantity or a degree ("more than 5", "not just the cache", "did not help
+much", "the other host")."""
 
 
 def _marks(*spans: tuple[int, int], kind: str = "M") -> frozenset[int]:
