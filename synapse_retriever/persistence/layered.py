@@ -91,6 +91,12 @@ class _Names:
     def top(self, layer: int) -> int:
         return max(self.to_view[layer], default=0)
 
+    def forget(self, layer: int) -> None:
+        """``layer``'s ids are no longer known: it is read whole (its tables restored from a
+        backup, or made again, may give a name's id to another name)."""
+        self.to_view[layer].clear()
+        self.to_layer[layer].clear()
+
 
 def shared_namespace_set(names: object) -> frozenset[str]:
     """The namespaces a layered store keeps in its shared layer: a non-empty collection of
@@ -212,6 +218,9 @@ class LayeredStorage:
             if changes is None:
                 continue
             self.cursors[layer] = changes.version
+            if changes.full:  # every id of the layer comes again, perhaps for other names
+                self.nodes.forget(layer)
+                self.spaces.forget(layer)
             self.nodes.learn(layer, changes.nodes)
             self.spaces.learn(layer, changes.namespaces)
             merged.nodes += [(self.nodes.to_view[layer][i], name) for i, name in changes.nodes]

@@ -73,6 +73,7 @@ from synapse_retriever.errors import (
 )
 from synapse_retriever.learning.decay import BLANK_TIME
 from synapse_retriever.persistence.protocols import (
+    ReplacedTablesError,
     TransientWriteError,
     WriteTransaction,
     lock_timeout_error,
@@ -1879,9 +1880,15 @@ class PostgresStorage:
                 # statements whose results are not read wait and go together with the
                 # next that is read: a round trip per read, not per statement
                 with conn.pipeline():
+                    origin = conn.execute(f"SELECT {ORIGIN}")
                     tx = _PostgresTransaction(conn, self._origin)
-                    yield tx
-                    tx.finish()
+                    try:
+                        yield tx
+                        tx.finish()
+                    except BaseException:  # ids of tables now gone may be why
+                        self._check_origin(origin)
+                        raise
+                self._check_origin(origin)
                 commit.committing = True
                 conn.commit()
                 tx.version = tx.committing
@@ -1890,6 +1897,21 @@ class PostgresStorage:
                     conn.rollback()
                 raise
         self._changed.set()  # the mirror may read this write back (another came first)
+
+    def _check_origin(self, origin: psycopg.Cursor[Any]) -> None:
+        """:class:`ReplacedTablesError` if ``origin`` (``SELECT {ORIGIN}``, in the write's
+        transaction) found another ``meta`` table than this storage's reads: the ids the
+        write took from the store's mirror may name other nodes there. The next poll reads
+        the tables whole (the store does, then runs the write again)."""
+        found: list[Any] = []
+        with contextlib.suppress(Exception):  # no answer (the transaction failed first)
+            found = origin.fetchall()
+        if len(found) == 1 and self._origin.oid not in (None, int(found[0][0])):
+            self._changed.set()
+            raise ReplacedTablesError(
+                f"{self.path!r}: the store's tables were restored or made again since "
+                "this process read them; nothing was written"
+            )
 
     def close(self) -> None:
         self._release()

@@ -29,6 +29,7 @@ from synapse_retriever.persistence.rows import (
 )
 
 __all__ = [
+    "ReplacedTablesError",
     "SnapshotStorage",
     "Storage",
     "TransientWriteError",
@@ -51,6 +52,15 @@ class TransientWriteError(Exception):
         super().__init__(message)
         self.conflict = conflict
         """A conflict with another writer (else a lost connection)."""
+
+
+class ReplacedTablesError(TransientWriteError):
+    """A write refused because the store's tables are not those the process read its ids
+    from (restored from a backup, or made again, since): the store reads them whole, and
+    runs the write again with their ids."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, conflict=True)
 
 
 _T = TypeVar("_T")

@@ -63,7 +63,11 @@ from synapse_retriever.mirror.stats import graph_stats
 from synapse_retriever.persistence import Storage
 from synapse_retriever.persistence.layered import LayeredStorage, shared_namespace_set
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url
-from synapse_retriever.persistence.protocols import releasing_while_busy, retrying
+from synapse_retriever.persistence.protocols import (
+    ReplacedTablesError,
+    releasing_while_busy,
+    retrying,
+)
 from synapse_retriever.persistence.rows import ForgetCounts
 from synapse_retriever.persistence.sqlite import SQLiteStorage, same_database
 from synapse_retriever.recall import actr, published
@@ -729,8 +733,18 @@ it holds an open database; open the store again from its path or URL in each pro
 
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
         """``attempt()`` under :func:`~synapse_retriever.persistence.protocols.retrying`,
-        at most ``config.operations.write_retries`` times again."""
-        return retrying(attempt, self.config.operations.write_retries, repr(self))
+        at most ``config.operations.write_retries`` times again; after tables replaced under
+        the store (:class:`~synapse_retriever.persistence.protocols.ReplacedTablesError`),
+        with the mirror read from them whole first."""
+
+        def refreshed() -> _T:
+            try:
+                return attempt()
+            except ReplacedTablesError:
+                self._mirror.refresh(self._storage, force=True)
+                raise
+
+        return retrying(refreshed, self.config.operations.write_retries, repr(self))
 
     def _locked_write(self, attempt: Callable[[], _T]) -> _T:
         """``attempt()`` (a write, reading what it writes from under the lock) under the

@@ -1652,3 +1652,65 @@ def test_a_store_open_across_a_reset_or_a_restore_reads_the_tables_anew(
         agent.reinforce(["a", "y"], at=3 * DAY)  # written by name, read back as written
         edge = agent.edge("x", "y")
         assert agent.edge("a", "y") is not None and edge is not None and edge.activation_count == 1
+
+
+def test_a_layered_store_open_across_a_restore_of_its_shared_layer_writes_by_name(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # a review's finding: the layered store kept the shared layer's ids of names the restore
+    # undid, so writing a-c asked the database for a-x (x had c's old id): refused for good
+    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
+    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
+    config = SynapseConfig.actr(refresh_interval_s=0.0)
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    dump = tmp_path / "team.dump"
+    agent = SynapseStore.layered(local=tmp_path / "me.db", shared=postgres_url, config=config)
+    try:
+        agent.reinforce(["a", "b"], namespace="shared", at=0)
+        subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url], check=True)
+        agent.reinforce(["c", "d"], namespace="shared", at=DAY)  # undone by the restore
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        with SynapseStore(postgres_url, config=config) as teammate:
+            teammate.reinforce(["x", "y"], namespace="shared", at=2 * DAY)  # c's and d's ids
+        agent.reinforce(["a", "c"], namespace="shared", at=3 * DAY)
+        seen = agent.graph(at=3 * DAY, namespaces="shared")
+        assert sorted(tuple(sorted(edge)) for edge in seen.edges()) == [
+            ("a", "b"), ("a", "c"), ("x", "y")
+        ]  # fmt: skip
+    finally:
+        agent.close()
+    with SynapseStore(postgres_url, config=config) as fresh:
+        held = fresh.graph(at=3 * DAY, namespaces="shared")
+        assert sorted(tuple(sorted(edge)) for edge in held.edges()) == [
+            ("a", "b"), ("a", "c"), ("x", "y")
+        ]  # fmt: skip
+
+
+def test_a_write_before_any_read_after_a_restore_goes_to_the_names_it_was_given(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # a review's finding: a store that wrote before reading after a restore took c's id from
+    # its mirror, which the restored tables had given to x: a-c was stored as a-x
+    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
+    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
+    config = SynapseConfig.actr(refresh_interval_s=3600.0)  # no read looks for changes
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    dump = tmp_path / "team.dump"
+    with SynapseStore(postgres_url, config=config) as agent:
+        agent.reinforce(["a", "b"], at=0)
+        subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url], check=True)
+        agent.reinforce(["c", "d"], at=DAY)  # undone by the restore
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        with SynapseStore(postgres_url, config=config) as teammate:
+            teammate.reinforce(["x", "y"], at=2 * DAY)  # c's and d's ids
+        agent.reinforce(["a", "c"], at=3 * DAY)
+        assert agent.edge("a", "x") is None and agent.edge("c", "d") is None
+    with SynapseStore(postgres_url, config=config) as fresh:
+        held = fresh.graph(at=3 * DAY, namespaces="personal")
+        assert sorted(tuple(sorted(edge)) for edge in held.edges()) == [
+            ("a", "b"), ("a", "c"), ("x", "y")
+        ]  # fmt: skip
