@@ -9,12 +9,14 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -37,7 +39,13 @@ from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.config import SynapseConfig
 from synapse_retriever.errors import MissingExtraError, shown
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
-from synapse_retriever.persistence.sqlite import SIDE_FILES, file_path, in_memory, uri_file
+from synapse_retriever.persistence.sqlite import (
+    SIDE_FILES,
+    file_path,
+    in_memory,
+    upgraded_copy,
+    uri_file,
+)
 from synapse_retriever.persistence.transfer import (
     database_kind,
     not_regular,
@@ -163,10 +171,24 @@ def refuse_memory(path: str) -> None:
         raise CliError(f"{path!r} is a store in memory: nothing this command does would be kept")
 
 
-def open_store(path: str, *, must_exist: bool, config: SynapseConfig | None = None) -> SynapseStore:
+@contextmanager
+def open_store(
+    path: str,
+    *,
+    must_exist: bool,
+    config: SynapseConfig | None = None,
+    reads_only: bool = False,
+) -> Iterator[SynapseStore]:
+    """The store at ``path`` for one command, closed at the block's end. A command that
+    ``reads_only`` (or runs dry) reads a file an earlier release wrote from an upgraded copy
+    (:func:`~synapse_retriever.persistence.sqlite.upgraded_copy`), never upgrading the file:
+    that release could not open it again."""
     refuse_memory(path)
     if is_postgres_url(path):  # a command that only reads never creates the tables
-        return SynapseStore(storage=PostgresStorage(path, create=not must_exist), config=config)
+        storage = PostgresStorage(path, create=not must_exist)
+        with SynapseStore(storage=storage, config=config) as store:
+            yield store
+        return
     file_path(path)  # another scheme's URL is refused without its password
     local = Path(uri_file(path))  # a file: URI names a file as SQLite reads it
     if must_exist and not local.exists():
@@ -177,7 +199,13 @@ def open_store(path: str, *, must_exist: bool, config: SynapseConfig | None = No
         raise CliError(f"{path!r} is empty, not a synapse database; it was left untouched")
     if not must_exist and not local.parent.is_dir():
         raise CliError(f"cannot create {path!r}: no directory {str(local.parent)!r}")
-    return SynapseStore(path, config=config)
+    with contextlib.ExitStack() as stack:
+        copy = None
+        if reads_only:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="synapse-"))
+            copy = upgraded_copy(path, folder)
+        with SynapseStore(copy or path, config=config) as store:
+            yield store
 
 
 def add_store_command(

@@ -56,7 +56,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     now = parse_time(args.at)
     with (
         console(stderr=True).status("reading the graph", spinner="dots"),
-        open_store(args.store, must_exist=True) as store,
+        open_store(args.store, must_exist=True, reads_only=True) as store,
     ):
         report = stats_report(store, now, args.namespace, name=store_label(args.store))
     namespaces = report["namespaces"]
@@ -100,7 +100,7 @@ def _histogram_table(title: str, bins: list[dict[str, Any]]) -> Table:
 def cmd_edges(args: argparse.Namespace) -> int:
     """A node's live neighbours, strongest first, with decayed weights and half-lives."""
     now = parse_time(args.at)
-    with open_store(args.store, must_exist=True) as store:
+    with open_store(args.store, must_exist=True, reads_only=True) as store:
         report = neighbour_report(store, args.node, now, args.namespace, args.limit)
     if args.json:
         print_json(report)
@@ -160,7 +160,7 @@ def cmd_decay(args: argparse.Namespace) -> int:
     config = None if kept is None else SynapseConfig().replace(event_ids_kept_days=kept)
     with (
         console(stderr=True).status("sweeping", spinner="dots"),
-        open_store(args.store, must_exist=True, config=config) as store,
+        open_store(args.store, must_exist=True, config=config, reads_only=args.dry_run) as store,
     ):
         report = store.decay(at=now, dry_run=args.dry_run, force=args.force)
     if args.json:
@@ -196,7 +196,7 @@ def cmd_decay(args: argparse.Namespace) -> int:
 
 def cmd_repair(args: argparse.Namespace) -> int:
     """Remove what was written ahead of the clock (e.g. millisecond times read as seconds)."""
-    with open_store(args.store, must_exist=True) as store:
+    with open_store(args.store, must_exist=True, reads_only=args.dry_run) as store:
         report = store.repair(dry_run=args.dry_run)
     if args.json:
         print_json(
@@ -241,7 +241,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = _format(args.output, args.format)
     with (
         console(stderr=True).status("exporting", spinner="dots"),
-        open_store(args.store, must_exist=True) as store,
+        open_store(args.store, must_exist=True, reads_only=True) as store,
     ):
         target = sys.stdout.buffer if streamed else args.output
         count = write_edges(store, target, fmt=fmt, at=now, namespaces=args.namespace)

@@ -88,6 +88,7 @@ __all__ = [
     "shared_memory",
     "typed_error",
     "typed_errors",
+    "upgraded_copy",
     "write_locked",
 ]
 
@@ -1283,6 +1284,42 @@ def begin_write(
             "open it again"
         )
     return True
+
+
+def upgraded_copy(path: str, folder: str | os.PathLike[str]) -> str | None:
+    """A copy in ``folder`` of the store file at ``path``, if an earlier release wrote it (its
+    schema version is below :data:`SCHEMA_VERSION`), for what only reads it or runs dry:
+    opened, the copy is upgraded, the file left as that release can read it (opening the
+    file itself upgrades it for good). None, nothing copied, for anything else (a store of
+    this version, a file of another kind, a missing one: opening ``path`` says what it is).
+    The file is read through a read-only connection, by SQLite's backup.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> path = os.path.join(folder, "s.db")
+    >>> SQLiteStorage(path).close()
+    >>> upgraded_copy(path, folder) is None  # this release's
+    True
+    """
+    local = Path(uri_file(path))
+    if not local.is_file():
+        return None
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{local.absolute().as_uri()}?mode=ro", uri=True)
+        ) as source:
+            app_id = int(source.execute("PRAGMA application_id").fetchone()[0])
+            version = int(source.execute("PRAGMA user_version").fetchone()[0])
+            if app_id != APPLICATION_ID or not 0 < version < SCHEMA_VERSION:
+                return None
+            target = os.path.join(folder, local.name or "store.db")
+            with contextlib.closing(sqlite3.connect(target)) as copy:
+                source.backup(copy)
+            return target
+    except sqlite3.Error:  # unreadable here: opening the file says why
+        return None
 
 
 def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

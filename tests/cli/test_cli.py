@@ -1752,3 +1752,49 @@ def test_bench_quality_names_a_missing_store_and_a_folder_as_such(
     code, _, err = run(capsys, *base, str(tmp_path))
     assert code == 2
     _one_error_line(err, "is not a store file")
+
+
+def _as_schema_3(path: Path) -> bytes:
+    """A store at ``path`` as release 0.1.0 (schema 3) left it; the file's bytes."""
+    with SynapseStore(path) as store:
+        store.reinforce(["a.py", "b.py"], event_id="e1")
+        store.reinforce(["a.py", "c.py"], event_id="e2")
+    with sqlite3.connect(path) as db:
+        db.executescript("DROP TRIGGER events_seen; ALTER TABLE events DROP COLUMN seen")
+        db.execute("PRAGMA user_version = 3")
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["stats"],
+        ["edges", "a.py"],
+        ["export", "{out}"],
+        ["repair", "--dry-run"],
+        ["decay", "--dry-run", "--at", "2030-01-01"],
+    ],
+)
+def test_a_command_that_only_reads_leaves_an_earlier_releases_file_as_it_was(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    # a new user's probe: `repair --dry-run` (and stats, edges, export, decay --dry-run)
+    # upgraded a 0.1.0 store for good, saying nothing was changed: 0.1.0 could not open it
+    path = tmp_path / "prod.db"
+    before = _as_schema_3(path)
+    args = [part.format(out=tmp_path / "out.json") for part in command]
+    code, out, err = run(capsys, args[0], str(path), *args[1:])
+    assert code == 0, err
+    assert path.read_bytes() == before
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+    if args[0] == "edges":
+        assert "b.py" in out and "c.py" in out  # read from the upgraded copy
+    kept = {"prod.db", "prod.db-wal", "prod.db-shm", "out.json"}  # SQLite's, as any reader's
+    assert not [p for p in tmp_path.iterdir() if p.name not in kept]
+    code, _, err = run(capsys, "repair", str(path))  # a command that writes upgrades it
+    assert code == 0, err
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] > 3
