@@ -346,11 +346,10 @@ class ConversationMemory:
 
     def _restyle(self) -> None:
         """Redo the stored summaries an earlier release's telegram rule made (it dropped
-        negations: :func:`~.summarize.restyled`) and mark the user's summaries as today's;
-        nothing to write while no turn has a summary."""
+        negations: :func:`~.summarize.restyled`) and mark the user's summaries as today's
+        (a memory with none yet is marked too: its summaries will be today's, and are never
+        read as an earlier rule's)."""
         summaries = [(turn, turn.summary) for turn in self._turns if turn.summary is not None]
-        if not summaries:
-            return
         redone = [(turn, restyled(turn.text, summary)) for turn, summary in summaries]
         rows = [(turn.id, summary) for turn, summary in redone if summary is not None]
         if rows:

@@ -282,7 +282,9 @@ def _pick(
 def restyled(text: str, summary: str) -> str | None:
     """``summary`` in today's telegram style, if release 0.1.0's rule made it from one of
     ``text``'s sentences and today's rule says something else; else None (a model's summary,
-    one in today's style already, one whose sentence today's split no longer finds).
+    one in today's style already, one that is a whole sentence of ``text``). The sentence is
+    looked for as today's split finds them, then as 0.1.0's did (it ended none at ``。`` or
+    ``।``).
 
     Release 0.1.0 dropped every stopword, negations too: its stored summaries may say the
     opposite of their turn. A model's summary is never recognised as one of them unless it
@@ -297,11 +299,16 @@ def restyled(text: str, summary: str) -> str | None:
     True
     >>> restyled("Long day.", "Long day.") is None  # the same in either style
     True
+    >>> restyled("The rollout is not done。Do not announce it.", "rollout done。Do announce.")
+    'rollout not done。Do not announce.'
     """
     if telegraphic(summary, style=1) != summary:  # it holds a stopword: no 0.1.0 telegram
         return None
-    for sentence in sentences(text):
-        if telegraphic(sentence, style=1) == summary != sentence:  # a stopword was dropped
+    split = [sentences(text), sentences(text, style=1)]  # today's, then 0.1.0's
+    if any(summary in found for found in split):  # a whole sentence: nothing was dropped
+        return None
+    for sentence in (sentence for found in split for sentence in found):
+        if telegraphic(sentence, style=1) == summary:
             today = telegraphic(sentence)
             return None if today == summary else today
     return None

@@ -154,6 +154,8 @@ _SENTENCE_END = re.compile(  # a CJK full stop ends one too, after its closing q
     r"|(?<!\s)[^\S\n]*\n\s*"
 )
 _MAX_SENTENCE_WORDS = 40
+_SENTENCE_END_0_1_0 = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+"""Where release 0.1.0 ended a sentence (``sentences(style=1)``)."""
 
 
 def word_text(text: str) -> str:
@@ -284,8 +286,10 @@ def _pairs(run: re.Match[str]) -> str:
     return f" {' '.join(text[i : i + 2] for i in range(max(1, len(text) - 1)))} "
 
 
-def sentences(text: str) -> list[str]:
+def sentences(text: str, *, style: int = 2) -> list[str]:
     """Split ``text`` into sentences; a run of more than 40 words is cut into 40-word pieces.
+    ``style=1`` splits as release 0.1.0 did (at ``.!?`` and line ends only), to find the
+    sentence one of its summaries was made of (:func:`~.summarize.restyled`).
 
     Examples
     --------
@@ -299,9 +303,13 @@ def sentences(text: str) -> list[str]:
     ['他说：「改到星期五。」', '好的。']
     >>> sentences("शादी जयपुर में है। टिकट बुक करने हैं।")  # a danda too (Arabic's ؟ and ۔)
     ['शादी जयपुर में है।', 'टिकट बुक करने हैं।']
+    >>> sentences("शादी जयपुर में है। टिकट बुक करने हैं।", style=1)
+    ['शादी जयपुर में है। टिकट बुक करने हैं।']
     """
+    if style not in (1, 2):
+        raise InvalidValueError(f"style must be 1 or 2, got {shown(style)}")
     pieces: list[str] = []
-    for part in _SENTENCE_END.split(text.strip()):
+    for part in (_SENTENCE_END_0_1_0 if style == 1 else _SENTENCE_END).split(text.strip()):
         words = part.split()
         for start in range(0, len(words), _MAX_SENTENCE_WORDS):
             pieces.append(" ".join(words[start : start + _MAX_SENTENCE_WORDS]))

@@ -83,15 +83,19 @@ def test_a_summary_0_1_0_stored_is_redone_once_and_a_models_is_kept(store_path: 
     assert _stored(store_path)[0][first] == OLD
 
 
-def test_a_memory_without_summaries_writes_no_mark_until_it_has_some(tmp_path: Path) -> None:
+def test_a_new_memory_is_marked_at_once_so_its_own_summaries_are_never_redone(
+    tmp_path: Path,
+) -> None:
+    # a review's finding: a memory this release made had no mark until a later open found
+    # summaries, and its own were then read as 0.1.0's (one became another sentence's)
     path = str(tmp_path / "chat.db")
     with ConversationMemory(path, background=False) as memory:
         memory.add_turn("Deploys move to Fridays.", at=0)
-    assert _stored(path)[1] == 0  # nothing condensed: nothing to redo, no write at open
-    _filled(path)
-    with ConversationMemory(path, background=False):
-        pass
     assert _stored(path)[1] == SUMMARY_STYLE
+    first, _ = _filled(path)
+    _as_stored_by_0_1_0(path, {first: OLD}, mark=True)  # as if this release had stored it
+    with ConversationMemory(path, background=False) as memory:
+        assert {turn.id: turn.summary for turn in memory.turns()}[first] == OLD
 
 
 @pytest.mark.parametrize("user", ["alice", "bob"])
