@@ -628,22 +628,28 @@ class PostgresConversationStorage:
                 self._check_open()
                 bumped = None
                 try:
-                    with conn.pipeline():
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._write_lock,))
-                        owner = self._owner(conn)
-                        result, wrote = body(conn)
-                        if wrote:
-                            bumped = conn.execute(
-                                "INSERT INTO context_marks (user_id, key, value) "
-                                "VALUES (%s, 'writes', 1) ON CONFLICT (user_id, key) DO UPDATE "
-                                "SET value = context_marks.value + 1 RETURNING value",
-                                (self._user,),
-                            )
-                            conn.execute(
-                                "SELECT pg_notify(%s, %s)",
-                                (CHANNEL, f"{self._channel_key}.{self._token}"),
-                            )
-                    written = None if bumped is None else int(bumped.fetchall()[0][0])
+                    owner = None
+                    try:
+                        with conn.pipeline():
+                            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._write_lock,))
+                            owner = self._owner(conn)
+                            result, wrote = body(conn)
+                            if wrote:
+                                bumped = conn.execute(
+                                    "INSERT INTO context_marks (user_id, key, value) VALUES "
+                                    "(%s, 'writes', 1) ON CONFLICT (user_id, key) DO UPDATE "
+                                    "SET value = context_marks.value + 1 RETURNING value",
+                                    (self._user,),
+                                )
+                                conn.execute(
+                                    "SELECT pg_notify(%s, %s)",
+                                    (CHANNEL, f"{self._channel_key}.{self._token}"),
+                                )
+                        written = None if bumped is None else int(bumped.fetchall()[0][0])
+                    except Exception:  # a number no longer this user's may be why
+                        if owner is not None:
+                            self._still_mine(owner, "nothing was written", quietly=True)
+                        raise
                     self._still_mine(owner, "nothing was written")
                     commit.committing = True
                     conn.commit()
@@ -667,6 +673,20 @@ class PostgresConversationStorage:
             self._heard.set()
             raise
 
+    def _not_behind(self, conn: psycopg.Connection[Any], after: int) -> None:
+        """:class:`StorageUnavailableError` if this user's last stored turn is older than
+        ``after``, the last the memory took in: the tables were restored into (a data-only
+        restore keeps the tables and the user's number) while it was open."""
+        [(last,)] = conn.execute(
+            "SELECT coalesce(max(id), 0) FROM context_turns WHERE user_id = %s", (self._user,)
+        ).fetchall()
+        if int(last) < after:
+            raise StorageUnavailableError(
+                f"{self.where!r} holds fewer turns of user {self.user!r} than this memory took "
+                f"in (the last is {last}, not {after}): it was restored from a backup, or "
+                "emptied, while the memory was open; nothing was written: open it again"
+            )
+
     def _owner(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
         """Queue the read of whose rows this storage's user number names, and in which
         users table (its result is read with the transaction's others: no round trip of
@@ -675,13 +695,22 @@ class PostgresConversationStorage:
             f"SELECT name, {_USERS_TABLE} FROM context_users WHERE id = %s", (self._user,)
         )
 
-    def _still_mine(self, owner: psycopg.Cursor[Any], outcome: str) -> None:
+    def _still_mine(
+        self, owner: psycopg.Cursor[Any], outcome: str, *, quietly: bool = False
+    ) -> None:
         """:class:`StorageUnavailableError` unless ``owner`` (:meth:`_owner`) read this
         storage's user in the users table it opened. Both are read once, when the storage
         opens: tables restored from a backup, or made again, while it was open may have
         given the number to another user, whose rows it would then read and write, or hold
-        fewer turns than the memory has taken in."""
-        if owner.fetchall() != [(self.user, self._users_table)]:
+        fewer turns than the memory has taken in. ``quietly``: after a failed statement, an
+        owner that cannot be read leaves the failure as it is."""
+        found: list[Any] | None = None
+        try:
+            found = owner.fetchall()
+        except Exception:
+            if not quietly:
+                raise
+        if found is not None and found != [(self.user, self._users_table)]:
             raise StorageUnavailableError(
                 f"{self.where!r}: the conversation tables were restored or made again while "
                 f"this memory of user {self.user!r} was open (its number, {self._user}, may "
@@ -749,7 +778,9 @@ class PostgresConversationStorage:
                 },
             ).fetchone()
             if row is None:  # another process stored a turn the caller has not seen (or
-                return None, False  # this one, whose key is taken)
+                if after is not None:  # this one, whose key is taken), or the tables lost turns
+                    self._not_behind(conn, after)
+                return None, False
             turn_id = int(row[0])
             if links is not None:
                 entities, edges = links(turn_id)

@@ -206,7 +206,9 @@ class ConversationStorage(Protocol):
         """Store a new turn of this user and what ``links(its id)`` returns, in one
         transaction; returns its id. With ``after``, only if this user's last turn is
         still the one of that id (0: none), else nothing is stored and None is returned:
-        another process added a turn the caller has not seen. A turn whose ``key`` names
+        another process added a turn the caller has not seen (a last turn older than
+        ``after``, turns the caller holds and the database no longer has, restored under it,
+        is :class:`~synapse_retriever.errors.StorageUnavailableError`). A turn whose ``key`` names
         a stored turn of this user is not stored either (None). Concurrent inserts for one
         user take turns, so ids grow with time within a user."""
         ...

@@ -43,6 +43,7 @@ from synapse_retriever.errors import (
     CorruptDatabaseError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
+    StorageUnavailableError,
 )
 from synapse_retriever.persistence.conversation.protocol import (
     EntityRow,
@@ -479,7 +480,15 @@ reinforcements=0, traversals=0)], 2)
                 last = db.execute(
                     "SELECT max(id) FROM context_turns WHERE user = ?", (self.user,)
                 ).fetchone()[0]
-                if (last or 0) != after:
+                last = last or 0
+                if last < after:
+                    raise StorageUnavailableError(
+                        f"{self.path!r} holds fewer turns of user {self.user!r} than this "
+                        f"memory took in (the last is {last}, not {after}): it was restored "
+                        "from a backup, or emptied, while the memory was open; nothing was "
+                        "written: open it again"
+                    )
+                if last != after:
                     return None
             cursor = db.execute(
                 "INSERT INTO context_turns (user, session, role, text, at, surprise, repeats, "

@@ -139,7 +139,8 @@ def test_insert_after_compares_with_this_users_last_turn(tmp_path: Path) -> None
         assert alice.insert(record("a1"), "e", b"", after=0) == 1
         assert bob.insert(record("b1"), "e", b"", after=0) == 2  # alice's turn is not bob's
         assert alice.insert(record("a2"), "e", b"", after=0) is None  # alice has turn 1
-        assert alice.insert(record("a2"), "e", b"", after=2) is None  # 2 is bob's
+        with pytest.raises(StorageUnavailableError, match="the last is 1, not 2"):
+            alice.insert(record("a2"), "e", b"", after=2)  # 2 is bob's: alice holds none
         assert alice.insert(record("a2"), "e", b"", after=1) == 3
         assert [t.text for t in alice.load().turns] == ["a1", "a2"]
 
@@ -570,3 +571,22 @@ def test_a_memory_on_a_schema_4_file_keeps_every_turn_as_the_default_users(
         assert memory.add_turn("A new turn after the upgrade.", at=240) == 4
     with ConversationMemory(path, user="alice", background=False) as alice:
         assert len(alice) == 0 and alice.retrieve("deploys Fridays", at=300) == []
+
+
+def test_a_file_holding_fewer_turns_than_its_open_memory_is_found_at_the_next_write(
+    tmp_path: Path,
+) -> None:
+    # turns are never deleted: a file that lost some under an open memory was restored into
+    # (or edited); the memory was refused 3 times as if another process had written first
+    from synapse_retriever.conversation import ConversationMemory
+
+    path = tmp_path / "chat.db"
+    with ConversationMemory(path, background=False) as memory:
+        for i in range(3):
+            memory.add_turn(f"fact {i}", at=i)
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute("DELETE FROM context_turns WHERE id = 3")
+        with pytest.raises(StorageUnavailableError, match=r"the last is 2, not 3.*open it again"):
+            memory.add_turn("after", at=10)
+    with ConversationMemory(path, background=False) as memory:
+        assert [turn.text for turn in memory.turns()] == ["fact 0", "fact 1"]

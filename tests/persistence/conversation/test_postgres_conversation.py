@@ -1347,3 +1347,59 @@ def test_a_memory_open_across_a_restore_of_its_own_rows_says_so(
             carol.add_turn("carol: after the restore")
     with ConversationMemory(postgres_url, user="carol", background=False) as carol:
         assert [turn.text for turn in carol.turns()] == ["carol: before the backup"]
+
+
+def test_a_data_only_restore_under_an_open_memory_is_found_at_its_next_write(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # a review's finding: a restore into the same tables keeps the user's number and the
+    # tables' oid; the memory, holding turns the restore undid, was refused 3 times as if
+    # another process had written first
+    from synapse_retriever.conversation import ConversationMemory
+
+    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
+    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
+    schema = postgres_url.rsplit("search_path%3D", 1)[1]
+    dump = tmp_path / "data.dump"
+    with ConversationMemory(postgres_url, user="bob", background=False) as bob:
+        for i in range(3):
+            bob.add_turn(f"fact {i}: service {i} deploys on Fridays.", at=i)
+        subprocess.run(
+            [pg_dump, "-Fc", "--data-only", "-n", schema, "-f", dump, "-d", postgres_url],
+            check=True,
+        )
+        for i in range(3, 6):
+            bob.add_turn(f"fact {i}: service {i} deploys on Fridays.", at=i)  # undone
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            tables = [
+                sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+                for (name,) in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+                )
+            ]
+            conn.execute(
+                sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(sql.SQL(", ").join(tables))
+            )
+        subprocess.run([pg_restore, "--data-only", "-d", postgres_url, dump], check=True)
+        with pytest.raises(StorageUnavailableError, match=r"the last is 3, not 6.*open it again"):
+            bob.add_turn("after the restore", at=10)
+    with ConversationMemory(postgres_url, user="bob", background=False) as bob:
+        assert len(bob) == 3
+
+
+def test_a_write_whose_user_number_is_gone_says_to_open_the_memory_again(
+    postgres_url: str,
+) -> None:
+    # a review's finding: a write failing on the foreign key of a user number that no longer
+    # exists said only that the server refused it
+    zed = PostgresConversationStorage(postgres_url, user="zed")
+    bob = PostgresConversationStorage(postgres_url, user="bob")  # number 2
+    try:
+        _made_again(postgres_url)
+        with PostgresConversationStorage(postgres_url, user="alice", timeout_s=4.0):
+            pass  # number 1: bob's is no one's
+        with pytest.raises(StorageUnavailableError, match=r"restored or made again.*open it"):
+            bob.consolidate([], [], ["deploys"], through=1)
+    finally:
+        bob.close()
+        zed.close()
