@@ -33,9 +33,8 @@ from __future__ import annotations
 import math
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
-from types import MappingProxyType
 from typing import Any, Literal
 
 from synapse_retriever._text import blank
@@ -198,7 +197,38 @@ def _printable(text: str) -> bool:
 
 
 def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
-    return MappingProxyType(dict(mapping))
+    return _ReadOnly(mapping)
+
+
+class _ReadOnly(Mapping[str, float]):
+    """A read-only mapping that pickles and copies (``MappingProxyType`` does neither, so a
+    configuration could not go to another process).
+
+    >>> import pickle
+    >>> weights = _ReadOnly({"personal": 1.0})
+    >>> pickle.loads(pickle.dumps(weights)) == {"personal": 1.0}, weights
+    (True, {'personal': 1.0})
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, mapping: Mapping[str, float]) -> None:
+        self._items = dict(mapping)
+
+    def __getitem__(self, key: str) -> float:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, float]]]:
+        return _ReadOnly, (self._items,)
 
 
 @dataclass(frozen=True)
@@ -831,6 +861,14 @@ not of this configuration's 'actr' rule
             )
         raise InvalidValueError(f"unknown configuration field {name!r}")
 
+    def __new__(cls, *args: object, **given: object) -> SynapseConfig:
+        # a field given bare (as before the groups) is refused by name, with where it went;
+        # pydantic, copy and pickle make one without keywords
+        for name in given:
+            if name not in {known.name for known in fields(cls)}:
+                raise InvalidTypeError(_ungrouped(name))
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         for name, kind in (
             ("learning", Learning),
@@ -944,3 +982,22 @@ def _is_number(value: object) -> bool:
 
 
 _FLOAT_MAX = int(sys.float_info.max)
+
+
+def _ungrouped(name: str) -> str:
+    """What ``SynapseConfig(name=...)`` is told: where the field is, if it is one.
+
+    >>> _ungrouped("max_inject")
+    "SynapseConfig has no argument 'max_inject': the constants are in groups; write \
+SynapseConfig().replace(max_inject=...) or a preset, SynapseConfig.actr(max_inject=...) \
+(the field is config.recall.max_inject)"
+    """
+    try:
+        group, key = SynapseConfig()._locate(name)
+    except (InvalidTypeError, InvalidValueError):
+        return f"SynapseConfig has no argument {name!r}"
+    return (
+        f"SynapseConfig has no argument {name!r}: the constants are in groups; write "
+        f"SynapseConfig().replace({key}=...) or a preset, SynapseConfig.actr({key}=...) "
+        f"(the field is config.{group}.{key})"
+    )

@@ -274,3 +274,46 @@ def test_a_config_of_the_wrong_shape_is_refused_by_name(
     # each was a raw IndexError, TypeError or AttributeError, or was accepted and ignored
     with pytest.raises(error, match=message):
         make()
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (
+            {"max_inject": 3},
+            r"write SynapseConfig\(\)\.replace\(max_inject=\.\.\.\) or a preset, "
+            r"SynapseConfig\.actr\(max_inject=\.\.\.\) \(the field is config\.recall\.max_inject\)",
+        ),
+        ({"keep_bonus": 2.0}, r"config\.recall\.keep_bonus"),
+        ({"refresh_interval_s": 0.0}, r"config\.operations\.refresh_interval_s"),
+        ({"no_such_field": 1}, r"has no argument 'no_such_field'\Z"),
+    ],
+)
+def test_a_field_given_bare_is_refused_saying_where_it_went(
+    given: dict[str, object], says: str
+) -> None:
+    # a new user's probe: the changelog's own SynapseConfig(max_inject=3) raised a bare
+    # TypeError ("unexpected keyword argument"), naming neither the group nor the fix
+    with pytest.raises(InvalidTypeError, match=says):
+        SynapseConfig(**given)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        SynapseConfig(),
+        SynapseConfig.published(),
+        SynapseConfig.actr(max_inject=3).replace(merge_weights={"personal": 1.0, "shared": 0.2}),
+    ],
+)
+def test_a_config_pickles_and_copies_whole_and_stays_read_only(config: SynapseConfig) -> None:
+    # its read-only mappings were MappingProxyType: "cannot pickle 'mappingproxy' object"
+    import copy
+    import pickle
+
+    for again in (pickle.loads(pickle.dumps(config)), copy.deepcopy(config), copy.copy(config)):
+        assert again == config and type(again.merge_weights) is type(config.merge_weights)
+    with pytest.raises(TypeError):
+        config.merge_weights["personal"] = 0.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        config.learning.half_life_days["shared"] = 1.0  # type: ignore[index]

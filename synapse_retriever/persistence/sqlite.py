@@ -1304,22 +1304,30 @@ def upgraded_copy(path: str, folder: str | os.PathLike[str]) -> str | None:
     True
     """
     local = Path(uri_file(path))
-    if not local.is_file():
-        return None
     try:
-        with contextlib.closing(
-            sqlite3.connect(f"{local.absolute().as_uri()}?mode=ro", uri=True)
-        ) as source:
-            app_id = int(source.execute("PRAGMA application_id").fetchone()[0])
-            version = int(source.execute("PRAGMA user_version").fetchone()[0])
-            if app_id != APPLICATION_ID or not 0 < version < SCHEMA_VERSION:
-                return None
-            target = os.path.join(folder, local.name or "store.db")
-            with contextlib.closing(sqlite3.connect(target)) as copy:
-                source.backup(copy)
-            return target
+        with local.open("rb") as file:  # the header, read as bytes: no file made beside it
+            header = file.read(100)
+    except OSError:  # missing, a folder, unreadable: opening it says what it is
+        return None
+    version, app_id = (int.from_bytes(header[at : at + 4], "big") for at in (60, 68))
+    if (
+        not header.startswith(b"SQLite format 3\x00")
+        or app_id != APPLICATION_ID
+        or not 0 < version < SCHEMA_VERSION
+    ):
+        return None  # (a header a later write left in the log is read as it was: copied)
+    target = os.path.join(folder, local.name or "store.db")
+    try:
+        with (
+            contextlib.closing(
+                sqlite3.connect(f"{local.absolute().as_uri()}?mode=ro", uri=True)
+            ) as source,
+            contextlib.closing(sqlite3.connect(target)) as copy,
+        ):
+            source.backup(copy)
     except sqlite3.Error:  # unreadable here: opening the file says why
         return None
+    return target
 
 
 def same_database(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

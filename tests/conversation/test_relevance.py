@@ -18,7 +18,7 @@ def words(text: str) -> int:
 
 OLD = "The staging database runs on host db-stg-7 behind the north firewall since March."
 FILLER = [
-    f"Turn {i}: we chatted about lunch plans, the weather and weekend football games again."
+    f"Turn {i}: we chatted about lunch plans, the weather and the weekend football games."
     for i in range(30)
 ]
 
