@@ -493,16 +493,29 @@ class Origin:
     >>> origin = Origin()
     >>> origin.moved(16384), origin.moved(16384), origin.moved(20001)
     (False, False, True)
+    >>> origin.written(30002), origin.moved(30002), origin.moved(30002)  # a write found them
+    (True, True, False)
     """
 
     def __init__(self) -> None:
         self.oid: int | None = None
+        self.stale = False
+        """A write found other tables: the next read reads them whole."""
 
     def moved(self, oid: int) -> bool:
-        """Whether ``oid`` is another ``meta`` table's than the last read's; now it is known."""
-        moved = self.oid is not None and self.oid != oid
-        self.oid = oid
+        """Whether ``oid`` is another ``meta`` table's than the last read's, or a write found
+        other tables since; now it is known."""
+        moved = (self.oid is not None and self.oid != oid) or self.stale
+        self.oid, self.stale = oid, False
         return moved
+
+    def written(self, oid: int) -> bool:
+        """Whether a write's ``oid`` is another ``meta`` table's than the last read's; if so,
+        it is known now, and the next read reads the tables whole (:attr:`stale`)."""
+        if self.oid is None or self.oid == oid:
+            return False
+        self.oid, self.stale = oid, True
+        return True
 
 
 ORIGIN = "'meta'::regclass::oid"
@@ -1776,7 +1789,8 @@ class PostgresStorage:
                     found = conn.execute(f"SELECT value, {ORIGIN} FROM meta WHERE key = 'version'")
                 version = found.fetchone()
                 conn.rollback()
-                if version is not None and (version[0], version[1]) == (since, self._origin.oid):
+                same = version is not None and (version[0], version[1]) == (since, self._origin.oid)
+                if same and not self._origin.stale:
                     return None
                 return snapshot(conn, lambda: _changes(conn, since, self._origin), POLL_TIMEOUT_S)
         except StorageUnavailableError as exc:
@@ -1885,7 +1899,7 @@ class PostgresStorage:
                     try:
                         yield tx
                         tx.finish()
-                    except BaseException:  # ids of tables now gone may be why
+                    except Exception:  # ids of tables now gone may be why (an interrupt goes on)
                         self._check_origin(origin)
                         raise
                 self._check_origin(origin)
@@ -1902,11 +1916,12 @@ class PostgresStorage:
         """:class:`ReplacedTablesError` if ``origin`` (``SELECT {ORIGIN}``, in the write's
         transaction) found another ``meta`` table than this storage's reads: the ids the
         write took from the store's mirror may name other nodes there. The next poll reads
-        the tables whole (the store does, then runs the write again)."""
+        the tables whole (the store does, then runs the write again); a write again, which
+        names its nodes (an import), goes through."""
         found: list[Any] = []
         with contextlib.suppress(Exception):  # no answer (the transaction failed first)
             found = origin.fetchall()
-        if len(found) == 1 and self._origin.oid not in (None, int(found[0][0])):
+        if len(found) == 1 and self._origin.written(int(found[0][0])):
             self._changed.set()
             raise ReplacedTablesError(
                 f"{self.path!r}: the store's tables were restored or made again since "

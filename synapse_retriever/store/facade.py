@@ -740,9 +740,9 @@ it holds an open database; open the store again from its path or URL in each pro
         def refreshed() -> _T:
             try:
                 return attempt()
-            except ReplacedTablesError:
+            except ReplacedTablesError:  # read them whole, and once more, whatever the budget
                 self._mirror.refresh(self._storage, force=True)
-                raise
+                return attempt()
 
         return retrying(refreshed, self.config.operations.write_retries, repr(self))
 
