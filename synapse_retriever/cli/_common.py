@@ -37,7 +37,7 @@ from rich.progress import (
 from synapse_retriever.capture.gitlog import parse_since
 from synapse_retriever.clock import iso, to_seconds
 from synapse_retriever.config import SynapseConfig
-from synapse_retriever.errors import MissingExtraError, shown
+from synapse_retriever.errors import MissingExtraError, SynapseError, shown
 from synapse_retriever.persistence.postgres import PostgresStorage, is_postgres_url, split_url
 from synapse_retriever.persistence.sqlite import (
     SIDE_FILES,
@@ -204,8 +204,13 @@ def open_store(
         if reads_only:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="synapse-"))
             copy = upgraded_copy(path, folder)
-        with SynapseStore(copy or path, config=config) as store:
-            yield store
+        try:
+            with SynapseStore(copy or path, config=config) as store:
+                yield store
+        except SynapseError as error:  # named by the file, not by its copy (gone by then)
+            if copy is None or copy not in str(error):
+                raise
+            raise CliError(str(error).replace(copy, path)) from None
 
 
 def add_store_command(

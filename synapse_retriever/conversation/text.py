@@ -154,8 +154,10 @@ _SENTENCE_END = re.compile(  # a CJK full stop ends one too, after its closing q
     r"|(?<!\s)[^\S\n]*\n\s*"
 )
 _MAX_SENTENCE_WORDS = 40
-_SENTENCE_END_0_1_0 = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
-"""Where release 0.1.0 ended a sentence (``sentences(style=1)``)."""
+_SPACE_RUN = re.compile(r"\s+")
+"""A run of white space: where release 0.1.0 ended a sentence, if it held a line end or
+followed ``.``, ``!`` or ``?`` (its own pattern for it read a long run from each of its
+characters: ``sentences(style=1)`` finds the same ends in one pass)."""
 
 
 def word_text(text: str) -> str:
@@ -308,12 +310,24 @@ def sentences(text: str, *, style: int = 2) -> list[str]:
     """
     if style not in (1, 2):
         raise InvalidValueError(f"style must be 1 or 2, got {shown(style)}")
+    text = text.strip()
     pieces: list[str] = []
-    for part in (_SENTENCE_END_0_1_0 if style == 1 else _SENTENCE_END).split(text.strip()):
+    for part in _split_0_1_0(text) if style == 1 else _SENTENCE_END.split(text):
         words = part.split()
         for start in range(0, len(words), _MAX_SENTENCE_WORDS):
             pieces.append(" ".join(words[start : start + _MAX_SENTENCE_WORDS]))
     return [piece for piece in pieces if piece]
+
+
+def _split_0_1_0(text: str) -> list[str]:
+    """``text`` cut at each white-space run that holds a line end or follows ``.!?``."""
+    parts, start = [], 0
+    for run in _SPACE_RUN.finditer(text):
+        if "\n" in run.group() or (run.start() and text[run.start() - 1] in ".!?"):
+            parts.append(text[start : run.start()])
+            start = run.end()
+    parts.append(text[start:])
+    return parts
 
 
 def telegraphic(sentence: str, *, style: int = 2) -> str:

@@ -1292,7 +1292,18 @@ def upgraded_copy(path: str, folder: str | os.PathLike[str]) -> str | None:
     opened, the copy is upgraded, the file left as that release can read it (opening the
     file itself upgrades it for good). None, nothing copied, for anything else (a store of
     this version, a file of another kind, a missing one: opening ``path`` says what it is).
-    The file is read through a read-only connection, by SQLite's backup.
+
+    The header is read as bytes first: a store of this version with nothing in its
+    write-ahead log is left without a connection (nothing is made beside a read-only one).
+    Otherwise its version is read, and the copy made, through a read-only connection, by
+    SQLite's backup: the log may hold another header (release 0.1.0 checkpointed every
+    10,000 pages, and a process of it may hold the file open).
+
+    Raises
+    ------
+    StorageUnavailableError
+        An earlier release's store that could not be copied (a full temporary folder):
+        nothing was changed.
 
     Examples
     --------
@@ -1305,28 +1316,36 @@ def upgraded_copy(path: str, folder: str | os.PathLike[str]) -> str | None:
     """
     local = Path(uri_file(path))
     try:
-        with local.open("rb") as file:  # the header, read as bytes: no file made beside it
+        with local.open("rb") as file:
             header = file.read(100)
     except OSError:  # missing, a folder, unreadable: opening it says what it is
         return None
     version, app_id = (int.from_bytes(header[at : at + 4], "big") for at in (60, 68))
-    if (
-        not header.startswith(b"SQLite format 3\x00")
-        or app_id != APPLICATION_ID
-        or not 0 < version < SCHEMA_VERSION
-    ):
-        return None  # (a header a later write left in the log is read as it was: copied)
+    if not header.startswith(b"SQLite format 3\x00") or app_id not in (0, APPLICATION_ID):
+        return None  # not a synapse store: opening it refuses it
+    logged = not _empty_or_missing(Path(f"{local}-wal"))  # a header the log may change
+    if app_id == APPLICATION_ID and version == SCHEMA_VERSION and not logged:
+        return None
     target = os.path.join(folder, local.name or "store.db")
     try:
-        with (
-            contextlib.closing(
-                sqlite3.connect(f"{local.absolute().as_uri()}?mode=ro", uri=True)
-            ) as source,
-            contextlib.closing(sqlite3.connect(target)) as copy,
-        ):
-            source.backup(copy)
-    except sqlite3.Error:  # unreadable here: opening the file says why
-        return None
+        with contextlib.closing(
+            sqlite3.connect(f"{local.absolute().as_uri()}?mode=ro", uri=True)
+        ) as source:
+            app_id = int(source.execute("PRAGMA application_id").fetchone()[0])
+            version = int(source.execute("PRAGMA user_version").fetchone()[0])
+            if app_id != APPLICATION_ID or not 0 < version < SCHEMA_VERSION:
+                return None
+            with contextlib.closing(sqlite3.connect(target)) as copy:
+                source.backup(copy)
+    except sqlite3.Error as exc:
+        if not 0 < version < SCHEMA_VERSION:
+            return None  # unreadable here: opening the file says why
+        raise StorageUnavailableError(
+            f"{path!r} was written by an earlier release (schema version {version}) and "
+            f"could not be copied to be read without upgrading it ({exc}); nothing was "
+            "changed: free room in the temporary folder, or upgrade it with a command that "
+            "writes"
+        ) from None
     return target
 
 

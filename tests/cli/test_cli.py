@@ -1798,3 +1798,29 @@ def test_a_command_that_only_reads_leaves_an_earlier_releases_file_as_it_was(
     assert code == 0, err
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] > 3
+
+
+def test_a_command_that_only_reads_finds_an_earlier_release_in_the_write_ahead_log(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # a review's finding: while a 0.1.0 process holds its store open, the schema version may
+    # be only in the log (the file's own header says 0): stats upgraded the store for good
+    path = tmp_path / "prod.db"
+    holder = sqlite3.connect(path)  # 0.1.0's process, still running
+    try:
+        holder.execute("PRAGMA journal_mode = WAL")
+        holder.execute("PRAGMA wal_autocheckpoint = 0")
+        holder.execute("SELECT 1").fetchall()
+        with SynapseStore(path) as store:
+            store.reinforce(["a.py", "b.py"], event_id="e1")
+        holder.executescript("DROP TRIGGER events_seen; ALTER TABLE events DROP COLUMN seen")
+        holder.execute("PRAGMA user_version = 3")
+        holder.commit()
+        main_file = path.read_bytes()
+        assert int.from_bytes(main_file[60:64], "big") != 3  # the version is in the log
+        code, out, err = run(capsys, "edges", str(path), "a.py")
+        assert code == 0 and "b.py" in out, err
+        assert holder.execute("PRAGMA user_version").fetchone() == (3,)
+        assert path.read_bytes() == main_file
+    finally:
+        holder.close()

@@ -293,3 +293,14 @@ def test_a_prompt_summarizer_asks_for_both_levels_and_falls_back_when_empty() ->
     assert invisible.condense(text, chunks_ratio=0.3, summary_ratio=0.1) == Condensed(
         "Fridays.", "deploy moved to Fridays."
     )
+
+
+@given(st.text(alphabet=["a", "b", ".", "!", "?", " ", "\n", "\t", "\r", "。", "\u2028"]))
+def test_sentences_of_style_1_end_where_release_0_1_0_ended_them(text: str) -> None:
+    # its own pattern, kept here only (it read a long run of spaces from each of them)
+    import re
+
+    ended = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*").split(text.strip())
+    words = [part.split() for part in ended]
+    expected = [" ".join(w[i : i + 40]) for w in words for i in range(0, len(w), 40)]
+    assert sentences(text, style=1) == [piece for piece in expected if piece]
