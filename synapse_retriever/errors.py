@@ -285,23 +285,37 @@ after it: a message shows less rather than part of it); the repr's closing quote
 
 
 def masked(value: object, depth: int = 4) -> object:
-    """``value`` with what :func:`shown` leaves out of a message left out: in a str, a URL's
-    user and password and a connection string's password; in a dict, list or tuple, in each
-    item (``depth`` levels down; keys as they are); anything else as it is.
+    """``value`` with what :func:`shown` leaves out of a message left out: in a str, bytes or
+    bytearray, a URL's user and password and a connection string's password; in a dict, list,
+    tuple, set or frozenset, in each item (keys as they are), ``depth`` levels down, deeper
+    as :func:`shown` shows it; anything else as it is.
 
     Examples
     --------
     >>> masked({"store": "postgresql://me:s3cret@db/x", "k": [3, "host=db password=s3cret"]})
     {'store': 'postgresql://db/x', 'k': [3, 'host=db password=***']}
+    >>> masked(b"postgresql://me:s3cret@db/x"), masked([[["postgresql://me:s3cret@db"]]], 1)
+    (b'postgresql://db/x', ["[['postgresql://db']]"])
     """
     if isinstance(value, str):
         return _CREDENTIALS.sub(r"\1", _PASSWORD.sub(r"\1***\2", value))
-    if depth <= 0:
+    if isinstance(value, (bytes, bytearray)):
+        return type(value)(str(masked(bytes(value).decode("latin-1"))).encode("latin-1"))
+    if not isinstance(value, (dict, list, tuple, set, frozenset)):
         return value
+    if depth <= 0:
+        return shown(value, width=200)
     if isinstance(value, dict):
         return {key: masked(item, depth - 1) for key, item in value.items()}
-    if type(value) is list:
-        return [masked(item, depth - 1) for item in value]
-    if type(value) is tuple:
-        return tuple(masked(item, depth - 1) for item in value)
-    return value
+    items = [masked(item, depth - 1) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return type(value)(item for item in items if _hashable(item))
+    return type(value)(items) if type(value) in (list, tuple) else items
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -260,6 +260,16 @@ MISSING_OR_WRONG: dict[str, Callable[[str], object]] = {
         base_retriever=RunnableLambda(lambda q: []), store=":memory:", k=url
     ),
     "LlamaIndex, a wrong docstore": lambda url: SynapsePostprocessor(store=url, docstore=url),
+    # a review's cases: bytes, a set, an input nested deeper than masked() reads
+    "LangChain, the URL as bytes": lambda url: SynapseRetriever(
+        base_retriever=RunnableLambda(lambda q: []), store=url.encode()
+    ),
+    "LlamaIndex, a set for a docstore": lambda url: SynapsePostprocessor(
+        store=":memory:", docstore=frozenset([url])
+    ),
+    "LangChain, nested deep": lambda url: SynapseRetriever(
+        base_retriever=RunnableLambda(lambda q: []), store=":memory:", k=[[[[[[url]]]]]]
+    ),
 }
 
 
@@ -275,6 +285,7 @@ def test_an_adapters_validation_error_holds_no_password_even_in_its_errors(case:
     for shown_as in (str(error), repr(error.errors()), error.json()):
         assert "s3cret" not in shown_as and "alice" not in shown_as, shown_as
     assert "127.0.0.1:1/none" in repr(error.errors()) and error.__context__ is None
+    assert "127.0.0.1:1/none" in error.json()
 
 
 @pytest.mark.parametrize("adapter", list(ADAPTERS))
