@@ -687,6 +687,19 @@ class PostgresConversationStorage:
                 "emptied, while the memory was open; nothing was written: open it again"
             )
 
+    def _holds(self, conn: psycopg.Connection[Any], turns: int) -> None:
+        """:class:`StorageUnavailableError` unless this user has ``turns`` turns at least, as
+        many as a consolidation covers (turns are never deleted)."""
+        [(count,)] = conn.execute(
+            "SELECT count(*) FROM context_turns WHERE user_id = %s", (self._user,)
+        ).fetchall()
+        if int(count) < turns:
+            raise StorageUnavailableError(
+                f"{self.where!r} holds {count} turns of user {self.user!r}, fewer than this "
+                f"memory took in ({turns}): it was restored from a backup, or emptied, while "
+                "the memory was open; nothing was written: open it again"
+            )
+
     def _owner(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
         """Queue the read of whose rows this storage's user number names, and in which
         users table (its result is read with the transaction's others: no round trip of
@@ -895,6 +908,7 @@ class PostgresConversationStorage:
             ).fetchone()
             if done is not None and int(done[0]) >= through:
                 return False, False
+            self._holds(conn, through)
             if graph is not None:
                 self._link(conn, *graph, "relations_through")
             if condensed:

@@ -343,6 +343,37 @@ class SQLiteConversationStorage:
                     self._db.execute("ROLLBACK")
                 raise
 
+    def _not_behind(self, db: sqlite3.Connection, seen: int) -> int:
+        """This user's last turn id; :class:`StorageUnavailableError` if it is older than
+        ``seen``, the last the memory took in (turns are never deleted: the file was restored
+        into, or edited, while the memory was open)."""
+        last = int(
+            db.execute("SELECT max(id) FROM context_turns WHERE user = ?", (self.user,)).fetchone()[
+                0
+            ]
+            or 0
+        )
+        if last < seen:
+            raise StorageUnavailableError(
+                f"{self.path!r} holds fewer turns of user {self.user!r} than this memory took "
+                f"in (the last is {last}, not {seen}): it was restored from a backup, or "
+                "emptied, while the memory was open; nothing was written: open it again"
+            )
+        return last
+
+    def _holds(self, db: sqlite3.Connection, turns: int) -> None:
+        """:class:`StorageUnavailableError` unless this user has ``turns`` turns at least, as
+        many as a consolidation covers (turns are never deleted)."""
+        [(count,)] = db.execute(
+            "SELECT count(*) FROM context_turns WHERE user = ?", (self.user,)
+        ).fetchall()
+        if int(count) < turns:
+            raise StorageUnavailableError(
+                f"{self.path!r} holds {count} turns of user {self.user!r}, fewer than this "
+                f"memory took in ({turns}): it was restored from a backup, or emptied, while "
+                "the memory was open; nothing was written: open it again"
+            )
+
     def _mark(self, db: sqlite3.Connection, key: str, value: object) -> None:
         db.execute(
             "INSERT INTO context_marks (user, key, value) VALUES (?, ?, ?) "
@@ -476,20 +507,8 @@ reinforcements=0, traversals=0)], 2)
         (None, None)
         """
         with self._write() as db:
-            if after is not None:
-                last = db.execute(
-                    "SELECT max(id) FROM context_turns WHERE user = ?", (self.user,)
-                ).fetchone()[0]
-                last = last or 0
-                if last < after:
-                    raise StorageUnavailableError(
-                        f"{self.path!r} holds fewer turns of user {self.user!r} than this "
-                        f"memory took in (the last is {last}, not {after}): it was restored "
-                        "from a backup, or emptied, while the memory was open; nothing was "
-                        "written: open it again"
-                    )
-                if last != after:
-                    return None
+            if after is not None and self._not_behind(db, after) != after:
+                return None
             cursor = db.execute(
                 "INSERT INTO context_turns (user, session, role, text, at, surprise, repeats, "
                 "boost, chunks, summary, speaker, key, embedder, embedding) "
@@ -600,6 +619,7 @@ reinforcements=0, traversals=0)], 2)
         with self._write() as db:
             if self._marks(db).get("consolidated_through", 0) >= through:
                 return False
+            self._holds(db, through)
             if graph is not None:
                 self._link(db, *graph, "relations_through")
             db.executemany(

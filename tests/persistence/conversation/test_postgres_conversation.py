@@ -153,6 +153,7 @@ def test_a_consolidation_is_written_once_and_one_covering_as_much_writes_nothing
         loaded.entities
     )
     assert other.themes() == [(3, ["deploy"])]
+    storage.insert(turn("turn 3"), "e", b"")
     assert other.consolidate([], [], ["later"], 4) and storage.themes() == [
         (3, ["deploy"]),
         (4, ["later"]),
