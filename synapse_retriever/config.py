@@ -62,6 +62,7 @@ __all__ = [
     "check_flag",
     "check_integer",
     "check_size",
+    "frozen_mapping",
     "namespace_list",
     "validate_namespace",
 ]
@@ -196,7 +197,12 @@ def _printable(text: str) -> bool:
     return not any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
 
 
-def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
+def frozen_mapping(mapping: Mapping[str, float]) -> Mapping[str, float]:
+    """``mapping`` copied, read-only, as a configuration keeps it: it pickles and copies.
+
+    >>> frozen_mapping({"personal": 1.0})
+    {'personal': 1.0}
+    """
     return _ReadOnly(mapping)
 
 
@@ -277,7 +283,7 @@ class Learning:
     learning_rate: float = 0.30
     max_strength: float = 2.0
     half_life_days: Mapping[str, float] = field(
-        default_factory=lambda: _frozen(
+        default_factory=lambda: frozen_mapping(
             {"personal": 30.0, "branch": 30.0, "shared": 60.0, "ephemeral": 1.0}
         )
     )
@@ -330,7 +336,7 @@ class Learning:
         for ns, days in half_lives.items():
             _check_positive(f"half_life_days[{ns!r}]", days)
             _check_half_life(f"half_life_days[{ns!r}]", days)
-        object.__setattr__(self, "half_life_days", _frozen(half_lives))
+        object.__setattr__(self, "half_life_days", frozen_mapping(half_lives))
 
     def default_half_life(self, namespace: str) -> float:
         """The half-life a new edge of ``namespace`` starts with, in days.
@@ -696,7 +702,7 @@ not of this configuration's 'actr' rule
     spreading: Spreading = field(default_factory=Spreading)
     operations: Operations = field(default_factory=Operations)
     merge_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"personal": 0.8, "shared": 0.5})
+        default_factory=lambda: frozen_mapping({"personal": 0.8, "shared": 0.5})
     )
     injection_enabled: bool = True
 
@@ -864,9 +870,10 @@ not of this configuration's 'actr' rule
     def __new__(cls, *args: object, **given: object) -> SynapseConfig:
         # a field given bare (as before the groups) is refused by name, with where it went;
         # pydantic, copy and pickle make one without keywords
-        for name in given:
-            if name not in {known.name for known in fields(cls)}:
-                raise InvalidTypeError(_ungrouped(name))
+        if cls.__init__ is SynapseConfig.__init__:  # a subclass's own takes what it takes
+            for name in given:
+                if name not in {known.name for known in fields(cls)}:
+                    raise InvalidTypeError(_ungrouped(name))
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
@@ -884,7 +891,7 @@ not of this configuration's 'actr' rule
         for ns, factor in weights.items():
             validate_namespace(ns)
             _check_unit(f"merge_weights[{ns!r}]", factor)
-        object.__setattr__(self, "merge_weights", _frozen(weights))
+        object.__setattr__(self, "merge_weights", frozen_mapping(weights))
 
     def merge_factors(self, active_namespace: str) -> dict[str, float]:
         """Factor of each namespace in the merged graph: 1.0 for the active one.

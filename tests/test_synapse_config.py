@@ -317,3 +317,12 @@ def test_a_config_pickles_and_copies_whole_and_stays_read_only(config: SynapseCo
         config.merge_weights["personal"] = 0.0  # type: ignore[index]
     with pytest.raises(TypeError):
         config.learning.half_life_days["shared"] = 1.0  # type: ignore[index]
+
+
+def test_a_subclass_with_an_init_of_its_own_takes_its_own_arguments() -> None:
+    class Tagged(SynapseConfig):
+        def __init__(self, tag: str = "", **given: Any) -> None:
+            super().__init__(**given)
+            object.__setattr__(self, "tag", tag)
+
+    assert Tagged(tag="u").tag == "u"  # type: ignore[attr-defined]

@@ -32,9 +32,9 @@ import math
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
+from synapse_retriever.config import frozen_mapping
 from synapse_retriever.conversation.importance import Weights
 from synapse_retriever.errors import InvalidTypeError, InvalidValueError, refused_number, shown
 
@@ -48,7 +48,7 @@ PRESETS = ("default", "published", "gradient")
 
 
 def _temperatures() -> Mapping[str, float]:
-    return MappingProxyType({"analytical": 1.3, "creative": 0.8, "conversational": 1.0})
+    return frozen_mapping({"analytical": 1.3, "creative": 0.8, "conversational": 1.0})
 
 
 @dataclass(frozen=True)
@@ -394,7 +394,7 @@ class ContextConfig:
             raise (InvalidValueError if isinstance(self.mode, str) else InvalidTypeError)(
                 f"mode must be one of {sorted(temperatures)}, got {shown(self.mode)}"
             )
-        object.__setattr__(self, "temperatures", MappingProxyType(temperatures))
+        object.__setattr__(self, "temperatures", frozen_mapping(temperatures))
         object.__setattr__(self, "consolidation_ages", (int(ages[0]), int(ages[1])))
 
 

@@ -125,3 +125,14 @@ def test_temperatures_must_be_a_mapping() -> None:
     assert custom.temperature() == 1.5
     with pytest.raises(InvalidValueError, match="mode must be one of"):
         custom.temperature("analytical")
+
+
+def test_a_context_config_pickles_and_copies_whole() -> None:
+    # a review's finding: its temperatures were a MappingProxyType, which does not pickle
+    import copy
+    import pickle
+
+    config = ContextConfig.preset("gradient")
+    assert pickle.loads(pickle.dumps(config)) == config == copy.deepcopy(config)
+    with pytest.raises(TypeError):
+        config.temperatures["creative"] = 2.0  # type: ignore[index]
