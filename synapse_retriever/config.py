@@ -870,7 +870,8 @@ not of this configuration's 'actr' rule
     def __new__(cls, *args: object, **given: object) -> SynapseConfig:
         # a field given bare (as before the groups) is refused by name, with where it went;
         # pydantic, copy and pickle make one without keywords
-        if cls.__init__ is SynapseConfig.__init__:  # a subclass's own takes what it takes
+        # a dataclass's generated __init__ is checked; a subclass's own takes what it takes
+        if cls.__init__ is SynapseConfig.__init__ or "__dataclass_params__" in cls.__dict__:
             for name in given:
                 if name not in {known.name for known in fields(cls)}:
                     raise InvalidTypeError(_ungrouped(name))

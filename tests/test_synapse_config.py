@@ -326,3 +326,13 @@ def test_a_subclass_with_an_init_of_its_own_takes_its_own_arguments() -> None:
             object.__setattr__(self, "tag", tag)
 
     assert Tagged(tag="u").tag == "u"  # type: ignore[attr-defined]
+
+
+def test_a_dataclass_subclass_is_told_where_a_bare_field_went() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(SynapseConfig):
+        tag: str = ""
+
+    assert Tagged(tag="u").tag == "u"
+    with pytest.raises(InvalidTypeError, match=r"config\.recall\.max_inject"):
+        Tagged(max_inject=3)  # type: ignore[call-arg]

@@ -493,8 +493,10 @@ class Origin:
     >>> origin = Origin()
     >>> origin.moved(16384), origin.moved(16384), origin.moved(20001)
     (False, False, True)
-    >>> origin.written(30002), origin.moved(30002), origin.moved(30002)  # a write found them
-    (True, True, False)
+    >>> origin.written(30002), origin.written(30002)  # a write found them: refused till read
+    (True, True)
+    >>> origin.moved(30002), origin.written(30002)
+    (True, False)
     """
 
     def __init__(self) -> None:
@@ -510,9 +512,10 @@ class Origin:
         return moved
 
     def written(self, oid: int) -> bool:
-        """Whether a write's ``oid`` is another ``meta`` table's than the last read's; if so,
-        it is known now, and the next read reads the tables whole (:attr:`stale`)."""
-        if self.oid is None or self.oid == oid:
+        """Whether a write's ``oid`` is another ``meta`` table's than the last read's, or the
+        tables a write found before are still unread (:attr:`stale`): then the write must
+        not go on with ids read from the old ones, and the next read reads them whole."""
+        if self.oid is None or (self.oid == oid and not self.stale):
             return False
         self.oid, self.stale = oid, True
         return True
@@ -1916,8 +1919,8 @@ class PostgresStorage:
         """:class:`ReplacedTablesError` if ``origin`` (``SELECT {ORIGIN}``, in the write's
         transaction) found another ``meta`` table than this storage's reads: the ids the
         write took from the store's mirror may name other nodes there. The next poll reads
-        the tables whole (the store does, then runs the write again); a write again, which
-        names its nodes (an import), goes through."""
+        the tables whole (the store does, then runs the write again): until one has, every
+        write is refused so."""
         found: list[Any] = []
         with contextlib.suppress(Exception):  # no answer (the transaction failed first)
             found = origin.fetchall()

@@ -77,7 +77,12 @@ from synapse_retriever.errors import InvalidValueError, shown
 from synapse_retriever.learning.decay import MAX_COUNT
 from synapse_retriever.learning.usage import uses_from_edges
 from synapse_retriever.mirror.graph import Edge
-from synapse_retriever.persistence.protocols import Storage, WriteTransaction, retrying
+from synapse_retriever.persistence.protocols import (
+    ReplacedTablesError,
+    Storage,
+    WriteTransaction,
+    retrying,
+)
 from synapse_retriever.persistence.rows import EdgeKey, EdgeRow, UseKey, edge_rows, rows_array
 from synapse_retriever.persistence.sqlite import (
     APPLICATION_ID,
@@ -184,8 +189,12 @@ def merge_edges(
     incoming = {(e.namespace, e.a, e.b): e for e in checked}
 
     def attempt() -> tuple[int, int, int]:
-        with storage.write() as tx:
-            return _merge(tx, incoming)
+        try:
+            with storage.write() as tx:
+                return _merge(tx, incoming)
+        except ReplacedTablesError:  # read the new tables (whole), then write again, by name
+            storage.poll(0, 0, 0)
+            raise
 
     return MergeReport(*retrying(attempt, retries, "merge_edges"))
 

@@ -1771,3 +1771,21 @@ def test_an_import_into_a_storage_whose_tables_were_replaced_goes_through(
         storage.close()
     with SynapseStore(postgres_url, config=config) as fresh:
         assert fresh.edge("a", "c") is not None and fresh.edge("x", "y") is not None
+
+
+def test_a_write_after_replaced_tables_waits_for_them_to_be_read(postgres_url: str) -> None:
+    # a review's finding: with the store's re-read held back (the 5 s after the server did not
+    # answer), the write ran again with the old ids, and a-b was counted on the new x-y
+    config = SynapseConfig.actr(refresh_interval_s=3600.0)
+    with SynapseStore(postgres_url, config=config) as agent:
+        agent.reinforce(["a", "b"], at=0)
+        _made_again_with(postgres_url, config)
+        agent._storage._unreachable_until = time.monotonic() + 60  # type: ignore[attr-defined]
+        with pytest.raises(WriteConflictError, match="restored or made again"):
+            agent.reinforce(["a", "b"], at=2 * DAY)
+        agent._storage._unreachable_until = 0.0  # type: ignore[attr-defined]
+        agent.reinforce(["a", "b"], at=2 * DAY)
+    with SynapseStore(postgres_url, config=config) as fresh:
+        edge = fresh.edge("x", "y")
+        assert edge is not None and edge.activation_count == 1
+        assert fresh.edge("a", "b") is not None
