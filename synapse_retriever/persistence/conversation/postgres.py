@@ -80,6 +80,7 @@ from synapse_retriever.persistence.conversation.protocol import (
     TypedEdgeKey,
     TypedEdgeRow,
     check_user,
+    restored_under,
 )
 from synapse_retriever.persistence.postgres import (
     CONNECTION_OPTIONS,
@@ -681,11 +682,7 @@ class PostgresConversationStorage:
             "SELECT coalesce(max(id), 0) FROM context_turns WHERE user_id = %s", (self._user,)
         ).fetchall()
         if int(last) < after:
-            raise StorageUnavailableError(
-                f"{self.where!r} holds fewer turns of user {self.user!r} than this memory took "
-                f"in (the last is {last}, not {after}): it was restored from a backup, or "
-                "emptied, while the memory was open; nothing was written: open it again"
-            )
+            raise restored_under(self.where, self.user, f"the last is {last}, not {after}")
 
     def _holds(self, conn: psycopg.Connection[Any], turns: int) -> None:
         """:class:`StorageUnavailableError` unless this user has ``turns`` turns at least, as
@@ -694,11 +691,7 @@ class PostgresConversationStorage:
             "SELECT count(*) FROM context_turns WHERE user_id = %s", (self._user,)
         ).fetchall()
         if int(count) < turns:
-            raise StorageUnavailableError(
-                f"{self.where!r} holds {count} turns of user {self.user!r}, fewer than this "
-                f"memory took in ({turns}): it was restored from a backup, or emptied, while "
-                "the memory was open; nothing was written: open it again"
-            )
+            raise restored_under(self.where, self.user, f"{count} turns, not {turns}")
 
     def _owner(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
         """Queue the read of whose rows this storage's user number names, and in which

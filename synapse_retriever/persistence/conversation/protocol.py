@@ -24,7 +24,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from synapse_retriever.errors import InvalidTypeError, InvalidValueError, shown
+from synapse_retriever.errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    StorageUnavailableError,
+    shown,
+)
 
 __all__ = [
     "MAX_USER_LENGTH",
@@ -36,6 +41,7 @@ __all__ = [
     "TypedEdgeKey",
     "TypedEdgeRow",
     "check_user",
+    "restored_under",
 ]
 
 MAX_USER_LENGTH = 256
@@ -81,6 +87,23 @@ def check_user(user: object) -> str:
         what = "a control character" if unicodedata.category(bad) == "Cc" else "a lone surrogate"
         raise InvalidValueError(f"user {user!r} holds {what} (U+{ord(bad):04X})")
     return user
+
+
+def restored_under(where: str, user: str, found: str) -> StorageUnavailableError:
+    """The error of a memory whose user's turns in the database are fewer than it took in,
+    ``found`` saying how (turns are never deleted: the database was restored into, or
+    emptied, while the memory was open).
+
+    >>> print(restored_under("chat.db", "alice", "the last is 2, not 3"))
+    'chat.db' holds fewer turns of user 'alice' than this memory took in (the last is 2, \
+not 3): it was restored from a backup, or emptied, while the memory was open; nothing was \
+written: open it again
+    """
+    return StorageUnavailableError(
+        f"{where!r} holds fewer turns of user {user!r} than this memory took in ({found}): it "
+        "was restored from a backup, or emptied, while the memory was open; nothing was "
+        "written: open it again"
+    )
 
 
 @dataclass

@@ -43,7 +43,6 @@ from synapse_retriever.errors import (
     CorruptDatabaseError,
     NotASynapseDatabaseError,
     ReadOnlyStoreError,
-    StorageUnavailableError,
 )
 from synapse_retriever.persistence.conversation.protocol import (
     EntityRow,
@@ -53,6 +52,7 @@ from synapse_retriever.persistence.conversation.protocol import (
     TypedEdgeKey,
     TypedEdgeRow,
     check_user,
+    restored_under,
 )
 from synapse_retriever.persistence.sqlite import (
     APPLICATION_ID,
@@ -354,11 +354,7 @@ class SQLiteConversationStorage:
             or 0
         )
         if last < seen:
-            raise StorageUnavailableError(
-                f"{self.path!r} holds fewer turns of user {self.user!r} than this memory took "
-                f"in (the last is {last}, not {seen}): it was restored from a backup, or "
-                "emptied, while the memory was open; nothing was written: open it again"
-            )
+            raise restored_under(self.path, self.user, f"the last is {last}, not {seen}")
         return last
 
     def _holds(self, db: sqlite3.Connection, turns: int) -> None:
@@ -368,11 +364,7 @@ class SQLiteConversationStorage:
             "SELECT count(*) FROM context_turns WHERE user = ?", (self.user,)
         ).fetchall()
         if int(count) < turns:
-            raise StorageUnavailableError(
-                f"{self.path!r} holds {count} turns of user {self.user!r}, fewer than this "
-                f"memory took in ({turns}): it was restored from a backup, or emptied, while "
-                "the memory was open; nothing was written: open it again"
-            )
+            raise restored_under(self.path, self.user, f"{count} turns, not {turns}")
 
     def _mark(self, db: sqlite3.Connection, key: str, value: object) -> None:
         db.execute(
