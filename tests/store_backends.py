@@ -13,8 +13,10 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
+import shutil
 import socket
 import sqlite3
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -245,6 +247,22 @@ def tool(found: str | None, what: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return found
+
+
+def dump(url: str, path: os.PathLike[str] | str, *, data_only: bool = False) -> None:
+    """``pg_dump`` of the schema ``url``'s search path names (a test's own) to ``path``, in
+    the custom format, as an administrator's backup is made (the tables, or their rows)."""
+    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
+    rows = ["--data-only"] if data_only else []
+    schema = url.rsplit("search_path%3D", 1)[1]
+    subprocess.run([pg_dump, "-Fc", *rows, "-n", schema, "-f", path, "-d", url], check=True)
+
+
+def restore(url: str, path: os.PathLike[str] | str, *, data_only: bool = False) -> None:
+    """``pg_restore`` of :func:`dump`'s ``path`` into ``url``'s database."""
+    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
+    rows = ["--data-only"] if data_only else []
+    subprocess.run([pg_restore, *rows, "-d", url, path], check=True)
 
 
 class TcpProxy(abc.ABC):

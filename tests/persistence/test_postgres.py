@@ -39,9 +39,10 @@ from store_backends import (
     POSTGRES,
     TcpProxy,
     connections_to,
+    dump,
     ended,
     new_schema,
-    tool,
+    restore,
     with_database,
 )
 
@@ -1620,13 +1621,11 @@ def test_a_store_open_across_a_reset_or_a_restore_reads_the_tables_anew(
     config = SynapseConfig.actr(refresh_interval_s=0.0)
     storage = PostgresStorage(postgres_url, listen=False)  # each read looks for changes
     schema = postgres_url.rsplit("search_path%3D", 1)[1]
-    dump = tmp_path / "store.dump"
+    backup = tmp_path / "store.dump"
     with SynapseStore(storage=storage, config=config) as agent:
         agent.reinforce(["a", "b"], at=0)
         if how == "restored":
-            pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
-            subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url],
-                           check=True)  # fmt: skip
+            dump(postgres_url, backup)
             for _ in range(3):
                 agent.reinforce(["c", "d"], at=DAY)  # undone by the restore
         with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -1634,8 +1633,7 @@ def test_a_store_open_across_a_reset_or_a_restore_reads_the_tables_anew(
             if how == "made again":
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         if how == "restored":
-            pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
-            subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+            restore(postgres_url, backup)
         teammate = SynapseStore(postgres_url, config=config)
         for pair in (["x", "y"], ["a", "x"], ["p", "q"], ["p", "q"], ["p", "q"]):
             teammate.reinforce(pair, at=2 * DAY)
@@ -1660,19 +1658,17 @@ def test_a_layered_store_open_across_a_restore_of_its_shared_layer_writes_by_nam
 ) -> None:
     # a review's finding: the layered store kept the shared layer's ids of names the restore
     # undid, so writing a-c asked the database for a-x (x had c's old id): refused for good
-    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
-    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
     config = SynapseConfig.actr(refresh_interval_s=0.0)
     schema = postgres_url.rsplit("search_path%3D", 1)[1]
-    dump = tmp_path / "team.dump"
+    backup = tmp_path / "team.dump"
     agent = SynapseStore.layered(local=tmp_path / "me.db", shared=postgres_url, config=config)
     try:
         agent.reinforce(["a", "b"], namespace="shared", at=0)
-        subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url], check=True)
+        dump(postgres_url, backup)
         agent.reinforce(["c", "d"], namespace="shared", at=DAY)  # undone by the restore
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-        subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        restore(postgres_url, backup)
         with SynapseStore(postgres_url, config=config) as teammate:
             teammate.reinforce(["x", "y"], namespace="shared", at=2 * DAY)  # c's and d's ids
         agent.reinforce(["a", "c"], namespace="shared", at=3 * DAY)
@@ -1694,18 +1690,16 @@ def test_a_write_before_any_read_after_a_restore_goes_to_the_names_it_was_given(
 ) -> None:
     # a review's finding: a store that wrote before reading after a restore took c's id from
     # its mirror, which the restored tables had given to x: a-c was stored as a-x
-    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
-    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
     config = SynapseConfig.actr(refresh_interval_s=3600.0)  # no read looks for changes
     schema = postgres_url.rsplit("search_path%3D", 1)[1]
-    dump = tmp_path / "team.dump"
+    backup = tmp_path / "team.dump"
     with SynapseStore(postgres_url, config=config) as agent:
         agent.reinforce(["a", "b"], at=0)
-        subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url], check=True)
+        dump(postgres_url, backup)
         agent.reinforce(["c", "d"], at=DAY)  # undone by the restore
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-        subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        restore(postgres_url, backup)
         with SynapseStore(postgres_url, config=config) as teammate:
             teammate.reinforce(["x", "y"], at=2 * DAY)  # c's and d's ids
         agent.reinforce(["a", "c"], at=3 * DAY)

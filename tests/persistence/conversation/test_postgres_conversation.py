@@ -28,7 +28,7 @@ import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
-from store_backends import TcpProxy, connections_to, stored, tool
+from store_backends import TcpProxy, connections_to, dump, restore, stored, tool
 
 from synapse_retriever import SynapseStore
 from synapse_retriever.errors import (
@@ -1333,17 +1333,14 @@ def test_a_memory_open_across_a_restore_of_its_own_rows_says_so(
     # memory, holding them, was refused as if another process's turn came first, 3 times
     from synapse_retriever.conversation import ConversationMemory
 
-    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
-    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
-    schema = postgres_url.rsplit("search_path%3D", 1)[1]
-    dump = tmp_path / "memory.dump"
+    backup = tmp_path / "memory.dump"
     with ConversationMemory(postgres_url, user="carol", background=False) as carol:
         carol.add_turn("carol: before the backup")
-        subprocess.run([pg_dump, "-Fc", "-n", schema, "-f", dump, "-d", postgres_url], check=True)
+        dump(postgres_url, backup)
         carol.add_turn("carol: after the backup")
         _made_again(postgres_url)
         _grant(postgres_url, "", "DROP SCHEMA {schema}")
-        subprocess.run([pg_restore, "-d", postgres_url, dump], check=True)
+        restore(postgres_url, backup)
         with pytest.raises(StorageUnavailableError, match="restored or made again"):
             carol.add_turn("carol: after the restore")
     with ConversationMemory(postgres_url, user="carol", background=False) as carol:
@@ -1358,17 +1355,12 @@ def test_a_data_only_restore_under_an_open_memory_is_found_at_its_next_write(
     # another process had written first
     from synapse_retriever.conversation import ConversationMemory
 
-    pg_dump = tool(shutil.which("pg_dump"), "pg_dump (postgresql-client)")
-    pg_restore = tool(shutil.which("pg_restore"), "pg_restore (postgresql-client)")
     schema = postgres_url.rsplit("search_path%3D", 1)[1]
-    dump = tmp_path / "data.dump"
+    backup = tmp_path / "data.dump"
     with ConversationMemory(postgres_url, user="bob", background=False) as bob:
         for i in range(3):
             bob.add_turn(f"fact {i}: service {i} deploys on Fridays.", at=i)
-        subprocess.run(
-            [pg_dump, "-Fc", "--data-only", "-n", schema, "-f", dump, "-d", postgres_url],
-            check=True,
-        )
+        dump(postgres_url, backup, data_only=True)
         for i in range(3, 6):
             bob.add_turn(f"fact {i}: service {i} deploys on Fridays.", at=i)  # undone
         with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -1381,7 +1373,7 @@ def test_a_data_only_restore_under_an_open_memory_is_found_at_its_next_write(
             conn.execute(
                 sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(sql.SQL(", ").join(tables))
             )
-        subprocess.run([pg_restore, "--data-only", "-d", postgres_url, dump], check=True)
+        restore(postgres_url, backup, data_only=True)
         with pytest.raises(StorageUnavailableError, match=r"the last is 3, not 6.*open it again"):
             bob.add_turn("after the restore", at=10)
     with ConversationMemory(postgres_url, user="bob", background=False) as bob:
